@@ -1,0 +1,111 @@
+// Package sandbox holds Platinum's domain types: sandbox records, states and
+// their transitions, IDs, validation and the small fixed set of error
+// categories every layer wraps. It does no I/O, so every other package can
+// depend on it without pulling in storage, networking or runtimes.
+package sandbox
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is a sandbox's lifecycle state as stored and as shown by the API.
+type State string
+
+// The states of seed 004's lifecycle. Transitional states (creating,
+// starting, stopping, archiving, restoring, deleting) always have a way out.
+const (
+	StateCreating  State = "creating"
+	StateStarting  State = "starting"
+	StateRunning   State = "running"
+	StateStopping  State = "stopping"
+	StateStopped   State = "stopped"
+	StateArchiving State = "archiving"
+	StateArchived  State = "archived"
+	StateRestoring State = "restoring"
+	StateDeleting  State = "deleting"
+	StateDeleted   State = "deleted"
+	StateFailed    State = "failed"
+)
+
+// AllStates lists every state, for validation of filters.
+var AllStates = []State{
+	StateCreating, StateStarting, StateRunning, StateStopping, StateStopped,
+	StateArchiving, StateArchived, StateRestoring, StateDeleting, StateDeleted, StateFailed,
+}
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	for _, k := range AllStates {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Live reports whether a sandbox in state s still exists for the user:
+// everything but deleting and deleted.
+func (s State) Live() bool { return s != StateDeleting && s != StateDeleted }
+
+// Sandbox is the stored record of one sandbox.
+type Sandbox struct {
+	ID                string  `json:"id"`
+	OrgID             string  `json:"org_id"`
+	Name              string  `json:"name,omitempty"`
+	State             State   `json:"state"`
+	Template          string  `json:"template"`
+	TemplateVersionID string  `json:"template_version_id"`
+	CPU               float64 `json:"cpu"`
+	RAMMB             int     `json:"ram_mb"`
+	DiskGB            int     `json:"disk_gb"`
+	// EnvKeys are the names of the sandbox's environment variables; values
+	// live in Env, which is never serialised to API clients.
+	Env      map[string]string `json:"-"`
+	Metadata map[string]string `json:"metadata"`
+	HostID   string            `json:"host_id,omitempty"`
+	// Address is the sandbox's IP on its host bridge; AgentToken guards its
+	// pt-agent. Neither is shown to API clients except the agent token where
+	// a compatibility surface needs it.
+	Address    string `json:"-"`
+	AgentToken string `json:"-"`
+	// Reason explains the current state when it is failed or deleted.
+	Reason string `json:"reason,omitempty"`
+	// Version increments on every update; stores use it for optimistic
+	// concurrency (compare-and-swap).
+	Version   int64      `json:"-"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+}
+
+// Limits the API enforces on create.
+const (
+	MinRAMMB    = 128
+	MaxRAMMB    = 256 * 1024
+	MaxCPU      = 64
+	MaxDiskGB   = 2048
+	DefaultCPU  = 1
+	DefaultRAM  = 512
+	DefaultDisk = 2
+)
+
+// TimeFormat is the API's timestamp format: UTC ISO 8601 with six
+// fractional digits, so rows created within one millisecond keep a stable,
+// distinct order across pages.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
+// FormatTime renders t in TimeFormat.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// FieldError is an ErrInvalidArgument naming the offending field, so the
+// API can tell the user exactly what to fix.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Reason) }
+
+// Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
+func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
