@@ -1,0 +1,65 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/platinum-dev/platinum/internal/host"
+)
+
+// config is everything `ptd serve` reads from flags and the environment.
+type config struct {
+	listen   string
+	dataDir  string
+	logLevel string
+	host     host.Config
+}
+
+func parseConfig(name string, args []string) (config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c := config{}
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
+	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/platinum", "directory holding the store, disks and sandboxes")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	def := host.DefaultConfig("")
+	agent := fs.String("agent-binary", "", "pt-agent binary to inject (default: pt-agent next to ptd)")
+	rt := fs.String("runtime-binary", def.RuntimeBinary, "OCI runtime binary for the runc class")
+	cg := fs.String("cgroup-parent", def.CgroupParent, "parent cgroup of every sandbox's cgroup")
+	pids := fs.Int64("pids-limit", def.PidsLimit, "maximum tasks per sandbox")
+	cache := fs.String("template-cache", def.TemplateCacheDir, "cache of built template images, shared by data dirs")
+	bridge := fs.String("bridge", def.Network.Bridge, "name of the sandbox bridge")
+	subnet := fs.String("subnet", def.Network.Subnet.String(), "sandbox address pool (CIDR); the first address is the gateway")
+	noEgress := fs.Bool("no-egress", false, "block all outbound traffic from sandboxes")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	abs, err := filepath.Abs(c.dataDir)
+	if err != nil {
+		return c, err
+	}
+	c.dataDir = abs
+	c.host = host.DefaultConfig(abs)
+	c.host.AgentBinary, c.host.RuntimeBinary, c.host.CgroupParent = *agent, *rt, *cg
+	c.host.PidsLimit, c.host.TemplateCacheDir = *pids, *cache
+	c.host.Network.Bridge = *bridge
+	if c.host.Network.Subnet, err = netip.ParsePrefix(*subnet); err != nil {
+		return c, fmt.Errorf("--subnet: %w", err)
+	}
+	c.host.Network.Egress = !*noEgress
+	if err := c.host.Network.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func (c config) logger() *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/host"
+	"github.com/platinum-dev/platinum/internal/httpapi"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+func serve(ctx context.Context, args []string) error {
+	cfg, err := parseConfig("ptd serve", args)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger()
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "platinum.db"), log)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer st.Close()
+	h, err := host.Open(ctx, cfg.host, log)
+	if err != nil {
+		return err
+	}
+	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
+	defer cp.Close()
+	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
+		return err
+	}
+	if err := cp.Reconcile(ctx); err != nil {
+		return err
+	}
+	cp.RunReconciler(ctx, 30*time.Second)
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: httpapi.New(cp, log), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "host", h.ID())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("ptd shutting down; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// bootstrapToken installs the first admin token: PT_TOKEN when set, else
+// a generated one saved in the data dir and printed once.
+func bootstrapToken(ctx context.Context, cp *controlplane.Service, dataDir string) error {
+	path := filepath.Join(dataDir, "admin-token")
+	tok := strings.TrimSpace(os.Getenv("PT_TOKEN"))
+	generated := false
+	if tok == "" {
+		if b, err := os.ReadFile(path); err == nil {
+			tok = strings.TrimSpace(string(b))
+		}
+	}
+	if tok == "" {
+		tok, generated = controlplane.NewToken(), true
+	}
+	installed, err := cp.Bootstrap(ctx, tok)
+	if err != nil {
+		return err
+	}
+	if generated && installed {
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "ptd: admin token (saved in %s; shown once):\n%s\n", path, tok)
+	}
+	return nil
+}
+
+func reset(ctx context.Context, args []string) error {
+	cfg, err := parseConfig("ptd reset", args)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger()
+	h, err := host.Open(ctx, cfg.host, log)
+	if err != nil {
+		return err
+	}
+	if err := h.Reset(ctx); err != nil {
+		return err
+	}
+	log.Info("host reset: every sandbox, the bridge, firewall chains and the disk pool mount are gone", "data_dir", cfg.dataDir)
+	return nil
+}

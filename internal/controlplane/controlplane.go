@@ -1,0 +1,136 @@
+// Package controlplane is Platinum's lifecycle service: it validates
+// requests, owns the sandbox state machine, drives hosts to the desired
+// state in the background, and lets callers wait for states with bounded
+// waits. Transports (REST, compatibility APIs) call it; it never imports
+// net/http, so every transport sees the same semantics.
+package controlplane
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Host is what the control plane needs of a sandbox host. The host layer
+// (internal/host) implements it; tests may use a fake.
+type Host interface {
+	// ID names the host (host_…).
+	ID() string
+	// Templates lists the template slugs this host can build.
+	Templates() []string
+	// BuildTemplate builds slug as version versionID and returns the
+	// read-only rootfs path and its size. progress receives short lines.
+	BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (rootfs string, size int64, err error)
+	// Start makes sure the sandbox runs: it creates what is missing (disk,
+	// network, container) and reuses what exists, so it is safe to call
+	// again after a crash. It returns once the agent answers.
+	Start(ctx context.Context, spec StartSpec) (Instance, error)
+	// Running reports whether the sandbox's container runs and its agent
+	// answers.
+	Running(ctx context.Context, id string) bool
+	// Destroy removes every host resource of the sandbox. Idempotent.
+	Destroy(ctx context.Context, id string) error
+}
+
+// StartSpec is what a host needs to run one sandbox.
+type StartSpec struct {
+	ID         string
+	RootFS     string // template version's read-only rootfs
+	CPU        float64
+	RAMMB      int
+	DiskGB     int
+	AgentToken string
+}
+
+// Instance is a running sandbox as its host reports it.
+type Instance struct {
+	// Address is the sandbox's IP; its agent listens on AgentPort there.
+	Address string
+}
+
+// AgentPort is where pt-agent listens inside every sandbox.
+const AgentPort = 49983
+
+// Config tunes the service.
+type Config struct {
+	// DefaultWait bounds waits that ask for a state without a timeout.
+	DefaultWait time.Duration
+	// MaxWait caps any requested wait.
+	MaxWait time.Duration
+	// ProvisionTimeout bounds one background provisioning attempt
+	// (template build excluded).
+	ProvisionTimeout time.Duration
+	// TemplateBuildTimeout bounds one template build.
+	TemplateBuildTimeout time.Duration
+	// PollInterval is the backstop poll of waits, covering writers this
+	// process does not see (other API nodes).
+	PollInterval time.Duration
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		DefaultWait:          60 * time.Second,
+		MaxWait:              10 * time.Minute,
+		ProvisionTimeout:     2 * time.Minute,
+		TemplateBuildTimeout: 20 * time.Minute,
+		PollInterval:         time.Second,
+	}
+}
+
+// Service is the control plane. Create it with New and stop it with Close,
+// which waits for every background operation it started.
+type Service struct {
+	cfg    Config
+	store  store.Store
+	host   Host
+	log    *slog.Logger
+	notify *notifier
+	locks  keyedMutex
+	tpl    *templates
+
+	ctx    context.Context // cancelled by Close; parent of background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	agentMu sync.Mutex
+	agents  map[string]*agentclient.Client
+}
+
+// New builds a Service. Call Reconcile once before serving requests.
+func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Service{
+		cfg:    cfg,
+		store:  st,
+		host:   host,
+		log:    logger,
+		notify: newNotifier(),
+		ctx:    ctx,
+		cancel: cancel,
+		agents: map[string]*agentclient.Client{},
+	}
+	s.tpl = newTemplates(s)
+	return s
+}
+
+// Close stops background work and waits for it. Sandboxes keep running;
+// the next start reconciles whatever was in flight.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// goBackground runs fn on a goroutine owned by the service.
+func (s *Service) goBackground(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+}

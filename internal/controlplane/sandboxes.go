@@ -1,0 +1,490 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// CreateRequest is a validated-on-use create call.
+type CreateRequest struct {
+	Template string
+	CPU      *float64
+	RAMMB    *int
+	DiskGB   *int
+	Name     string
+	Env      map[string]string
+	Metadata map[string]string
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// validate fills defaults and returns a FieldError for the first bad field.
+func (r *CreateRequest) validate() (cpu float64, ram, disk int, err error) {
+	cpu, ram, disk = sandbox.DefaultCPU, sandbox.DefaultRAM, sandbox.DefaultDisk
+	if r.Template == "" {
+		return 0, 0, 0, &sandbox.FieldError{Field: "template", Reason: "is required (e.g. \"busybox\" or \"pt-base\")"}
+	}
+	if r.CPU != nil {
+		cpu = *r.CPU
+		if math.IsNaN(cpu) || cpu <= 0 || cpu > sandbox.MaxCPU {
+			return 0, 0, 0, &sandbox.FieldError{Field: "cpu", Reason: fmt.Sprintf("must be greater than 0 and at most %d", sandbox.MaxCPU)}
+		}
+	}
+	if r.RAMMB != nil {
+		ram = *r.RAMMB
+		if ram < sandbox.MinRAMMB || ram > sandbox.MaxRAMMB {
+			return 0, 0, 0, &sandbox.FieldError{Field: "ram_mb", Reason: fmt.Sprintf("must be between %d and %d", sandbox.MinRAMMB, sandbox.MaxRAMMB)}
+		}
+	}
+	if r.DiskGB != nil {
+		disk = *r.DiskGB
+		if disk <= 0 || disk > sandbox.MaxDiskGB {
+			return 0, 0, 0, &sandbox.FieldError{Field: "disk_gb", Reason: fmt.Sprintf("must be between 1 and %d", sandbox.MaxDiskGB)}
+		}
+	}
+	if r.Name != "" && !nameRE.MatchString(r.Name) {
+		return 0, 0, 0, &sandbox.FieldError{Field: "name", Reason: "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	if err := ValidateEnv(r.Env); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := validateMetadata(r.Metadata); err != nil {
+		return 0, 0, 0, err
+	}
+	return cpu, ram, disk, nil
+}
+
+// Env limits from Linux: one KEY=VALUE string (with its NUL) must fit
+// MAX_ARG_STRLEN, and the whole environment is kept well below ARG_MAX.
+const (
+	MaxEnvVarBytes   = 128 * 1024
+	MaxEnvTotalBytes = 256 * 1024
+)
+
+// ValidateEnv checks key syntax and Linux's size limits.
+func ValidateEnv(env map[string]string) error {
+	total := 0
+	for k, v := range env {
+		if !envKeyRE.MatchString(k) {
+			return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("key %q must match [A-Za-z_][A-Za-z0-9_]*", k)}
+		}
+		n := len(k) + 1 + len(v) + 1
+		if n > MaxEnvVarBytes {
+			return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("%s=… is %d bytes with its NUL; the limit per variable is %d", k, n, MaxEnvVarBytes)}
+		}
+		total += n
+	}
+	if total > MaxEnvTotalBytes {
+		return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("environment is %d bytes; the limit is %d", total, MaxEnvTotalBytes)}
+	}
+	return nil
+}
+
+func validateMetadata(md map[string]string) error {
+	if len(md) > 16 {
+		return &sandbox.FieldError{Field: "metadata", Reason: "at most 16 keys"}
+	}
+	total := 0
+	for k, v := range md {
+		if k == "" || len(k) > 64 {
+			return &sandbox.FieldError{Field: "metadata", Reason: "keys must be 1 to 64 characters"}
+		}
+		if len(v) > 512 {
+			return &sandbox.FieldError{Field: "metadata", Reason: fmt.Sprintf("value of %q is over 512 characters", k)}
+		}
+		total += len(k) + len(v)
+	}
+	if total > 4096 {
+		return &sandbox.FieldError{Field: "metadata", Reason: "over 4 KB in total"}
+	}
+	return nil
+}
+
+// Create records a new sandbox and starts provisioning it in the
+// background. It returns the record in state creating.
+func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
+	cpu, ram, disk, err := r.validate()
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if !s.tpl.known(r.Template) {
+		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	sb := sandbox.Sandbox{
+		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: p.OrgID, Name: r.Name,
+		State: sandbox.StateCreating, Template: r.Template,
+		CPU: cpu, RAMMB: ram, DiskGB: disk,
+		Env: nonNil(r.Env), Metadata: nonNil(r.Metadata),
+		HostID: s.host.ID(), AgentToken: randomToken(),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.Version = 1
+	s.log.Info("sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
+	s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
+	return sb, nil
+}
+
+// notFoundField is a not-found error that names the request field at fault.
+type notFoundField struct{ field string }
+
+func (e *notFoundField) Error() string { return "not found" }
+func (e *notFoundField) Unwrap() error { return sandbox.ErrNotFound }
+
+// Field names the request field that referred to the missing thing.
+func (e *notFoundField) Field() string { return e.field }
+
+// Get returns a live sandbox of p's org; deleted ones only when asked.
+func (s *Service) Get(ctx context.Context, p Principal, id string, includeDeleted bool) (sandbox.Sandbox, error) {
+	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+	}
+	sb, err := s.store.GetSandbox(ctx, p.OrgID, id)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, err)
+	}
+	if sb.State == sandbox.StateDeleted && !includeDeleted {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q was deleted: %w", id, sandbox.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// ListRequest filters and pages a list.
+type ListRequest struct {
+	State  sandbox.State
+	Limit  int
+	Offset int
+}
+
+// List returns one page of p's sandboxes and the total count.
+func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandbox.Sandbox, int, error) {
+	if r.State != "" && !r.State.Valid() {
+		return nil, 0, &sandbox.FieldError{Field: "state", Reason: fmt.Sprintf("unknown state %q", r.State)}
+	}
+	if r.Limit == 0 {
+		r.Limit = 50
+	}
+	if r.Limit < 1 || r.Limit > 200 {
+		return nil, 0, &sandbox.FieldError{Field: "limit", Reason: "must be between 1 and 200"}
+	}
+	if r.Offset < 0 {
+		return nil, 0, &sandbox.FieldError{Field: "offset", Reason: "must not be negative"}
+	}
+	return s.store.ListSandboxes(ctx, store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset})
+}
+
+// Delete marks the sandbox deleting and tears it down in the background.
+// Deleting a sandbox that is already being deleted returns it unchanged.
+func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if sb.State == sandbox.StateDeleting {
+			return sb, nil
+		}
+		sb.State, sb.Reason = sandbox.StateDeleting, "user_deleted"
+		sb, err = s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue // someone else moved it; re-read and try again
+		}
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		s.log.Info("sandbox deleting", "sandbox", id)
+		s.goBackground(func(ctx context.Context) { s.teardown(ctx, id) })
+		return sb, nil
+	}
+}
+
+// WaitFor waits until the sandbox reaches target (or failed, or deleted),
+// or until timeout runs out. It returns the last record read and whether
+// target was reached. Waits wake on committed changes and re-check the
+// state before sleeping again; a backstop poll covers other writers.
+func (s *Service) WaitFor(ctx context.Context, p Principal, id string, target sandbox.State, timeout time.Duration) (sandbox.Sandbox, bool, error) {
+	if timeout <= 0 {
+		timeout = s.cfg.DefaultWait
+	}
+	timeout = min(timeout, s.cfg.MaxWait)
+	deadline := time.NewTimer(timeout) // timers use the monotonic clock
+	defer deadline.Stop()
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		changed := s.notify.channel(id)
+		sb, err := s.Get(ctx, p, id, true)
+		if err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		switch {
+		case sb.State == target:
+			return sb, true, nil
+		case sb.State == sandbox.StateFailed, sb.State == sandbox.StateDeleted, sb.State == sandbox.StateDeleting:
+			return sb, false, nil
+		}
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-deadline.C:
+			return sb, false, nil
+		case <-ctx.Done():
+			return sb, false, ctx.Err()
+		}
+	}
+}
+
+// update writes sb with a version check and wakes its waiters.
+func (s *Service) update(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	sb.UpdatedAt = time.Now().UTC()
+	out, err := s.store.UpdateSandbox(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	s.notify.broadcast(sb.ID)
+	return out, nil
+}
+
+// transition re-reads the sandbox and moves it to state `to` if it is in
+// `from`, retrying on version conflicts. It reports false when the sandbox
+// was in another state.
+func (s *Service) transition(ctx context.Context, id string, from, to sandbox.State, mutate func(*sandbox.Sandbox)) (sandbox.Sandbox, bool, error) {
+	for {
+		sb, err := s.store.GetSandbox(ctx, "", id)
+		if err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		if sb.State != from {
+			return sb, false, nil
+		}
+		sb.State = to
+		if mutate != nil {
+			mutate(&sb)
+		}
+		out, err := s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		return out, true, nil
+	}
+}
+
+// provision brings a creating sandbox to running, or to failed with a
+// reason. It holds the sandbox's lock, so a delete waits for it.
+func (s *Service) provision(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	log := s.log.With("sandbox", id)
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateCreating {
+		return
+	}
+	fail := func(reason string, err error) {
+		log.Error("sandbox provisioning failed", "reason", reason, "err", err)
+		cctx := context.WithoutCancel(ctx)
+		if derr := s.host.Destroy(cctx, id); derr != nil {
+			log.Warn("cleanup after failed provisioning", "err", derr)
+		}
+		if _, _, err := s.transition(cctx, id, sandbox.StateCreating, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+			sb.Reason = fmt.Sprintf("%s: %v", reason, err)
+		}); err != nil {
+			log.Error("record failure", "err", err)
+		}
+	}
+	v, err := s.tpl.ready(ctx, sb.Template)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: the next start reconciles
+		}
+		fail("template", err)
+		return
+	}
+	if sb.TemplateVersionID == "" {
+		if sb, _, err = s.transition(ctx, id, sandbox.StateCreating, sandbox.StateCreating, func(sb *sandbox.Sandbox) {
+			sb.TemplateVersionID = v.ID
+		}); err != nil {
+			log.Error("record template version", "err", err)
+			return
+		}
+	} else if sb.TemplateVersionID != v.ID {
+		if pinned, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID); err == nil && pinned.Status == store.TemplateReady {
+			v = pinned
+		}
+	}
+	if sb.State != sandbox.StateCreating {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+	defer cancel()
+	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		fail("start", err)
+		return
+	}
+	if err := s.agent(sb.ID, inst.Address, sb.AgentToken).Init(pctx, sb.Env); err != nil {
+		fail("agent init", err)
+		return
+	}
+	_, ok, err := s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+		sb.Address, sb.Reason = inst.Address, ""
+	})
+	if err != nil {
+		log.Error("record running", "err", err)
+		return
+	}
+	if ok {
+		log.Info("sandbox running", "address", inst.Address)
+	}
+}
+
+func (s *Service) startSpec(sb sandbox.Sandbox, rootfs string) StartSpec {
+	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken}
+}
+
+// teardown destroys a deleting sandbox's host resources and marks it
+// deleted. On failure it stays deleting and the reconciler retries.
+func (s *Service) teardown(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	if sb, err := s.store.GetSandbox(ctx, "", id); err != nil || sb.State != sandbox.StateDeleting {
+		return
+	}
+	s.forgetAgent(id)
+	if err := s.host.Destroy(ctx, id); err != nil {
+		s.log.Error("sandbox teardown", "sandbox", id, "err", err)
+		return
+	}
+	now := time.Now().UTC()
+	if _, _, err := s.transition(ctx, id, sandbox.StateDeleting, sandbox.StateDeleted, func(sb *sandbox.Sandbox) {
+		sb.DeletedAt, sb.Address = &now, ""
+	}); err != nil {
+		s.log.Error("record deleted", "sandbox", id, "err", err)
+		return
+	}
+	s.log.Info("sandbox deleted", "sandbox", id)
+}
+
+// Reconcile converges host state with the store after a start: builds left
+// half-done fail, creating sandboxes are provisioned again, running ones
+// whose container is gone are started again on their own disk, and
+// deleting ones finish tearing down. It runs again every interval until
+// ctx ends, so nothing stays in a transitional state.
+func (s *Service) Reconcile(ctx context.Context) error {
+	if err := s.tpl.failInterruptedBuilds(ctx); err != nil {
+		return fmt.Errorf("reconcile templates: %w", err)
+	}
+	return s.reconcileOnce(ctx, true)
+}
+
+func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
+	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateCreating, sandbox.StateRunning, sandbox.StateDeleting)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for _, sb := range sbs {
+		switch sb.State {
+		case sandbox.StateCreating:
+			if startup {
+				s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
+			}
+		case sandbox.StateDeleting:
+			s.goBackground(func(ctx context.Context) { s.teardown(ctx, sb.ID) })
+		case sandbox.StateRunning:
+			s.goBackground(func(ctx context.Context) { s.ensureRunning(ctx, sb.ID) })
+		}
+	}
+	return nil
+}
+
+// ensureRunning restarts a sandbox recorded as running whose container is
+// gone (host reboot, runtime crash) on its own disk.
+func (s *Service) ensureRunning(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateRunning || s.host.Running(ctx, id) {
+		return
+	}
+	log := s.log.With("sandbox", id)
+	log.Warn("sandbox recorded running but not running on its host; starting it again")
+	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
+	if err == nil && v.Status != store.TemplateReady {
+		err = fmt.Errorf("template version %s is %s", v.ID, v.Status)
+	}
+	var inst Instance
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+		defer cancel()
+		if inst, err = s.host.Start(pctx, s.startSpec(sb, v.RootFS)); err == nil {
+			err = s.agent(id, inst.Address, sb.AgentToken).Init(pctx, sb.Env)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("restart after host loss failed", "err", err)
+		s.transition(ctx, id, sandbox.StateRunning, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+			sb.Reason = "restart after host loss: " + err.Error()
+		})
+		return
+	}
+	s.forgetAgent(id)
+	s.transition(ctx, id, sandbox.StateRunning, sandbox.StateRunning, func(sb *sandbox.Sandbox) { sb.Address = inst.Address })
+}
+
+// RunReconciler calls the reconciler every interval until ctx ends.
+func (s *Service) RunReconciler(ctx context.Context, interval time.Duration) {
+	s.goBackground(func(sctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if err := s.reconcileOnce(ctx, false); err != nil {
+					s.log.Warn("reconcile", "err", err)
+				}
+			}
+		}
+	})
+}
+
+func randomToken() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

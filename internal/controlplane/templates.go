@@ -1,0 +1,190 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Template is a slug with the state of its newest version.
+type Template struct {
+	Slug    string
+	Version *store.TemplateVersion // nil when never built
+}
+
+// templates builds template versions on first use, once per slug at a time.
+type templates struct {
+	s        *Service
+	mu       sync.Mutex
+	building map[string]chan struct{} // slug → closed when the build ends
+}
+
+func newTemplates(s *Service) *templates {
+	return &templates{s: s, building: map[string]chan struct{}{}}
+}
+
+// known reports whether the host can build slug.
+func (t *templates) known(slug string) bool { return slices.Contains(t.s.host.Templates(), slug) }
+
+// ready returns the newest ready version of slug, starting a build when
+// there is none (or the last one failed) and waiting for it until ctx ends.
+func (t *templates) ready(ctx context.Context, slug string) (store.TemplateVersion, error) {
+	for {
+		v, err := t.s.store.LatestTemplateVersion(ctx, slug)
+		if err == nil && v.Status == store.TemplateReady {
+			return v, nil
+		}
+		if err != nil && !store.IsNotFound(err) {
+			return store.TemplateVersion{}, err
+		}
+		done := t.startBuild(slug, err == nil && v.Status == store.TemplateFailed)
+		select {
+		case <-done:
+			v, err := t.s.store.LatestTemplateVersion(ctx, slug)
+			if err != nil {
+				return store.TemplateVersion{}, err
+			}
+			if v.Status == store.TemplateFailed {
+				return v, fmt.Errorf("template %s build failed: %s: %w", slug, v.Error, sandbox.ErrUnavailable)
+			}
+		case <-ctx.Done():
+			return store.TemplateVersion{}, ctx.Err()
+		}
+	}
+}
+
+// Build starts a new build of slug (unless one runs) and returns at once.
+func (s *Service) BuildTemplate(ctx context.Context, slug string) (Template, error) {
+	if !s.tpl.known(slug) {
+		return Template{}, fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)
+	}
+	s.tpl.startBuild(slug, true)
+	return s.GetTemplate(ctx, slug)
+}
+
+// startBuild starts a build of slug unless one is running. force builds
+// even when a ready version exists. It returns a channel closed when the
+// running build ends.
+func (t *templates) startBuild(slug string, force bool) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ch, ok := t.building[slug]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	t.building[slug] = ch
+	t.s.goBackground(func(ctx context.Context) {
+		defer func() {
+			t.mu.Lock()
+			delete(t.building, slug)
+			t.mu.Unlock()
+			close(ch)
+		}()
+		if !force {
+			if v, err := t.s.store.LatestTemplateVersion(ctx, slug); err == nil && v.Status == store.TemplateReady {
+				return
+			}
+		}
+		t.build(ctx, slug)
+	})
+	return ch
+}
+
+func (t *templates) build(ctx context.Context, slug string) {
+	now := time.Now().UTC()
+	v := store.TemplateVersion{
+		ID: sandbox.NewID(sandbox.PrefixTemplateVersion), Slug: slug,
+		Status: store.TemplateBuilding, Progress: "starting", CreatedAt: now, UpdatedAt: now,
+	}
+	log := t.s.log.With("template", slug, "version", v.ID)
+	if err := t.s.store.PutTemplateVersion(ctx, v); err != nil {
+		log.Error("template build: record", "err", err)
+		return
+	}
+	log.Info("template build started")
+	ctx, cancel := context.WithTimeout(ctx, t.s.cfg.TemplateBuildTimeout)
+	defer cancel()
+
+	var pmu sync.Mutex
+	lastSave := time.Time{}
+	progress := func(line string) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		log.Info("template build", "progress", line)
+		if time.Since(lastSave) < 300*time.Millisecond {
+			return
+		}
+		lastSave = time.Now()
+		v.Progress, v.UpdatedAt = line, time.Now().UTC()
+		if err := t.s.store.PutTemplateVersion(ctx, v); err != nil {
+			log.Warn("template build: save progress", "err", err)
+		}
+	}
+	rootfs, size, err := t.s.host.BuildTemplate(ctx, slug, v.ID, progress)
+	pmu.Lock()
+	defer pmu.Unlock()
+	v.UpdatedAt = time.Now().UTC()
+	if err != nil {
+		v.Status, v.Error, v.Progress = store.TemplateFailed, err.Error(), "failed"
+		log.Error("template build failed", "err", err)
+	} else {
+		v.Status, v.RootFS, v.SizeBytes, v.Progress = store.TemplateReady, rootfs, size, "ready"
+		log.Info("template build done", "size_bytes", size)
+	}
+	// Save even when ctx was cancelled, so no version stays "building".
+	if err := t.s.store.PutTemplateVersion(context.WithoutCancel(ctx), v); err != nil {
+		log.Error("template build: save result", "err", err)
+	}
+}
+
+// ListTemplates returns every known slug with its newest version.
+func (s *Service) ListTemplates(ctx context.Context) ([]Template, error) {
+	var out []Template
+	for _, slug := range s.host.Templates() {
+		t, err := s.GetTemplate(ctx, slug)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// GetTemplate returns one slug with its newest version.
+func (s *Service) GetTemplate(ctx context.Context, slug string) (Template, error) {
+	if !s.tpl.known(slug) {
+		return Template{}, fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)
+	}
+	v, err := s.store.LatestTemplateVersion(ctx, slug)
+	if store.IsNotFound(err) {
+		return Template{Slug: slug}, nil
+	}
+	if err != nil {
+		return Template{}, err
+	}
+	return Template{Slug: slug, Version: &v}, nil
+}
+
+// failInterruptedBuilds marks versions left "building" by a crash as
+// failed, so the next use starts a fresh build instead of waiting forever.
+func (t *templates) failInterruptedBuilds(ctx context.Context) error {
+	vs, err := t.s.store.ListTemplateVersions(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range vs {
+		if v.Status != store.TemplateBuilding {
+			continue
+		}
+		v.Status, v.Error, v.Progress, v.UpdatedAt = store.TemplateFailed, "interrupted by a ptd restart", "failed", time.Now().UTC()
+		errs = append(errs, t.s.store.PutTemplateVersion(ctx, v))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,435 @@
+// Package host runs sandboxes on this machine: it composes the disk pool,
+// per-sandbox networking, the OCI runtime and template builds into the
+// operations the control plane needs (controlplane.Host). Every operation
+// is "make it so": it creates what is missing and reuses what exists, so a
+// crash at any point is repaired by calling it again.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/host/disk"
+	"github.com/platinum-dev/platinum/internal/host/network"
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/oci"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/template"
+)
+
+// Config configures a host.
+type Config struct {
+	// DataDir holds everything this host owns.
+	DataDir string
+	// AgentBinary is the pt-agent executable to inject into sandboxes.
+	AgentBinary string
+	// RuntimeBinary is the OCI runtime for the runc class.
+	RuntimeBinary string
+	// CgroupParent is the cgroup under which every sandbox gets its own.
+	CgroupParent string
+	// PidsLimit caps tasks per sandbox.
+	PidsLimit int64
+	// TemplateCacheDir keeps built template tarballs across data dirs.
+	TemplateCacheDir string
+	// Network configures the sandbox bridge and address pool.
+	Network network.Config
+	// AgentReadyTimeout bounds the wait for a new sandbox's agent.
+	AgentReadyTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults for a data dir.
+func DefaultConfig(dataDir string) Config {
+	return Config{
+		DataDir:           dataDir,
+		RuntimeBinary:     "runc",
+		CgroupParent:      "/platinum",
+		PidsLimit:         1024,
+		TemplateCacheDir:  "/var/cache/platinum/templates",
+		Network:           network.DefaultConfig(),
+		AgentReadyTimeout: 30 * time.Second,
+	}
+}
+
+// Host is one machine's sandbox runner.
+type Host struct {
+	cfg   Config
+	id    string
+	log   *slog.Logger
+	pool  *disk.Pool
+	net   *network.Manager
+	rt    runtime.Runtime
+	agent string // the injected agent binary's path
+	hc    *http.Client
+}
+
+var _ controlplane.Host = (*Host)(nil)
+
+// agentPath is where pt-agent appears inside every sandbox.
+const agentPath = "/.pt/pt-agent"
+
+// Open prepares the host: data dir, disk pool, bridge and firewall,
+// runtime, agent binary.
+func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
+	h := &Host{cfg: cfg, log: logger, hc: &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+	}}}
+	for _, d := range []string{"sandboxes", "templates", "bin", "runtime"} {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+	}
+	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "host-id"))
+	if err != nil {
+		return nil, err
+	}
+	h.id = id
+	if h.agent, err = installAgent(cfg.AgentBinary, filepath.Join(cfg.DataDir, "bin")); err != nil {
+		return nil, err
+	}
+	if h.pool, err = disk.Open(ctx, filepath.Join(cfg.DataDir, "disks"), disk.Options{}, logger); err != nil {
+		return nil, fmt.Errorf("host: disk pool: %w", err)
+	}
+	if h.net, err = network.New(cfg.Network, logger); err != nil {
+		return nil, fmt.Errorf("host: network: %w", err)
+	}
+	if err := h.net.Setup(ctx); err != nil {
+		return nil, fmt.Errorf("host: network: %w", err)
+	}
+	if h.rt, err = oci.New(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime")}, logger); err != nil {
+		return nil, fmt.Errorf("host: runtime: %w", err)
+	}
+	return h, nil
+}
+
+// ID implements controlplane.Host.
+func (h *Host) ID() string { return h.id }
+
+// Templates implements controlplane.Host.
+func (h *Host) Templates() []string { return template.Slugs() }
+
+// BuildTemplate implements controlplane.Host.
+func (h *Host) BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
+	dir := filepath.Join(h.cfg.DataDir, "templates", versionID)
+	dest := filepath.Join(dir, "rootfs")
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", 0, err
+	}
+	if err := template.Build(ctx, slug, dest, template.Options{CacheDir: h.cfg.TemplateCacheDir}, progress); err != nil {
+		os.RemoveAll(dir)
+		return "", 0, err
+	}
+	return dest, dirSize(dest), nil
+}
+
+func dirSize(root string) int64 {
+	var n int64
+	filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// paths of one sandbox's host files.
+type paths struct{ dir, bundle, diskMnt, upper, work, rootfs string }
+
+func (h *Host) paths(id string) paths {
+	dir := filepath.Join(h.cfg.DataDir, "sandboxes", id)
+	return paths{
+		dir: dir, bundle: filepath.Join(dir, "bundle"), diskMnt: filepath.Join(dir, "disk"),
+		upper: filepath.Join(dir, "disk", "upper"), work: filepath.Join(dir, "disk", "work"),
+		rootfs: filepath.Join(dir, "rootfs"),
+	}
+}
+
+// Start implements controlplane.Host.
+func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlplane.Instance, error) {
+	if !sandbox.ValidID(sandbox.PrefixSandbox, spec.ID) {
+		return controlplane.Instance{}, fmt.Errorf("host: bad sandbox id %q: %w", spec.ID, sandbox.ErrInvalidArgument)
+	}
+	p := h.paths(spec.ID)
+	for _, d := range []string{p.bundle, p.diskMnt, p.rootfs} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return controlplane.Instance{}, fmt.Errorf("host: %w", err)
+		}
+	}
+	if err := h.ensureDisk(ctx, spec, p); err != nil {
+		return controlplane.Instance{}, err
+	}
+	if !isMounted(p.rootfs) {
+		if err := disk.MountOverlay(ctx, spec.RootFS, p.upper, p.work, p.rootfs); err != nil {
+			return controlplane.Instance{}, fmt.Errorf("host: rootfs: %w", err)
+		}
+	}
+	ep, ok := h.net.Endpoint(spec.ID)
+	if !ok {
+		var err error
+		if ep, err = h.net.Attach(ctx, spec.ID); err != nil {
+			return controlplane.Instance{}, fmt.Errorf("host: network: %w", err)
+		}
+	}
+	if err := h.ensureContainer(ctx, spec, p, ep); err != nil {
+		return controlplane.Instance{}, err
+	}
+	inst := controlplane.Instance{Address: ep.Addr.String()}
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.AgentReadyTimeout)
+	defer cancel()
+	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
+		return controlplane.Instance{}, fmt.Errorf("host: agent did not come up: %w", err)
+	}
+	return inst, nil
+}
+
+// ensureDisk creates and mounts the sandbox's own disk (the overlay's
+// upper layer), and seeds the files that make it this sandbox.
+func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
+	if !isMounted(p.diskMnt) {
+		if !h.pool.ImageExists(spec.ID) {
+			if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
+				return fmt.Errorf("host: disk: %w", err)
+			}
+		}
+		if err := h.pool.MountImage(ctx, spec.ID, p.diskMnt); err != nil {
+			return fmt.Errorf("host: disk: %w", err)
+		}
+	}
+	for _, d := range []string{p.upper, p.work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("host: disk: %w", err)
+		}
+	}
+	return seedIdentity(p.upper, spec.ID, spec.RootFS)
+}
+
+// seedIdentity writes hostname, hosts and resolv.conf into the upper
+// layer unless the sandbox already has its own.
+func seedIdentity(upper, id, lower string) error {
+	etc := filepath.Join(upper, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"hostname":    id + "\n",
+		"hosts":       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + id + "\n",
+		"resolv.conf": resolvConf(),
+	}
+	for name, content := range files {
+		dst := filepath.Join(etc, name)
+		if _, err := os.Lstat(dst); err == nil {
+			continue
+		}
+		if err := os.WriteFile(dst, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	// Keep /etc's mode and owner from the template: overlay shows the upper
+	// dir's attributes once it exists there.
+	if fi, err := os.Stat(filepath.Join(lower, "etc")); err == nil {
+		os.Chmod(etc, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// resolvConf gives sandboxes the host's non-loopback nameservers (a
+// loopback resolver on the host is unreachable from a sandbox).
+func resolvConf() string {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return ""
+	}
+	var out strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if ip := net.ParseIP(f[1]); ip == nil || ip.IsLoopback() {
+				continue
+			}
+		}
+		if len(f) > 0 && (f[0] == "nameserver" || f[0] == "search" || f[0] == "options") {
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.String()
+}
+
+func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) error {
+	st, err := h.rt.State(ctx, spec.ID)
+	switch {
+	case err == nil && st.Status == runtime.StatusRunning:
+		return nil
+	case err == nil:
+		// Created, stopped or paused by a crash: start it again from scratch.
+		if err := h.rt.Delete(ctx, spec.ID); err != nil {
+			return fmt.Errorf("host: runtime: %w", err)
+		}
+	case !errors.Is(err, runtime.ErrNotFound):
+		return fmt.Errorf("host: runtime: %w", err)
+	}
+	rspec := runtime.Spec{
+		ID: spec.ID, BundleDir: p.bundle, RootFS: p.rootfs, Hostname: spec.ID,
+		NetNSPath: ep.NetNSPath, CgroupPath: h.cfg.CgroupParent + "/" + spec.ID,
+		Resources: runtime.Resources{
+			CPU: spec.CPU, MemoryBytes: int64(spec.RAMMB) << 20, Pids: h.cfg.PidsLimit,
+		},
+		Args: []string{agentPath},
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"PT_AGENT_TOKEN=" + spec.AgentToken,
+			"PT_AGENT_ADDR=:" + strconv.Itoa(controlplane.AgentPort),
+		},
+		Cwd:    "/",
+		Mounts: []runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}},
+	}
+	if err := h.rt.Run(ctx, rspec); err != nil {
+		return fmt.Errorf("host: runtime: %w", err)
+	}
+	return nil
+}
+
+func (h *Host) agentClient(addr, token string) *agentclient.Client {
+	return agentclient.New("http://"+net.JoinHostPort(addr, strconv.Itoa(controlplane.AgentPort)), token, h.hc)
+}
+
+// Running implements controlplane.Host.
+func (h *Host) Running(ctx context.Context, id string) bool {
+	st, err := h.rt.State(ctx, id)
+	if err != nil || st.Status != runtime.StatusRunning {
+		return false
+	}
+	ep, ok := h.net.Endpoint(id)
+	if !ok {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return h.agentClient(ep.Addr.String(), "").Health(cctx) == nil
+}
+
+// Destroy implements controlplane.Host.
+func (h *Host) Destroy(ctx context.Context, id string) error {
+	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
+		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+	}
+	p := h.paths(id)
+	var errs []error
+	errs = append(errs, h.rt.Delete(ctx, id))
+	errs = append(errs, h.net.Detach(ctx, id))
+	errs = append(errs, disk.Unmount(ctx, p.rootfs))
+	errs = append(errs, h.pool.UnmountImage(ctx, p.diskMnt))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("host: destroy %s: %w", id, err)
+	}
+	if err := h.pool.RemoveImage(ctx, id); err != nil {
+		return fmt.Errorf("host: destroy %s: %w", id, err)
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("host: destroy %s: %w", id, err)
+	}
+	return nil
+}
+
+// Reset destroys every sandbox on this host and removes the bridge,
+// firewall chains and disk pool mount: `ptd reset` and test cleanup.
+func (h *Host) Reset(ctx context.Context) error {
+	var errs []error
+	entries, _ := os.ReadDir(filepath.Join(h.cfg.DataDir, "sandboxes"))
+	for _, e := range entries {
+		errs = append(errs, h.Destroy(ctx, e.Name()))
+	}
+	if cs, err := h.rt.List(ctx); err == nil {
+		for _, c := range cs {
+			errs = append(errs, h.rt.Delete(ctx, c.ID))
+		}
+	}
+	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
+	return errors.Join(errs...)
+}
+
+func loadOrCreateID(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); sandbox.ValidID(sandbox.PrefixHost, id) {
+			return id, nil
+		}
+	}
+	id := sandbox.NewID(sandbox.PrefixHost)
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("host: id: %w", err)
+	}
+	return id, nil
+}
+
+// installAgent copies the agent binary into the data dir, so rebuilding
+// the source binary never changes what running sandboxes have mounted.
+func installAgent(src, binDir string) (string, error) {
+	if src == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("host: agent: %w", err)
+		}
+		src = filepath.Join(filepath.Dir(exe), "pt-agent")
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("host: agent binary %s: %w (build it with scripts/build.sh or pass --agent-binary)", src, err)
+	}
+	defer in.Close()
+	dst := filepath.Join(binDir, "pt-agent")
+	tmp, err := os.CreateTemp(binDir, ".pt-agent-*")
+	if err != nil {
+		return "", fmt.Errorf("host: agent: %w", err)
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("host: agent: %w", err)
+	}
+	tmp.Chmod(0o755)
+	tmp.Close()
+	// Rename over the old file: a running sandbox keeps the inode it has.
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("host: agent: %w", err)
+	}
+	return dst, nil
+}
+
+// isMounted reports whether path is a mount point.
+func isMounted(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && unescapeMount(f[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}

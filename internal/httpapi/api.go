@@ -1,0 +1,133 @@
+// Package httpapi is Platinum's REST transport (/v1, see api/openapi.yaml).
+// Handlers are thin: decode, call one controlplane method, encode. Errors
+// become statuses in one place (errors.go).
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/platinum-dev/platinum/api"
+	"github.com/platinum-dev/platinum/internal/controlplane"
+)
+
+// API serves the REST API.
+type API struct {
+	cp  *controlplane.Service
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New builds the handler tree.
+func New(cp *controlplane.Service, logger *slog.Logger) *API {
+	a := &API{cp: cp, log: logger, mux: http.NewServeMux()}
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /v1/openapi.json", a.openapi)
+
+	a.handle("POST /v1/sandboxes", a.createSandbox)
+	a.handle("GET /v1/sandboxes", a.listSandboxes)
+	a.handle("GET /v1/sandboxes/{id}", a.getSandbox)
+	a.handle("DELETE /v1/sandboxes/{id}", a.deleteSandbox)
+	a.handle("POST /v1/sandboxes/{id}/exec", a.exec)
+	a.handle("GET /v1/sandboxes/{id}/files", a.download)
+	a.handle("PUT /v1/sandboxes/{id}/files", a.upload)
+	a.handle("DELETE /v1/sandboxes/{id}/files", a.removeFile)
+	a.handle("POST /v1/sandboxes/{id}/files/mkdir", a.mkdir)
+	a.handle("GET /v1/templates", a.listTemplates)
+	a.handle("GET /v1/templates/{slug}", a.getTemplate)
+	a.handle("POST /v1/templates/{slug}/build", a.buildTemplate)
+	a.handle("POST /v1/orgs", a.createOrg)
+	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
+			msg: fmt.Sprintf("no route %s %s; see /v1/openapi.json", r.Method, r.URL.Path)})
+	})
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error
+
+type principalKey struct{}
+
+// handle registers an authenticated route.
+func (a *API) handle(pattern string, h handlerFunc) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		p, err := a.cp.Authenticate(r.Context(), strings.TrimSpace(tok))
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if err := h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), p); err != nil {
+			a.writeError(w, r, err)
+		}
+	})
+}
+
+func (a *API) openapi(w http.ResponseWriter, r *http.Request) {
+	b, err := api.OpenAPIJSON()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(b)
+}
+
+// maxJSONBody bounds JSON request bodies (env may be up to 256 KiB).
+const maxJSONBody = 1 << 20
+
+// decodeJSON strictly decodes one JSON object: unknown fields, wrong types
+// and trailing data are 400 invalid_request; an empty body decodes to the
+// zero value when allowEmpty.
+func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
+	body := http.MaxBytesReader(nil, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) && allowEmpty {
+		return nil
+	}
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &te):
+			return badRequest(fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value), te.Field)
+		case errors.As(err, &mbe):
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return badRequest(fmt.Sprintf("unknown field %q; see /v1/openapi.json", f), f)
+		default:
+			return badRequest("malformed JSON body: "+err.Error(), "")
+		}
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: trailing data after the object", "")
+	}
+	return nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "float64", "float32", "int", "int64", "int32":
+		return "a number"
+	case "map", "struct":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "a " + k
+}

@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// apiError is a request-level error with a stable code, built by handlers
+// for problems the domain never sees (malformed JSON, bad query values).
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	extra  map[string]any
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(msg string, field string) error {
+	e := &apiError{status: http.StatusBadRequest, code: "invalid_request", msg: msg}
+	if field != "" {
+		e.extra = map[string]any{"field": field}
+	}
+	return e
+}
+
+// writeError is the one place errors become HTTP statuses and codes.
+// Internal causes are logged; the client gets a message safe to show.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := a.errorBody(err)
+	if status >= 500 {
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+func (a *API) errorBody(err error) (int, map[string]any) {
+	body := map[string]any{}
+	var ae *apiError
+	var fe *sandbox.FieldError
+	var se *controlplane.StateError
+	var nf interface{ Field() string }
+	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
+	switch {
+	case errors.As(err, &ae):
+		status, code, msg = ae.status, ae.code, ae.msg
+		for k, v := range ae.extra {
+			body[k] = v
+		}
+	case errors.As(err, &fe):
+		status, code, msg = http.StatusBadRequest, "invalid_request", fe.Error()
+		body["field"] = fe.Field
+	case errors.As(err, &se):
+		status, code, msg = http.StatusConflict, "sandbox_not_ready", se.Error()
+		body["state"] = se.State
+	case errors.Is(err, agentclient.ErrNoSpace):
+		status, code, msg = http.StatusInsufficientStorage, "no_space", "the sandbox's disk is full; free space or grow disk_gb"
+	case errors.Is(err, sandbox.ErrNotFound):
+		status, code, msg = http.StatusNotFound, "not_found", err.Error()
+		if errors.As(err, &nf) {
+			body["field"] = nf.Field()
+		}
+	case errors.Is(err, sandbox.ErrInvalidArgument):
+		status, code, msg = http.StatusBadRequest, "invalid_request", err.Error()
+	case errors.Is(err, sandbox.ErrUnauthenticated):
+		status, code, msg = http.StatusUnauthorized, "unauthorized", "missing or unknown token: send Authorization: Bearer $PT_TOKEN"
+	case errors.Is(err, sandbox.ErrForbidden):
+		status, code, msg = http.StatusForbidden, "forbidden", err.Error()
+	case errors.Is(err, sandbox.ErrConflict), errors.Is(err, sandbox.ErrAlreadyExists):
+		status, code, msg = http.StatusConflict, "conflict", err.Error()
+	case errors.Is(err, sandbox.ErrUnavailable):
+		status, code, msg = http.StatusServiceUnavailable, "unavailable", err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		status, code, msg = http.StatusGatewayTimeout, "timeout", "the operation timed out; retry"
+	}
+	body["code"], body["error"] = code, msg
+	return status, body
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Debug("write response", "err", err)
+	}
+}

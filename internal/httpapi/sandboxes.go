@@ -1,0 +1,211 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+type createBody struct {
+	Template string            `json:"template"`
+	CPU      *float64          `json:"cpu"`
+	RAMMB    *int              `json:"ram_mb"`
+	DiskGB   *int              `json:"disk_gb"`
+	Name     *string           `json:"name"`
+	Env      map[string]string `json:"env"`
+	Metadata map[string]string `json:"metadata"`
+	Wait     bool              `json:"wait"`
+}
+
+// waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
+func waitParams(r *http.Request, allowed ...sandbox.State) (sandbox.State, time.Duration, error) {
+	q := r.URL.Query()
+	st := sandbox.State(q.Get("wait_for_state"))
+	if st != "" {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || st == a
+		}
+		if !ok {
+			return "", 0, badRequest("wait_for_state must be one of "+joinStates(allowed), "wait_for_state")
+		}
+	}
+	var timeout time.Duration
+	if v := q.Get("wait_timeout_ms"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return "", 0, badRequest("wait_timeout_ms must be a positive integer", "wait_timeout_ms")
+		}
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	return st, timeout, nil
+}
+
+func joinStates(ss []sandbox.State) string {
+	out := ""
+	for i, s := range ss {
+		if i > 0 {
+			out += ", "
+		}
+		out += string(s)
+	}
+	return out
+}
+
+func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wait, timeout, err := waitParams(r, sandbox.StateRunning)
+	if err != nil {
+		return err
+	}
+	var b createBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	if b.Wait {
+		wait = sandbox.StateRunning
+	}
+	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata}
+	if b.Name != nil {
+		req.Name = *b.Name
+	}
+	sb, err := a.cp.Create(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	if wait == "" {
+		writeJSON(w, http.StatusCreated, viewSandbox(sb))
+		return nil
+	}
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
+}
+
+// waitAndWrite waits for target and answers okStatus with the record, or
+// 202 with wait_timed_out and Retry-After when the wait runs out.
+func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State, timeout time.Duration, okStatus int) error {
+	got, reached, err := a.cp.WaitFor(r.Context(), p, sb.ID, target, timeout)
+	if err != nil {
+		return err
+	}
+	v := viewSandbox(got)
+	if reached || got.State == sandbox.StateFailed {
+		// A failed sandbox is a final answer: the record says why.
+		writeJSON(w, okStatus, v)
+		return nil
+	}
+	t := true
+	v.WaitTimedOut = &t
+	w.Header().Set("Retry-After", "5")
+	writeJSON(w, http.StatusAccepted, v)
+	return nil
+}
+
+func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	q := r.URL.Query()
+	var req controlplane.ListRequest
+	req.State = sandbox.State(q.Get("state"))
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"limit", &req.Limit}, {"offset", &req.Offset}} {
+		if v := q.Get(f.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return badRequest(f.name+" must be an integer", f.name)
+			}
+			*f.dst = n
+		}
+	}
+	paginated := false
+	if v := q.Get("paginated"); v != "" {
+		var err error
+		if paginated, err = strconv.ParseBool(v); err != nil {
+			return badRequest("paginated must be true or false", "paginated")
+		}
+	}
+	rows, total, err := a.cp.List(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{}
+	views := make([]sandboxView, 0, len(rows))
+	for _, sb := range rows {
+		views = append(views, viewSandbox(sb))
+	}
+	out["rows"] = views
+	if paginated {
+		out["total"] = total
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (a *API) getSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	incl, _ := strconv.ParseBool(r.URL.Query().Get("include_deleted"))
+	sb, err := a.cp.Get(r.Context(), p, r.PathValue("id"), incl)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSandbox(sb))
+	return nil
+}
+
+func (a *API) deleteSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	sb, err := a.cp.Delete(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewSandbox(sb))
+	return nil
+}
+
+func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	ts, err := a.cp.ListTemplates(r.Context())
+	if err != nil {
+		return err
+	}
+	rows := make([]templateView, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, viewTemplate(t))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
+	return nil
+}
+
+func (a *API) getTemplate(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	t, err := a.cp.GetTemplate(r.Context(), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewTemplate(t))
+	return nil
+}
+
+func (a *API) buildTemplate(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	t, err := a.cp.BuildTemplate(r.Context(), r.PathValue("slug"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewTemplate(t))
+	return nil
+}
+
+func (a *API) createOrg(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b struct {
+		Name string `json:"name"`
+	}
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	o, tok, err := a.cp.CreateOrg(r.Context(), p, b.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"org":   map[string]any{"id": o.ID, "name": o.Name, "created_at": sandbox.FormatTime(o.CreatedAt)},
+		"token": tok,
+	})
+	return nil
+}

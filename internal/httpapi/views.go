@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"slices"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// sandboxView is a sandbox as the API shows it: env values never appear.
+type sandboxView struct {
+	ID                string            `json:"id"`
+	Name              *string           `json:"name"`
+	State             sandbox.State     `json:"state"`
+	Template          string            `json:"template"`
+	TemplateVersionID *string           `json:"template_version_id"`
+	CPU               float64           `json:"cpu"`
+	RAMMB             int               `json:"ram_mb"`
+	DiskGB            int               `json:"disk_gb"`
+	EnvKeys           []string          `json:"env_keys"`
+	Metadata          map[string]string `json:"metadata"`
+	HostID            string            `json:"host_id,omitempty"`
+	Reason            string            `json:"reason,omitempty"`
+	CreatedAt         string            `json:"created_at"`
+	UpdatedAt         string            `json:"updated_at"`
+	DeletedAt         *string           `json:"deleted_at"`
+	WaitTimedOut      *bool             `json:"wait_timed_out,omitempty"`
+}
+
+func viewSandbox(sb sandbox.Sandbox) sandboxView {
+	v := sandboxView{
+		ID: sb.ID, State: sb.State, Template: sb.Template,
+		CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB,
+		EnvKeys: make([]string, 0, len(sb.Env)), Metadata: sb.Metadata,
+		HostID: sb.HostID, Reason: sb.Reason,
+		CreatedAt: sandbox.FormatTime(sb.CreatedAt), UpdatedAt: sandbox.FormatTime(sb.UpdatedAt),
+	}
+	if sb.Name != "" {
+		v.Name = &sb.Name
+	}
+	if sb.TemplateVersionID != "" {
+		v.TemplateVersionID = &sb.TemplateVersionID
+	}
+	for k := range sb.Env {
+		v.EnvKeys = append(v.EnvKeys, k)
+	}
+	slices.Sort(v.EnvKeys)
+	if v.Metadata == nil {
+		v.Metadata = map[string]string{}
+	}
+	if sb.DeletedAt != nil {
+		s := sandbox.FormatTime(*sb.DeletedAt)
+		v.DeletedAt = &s
+	}
+	return v
+}
+
+type templateView struct {
+	Slug      string  `json:"slug"`
+	VersionID *string `json:"version_id"`
+	Status    string  `json:"status"`
+	Progress  string  `json:"progress,omitempty"`
+	SizeBytes int64   `json:"size_bytes"`
+	Error     string  `json:"error,omitempty"`
+	CreatedAt *string `json:"created_at"`
+}
+
+func viewTemplate(t controlplane.Template) templateView {
+	v := templateView{Slug: t.Slug, Status: "not_built"}
+	if t.Version != nil {
+		tv := t.Version
+		c := sandbox.FormatTime(tv.CreatedAt)
+		v.VersionID, v.Status, v.Progress, v.SizeBytes, v.Error, v.CreatedAt = &tv.ID, string(tv.Status), tv.Progress, tv.SizeBytes, tv.Error, &c
+	}
+	return v
+}

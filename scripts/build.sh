@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds ptd, pt and the static pt-agent into ./bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+mkdir -p bin
+CGO_ENABLED=0 go build -trimpath -o bin/pt-agent ./cmd/pt-agent
+go build -trimpath -o bin/ptd ./cmd/ptd
+go build -trimpath -o bin/pt ./cmd/pt

@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every test here fails if the isolation it names breaks.
+
+func TestIsolationOwnProcessesOnly(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	out := c.mustSh(id, "ps -o pid,comm")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) > 6 {
+		t.Errorf("sandbox sees %d processes, want only its own:\n%s", len(lines)-1, out)
+	}
+	if !strings.Contains(out, "1 pt-agent") {
+		t.Errorf("pid 1 is not the sandbox's agent:\n%s", out)
+	}
+	if strings.Contains(out, "ptd") {
+		t.Errorf("sandbox sees ptd:\n%s", out)
+	}
+}
+
+func TestIsolationHostFilesInvisible(t *testing.T) {
+	c := newClient(t)
+	secret := "host-secret-" + randHex(8)
+	f, err := os.CreateTemp("/var/tmp", "pt-e2e-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(secret)
+	f.Close()
+	t.Cleanup(func() { os.Remove(f.Name()) })
+
+	id := c.create(map[string]any{"template": "busybox"})
+	res := c.sh(id, fmt.Sprintf("cat %s; grep -rs %s /etc /var /root /tmp /proc/1/root/var 2>/dev/null | head -1", f.Name(), secret))
+	if strings.Contains(res.Stdout, secret) {
+		t.Fatalf("sandbox read a host file: %q", res.Stdout)
+	}
+	// The host's own files are not there at all.
+	if out := c.mustSh(id, "ls /var/tmp | grep -c pt-e2e-secret || true"); strings.TrimSpace(out) != "0" {
+		t.Errorf("host's /var/tmp visible: %q", out)
+	}
+}
+
+func TestIsolationNoPrivilegedOperations(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	for _, tc := range []struct{ name, script string }{
+		{"mount", "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x"},
+		{"remount root", "mount -o remount,ro /"},
+		{"proc sys write", "echo evil > /proc/sys/kernel/hostname"},
+		{"ip_forward", "echo 1 > /proc/sys/net/ipv4/ip_forward"},
+		{"load module", "head -c 4096 /dev/zero > /tmp/m.ko && insmod /tmp/m.ko"},
+		{"mknod", "mknod /tmp/sda b 8 0"},
+		{"sysrq", "echo b > /proc/sysrq-trigger"},
+		{"set time", "date -s 2000-01-01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := c.sh(id, tc.script); res.ExitCode == 0 {
+				t.Errorf("%q succeeded inside the sandbox; stdout %q stderr %q", tc.script, res.Stdout, res.Stderr)
+			}
+		})
+	}
+	if out := c.mustSh(id, "cat /proc/sys/kernel/hostname"); strings.TrimSpace(out) != id {
+		t.Errorf("hostname changed: %q", out)
+	}
+}
+
+// sandboxAddr returns the sandbox's own IPv4 address and its gateway.
+func sandboxAddr(t *testing.T, c *client, id string) (addr, gw string) {
+	t.Helper()
+	out := c.mustSh(id, "ip -4 -o addr show dev eth0; ip -4 route show default")
+	for _, f := range strings.Fields(out) {
+		if strings.Contains(f, "/") && addr == "" {
+			addr = strings.Split(f, "/")[0]
+		}
+	}
+	if i := strings.Index(out, "default via "); i >= 0 {
+		gw = strings.Fields(out[i+len("default via "):])[0]
+	}
+	if net.ParseIP(addr) == nil || net.ParseIP(gw) == nil {
+		t.Fatalf("cannot parse address/gateway from %q", out)
+	}
+	return addr, gw
+}
+
+func TestIsolationNetwork(t *testing.T) {
+	c := newClient(t)
+	a := c.create(map[string]any{"template": "busybox"})
+	b := c.create(map[string]any{"template": "busybox"})
+	bAddr, gw := sandboxAddr(t, c, b)
+
+	// B serves on 8080; the host can reach it (that is how ptd reaches agents)...
+	c.mustSh(b, "nohup nc -lk -p 8080 -e echo hi >/dev/null 2>&1 &")
+	sleep(300)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(bAddr, "8080"), 2e9)
+	if err != nil {
+		t.Fatalf("host cannot reach a sandbox port: %v", err)
+	}
+	conn.Close()
+	// ...but sandbox A cannot, by address...
+	if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 8080"); res.ExitCode == 0 || strings.Contains(res.Stdout, "hi") {
+		t.Errorf("sandbox A reached sandbox B: %+v", res)
+	}
+	// ...nor B's agent.
+	if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 49983"); res.ExitCode == 0 {
+		t.Errorf("sandbox A reached sandbox B's agent: %+v", res)
+	}
+
+	// The host's own ports: a listener this test opens on every address,
+	// and ptd's API port.
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("host\n"))
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	if res := c.sh(a, "echo x | nc -w 2 "+gw+" "+port); res.ExitCode == 0 || strings.Contains(res.Stdout, "host") {
+		t.Errorf("sandbox reached a host port via the gateway: %+v", res)
+	}
+	_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(env.url, "http://"))
+	for _, dst := range []string{gw, "127.0.0.1"} {
+		if res := c.sh(a, "echo x | nc -w 2 "+dst+" "+apiPort); res.ExitCode == 0 {
+			t.Errorf("sandbox reached ptd's port at %s: %+v", dst, res)
+		}
+	}
+	// Link-local metadata addresses are dropped.
+	if res := c.sh(a, "echo x | nc -w 1 169.254.169.254 80"); res.ExitCode == 0 {
+		t.Errorf("sandbox reached 169.254.169.254: %+v", res)
+	}
+}
+
+func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "ram_mb": 128})
+	// tail keeps a line in memory; /dev/zero has no newline, so it grows
+	// until the sandbox's memory limit kills it.
+	res := c.sh(id, "head -c 1000000000 /dev/zero | tail -c 1 >/dev/null")
+	if res.ExitCode == 0 {
+		t.Fatalf("a 1 GB allocation in a 128 MB sandbox succeeded: %+v", res)
+	}
+	// The sandbox, and ptd, live on.
+	if out := c.mustSh(id, "echo alive"); out != "alive\n" {
+		t.Errorf("sandbox after OOM: %q", out)
+	}
+	if r := c.do("GET", "/healthz", nil); r.Status != 200 {
+		t.Errorf("ptd after OOM: %d", r.Status)
+	}
+}
+
+func TestIsolationForkBombStopsAtPidsLimit(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	// ptd runs with --pids-limit 256 in these tests.
+	// Counting and killing use shell builtins: at the limit nothing can fork.
+	res := c.sh(id, `n=0; while [ $n -lt 600 ]; do sleep 60 & n=$((n+1)); done 2>/tmp/err; set -- /proc/[0-9]*; echo $#; kill -9 -1; wait; grep -c "fork" /tmp/err || true`)
+	lines := strings.Fields(res.Stdout)
+	if len(lines) < 2 {
+		t.Fatalf("fork bomb output: %+v", res)
+	}
+	procs, _ := strconv.Atoi(lines[0])
+	if procs > 256 || procs < 100 {
+		t.Errorf("sandbox reached %d processes; want the pids limit of 256 to stop it (threads count too)", procs)
+	}
+	if lines[1] == "0" {
+		t.Errorf("no fork failed: %+v", res)
+	}
+	if out := c.mustSh(id, "echo alive"); out != "alive\n" {
+		t.Errorf("sandbox after fork bomb: %q", out)
+	}
+}
+
+func TestIsolationDiskQuota(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "disk_gb": 1})
+	res := c.sh(id, "dd if=/dev/zero of=/fill bs=1M count=1500 2>&1; sync; ls -l /fill")
+	if res.ExitCode == 0 && !strings.Contains(res.Stdout, "No space left") {
+		t.Fatalf("writing 1.5 GB on a 1 GB disk did not fail: %+v", res)
+	}
+	if !strings.Contains(res.Stdout+res.Stderr, "No space left") {
+		t.Errorf("want ENOSPC, got %+v", res)
+	}
+	// Uploads past the quota fail with 507 and the sandbox keeps working.
+	r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/more.bin", make([]byte, 64<<20))
+	if r.Status != 507 || r.JSON()["code"] != "no_space" {
+		t.Errorf("upload on a full disk: %d %s", r.Status, r.Body)
+	}
+	c.mustSh(id, "rm -f /fill /more.bin && echo ok > /tmp/ok && cat /tmp/ok")
+}
+
+func TestFilesPathSafety(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	for _, p := range []string{"/tmp/../etc/passwd", "../../etc/shadow", "/a/b/../../.."} {
+		if r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil); r.Status != 400 || r.JSON()["code"] != "invalid_request" {
+			t.Errorf("GET %s: %d %s", p, r.Status, r.Body)
+		}
+		if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path="+p, "x"); r.Status != 400 {
+			t.Errorf("PUT %s: %d %s", p, r.Status, r.Body)
+		}
+	}
+	// Symlinks resolve inside the sandbox, never to the host's files.
+	hostName, _ := os.Hostname()
+	c.mustSh(id, "ln -s /etc/hostname /tmp/abs; ln -s ../../../../../../../etc/hostname /tmp/rel")
+	for _, p := range []string{"/tmp/abs", "/tmp/rel"} {
+		r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil)
+		if r.Status != 200 || strings.TrimSpace(string(r.Body)) != id || (hostName != id && strings.Contains(string(r.Body), hostName)) {
+			t.Errorf("GET %s: %d %q (want the sandbox's hostname %s)", p, r.Status, r.Body, id)
+		}
+	}
+	// Writing through a symlink that points at the host's paths stays inside.
+	c.mustSh(id, "ln -s /var/tmp /tmp/hostvar")
+	name := "pt-e2e-escape-" + randHex(4)
+	if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/tmp/hostvar/"+name, "x"); r.Status == 200 {
+		if _, err := os.Stat("/var/tmp/" + name); err == nil {
+			os.Remove("/var/tmp/" + name)
+			t.Fatal("upload through a symlink wrote a host file")
+		}
+	}
+}

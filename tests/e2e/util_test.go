@@ -1,0 +1,25 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+)
+
+func sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+
+// ensureTemplate builds slug if it has no ready version and waits for it.
+func ensureTemplate(t *testing.T, c *client, slug string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Minute)
+	for time.Now().Before(deadline) {
+		r := c.do("GET", "/v1/templates/"+slug, nil)
+		switch r.JSON()["status"] {
+		case "ready":
+			return
+		case "not_built", "failed":
+			c.do("POST", "/v1/templates/"+slug+"/build", nil)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("template %s never became ready", slug)
+}
