@@ -1,0 +1,480 @@
+// Package agentclient is the host side of the pt-agent channel: ptd uses it
+// to wait for a sandbox's agent, initialise it, run commands and move files.
+// It speaks the same envd-compatible protocol as the e2b SDK (generated
+// Connect clients plus the plain /files, /health and /init endpoints), and
+// returns errors wrapping internal/sandbox categories so callers can branch
+// with errors.Is.
+package agentclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/platinum-dev/platinum/api/gen/filesystem"
+	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
+	"github.com/platinum-dev/platinum/api/gen/process"
+	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// ErrNoSpace reports that the sandbox's disk is full (agent ENOSPC: HTTP
+// 507 or resource_exhausted). It is distinct from the sandbox categories
+// because callers usually tell the user to grow the disk.
+var ErrNoSpace = errors.New("no space left on sandbox disk")
+
+// Client talks to one pt-agent. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+	proc  processconnect.ProcessClient
+	fs    filesystemconnect.FilesystemClient
+}
+
+// New returns a client for the agent at baseURL (e.g. "http://10.0.0.2:49983")
+// that authenticates with token. hc nil means http.DefaultClient; streams
+// can be long, so hc should have no overall Timeout.
+func New(baseURL, token string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	base := strings.TrimRight(baseURL, "/")
+	opts := connect.WithInterceptors(tokenInterceptor(token))
+	return &Client{
+		base:  base,
+		token: token,
+		hc:    hc,
+		proc:  processconnect.NewProcessClient(hc, base, opts),
+		fs:    filesystemconnect.NewFilesystemClient(hc, base, opts),
+	}
+}
+
+// Health returns nil when the agent answers GET /health with 204.
+func (c *Client) Health(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/health", nil)
+	if err != nil {
+		return fmt.Errorf("agent health: %w", err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return transportErr(ctx, "agent health", err)
+	}
+	defer drain(resp.Body)
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("agent health: status %d: %w", resp.StatusCode, sandbox.ErrUnavailable)
+	}
+	return nil
+}
+
+// WaitReady polls /health every 2 ms until the agent answers or ctx is done
+// (then it returns an error wrapping sandbox.ErrUnavailable and ctx.Err()).
+func (c *Client) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		attempt, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.Health(attempt)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent wait ready: %w (%w; last: %v)", sandbox.ErrUnavailable, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Init replaces the sandbox-level environment every later process gets
+// (POST /init).
+func (c *Client) Init(ctx context.Context, env map[string]string) error {
+	if env == nil {
+		env = map[string]string{}
+	}
+	body, err := json.Marshal(map[string]any{"envVars": env})
+	if err != nil {
+		return fmt.Errorf("agent init: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/init", nil, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("agent init: %w", err)
+	}
+	drain(resp.Body)
+	return nil
+}
+
+// ExecRequest describes one command run by Exec.
+type ExecRequest struct {
+	// Cmd is the program; without a slash it is looked up on the child's PATH.
+	Cmd  string
+	Args []string
+	// Env is layered over the agent defaults and the Init environment.
+	Env map[string]string
+	// Cwd defaults to the user's home.
+	Cwd string
+	// Stdin, when non-nil, is written to the process and then closed; nil
+	// gives the process /dev/null.
+	Stdin []byte
+	// Timeout, when positive, bounds the whole run; the process is killed
+	// when it passes and Exec returns an error wrapping
+	// context.DeadlineExceeded.
+	Timeout time.Duration
+}
+
+// ExitResult is how a process ended.
+type ExitResult struct {
+	// Code is the exit status, or -1 when the process was killed by a signal.
+	Code int
+	// Signaled is true when a signal ended the process.
+	Signaled bool
+	// Status reads like "exit status 3" or "signal: killed".
+	Status string
+}
+
+// Exec runs a command to completion, calling onStdout/onStderr (either may
+// be nil) with each chunk of output as it arrives, and returns its exit.
+// A non-zero exit is a result, not an error. If ctx is cancelled or the
+// timeout passes, the process is killed.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr func([]byte)) (ExitResult, error) {
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if req.Timeout > 0 {
+		sctx, cancel = context.WithTimeout(ctx, req.Timeout)
+	}
+	defer cancel()
+	withStdin := req.Stdin != nil
+	cfg := &process.ProcessConfig{Cmd: req.Cmd, Args: req.Args, Envs: req.Env}
+	if req.Cwd != "" {
+		cfg.Cwd = &req.Cwd
+	}
+	stream, err := c.proc.Start(sctx, connect.NewRequest(&process.StartRequest{Process: cfg, Stdin: &withStdin}))
+	if err != nil {
+		return ExitResult{}, rpcErr(sctx, "agent exec", err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		return ExitResult{}, rpcErr(sctx, "agent exec", orEOF(stream.Err()))
+	}
+	start := stream.Msg().GetEvent().GetStart()
+	if start == nil {
+		return ExitResult{}, fmt.Errorf("agent exec: first event is not start: %w", sandbox.ErrUnavailable)
+	}
+	pid := start.GetPid()
+	stdinDone := make(chan struct{})
+	if withStdin {
+		go func() {
+			defer close(stdinDone)
+			c.feedStdin(sctx, pid, req.Stdin) // errors surface as the process's own result
+		}()
+	} else {
+		close(stdinDone)
+	}
+	defer func() { <-stdinDone }()
+	for stream.Receive() {
+		ev := stream.Msg().GetEvent()
+		switch {
+		case ev.GetData() != nil:
+			d := ev.GetData()
+			if b := d.GetStdout(); b != nil && onStdout != nil {
+				onStdout(b)
+			}
+			if b := d.GetStderr(); b != nil && onStderr != nil {
+				onStderr(b)
+			}
+			if b := d.GetPty(); b != nil && onStdout != nil {
+				onStdout(b)
+			}
+		case ev.GetEnd() != nil:
+			end := ev.GetEnd()
+			return ExitResult{Code: int(end.GetExitCode()), Signaled: !end.GetExited(), Status: end.GetStatus()}, nil
+		}
+	}
+	err = rpcErr(sctx, "agent exec", orEOF(stream.Err()))
+	if sctx.Err() != nil {
+		// The caller gave up or the timeout passed: do not leave the
+		// command running in the sandbox.
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = c.Kill(kctx, pid)
+		kcancel()
+	}
+	return ExitResult{}, err
+}
+
+func (c *Client) feedStdin(ctx context.Context, pid uint32, data []byte) {
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	const chunk = 64 << 10
+	for len(data) > 0 {
+		n := min(chunk, len(data))
+		in := &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: data[:n]}}
+		if _, err := c.proc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: in})); err != nil {
+			return
+		}
+		data = data[n:]
+	}
+	_, _ = c.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel}))
+}
+
+// Kill sends SIGKILL to a process the agent started (and its process
+// group). It returns an error wrapping sandbox.ErrNotFound if the process
+// has already exited or never existed.
+func (c *Client) Kill(ctx context.Context, pid uint32) error {
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	_, err := c.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL}))
+	if err != nil {
+		return rpcErr(ctx, "agent kill", err)
+	}
+	return nil
+}
+
+// Upload streams r into path inside the sandbox (parents created, file
+// replaced) without buffering it. ErrNoSpace when the disk is full.
+func (c *Client) Upload(ctx context.Context, path string, r io.Reader) error {
+	q := url.Values{"path": {path}}
+	resp, err := c.do(ctx, http.MethodPost, "/files", q, "application/octet-stream", r)
+	if err != nil {
+		return fmt.Errorf("agent upload %s: %w", path, err)
+	}
+	drain(resp.Body)
+	return nil
+}
+
+// Download opens path inside the sandbox for reading; the caller closes
+// the stream. sandbox.ErrNotFound when it does not exist,
+// sandbox.ErrInvalidArgument when it is a directory.
+func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/files", url.Values{"path": {path}}, "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent download %s: %w", path, err)
+	}
+	return resp.Body, nil
+}
+
+// EntryInfo describes a file, directory or symlink inside the sandbox.
+type EntryInfo struct {
+	Name string
+	// Path is absolute.
+	Path string
+	// Type is "file", "dir" or "symlink".
+	Type        string
+	Size        int64
+	Mode        fs.FileMode
+	Permissions string
+	Owner       string
+	Group       string
+	ModTime     time.Time
+	// SymlinkTarget is set for symlinks only.
+	SymlinkTarget string
+}
+
+func entryFrom(e *filesystem.EntryInfo) EntryInfo {
+	out := EntryInfo{
+		Name:          e.GetName(),
+		Path:          e.GetPath(),
+		Size:          e.GetSize(),
+		Mode:          fs.FileMode(e.GetMode()),
+		Permissions:   e.GetPermissions(),
+		Owner:         e.GetOwner(),
+		Group:         e.GetGroup(),
+		SymlinkTarget: e.GetSymlinkTarget(),
+	}
+	if e.GetModifiedTime() != nil {
+		out.ModTime = e.GetModifiedTime().AsTime()
+	}
+	switch e.GetType() {
+	case filesystem.FileType_FILE_TYPE_DIRECTORY:
+		out.Type = "dir"
+	case filesystem.FileType_FILE_TYPE_SYMLINK:
+		out.Type = "symlink"
+	default:
+		out.Type = "file"
+	}
+	return out
+}
+
+// Stat describes path (not following a final symlink); sandbox.ErrNotFound
+// when it does not exist.
+func (c *Client) Stat(ctx context.Context, path string) (EntryInfo, error) {
+	resp, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: path}))
+	if err != nil {
+		return EntryInfo{}, rpcErr(ctx, "agent stat "+path, err)
+	}
+	return entryFrom(resp.Msg.GetEntry()), nil
+}
+
+// ListDir lists path's entries down to depth levels (1 = direct children);
+// sandbox.ErrNotFound when it does not exist, sandbox.ErrInvalidArgument
+// when it is not a directory.
+func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {
+	if depth < 1 {
+		depth = 1
+	}
+	resp, err := c.fs.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: path, Depth: uint32(depth)}))
+	if err != nil {
+		return nil, rpcErr(ctx, "agent list "+path, err)
+	}
+	out := make([]EntryInfo, 0, len(resp.Msg.GetEntries()))
+	for _, e := range resp.Msg.GetEntries() {
+		out = append(out, entryFrom(e))
+	}
+	return out, nil
+}
+
+// MakeDir creates path and its parents; an error wrapping
+// sandbox.ErrConflict (and sandbox.ErrAlreadyExists) when it already exists.
+func (c *Client) MakeDir(ctx context.Context, path string) error {
+	if _, err := c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: path})); err != nil {
+		return rpcErr(ctx, "agent mkdir "+path, err)
+	}
+	return nil
+}
+
+// Remove deletes path recursively; sandbox.ErrNotFound when it does not exist.
+func (c *Client) Remove(ctx context.Context, path string) error {
+	if _, err := c.fs.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: path})); err != nil {
+		return rpcErr(ctx, "agent remove "+path, err)
+	}
+	return nil
+}
+
+// do sends a plain HTTP request with the token and turns a non-2xx answer
+// into a categorized error.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Access-Token", c.token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, transportErr(ctx, "", err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer drain(resp.Body)
+	var eb struct {
+		Message string `json:"message"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg := strings.TrimSpace(string(raw))
+	if json.Unmarshal(raw, &eb) == nil && eb.Message != "" {
+		msg = eb.Message
+	}
+	return nil, fmt.Errorf("%s: %w", msg, statusCategory(resp.StatusCode))
+}
+
+func statusCategory(status int) error {
+	switch status {
+	case http.StatusBadRequest:
+		return sandbox.ErrInvalidArgument
+	case http.StatusUnauthorized:
+		return sandbox.ErrUnauthenticated
+	case http.StatusForbidden:
+		return sandbox.ErrForbidden
+	case http.StatusNotFound:
+		return sandbox.ErrNotFound
+	case http.StatusConflict:
+		return sandbox.ErrConflict
+	case http.StatusInsufficientStorage:
+		return ErrNoSpace
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return sandbox.ErrUnavailable
+	}
+	return fmt.Errorf("agent answered status %d", status)
+}
+
+// rpcErr maps a Connect error to a categorized one.
+func rpcErr(ctx context.Context, op string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s: %w", op, ctxErr)
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return transportErr(ctx, op, err)
+	}
+	var cat error
+	switch ce.Code() {
+	case connect.CodeNotFound:
+		cat = sandbox.ErrNotFound
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
+		cat = sandbox.ErrInvalidArgument
+	case connect.CodeAlreadyExists:
+		return fmt.Errorf("%s: %s: %w (%w)", op, ce.Message(), sandbox.ErrConflict, sandbox.ErrAlreadyExists)
+	case connect.CodeUnavailable:
+		cat = sandbox.ErrUnavailable
+	case connect.CodeUnauthenticated:
+		cat = sandbox.ErrUnauthenticated
+	case connect.CodePermissionDenied:
+		cat = sandbox.ErrForbidden
+	case connect.CodeResourceExhausted:
+		cat = ErrNoSpace
+	case connect.CodeDeadlineExceeded:
+		cat = context.DeadlineExceeded
+	default:
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %s: %w", op, ce.Message(), cat)
+}
+
+// transportErr classifies a failure to reach the agent at all.
+func transportErr(ctx context.Context, op string, err error) error {
+	if op != "" {
+		op += ": "
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("%s%w", op, ctxErr)
+	}
+	return fmt.Errorf("%s%w: %v", op, sandbox.ErrUnavailable, err)
+}
+
+func orEOF(err error) error {
+	if err == nil {
+		return fmt.Errorf("stream ended without an end event: %w", io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+func drain(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 1<<20))
+	rc.Close()
+}
+
+// tokenInterceptor adds X-Access-Token to every RPC.
+type tokenInterceptor string
+
+func (t tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("X-Access-Token", string(t))
+		return next(ctx, req)
+	}
+}
+
+func (t tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("X-Access-Token", string(t))
+		return conn
+	}
+}
+
+func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
