@@ -4,6 +4,16 @@
 //
 // The store holds desired state. Every sandbox update is a compare-and-swap
 // on Sandbox.Version, so two writers never silently overwrite each other.
+//
+// Conventions every implementation follows, so callers can compare records
+// with cmp.Diff after a round trip:
+//   - Times are stored in UTC truncated to microseconds (sandbox.TimeFormat)
+//     and returned in UTC. A zero CreatedAt (or UpdatedAt) on insert means
+//     "now"; the store picks it.
+//   - Sandbox.Env and Sandbox.Metadata come back as non-nil maps, empty if
+//     nothing was stored (nil and empty maps are the same thing).
+//   - Slices come back empty, never an error, when nothing matches.
+//   - The store does not check that an OrgID names an existing org.
 package store
 
 import (
@@ -79,10 +89,10 @@ const (
 // ListOptions filter and page sandbox lists. Results are ordered by
 // created_at desc, then id desc.
 type ListOptions struct {
-	OrgID  string
-	State  sandbox.State // empty: every state but deleted
-	Limit  int
-	Offset int
+	OrgID  string        // empty: every org (for internal callers only)
+	State  sandbox.State // empty: every state but deleted; StateDeleted lists deleted ones
+	Limit  int           // <= 0: no limit
+	Offset int           // < 0 counts as 0
 	// IncludeDeleted includes deleted records.
 	IncludeDeleted bool
 }
@@ -97,6 +107,18 @@ type Event struct {
 	CreatedAt time.Time
 }
 
+// EventStateChanged is the Event.Type UpdateSandbox writes when a sandbox's
+// state changes; its Data is a StateChange.
+const EventStateChanged = "state_changed"
+
+// StateChange is the JSON Data of an EventStateChanged event. Consumers
+// (SSE, webhooks, metering) decode it instead of re-reading the sandbox.
+type StateChange struct {
+	From   sandbox.State `json:"from"`
+	To     sandbox.State `json:"to"`
+	Reason string        `json:"reason"` // the sandbox's Reason after the change
+}
+
 // Store is the metadata store. All methods are safe for concurrent use.
 type Store interface {
 	// CreateOrg inserts an org; ErrConflict if the ID exists.
@@ -109,17 +131,19 @@ type Store interface {
 	// TokenByHash returns ErrNotFound if no token has that hash.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
 
-	// PutTemplateVersion inserts or replaces a template version by ID.
+	// PutTemplateVersion inserts or replaces a template version by ID. A
+	// replace keeps the stored CreatedAt; a zero UpdatedAt means now.
 	PutTemplateVersion(ctx context.Context, v TemplateVersion) error
 	// GetTemplateVersion returns ErrNotFound if absent.
 	GetTemplateVersion(ctx context.Context, id string) (TemplateVersion, error)
-	// LatestTemplateVersion returns the newest version of slug (any status);
-	// ErrNotFound if the slug has none.
+	// LatestTemplateVersion returns the newest version of slug (any status),
+	// by CreatedAt then ID; ErrNotFound if the slug has none.
 	LatestTemplateVersion(ctx context.Context, slug string) (TemplateVersion, error)
 	// ListTemplateVersions returns every version, newest first.
 	ListTemplateVersions(ctx context.Context) ([]TemplateVersion, error)
 
-	// CreateSandbox inserts s with Version 1; ErrConflict if the ID exists.
+	// CreateSandbox inserts s with Version 1 (whatever s.Version says);
+	// ErrConflict if the ID exists. A zero UpdatedAt is set to CreatedAt.
 	CreateSandbox(ctx context.Context, s sandbox.Sandbox) error
 	// GetSandbox returns the sandbox with that ID in that org (any state,
 	// deleted included); ErrNotFound if absent or in another org. An empty
@@ -127,18 +151,23 @@ type Store interface {
 	GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error)
 	// UpdateSandbox writes s if the stored Version equals s.Version, and
 	// stores Version+1; it returns the stored record. ErrConflict on a
-	// version mismatch, ErrNotFound if absent. If the state changed, an
-	// event row is written in the same transaction.
+	// version mismatch, ErrNotFound if absent (or if s.OrgID is set and
+	// differs from the stored org). ID, OrgID and CreatedAt never change;
+	// UpdatedAt is set to now; DeletedAt is written as given. If the state
+	// changed, an EventStateChanged row is written in the same transaction.
 	UpdateSandbox(ctx context.Context, s sandbox.Sandbox) (sandbox.Sandbox, error)
 	// ListSandboxes returns one page and the total matching count, both read
 	// from one snapshot.
 	ListSandboxes(ctx context.Context, o ListOptions) (rows []sandbox.Sandbox, total int, err error)
 	// SandboxesInStates returns every sandbox in any of the states, across
-	// orgs (for the reconciler).
+	// orgs (for the reconciler), oldest first (created_at, then id).
 	SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error)
 
-	// Events returns events after the given ID, oldest first, at most limit.
+	// Events returns events (of every org) with ID > afterID, oldest first,
+	// at most limit (<= 0: no limit). IDs only grow, so the last ID seen is
+	// a resumable cursor.
 	Events(ctx context.Context, afterID int64, limit int) ([]Event, error)
 
+	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
 }

@@ -1,0 +1,312 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at`
+
+// CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
+func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	env, meta, err := encodeMaps(sb)
+	if err != nil {
+		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
+	}
+	created := formatTime(sb.CreatedAt, now())
+	updated := created
+	if !sb.UpdatedAt.IsZero() {
+		updated = sandbox.FormatTime(sb.UpdatedAt)
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
+		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
+		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
+		created, updated, deletedAt(sb))
+	if err != nil {
+		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
+	}
+	return conflictUnlessInserted(res, "sandbox", sb.ID)
+}
+
+// GetSandbox returns the sandbox with that ID in orgID (any org if orgID is
+// empty); ErrNotFound if absent or in another org.
+func (s *Store) GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error) {
+	sb, err := getSandbox(ctx, s.r, id)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if orgID != "" && sb.OrgID != orgID {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// queryer is what getSandbox needs from a pool or a transaction.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getSandbox(ctx context.Context, q queryer, id string) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("get sandbox %q: %w", id, err)
+	}
+	return sb, nil
+}
+
+// UpdateSandbox writes sb if the stored version equals sb.Version, bumps the
+// version and returns the stored record. A state change appends a
+// store.EventStateChanged event in the same transaction, so the event log
+// never disagrees with the table.
+func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	env, meta, err := encodeMaps(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+	var out sandbox.Sandbox
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var orgID, state string
+		var version int64
+		err := tx.QueryRowContext(ctx, `SELECT org_id, state, version FROM sandboxes WHERE id = ?`, sb.ID).
+			Scan(&orgID, &state, &version)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && sb.OrgID != "" && sb.OrgID != orgID) {
+			return fmt.Errorf("sandbox %q: %w", sb.ID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+		}
+		if version != sb.Version {
+			return fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, version, store.ErrConflict)
+		}
+
+		t := sandbox.FormatTime(now())
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
+				name = ?, state = ?, template = ?, template_version_id = ?, cpu = ?, ram_mb = ?,
+				disk_gb = ?, env = ?, metadata = ?, host_id = ?, address = ?, agent_token = ?,
+				reason = ?, version = version + 1, updated_at = ?, deleted_at = ?
+			WHERE id = ? AND version = ?`,
+			sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
+			sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
+			sb.Reason, t, deletedAt(sb),
+			sb.ID, sb.Version); err != nil {
+			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+		}
+
+		if sandbox.State(state) != sb.State {
+			data, err := json.Marshal(store.StateChange{From: sandbox.State(state), To: sb.State, Reason: sb.Reason})
+			if err != nil {
+				return fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
+			}
+			if _, err := tx.ExecContext(ctx,
+				`INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
+				orgID, sb.ID, store.EventStateChanged, string(data), t); err != nil {
+				return fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
+			}
+		}
+
+		out, err = getSandbox(ctx, tx, sb.ID)
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}
+
+// ListSandboxes returns one page and the total count, both from one read
+// snapshot so the total always matches the pages a client walks.
+func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandbox.Sandbox, int, error) {
+	var where []string
+	var args []any
+	if o.OrgID != "" {
+		where = append(where, "org_id = ?")
+		args = append(args, o.OrgID)
+	}
+	switch {
+	case o.State != "":
+		where = append(where, "state = ?")
+		args = append(args, string(o.State))
+	case !o.IncludeDeleted:
+		where = append(where, "state <> ?")
+		args = append(args, string(sandbox.StateDeleted))
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := o.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	offset := max(o.Offset, 0)
+
+	var total int
+	rows := []sandbox.Sandbox{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes`+cond, args...).Scan(&total); err != nil {
+			return err
+		}
+		var err error
+		rows, err = querySandboxes(ctx, tx,
+			`SELECT `+sandboxCols+` FROM sandboxes`+cond+` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+			append(args, limit, offset)...)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return rows, total, nil
+}
+
+// SandboxesInStates returns every sandbox in any of states, across orgs,
+// oldest first.
+func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
+	if len(states) == 0 {
+		return []sandbox.Sandbox{}, nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = string(st)
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(states)), ", ")
+	rows, err := querySandboxes(ctx, s.r,
+		`SELECT `+sandboxCols+` FROM sandboxes WHERE state IN (`+marks+`) ORDER BY created_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes in states: %w", err)
+	}
+	return rows, nil
+}
+
+// Events returns events with ID > afterID, oldest first, at most limit
+// (<= 0: all).
+func (s *Store) Events(ctx context.Context, afterID int64, limit int) ([]store.Event, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.r.QueryContext(ctx,
+		`SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+		afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	defer rows.Close()
+	evs := []store.Event{}
+	for rows.Next() {
+		var e store.Event
+		var created string
+		if err := rows.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &created); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		if e.CreatedAt, err = parseTime(created); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	return evs, nil
+}
+
+// rowsQueryer is what querySandboxes needs from a pool or a transaction.
+type rowsQueryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []sandbox.Sandbox{}
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	var state, env, meta, created, updated string
+	var deleted sql.NullString
+	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
+		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
+		&sb.Reason, &sb.Version, &created, &updated, &deleted); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.State = sandbox.State(state)
+	sb.Env = map[string]string{}
+	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: env: %w", sb.ID, err)
+	}
+	sb.Metadata = map[string]string{}
+	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: metadata: %w", sb.ID, err)
+	}
+	// A JSON null would have reset the maps to nil; keep the non-nil promise.
+	if sb.Env == nil {
+		sb.Env = map[string]string{}
+	}
+	if sb.Metadata == nil {
+		sb.Metadata = map[string]string{}
+	}
+	var err error
+	if sb.CreatedAt, err = parseTime(created); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.UpdatedAt, err = parseTime(updated); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if deleted.Valid {
+		t, err := parseTime(deleted.String)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		sb.DeletedAt = &t
+	}
+	return sb, nil
+}
+
+// encodeMaps renders Env and Metadata as JSON objects; nil becomes {}.
+func encodeMaps(sb sandbox.Sandbox) (env, meta string, err error) {
+	enc := func(m map[string]string) (string, error) {
+		if m == nil {
+			return "{}", nil
+		}
+		b, err := json.Marshal(m)
+		return string(b), err
+	}
+	if env, err = enc(sb.Env); err != nil {
+		return "", "", fmt.Errorf("env: %w", err)
+	}
+	if meta, err = enc(sb.Metadata); err != nil {
+		return "", "", fmt.Errorf("metadata: %w", err)
+	}
+	return env, meta, nil
+}
+
+// deletedAt is sb.DeletedAt as a nullable stored time.
+func deletedAt(sb sandbox.Sandbox) any {
+	if sb.DeletedAt == nil {
+		return nil
+	}
+	return sandbox.FormatTime(*sb.DeletedAt)
+}
