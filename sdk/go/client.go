@@ -1,0 +1,219 @@
+package platinum
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Version is the SDK's version. It is sent in the default User-Agent so
+// ptd's logs show which client made a call.
+const Version = "0.1.0"
+
+// DefaultBaseURL is where a ptd started with its defaults listens. It is used
+// by NewFromEnv when PT_API_URL is unset.
+const DefaultBaseURL = "http://127.0.0.1:7070"
+
+// ErrNoToken is returned by NewFromEnv when PT_TOKEN is unset: every /v1
+// call needs a bearer token, so failing early gives a clearer message than
+// the 401 every call would get.
+var ErrNoToken = errors.New("PT_TOKEN is not set")
+
+// Client talks to one ptd over its REST API. Its services group the calls by
+// resource. A Client is safe for concurrent use.
+type Client struct {
+	// Sandboxes creates, lists, inspects and deletes sandboxes and runs
+	// commands and file operations inside them.
+	Sandboxes *SandboxesService
+	// Templates lists templates and starts template builds.
+	Templates *TemplatesService
+	// Orgs creates organizations (admin token only).
+	Orgs *OrgsService
+
+	baseURL      string
+	token        string
+	httpClient   *http.Client
+	userAgent    string
+	pollInterval time.Duration
+}
+
+// Option configures a Client built by New or NewFromEnv.
+type Option func(*Client)
+
+// WithHTTPClient makes the Client send its requests through hc, e.g. to set
+// a custom transport or proxy. The default client has no overall timeout,
+// because exec streams and downloads can legitimately run for a long time;
+// bound calls with their context instead.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.httpClient = hc
+		}
+	}
+}
+
+// WithUserAgent replaces the User-Agent header, so a tool built on the SDK
+// (like the pt CLI) identifies itself in ptd's logs.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) {
+		if ua != "" {
+			c.userAgent = ua
+		}
+	}
+}
+
+// WithPollInterval sets how often waits (WaitForState, and Create after a
+// server-side wait ran out) re-read a sandbox. The default is 500ms; the
+// server offers no push notification on this API, so this trades latency
+// for request load.
+func WithPollInterval(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.pollInterval = d
+		}
+	}
+}
+
+// New returns a Client for the ptd at baseURL (e.g. "http://127.0.0.1:7070"),
+// authenticating every /v1 call with token.
+func New(baseURL, token string, opts ...Option) *Client {
+	c := &Client{
+		baseURL:      strings.TrimRight(baseURL, "/"),
+		token:        token,
+		httpClient:   &http.Client{},
+		userAgent:    "platinum-go/" + Version,
+		pollInterval: 500 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	c.Sandboxes = &SandboxesService{c: c}
+	c.Templates = &TemplatesService{c: c}
+	c.Orgs = &OrgsService{c: c}
+	return c
+}
+
+// NewFromEnv returns a Client configured the way the pt CLI is: PT_API_URL
+// (default DefaultBaseURL) and PT_TOKEN. It returns ErrNoToken when PT_TOKEN
+// is empty and an error when PT_API_URL is not an http(s) URL.
+func NewFromEnv(opts ...Option) (*Client, error) {
+	base := os.Getenv("PT_API_URL")
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if err := CheckBaseURL(base); err != nil {
+		return nil, err
+	}
+	token := os.Getenv("PT_TOKEN")
+	if token == "" {
+		return nil, ErrNoToken
+	}
+	return New(base, token, opts...), nil
+}
+
+// CheckBaseURL reports whether base is usable as a Client's base URL: an
+// absolute http or https URL. New does not check, so callers that take the
+// URL from users (flags, environment) can report a clear error up front.
+func CheckBaseURL(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("PT_API_URL %q: want an http:// or https:// URL such as %s", base, DefaultBaseURL)
+	}
+	return nil
+}
+
+// BaseURL returns the ptd URL the Client talks to, for messages.
+func (c *Client) BaseURL() string { return c.baseURL }
+
+// newRequest builds a request for path (which starts with "/") and query.
+// A nil body sends no body.
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body io.Reader) (*http.Request, error) {
+	u := c.baseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	return req, nil
+}
+
+// send performs req and turns non-2xx answers into *APIError. On success the
+// caller owns resp.Body.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, decodeAPIError(resp)
+	}
+	return resp, nil
+}
+
+// doJSON sends in (when non-nil) as a JSON body and decodes a 2xx answer into
+// out (when non-nil). It returns the HTTP status code of a success.
+func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, query, body)
+	if err != nil {
+		return 0, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.send(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode response: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// sleep waits for d or until ctx is done, returning ctx's error in that case.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Health checks that ptd answers GET /healthz. It needs no token, so it
+// tells "ptd is down" apart from "the token is wrong".
+func (c *Client) Health(ctx context.Context) error {
+	if _, err := c.doJSON(ctx, "GET", "/healthz", nil, nil, nil); err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	return nil
+}
