@@ -88,6 +88,11 @@ func testListOrder(t *testing.T, s store.Store) {
 		{"other org", store.ListOptions{OrgID: "org_other"}, other},
 		{"every org", store.ListOptions{}, append(slices.Clone(mine), other...)},
 		{"unknown org", store.ListOptions{OrgID: "org_none"}, nil},
+		// Filtered lists may be served by another index (or none): the
+		// order must not depend on which.
+		{"one org by state", store.ListOptions{OrgID: "org_l", State: sandbox.StateCreating}, mine},
+		{"every org by state", store.ListOptions{State: sandbox.StateCreating}, append(slices.Clone(mine), other...)},
+		{"every org with deleted", store.ListOptions{IncludeDeleted: true}, append(slices.Clone(mine), other...)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -295,21 +300,25 @@ func testListSnapshot(t *testing.T, s store.Store) {
 
 func testSandboxesInStates(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	var all []sandbox.Sandbox
-	// Created newest-time first and with ties, so "oldest first" is not
-	// insertion order.
+	// IDs are minted in one order and rows inserted in reverse, with ties
+	// in CreatedAt, so "oldest first, then ID" is not insertion order.
+	var seed []sandbox.Sandbox
 	for i, c := range []struct {
 		org string
 		st  sandbox.State
 		at  time.Duration
 	}{
 		{"org_1", sandbox.StateRunning, 9}, {"org_2", sandbox.StateStarting, 8}, {"org_1", sandbox.StateStopped, 7},
-		{"org_3", sandbox.StateRunning, 3}, {"org_2", sandbox.StateRunning, 3}, {"org_1", sandbox.StateDeleted, 1},
-		{"org_3", sandbox.StateStarting, 0},
+		{"org_3", sandbox.StateRunning, 3}, {"org_2", sandbox.StateRunning, 3}, {"org_1", sandbox.StateRunning, 3},
+		{"org_1", sandbox.StateDeleted, 1}, {"org_3", sandbox.StateStarting, 0}, {"org_2", sandbox.StateStarting, 0},
 	} {
 		sb := newSandbox(c.org, base.Add(c.at*time.Microsecond))
 		sb.State = c.st
 		sb.Name = strconv.Itoa(i)
+		seed = append(seed, sb)
+	}
+	var all []sandbox.Sandbox
+	for _, sb := range slices.Backward(seed) {
 		all = append(all, mustCreate(t, s, sb))
 	}
 	oldestFirst := func(states ...sandbox.State) []string {
