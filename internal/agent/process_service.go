@@ -72,7 +72,7 @@ func (s *Server) serveEvents(ctx context.Context, p *proc, sub *subscriber, h ht
 				return err
 			}
 		case <-ctx.Done():
-			if !deadlinePassed(ctx) {
+			if !deadlinePassed(ctx, deadlineSlack) {
 				return connect.NewError(connect.CodeCanceled, ctx.Err())
 			}
 			if killOnDeadline {
@@ -85,12 +85,21 @@ func (s *Server) serveEvents(ctx context.Context, p *proc, sub *subscriber, h ht
 	}
 }
 
-func deadlinePassed(ctx context.Context) bool {
+// deadlineSlack: a client whose stream ends this close to the deadline is
+// taken to have hit it. The client's timer starts first and usually closes
+// the connection a few milliseconds before the agent's own copy of the
+// deadline fires; without the slack such a command would survive its
+// timeout.
+const deadlineSlack = time.Second
+
+// deadlinePassed reports whether ctx ended because of (or within slack of)
+// its deadline rather than an early disconnect.
+func deadlinePassed(ctx context.Context, slack time.Duration) bool {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return true
 	}
 	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
+	return ok && time.Until(dl) < slack
 }
 
 // spawnSpec validates a StartRequest and resolves user, env, cwd and binary.

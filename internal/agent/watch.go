@@ -250,7 +250,7 @@ func (fsv *filesystemService) WatchDir(ctx context.Context, req *connect.Request
 				return err
 			}
 		case <-ctx.Done():
-			if deadlinePassed(ctx) {
+			if deadlinePassed(ctx, 0) {
 				return connect.NewError(connect.CodeDeadlineExceeded, errors.New("watch deadline exceeded"))
 			}
 			return connect.NewError(connect.CodeCanceled, ctx.Err())
