@@ -1,0 +1,141 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// chains returns our chain names; all contain the bridge name so managers
+// never share (or delete) each other's rules. iptables allows 28 bytes:
+// "PT-" + 15 + "-FWD" = 22.
+func (m *Manager) chains() (in, fwd, nat string) {
+	b := "PT-" + m.cfg.Bridge
+	return b + "-IN", b + "-FWD", b + "-NAT"
+}
+
+// hook is one jump from a built-in chain into ours.
+type hook struct {
+	table, chain string
+	args         []string
+}
+
+func (m *Manager) hooks() []hook {
+	in, fwd, nat := m.chains()
+	br := m.cfg.Bridge
+	return []hook{
+		{"filter", "INPUT", []string{"-i", br, "-j", in}},
+		{"filter", "FORWARD", []string{"-i", br, "-j", fwd}},
+		{"filter", "FORWARD", []string{"-o", br, "-j", fwd}},
+		{"nat", "POSTROUTING", []string{"-s", m.cfg.Subnet.String(), "-j", nat}},
+	}
+}
+
+// rules renders the content of our chains for iptables-restore. Declaring a
+// chain with --noflush empties it, and the nft backend applies the whole
+// input as one transaction, so re-running Setup swaps the rules atomically
+// with no moment where the hooks jump into an empty (accept-all) chain.
+func (m *Manager) rules() string {
+	in, fwd, nat := m.chains()
+	br := m.cfg.Bridge
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("*filter")
+	w(":%s - [0:0]", in)
+	w(":%s - [0:0]", fwd)
+	// (a) Sandboxes reach no host port. Replies to connections the host
+	// opened (ptd -> pt-agent) must pass.
+	w("-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", in)
+	w("-A %s -j DROP", in)
+	// (b) No sandbox-to-sandbox traffic, even routed through the gateway
+	// (bridge ports are also isolated for the switched path).
+	w("-A %s -i %s -o %s -j DROP", fwd, br, br)
+	// Nothing from outside may open a connection into a sandbox.
+	w("-A %s -o %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", fwd, br)
+	w("-A %s -o %s -j DROP", fwd, br)
+	// (c) No link-local (cloud metadata) and no other host address.
+	w("-A %s -i %s -d 169.254.0.0/16 -j DROP", fwd, br)
+	w("-A %s -i %s -m addrtype --dst-type LOCAL -j DROP", fwd, br)
+	// (d) Egress policy.
+	if m.cfg.Egress {
+		w("-A %s -i %s -j ACCEPT", fwd, br)
+	} else {
+		w("-A %s -i %s -j DROP", fwd, br)
+	}
+	w("COMMIT")
+	w("*nat")
+	w(":%s - [0:0]", nat)
+	if m.cfg.Egress {
+		// Only sandbox traffic: the host's own packets from the gateway
+		// address (e.g. to itself over lo) keep their source.
+		w("-A %s -s %s ! -o %s -m addrtype ! --src-type LOCAL -j MASQUERADE", nat, m.cfg.Subnet, br)
+	}
+	w("COMMIT")
+	return b.String()
+}
+
+// installFirewall writes our chains, then adds any missing hook at the top
+// of its built-in chain (so other software's ACCEPT rules cannot pre-empt
+// ours).
+func (m *Manager) installFirewall(ctx context.Context) error {
+	if _, err := runIptables(ctx, strings.NewReader(m.rules()), "iptables-restore", "-w", "--noflush"); err != nil {
+		return fmt.Errorf("firewall: %w", err)
+	}
+	for _, h := range m.hooks() {
+		if m.hookExists(ctx, h) {
+			continue
+		}
+		args := append([]string{"-w", "-t", h.table, "-I", h.chain, "1"}, h.args...)
+		if _, err := runIptables(ctx, nil, "iptables", args...); err != nil {
+			return fmt.Errorf("firewall: hook %s: %w", h.chain, err)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) hookExists(ctx context.Context, h hook) bool {
+	args := append([]string{"-w", "-t", h.table, "-C", h.chain}, h.args...)
+	_, err := runIptables(ctx, nil, "iptables", args...)
+	return err == nil
+}
+
+// removeFirewall deletes our hooks and chains; missing ones are fine.
+func (m *Manager) removeFirewall(ctx context.Context) error {
+	for _, h := range m.hooks() {
+		for i := 0; i < 100 && m.hookExists(ctx, h); i++ {
+			args := append([]string{"-w", "-t", h.table, "-D", h.chain}, h.args...)
+			if _, err := runIptables(ctx, nil, "iptables", args...); err != nil {
+				return fmt.Errorf("firewall: unhook %s: %w", h.chain, err)
+			}
+		}
+	}
+	in, fwd, nat := m.chains()
+	for _, c := range []struct{ table, chain string }{{"filter", in}, {"filter", fwd}, {"nat", nat}} {
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-n", "-L", c.chain); err != nil {
+			continue // no such chain
+		}
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-F", c.chain); err != nil {
+			return fmt.Errorf("firewall: flush %s: %w", c.chain, err)
+		}
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-X", c.chain); err != nil {
+			return fmt.Errorf("firewall: delete %s: %w", c.chain, err)
+		}
+	}
+	return nil
+}
+
+func runIptables(ctx context.Context, stdin *strings.Reader, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
+	}
+	return out.Bytes(), nil
+}
