@@ -12,7 +12,8 @@
 //     "now"; the store picks it.
 //   - Sandbox.Env and Sandbox.Metadata come back as non-nil maps, empty if
 //     nothing was stored (nil and empty maps are the same thing).
-//   - Slices come back empty, never an error, when nothing matches.
+//   - List methods return an empty result, not an error, when nothing
+//     matches; single-row lookups return ErrNotFound.
 //   - The store does not check that an OrgID names an existing org.
 package store
 
