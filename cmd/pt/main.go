@@ -1,0 +1,199 @@
+// Command pt is Platinum's command-line client: a thin layer over the Go SDK
+// (github.com/platinum-dev/platinum/sdk/go) for creating sandboxes, running
+// commands in them, copying files and managing templates. It talks to the
+// ptd at PT_API_URL (default http://127.0.0.1:7070) with the token in
+// PT_TOKEN.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one pt command line and returns the process exit code: 0 on
+// success, 1 on errors, 2 on usage errors, and for `pt sandbox exec` the
+// command's own exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{
+		stdout:       stdout,
+		stderr:       stderr,
+		stdin:        os.Stdin,
+		getenv:       os.Getenv,
+		pollInterval: 500 * time.Millisecond,
+	}
+	return a.run(ctx, args)
+}
+
+// app is what every verb shares: where output goes, where configuration
+// comes from, and how often waits poll. Tests build their own.
+type app struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	getenv         func(string) string
+	pollInterval   time.Duration
+	httpClient     *http.Client // nil: the SDK's default
+}
+
+// command is one verb: it parses its own args and does its job.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+const topUsage = `pt is the Platinum command-line client.
+
+usage: pt <command> [flags] [args]
+
+commands:
+  sandbox create -t TEMPLATE   create a sandbox and wait until it runs
+  sandbox list                 list sandboxes
+  sandbox get ID               show one sandbox
+  sandbox rm ID [ID...]        delete sandboxes
+  sandbox exec ID -- CMD...    run a command in a sandbox
+  sandbox cp SRC DST           copy a file to or from a sandbox (ID:PATH)
+  template list                list templates
+  template build SLUG          build a new version of a template
+  org create NAME              create an organization (admin token)
+  version                      print pt's version
+
+environment:
+  PT_API_URL   ptd's address (default http://127.0.0.1:7070)
+  PT_TOKEN     API token (ptd prints the admin token on first start)
+
+Run "pt <command> --help" for a command's flags.
+`
+
+// lookup finds the verb for args, returning the rest of args.
+func (a *app) lookup(args []string) (command, []string, error) {
+	if len(args) == 0 {
+		return nil, nil, usageErr(topUsage, "no command given")
+	}
+	group, rest := args[0], args[1:]
+	verb := ""
+	if len(rest) > 0 {
+		verb = rest[0]
+	}
+	var groups = map[string]map[string]command{
+		"sandbox": {
+			"create": &sandboxCreate{a}, "list": &sandboxList{a}, "ls": &sandboxList{a},
+			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
+			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
+		},
+		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
+		"org":      {"create": &orgCreate{a}},
+	}
+	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org"}
+	if g, ok := aliases[group]; ok {
+		group = g
+	}
+	switch group {
+	case "version", "--version":
+		return &versionCmd{a}, rest, nil
+	case "help", "-h", "-help", "--help":
+		return nil, nil, errHelp(topUsage)
+	}
+	verbs, ok := groups[group]
+	if !ok {
+		return nil, nil, usageErr(topUsage, "unknown command %q", group)
+	}
+	if verb == "" || verb == "help" || verb == "-h" || verb == "--help" {
+		return nil, nil, usageErr(topUsage, "pt %s needs a subcommand", group)
+	}
+	cmd, ok := verbs[verb]
+	if !ok {
+		return nil, nil, usageErr(topUsage, "unknown command \"%s %s\"", group, verb)
+	}
+	return cmd, rest[1:], nil
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	cmd, rest, err := a.lookup(args)
+	if err == nil {
+		err = cmd.Run(ctx, rest)
+	}
+	return a.report(ctx, err)
+}
+
+// report prints err the way every verb does (pt: message, then a hint)
+// and returns the exit code for it.
+func (a *app) report(ctx context.Context, err error) int {
+	if err == nil {
+		return 0
+	}
+	var (
+		he *helpError
+		ue *usageError
+		ee *exitError
+	)
+	switch {
+	case errors.As(err, &he):
+		fmt.Fprint(a.stdout, he.usage)
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "pt: %s\n\n%s", ue.msg, ue.usage)
+		return 2
+	case errors.As(err, &ee):
+		if ee.msg != "" {
+			fmt.Fprintf(a.stderr, "pt: %s\n", ee.msg)
+		}
+		return ee.code
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		fmt.Fprintln(a.stderr, "pt: interrupted")
+		return 130
+	}
+	fmt.Fprintf(a.stderr, "pt: %s\n", message(err))
+	if h := a.hint(err); h != "" {
+		fmt.Fprintf(a.stderr, "hint: %s\n", h)
+	}
+	return 1
+}
+
+// client builds the SDK client from PT_API_URL and PT_TOKEN.
+func (a *app) client() (*platinum.Client, error) {
+	base := a.getenv("PT_API_URL")
+	if base == "" {
+		base = platinum.DefaultBaseURL
+	}
+	if err := platinum.CheckBaseURL(base); err != nil {
+		return nil, withHint(err, "set PT_API_URL to ptd's address, e.g. "+platinum.DefaultBaseURL)
+	}
+	token := a.getenv("PT_TOKEN")
+	if token == "" {
+		return nil, platinum.ErrNoToken
+	}
+	opts := []platinum.Option{
+		platinum.WithUserAgent("pt/" + version()),
+		platinum.WithPollInterval(a.pollInterval),
+	}
+	if a.httpClient != nil {
+		opts = append(opts, platinum.WithHTTPClient(a.httpClient))
+	}
+	return platinum.New(base, token, opts...), nil
+}
+
+// sleep waits one poll interval or until ctx is done.
+func (a *app) sleep(ctx context.Context) error {
+	t := time.NewTimer(a.pollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

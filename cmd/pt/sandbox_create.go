@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// sandboxCreate is `pt sandbox create`: create a sandbox and, unless
+// --no-wait, wait until it runs, showing the template's build progress
+// meanwhile (a first sandbox of an unbuilt template waits for the build).
+type sandboxCreate struct{ app *app }
+
+const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--no-wait] [--timeout 10m] [--json]"
+
+// Run parses the flags, creates the sandbox and prints it.
+func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt sandbox create")
+	var (
+		req     platinum.CreateSandboxRequest
+		env     = kvFlag{}
+		md      = kvFlag{}
+		noWait  bool
+		timeout time.Duration
+		asJSON  bool
+	)
+	fs.StringVar(&req.Template, "t", "", "template `SLUG` (short for --template)")
+	fs.StringVar(&req.Template, "template", "", "template `SLUG`, e.g. pt-base (required)")
+	fs.Float64Var(&req.CPU, "cpu", 0, "vCPUs (default 1)")
+	fs.IntVar(&req.RAMMB, "ram", 0, "memory in `MB` (default 512)")
+	fs.IntVar(&req.DiskGB, "disk", 0, "disk in `GB` (default 2)")
+	fs.StringVar(&req.Name, "name", "", "a `NAME` for the sandbox")
+	fs.Var(env, "env", "environment variable `K=V` (repeatable)")
+	fs.Var(md, "metadata", "metadata `K=V` (repeatable)")
+	fs.BoolVar(&noWait, "no-wait", false, "return at once, while the sandbox is still creating")
+	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the sandbox to run")
+	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
+	pos, err := parseArgs(fs, sandboxCreateSynopsis, args)
+	if err != nil {
+		return err
+	}
+	usage := usageText(fs, sandboxCreateSynopsis)
+	switch {
+	case len(pos) > 0:
+		return usageErr(usage, "unexpected argument %q", pos[0])
+	case req.Template == "":
+		return usageErr(usage, "--template is required (see `pt template list`)")
+	case timeout <= 0:
+		return usageErr(usage, "--timeout must be positive")
+	}
+	req.Env, req.Metadata = env.orNil(), md.orNil()
+
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	sb, err := cl.Sandboxes.Create(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !noWait {
+		if sb, err = c.wait(ctx, cl, sb, timeout); err != nil {
+			return err
+		}
+	}
+	return printSandbox(c.app.stdout, sb, asJSON)
+}
+
+// wait polls the sandbox until it runs, printing template build progress
+// to stderr while it is creating.
+func (c *sandboxCreate) wait(ctx context.Context, cl *platinum.Client, sb *platinum.Sandbox, timeout time.Duration) (*platinum.Sandbox, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	p := progress{w: c.app.stderr, slug: sb.Template}
+	for {
+		switch sb.State {
+		case platinum.StateRunning:
+			return sb, nil
+		case platinum.StateFailed, platinum.StateDeleting, platinum.StateDeleted:
+			return nil, &platinum.StateError{ID: sb.ID, Want: platinum.StateRunning, Got: sb.State, Reason: sb.Reason}
+		case platinum.StateCreating:
+			// Progress is a nicety: a failed read must not fail the create.
+			if t, err := cl.Templates.Get(wctx, sb.Template); err == nil {
+				p.show(t)
+			}
+		}
+		err := c.app.sleep(wctx)
+		if err == nil {
+			var next *platinum.Sandbox
+			if next, err = cl.Sandboxes.Get(wctx, sb.ID); err == nil {
+				sb = next
+				continue
+			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, withHint(
+				fmt.Errorf("sandbox %s is still %s after %s", sb.ID, sb.State, timeout),
+				fmt.Sprintf("it keeps starting in the background: check it with `pt sandbox get %s`, or wait longer with --timeout", sb.ID))
+		}
+		return nil, err
+	}
+}
+
+// progress prints a template build's progress lines, each change once.
+type progress struct {
+	w    io.Writer
+	slug string
+	last string
+}
+
+func (p *progress) show(t *platinum.Template) {
+	var line string
+	switch t.Status {
+	case platinum.TemplateBuilding:
+		line = "building"
+		if t.Progress != "" {
+			line += ": " + t.Progress
+		}
+	case platinum.TemplateNotBuilt:
+		line = "waiting for the build to start"
+	case platinum.TemplateFailed:
+		line = "build failed"
+		if t.Error != "" {
+			line += ": " + t.Error
+		}
+	case platinum.TemplateReady:
+		if p.last == "" {
+			return // nothing was being built: stay quiet
+		}
+		line = "ready"
+		if t.VersionID != "" {
+			line += " (" + t.VersionID + ", " + formatBytes(t.SizeBytes) + ")"
+		}
+	default:
+		line = string(t.Status)
+	}
+	if line == p.last {
+		return
+	}
+	p.last = line
+	fmt.Fprintf(p.w, "template %s: %s\n", p.slug, line)
+}

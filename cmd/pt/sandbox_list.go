@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// sandboxList is `pt sandbox list`: one page of sandboxes, newest first.
+type sandboxList struct{ app *app }
+
+const sandboxListSynopsis = "pt sandbox list [--state STATE] [--limit N] [--offset N] [--json]"
+
+// Run lists sandboxes as a table, or as the API's JSON page with --json.
+func (c *sandboxList) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt sandbox list")
+	var (
+		state  string
+		opts   platinum.ListOptions
+		asJSON bool
+	)
+	fs.StringVar(&state, "state", "", "only sandboxes in `STATE` (e.g. running, stopped, failed)")
+	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` sandboxes, 1..200 (default 50)")
+	fs.IntVar(&opts.Offset, "offset", 0, "skip the first `N` sandboxes")
+	fs.BoolVar(&asJSON, "json", false, `print {"rows": [...], "total": N} as JSON`)
+	pos, err := parseArgs(fs, sandboxListSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, sandboxListSynopsis), "unexpected argument %q", pos[0])
+	}
+	opts.State = platinum.State(state)
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	l, err := cl.Sandboxes.List(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(c.app.stdout, l)
+	}
+	tw := table(c.app.stdout)
+	fmt.Fprintln(tw, sandboxHeader)
+	for i := range l.Rows {
+		fmt.Fprintln(tw, sandboxRow(&l.Rows[i]))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if shown := opts.Offset + len(l.Rows); len(l.Rows) > 0 && shown < l.Total {
+		fmt.Fprintf(c.app.stderr, "showing %d-%d of %d; see more with --offset %d\n", opts.Offset+1, shown, l.Total, shown)
+	}
+	return nil
+}
