@@ -1,0 +1,345 @@
+package agentclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
+
+	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/testenv"
+)
+
+const token = "client-test-token"
+
+// startAgent serves an in-process agent and returns its base URL.
+func startAgent(t *testing.T) string {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.Token = token
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv)
+	ts.Config.Protocols = new(http.Protocols)
+	ts.Config.Protocols.SetHTTP1(true)
+	ts.Config.Protocols.SetUnencryptedHTTP2(true)
+	ts.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	return ts.URL
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// collector gathers output safely from callbacks.
+type collector struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (c *collector) write(b []byte) {
+	c.mu.Lock()
+	c.buf.Write(b)
+	c.mu.Unlock()
+}
+
+func (c *collector) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+func TestExec(t *testing.T) {
+	c := agentclient.New(startAgent(t), token, nil)
+	ctx := testCtx(t)
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Init(ctx, map[string]string{"FROM_INIT": "i", "OVERRIDE": "init"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bigStdin := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB, several SendInput chunks
+	tests := []struct {
+		name       string
+		req        agentclient.ExecRequest
+		wantStdout string
+		wantStderr string
+		want       agentclient.ExitResult
+	}{
+		{"exit code", agentclient.ExecRequest{Cmd: "sh", Args: []string{"-c", "exit 7"}}, "", "",
+			agentclient.ExitResult{Code: 7, Status: "exit status 7"}},
+		{"stdout and stderr", agentclient.ExecRequest{Cmd: "sh", Args: []string{"-c", "echo out; echo err >&2"}}, "out\n", "err\n",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"env layering", agentclient.ExecRequest{Cmd: "sh", Args: []string{"-c", `echo "$FROM_INIT $OVERRIDE $CALL"`},
+			Env: map[string]string{"OVERRIDE": "call", "CALL": "c"}}, "i call c\n", "",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"cwd", agentclient.ExecRequest{Cmd: "pwd", Cwd: dir}, dir + "\n", "",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"stdin", agentclient.ExecRequest{Cmd: "wc", Args: []string{"-c"}, Stdin: bigStdin}, strconv.Itoa(len(bigStdin)) + "\n", "",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"empty stdin is closed at once", agentclient.ExecRequest{Cmd: "cat", Stdin: []byte{}}, "", "",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"no stdin reads /dev/null", agentclient.ExecRequest{Cmd: "cat"}, "", "",
+			agentclient.ExitResult{Code: 0, Status: "exit status 0"}},
+		{"signaled", agentclient.ExecRequest{Cmd: "sh", Args: []string{"-c", "kill -KILL $$"}}, "", "",
+			agentclient.ExitResult{Code: -1, Signaled: true, Status: "signal: killed"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr collector
+			got, err := c.Exec(ctx, tc.req, stdout.write, stderr.write)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			if stdout.String() != tc.wantStdout || stderr.String() != tc.wantStderr {
+				t.Errorf("stdout %q stderr %q, want %q %q", stdout.String(), stderr.String(), tc.wantStdout, tc.wantStderr)
+			}
+		})
+	}
+
+	t.Run("invalid cwd", func(t *testing.T) {
+		_, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true", Cwd: filepath.Join(dir, "missing")}, nil, nil)
+		if !errors.Is(err, sandbox.ErrInvalidArgument) {
+			t.Fatalf("err = %v, want ErrInvalidArgument", err)
+		}
+	})
+}
+
+func TestExecTimeoutKills(t *testing.T) {
+	c := agentclient.New(startAgent(t), token, nil)
+	ctx := testCtx(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	_, err := c.Exec(ctx, agentclient.ExecRequest{
+		Cmd: "sh", Args: []string{"-c", "echo $$ > " + pidFile + "; exec sleep 60"}, Timeout: 300 * time.Millisecond,
+	}, nil, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	// Gone or a zombie about to be reaped; wait (bounded by ctx) for it to vanish.
+	for unix.Kill(pid, 0) == nil && !isZombie(pid) {
+		select {
+		case <-ctx.Done():
+			unix.Kill(pid, unix.SIGKILL)
+			t.Fatalf("process %d survived its timeout", pid)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+func TestFiles(t *testing.T) {
+	c := agentclient.New(startAgent(t), token, nil)
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	content := make([]byte, 10<<20)
+	rand.Read(content)
+	p := filepath.Join(dir, "deep", "er", "blob.bin")
+
+	if err := c.Upload(ctx, p, bytes.NewReader(content)); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := c.Download(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, content) {
+		t.Fatalf("downloaded %d bytes differ from the %d uploaded", len(got), len(content))
+	}
+
+	st, err := c.Stat(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != int64(len(content)) || st.Type != "file" || st.Name != "blob.bin" || st.Path != p || st.Mode.Perm() != 0o644 {
+		t.Fatalf("stat = %+v", st)
+	}
+
+	entries, err := c.ListDir(ctx, filepath.Join(dir, "deep"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, e := range entries {
+		paths = append(paths, e.Type+":"+e.Path)
+	}
+	if diff := cmp.Diff([]string{"dir:" + filepath.Join(dir, "deep", "er"), "file:" + p}, paths); diff != "" {
+		t.Fatalf("list (-want +got):\n%s", diff)
+	}
+
+	if err := c.MakeDir(ctx, filepath.Join(dir, "m", "n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, filepath.Join(dir, "deep")); err != nil {
+		t.Fatal(err)
+	}
+
+	errTests := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"mkdir existing", func() error { return c.MakeDir(ctx, filepath.Join(dir, "m", "n")) }, sandbox.ErrConflict},
+		{"mkdir existing is also already-exists", func() error { return c.MakeDir(ctx, filepath.Join(dir, "m")) }, sandbox.ErrAlreadyExists},
+		{"remove missing", func() error { return c.Remove(ctx, filepath.Join(dir, "deep")) }, sandbox.ErrNotFound},
+		{"stat missing", func() error { _, err := c.Stat(ctx, p); return err }, sandbox.ErrNotFound},
+		{"list missing", func() error { _, err := c.ListDir(ctx, filepath.Join(dir, "deep"), 1); return err }, sandbox.ErrNotFound},
+		{"download missing", func() error { _, err := c.Download(ctx, p); return err }, sandbox.ErrNotFound},
+		{"download directory", func() error { _, err := c.Download(ctx, dir); return err }, sandbox.ErrInvalidArgument},
+		{"upload dotdot", func() error { return c.Upload(ctx, dir+"/../x", strings.NewReader("x")) }, sandbox.ErrInvalidArgument},
+		{"stat dotdot", func() error { _, err := c.Stat(ctx, dir+"/../x"); return err }, sandbox.ErrInvalidArgument},
+	}
+	for _, tc := range errTests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnavailableAndAuth(t *testing.T) {
+	ctx := testCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+
+	dead := agentclient.New(deadURL, token, nil)
+	calls := map[string]func() error{
+		"health": func() error { return dead.Health(ctx) },
+		"exec":   func() error { _, err := dead.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
+		"stat":   func() error { _, err := dead.Stat(ctx, "/"); return err },
+		"upload": func() error { return dead.Upload(ctx, "/tmp/x", strings.NewReader("x")) },
+		"init":   func() error { return dead.Init(ctx, nil) },
+	}
+	for name, call := range calls {
+		t.Run("unreachable "+name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, sandbox.ErrUnavailable) {
+				t.Fatalf("err = %v, want ErrUnavailable", err)
+			}
+		})
+	}
+	t.Run("wait ready gives up with ctx", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		err := dead.WaitReady(wctx)
+		if !errors.Is(err, sandbox.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded", err)
+		}
+	})
+
+	wrong := agentclient.New(startAgent(t), "wrong-token", nil)
+	if err := wrong.Health(ctx); err != nil {
+		t.Fatalf("health needs no token: %v", err)
+	}
+	if _, err := wrong.Stat(ctx, "/"); !errors.Is(err, sandbox.ErrUnauthenticated) {
+		t.Fatalf("stat with wrong token: %v", err)
+	}
+	if err := wrong.Upload(ctx, filepath.Join(t.TempDir(), "x"), strings.NewReader("x")); !errors.Is(err, sandbox.ErrUnauthenticated) {
+		t.Fatalf("upload with wrong token: %v", err)
+	}
+}
+
+func TestWaitReadyBeforeServing(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := agent.DefaultConfig()
+	cfg.Token = token
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(srv)
+	t.Cleanup(func() { srv.Close(); ts.Close() })
+	c := agentclient.New("http://"+ts.Listener.Addr().String(), token, nil)
+	done := make(chan error, 1)
+	go func() { done <- c.WaitReady(ctx) }()
+	ts.Start() // accepted connections are served only from now on
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestH2C(t *testing.T) {
+	ctx := testCtx(t)
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true) // prior knowledge h2c only
+	t.Cleanup(tr.CloseIdleConnections)
+	c := agentclient.New(startAgent(t), token, &http.Client{Transport: tr})
+	var out collector
+	res, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "echo", Args: []string{"over", "h2c"}}, out.write, nil)
+	if err != nil || res.Code != 0 || out.String() != "over h2c\n" {
+		t.Fatalf("exec over h2c: %v %+v %q", err, res, out.String())
+	}
+}
+
+// TestNoSpace fills a tiny tmpfs so the agent answers 507.
+func TestNoSpace(t *testing.T) {
+	testenv.RequiresRoot(t)
+	ctx := testCtx(t)
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	c := agentclient.New(startAgent(t), token, nil)
+	err := c.Upload(ctx, filepath.Join(mnt, "big"), bytes.NewReader(make([]byte, 1<<20)))
+	if !errors.Is(err, agentclient.ErrNoSpace) {
+		t.Fatalf("err = %v, want ErrNoSpace", err)
+	}
+}
