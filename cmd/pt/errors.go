@@ -15,6 +15,7 @@ type usageError struct {
 	msg, usage string
 }
 
+// Error returns the message without the usage.
 func (e *usageError) Error() string { return e.msg }
 
 func usageErr(usage, format string, args ...any) error {
@@ -24,6 +25,7 @@ func usageErr(usage, format string, args ...any) error {
 // helpError asks for the usage on stdout and exit code 0 (--help).
 type helpError struct{ usage string }
 
+// Error is never shown; report prints the usage instead.
 func (e *helpError) Error() string { return "help requested" }
 
 func errHelp(usage string) error { return &helpError{usage: usage} }
@@ -35,6 +37,7 @@ type exitError struct {
 	msg  string
 }
 
+// Error names the exit code, for logs and tests.
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // hintError attaches what to do next to an error, when the verb knows
@@ -44,7 +47,10 @@ type hintError struct {
 	hint string
 }
 
+// Error returns the wrapped error's text; the hint is printed apart.
 func (e *hintError) Error() string { return e.err.Error() }
+
+// Unwrap exposes the wrapped error to errors.Is and errors.As.
 func (e *hintError) Unwrap() error { return e.err }
 
 func withHint(err error, hint string) error {

@@ -79,6 +79,7 @@ func parseArgs(fs *flag.FlagSet, synopsis string, args []string) ([]string, erro
 // kvFlag collects repeated KEY=VALUE flags into a map.
 type kvFlag map[string]string
 
+// String renders the pairs sorted, for flag defaults.
 func (f kvFlag) String() string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(f)) {
@@ -87,6 +88,7 @@ func (f kvFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Set adds one KEY=VALUE; the value may itself contain "=".
 func (f kvFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {

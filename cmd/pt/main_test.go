@@ -1,0 +1,539 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
+)
+
+// result is what one pt invocation produced.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ptRun runs pt against the fake with PT_API_URL and PT_TOKEN pointing at
+// it (env overrides them; an empty value unsets), polling without delay.
+func ptRun(t *testing.T, srv *platinumtest.Server, stdin string, env map[string]string, args ...string) result {
+	t.Helper()
+	vars := map[string]string{"PT_API_URL": srv.URL, "PT_TOKEN": platinumtest.Token}
+	for k, v := range env {
+		vars[k] = v
+	}
+	var stdout, stderr strings.Builder
+	a := &app{
+		stdout: &stdout, stderr: &stderr, stdin: strings.NewReader(stdin),
+		getenv:       func(k string) string { return vars[k] },
+		pollInterval: time.Millisecond,
+	}
+	code := a.run(t.Context(), args)
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func pt(t *testing.T, srv *platinumtest.Server, args ...string) result {
+	t.Helper()
+	return ptRun(t, srv, "", nil, args...)
+}
+
+func newFake(t *testing.T) *platinumtest.Server {
+	t.Helper()
+	srv := platinumtest.NewServer()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// sandboxFromCreate returns the one sandbox the fake made.
+func onlySandbox(t *testing.T, srv *platinumtest.Server) platinumtest.Sandbox {
+	t.Helper()
+	for _, r := range srv.Requests() {
+		if id, ok := strings.CutPrefix(r, "GET /v1/sandboxes/"); ok {
+			sb, _ := srv.Sandbox(id)
+			return sb
+		}
+	}
+	t.Fatalf("no sandbox was read back; requests %q", srv.Requests())
+	return platinumtest.Sandbox{}
+}
+
+func TestSandboxCreate(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	// The seed's example, verbatim.
+	r := pt(t, srv, "sandbox", "create", "-t", "pt-base", "--cpu", "2", "--ram", "1024")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	sb := onlySandbox(t, srv)
+	want := strings.Join([]string{
+		"ID:         " + sb.ID,
+		"Name:       -",
+		"State:      running",
+		"Template:   pt-base (" + sb.TemplateVersionID + ")",
+		"CPU:        2",
+		"RAM:        1024 MB",
+		"Disk:       2 GB",
+		"Env keys:   -",
+		"Metadata:   -",
+		"Host:       host_01KTEST",
+		"Created:    2026-11-29T15:04:05Z",
+		"Updated:    2026-11-29T15:04:05Z",
+		"",
+	}, "\n")
+	if diff := cmp.Diff(want, r.stdout); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr = %q, want nothing for a ready template", r.stderr)
+	}
+	if srv.Creates() != 1 || sb.CPU != 2 || sb.RAMMB != 1024 {
+		t.Errorf("server: %d creates, sandbox %+v", srv.Creates(), sb)
+	}
+}
+
+func TestSandboxCreateJSONAndFields(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	r := pt(t, srv, "sandbox", "create", "--template", "busybox", "--name", "ci", "--disk", "3",
+		"--env", "A=1", "--env", "B=x=y", "--metadata", "team=infra", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	}
+	sb := onlySandbox(t, srv)
+	want := map[string]any{
+		"id": sb.ID, "name": "ci", "state": "running", "template": "busybox",
+		"template_version_id": sb.TemplateVersionID, "cpu": 1.0, "ram_mb": 512.0, "disk_gb": 3.0,
+		"env_keys": []any{"A", "B"}, "metadata": map[string]any{"team": "infra"}, "host_id": "host_01KTEST",
+		"created_at": got["created_at"], "updated_at": got["updated_at"],
+	}
+	// Times keep the API's six fractional digits.
+	for _, k := range []string{"created_at", "updated_at"} {
+		if s, _ := got[k].(string); len(s) != len("2026-11-29T15:04:05.123456Z") || !strings.HasPrefix(s, "2026-11-29T15:04:05.") {
+			t.Errorf("%s = %q", k, got[k])
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("JSON (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"A": "1", "B": "x=y"}, sb.Env); diff != "" {
+		t.Errorf("env sent (-want +got):\n%s", diff)
+	}
+}
+
+func TestSandboxCreateShowsBuildProgress(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	// python is not built: the first sandbox waits for its build.
+	r := pt(t, srv, "sandbox", "create", "-t", "python")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	tpl := onlySandbox(t, srv).TemplateVersionID
+	want := "template python: building: debootstrap: resolving dependencies\n" +
+		"template python: building: debootstrap: unpacking packages\n" +
+		"template python: building: packing rootfs\n" +
+		"template python: ready (" + tpl + ", 200.0 MiB)\n"
+	if diff := cmp.Diff(want, r.stderr); diff != "" {
+		t.Errorf("stderr (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(r.stdout, "State:      running") {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+}
+
+func TestSandboxCreateNoWait(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	r := pt(t, srv, "sandbox", "create", "-t", "busybox", "--no-wait", "--json")
+	var got struct{ ID, State string }
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil || got.State != "creating" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if want := []string{"POST /v1/sandboxes"}; !slices.Equal(srv.Requests(), want) {
+		t.Errorf("requests = %q, want %q", srv.Requests(), want)
+	}
+}
+
+func TestSandboxCreateFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		setup      func(*platinumtest.Server)
+		args       []string
+		wantCode   int
+		wantStderr []string
+	}{
+		{"sandbox fails", func(s *platinumtest.Server) { s.CreatePolls, s.CreateFailReason = 1, "no space on host" },
+			[]string{"-t", "busybox"}, 1, []string{"pt: sandbox sbx_", " is failed, not running: no space on host\n", "hint: see the sandbox with `pt sandbox get sbx_"}},
+		{"wait runs out", func(s *platinumtest.Server) { s.CreatePolls = 1 << 30 },
+			[]string{"-t", "busybox", "--timeout", "20ms"}, 1, []string{"pt: sandbox sbx_", " is still creating after 20ms\n", "hint: it keeps starting in the background: check it with `pt sandbox get sbx_"}},
+		{"unknown template", nil, []string{"-t", "nope"}, 1, []string{"pt: template \"nope\" not found", "hint: see the available templates with `pt template list`\n"}},
+		{"bad value", nil, []string{"-t", "busybox", "--ram", "64"}, 1, []string{"pt: ram_mb must be >= 128\n", "hint: check the value of --ram"}},
+		{"no template", nil, []string{"--cpu", "1"}, 2, []string{"pt: --template is required", "usage: pt sandbox create"}},
+		{"bad env", nil, []string{"-t", "busybox", "--env", "NOEQUALS"}, 2, []string{`want KEY=VALUE, got "NOEQUALS"`}},
+		{"unknown flag", nil, []string{"-t", "busybox", "--gpus", "1"}, 2, []string{"flag provided but not defined: -gpus"}},
+		{"stray argument", nil, []string{"-t", "busybox", "extra"}, 2, []string{`unexpected argument "extra"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newFake(t)
+			if tt.setup != nil {
+				tt.setup(srv)
+			}
+			r := pt(t, srv, append([]string{"sandbox", "create"}, tt.args...)...)
+			if r.code != tt.wantCode || r.stdout != "" {
+				t.Errorf("exit %d stdout %q, want exit %d and no output", r.code, r.stdout, tt.wantCode)
+			}
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr %q lacks %q", r.stderr, w)
+				}
+			}
+			if tt.wantCode == 2 && srv.Creates() != 0 {
+				t.Error("a usage error created a sandbox")
+			}
+		})
+	}
+}
+
+func TestSandboxListGetRm(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	name := "web"
+	a := srv.AddSandbox(platinumtest.Sandbox{Name: &name, CPU: 0.5, RAMMB: 256, DiskGB: 4})
+	b := srv.AddSandbox(platinumtest.Sandbox{State: "stopped", Template: "pt-base", CPU: 2, RAMMB: 1024, DiskGB: 2})
+
+	r := pt(t, srv, "sandbox", "list")
+	want := "" +
+		"ID                               NAME   STATE     TEMPLATE   CPU   RAM      DISK   CREATED\n" +
+		b + "   -      stopped   pt-base    2     1024MB   2GB    2026-11-29T15:04:05Z\n" +
+		a + "   web    running   busybox    0.5   256MB    4GB    2026-11-29T15:04:05Z\n"
+	if diff := cmp.Diff(want, r.stdout); r.code != 0 || diff != "" {
+		t.Errorf("list: exit %d stderr %q; stdout (-want +got):\n%s", r.code, r.stderr, diff)
+	}
+
+	// The seed's example, verbatim.
+	r = pt(t, srv, "sandbox", "list", "--state", "running", "--limit", "100")
+	if r.code != 0 || !strings.Contains(r.stdout, a) || strings.Contains(r.stdout, b) {
+		t.Errorf("list --state running: exit %d stdout %q", r.code, r.stdout)
+	}
+	if last := srv.Requests()[len(srv.Requests())-1]; last != "GET /v1/sandboxes?limit=100&paginated=true&state=running" {
+		t.Errorf("request = %q", last)
+	}
+
+	r = pt(t, srv, "sandbox", "list", "--limit", "1", "--json")
+	var page struct {
+		Rows []struct {
+			ID string `json:"id"`
+		} `json:"rows"`
+		Total int `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Rows) != 1 || page.Rows[0].ID != b || page.Total != 2 {
+		t.Errorf("list --json = %q (%v)", r.stdout, err)
+	}
+	r = pt(t, srv, "sandbox", "list", "--limit", "1")
+	if r.stderr != "showing 1-1 of 2; see more with --offset 1\n" {
+		t.Errorf("list --limit 1 stderr = %q", r.stderr)
+	}
+
+	r = pt(t, srv, "sandbox", "get", a, "--json") // flags may follow the ID
+	var got struct{ ID, Name, State string }
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got != (struct{ ID, Name, State string }{a, "web", "running"}) {
+		t.Errorf("get --json = %q (%v)", r.stdout, err)
+	}
+
+	r = pt(t, srv, "sandbox", "rm", a, "sbx_missing", b)
+	if r.code != 1 || r.stdout != a+"\n"+b+"\n" {
+		t.Errorf("rm: exit %d stdout %q", r.code, r.stdout)
+	}
+	wantErr := "pt: sbx_missing: sandbox sbx_missing not found\npt: could not delete sbx_missing\nhint: list your sandboxes with `pt sandbox list`\n"
+	if r.stderr != wantErr {
+		t.Errorf("rm stderr = %q, want %q", r.stderr, wantErr)
+	}
+	r = pt(t, srv, "sandbox", "get", a)
+	if r.code != 1 || r.stderr != "pt: sandbox "+a+" not found\nhint: list your sandboxes with `pt sandbox list`\n" {
+		t.Errorf("get deleted: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestSandboxExec(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	id := srv.AddSandbox(platinumtest.Sandbox{})
+	stopped := srv.AddSandbox(platinumtest.Sandbox{State: "stopped"})
+	srv.Exec = func(c platinumtest.ExecCall) platinumtest.ExecOutcome {
+		switch {
+		case slices.Equal(c.Argv, []string{"both"}):
+			return platinumtest.ExecOutcome{Output: []platinumtest.Chunk{{Stream: "stdout", Data: "out\n"}, {Stream: "stderr", Data: "err\n"}}, ExitCode: 3}
+		case slices.Equal(c.Argv, []string{"sleep", "60"}):
+			return platinumtest.ExecOutcome{ExitCode: -1, TimedOut: true}
+		case slices.Equal(c.Argv, []string{"kill-me"}):
+			return platinumtest.ExecOutcome{ExitCode: -1}
+		}
+		return platinumtest.ExecOutcome{Output: []platinumtest.Chunk{{Stream: "stdout", Data: strings.Join(c.Argv, " ") + c.Shell + "|" + c.Cwd + "|" + c.Env["K"] + "|" + c.Stdin}}}
+	}
+	tests := []struct {
+		name                   string
+		stdin                  string
+		args                   []string
+		wantCode               int
+		wantStdout, wantStderr string
+		wantCall               *platinumtest.ExecCall
+	}{
+		{"argv with flags before --", "", []string{id, "--env", "K=v", "--cwd", "/tmp", "--timeout", "2s", "--", "ls", "-la", "--json"}, 0,
+			"ls -la --json|/tmp|v|", "", &platinumtest.ExecCall{SandboxID: id, Argv: []string{"ls", "-la", "--json"}, Env: map[string]string{"K": "v"}, Cwd: "/tmp", TimeoutMS: 2000}},
+		{"shell", "", []string{id, "--shell", "echo $HOME | wc"}, 0, "echo $HOME | wc|||", "", nil},
+		{"stdin", "piped", []string{id, "-i", "--", "cat"}, 0, "cat|||piped", "", nil},
+		{"exit code and both streams", "", []string{id, "--", "both"}, 3, "out\n", "err\n", nil},
+		{"timed out", "", []string{id, "--timeout", "1s", "--", "sleep", "60"}, 124, "", "pt: the command timed out after 1s and was killed; raise --timeout\n", nil},
+		{"killed", "", []string{id, "--", "kill-me"}, 137, "", "pt: the command was killed by a signal\n", nil},
+		{"not running", "", []string{stopped, "--", "ls"}, 1, "", "pt: sandbox " + stopped + " is stopped, not running\nhint: the sandbox is stopped; it must be running: check it with `pt sandbox get`\n", nil},
+		{"no command", "", []string{id}, 2, "", "pt: no command given: put it after --", nil},
+		{"no sandbox", "", nil, 2, "", "pt: want a sandbox ID and a command", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := len(srv.Execs())
+			r := ptRun(t, srv, tt.stdin, nil, append([]string{"sandbox", "exec"}, tt.args...)...)
+			if r.code != tt.wantCode || r.stdout != tt.wantStdout || !strings.HasPrefix(r.stderr, tt.wantStderr) {
+				t.Errorf("exit %d stdout %q stderr %q; want %d %q %q", r.code, r.stdout, r.stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+			if tt.wantCall != nil {
+				if diff := cmp.Diff(*tt.wantCall, srv.Execs()[n]); diff != "" {
+					t.Errorf("exec call (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestSandboxCp(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	id := srv.AddSandbox(platinumtest.Sandbox{})
+	dir := t.TempDir()
+	local := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(local, []byte("from disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.PutFile(id, "/etc/motd", []byte("hello from the sandbox"))
+
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+		check      func(t *testing.T)
+	}{
+		{"upload a file", "", []string{local, id + ":/work/a.txt"}, 0, "", "", func(t *testing.T) {
+			if b, _ := srv.File(id, "/work/a.txt"); string(b) != "from disk" {
+				t.Errorf("sandbox has %q", b)
+			}
+		}},
+		{"upload into a directory keeps the name", "", []string{local, id + ":/work/"}, 0, "", "", func(t *testing.T) {
+			if b, _ := srv.File(id, "/work/in.txt"); string(b) != "from disk" {
+				t.Errorf("sandbox has %q", b)
+			}
+		}},
+		{"upload stdin", "piped data", []string{"-", id + ":/work/stdin.txt"}, 0, "", "", func(t *testing.T) {
+			if b, _ := srv.File(id, "/work/stdin.txt"); string(b) != "piped data" {
+				t.Errorf("sandbox has %q", b)
+			}
+		}},
+		{"download to stdout", "", []string{id + ":/etc/motd", "-"}, 0, "hello from the sandbox", "", nil},
+		{"download to a file", "", []string{id + ":/etc/motd", filepath.Join(dir, "out.txt")}, 0, "", "", func(t *testing.T) {
+			if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); err != nil || string(b) != "hello from the sandbox" {
+				t.Errorf("local file = %q, %v", b, err)
+			}
+		}},
+		{"download into a directory", "", []string{id + ":/etc/motd", dir}, 0, "", "", func(t *testing.T) {
+			if b, err := os.ReadFile(filepath.Join(dir, "motd")); err != nil || string(b) != "hello from the sandbox" {
+				t.Errorf("local file = %q, %v", b, err)
+			}
+		}},
+		{"download missing leaves nothing", "", []string{id + ":/nope", filepath.Join(dir, "nope")}, 1, "", "pt: no such file or directory: /nope\n", func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, "nope")); !os.IsNotExist(err) {
+				t.Errorf("a file was left behind: %v", err)
+			}
+		}},
+		{"download a directory", "", []string{id + ":/etc", "-"}, 1, "", "pt: /etc in " + id + " is a directory\nhint: pt copies single files", nil},
+		{"upload a directory", "", []string{dir, id + ":/x"}, 1, "", "pt: " + dir + " is a directory\n", nil},
+		{"stdin needs a name", "", []string{"-", id + ":/work/"}, 2, "", "pt: name the file to write in the sandbox", nil},
+		{"both local", "", []string{local, filepath.Join(dir, "b")}, 2, "", "pt: one side must be in a sandbox, written ID:PATH", nil},
+		{"both remote", "", []string{id + ":/a", id + ":/b"}, 2, "", "pt: copying between sandboxes is not supported", nil},
+		{"one argument", "", []string{local}, 2, "", "pt: want a source and a destination", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ptRun(t, srv, tt.stdin, nil, append([]string{"sandbox", "cp"}, tt.args...)...)
+			if r.code != tt.wantCode || r.stdout != tt.wantStdout || !strings.HasPrefix(r.stderr, tt.wantStderr) {
+				t.Errorf("exit %d stdout %q stderr %q; want %d %q %q", r.code, r.stdout, r.stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+			if tt.check != nil {
+				tt.check(t)
+			}
+		})
+	}
+	// Nothing but the copies themselves may be left in the directory.
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"in.txt", "motd", "out.txt"}; !slices.Equal(names, want) {
+		t.Errorf("local dir holds %q, want %q", names, want)
+	}
+}
+
+func TestTemplates(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	r := pt(t, srv, "template", "list")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 4 || !slices.Equal(strings.Fields(lines[0]), []string{"SLUG", "STATUS", "VERSION", "SIZE", "CREATED", "DETAIL"}) ||
+		!slices.Equal(strings.Fields(lines[3]), []string{"python", "not_built", "-", "-", "-", "-"}) ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "busybox ready tplv_") {
+		t.Errorf("template list: exit %d\n%s", r.code, r.stdout)
+	}
+	r = pt(t, srv, "template", "list", "--json")
+	var page struct {
+		Rows []struct {
+			Slug   string `json:"slug"`
+			Status string `json:"status"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Rows) != 3 || page.Rows[2].Slug != "python" || page.Rows[2].Status != "not_built" {
+		t.Errorf("template list --json = %q (%v)", r.stdout, err)
+	}
+
+	srv.BuildSteps = []string{"one", "two"}
+	r = pt(t, srv, "template", "build", "python", "--wait")
+	wantErr := "template python: building\ntemplate python: building: one\ntemplate python: building: two\ntemplate python: ready ("
+	if r.code != 0 || !strings.HasPrefix(r.stderr, wantErr) || !strings.HasPrefix(r.stdout, "template python: ready tplv_") {
+		t.Errorf("build --wait: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = pt(t, srv, "template", "build", "busybox")
+	if r.code != 0 || r.stdout != "template busybox: building\n" {
+		t.Errorf("build: exit %d stdout %q", r.code, r.stdout)
+	}
+	r = pt(t, srv, "template", "build", "nope")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "pt: template \"nope\" not found\n") {
+		t.Errorf("build nope: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestOrgCreate(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	r := pt(t, srv, "org", "create", "acme")
+	if r.code != 1 || !strings.Contains(r.stderr, "hint: this token may not do that; creating organizations needs the admin token") {
+		t.Errorf("as a normal token: exit %d stderr %q", r.code, r.stderr)
+	}
+	admin := map[string]string{"PT_TOKEN": platinumtest.AdminToken}
+	r = ptRun(t, srv, "", admin, "org", "create", "acme", "--json")
+	var got struct {
+		Org struct {
+			ID, Name  string
+			CreatedAt string `json:"created_at"`
+		} `json:"org"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil || got.Org.Name != "acme" || !strings.HasPrefix(got.Org.ID, "org_") || !strings.HasPrefix(got.Token, "pt_") || got.Org.CreatedAt == "" {
+		t.Errorf("org create --json: exit %d stdout %q (%v)", r.code, r.stdout, err)
+	}
+	r = ptRun(t, srv, "", admin, "org", "create", "beta")
+	if r.code != 0 || !strings.Contains(r.stdout, "Token:   pt_") || !strings.Contains(r.stderr, "not shown again") {
+		t.Errorf("org create: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestConfigAndConnectionErrors(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	closed := platinumtest.NewServer()
+	closed.Close()
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantStderr string
+	}{
+		{"wrong token", map[string]string{"PT_TOKEN": "bogus"},
+			"pt: missing or unknown bearer token: set PT_TOKEN to a valid token\nhint: " + tokenHint + "\n"},
+		{"no token", map[string]string{"PT_TOKEN": ""},
+			"pt: PT_TOKEN is not set\nhint: " + tokenHint + "\n"},
+		{"bad URL", map[string]string{"PT_API_URL": "localhost:7070"},
+			"pt: PT_API_URL \"localhost:7070\": want an http:// or https:// URL such as http://127.0.0.1:7070\nhint: set PT_API_URL to ptd's address, e.g. http://127.0.0.1:7070\n"},
+		{"ptd not running", map[string]string{"PT_API_URL": closed.URL},
+			"pt: cannot reach ptd at " + strings.TrimPrefix(closed.URL, "http://") + ": connection refused\nhint: is ptd running? start it with `scripts/ptd-up.sh` or `ptd serve` (pt looked for it at " + closed.URL + "; set PT_API_URL if it listens elsewhere)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := ptRun(t, srv, "", tt.env, "sandbox", "list")
+			if r.code != 1 || r.stdout != "" || r.stderr != tt.wantStderr {
+				t.Errorf("exit %d stdout %q\nstderr %q\nwant   %q", r.code, r.stdout, r.stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t)
+	tests := []struct {
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{nil, 2, "", "pt: no command given\n\npt is the Platinum command-line client."},
+		{[]string{"bogus"}, 2, "", `pt: unknown command "bogus"`},
+		{[]string{"sandbox"}, 2, "", "pt: pt sandbox needs a subcommand"},
+		{[]string{"sandbox", "frob"}, 2, "", `pt: unknown command "sandbox frob"`},
+		{[]string{"sandbox", "get"}, 2, "", "pt: want exactly one sandbox ID\n\nusage: pt sandbox get ID [--json]"},
+		{[]string{"sandbox", "list", "--limit", "x"}, 2, "", `pt: invalid value "x" for flag -limit`},
+		{[]string{"sandbox", "rm"}, 2, "", "pt: want at least one sandbox ID"},
+		{[]string{"template", "build"}, 2, "", "pt: want exactly one template SLUG"},
+		{[]string{"org", "create"}, 2, "", "pt: want exactly one organization NAME"},
+		{[]string{"--help"}, 0, "pt is the Platinum command-line client.", ""},
+		{[]string{"sandbox", "exec", "--help"}, 0, "usage: pt sandbox exec ID", ""},
+		{[]string{"version"}, 0, "pt dev (sdk ", ""},
+		{[]string{"sbx", "ls", "--json"}, 0, `{`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := pt(t, srv, tt.args...)
+			if r.code != tt.wantCode || !strings.HasPrefix(r.stdout, tt.wantStdout) || !strings.HasPrefix(r.stderr, tt.wantStderr) || (tt.wantStderr == "") != (r.stderr == "") {
+				t.Errorf("exit %d stdout %q stderr %q; want %d, %q, %q", r.code, r.stdout, r.stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+		})
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("usage errors reached the server: %q", srv.Requests())
+	}
+}
+
+// TestRunReadsEnvironment checks the real entry point wires PT_API_URL and
+// PT_TOKEN through.
+func TestRunReadsEnvironment(t *testing.T) {
+	srv := newFake(t)
+	id := srv.AddSandbox(platinumtest.Sandbox{})
+	t.Setenv("PT_API_URL", srv.URL)
+	t.Setenv("PT_TOKEN", platinumtest.Token)
+	var stdout, stderr strings.Builder
+	if code := run(t.Context(), []string{"sandbox", "exec", id, "--", "echo", "hi"}, &stdout, &stderr); code != 0 || stdout.String() != "hi\n" {
+		t.Errorf("exit %d stdout %q stderr %q", code, stdout.String(), stderr.String())
+	}
+}

@@ -1,0 +1,63 @@
+package platinum
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TimeFormat is the API's timestamp layout: UTC ISO 8601 with six
+// fractional digits. The SDK's types marshal their times in it (rather than
+// Go's default, which drops trailing zeros), so re-encoded records read
+// exactly like the API's and keep their sort order as strings.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
+// apiTime formats t in TimeFormat; nil for the zero time.
+func apiTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(TimeFormat)
+	return &s
+}
+
+// MarshalJSON encodes the sandbox in the API's shape and time format.
+func (s Sandbox) MarshalJSON() ([]byte, error) {
+	type plain Sandbox
+	var deleted *string
+	if s.DeletedAt != nil {
+		deleted = apiTime(*s.DeletedAt)
+	}
+	return json.Marshal(struct {
+		plain
+		CreatedAt *string `json:"created_at"`
+		UpdatedAt *string `json:"updated_at"`
+		DeletedAt *string `json:"deleted_at,omitempty"`
+	}{plain(s), apiTime(s.CreatedAt), apiTime(s.UpdatedAt), deleted})
+}
+
+// MarshalJSON encodes the template in the API's shape and time format.
+func (t Template) MarshalJSON() ([]byte, error) {
+	type plain Template
+	return json.Marshal(struct {
+		plain
+		CreatedAt *string `json:"created_at,omitempty"`
+	}{plain(t), apiTime(t.CreatedAt)})
+}
+
+// MarshalJSON encodes the entry in the API's shape and time format.
+func (e FileEntry) MarshalJSON() ([]byte, error) {
+	type plain FileEntry
+	return json.Marshal(struct {
+		plain
+		ModifiedAt *string `json:"modified_at"`
+	}{plain(e), apiTime(e.ModifiedAt)})
+}
+
+// MarshalJSON encodes the org in the API's shape and time format.
+func (o Org) MarshalJSON() ([]byte, error) {
+	type plain Org
+	return json.Marshal(struct {
+		plain
+		CreatedAt *string `json:"created_at"`
+	}{plain(o), apiTime(o.CreatedAt)})
+}

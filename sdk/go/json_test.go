@@ -1,0 +1,60 @@
+package platinum_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// TestMarshalKeepsAPIShape checks that re-encoding a decoded record gives
+// back the API's JSON: same keys, six fractional digits on times.
+func TestMarshalKeepsAPIShape(t *testing.T) {
+	tests := []struct {
+		name string
+		wire string
+		into func() any
+	}{
+		{"sandbox", `{"id":"sbx_1","name":"n","state":"running","template":"busybox","template_version_id":"tplv_1","cpu":0.5,"ram_mb":512,"disk_gb":2,"env_keys":["A"],"metadata":{"k":"v"},"host_id":"host_1","created_at":"2026-11-29T15:04:05.120000Z","updated_at":"2026-11-29T15:04:06.000001Z"}`,
+			func() any { return new(platinum.Sandbox) }},
+		{"deleted sandbox", `{"id":"sbx_1","state":"deleted","template":"busybox","cpu":1,"ram_mb":512,"disk_gb":2,"env_keys":[],"metadata":{},"reason":"user","created_at":"2026-11-29T15:04:05.000000Z","updated_at":"2026-11-29T15:04:05.000000Z","deleted_at":"2026-11-29T15:04:07.100000Z"}`,
+			func() any { return new(platinum.Sandbox) }},
+		{"template", `{"slug":"busybox","version_id":"tplv_1","status":"ready","size_bytes":5,"created_at":"2026-11-29T15:04:05.100000Z"}`,
+			func() any { return new(platinum.Template) }},
+		{"unbuilt template", `{"slug":"python","status":"not_built","size_bytes":0}`,
+			func() any { return new(platinum.Template) }},
+		{"file entry", `{"name":"a","path":"/a","type":"file","size":1,"mode":"-rw-r--r--","modified_at":"2026-11-29T15:04:05.000000Z"}`,
+			func() any { return new(platinum.FileEntry) }},
+		{"org", `{"id":"org_1","name":"acme","created_at":"2026-11-29T15:04:05.000010Z"}`,
+			func() any { return new(platinum.Org) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := tt.into()
+			if err := json.Unmarshal([]byte(tt.wire), v); err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a, b any
+			json.Unmarshal([]byte(tt.wire), &a)
+			json.Unmarshal(got, &b)
+			ga, _ := json.Marshal(a)
+			gb, _ := json.Marshal(b)
+			if string(ga) != string(gb) {
+				t.Errorf("re-encoded\n got %s\nwant %s", gb, ga)
+			}
+		})
+	}
+	if s := (platinum.Sandbox{CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))}); true {
+		b, _ := json.Marshal(s)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m["created_at"] != "2026-01-02T02:04:05.000000Z" {
+			t.Errorf("created_at = %v, want UTC with six digits", m["created_at"])
+		}
+	}
+}
