@@ -151,8 +151,8 @@ func lookPath(cmd string, env []string) (string, error) {
 // chown gives a path the account's ownership when the agent runs as root,
 // so files a user uploads or creates are theirs.
 func chown(path string, a *account) {
-	if os.Geteuid() != 0 || a == nil {
-		return
+	if os.Geteuid() != 0 || a == nil || (int(a.uid) == os.Geteuid() && int(a.gid) == os.Getegid()) {
+		return // already owned right; a no-op chown would still fire inotify IN_ATTRIB
 	}
 	_ = os.Lchown(path, int(a.uid), int(a.gid))
 }

@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 func TestAuth(t *testing.T) {
@@ -363,5 +365,33 @@ func TestInitEnvsMetrics(t *testing.T) {
 	}
 	if status, _ := do(http.MethodGet, "/envs", ""); status != http.StatusUnauthorized {
 		t.Fatalf("old token after rotation: %d, want 401", status)
+	}
+}
+
+func TestUploadOwnership(t *testing.T) {
+	testenv.RequiresRoot(t)
+	e := newEnv(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	p := filepath.Join(dir, "sub", "owned.txt")
+	req, _ := http.NewRequest(http.MethodPost, e.ts.URL+"/files?username=nobody&path="+url.QueryEscape(p), bytes.NewReader([]byte("x")))
+	req.Header.Set("X-Access-Token", testToken)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for _, path := range []string{p, filepath.Dir(p)} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 {
+			t.Errorf("%s owned by uid %d, want nobody (65534)", path, st.Uid)
+		}
 	}
 }
