@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
-	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -100,6 +99,9 @@ type Service struct {
 
 	agentMu sync.Mutex
 	agents  map[string]*agentclient.Client
+
+	// noAgentInit skips the agent /init call (unit tests with a fake host).
+	noAgentInit bool
 }
 
 // New builds a Service. Call Reconcile once before serving requests.

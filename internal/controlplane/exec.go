@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -55,8 +56,9 @@ func (e *StateError) Error() string {
 // Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
 func (e *StateError) Unwrap() error { return sandbox.ErrConflict }
 
-// Exec runs a command and streams its output to the callbacks.
-func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecRequest, onStart func(pid int), stdout, stderr func([]byte)) (ExecResult, error) {
+// Exec runs a command and streams its output to the callbacks. A command
+// that outlives its timeout is killed and reported with TimedOut.
+func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecRequest, stdout, stderr func([]byte)) (ExecResult, error) {
 	if len(r.Argv) == 0 || r.Argv[0] == "" {
 		return ExecResult{}, &sandbox.FieldError{Field: "cmd", Reason: "must be a non-empty argv array or shell string"}
 	}
@@ -74,11 +76,13 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 	res, err := ag.Exec(ctx, agentclient.ExecRequest{
 		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Timeout: r.Timeout,
 	}, stdout, stderr)
-	_ = onStart
+	if r.Timeout > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return ExecResult{ExitCode: -1, TimedOut: true, Duration: time.Since(start)}, nil
+	}
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
-	return ExecResult{ExitCode: res.Code, TimedOut: res.TimedOut, Duration: time.Since(start)}, nil
+	return ExecResult{ExitCode: res.Code, Duration: time.Since(start)}, nil
 }
 
 // FileEntry describes one file of a directory listing.
@@ -95,7 +99,7 @@ func (s *Service) Download(ctx context.Context, p Principal, id, path string) (i
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.IsDir() {
+	if st.Type == "dir" {
 		entries, err := ag.ListDir(ctx, path, 1)
 		return nil, entries, err
 	}

@@ -58,7 +58,7 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 	}
 	var stdout, stderr bytes.Buffer
 	var mu sync.Mutex
-	res, err := a.cp.Exec(r.Context(), p, r.PathValue("id"), req, nil,
+	res, err := a.cp.Exec(r.Context(), p, r.PathValue("id"), req,
 		func(b []byte) { mu.Lock(); stdout.Write(b); mu.Unlock() },
 		func(b []byte) { mu.Lock(); stderr.Write(b); mu.Unlock() })
 	if err != nil {
@@ -93,7 +93,6 @@ func (a *API) execStream(w http.ResponseWriter, r *http.Request, p controlplane.
 		}
 	}
 	res, err := a.cp.Exec(r.Context(), p, r.PathValue("id"), req,
-		func(pid int) { emit(map[string]any{"type": "start", "pid": pid}) },
 		func(b []byte) { emit(map[string]any{"type": "stdout", "data": string(b)}) },
 		func(b []byte) { emit(map[string]any{"type": "stderr", "data": string(b)}) })
 	if err != nil {
