@@ -1,0 +1,397 @@
+// Package oci implements runtime.Runtime by driving an OCI runtime binary
+// (runc today; runsc for the gvisor class uses the same code with another
+// Binary and extra GlobalArgs). It writes the bundle's config.json with
+// Platinum's isolation defaults (namespaces, cgroup limits, dropped
+// capabilities, masked /proc paths, our own seccomp profile) and shells out
+// for every operation, as containerd's runc shim does: the binaries are
+// Debian packages, not our code.
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Config configures a Runtime.
+type Config struct {
+	// Binary is the OCI runtime executable, a name on PATH or a path.
+	Binary string
+	// Root is the runtime's state directory (--root). Each ptd data dir
+	// (and each test) uses its own, so List never sees other containers.
+	Root string
+	// Class is the runtime class name Name returns ("runc", "gvisor").
+	Class string
+	// GlobalArgs are extra flags placed before the subcommand, e.g.
+	// ["--platform=systrap"] for runsc.
+	GlobalArgs []string
+}
+
+// DefaultConfig returns a runc configuration; Root must still be set.
+func DefaultConfig() Config {
+	return Config{Binary: "runc", Class: "runc"}
+}
+
+// ConfigError reports an invalid Config field.
+type ConfigError struct {
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string { return "oci config " + e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks that every field is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.Binary == "":
+		return &ConfigError{Field: "Binary", Err: errors.New("empty")}
+	case !filepath.IsAbs(c.Root):
+		return &ConfigError{Field: "Root", Err: fmt.Errorf("%q is not absolute", c.Root)}
+	case c.Class == "":
+		return &ConfigError{Field: "Class", Err: errors.New("empty")}
+	}
+	return nil
+}
+
+// Runtime drives one OCI runtime binary with one state directory. It is
+// safe for concurrent use: every call is a separate process and the
+// runtime binary locks per container.
+type Runtime struct {
+	cfg    Config
+	binary string
+	logger *slog.Logger
+	pl     platform
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime for cfg; empty Binary and Class default to runc.
+// It fails if the binary is not installed or Root cannot be created.
+func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
+	def := DefaultConfig()
+	if cfg.Binary == "" {
+		cfg.Binary = def.Binary
+	}
+	if cfg.Class == "" {
+		cfg.Class = def.Class
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	bin, err := exec.LookPath(cfg.Binary)
+	if err != nil {
+		return nil, &ConfigError{Field: "Binary", Err: err}
+	}
+	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
+		return nil, &ConfigError{Field: "Root", Err: err}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil, fmt.Errorf("oci: getrlimit: %w", err)
+	}
+	return &Runtime{
+		cfg:    cfg,
+		binary: bin,
+		logger: logger.With("runtime", cfg.Class),
+		pl:     platform{goarch: goruntime.GOARCH, nofile: min(uint64(maxNofile), lim.Max)},
+	}, nil
+}
+
+// Name returns the runtime class.
+func (r *Runtime) Name() string { return r.cfg.Class }
+
+// WriteConfig writes spec's config.json into spec.BundleDir without
+// starting anything; Run calls it. Exposed for tools that inspect or
+// hand-run a bundle.
+func (r *Runtime) WriteConfig(spec runtime.Spec) error {
+	b, err := encodeConfig(spec, r.pl)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(spec.BundleDir, ".config.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("config.json: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(spec.BundleDir, "config.json")); err != nil {
+		return fmt.Errorf("config.json: %w", err)
+	}
+	return nil
+}
+
+// logFile is the runtime's log inside the bundle; Run's errors quote it.
+const logFile = "runc.log"
+
+// Run writes config.json and starts the container detached. The runtime
+// process gets /dev/null as stdin, stdout and stderr because the detached
+// init inherits them: a pipe would close when we stop reading and kill the
+// init with SIGPIPE, and host files break checkpointing. Errors therefore
+// come from the JSON log in the bundle. Returns an error wrapping
+// sandbox.ErrAlreadyExists if the ID is taken and sandbox.ErrInvalidArgument
+// for a bad Spec.
+func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
+	if err := r.WriteConfig(spec); err != nil {
+		return fmt.Errorf("run %s: %w", spec.ID, err)
+	}
+	logPath := filepath.Join(spec.BundleDir, logFile)
+	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
+		return fmt.Errorf("run %s: %w", spec.ID, err)
+	}
+	args := r.args(logPath, "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	// nil Stdin/Stdout/Stderr: os/exec opens /dev/null for each.
+	err := cmd.Run()
+	if err != nil {
+		msg := lastLogError(logPath)
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("run %s: %s: %w", spec.ID, msg, classify(msg))
+	}
+	r.logger.DebugContext(ctx, "container started", "container", spec.ID)
+	return nil
+}
+
+// State returns the container's status and init pid.
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	out, err := r.run(ctx, "state", id)
+	if err != nil {
+		return runtime.State{}, fmt.Errorf("state %s: %w", id, err)
+	}
+	var s ociState
+	if err := json.Unmarshal(out, &s); err != nil {
+		return runtime.State{}, fmt.Errorf("state %s: decode: %w", id, err)
+	}
+	return toState(s), nil
+}
+
+// List returns every container under Root.
+func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) {
+	out, err := r.run(ctx, "list", "--format", "json")
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	var ss []ociState // runc prints "null" when empty
+	if err := json.Unmarshal(out, &ss); err != nil {
+		return nil, fmt.Errorf("list: decode: %w", err)
+	}
+	states := make([]runtime.State, 0, len(ss))
+	for _, s := range ss {
+		states = append(states, toState(s))
+	}
+	return states, nil
+}
+
+func toState(s ociState) runtime.State {
+	st := runtime.State{ID: s.ID, Status: runtime.Status(s.Status), Pid: s.Pid}
+	if st.Status == runtime.StatusStopped {
+		st.Pid = 0
+	}
+	return st
+}
+
+// Kill sends sig to the init process. Returns runtime.ErrNotFound if the
+// container does not exist and an error wrapping sandbox.ErrConflict if it
+// is stopped.
+func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error {
+	if _, err := r.run(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		return fmt.Errorf("kill %s: %w", id, err)
+	}
+	return nil
+}
+
+// Delete kills (SIGKILL, every process of the container) and removes the
+// container and its cgroup. Killing first matters: `delete --force` on a
+// running container waits ≈100 ms for it to die. Deleting an absent
+// container returns nil.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	// Errors are expected here (already stopped, absent); delete decides.
+	r.run(ctx, "kill", "--all", id, "KILL")
+	if _, err := r.run(ctx, "delete", "--force", id); err != nil {
+		if errors.Is(err, runtime.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("delete %s: %w", id, err)
+	}
+	r.logger.DebugContext(ctx, "container deleted", "container", id)
+	return nil
+}
+
+// Update changes the limits of a running container in place. Zero fields
+// are left unchanged. Shrinking memory below current usage fails (the
+// runtime's error wraps sandbox.ErrConflict when recognised).
+func (r *Runtime) Update(ctx context.Context, id string, res runtime.Resources) error {
+	if err := validateResources(res); err != nil {
+		return fmt.Errorf("update %s: %w", id, err)
+	}
+	args := []string{"update"}
+	if res.CPU > 0 {
+		args = append(args, "--cpu-period", strconv.Itoa(cpuPeriod),
+			"--cpu-quota", strconv.FormatInt(cpuQuota(res.CPU), 10))
+	}
+	if res.MemoryBytes > 0 {
+		m := strconv.FormatInt(res.MemoryBytes, 10)
+		args = append(args, "--memory", m, "--memory-swap", m)
+	}
+	if res.Pids > 0 {
+		args = append(args, "--pids-limit", strconv.FormatInt(res.Pids, 10))
+	}
+	if len(args) == 1 {
+		return nil
+	}
+	if _, err := r.run(ctx, append(args, id)...); err != nil {
+		return fmt.Errorf("update %s: %w", id, err)
+	}
+	return nil
+}
+
+// Pause freezes every process of the container (cgroup freezer).
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	if _, err := r.run(ctx, "pause", id); err != nil {
+		return fmt.Errorf("pause %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resume thaws a paused container.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	if _, err := r.run(ctx, "resume", id); err != nil {
+		return fmt.Errorf("resume %s: %w", id, err)
+	}
+	return nil
+}
+
+// Stats reads the container's cgroup counters once.
+func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
+	out, err := r.run(ctx, "events", "--stats", id)
+	if err != nil {
+		return runtime.Stats{}, fmt.Errorf("stats %s: %w", id, err)
+	}
+	var ev ociEvent
+	if err := json.Unmarshal(out, &ev); err != nil {
+		return runtime.Stats{}, fmt.Errorf("stats %s: decode: %w", id, err)
+	}
+	d := ev.Data
+	return runtime.Stats{
+		CPUUsageNanos:    d.CPU.Usage.Total,
+		MemoryUsageBytes: d.Memory.Usage.Usage,
+		MemoryLimitBytes: d.Memory.Usage.Limit,
+		Pids:             d.Pids.Current,
+	}, nil
+}
+
+// args builds a command line: global flags, then the subcommand. logPath
+// may be empty (logs then go to stderr, which run captures).
+func (r *Runtime) args(logPath string, sub ...string) []string {
+	a := []string{"--root", r.cfg.Root, "--log-format", "json"}
+	if logPath != "" {
+		a = append(a, "--log", logPath)
+	}
+	a = append(a, r.cfg.GlobalArgs...)
+	return append(a, sub...)
+}
+
+// run executes a short-lived subcommand that starts no container process,
+// so capturing its stdio with pipes is safe. Errors carry the runtime's
+// message and wrap a category from classify.
+func (r *Runtime) run(ctx context.Context, sub ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, r.binary, r.args("", sub...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		msg := lastError(stderr.Bytes())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, &cmdError{msg: msg, category: classify(msg)}
+	}
+	return stdout.Bytes(), nil
+}
+
+// cmdError is a failed runtime command: its message and category.
+type cmdError struct {
+	msg      string
+	category error
+}
+
+func (e *cmdError) Error() string { return e.msg }
+func (e *cmdError) Unwrap() error { return e.category }
+
+// classify maps a runtime's error message onto an error category. The
+// strings are runc's (libcontainer) and runsc's; an unknown message maps
+// to sandbox.ErrUnavailable.
+func classify(msg string) error {
+	m := strings.ToLower(msg)
+	switch {
+	case strings.Contains(m, "does not exist") || strings.Contains(m, "not found") && strings.Contains(m, "container"):
+		return notFound
+	case strings.Contains(m, "already exists") || strings.Contains(m, "id exists"):
+		return sandbox.ErrAlreadyExists
+	case strings.Contains(m, "not running") || strings.Contains(m, "not paused") || strings.Contains(m, "stopped") ||
+		strings.Contains(m, "is paused") || strings.Contains(m, "device or resource busy"):
+		return sandbox.ErrConflict
+	default:
+		return sandbox.ErrUnavailable
+	}
+}
+
+// notFound is both runtime.ErrNotFound (what the contract promises) and
+// sandbox.ErrNotFound (what transports map to 404).
+var notFound = fmt.Errorf("%w: %w", runtime.ErrNotFound, sandbox.ErrNotFound)
+
+// lastError extracts the last error message from runtime output that is
+// either JSON log lines ({"level":"error","msg":…}) or plain text.
+func lastError(out []byte) string {
+	var last, lastAny string
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var entry struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if json.Unmarshal(line, &entry) == nil && entry.Msg != "" {
+			lastAny = entry.Msg
+			if entry.Level == "error" || entry.Level == "fatal" {
+				last = entry.Msg
+			}
+			continue
+		}
+		lastAny = string(line)
+	}
+	if last != "" {
+		return last
+	}
+	return lastAny
+}
+
+func lastLogError(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return lastError(b)
+}
