@@ -127,9 +127,9 @@ type ExecRequest struct {
 	// Stdin, when non-nil, is written to the process and then closed; nil
 	// gives the process /dev/null.
 	Stdin []byte
-	// Timeout, when positive, bounds the whole run; the process is killed
-	// when it passes and Exec returns an error wrapping
-	// context.DeadlineExceeded.
+	// Timeout, when positive, bounds the whole run; when it passes the
+	// process is killed and Exec returns a result with TimedOut set (and a
+	// nil error).
 	Timeout time.Duration
 }
 
@@ -141,12 +141,15 @@ type ExitResult struct {
 	Signaled bool
 	// Status reads like "exit status 3" or "signal: killed".
 	Status string
+	// TimedOut is true when ExecRequest.Timeout passed and the process was
+	// killed (Code -1, Signaled true).
+	TimedOut bool
 }
 
 // Exec runs a command to completion, calling onStdout/onStderr (either may
 // be nil) with each chunk of output as it arrives, and returns its exit.
-// A non-zero exit is a result, not an error. If ctx is cancelled or the
-// timeout passes, the process is killed.
+// A non-zero exit and a timeout are results, not errors. If ctx ends first,
+// the process is killed and the error wraps ctx.Err().
 func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr func([]byte)) (ExitResult, error) {
 	sctx, cancel := ctx, context.CancelFunc(func() {})
 	if req.Timeout > 0 {
@@ -200,15 +203,21 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr f
 			return ExitResult{Code: int(end.GetExitCode()), Signaled: !end.GetExited(), Status: end.GetStatus()}, nil
 		}
 	}
-	err = rpcErr(sctx, "agent exec", orEOF(stream.Err()))
-	if sctx.Err() != nil {
+	streamErr := stream.Err()
+	timedOut := req.Timeout > 0 && ctx.Err() == nil &&
+		(sctx.Err() != nil || connect.CodeOf(streamErr) == connect.CodeDeadlineExceeded)
+	if sctx.Err() != nil || timedOut {
 		// The caller gave up or the timeout passed: do not leave the
-		// command running in the sandbox.
+		// command running in the sandbox (the agent kills it too when it
+		// sees the deadline; this covers a connection dropped earlier).
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = c.Kill(kctx, pid)
 		kcancel()
 	}
-	return ExitResult{}, err
+	if timedOut {
+		return ExitResult{Code: -1, Signaled: true, Status: "signal: killed", TimedOut: true}, nil
+	}
+	return ExitResult{}, rpcErr(ctx, "agent exec", orEOF(streamErr))
 }
 
 func (c *Client) feedStdin(ctx context.Context, pid uint32, data []byte) {
@@ -260,8 +269,8 @@ func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, erro
 	return resp.Body, nil
 }
 
-// EntryInfo describes a file, directory or symlink inside the sandbox.
-type EntryInfo struct {
+// Entry describes a file, directory or symlink inside the sandbox.
+type Entry struct {
 	Name string
 	// Path is absolute.
 	Path string
@@ -277,8 +286,11 @@ type EntryInfo struct {
 	SymlinkTarget string
 }
 
-func entryFrom(e *filesystem.EntryInfo) EntryInfo {
-	out := EntryInfo{
+// IsDir reports whether the entry is a directory.
+func (e Entry) IsDir() bool { return e.Type == "dir" }
+
+func entryFrom(e *filesystem.EntryInfo) Entry {
+	out := Entry{
 		Name:          e.GetName(),
 		Path:          e.GetPath(),
 		Size:          e.GetSize(),
@@ -304,10 +316,10 @@ func entryFrom(e *filesystem.EntryInfo) EntryInfo {
 
 // Stat describes path (not following a final symlink); sandbox.ErrNotFound
 // when it does not exist.
-func (c *Client) Stat(ctx context.Context, path string) (EntryInfo, error) {
+func (c *Client) Stat(ctx context.Context, path string) (Entry, error) {
 	resp, err := c.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: path}))
 	if err != nil {
-		return EntryInfo{}, rpcErr(ctx, "agent stat "+path, err)
+		return Entry{}, rpcErr(ctx, "agent stat "+path, err)
 	}
 	return entryFrom(resp.Msg.GetEntry()), nil
 }
@@ -315,7 +327,7 @@ func (c *Client) Stat(ctx context.Context, path string) (EntryInfo, error) {
 // ListDir lists path's entries down to depth levels (1 = direct children);
 // sandbox.ErrNotFound when it does not exist, sandbox.ErrInvalidArgument
 // when it is not a directory.
-func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]EntryInfo, error) {
+func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]Entry, error) {
 	if depth < 1 {
 		depth = 1
 	}
@@ -323,20 +335,24 @@ func (c *Client) ListDir(ctx context.Context, path string, depth int) ([]EntryIn
 	if err != nil {
 		return nil, rpcErr(ctx, "agent list "+path, err)
 	}
-	out := make([]EntryInfo, 0, len(resp.Msg.GetEntries()))
+	out := make([]Entry, 0, len(resp.Msg.GetEntries()))
 	for _, e := range resp.Msg.GetEntries() {
 		out = append(out, entryFrom(e))
 	}
 	return out, nil
 }
 
-// MakeDir creates path and its parents; an error wrapping
-// sandbox.ErrConflict (and sandbox.ErrAlreadyExists) when it already exists.
-func (c *Client) MakeDir(ctx context.Context, path string) error {
+// MakeDir creates path and its parents. created is false (and err nil)
+// when the directory already existed; a non-directory in the way is
+// sandbox.ErrInvalidArgument.
+func (c *Client) MakeDir(ctx context.Context, path string) (created bool, err error) {
 	if _, err := c.fs.MakeDir(ctx, connect.NewRequest(&filesystem.MakeDirRequest{Path: path})); err != nil {
-		return rpcErr(ctx, "agent mkdir "+path, err)
+		if connect.CodeOf(err) == connect.CodeAlreadyExists {
+			return false, nil
+		}
+		return false, rpcErr(ctx, "agent mkdir "+path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Remove deletes path recursively; sandbox.ErrNotFound when it does not exist.

@@ -140,11 +140,15 @@ func TestExecTimeoutKills(t *testing.T) {
 	c := agentclient.New(startAgent(t), token, nil)
 	ctx := testCtx(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	_, err := c.Exec(ctx, agentclient.ExecRequest{
+	res, err := c.Exec(ctx, agentclient.ExecRequest{
 		Cmd: "sh", Args: []string{"-c", "echo $$ > " + pidFile + "; exec sleep 60"}, Timeout: 300 * time.Millisecond,
 	}, nil, nil)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := agentclient.ExitResult{Code: -1, Signaled: true, Status: "signal: killed", TimedOut: true}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Fatalf("result (-want +got):\n%s", diff)
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -157,6 +161,36 @@ func TestExecTimeoutKills(t *testing.T) {
 		case <-ctx.Done():
 			unix.Kill(pid, unix.SIGKILL)
 			t.Fatalf("process %d survived its timeout", pid)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func TestExecCancelKills(t *testing.T) {
+	c := agentclient.New(startAgent(t), token, nil)
+	ctx := testCtx(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := c.Exec(cctx, agentclient.ExecRequest{Cmd: "sh", Args: []string{"-c", "echo $$ > " + pidFile + "; echo ready; exec sleep 60"}},
+		func(b []byte) {
+			if strings.Contains(string(b), "ready") {
+				cancel()
+			}
+		}, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for unix.Kill(pid, 0) == nil && !isZombie(pid) {
+		select {
+		case <-ctx.Done():
+			unix.Kill(pid, unix.SIGKILL)
+			t.Fatalf("process %d survived the caller's cancel", pid)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -216,8 +250,11 @@ func TestFiles(t *testing.T) {
 		t.Fatalf("list (-want +got):\n%s", diff)
 	}
 
-	if err := c.MakeDir(ctx, filepath.Join(dir, "m", "n")); err != nil {
-		t.Fatal(err)
+	for i, want := range []bool{true, false} {
+		created, err := c.MakeDir(ctx, filepath.Join(dir, "m", "n"))
+		if err != nil || created != want {
+			t.Fatalf("mkdir #%d: created %v, %v; want %v", i+1, created, err, want)
+		}
 	}
 	if err := c.Remove(ctx, filepath.Join(dir, "deep")); err != nil {
 		t.Fatal(err)
@@ -228,8 +265,12 @@ func TestFiles(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"mkdir existing", func() error { return c.MakeDir(ctx, filepath.Join(dir, "m", "n")) }, sandbox.ErrConflict},
-		{"mkdir existing is also already-exists", func() error { return c.MakeDir(ctx, filepath.Join(dir, "m")) }, sandbox.ErrAlreadyExists},
+		{"mkdir over a file", func() error {
+			f := filepath.Join(dir, "plain")
+			os.WriteFile(f, nil, 0o644)
+			_, err := c.MakeDir(ctx, f)
+			return err
+		}, sandbox.ErrInvalidArgument},
 		{"remove missing", func() error { return c.Remove(ctx, filepath.Join(dir, "deep")) }, sandbox.ErrNotFound},
 		{"stat missing", func() error { _, err := c.Stat(ctx, p); return err }, sandbox.ErrNotFound},
 		{"list missing", func() error { _, err := c.ListDir(ctx, filepath.Join(dir, "deep"), 1); return err }, sandbox.ErrNotFound},
