@@ -14,13 +14,12 @@ import (
 // errors) and the two mappers below turn them into Connect codes and HTTP
 // statuses in one place each.
 var (
-	errInvalid       = errors.New("invalid argument")
-	errInvalidPath   = errors.New("invalid path")
-	errNotFound      = errors.New("not found")
-	errExists        = errors.New("already exists")
-	errPrecondition  = errors.New("failed precondition")
-	errUnauthorized  = errors.New("unauthenticated")
-	errUnimplemented = errors.New("unimplemented")
+	errInvalid      = errors.New("invalid argument")
+	errInvalidPath  = errors.New("invalid path")
+	errNotFound     = errors.New("not found")
+	errExists       = errors.New("already exists")
+	errPrecondition = errors.New("failed precondition")
+	errUnauthorized = errors.New("unauthenticated")
 )
 
 // rpcError converts err to a *connect.Error with the code the e2b SDK
@@ -51,8 +50,6 @@ func rpcCode(err error) connect.Code {
 		return connect.CodeFailedPrecondition
 	case errors.Is(err, errUnauthorized):
 		return connect.CodeUnauthenticated
-	case errors.Is(err, errUnimplemented):
-		return connect.CodeUnimplemented
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
 		return connect.CodeResourceExhausted
 	}
