@@ -29,6 +29,9 @@ type Config struct {
 	// Token is the access token every request except GET /health must carry
 	// in X-Access-Token. Required; POST /init may replace it later.
 	Token string
+	// DefaultUser runs processes and owns files when a request names no
+	// user; POST /init's defaultUser replaces it.
+	DefaultUser string
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
 	// Reaper, when set, is the PID 1 reaper that collects every child's
@@ -47,7 +50,7 @@ type Config struct {
 
 // DefaultConfig returns a Config with every optional field set.
 func DefaultConfig() Config {
-	return Config{DrainWindow: 20 * time.Millisecond, EndRetention: time.Minute}
+	return Config{DefaultUser: "root", DrainWindow: 20 * time.Millisecond, EndRetention: time.Minute}
 }
 
 // ConfigError reports which Config field is invalid.
@@ -66,6 +69,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Token == "":
 		return &ConfigError{Field: "Token", Err: errors.New("must not be empty")}
+	case c.DefaultUser == "":
+		return &ConfigError{Field: "DefaultUser", Err: errors.New("must not be empty")}
 	case c.DrainWindow <= 0:
 		return &ConfigError{Field: "DrainWindow", Err: errors.New("must be positive")}
 	case c.EndRetention < 0:
@@ -106,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 		watch: newWatcherTable(),
 		token: cfg.Token,
 		env:   map[string]string{},
-		user:  "root",
+		user:  cfg.DefaultUser,
 	}
 	s.spawn = directWaiter{}
 	if cfg.Reaper != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = testToken
+	cfg.DefaultUser = currentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := agent.New(cfg)
 	if err != nil {
@@ -219,3 +221,14 @@ func shell(script string) *process.ProcessConfig {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// currentUser names the user running the tests, so that processes start
+// without a uid switch when the tests do not run as root.
+func currentUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}

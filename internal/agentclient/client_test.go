@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ func startAgent(t *testing.T) string {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
+	cfg.DefaultUser = currentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	srv, err := agent.New(cfg)
 	if err != nil {
@@ -337,6 +339,7 @@ func TestWaitReadyBeforeServing(t *testing.T) {
 	ctx := testCtx(t)
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
+	cfg.DefaultUser = currentUser(t)
 	srv, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -383,4 +386,15 @@ func TestNoSpace(t *testing.T) {
 	if !errors.Is(err, agentclient.ErrNoSpace) {
 		t.Fatalf("err = %v, want ErrNoSpace", err)
 	}
+}
+
+// currentUser names the user running the tests, so that processes start
+// without a uid switch when the tests do not run as root.
+func currentUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }
