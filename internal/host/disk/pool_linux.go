@@ -95,7 +95,30 @@ func Open(ctx context.Context, dir string, opts Options, logger *slog.Logger) (*
 			return nil, fmt.Errorf("pool: %w", err)
 		}
 	}
+	p.sweepTmp()
 	return p, nil
+}
+
+// sweepTmp removes what a crashed process left in Path()/tmp: half-made
+// clones and blanks (plain files) and grow mountpoints (empty dirs; a dir
+// still mounted on is busy and stays). Only old entries go, so a second
+// Open of a pool in use (tests) never races a live operation.
+func (p *Pool) sweepTmp() {
+	dir := filepath.Join(p.path, "tmp")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < time.Hour {
+			continue
+		}
+		// os.Remove, not RemoveAll: never descend into a mount.
+		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+			p.log.Info("pool: removed stale temporary", "name", e.Name())
+		}
+	}
 }
 
 // Close unmounts the pool (which frees its loop device) if Open mounted
