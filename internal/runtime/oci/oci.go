@@ -112,7 +112,7 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 		cfg:    cfg,
 		binary: bin,
 		logger: logger.With("runtime", cfg.Class),
-		pl:     platform{goarch: goruntime.GOARCH, nofile: min(uint64(maxNofile), lim.Max)},
+		pl:     platform{goarch: goruntime.GOARCH, nofile: min(uint64(maxNofile), uint64(lim.Max))},
 	}, nil
 }
 

@@ -75,7 +75,7 @@ func TestRuncSeccomp(t *testing.T) {
 		"userns":     "1",
 		"linux32":    "0", // PER_LINUX32 stays allowed
 		"syslog":     "1",
-		"nofile":     strconv.FormatUint(min(maxNofile, lim.Max), 10),
+		"nofile":     strconv.FormatUint(min(maxNofile, uint64(lim.Max)), 10),
 		"nonewprivs": "1",
 		// CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP
 		// NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE SETFCAP

@@ -1,42 +1,16 @@
 package oci
 
-// Platinum's default seccomp profile.
-//
-// It is a deny list (defaultAction SCMP_ACT_ALLOW, listed syscalls fail
-// with EPERM), not Docker's allow list, on purpose:
-//
-//   - Sandboxes run arbitrary, fast-moving user workloads (new runtimes,
-//     language toolchains, browsers). An allow list fails closed on every
-//     syscall the kernel adds after the profile was written (clone3,
-//     faccessat2, openat2, futex_waitv, cachestat, …) and shows up as
-//     baffling ENOSYS/EPERM bugs in user code; a deny list only has to track
-//     the small, slow-growing set of syscalls that reach kernel-global state.
-//   - The profile is not the only wall: the container has no CAP_SYS_ADMIN,
-//     CAP_SYS_MODULE, CAP_SYS_TIME, … (see config.go), so most listed
-//     syscalls already fail on capability checks. Seccomp here removes
-//     kernel attack surface (code reachable without privileges: bpf,
-//     userfaultfd, io_uring, keyrings, user namespaces) and is
-//     defense-in-depth for the rest.
-//   - The same profile must work under runsc, where the syscall surface is
-//     gVisor's, not the host kernel's.
-//
-// ptrace is allowed: with a PID namespace a process can only trace its own
-// sandbox's processes, with the usual same-uid / no-CAP_SYS_PTRACE rules,
-// and since Linux 4.8 seccomp re-checks a syscall after a tracer changes
-// it, so ptrace can no longer bypass the filter. Debuggers and strace are
-// normal in dev sandboxes. process_vm_readv/writev and kcmp stay denied:
-// they reach the same memory as ptrace but no tool we ship needs them;
-// they are the first candidates to open if a profiler does.
-//
-// clone3 returns ENOSYS (not EPERM) so libc falls back to clone, whose flags
-// seccomp can inspect (clone3 passes them in memory); io_uring returns
-// ENOSYS so runtimes such as libuv fall back to thread pools.
-
-import "golang.org/x/sys/unix"
+// Linux values, spelled out so the profile is the same whatever OS builds
+// it (golang.org/x/sys/unix has no CLONE_NEWUSER off Linux, and ENOSYS
+// differs on Darwin).
+const (
+	errnoEPERM  = 1
+	errnoENOSYS = 38
+)
 
 // cloneNewUser is CLONE_NEWUSER: unprivileged user namespaces expose large
 // amounts of kernel code otherwise reachable only with CAP_SYS_ADMIN.
-const cloneNewUser = unix.CLONE_NEWUSER
+const cloneNewUser = 0x10000000
 
 // deniedSyscalls fail with EPERM.
 var deniedSyscalls = []struct {
@@ -100,8 +74,40 @@ func seccompArchitectures(goarch string) []string {
 	}
 }
 
+// defaultSeccomp returns Platinum's default seccomp profile for goarch.
+//
+// It is a deny list (defaultAction SCMP_ACT_ALLOW, listed syscalls fail
+// with EPERM), not Docker's allow list, on purpose:
+//
+//   - Sandboxes run arbitrary, fast-moving user workloads (new runtimes,
+//     language toolchains, browsers). An allow list fails closed on every
+//     syscall the kernel adds after the profile was written (clone3,
+//     faccessat2, openat2, futex_waitv, cachestat, …) and shows up as
+//     baffling ENOSYS/EPERM bugs in user code; a deny list only has to track
+//     the small, slow-growing set of syscalls that reach kernel-global state.
+//   - The profile is not the only wall: the container has no CAP_SYS_ADMIN,
+//     CAP_SYS_MODULE, CAP_SYS_TIME, … (see config.go), so most listed
+//     syscalls already fail on capability checks. Seccomp here removes
+//     kernel attack surface (code reachable without privileges: bpf,
+//     userfaultfd, io_uring, keyrings, user namespaces) and is
+//     defense-in-depth for the rest.
+//   - The same profile must work under runsc, where the syscall surface is
+//     gVisor's, not the host kernel's.
+//
+// ptrace is allowed: with a PID namespace a process can only trace its own
+// sandbox's processes, with the usual same-uid / no-CAP_SYS_PTRACE rules,
+// and since Linux 4.8 seccomp re-checks a syscall after a tracer changes
+// it, so ptrace can no longer bypass the filter. Debuggers and strace are
+// normal in dev sandboxes. process_vm_readv/writev and kcmp stay denied:
+// they reach the same memory as ptrace but no tool we ship needs them;
+// they are the first candidates to open if a profiler does.
+//
+// clone3 returns ENOSYS (not EPERM) so libc falls back to clone, whose flags
+// seccomp can inspect (clone3 passes them in memory); io_uring returns
+// ENOSYS so runtimes such as libuv fall back to thread pools. personality
+// is limited to the usual values (see personalityRules).
 func defaultSeccomp(goarch string) *ociSeccomp {
-	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
+	eperm, enosys := uint(errnoEPERM), uint(errnoENOSYS)
 	s := &ociSeccomp{
 		DefaultAction: "SCMP_ACT_ALLOW",
 		Architectures: seccompArchitectures(goarch),
