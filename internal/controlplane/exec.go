@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -76,13 +75,10 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 	res, err := ag.Exec(ctx, agentclient.ExecRequest{
 		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Timeout: r.Timeout,
 	}, stdout, stderr)
-	if r.Timeout > 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return ExecResult{ExitCode: -1, TimedOut: true, Duration: time.Since(start)}, nil
-	}
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
-	return ExecResult{ExitCode: res.Code, Duration: time.Since(start)}, nil
+	return ExecResult{ExitCode: res.Code, TimedOut: res.TimedOut, Duration: time.Since(start)}, nil
 }
 
 // FileEntry describes one file of a directory listing.

@@ -73,6 +73,7 @@ type Host struct {
 	rt    runtime.Runtime
 	agent string // the injected agent binary's path
 	hc    *http.Client
+	tpl   template.Registry
 }
 
 var _ controlplane.Host = (*Host)(nil)
@@ -83,7 +84,7 @@ const agentPath = "/.pt/pt-agent"
 // Open prepares the host: data dir, disk pool, bridge and firewall,
 // runtime, agent binary.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
-	h := &Host{cfg: cfg, log: logger, hc: &http.Client{Transport: &http.Transport{
+	h := &Host{cfg: cfg, log: logger, tpl: template.Registry{CacheDir: cfg.TemplateCacheDir}, hc: &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 4,
 	}}}
@@ -119,7 +120,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 func (h *Host) ID() string { return h.id }
 
 // Templates implements controlplane.Host.
-func (h *Host) Templates() []string { return template.Slugs() }
+func (h *Host) Templates() []string { return h.tpl.Slugs() }
 
 // BuildTemplate implements controlplane.Host.
 func (h *Host) BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
@@ -129,7 +130,7 @@ func (h *Host) BuildTemplate(ctx context.Context, slug, versionID string, progre
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", 0, err
 	}
-	if err := template.Build(ctx, slug, dest, template.Options{CacheDir: h.cfg.TemplateCacheDir}, progress); err != nil {
+	if err := h.tpl.Build(ctx, slug, dest, progress); err != nil {
 		os.RemoveAll(dir)
 		return "", 0, err
 	}
@@ -203,7 +204,7 @@ func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlp
 // upper layer), and seeds the files that make it this sandbox.
 func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
 	if !isMounted(p.diskMnt) {
-		if !h.pool.ImageExists(spec.ID) {
+		if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
 			if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
 				return fmt.Errorf("host: disk: %w", err)
 			}
