@@ -112,8 +112,8 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	}{{"limit", &req.Limit}, {"offset", &req.Offset}} {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.Atoi(v)
-			if err != nil {
-				return badRequest(f.name+" must be an integer", f.name)
+			if err != nil || (f.name == "limit" && (n < 1 || n > 200)) {
+				return badRequest(f.name+" must be an integer (limit: 1 to 200)", f.name)
 			}
 			*f.dst = n
 		}
