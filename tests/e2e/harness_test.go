@@ -5,27 +5,21 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 // env is the one ptd every test of this package talks to.
 var env struct {
 	url, token, dataDir, binDir string
-	bridge, subnet, cgroup      string
 	skip                        string
 }
 
@@ -42,133 +36,39 @@ func runMain(m *testing.M) int {
 		env.skip = "e2e tests need root (they run real sandboxes)"
 		return m.Run()
 	}
-	stop, err := startPtd()
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
-		if stop != nil {
-			stop()
-		}
 		return 1
 	}
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != "",
+		ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug"}})
+	defer func() {
+		if err := d.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	env.url, env.token, env.dataDir, env.binDir = d.URL, d.Token, d.DataDir, d.BinDir
 	code := m.Run()
-	stop()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "e2e: last ptd log lines:\n%s\n", tail(d.Log(), 40))
+	}
 	return code
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
-// startPtd builds the binaries and starts ptd on a free port with its own
-// data dir, bridge, subnet and cgroup parent, so it collides with nothing.
-func startPtd() (stop func(), err error) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return nil, err
-	}
-	env.binDir, err = os.MkdirTemp("", "pt-e2e-bin-")
-	if err != nil {
-		return nil, err
-	}
-	builds := [][]string{
-		{"CGO_ENABLED=0", "pt-agent", "./cmd/pt-agent"},
-		{"", "ptd", "./cmd/ptd"},
-		{"", "pt", "./cmd/pt"},
-	}
-	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(env.binDir, b[1]), b[2])
-		cmd.Dir = root
-		cmd.Env = os.Environ()
-		if b[0] != "" {
-			cmd.Env = append(cmd.Env, b[0])
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build %s: %v\n%s", b[1], err, out)
-		}
-	}
-	env.dataDir, err = os.MkdirTemp("/var/tmp", "pt-e2e-data-")
-	if err != nil {
-		return nil, err
-	}
-	suffix := randHex(3)
-	n, _ := rand.Int(rand.Reader, big.NewInt(200))
-	env.bridge = "pte" + suffix
-	env.subnet = fmt.Sprintf("100.%d.%d.0/24", 70+n.Int64()%50, n.Int64())
-	env.cgroup = "/platinum-e2e-" + suffix
-	env.token = "pt_e2e_" + randHex(16)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	env.url = "http://" + addr
-
-	args := []string{"serve", "--listen", addr, "--data-dir", env.dataDir,
-		"--bridge", env.bridge, "--subnet", env.subnet, "--cgroup-parent", env.cgroup,
-		"--pids-limit", "256", "--log-level", "debug"}
-	logf, err := os.Create(filepath.Join(env.binDir, "ptd.log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(env.binDir, "ptd"), args...)
-	cmd.Env = append(os.Environ(), "PT_TOKEN="+env.token)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	stop = func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		reset := exec.Command(filepath.Join(env.binDir, "ptd"), "reset", "--data-dir", env.dataDir,
-			"--bridge", env.bridge, "--subnet", env.subnet, "--cgroup-parent", env.cgroup)
-		if out, err := reset.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: ptd reset: %v\n%s\n", err, out)
-		}
-		removeCgroupParent(env.cgroup)
-		if os.Getenv("PT_E2E_KEEP") == "" {
-			os.RemoveAll(env.dataDir)
-			os.RemoveAll(env.binDir)
-		} else {
-			fmt.Fprintln(os.Stderr, "e2e: kept", env.dataDir, env.binDir)
-		}
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(env.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return stop, nil
-			}
-		}
-		if cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	log, _ := os.ReadFile(filepath.Join(env.binDir, "ptd.log"))
-	return stop, fmt.Errorf("ptd did not become healthy:\n%s", log)
-}
-
-// removeCgroupParent removes the (now empty) parent cgroup in every
-// hierarchy, v1 or v2.
-func removeCgroupParent(parent string) {
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + parent)
-	dirs = append(dirs, "/sys/fs/cgroup"+parent)
-	for _, d := range dirs {
-		os.Remove(d)
-	}
-}
+func randHex(n int) string { return ptdtest.RandHex(n) }
 
 func requireEnv(t *testing.T) {
 	t.Helper()

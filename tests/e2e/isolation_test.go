@@ -98,7 +98,7 @@ func TestIsolationNetwork(t *testing.T) {
 	bAddr, gw := sandboxAddr(t, c, b)
 
 	// B serves on 8080; the host can reach it (that is how ptd reaches agents)...
-	c.mustSh(b, "nohup nc -ll -p 8080 -e echo hi >/dev/null 2>&1 &")
+	c.mustSh(b, "nc -ll -p 8080 -e echo hi </dev/null >/dev/null 2>&1 &")
 	sleep(300)
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort(bAddr, "8080"), 2e9)
 	if err != nil {
