@@ -150,8 +150,12 @@ func runcBaseline(n int) (baseline, error) {
 		if err := rt.WriteConfig(spec); err != nil {
 			return b, err
 		}
+		// Stdio stays on /dev/null: the detached container would inherit
+		// pipes and hold them open forever.
 		t0 := time.Now()
-		if out, err := exec.Command("runc", "--root", stateRoot, "run", "-d", "--bundle", bundle, id).CombinedOutput(); err != nil {
+		logFile := filepath.Join(bundle, "runc.log")
+		if err := exec.Command("runc", "--root", stateRoot, "--log", logFile, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
+			out, _ := os.ReadFile(logFile)
 			return b, fmt.Errorf("runc run: %v: %s", err, out)
 		}
 		b.run = append(b.run, time.Since(t0))

@@ -102,16 +102,29 @@ func (m *Manager) hookExists(ctx context.Context, h hook) bool {
 }
 
 // removeFirewall deletes our hooks and chains; missing ones are fine.
+// Hooks are found by their jump target, not rebuilt from the config, so a
+// reset with another --subnet than the one that made them still cleans up.
 func (m *Manager) removeFirewall(ctx context.Context) error {
-	for _, h := range m.hooks() {
-		for i := 0; i < 100 && m.hookExists(ctx, h); i++ {
-			args := append([]string{"-w", "-t", h.table, "-D", h.chain}, h.args...)
+	in, fwd, nat := m.chains()
+	for _, t := range []struct{ table, chain string }{{"filter", "INPUT"}, {"filter", "FORWARD"}, {"nat", "POSTROUTING"}} {
+		out, err := runIptables(ctx, nil, "iptables", "-w", "-t", t.table, "-S", t.chain)
+		if err != nil {
+			return fmt.Errorf("firewall: list %s: %w", t.chain, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 4 || f[0] != "-A" || f[len(f)-2] != "-j" {
+				continue
+			}
+			if target := f[len(f)-1]; target != in && target != fwd && target != nat {
+				continue
+			}
+			args := append([]string{"-w", "-t", t.table, "-D"}, f[1:]...)
 			if _, err := runIptables(ctx, nil, "iptables", args...); err != nil {
-				return fmt.Errorf("firewall: unhook %s: %w", h.chain, err)
+				return fmt.Errorf("firewall: unhook %s: %w", t.chain, err)
 			}
 		}
 	}
-	in, fwd, nat := m.chains()
 	for _, c := range []struct{ table, chain string }{{"filter", in}, {"filter", fwd}, {"nat", nat}} {
 		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-n", "-L", c.chain); err != nil {
 			continue // no such chain
