@@ -326,20 +326,11 @@ func (s *Service) provision(ctx context.Context, id string) {
 		fail("template", err)
 		return
 	}
-	if sb.TemplateVersionID == "" {
-		if sb, _, err = s.transition(ctx, id, sandbox.StateCreating, sandbox.StateCreating, func(sb *sandbox.Sandbox) {
-			sb.TemplateVersionID = v.ID
-		}); err != nil {
-			log.Error("record template version", "err", err)
-			return
-		}
-	} else if sb.TemplateVersionID != v.ID {
+	if sb.TemplateVersionID != "" && sb.TemplateVersionID != v.ID {
+		// A retried create keeps the version it was first given.
 		if pinned, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID); err == nil && pinned.Status == store.TemplateReady {
 			v = pinned
 		}
-	}
-	if sb.State != sandbox.StateCreating {
-		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
 	defer cancel()
@@ -356,7 +347,7 @@ func (s *Service) provision(ctx context.Context, id string) {
 		return
 	}
 	_, ok, err := s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
-		sb.Address, sb.Reason = inst.Address, ""
+		sb.Address, sb.Reason, sb.TemplateVersionID = inst.Address, "", v.ID
 	})
 	if err != nil {
 		log.Error("record running", "err", err)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -172,6 +173,11 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 
 // State returns the container's status and init pid.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	// runc and runsc keep a directory per container under --root: without
+	// one there is no container, and we save an exec on every create.
+	if _, err := os.Stat(filepath.Join(r.cfg.Root, id)); errors.Is(err, fs.ErrNotExist) && validID.MatchString(id) {
+		return runtime.State{}, fmt.Errorf("state %s: %w", id, runtime.ErrNotFound)
+	}
 	out, err := r.run(ctx, "state", id)
 	if err != nil {
 		return runtime.State{}, fmt.Errorf("state %s: %w", id, err)
