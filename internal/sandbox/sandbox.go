@@ -109,3 +109,26 @@ func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Re
 
 // Unwrap makes errors.Is(err, ErrInvalidArgument) hold.
 func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+
+// ExpiryAction is what happens when a sandbox's TTL runs out.
+type ExpiryAction string
+
+// Expiry actions.
+const (
+	ExpireDelete ExpiryAction = "delete"
+	ExpireStop   ExpiryAction = "stop"
+)
+
+// Restore kinds of a start (seed 004, "What a start restored").
+const (
+	RestoreMemory   = "memory"
+	RestoreDiskOnly = "disk_only"
+)
+
+// LastStart is what a start that reached running brought back.
+type LastStart struct {
+	Restore     string    `json:"restore"`
+	RAMRestored bool      `json:"ram_restored"`
+	Reason      string    `json:"reason,omitempty"`
+	At          time.Time `json:"at"`
+}
