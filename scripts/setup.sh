@@ -40,5 +40,38 @@ if ! have go; then
   fi
 fi
 
+# The gvisor runtime class needs runsc with the systrap platform, which
+# Debian 12 has only in bookworm-backports (bookworm's 2022 build is
+# ptrace-only). Reinstall when an older build is on PATH.
+backports() {
+  local list=/etc/apt/sources.list.d/backports.list
+  if ! grep -qs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/*; then
+    echo 'deb http://deb.debian.org/debian bookworm-backports main' >"$list"
+  fi
+  apt-get update -qq
+}
+# The build date is the first 8-digit run of `runsc --version`
+# ("0.0~20240729.0", "release-20250101.0"); an unknown format is kept.
+runsc_date() { runsc --version 2>/dev/null | head -n1 | grep -o '[0-9]\{8\}' | head -n1; }
+if ! have runsc || { d=$(runsc_date); [ -n "$d" ] && [ "$d" \< 20240729 ]; }; then
+  echo "setup: installing runsc from bookworm-backports" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  backports
+  apt-get install -y -qq --no-install-recommends -t bookworm-backports runsc >/dev/null
+fi
+
+# runc checkpoints need CRIU >= 4.1 (3.17, Debian 12's, fails on kernel
+# 6.18's vDSO). Install it only where such a version is packaged; without
+# it runc sandboxes stop without memory and ptd reports so.
+criu_ok() { have criu && dpkg --compare-versions "$(criu --version 2>/dev/null | sed -n 's/^Version: //p')" ge 4.1; }
+if ! criu_ok; then
+  # Newest packaged version in any configured suite (backports included).
+  cand=$(apt-cache madison criu 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' | sort -V | tail -n1)
+  if [ -n "$cand" ] && dpkg --compare-versions "$cand" ge 4.1; then
+    echo "setup: installing criu $cand" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "criu=$cand" >/dev/null
+  fi
+fi
+
 # Loop devices are created on demand; make sure the control device exists.
 [ -e /dev/loop-control ] || modprobe loop 2>/dev/null || true
