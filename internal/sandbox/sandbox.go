@@ -71,6 +71,23 @@ type Sandbox struct {
 	AgentToken string `json:"-"`
 	// Reason explains the current state when it is failed or deleted.
 	Reason string `json:"reason,omitempty"`
+	// ExpiresAt, when set, is when ExpiryAction happens to the sandbox
+	// (a TTL, e.g. E2B's timeout or seed 003's ttl_ms).
+	ExpiresAt    *time.Time   `json:"expires_at,omitempty"`
+	ExpiryAction ExpiryAction `json:"expiry_action,omitempty"`
+	// LastStart says what the latest start brought back.
+	LastStart *LastStart `json:"last_start,omitempty"`
+	// Retention holds the lifecycle timers chosen at create.
+	Retention Retention `json:"retention"`
+	// LastActivityAt is the last exec, file or preview traffic (or start):
+	// the auto-stop timer counts from it.
+	LastActivityAt *time.Time `json:"last_activity_at,omitempty"`
+	// StoppedAt is when the sandbox last reached stopped; auto-archive
+	// counts from it.
+	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// Archive points at the sandbox's disk in the object store while it is
+	// archived (and after, as recovery data, until disposal).
+	Archive *ArchiveRef `json:"archive,omitempty"`
 	// Version increments on every update; stores use it for optimistic
 	// concurrency (compare-and-swap).
 	Version   int64      `json:"-"`
@@ -131,4 +148,47 @@ type LastStart struct {
 	RAMRestored bool      `json:"ram_restored"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
+}
+
+// Retention is a sandbox's lifecycle timers (seed 004, "Retention"). Zero
+// disables a timer.
+type Retention struct {
+	Type            string `json:"type"`
+	AutoStopMinutes int    `json:"auto_stop_minutes"`
+	AutoArchiveDays int    `json:"auto_archive_days"`
+	AutoDeleteDays  int    `json:"auto_delete_days"`
+}
+
+// Sandbox types and their retention defaults.
+const (
+	TypePersistent = "persistent"
+	TypeEphemeral  = "ephemeral"
+	TypeDev        = "dev"
+)
+
+// DefaultRetention returns the timers of a sandbox type, false when the
+// type is unknown. Persistent sandboxes stop after an hour idle, archive
+// after 7 days stopped and are never deleted by a timer; ephemeral ones
+// stop after 15 idle minutes and are deleted when they stop; dev ones stop
+// after 2 idle hours and archive after 30 days.
+func DefaultRetention(typ string) (Retention, bool) {
+	switch typ {
+	case "", TypePersistent:
+		return Retention{Type: TypePersistent, AutoStopMinutes: 60, AutoArchiveDays: 7}, true
+	case TypeEphemeral:
+		return Retention{Type: TypeEphemeral, AutoStopMinutes: 15}, true
+	case TypeDev:
+		return Retention{Type: TypeDev, AutoStopMinutes: 120, AutoArchiveDays: 30}, true
+	}
+	return Retention{}, false
+}
+
+// ArchiveRef locates an archived disk in the object store.
+type ArchiveRef struct {
+	Bucket      string    `json:"bucket"`
+	ManifestKey string    `json:"manifest_key"`
+	SizeBytes   int64     `json:"size_bytes"`
+	CreatedAt   time.Time `json:"created_at"`
+	// Complete is true once the manifest is written.
+	Complete bool `json:"complete"`
 }

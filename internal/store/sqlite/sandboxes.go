@@ -7,17 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
 const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
-	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at`
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle`
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	env, meta, err := encodeMaps(sb)
+	if err != nil {
+		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
+	}
+	lc, err := encodeLifecycle(sb)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -27,11 +32,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		updated = sandbox.FormatTime(sb.UpdatedAt)
 	}
 	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
 		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
-		created, updated, deletedAt(sb))
+		created, updated, deletedAt(sb), lc)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -76,6 +81,10 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 	if err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 	}
+	lc, err := encodeLifecycle(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
 	var out sandbox.Sandbox
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var orgID, state string
@@ -96,11 +105,11 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
 				name = ?, state = ?, template = ?, template_version_id = ?, cpu = ?, ram_mb = ?,
 				disk_gb = ?, env = ?, metadata = ?, host_id = ?, address = ?, agent_token = ?,
-				reason = ?, version = version + 1, updated_at = ?, deleted_at = ?
+				reason = ?, version = version + 1, updated_at = ?, deleted_at = ?, lifecycle = ?
 			WHERE id = ? AND version = ?`,
 			sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
 			sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
-			sb.Reason, t, deletedAt(sb),
+			sb.Reason, t, deletedAt(sb), lc,
 			sb.ID, sb.Version); err != nil {
 			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 		}
@@ -245,12 +254,15 @@ func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...an
 
 func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
 	var sb sandbox.Sandbox
-	var state, env, meta, created, updated string
+	var state, env, meta, created, updated, lc string
 	var deleted sql.NullString
 	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
 		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &created, &updated, &deleted); err != nil {
+		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc); err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	if err := decodeLifecycle(lc, &sb); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
 	}
 	sb.State = sandbox.State(state)
 	sb.Env = map[string]string{}
@@ -309,4 +321,36 @@ func deletedAt(sb sandbox.Sandbox) any {
 		return nil
 	}
 	return sandbox.FormatTime(*sb.DeletedAt)
+}
+
+// lifecycle is the stored form of the record's lifecycle fields.
+type lifecycle struct {
+	ExpiresAt      *time.Time           `json:"expires_at,omitempty"`
+	ExpiryAction   sandbox.ExpiryAction `json:"expiry_action,omitempty"`
+	LastStart      *sandbox.LastStart   `json:"last_start,omitempty"`
+	Retention      sandbox.Retention    `json:"retention"`
+	LastActivityAt *time.Time           `json:"last_activity_at,omitempty"`
+	StoppedAt      *time.Time           `json:"stopped_at,omitempty"`
+	Archive        *sandbox.ArchiveRef  `json:"archive,omitempty"`
+}
+
+func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
+	b, err := json.Marshal(lifecycle{
+		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
+		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
+	})
+	if err != nil {
+		return "", fmt.Errorf("lifecycle: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
+	var lc lifecycle
+	if err := json.Unmarshal([]byte(s), &lc); err != nil {
+		return fmt.Errorf("lifecycle: %w", err)
+	}
+	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
+	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
+	return nil
 }

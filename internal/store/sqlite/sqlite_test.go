@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -135,12 +136,18 @@ func TestMigrateAppliesOnlyNew(t *testing.T) {
 
 	// Re-running 0001 would fail (CREATE TABLE without IF NOT EXISTS), so
 	// success proves only the new files ran.
-	v1 := fstest.MapFS{"0001_init.sql": {Data: mustRead(t, "migrations/0001_init.sql")}}
+	v1 := fstest.MapFS{}
+	entries, _ := fs.ReadDir(migrationFS, "migrations")
+	for _, e := range entries {
+		v1[e.Name()] = &fstest.MapFile{Data: mustRead(t, "migrations/"+e.Name())}
+	}
 	v2 := fstest.MapFS{
-		"0001_init.sql":  v1["0001_init.sql"],
-		"0002_extra.sql": {Data: []byte("CREATE TABLE extra (id TEXT PRIMARY KEY) STRICT;\nINSERT INTO extra VALUES ('a');")},
-		"0003_more.sql":  {Data: []byte("INSERT INTO extra VALUES ('b');")},
+		"9001_extra.sql": {Data: []byte("CREATE TABLE extra (id TEXT PRIMARY KEY) STRICT;\nINSERT INTO extra VALUES ('a');")},
+		"9002_more.sql":  {Data: []byte("INSERT INTO extra VALUES ('b');")},
 		"README":         {Data: []byte("ignored: not .sql")},
+	}
+	for k, v := range v1 {
+		v2[k] = v
 	}
 	if err := migrate(ctx, s.w, v1, s.logger); err != nil {
 		t.Fatalf("migrate v1 again: %v", err)
