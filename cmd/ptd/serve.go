@@ -44,6 +44,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	cp.RunReconciler(ctx, 30*time.Second)
+	cp.RunTimers(ctx)
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -32,6 +32,13 @@ type Host interface {
 	// Running reports whether the sandbox's container runs and its agent
 	// answers.
 	Running(ctx context.Context, id string) bool
+	// Stop stops the sandbox, keeping its disk and address. With
+	// keepMemory it keeps the processes in memory where the host can
+	// (frozen) and reports whether it did; otherwise, or when it cannot,
+	// the processes end and only the disk stays. Idempotent.
+	Stop(ctx context.Context, id string, keepMemory bool) (memoryKept bool, err error)
+	// Frozen reports whether a stopped sandbox still holds its memory.
+	Frozen(ctx context.Context, id string) bool
 	// Destroy removes every host resource of the sandbox. Idempotent.
 	Destroy(ctx context.Context, id string) error
 }
@@ -50,6 +57,9 @@ type StartSpec struct {
 type Instance struct {
 	// Address is the sandbox's IP; its agent listens on AgentPort there.
 	Address string
+	// MemoryRestored is true when the start brought the processes back
+	// (a thaw or a restore), false for a cold boot from disk.
+	MemoryRestored bool
 }
 
 // AgentPort is where pt-agent listens inside every sandbox.
@@ -69,6 +79,21 @@ type Config struct {
 	// PollInterval is the backstop poll of waits, covering writers this
 	// process does not see (other API nodes).
 	PollInterval time.Duration
+	// WarmWindow is how long a stopped sandbox stays frozen in memory; a
+	// start inside it thaws the processes. Past it the sandbox is stopped
+	// disk-only.
+	WarmWindow time.Duration
+	// WarmBudgetMB bounds the RAM (by sandbox size) frozen sandboxes may
+	// hold; the oldest are stopped disk-only beyond it.
+	WarmBudgetMB int
+	// TimerInterval is how often retention timers and TTLs are checked.
+	TimerInterval time.Duration
+	// Minute and Day are the units of the retention timers; tests shrink
+	// them to run in seconds.
+	Minute, Day time.Duration
+	// DeletedRetention is how long a deleted record is kept before final
+	// disposal (seed 004: 30 days).
+	DeletedRetention time.Duration
 }
 
 // DefaultConfig returns the production defaults.
@@ -79,6 +104,12 @@ func DefaultConfig() Config {
 		ProvisionTimeout:     2 * time.Minute,
 		TemplateBuildTimeout: 20 * time.Minute,
 		PollInterval:         time.Second,
+		WarmWindow:           10 * time.Minute,
+		WarmBudgetMB:         8192,
+		TimerInterval:        5 * time.Second,
+		Minute:               time.Minute,
+		Day:                  24 * time.Hour,
+		DeletedRetention:     30 * 24 * time.Hour,
 	}
 }
 
@@ -102,20 +133,26 @@ type Service struct {
 
 	// noAgentInit skips the agent /init call (unit tests with a fake host).
 	noAgentInit bool
+
+	// activity holds the last exec/file/preview time per sandbox; timers
+	// read it before the stored LastActivityAt so hot paths never write.
+	activityMu sync.Mutex
+	activity   map[string]time.Time
 }
 
 // New builds a Service. Call Reconcile once before serving requests.
 func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
-		cfg:    cfg,
-		store:  st,
-		host:   host,
-		log:    logger,
-		notify: newNotifier(),
-		ctx:    ctx,
-		cancel: cancel,
-		agents: map[string]*agentclient.Client{},
+		cfg:      cfg,
+		store:    st,
+		host:     host,
+		log:      logger,
+		notify:   newNotifier(),
+		ctx:      ctx,
+		cancel:   cancel,
+		agents:   map[string]*agentclient.Client{},
+		activity: map[string]time.Time{},
 	}
 	s.tpl = newTemplates(s)
 	return s

@@ -24,6 +24,7 @@ type fakeHost struct {
 
 	mu        sync.Mutex
 	destroyed []string
+	frozen    map[string]bool
 	builds    atomic.Int32
 }
 
@@ -42,9 +43,27 @@ func (f *fakeHost) Start(ctx context.Context, spec StartSpec) (Instance, error) 
 	if f.StartFunc != nil {
 		return f.StartFunc(ctx, spec)
 	}
-	return Instance{Address: "127.0.0.1"}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	thawed := f.frozen[spec.ID]
+	delete(f.frozen, spec.ID)
+	return Instance{Address: "127.0.0.1", MemoryRestored: thawed}, nil
 }
 func (f *fakeHost) Running(ctx context.Context, id string) bool { return true }
+func (f *fakeHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.frozen == nil {
+		f.frozen = map[string]bool{}
+	}
+	f.frozen[id] = keepMemory
+	return keepMemory, nil
+}
+func (f *fakeHost) Frozen(ctx context.Context, id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen[id]
+}
 func (f *fakeHost) Destroy(ctx context.Context, id string) error {
 	f.mu.Lock()
 	f.destroyed = append(f.destroyed, id)
@@ -251,3 +270,96 @@ func TestCrossOrgNotFound(t *testing.T) {
 		t.Errorf("delete: %v", err)
 	}
 }
+
+func running(t *testing.T, s *Service, req CreateRequest) sandbox.Sandbox {
+	t.Helper()
+	sb, err := s.Create(context.Background(), org, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.WaitFor(context.Background(), org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("not running: %v %v", got.State, err)
+	}
+	return got
+}
+
+func TestStopStartWarmAndIdempotent(t *testing.T) {
+	h := &fakeHost{}
+	s, _ := newTestService(t, h)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	if _, err := s.Stop(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Stop(ctx, org, sb.ID); err != nil || (again.State != sandbox.StateStopping && again.State != sandbox.StateStopped) {
+		t.Fatalf("second stop = %v %v", again.State, err)
+	}
+	st, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 5*time.Second)
+	if !ok || st.StoppedAt == nil {
+		t.Fatalf("stopped = %+v", st)
+	}
+	if _, err := s.Start(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if !ok || r.LastStart == nil || r.LastStart.Restore != sandbox.RestoreMemory || !r.LastStart.RAMRestored {
+		t.Fatalf("warm start = %+v", r.LastStart)
+	}
+	if again, err := s.Start(ctx, org, sb.ID); err != nil || again.State != sandbox.StateRunning {
+		t.Fatalf("start on running = %v %v", again.State, err)
+	}
+	// Past the warm window the sandbox is stopped disk-only; the next start says so.
+	s.cfg.WarmWindow = 0
+	s.Stop(ctx, org, sb.ID)
+	s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 5*time.Second)
+	s.runTimers(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Frozen(ctx, sb.ID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Start(ctx, org, sb.ID)
+	r, ok, _ = s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if !ok || r.LastStart.Restore != sandbox.RestoreDiskOnly || r.LastStart.RAMRestored {
+		t.Fatalf("cold start = %+v", r.LastStart)
+	}
+}
+
+func TestRefusedTransitions(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	s.Delete(ctx, org, sb.ID)
+	waitDeleted(t, s, sb.ID)
+	if _, err := s.Start(ctx, org, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("start deleted: %v", err)
+	}
+	sb2 := running(t, s, CreateRequest{Template: "busybox"})
+	if _, err := s.Archive(ctx, org, sb2.ID); err == nil {
+		t.Error("archive of a running sandbox succeeded")
+	}
+}
+
+func TestTTLAndRetentionTimers(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	s.cfg.Minute = 10 * time.Millisecond
+	ttl := running(t, s, CreateRequest{Template: "busybox"})
+	if _, err := s.SetExpiry(ctx, org, ttl.ID, time.Now().Add(-time.Second), sandbox.ExpireDelete); err != nil {
+		t.Fatal(err)
+	}
+	idle := running(t, s, CreateRequest{Template: "busybox", Type: sandbox.TypeEphemeral, AutoStopMinutes: ptr(1)})
+	time.Sleep(20 * time.Millisecond)
+	s.runTimers(ctx)
+	got, _, _ := s.WaitFor(ctx, org, ttl.ID, sandbox.StateDeleted, 5*time.Second)
+	if got.State != sandbox.StateDeleted || got.Reason != "ttl_expired" {
+		t.Errorf("ttl: %v %q", got.State, got.Reason)
+	}
+	// An idle ephemeral sandbox stops, and is deleted when it stops.
+	got, _, _ = s.WaitFor(ctx, org, idle.ID, sandbox.StateDeleted, 5*time.Second)
+	if got.State != sandbox.StateDeleted || got.Reason != "auto_deleted" {
+		t.Errorf("ephemeral idle: %v %q", got.State, got.Reason)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

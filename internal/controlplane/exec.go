@@ -42,13 +42,21 @@ func (s *Service) running(ctx context.Context, p Principal, id string) (sandbox.
 	if sb.State != sandbox.StateRunning {
 		return sb, nil, &StateError{State: sb.State}
 	}
+	s.Touch(id)
 	return sb, s.agent(sb.ID, sb.Address, sb.AgentToken), nil
 }
 
 // StateError says an operation needs another state than the sandbox has.
-type StateError struct{ State sandbox.State }
+type StateError struct {
+	State sandbox.State
+	// Want names the states the operation needs; empty means running.
+	Want string
+}
 
 func (e *StateError) Error() string {
+	if e.Want != "" {
+		return fmt.Sprintf("sandbox is %s; this needs it %s", e.State, e.Want)
+	}
 	return fmt.Sprintf("sandbox is %s; it must be running (wait with ?wait_for_state=running, or start it)", e.State)
 }
 

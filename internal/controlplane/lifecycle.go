@@ -2,32 +2,210 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // Stop moves a running sandbox to stopped, keeping its disk and spec, and
-// its memory where the host can. It is idempotent: stopping a stopped
-// sandbox returns it unchanged. The work happens in the background; wait
-// with WaitFor(…, StateStopped, …).
+// its memory where the host can. It is idempotent: stopping a stopped (or
+// stopping) sandbox returns it unchanged. The work happens in the
+// background; wait with WaitFor(…, StateStopped, …).
 func (s *Service) Stop(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, fmt.Errorf("stop: %w", sandbox.ErrUnavailable)
+	return s.stop(ctx, p, id, "")
 }
 
-// Start brings a stopped (or archived) sandbox back to running; calling it
-// on a running sandbox returns it unchanged. The work happens in the
-// background; wait with WaitFor(…, StateRunning, …). Once running, the
-// record's LastStart says whether memory came back.
+func (s *Service) stop(ctx context.Context, p Principal, id, reason string) (sandbox.Sandbox, error) {
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		switch sb.State {
+		case sandbox.StateStopped, sandbox.StateStopping, sandbox.StateArchiving, sandbox.StateArchived:
+			return sb, nil
+		case sandbox.StateRunning, sandbox.StateFailed:
+		default:
+			return sb, &StateError{State: sb.State, Want: "running or failed"}
+		}
+		from := sb.State
+		sb.State, sb.Reason = sandbox.StateStopping, reason
+		sb, err = s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		s.log.Info("sandbox stopping", "sandbox", id, "from", from, "reason", reason)
+		s.goBackground(func(ctx context.Context) { s.doStop(ctx, id) })
+		return sb, nil
+	}
+}
+
+// doStop freezes (or stops) the sandbox on its host and records stopped.
+func (s *Service) doStop(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateStopping {
+		return
+	}
+	// Ephemeral sandboxes are deleted when they stop: no point keeping RAM.
+	keep := sb.Retention.Type != sandbox.TypeEphemeral
+	kept, err := s.host.Stop(ctx, id, keep)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the reconciler finishes it after a restart
+		}
+		s.log.Error("sandbox stop failed", "sandbox", id, "err", err)
+		s.transition(ctx, id, sandbox.StateStopping, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+			sb.Reason = "stop: " + err.Error()
+		})
+		return
+	}
+	now := s.now()
+	sb, ok, err := s.transition(ctx, id, sandbox.StateStopping, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
+		sb.StoppedAt = &now
+	})
+	if err != nil || !ok {
+		return
+	}
+	s.forgetAgent(id)
+	s.log.Info("sandbox stopped", "sandbox", id, "memory_kept", kept)
+	if sb.Retention.Type == sandbox.TypeEphemeral {
+		// The teardown this starts waits for our lock.
+		s.deleteWithReason(ctx, id, "auto_deleted")
+	}
+}
+
+// Start brings a stopped (or archived, or failed) sandbox back to running;
+// calling it on a running or starting sandbox returns it unchanged. The
+// work happens in the background; wait with WaitFor(…, StateRunning, …).
+// Once running, the record's LastStart says whether memory came back.
 func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, fmt.Errorf("start: %w", sandbox.ErrUnavailable)
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		switch sb.State {
+		case sandbox.StateRunning, sandbox.StateStarting, sandbox.StateCreating, sandbox.StateRestoring:
+			return sb, nil
+		case sandbox.StateStopped, sandbox.StateFailed:
+			sb.State = sandbox.StateStarting
+		case sandbox.StateArchived:
+			sb.State = sandbox.StateRestoring
+		default:
+			return sb, &StateError{State: sb.State, Want: "stopped, archived or failed"}
+		}
+		sb.Reason = ""
+		sb, err = s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		s.log.Info("sandbox starting", "sandbox", id, "state", sb.State)
+		if sb.State == sandbox.StateRestoring {
+			s.goBackground(func(ctx context.Context) { s.doUnarchive(ctx, id) })
+		} else {
+			s.goBackground(func(ctx context.Context) { s.doStart(ctx, id) })
+		}
+		return sb, nil
+	}
+}
+
+// doStart thaws or boots the sandbox and records what came back.
+func (s *Service) doStart(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateStarting {
+		return
+	}
+	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
+	if err == nil && v.Status != store.TemplateReady {
+		err = fmt.Errorf("template version %s is %s", v.ID, v.Status)
+	}
+	var inst Instance
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+		defer cancel()
+		if inst, err = s.host.Start(pctx, s.startSpec(sb, v.RootFS)); err == nil {
+			// Re-seed the environment: it may have changed while stopped.
+			err = s.initAgent(pctx, sb, inst)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Error("sandbox start failed", "sandbox", id, "err", err)
+		s.transition(ctx, id, sandbox.StateStarting, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+			sb.Reason = "start: " + err.Error()
+		})
+		return
+	}
+	now := s.now()
+	ls := &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now}
+	if inst.MemoryRestored {
+		ls.Restore, ls.RAMRestored = sandbox.RestoreMemory, true
+	} else {
+		ls.Reason = "memory was not kept (stopped past the warm window, under memory pressure, or the host restarted)"
+	}
+	_, ok, err := s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
+	})
+	if err != nil || !ok {
+		return
+	}
+	s.forgetAgent(id)
+	if !inst.MemoryRestored {
+		s.event(ctx, sb, "start_ram_not_restored", ls)
+	}
+	s.log.Info("sandbox started", "sandbox", id, "restore", ls.Restore)
+}
+
+// event appends a host event for the sandbox; failures are logged only:
+// events inform, they never block the lifecycle.
+func (s *Service) event(ctx context.Context, sb sandbox.Sandbox, typ string, data any) {
+	if err := s.store.AddEvent(ctx, sb.OrgID, sb.ID, typ, data); err != nil {
+		s.log.Warn("event", "sandbox", sb.ID, "type", typ, "err", err)
+	}
 }
 
 // SetExpiry sets when the sandbox expires and what happens then; a zero
 // time clears the expiry.
 func (s *Service) SetExpiry(ctx context.Context, p Principal, id string, at time.Time, action sandbox.ExpiryAction) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, fmt.Errorf("set expiry: %w", sandbox.ErrUnavailable)
+	if action != sandbox.ExpireDelete && action != sandbox.ExpireStop {
+		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "expiry_action", Reason: "must be delete or stop"}
+	}
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if sb.State == sandbox.StateDeleting {
+			return sb, &StateError{State: sb.State, Want: "not deleted"}
+		}
+		if at.IsZero() {
+			sb.ExpiresAt, sb.ExpiryAction = nil, ""
+		} else {
+			at = at.UTC()
+			sb.ExpiresAt, sb.ExpiryAction = &at, action
+		}
+		out, err := s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		return out, err
+	}
 }
 
 // AgentEndpoint returns a running sandbox's agent address (host:port) and
@@ -41,5 +219,129 @@ func (s *Service) AgentEndpoint(ctx context.Context, p Principal, id string) (ad
 	if sb.State != sandbox.StateRunning {
 		return "", "", &StateError{State: sb.State}
 	}
+	s.Touch(id)
 	return fmt.Sprintf("%s:%d", sb.Address, AgentPort), sb.AgentToken, nil
+}
+
+// Touch records activity (exec, files, preview traffic) on a sandbox for
+// its auto-stop timer. It only writes memory.
+func (s *Service) Touch(id string) {
+	s.activityMu.Lock()
+	s.activity[id] = s.now()
+	s.activityMu.Unlock()
+}
+
+func (s *Service) lastActivity(sb sandbox.Sandbox) time.Time {
+	t := sb.CreatedAt
+	if sb.LastActivityAt != nil && sb.LastActivityAt.After(t) {
+		t = *sb.LastActivityAt
+	}
+	s.activityMu.Lock()
+	defer s.activityMu.Unlock()
+	if a, ok := s.activity[sb.ID]; ok && a.After(t) {
+		t = a
+	}
+	return t
+}
+
+func (s *Service) now() time.Time { return time.Now().UTC() }
+
+// runTimers fires TTLs and retention timers, and ends warm windows. Timers
+// live in the store, so they fire after a restart too.
+func (s *Service) runTimers(ctx context.Context) {
+	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateRunning, sandbox.StateStopped, sandbox.StateArchived, sandbox.StateFailed)
+	if err != nil {
+		s.log.Warn("timers", "err", err)
+		return
+	}
+	now := s.now()
+	admin := Principal{}
+	var frozen []sandbox.Sandbox
+	for _, sb := range sbs {
+		p := admin
+		p.OrgID = sb.OrgID
+		r := sb.Retention
+		switch {
+		case sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt):
+			if sb.ExpiryAction == sandbox.ExpireStop && sb.State == sandbox.StateRunning {
+				s.log.Info("ttl expired: stopping", "sandbox", sb.ID)
+				if _, err := s.stop(ctx, p, sb.ID, "ttl_expired"); err == nil {
+					s.SetExpiry(ctx, p, sb.ID, time.Time{}, sandbox.ExpireStop)
+				}
+			} else if sb.ExpiryAction != sandbox.ExpireStop {
+				s.log.Info("ttl expired: deleting", "sandbox", sb.ID)
+				s.deleteWithReason(ctx, sb.ID, "ttl_expired")
+			}
+		case sb.State == sandbox.StateRunning && r.AutoStopMinutes > 0 &&
+			now.Sub(s.lastActivity(sb)) >= time.Duration(r.AutoStopMinutes)*s.cfg.Minute:
+			s.log.Info("auto-stop after inactivity", "sandbox", sb.ID)
+			s.stop(ctx, p, sb.ID, "auto_stopped")
+		case sb.State == sandbox.StateStopped && r.AutoDeleteDays > 0 && sb.StoppedAt != nil &&
+			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoDeleteDays)*s.cfg.Day:
+			s.log.Info("auto-delete", "sandbox", sb.ID)
+			s.deleteWithReason(ctx, sb.ID, "auto_deleted")
+		case sb.State == sandbox.StateStopped && r.AutoArchiveDays > 0 && sb.StoppedAt != nil &&
+			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoArchiveDays)*s.cfg.Day:
+			s.log.Info("auto-archive", "sandbox", sb.ID)
+			if _, err := s.Archive(ctx, p, sb.ID); err != nil {
+				s.log.Warn("auto-archive", "sandbox", sb.ID, "err", err)
+			}
+		case sb.State == sandbox.StateStopped && s.host.Frozen(ctx, sb.ID):
+			frozen = append(frozen, sb)
+		}
+	}
+	s.coolWarm(ctx, frozen, now)
+}
+
+// coolWarm stops frozen sandboxes disk-only once their warm window passed,
+// and the oldest ones while frozen RAM is over the budget.
+func (s *Service) coolWarm(ctx context.Context, frozen []sandbox.Sandbox, now time.Time) {
+	sort.Slice(frozen, func(i, j int) bool { return stoppedAt(frozen[i]).After(stoppedAt(frozen[j])) })
+	budget := s.cfg.WarmBudgetMB
+	for _, sb := range frozen {
+		over := budget < sb.RAMMB
+		if !over {
+			budget -= sb.RAMMB
+		}
+		if !over && now.Sub(stoppedAt(sb)) < s.cfg.WarmWindow {
+			continue
+		}
+		s.goBackground(func(ctx context.Context) {
+			unlock := s.locks.lock(sb.ID)
+			defer unlock()
+			if cur, err := s.store.GetSandbox(ctx, "", sb.ID); err != nil || cur.State != sandbox.StateStopped {
+				return
+			}
+			if _, err := s.host.Stop(ctx, sb.ID, false); err != nil {
+				s.log.Warn("end warm window", "sandbox", sb.ID, "err", err)
+				return
+			}
+			s.log.Info("warm window over: stopped disk-only", "sandbox", sb.ID, "over_budget", over)
+		})
+	}
+}
+
+func stoppedAt(sb sandbox.Sandbox) time.Time {
+	if sb.StoppedAt != nil {
+		return *sb.StoppedAt
+	}
+	return sb.UpdatedAt
+}
+
+// RunTimers checks timers every TimerInterval until ctx ends.
+func (s *Service) RunTimers(ctx context.Context) {
+	s.goBackground(func(sctx context.Context) {
+		t := time.NewTicker(s.cfg.TimerInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				s.runTimers(sctx)
+			}
+		}
+	})
 }

@@ -23,6 +23,36 @@ type CreateRequest struct {
 	Name     string
 	Env      map[string]string
 	Metadata map[string]string
+	// Type picks retention defaults (persistent, ephemeral, dev); the
+	// Auto* fields override one timer each (0 disables it).
+	Type            string
+	AutoStopMinutes *int
+	AutoArchiveDays *int
+	AutoDeleteDays  *int
+	// TTL, when positive, deletes the sandbox that long after create.
+	TTL time.Duration
+}
+
+// retention resolves the type's defaults and the overrides.
+func (r *CreateRequest) retention() (sandbox.Retention, error) {
+	ret, ok := sandbox.DefaultRetention(r.Type)
+	if !ok {
+		return ret, &sandbox.FieldError{Field: "type", Reason: "must be persistent, ephemeral or dev"}
+	}
+	for _, o := range []struct {
+		field string
+		v     *int
+		dst   *int
+	}{{"auto_stop_minutes", r.AutoStopMinutes, &ret.AutoStopMinutes}, {"auto_archive_days", r.AutoArchiveDays, &ret.AutoArchiveDays}, {"auto_delete_days", r.AutoDeleteDays, &ret.AutoDeleteDays}} {
+		if o.v == nil {
+			continue
+		}
+		if *o.v < 0 || *o.v > 100000 {
+			return ret, &sandbox.FieldError{Field: o.field, Reason: "must be between 0 (disabled) and 100000"}
+		}
+		*o.dst = *o.v
+	}
+	return ret, nil
 }
 
 var (
@@ -119,6 +149,13 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	ret, err := r.retention()
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if r.TTL < 0 {
+		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "ttl", Reason: "must be positive"}
+	}
 	if !s.tpl.known(r.Template) {
 		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
 	}
@@ -130,6 +167,11 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		Env: nonNil(r.Env), Metadata: nonNil(r.Metadata),
 		HostID: s.host.ID(), AgentToken: randomToken(),
 		CreatedAt: now, UpdatedAt: now,
+		Retention: ret, LastActivityAt: &now,
+	}
+	if r.TTL > 0 {
+		exp := now.Add(r.TTL)
+		sb.ExpiresAt, sb.ExpiryAction = &exp, sandbox.ExpireDelete
 	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
@@ -191,15 +233,25 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 // Delete marks the sandbox deleting and tears it down in the background.
 // Deleting a sandbox that is already being deleted returns it unchanged.
 func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+	if _, err := s.Get(ctx, p, id, false); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return s.deleteWithReason(ctx, id, "user_deleted")
+}
+
+// deleteWithReason moves a live sandbox to deleting (any org) and starts
+// its teardown. reason is user_deleted, auto_deleted, ttl_expired or
+// platform_deleted.
+func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sandbox.Sandbox, error) {
 	for {
-		sb, err := s.Get(ctx, p, id, false)
+		sb, err := s.store.GetSandbox(ctx, "", id)
 		if err != nil {
-			return sandbox.Sandbox{}, err
+			return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, err)
 		}
-		if sb.State == sandbox.StateDeleting {
+		if sb.State == sandbox.StateDeleting || sb.State == sandbox.StateDeleted {
 			return sb, nil
 		}
-		sb.State, sb.Reason = sandbox.StateDeleting, "user_deleted"
+		sb.State, sb.Reason = sandbox.StateDeleting, reason
 		sb, err = s.update(ctx, sb)
 		if errors.Is(err, store.ErrConflict) {
 			continue // someone else moved it; re-read and try again
@@ -207,7 +259,7 @@ func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.S
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox deleting", "sandbox", id)
+		s.log.Info("sandbox deleting", "sandbox", id, "reason", reason)
 		s.goBackground(func(ctx context.Context) { s.teardown(ctx, id) })
 		return sb, nil
 	}
@@ -258,8 +310,20 @@ func unreachable(cur, target sandbox.State) bool {
 	return cur == sandbox.StateFailed || cur == sandbox.StateDeleting || cur == sandbox.StateDeleted
 }
 
-// update writes sb with a version check and wakes its waiters.
+// update writes sb with a version check and wakes its waiters. from is
+// the state sb was read in; the write is refused unless the lifecycle
+// table allows from → sb.State.
 func (s *Service) update(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	cur, err := s.store.GetSandbox(ctx, "", sb.ID)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if cur.Version != sb.Version {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q changed meanwhile: %w", sb.ID, store.ErrConflict)
+	}
+	if !sandbox.CanTransition(cur.State, sb.State) {
+		return sandbox.Sandbox{}, &StateError{State: cur.State, Want: "in a state that can become " + string(sb.State)}
+	}
 	sb.UpdatedAt = time.Now().UTC()
 	out, err := s.store.UpdateSandbox(ctx, sb)
 	if err != nil {
@@ -398,14 +462,34 @@ func (s *Service) Reconcile(ctx context.Context) error {
 }
 
 func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
-	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateCreating, sandbox.StateRunning, sandbox.StateDeleting)
+	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateCreating, sandbox.StateRunning, sandbox.StateDeleting,
+		sandbox.StateStarting, sandbox.StateStopping, sandbox.StateArchiving, sandbox.StateRestoring)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	for _, sb := range sbs {
+		// A transitional state left by a crash (or stuck past its
+		// deadline) is driven again: each step is idempotent.
+		stuck := startup || time.Since(sb.UpdatedAt) > s.cfg.ProvisionTimeout+time.Minute
 		switch sb.State {
+		case sandbox.StateStarting:
+			if stuck {
+				s.goBackground(func(ctx context.Context) { s.doStart(ctx, sb.ID) })
+			}
+		case sandbox.StateStopping:
+			if stuck {
+				s.goBackground(func(ctx context.Context) { s.doStop(ctx, sb.ID) })
+			}
+		case sandbox.StateArchiving:
+			if stuck {
+				s.goBackground(func(ctx context.Context) { s.doArchive(ctx, sb.ID) })
+			}
+		case sandbox.StateRestoring:
+			if stuck {
+				s.goBackground(func(ctx context.Context) { s.doUnarchive(ctx, sb.ID) })
+			}
 		case sandbox.StateCreating:
-			if startup {
+			if stuck {
 				s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
 			}
 		case sandbox.StateDeleting:

@@ -196,11 +196,12 @@ func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlp
 		return controlplane.Instance{}, err
 	}
 	t1 := time.Now()
-	if err := h.ensureContainer(ctx, spec, p, ep); err != nil {
+	thawed, err := h.ensureContainer(ctx, spec, p, ep)
+	if err != nil {
 		return controlplane.Instance{}, err
 	}
 	t2 := time.Now()
-	inst := controlplane.Instance{Address: ep.Addr.String()}
+	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed}
 	rctx, cancel := context.WithTimeout(ctx, h.cfg.AgentReadyTimeout)
 	defer cancel()
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
@@ -282,18 +283,25 @@ func resolvConf() string {
 	return out.String()
 }
 
-func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) error {
+// ensureContainer makes the sandbox's container run and reports whether
+// it thawed a frozen one (memory intact) rather than booting it.
+func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
 	st, err := h.rt.State(ctx, spec.ID)
 	switch {
 	case err == nil && st.Status == runtime.StatusRunning:
-		return nil
+		return false, nil
+	case err == nil && st.Status == runtime.StatusPaused:
+		if err := h.rt.Resume(ctx, spec.ID); err != nil {
+			return false, fmt.Errorf("host: thaw: %w", err)
+		}
+		return true, nil
 	case err == nil:
-		// Created, stopped or paused by a crash: start it again from scratch.
+		// Created or stopped by a crash: start it again from scratch.
 		if err := h.rt.Delete(ctx, spec.ID); err != nil {
-			return fmt.Errorf("host: runtime: %w", err)
+			return false, fmt.Errorf("host: runtime: %w", err)
 		}
 	case !errors.Is(err, runtime.ErrNotFound):
-		return fmt.Errorf("host: runtime: %w", err)
+		return false, fmt.Errorf("host: runtime: %w", err)
 	}
 	rspec := runtime.Spec{
 		ID: spec.ID, BundleDir: p.bundle, RootFS: p.rootfs, Hostname: spec.ID,
@@ -311,9 +319,44 @@ func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec,
 		Mounts: []runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}},
 	}
 	if err := h.rt.Run(ctx, rspec); err != nil {
-		return fmt.Errorf("host: runtime: %w", err)
+		return false, fmt.Errorf("host: runtime: %w", err)
 	}
-	return nil
+	return false, nil
+}
+
+// Stop implements controlplane.Host. Keeping memory freezes the cgroup
+// (the runc class's "stop saves memory": a thaw is milliseconds); a
+// disk-only stop ends the container and unmounts the rootfs and disk, but
+// keeps the disk image and the network endpoint, so the next start gets
+// the same disk and address.
+func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
+	st, err := h.rt.State(ctx, id)
+	if err == nil && keepMemory {
+		switch st.Status {
+		case runtime.StatusPaused:
+			return true, nil
+		case runtime.StatusRunning:
+			if err := h.rt.Pause(ctx, id); err == nil {
+				return true, nil
+			} else {
+				h.log.Warn("freeze failed; stopping disk-only", "sandbox", id, "err", err)
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		return false, fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	p := h.paths(id)
+	if err := errors.Join(h.rt.Delete(ctx, id), disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
+		return false, fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	return false, nil
+}
+
+// Frozen implements controlplane.Host.
+func (h *Host) Frozen(ctx context.Context, id string) bool {
+	st, err := h.rt.State(ctx, id)
+	return err == nil && st.Status == runtime.StatusPaused
 }
 
 func (h *Host) agentClient(addr, token string) *agentclient.Client {

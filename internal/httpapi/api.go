@@ -15,6 +15,7 @@ import (
 
 	"github.com/platinum-dev/platinum/api"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // API serves the REST API.
@@ -36,6 +37,11 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("GET /v1/sandboxes", a.listSandboxes)
 	a.handle("GET /v1/sandboxes/{id}", a.getSandbox)
 	a.handle("DELETE /v1/sandboxes/{id}", a.deleteSandbox)
+	a.handle("POST /v1/sandboxes/{id}/stop", a.lifecycleCall(cp.Stop, sandbox.StateStopped))
+	a.handle("POST /v1/sandboxes/{id}/pause", a.lifecycleCall(cp.Stop, sandbox.StateStopped))
+	a.handle("POST /v1/sandboxes/{id}/start", a.lifecycleCall(cp.Start, sandbox.StateRunning))
+	a.handle("POST /v1/sandboxes/{id}/resume", a.lifecycleCall(cp.Start, sandbox.StateRunning))
+	a.handle("POST /v1/sandboxes/{id}/archive", a.lifecycleCall(cp.Archive, sandbox.StateArchived))
 	a.handle("POST /v1/sandboxes/{id}/exec", a.exec)
 	a.handle("GET /v1/sandboxes/{id}/files", a.download)
 	a.handle("PUT /v1/sandboxes/{id}/files", a.upload)

@@ -59,6 +59,9 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 		body["field"] = fe.Field
 	case errors.As(err, &se):
 		status, code, msg = http.StatusConflict, "sandbox_not_ready", se.Error()
+		if se.Want != "" {
+			code = "conflict"
+		}
 		body["state"] = se.State
 	case errors.Is(err, agentclient.ErrNoSpace):
 		status, code, msg = http.StatusInsufficientStorage, "no_space", "the sandbox's disk is full; free space or grow disk_gb"

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,6 +19,11 @@ type createBody struct {
 	Env      map[string]string `json:"env"`
 	Metadata map[string]string `json:"metadata"`
 	Wait     bool              `json:"wait"`
+
+	Type            string `json:"type"`
+	AutoStopMinutes *int   `json:"auto_stop_minutes"`
+	AutoArchiveDays *int   `json:"auto_archive_days"`
+	AutoDeleteDays  *int   `json:"auto_delete_days"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -67,7 +73,8 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Wait {
 		wait = sandbox.StateRunning
 	}
-	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata}
+	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
+		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays}
 	if b.Name != nil {
 		req.Name = *b.Name
 	}
@@ -208,4 +215,25 @@ func (a *API) createOrg(w http.ResponseWriter, r *http.Request, p controlplane.P
 		"token": tok,
 	})
 	return nil
+}
+
+// lifecycleCall is stop, start or archive: the call, then an optional wait
+// for the state it leads to. Reached → 200; wait ran out → 202 with
+// wait_timed_out and Retry-After; never a 200 before the target state.
+func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Principal, id string) (sandbox.Sandbox, error), target sandbox.State) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+		wait, timeout, err := waitParams(r, target)
+		if err != nil {
+			return err
+		}
+		sb, err := call(r.Context(), p, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		if wait == "" {
+			writeJSON(w, http.StatusOK, viewSandbox(sb))
+			return nil
+		}
+		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
@@ -24,7 +25,17 @@ type sandboxView struct {
 	CreatedAt         string            `json:"created_at"`
 	UpdatedAt         string            `json:"updated_at"`
 	DeletedAt         *string           `json:"deleted_at"`
-	WaitTimedOut      *bool             `json:"wait_timed_out,omitempty"`
+	DeletedReason     string            `json:"deleted_reason,omitempty"`
+	Type              string            `json:"type"`
+	AutoStopMinutes   int               `json:"auto_stop_minutes"`
+	AutoArchiveDays   int               `json:"auto_archive_days"`
+	AutoDeleteDays    int               `json:"auto_delete_days"`
+	ExpiresAt         *string           `json:"expires_at"`
+	// Restore and RAMRestored say what the latest start brought back; they
+	// are present only while running (seed 004, "What a start restored").
+	Restore      *string `json:"restore,omitempty"`
+	RAMRestored  *bool   `json:"ram_restored,omitempty"`
+	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
 }
 
 func viewSandbox(sb sandbox.Sandbox) sandboxView {
@@ -51,6 +62,28 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	if sb.DeletedAt != nil {
 		s := sandbox.FormatTime(*sb.DeletedAt)
 		v.DeletedAt = &s
+	}
+	if sb.State == sandbox.StateDeleted || sb.State == sandbox.StateDeleting {
+		v.DeletedReason = sb.Reason
+	}
+	r := sb.Retention
+	v.Type, v.AutoStopMinutes, v.AutoArchiveDays, v.AutoDeleteDays = r.Type, r.AutoStopMinutes, r.AutoArchiveDays, r.AutoDeleteDays
+	if sb.ExpiresAt != nil {
+		s := sandbox.FormatTime(*sb.ExpiresAt)
+		v.ExpiresAt = &s
+	}
+	if ls := sb.LastStart; ls != nil {
+		// The seed keeps the latest start as metadata.last_start.
+		md := make(map[string]string, len(v.Metadata)+1)
+		for k, val := range v.Metadata {
+			md[k] = val
+		}
+		b, _ := json.Marshal(ls)
+		md["last_start"] = string(b)
+		v.Metadata = md
+		if sb.State == sandbox.StateRunning {
+			v.Restore, v.RAMRestored = &ls.Restore, &ls.RAMRestored
+		}
 	}
 	return v
 }

@@ -164,6 +164,10 @@ type Store interface {
 	// orgs (for the reconciler), oldest first (created_at, then id).
 	SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error)
 
+	// AddEvent appends an event (type typ, data marshalled to JSON) for a
+	// sandbox, e.g. a host event like start_ram_not_restored.
+	AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error
+
 	// Events returns events (of every org) with ID > afterID, oldest first,
 	// at most limit (<= 0: no limit). IDs only grow, so the last ID seen is
 	// a resumable cursor.

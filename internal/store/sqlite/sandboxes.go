@@ -354,3 +354,19 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
 	return nil
 }
+
+// AddEvent appends one event row.
+func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	if data == nil {
+		b = []byte("{}")
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
+		orgID, sandboxID, typ, string(b), sandbox.FormatTime(now())); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func counter(t *testing.T, c *client, id string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(c.mustSh(id, "cat /tmp/count")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestStopStartKeepsProcesses: a warm stop freezes the sandbox; start
+// thaws it and a counter process keeps counting from where it was.
+func TestStopStartKeepsProcesses(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	c.mustSh(id, `(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) </dev/null >/dev/null 2>&1 &`)
+	c.mustSh(id, "echo kept > /root/file")
+	sleep(300)
+
+	r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil)
+	if r.Status != 200 || r.JSON()["state"] != "stopped" {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	// Idempotent; exec refused while stopped, naming the state.
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 || r.JSON()["state"] != "stopped" {
+		t.Errorf("second stop: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "true"}); r.Status != 409 || r.JSON()["state"] != "stopped" {
+		t.Errorf("exec while stopped: %d %s", r.Status, r.Body)
+	}
+	sleep(300)
+	r = c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
+	m := r.JSON()
+	if r.Status != 200 || m["state"] != "running" || m["restore"] != "memory" || m["ram_restored"] != true {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	if md, _ := m["metadata"].(map[string]any); md == nil || !strings.Contains(md["last_start"].(string), `"restore":"memory"`) {
+		t.Errorf("metadata.last_start missing: %s", r.Body)
+	}
+	before := counter(t, c, id)
+	sleep(300)
+	after := counter(t, c, id)
+	if after <= before {
+		t.Errorf("counter stopped counting after a warm start: %d → %d", before, after)
+	}
+	if out := c.mustSh(id, "cat /root/file"); out != "kept\n" {
+		t.Errorf("file after start: %q", out)
+	}
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/resume?wait_for_state=running", nil); r.Status != 200 || r.JSON()["state"] != "running" {
+		t.Errorf("resume on running: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestArchiveRequiresStopped: archive of a running sandbox is 409 with its state.
+func TestArchiveRequiresStopped(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	r := c.do("POST", "/v1/sandboxes/"+id+"/archive", nil)
+	if r.Status != 409 || r.JSON()["state"] != "running" {
+		t.Errorf("archive running: %d %s", r.Status, r.Body)
+	}
+}
