@@ -26,6 +26,7 @@ type Daemon struct {
 	logf                        *os.File
 	exited                      chan struct{}
 	keep                        bool
+	args                        []string
 }
 
 // Options tune the daemon.
@@ -96,36 +97,51 @@ func Start(o Options) (*Daemon, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	d.URL = "http://" + addr
-	args := append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
+	d.args = append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
 		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup}, o.ExtraArgs...)
 	if d.logf, err = os.Create(filepath.Join(bin, "ptd.log")); err != nil {
 		return d, err
 	}
-	d.cmd = exec.Command(filepath.Join(bin, "ptd"), args...)
+	return d, d.launch()
+}
+
+// launch starts the ptd process and waits until it is healthy.
+func (d *Daemon) launch() error {
+	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
 	d.cmd.Env = append(os.Environ(), "PT_TOKEN="+d.Token)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
 	if err := d.cmd.Start(); err != nil {
-		return d, err
+		return err
 	}
 	exited := make(chan struct{})
-	d.exited, d.keep = exited, o.Keep
-	go func() { d.cmd.Wait(); close(exited) }()
+	d.exited = exited
+	cmd := d.cmd
+	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(d.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return d, nil
+				return nil
 			}
 		}
 		select {
 		case <-exited:
-			return d, fmt.Errorf("ptd exited:\n%s", d.Log())
+			return fmt.Errorf("ptd exited:\n%s", d.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return d, fmt.Errorf("ptd did not become healthy:\n%s", d.Log())
+	return fmt.Errorf("ptd did not become healthy:\n%s", d.Log())
 }
+
+// Kill ends ptd with SIGKILL, as a crash would: nothing is cleaned up.
+func (d *Daemon) Kill() {
+	d.cmd.Process.Kill()
+	<-d.exited
+}
+
+// Restart starts ptd again on the same data dir, address and token.
+func (d *Daemon) Restart() error { return d.launch() }
 
 // Log returns what ptd has logged so far.
 func (d *Daemon) Log() string {

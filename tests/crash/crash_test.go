@@ -1,0 +1,141 @@
+// Package crash kills ptd with SIGKILL in the middle of lifecycle
+// operations and checks that, after a restart, every sandbox reaches a
+// stable state and nothing on disk is lost.
+package crash
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
+)
+
+type api struct {
+	t *testing.T
+	d *ptdtest.Daemon
+}
+
+func (a *api) do(method, path string, body any) (int, map[string]any) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.d.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+a.d.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+func (a *api) waitState(id, want string, d time.Duration) map[string]any {
+	a.t.Helper()
+	deadline := time.Now().Add(d)
+	var m map[string]any
+	for time.Now().Before(deadline) {
+		_, m = a.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
+		if m["state"] == want {
+			return m
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Fatalf("sandbox %s: state %v, want %s (reason %v)", id, m["state"], want, m["reason"])
+	return nil
+}
+
+func (a *api) sh(id, script string) string {
+	a.t.Helper()
+	st, m := a.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": script})
+	if st != 200 || m["exit_code"] != 0.0 {
+		a.t.Fatalf("exec %q: %d %v", script, st, m)
+	}
+	return m["stdout"].(string)
+}
+
+func TestKillDuringLifecycleOperations(t *testing.T) {
+	testenv.RequiresRoot(t)
+	root, _ := filepath.Abs("../..")
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != ""})
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &api{t: t, d: d}
+	create := func(wait bool) string {
+		path := "/v1/sandboxes"
+		if wait {
+			path += "?wait_for_state=running"
+		}
+		st, m := a.do("POST", path, map[string]any{"template": "busybox", "disk_gb": 1})
+		if st != 201 {
+			t.Fatalf("create: %d %v", st, m)
+		}
+		return m["id"].(string)
+	}
+
+	for round, delay := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond} {
+		toStop := create(true)
+		a.sh(toStop, "echo precious > /root/data")
+		toStart := create(true)
+		a.sh(toStart, "echo precious > /root/data")
+		a.do("POST", "/v1/sandboxes/"+toStart+"/stop?wait_for_state=stopped", nil)
+		toDelete := create(true)
+
+		// Fire the operations, then crash ptd while they are in flight.
+		fresh := create(false)
+		a.do("POST", "/v1/sandboxes/"+toStop+"/stop", nil)
+		a.do("POST", "/v1/sandboxes/"+toStart+"/start", nil)
+		a.do("DELETE", "/v1/sandboxes/"+toDelete, nil)
+		time.Sleep(delay)
+		d.Kill()
+		if err := d.Restart(); err != nil {
+			t.Fatalf("round %d: restart: %v", round, err)
+		}
+
+		a.waitState(fresh, "running", 60*time.Second)
+		a.waitState(toStop, "stopped", 60*time.Second)
+		a.waitState(toStart, "running", 60*time.Second)
+		a.waitState(toDelete, "deleted", 60*time.Second)
+		if out := a.sh(toStart, "cat /root/data"); out != "precious\n" {
+			t.Errorf("round %d: data after crash during start: %q", round, out)
+		}
+		a.do("POST", "/v1/sandboxes/"+toStop+"/start?wait_for_state=running", nil)
+		a.waitState(toStop, "running", 60*time.Second)
+		if out := a.sh(toStop, "cat /root/data"); out != "precious\n" {
+			t.Errorf("round %d: data after crash during stop: %q", round, out)
+		}
+		a.sh(fresh, "true")
+		if _, err := os.Stat(filepath.Join(d.DataDir, "sandboxes", toDelete)); !os.IsNotExist(err) {
+			t.Errorf("round %d: deleted sandbox's files remain: %v", round, err)
+		}
+		for _, id := range []string{fresh, toStop, toStart} {
+			a.do("DELETE", "/v1/sandboxes/"+id, nil)
+		}
+	}
+	// Nothing is left in a transitional state.
+	_, m := a.do("GET", "/v1/sandboxes?limit=200", nil)
+	for _, r := range m["rows"].([]any) {
+		st := r.(map[string]any)["state"].(string)
+		if strings.HasSuffix(st, "ing") && st != "deleting" {
+			t.Errorf("sandbox left %s", st)
+		}
+	}
+}
