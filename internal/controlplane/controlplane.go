@@ -173,3 +173,7 @@ func (s *Service) goBackground(fn func(ctx context.Context)) {
 		fn(s.ctx)
 	}()
 }
+
+// SkipAgentInit makes the service skip the agent /init call, for tests of
+// transports with a fake host that runs no agent.
+func (s *Service) SkipAgentInit() { s.noAgentInit = true }

@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+// slowHost is a controlplane.Host whose starts and stops block until
+// released, so waits run out.
+type slowHost struct{ release chan struct{} }
+
+func (h *slowHost) ID() string          { return "host_test" }
+func (h *slowHost) Templates() []string { return []string{"busybox"} }
+func (h *slowHost) BuildTemplate(ctx context.Context, slug, v string, _ func(string)) (string, int64, error) {
+	return "/t/" + v, 1, nil
+}
+func (h *slowHost) Start(ctx context.Context, spec controlplane.StartSpec) (controlplane.Instance, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return controlplane.Instance{Address: "127.0.0.1"}, nil
+}
+func (h *slowHost) Running(ctx context.Context, id string) bool { return true }
+func (h *slowHost) Stop(ctx context.Context, id string, keep bool) (bool, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return keep, nil
+}
+func (h *slowHost) Frozen(ctx context.Context, id string) bool   { return false }
+func (h *slowHost) Destroy(ctx context.Context, id string) error { return nil }
+
+func newServer(t *testing.T) (*httptest.Server, *slowHost, string) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &slowHost{release: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
+	cp.SkipAgentInit()
+	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(cp, log))
+	t.Cleanup(func() {
+		srv.Close()
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+		cp.Close()
+		st.Close()
+	})
+	return srv, h, "tok"
+}
+
+func call(t *testing.T, srv *httptest.Server, tok, method, path, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp, m
+}
+
+// TestWaitRunsOutIs202: a wait that runs out is never a 200; it is a 202
+// naming the sandbox, with Retry-After, and the record's current state.
+func TestWaitRunsOutIs202(t *testing.T) {
+	srv, h, tok := newServer(t)
+	resp, m := call(t, srv, tok, "POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=100", `{"template":"busybox"}`)
+	if resp.StatusCode != 202 || m["wait_timed_out"] != true || m["state"] != "creating" || resp.Header.Get("Retry-After") != "5" || m["id"] == nil {
+		t.Fatalf("create wait: %d %v %v", resp.StatusCode, resp.Header, m)
+	}
+	id := m["id"].(string)
+	close(h.release)
+	resp, m = call(t, srv, tok, "POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running&wait_timeout_ms=5000", "")
+	if resp.StatusCode != 200 || m["state"] != "running" || m["wait_timed_out"] != nil {
+		t.Fatalf("start wait: %d %v", resp.StatusCode, m)
+	}
+	// Stops are instant now, so a stop wait reaches its state: 200.
+	resp, m = call(t, srv, tok, "POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", "")
+	if resp.StatusCode != 200 || m["state"] != "stopped" {
+		t.Fatalf("stop wait: %d %v", resp.StatusCode, m)
+	}
+	// Bad wait parameters change nothing.
+	resp, m = call(t, srv, tok, "POST", "/v1/sandboxes/"+id+"/start?wait_for_state=stopped", "")
+	if resp.StatusCode != 400 || m["code"] != "invalid_request" {
+		t.Fatalf("bad wait state: %d %v", resp.StatusCode, m)
+	}
+	_, m = call(t, srv, tok, "GET", "/v1/sandboxes/"+id, "")
+	if m["state"] != "stopped" {
+		t.Errorf("a refused start changed the sandbox: %v", m["state"])
+	}
+}
