@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/e2b"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/httpapi"
@@ -50,7 +51,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: httpapi.New(cp, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: e2b.Mount(httpapi.New(cp, log), cp, log), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "host", h.ID())

@@ -50,5 +50,6 @@ func (s *Service) AgentEndpointByToken(ctx context.Context, id, token string, ch
 	if sb.State != sandbox.StateRunning {
 		return "", &StateError{State: sb.State}
 	}
+	s.Touch(id) // envd traffic is activity, like exec and files on /v1
 	return fmt.Sprintf("%s:%d", sb.Address, AgentPort), nil
 }

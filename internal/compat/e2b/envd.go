@@ -1,0 +1,129 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+
+	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
+	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+type upstreamKey struct{}
+
+// newProxy builds the reverse proxy for envd and port traffic. The
+// upstream (sandbox address:port) is resolved per request and passed in
+// the request's context. FlushInterval -1 flushes every write at once, so
+// Connect server-streams (command output, watch events) reach the SDK as
+// they happen.
+func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			addr, _ := pr.In.Context().Value(upstreamKey{}).(string)
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return // the caller went away; nobody reads an answer
+			}
+			h.log.Warn("e2b envd proxy", "sandbox", r.Header.Get(headerSandboxID), "path", r.URL.Path, "err", err)
+			writeEnvdError(w, r, http.StatusBadGateway, "unavailable",
+				fmt.Sprintf("sandbox %s did not answer: %v", r.Header.Get(headerSandboxID), err))
+		},
+	}
+}
+
+// serveEnvd routes a request carrying E2b-Sandbox-Id to that sandbox:
+// port 49983 (or no port) is pt-agent, which speaks envd's protocol, and
+// any other port is the sandbox's own service on that port. The caller
+// must present the sandbox's access token (X-Access-Token, as the SDK
+// sends on every envd call); pt-agent checks it again. Unknown, paused or
+// dead sandboxes answer 502, as E2B's proxy does (the SDK reads that as
+// "sandbox not running").
+func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(headerSandboxID)
+	port := r.Header.Get(headerSandboxPort)
+	if port == "" {
+		port = EnvdPort
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		writeEnvdError(w, r, http.StatusBadRequest, "invalid_argument", "E2b-Sandbox-Port must be a port number")
+		return
+	}
+	token := r.Header.Get(headerAccessToken)
+	if port != EnvdPort && token == "" {
+		// E2B's header for restricted public traffic.
+		token = r.Header.Get("E2b-Traffic-Access-Token")
+	}
+	check := true
+	if port == EnvdPort {
+		switch {
+		case r.URL.Path == "/init":
+			// Orchestrator-only (it would replace the agent's token):
+			// never reachable from outside, as on E2B.
+			writeEnvdError(w, r, http.StatusNotFound, "not_found", "/init is internal")
+			return
+		case r.Method == http.MethodGet && r.URL.Path == "/health":
+			check = false // needs no credential on envd either
+		case r.URL.Path == "/files" && token == "" && r.URL.Query().Get("signature") != "":
+			check = false // a pre-signed URL: pt-agent verifies the signature
+		}
+	}
+	addr, err := h.cp.AgentEndpointByToken(r.Context(), id, token, check)
+	if err != nil {
+		var se *controlplane.StateError
+		switch {
+		case errors.Is(err, sandbox.ErrUnauthenticated):
+			writeEnvdError(w, r, http.StatusUnauthorized, "unauthenticated", "invalid or missing X-Access-Token for sandbox "+id)
+		case errors.As(err, &se):
+			writeEnvdError(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("sandbox %s is %s, not running; resume it with Sandbox.connect", id, mapState(se.State)))
+		case errors.Is(err, sandbox.ErrNotFound):
+			writeEnvdError(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("sandbox %s not found", id))
+		default:
+			h.log.Error("e2b envd lookup", "sandbox", id, "err", err)
+			writeEnvdError(w, r, http.StatusInternalServerError, "internal", "internal error; retry")
+		}
+		return
+	}
+	if port != EnvdPort {
+		host, _, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(host, port)
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
+}
+
+func mapState(s sandbox.State) string {
+	if st, ok := e2bState(s); ok {
+		return st
+	}
+	return string(s)
+}
+
+func isRPC(path string) bool {
+	return strings.HasPrefix(path, "/"+processconnect.ProcessName+"/") ||
+		strings.HasPrefix(path, "/"+filesystemconnect.FilesystemName+"/")
+}
+
+// writeEnvdError answers in the shape the caller's client parses: Connect
+// RPCs get a Connect error (string code: connect-es prefers it over the
+// HTTP status, which for 404 would otherwise read as "unimplemented"),
+// envd's plain endpoints get envd's {code:<int>, message}.
+func writeEnvdError(w http.ResponseWriter, r *http.Request, status int, connectCode, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var body any = errorBody{Code: status, Message: msg}
+	if isRPC(r.URL.Path) {
+		body = map[string]string{"code": connectCode, "message": msg}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
