@@ -95,6 +95,30 @@ func run() error {
 		execs = append(execs, time.Since(t0))
 	}
 	report("API exec round trip of true", execs, base.exec)
+
+	// stop → start: warm (frozen in RAM, processes intact) and disk-only
+	// (cold boot from the same disk), each timed from the start call to
+	// the first exec answering.
+	for _, mode := range []struct{ name, query, restore string }{
+		{"warm", "", "memory"}, {"disk_only", "&memory=false", "disk_only"},
+	} {
+		var starts []time.Duration
+		for i := 0; i < *n; i++ {
+			if st, b, err := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped"+mode.query, nil); err != nil || st != 200 {
+				return fmt.Errorf("stop: %d %s %v", st, b, err)
+			}
+			t0 := time.Now()
+			st, b, err := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
+			if err != nil || st != 200 || !bytes.Contains(b, []byte(`"restore":"`+mode.restore+`"`)) {
+				return fmt.Errorf("start: %d %s %v", st, b, err)
+			}
+			if _, err := c.exec(id, []string{"true"}); err != nil {
+				return err
+			}
+			starts = append(starts, time.Since(t0))
+		}
+		report("stop → start → first exec ("+mode.name+")", starts, base.run)
+	}
 	return c.delete(id)
 }
 

@@ -16,10 +16,16 @@ import (
 // stopping) sandbox returns it unchanged. The work happens in the
 // background; wait with WaitFor(…, StateStopped, …).
 func (s *Service) Stop(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
-	return s.stop(ctx, p, id, "")
+	return s.stop(ctx, p, id, "", true)
 }
 
-func (s *Service) stop(ctx context.Context, p Principal, id, reason string) (sandbox.Sandbox, error) {
+// StopDiskOnly stops the sandbox without keeping its memory (E2B's pause
+// with memory: false): the next start is a cold boot from disk.
+func (s *Service) StopDiskOnly(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+	return s.stop(ctx, p, id, "", false)
+}
+
+func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keepMemory bool) (sandbox.Sandbox, error) {
 	for {
 		sb, err := s.Get(ctx, p, id, false)
 		if err != nil {
@@ -41,14 +47,14 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string) (san
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox stopping", "sandbox", id, "from", from, "reason", reason)
-		s.goBackground(func(ctx context.Context) { s.doStop(ctx, id) })
+		s.log.Info("sandbox stopping", "sandbox", id, "from", from, "reason", reason, "keep_memory", keepMemory)
+		s.goBackground(func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
 		return sb, nil
 	}
 }
 
 // doStop freezes (or stops) the sandbox on its host and records stopped.
-func (s *Service) doStop(ctx context.Context, id string) {
+func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 	unlock := s.locks.lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
@@ -56,7 +62,7 @@ func (s *Service) doStop(ctx context.Context, id string) {
 		return
 	}
 	// Ephemeral sandboxes are deleted when they stop: no point keeping RAM.
-	keep := sb.Retention.Type != sandbox.TypeEphemeral
+	keep := keepMemory && sb.Retention.Type != sandbox.TypeEphemeral
 	kept, err := s.host.Stop(ctx, id, keep)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -265,7 +271,7 @@ func (s *Service) runTimers(ctx context.Context) {
 		case sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt):
 			if sb.ExpiryAction == sandbox.ExpireStop && sb.State == sandbox.StateRunning {
 				s.log.Info("ttl expired: stopping", "sandbox", sb.ID)
-				if _, err := s.stop(ctx, p, sb.ID, "ttl_expired"); err == nil {
+				if _, err := s.stop(ctx, p, sb.ID, "ttl_expired", true); err == nil {
 					s.SetExpiry(ctx, p, sb.ID, time.Time{}, sandbox.ExpireStop)
 				}
 			} else if sb.ExpiryAction != sandbox.ExpireStop {
@@ -275,7 +281,7 @@ func (s *Service) runTimers(ctx context.Context) {
 		case sb.State == sandbox.StateRunning && r.AutoStopMinutes > 0 &&
 			now.Sub(s.lastActivity(sb)) >= time.Duration(r.AutoStopMinutes)*s.cfg.Minute:
 			s.log.Info("auto-stop after inactivity", "sandbox", sb.ID)
-			s.stop(ctx, p, sb.ID, "auto_stopped")
+			s.stop(ctx, p, sb.ID, "auto_stopped", true)
 		case sb.State == sandbox.StateStopped && r.AutoDeleteDays > 0 && sb.StoppedAt != nil &&
 			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoDeleteDays)*s.cfg.Day:
 			s.log.Info("auto-delete", "sandbox", sb.ID)

@@ -478,7 +478,7 @@ func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
 			}
 		case sandbox.StateStopping:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.doStop(ctx, sb.ID) })
+				s.goBackground(func(ctx context.Context) { s.doStop(ctx, sb.ID, true) })
 			}
 		case sandbox.StateArchiving:
 			if stuck {

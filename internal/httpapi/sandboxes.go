@@ -237,3 +237,19 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
 	}
 }
+
+// stop is POST /stop and /pause: ?memory=false (or E2B-style) stops
+// disk-only; the default keeps memory where the host can.
+func (a *API) stop(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	call := a.cp.Stop
+	if v := r.URL.Query().Get("memory"); v != "" {
+		keep, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest("memory must be true or false", "memory")
+		}
+		if !keep {
+			call = a.cp.StopDiskOnly
+		}
+	}
+	return a.lifecycleCall(call, sandbox.StateStopped)(w, r, p)
+}
