@@ -1,0 +1,111 @@
+package fs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/objstore"
+	"github.com/platinum-dev/platinum/internal/objstore/fs"
+	"github.com/platinum-dev/platinum/internal/objstore/objstoretest"
+)
+
+func TestConformance(t *testing.T) {
+	objstoretest.Run(t, func(t *testing.T) objstore.Store {
+		s, err := fs.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestLayout(t *testing.T) {
+	dir := t.TempDir()
+	s, err := fs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.EnsureBucket(ctx, "archives"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "archives", "chunks/abc", bytes.NewReader([]byte("data")), 4); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "archives", "chunks", "abc"))
+	if err != nil || string(got) != "data" {
+		t.Fatalf("object file = %q, %v; want \"data\" at <dir>/<bucket>/<key>", got, err)
+	}
+	tmps, _ := os.ReadDir(filepath.Join(dir, ".tmp"))
+	if len(tmps) != 0 {
+		t.Fatalf("temporary files left after Put: %v", tmps)
+	}
+	// Deleting the last object of a directory prunes it.
+	if err := s.Delete(ctx, "archives", "chunks/abc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "archives", "chunks")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("empty key directory not pruned: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "archives")); err != nil {
+		t.Fatalf("bucket directory pruned: %v", err)
+	}
+}
+
+func TestKeyDirectoryConflict(t *testing.T) {
+	s, err := fs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.EnsureBucket(ctx, "bkt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "bkt", "a/b", bytes.NewReader(nil), 0); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, key string }{
+		{"key is another key's directory", "a"},
+		{"key below another key", "a/b/c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.Put(ctx, "bkt", tc.key, bytes.NewReader([]byte("x")), 1)
+			if !errors.Is(err, objstore.ErrConflict) {
+				t.Fatalf("Put(%s) = %v, want ErrConflict", tc.key, err)
+			}
+		})
+	}
+}
+
+func TestOpenSweepsStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := fs.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, ".tmp", "stale")
+	fresh := filepath.Join(dir, ".tmp", "fresh")
+	for _, p := range []string{stale, fresh} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale temporary file kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary file (a Put in flight) removed: %v", err)
+	}
+}
