@@ -22,6 +22,11 @@ var restContract = []struct {
 	{"get", "/v1/sandboxes", []string{"200", "400", "401"}},
 	{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},
 	{"delete", "/v1/sandboxes/{id}", []string{"202", "401", "404"}},
+	{"post", "/v1/sandboxes/{id}/stop", lifecycleStatuses},
+	{"post", "/v1/sandboxes/{id}/pause", lifecycleStatuses},
+	{"post", "/v1/sandboxes/{id}/start", lifecycleStatuses},
+	{"post", "/v1/sandboxes/{id}/resume", lifecycleStatuses},
+	{"post", "/v1/sandboxes/{id}/archive", lifecycleStatuses},
 	{"post", "/v1/sandboxes/{id}/exec", []string{"200", "400", "401", "404", "409"}},
 	{"get", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409"}},
 	{"put", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409", "507"}},
@@ -32,6 +37,10 @@ var restContract = []struct {
 	{"post", "/v1/templates/{slug}/build", []string{"202", "401", "404"}},
 	{"post", "/v1/orgs", []string{"201", "400", "401", "403"}},
 }
+
+// lifecycleStatuses are what stop, start, archive and their aliases answer:
+// 200 done (or no-op), 202 wait ran out, 409 wrong state (seed 004).
+var lifecycleStatuses = []string{"200", "202", "400", "401", "404", "409"}
 
 type document struct {
 	OpenAPI    string                                `json:"openapi"`
@@ -202,6 +211,132 @@ func TestYAMLToJSON(t *testing.T) {
 		got, err := yamlToJSON([]byte(tt.in))
 		if (err != nil) != tt.wantErr || string(got) != tt.want {
 			t.Errorf("yamlToJSON(%q) = %s, %v; want %s (error %v)", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// resolve follows v's $ref (if any) within root.
+func resolve(t *testing.T, root map[string]any, v any) map[string]any {
+	t.Helper()
+	m, _ := v.(map[string]any)
+	for range 8 {
+		ref, ok := m["$ref"].(string)
+		if !ok {
+			return m
+		}
+		var cur any = root
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			c, _ := cur.(map[string]any)
+			cur = c[part]
+		}
+		m, _ = cur.(map[string]any)
+	}
+	t.Fatalf("$ref chain too long at %v", v)
+	return nil
+}
+
+// TestOpenAPILifecycle checks the stop/start/archive contract of seed 004:
+// each call's wait_for_state names the state it leads to, a wait that runs
+// out is a 202 with Retry-After and wait_timed_out, and a wrong state is a
+// 409 conflict carrying the state.
+func TestOpenAPILifecycle(t *testing.T) {
+	_, js := load(t)
+	var root map[string]any
+	if err := json.Unmarshal(js, &root); err != nil {
+		t.Fatal(err)
+	}
+	paths := root["paths"].(map[string]any)
+	tests := []struct {
+		verb string
+		wait string
+	}{
+		{"stop", "stopped"}, {"pause", "stopped"},
+		{"start", "running"}, {"resume", "running"},
+		{"archive", "archived"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.verb, func(t *testing.T) {
+			op := resolve(t, root, resolve(t, root, paths["/v1/sandboxes/{id}/"+tt.verb])["post"])
+			params := map[string]map[string]any{}
+			for _, p := range op["parameters"].([]any) {
+				p := resolve(t, root, p)
+				params[p["name"].(string)] = p
+			}
+			wait := params["wait_for_state"]
+			if wait == nil || wait["in"] != "query" {
+				t.Fatalf("wait_for_state query parameter missing: %v", params)
+			}
+			if got := resolve(t, root, wait["schema"])["enum"]; !cmp.Equal(got, []any{tt.wait}) {
+				t.Errorf("wait_for_state enum = %v, want [%s]", got, tt.wait)
+			}
+			if params["wait_timeout_ms"] == nil {
+				t.Error("wait_timeout_ms parameter missing")
+			}
+			resp := op["responses"].(map[string]any)
+			ok := resolve(t, root, resp["200"])
+			if s := resolve(t, root, ok["content"].(map[string]any)["application/json"].(map[string]any)["schema"]); s["properties"].(map[string]any)["restore"] == nil {
+				t.Errorf("200 is not a Sandbox: %v", s)
+			}
+			acc := resolve(t, root, resp["202"])
+			if h, _ := acc["headers"].(map[string]any); h["Retry-After"] == nil {
+				t.Error("202 lacks Retry-After")
+			}
+			s := resolve(t, root, acc["content"].(map[string]any)["application/json"].(map[string]any)["schema"])
+			if b, _ := json.Marshal(s); !strings.Contains(string(b), "wait_timed_out") {
+				t.Errorf("202 schema lacks wait_timed_out: %s", b)
+			}
+			conflict := resolve(t, root, resp["409"])
+			if d, _ := conflict["description"].(string); !strings.Contains(d, "`conflict`") || !strings.Contains(d, "`state`") {
+				t.Errorf("409 description = %q, want the conflict code and state", d)
+			}
+		})
+	}
+}
+
+// TestOpenAPISandboxRetention checks the record and create body carry the
+// lifecycle fields, and the documented retention defaults match seed 004.
+func TestOpenAPISandboxRetention(t *testing.T) {
+	doc, js := load(t)
+	var root map[string]any
+	if err := json.Unmarshal(js, &root); err != nil {
+		t.Fatal(err)
+	}
+	props := func(schema string) map[string]any {
+		s := resolve(t, root, doc.Components.Schemas[schema])
+		p, _ := s["properties"].(map[string]any)
+		return p
+	}
+	sb := props("Sandbox")
+	for _, f := range []string{"type", "auto_stop_minutes", "auto_archive_days", "auto_delete_days", "expires_at", "deleted_reason", "restore", "ram_restored"} {
+		if sb[f] == nil {
+			t.Errorf("Sandbox lacks %s", f)
+		}
+	}
+	if got := resolve(t, root, sb["deleted_reason"])["enum"]; !cmp.Equal(got, []any{"user_deleted", "auto_deleted", "ttl_expired", "platform_deleted"}) {
+		t.Errorf("deleted_reason enum = %v", got)
+	}
+	if got := resolve(t, root, sb["restore"])["enum"]; !cmp.Equal(got, []any{"memory", "disk_only"}) {
+		t.Errorf("restore enum = %v", got)
+	}
+	create := props("CreateSandbox")
+	for _, f := range []string{"type", "auto_stop_minutes", "auto_archive_days", "auto_delete_days"} {
+		if create[f] == nil {
+			t.Errorf("CreateSandbox lacks %s", f)
+		}
+	}
+	typ := resolve(t, root, doc.Components.Schemas["SandboxType"])
+	if got := typ["enum"]; !cmp.Equal(got, []any{"persistent", "ephemeral", "dev"}) {
+		t.Errorf("SandboxType enum = %v", got)
+	}
+	desc, _ := typ["description"].(string)
+	for _, row := range []string{
+		"| `persistent` | 60 min | 7 days | never |",
+		"| `ephemeral` | 15 min | — | when it stops |",
+		"| `dev` | 120 min | 30 days | never |",
+		"0 disables",
+	} {
+		if !strings.Contains(desc, row) {
+			t.Errorf("SandboxType description lacks %q", row)
 		}
 	}
 }
