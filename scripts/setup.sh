@@ -75,3 +75,13 @@ fi
 
 # Loop devices are created on demand; make sure the control device exists.
 [ -e /dev/loop-control ] || modprobe loop 2>/dev/null || true
+
+# versitygw: the S3-compatible server the object store tests start on
+# loopback (internal/objstore/s3/s3test). Built from the Go module proxy,
+# no downloaded binaries; takes about a minute the first time.
+VERSITYGW_VERSION=v1.8.0
+if [ "${PT_SETUP_TESTS:-0}" = 1 ] && ! have versitygw; then
+  echo "setup: building versitygw $VERSITYGW_VERSION" >&2
+  (cd / && GOBIN=/usr/local/bin GOTOOLCHAIN=${GOTOOLCHAIN:-auto} \
+    go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
+fi
