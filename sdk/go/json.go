@@ -23,16 +23,20 @@ func apiTime(t time.Time) *string {
 // MarshalJSON encodes the sandbox in the API's shape and time format.
 func (s Sandbox) MarshalJSON() ([]byte, error) {
 	type plain Sandbox
-	var deleted *string
+	var deleted, expires *string
 	if s.DeletedAt != nil {
 		deleted = apiTime(*s.DeletedAt)
+	}
+	if s.ExpiresAt != nil {
+		expires = apiTime(*s.ExpiresAt)
 	}
 	return json.Marshal(struct {
 		plain
 		CreatedAt *string `json:"created_at"`
 		UpdatedAt *string `json:"updated_at"`
 		DeletedAt *string `json:"deleted_at,omitempty"`
-	}{plain(s), apiTime(s.CreatedAt), apiTime(s.UpdatedAt), deleted})
+		ExpiresAt *string `json:"expires_at,omitempty"`
+	}{plain(s), apiTime(s.CreatedAt), apiTime(s.UpdatedAt), deleted, expires})
 }
 
 // MarshalJSON encodes the template in the API's shape and time format.

@@ -16,9 +16,11 @@ func TestMarshalKeepsAPIShape(t *testing.T) {
 		wire string
 		into func() any
 	}{
-		{"sandbox", `{"id":"sbx_1","name":"n","state":"running","template":"busybox","template_version_id":"tplv_1","cpu":0.5,"ram_mb":512,"disk_gb":2,"env_keys":["A"],"metadata":{"k":"v"},"host_id":"host_1","created_at":"2026-11-29T15:04:05.120000Z","updated_at":"2026-11-29T15:04:06.000001Z"}`,
+		{"sandbox", `{"id":"sbx_1","name":"n","state":"running","template":"busybox","template_version_id":"tplv_1","cpu":0.5,"ram_mb":512,"disk_gb":2,"env_keys":["A"],"metadata":{"k":"v"},"host_id":"host_1","created_at":"2026-11-29T15:04:05.120000Z","updated_at":"2026-11-29T15:04:06.000001Z","type":"persistent","auto_stop_minutes":60,"auto_archive_days":7,"auto_delete_days":0}`,
 			func() any { return new(platinum.Sandbox) }},
-		{"deleted sandbox", `{"id":"sbx_1","state":"deleted","template":"busybox","cpu":1,"ram_mb":512,"disk_gb":2,"env_keys":[],"metadata":{},"reason":"user","created_at":"2026-11-29T15:04:05.000000Z","updated_at":"2026-11-29T15:04:05.000000Z","deleted_at":"2026-11-29T15:04:07.100000Z"}`,
+		{"started sandbox", `{"id":"sbx_1","state":"running","template":"busybox","cpu":1,"ram_mb":512,"disk_gb":2,"env_keys":[],"metadata":{"last_start":"{\"restore\":\"disk_only\",\"ram_restored\":false,\"at\":\"2026-11-29T15:04:06.5Z\"}"},"created_at":"2026-11-29T15:04:05.000000Z","updated_at":"2026-11-29T15:04:06.000000Z","type":"dev","auto_stop_minutes":120,"auto_archive_days":30,"auto_delete_days":0,"expires_at":"2026-12-01T00:00:00.000000Z","restore":"disk_only","ram_restored":false}`,
+			func() any { return new(platinum.Sandbox) }},
+		{"deleted sandbox", `{"id":"sbx_1","state":"deleted","template":"busybox","cpu":1,"ram_mb":512,"disk_gb":2,"env_keys":[],"metadata":{},"reason":"user_deleted","created_at":"2026-11-29T15:04:05.000000Z","updated_at":"2026-11-29T15:04:05.000000Z","deleted_at":"2026-11-29T15:04:07.100000Z","deleted_reason":"user_deleted","type":"ephemeral","auto_stop_minutes":15,"auto_archive_days":0,"auto_delete_days":0}`,
 			func() any { return new(platinum.Sandbox) }},
 		{"template", `{"slug":"busybox","version_id":"tplv_1","status":"ready","size_bytes":5,"created_at":"2026-11-29T15:04:05.100000Z"}`,
 			func() any { return new(platinum.Template) }},

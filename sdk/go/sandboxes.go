@@ -43,11 +43,34 @@ type Sandbox struct {
 	EnvKeys           []string          `json:"env_keys"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
-	// Reason explains a failed or deleted state; empty otherwise.
+	// Reason explains a failed or deleted state, or an interrupted archive
+	// or restore; empty otherwise.
 	Reason    string     `json:"reason,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// DeletedReason says why a deleting or deleted sandbox is gone (one of
+	// the Deleted* constants); empty on live sandboxes.
+	DeletedReason string `json:"deleted_reason,omitempty"`
+
+	// Type picks the retention defaults below; see SandboxType.
+	Type SandboxType `json:"type,omitempty"`
+	// AutoStopMinutes stops the sandbox after this many idle minutes.
+	// AutoArchiveDays archives it, and AutoDeleteDays deletes it, that many
+	// days after it stopped. Zero disables a timer.
+	AutoStopMinutes int `json:"auto_stop_minutes"`
+	AutoArchiveDays int `json:"auto_archive_days"`
+	AutoDeleteDays  int `json:"auto_delete_days"`
+	// ExpiresAt is when the sandbox expires; nil when it does not.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// Restore and RAMRestored say what the latest start brought back. They
+	// are set only while the sandbox is running after a start (nil before
+	// it runs, and on hosts that do not report them yet). RAMRestored false
+	// means a cold boot: restart whatever the sandbox should be running.
+	// LastStart keeps the same facts while the sandbox is stopped.
+	Restore     *RestoreKind `json:"restore,omitempty"`
+	RAMRestored *bool        `json:"ram_restored,omitempty"`
 }
 
 // CreateSandboxRequest is the body of a create. Only Template is required;
@@ -61,28 +84,63 @@ type CreateSandboxRequest struct {
 	Name     string            `json:"name,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Type picks the retention defaults; empty means TypePersistent.
+	Type SandboxType `json:"type,omitempty"`
+	// AutoStopMinutes, AutoArchiveDays and AutoDeleteDays override one of
+	// the type's timers: nil keeps the default, new(0) disables the timer.
+	AutoStopMinutes *int `json:"auto_stop_minutes,omitempty"`
+	AutoArchiveDays *int `json:"auto_archive_days,omitempty"`
+	AutoDeleteDays  *int `json:"auto_delete_days,omitempty"`
 }
 
-// CreateOption changes how Create behaves.
-type CreateOption func(*createOptions)
+// CreateOption changes how Create behaves. WaitForRunning is one.
+type CreateOption interface {
+	applyCreate(*waitOptions)
+}
 
-type createOptions struct {
-	wait    bool
+// waitOptions is a requested wait: the state (empty: no wait) and the
+// server-side timeout (zero: the server's default).
+type waitOptions struct {
+	state   State
 	timeout time.Duration
 }
+
+// WaitOption makes a call return only once the sandbox reaches a state:
+// running for Create and Start (WaitForRunning), stopped for Stop
+// (WaitForStopped), archived for Archive (WaitForArchived). Passing a wait
+// for a state the call does not lead to is an error. It is both a
+// CreateOption and a LifecycleOption.
+type WaitOption struct {
+	w waitOptions
+}
+
+func (o WaitOption) applyCreate(w *waitOptions) { *w = o.w }
 
 // maxServerWait is the longest wait_timeout_ms ptd accepts.
 const maxServerWait = 600 * time.Second
 
-// WaitForRunning makes Create return only once the sandbox is running. The
-// server waits up to timeout (0 means its default of 60s; at most 10
-// minutes); if that runs out, Create keeps polling the sandbox it made until
-// it is running or failed or ctx is done. It never creates a second sandbox.
-func WaitForRunning(timeout time.Duration) CreateOption {
-	return func(o *createOptions) {
-		o.wait = true
-		o.timeout = timeout
+// WaitForRunning makes Create (or Start, Resume) return only once the
+// sandbox is running. The server waits up to timeout (0 means its default
+// of 60s; at most 10 minutes); if that runs out (a 202), the call keeps
+// polling the sandbox until it is running or can no longer get there, or
+// ctx is done. Create never creates a second sandbox.
+func WaitForRunning(timeout time.Duration) WaitOption {
+	return WaitOption{waitOptions{state: StateRunning, timeout: timeout}}
+}
+
+// waitQuery is the wait_for_state and wait_timeout_ms query of a wait.
+func waitQuery(w waitOptions) url.Values {
+	q := url.Values{}
+	if w.state == "" {
+		return q
 	}
+	q.Set("wait_for_state", string(w.state))
+	if w.timeout > 0 {
+		t := min(w.timeout, maxServerWait)
+		ms := max(int64((t+time.Millisecond-1)/time.Millisecond), 1)
+		q.Set("wait_timeout_ms", strconv.FormatInt(ms, 10))
+	}
+	return q
 }
 
 // SandboxesService groups the sandbox calls. Get it from Client.Sandboxes.
@@ -90,9 +148,9 @@ type SandboxesService struct {
 	c *Client
 }
 
-// createResponse is a create answer: the sandbox, plus wait_timed_out on a
-// 202.
-type createResponse struct {
+// waitResponse is an answer to a call that may wait (create, stop, start,
+// archive): the sandbox, plus wait_timed_out on a 202.
+type waitResponse struct {
 	Sandbox
 	WaitTimedOut bool `json:"wait_timed_out"`
 }
@@ -104,25 +162,19 @@ type createResponse struct {
 // seen together with ctx's error, so the caller can keep polling or delete
 // it. Unknown templates give an APIError with code not_found.
 func (s *SandboxesService) Create(ctx context.Context, req CreateSandboxRequest, opts ...CreateOption) (*Sandbox, error) {
-	var o createOptions
+	var o waitOptions
 	for _, opt := range opts {
-		opt(&o)
+		opt.applyCreate(&o)
 	}
-	q := url.Values{}
-	if o.wait {
-		q.Set("wait_for_state", string(StateRunning))
-		if o.timeout > 0 {
-			t := min(o.timeout, maxServerWait)
-			ms := max(int64((t+time.Millisecond-1)/time.Millisecond), 1)
-			q.Set("wait_timeout_ms", strconv.FormatInt(ms, 10))
-		}
+	if o.state != "" && o.state != StateRunning {
+		return nil, fmt.Errorf("create sandbox: a create can wait for %s only, not %s", StateRunning, o.state)
 	}
-	var out createResponse
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes", q, req, &out); err != nil {
+	var out waitResponse
+	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes", waitQuery(o), req, &out); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	sb := &out.Sandbox
-	if !o.wait || sb.State == StateRunning {
+	if o.state == "" || sb.State == StateRunning {
 		return sb, nil
 	}
 	// The server's wait ran out (202 wait_timed_out) or it answered before
@@ -249,23 +301,51 @@ func (s *SandboxesService) WaitForState(ctx context.Context, id string, want Sta
 }
 
 func (s *SandboxesService) waitForState(ctx context.Context, id string, want State, last *Sandbox) (*Sandbox, error) {
+	g := goal{
+		want:           want,
+		reached:        func(sb *Sandbox) bool { return sb.State == want },
+		hopeless:       func(sb *Sandbox) bool { return hopeless(sb.State, want) },
+		includeDeleted: want == StateDeleted,
+	}
+	return s.waitUntil(ctx, id, g, last, nil)
+}
+
+// goal says when a wait is over.
+type goal struct {
+	want State
+	// reached reports whether sb counts as being in want.
+	reached func(sb *Sandbox) bool
+	// hopeless reports whether sb can no longer reach want.
+	hopeless func(sb *Sandbox) bool
+	// includeDeleted makes the polls see deleted sandboxes.
+	includeDeleted bool
+}
+
+// waitUntil polls the sandbox until g is reached (returning it) or
+// hopeless (returning it and a *StateError), or ctx ends (returning it as
+// last seen and ctx's error). It reads at once, then every poll interval.
+// seen, if not nil, is called with every record read.
+func (s *SandboxesService) waitUntil(ctx context.Context, id string, g goal, last *Sandbox, seen func(*Sandbox)) (*Sandbox, error) {
 	for {
-		sb, err := s.get(ctx, id, want == StateDeleted)
+		sb, err := s.get(ctx, id, g.includeDeleted)
 		if err != nil {
 			if ctx.Err() != nil {
-				return last, fmt.Errorf("wait for sandbox %s to be %s: %w", id, want, ctx.Err())
+				return last, fmt.Errorf("wait for sandbox %s to be %s: %w", id, g.want, ctx.Err())
 			}
-			return last, fmt.Errorf("wait for %s: %w", want, err)
+			return last, fmt.Errorf("wait for %s: %w", g.want, err)
 		}
 		last = sb
-		if sb.State == want {
+		if seen != nil {
+			seen(sb)
+		}
+		if g.reached(sb) {
 			return sb, nil
 		}
-		if hopeless(sb.State, want) {
-			return sb, &StateError{ID: id, Want: want, Got: sb.State, Reason: sb.Reason}
+		if g.hopeless(sb) {
+			return sb, &StateError{ID: id, Want: g.want, Got: sb.State, Reason: sb.Reason}
 		}
 		if err := sleep(ctx, s.c.pollInterval); err != nil {
-			return last, fmt.Errorf("wait for sandbox %s to be %s (still %s): %w", id, want, last.State, err)
+			return last, fmt.Errorf("wait for sandbox %s to be %s (still %s): %w", id, g.want, last.State, err)
 		}
 	}
 }

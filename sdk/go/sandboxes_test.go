@@ -324,6 +324,7 @@ func TestListAndIterate(t *testing.T) {
 func TestErrors(t *testing.T) {
 	srv, c := newFake(t)
 	stopped := srv.AddSandbox(platinumtest.Sandbox{State: "stopped"})
+	running := srv.AddSandbox(platinumtest.Sandbox{State: "running"})
 	bad := platinum.New(srv.URL, "wrong")
 	admin := platinum.New(srv.URL, platinumtest.AdminToken)
 	tests := []struct {
@@ -346,6 +347,10 @@ func TestErrors(t *testing.T) {
 			_, err := c.Sandboxes.Exec(ctx, stopped, platinum.ExecRequest{Cmd: []string{"true"}})
 			return err
 		}, 409, platinum.CodeSandboxNotReady, platinum.StateStopped, "not running"},
+		{"conflict carries state", func(ctx context.Context) error {
+			_, err := c.Sandboxes.Archive(ctx, running)
+			return err
+		}, 409, platinum.CodeConflict, platinum.StateRunning, "this needs it stopped"},
 		{"forbidden", func(ctx context.Context) error {
 			_, _, err := c.Orgs.Create(ctx, "acme")
 			return err

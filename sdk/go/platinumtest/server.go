@@ -60,11 +60,23 @@ type Sandbox struct {
 	CreatedAt         Time              `json:"created_at"`
 	UpdatedAt         Time              `json:"updated_at"`
 	DeletedAt         *Time             `json:"deleted_at"`
+	DeletedReason     string            `json:"deleted_reason,omitempty"`
+	Type              string            `json:"type"`
+	AutoStopMinutes   int               `json:"auto_stop_minutes"`
+	AutoArchiveDays   int               `json:"auto_archive_days"`
+	AutoDeleteDays    int               `json:"auto_delete_days"`
+	ExpiresAt         *Time             `json:"expires_at"`
+	// Restore and RAMRestored are set while running after a start.
+	Restore     *string `json:"restore,omitempty"`
+	RAMRestored *bool   `json:"ram_restored,omitempty"`
 
 	// Env holds the values, which the API never shows.
 	Env map[string]string `json:"-"`
-	// pollsLeft counts GETs until a creating sandbox may become running.
+	// pollsLeft counts GETs until a creating (or stopping, starting,
+	// archiving, restoring) sandbox may move on.
 	pollsLeft int
+	// from is the state a lifecycle transition started in.
+	from string
 }
 
 // Template is the fake's record of a template, in wire form.
@@ -142,6 +154,22 @@ type Server struct {
 	// see every line), and is ready after the last. Sandboxes of a building
 	// template stay creating until it is ready.
 	BuildSteps []string
+	// LifecyclePolls is how many GETs a sandbox stays stopping, starting,
+	// archiving or restoring for. With 0 a stop, start or archive that asks
+	// to wait answers 200 in the target state; otherwise it answers 202
+	// wait_timed_out and the client has to poll.
+	LifecyclePolls int
+	// StartRestore is what a start of a stopped sandbox brings back:
+	// "memory" (when empty) or "disk_only". A start of an archived sandbox
+	// always reports "disk_only".
+	StartRestore string
+	// LifecycleFailReason, when set, makes stops, starts and archives end
+	// failed with this reason.
+	LifecycleFailReason string
+	// InterruptReason, when set, makes stops, starts and archives end back
+	// in the state they started from, with this reason, the way ptd reports
+	// an interrupted archive ("stopped") or restore ("archived").
+	InterruptReason string
 	// Exec decides what a command does; nil uses a tiny interpreter (echo,
 	// cat, printenv, pwd, true, false, sh -c "exit N").
 	Exec func(ExecCall) ExecOutcome
@@ -235,6 +263,10 @@ func (s *Server) AddSandbox(sb Sandbox) string {
 	}
 	if sb.Metadata == nil {
 		sb.Metadata = map[string]string{}
+	}
+	if sb.Type == "" {
+		r, _ := retention("")
+		sb.Type, sb.AutoStopMinutes, sb.AutoArchiveDays, sb.AutoDeleteDays = r.typ, r.stop, r.archive, r.del
 	}
 	s.sandboxes[sb.ID] = &sb
 	s.files[sb.ID] = map[string]*fileNode{"/": {dir: true, modTime: sb.CreatedAt.Time}}
@@ -354,6 +386,11 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes", auth(false, s.listSandboxes))
 	mux.HandleFunc("GET /v1/sandboxes/{id}", auth(false, s.getSandbox))
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", auth(false, s.deleteSandbox))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/stop", auth(false, s.lifecycle("stop")))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", auth(false, s.lifecycle("stop")))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/start", auth(false, s.lifecycle("start")))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", auth(false, s.lifecycle("start")))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/archive", auth(false, s.lifecycle("archive")))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", auth(false, s.exec))
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", auth(false, s.getFile))
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", auth(false, s.putFileHandler))
@@ -399,6 +436,11 @@ type createBody struct {
 	Env      map[string]string `json:"env"`
 	Metadata map[string]string `json:"metadata"`
 	Wait     *bool             `json:"wait"`
+
+	Type            string `json:"type"`
+	AutoStopMinutes *int   `json:"auto_stop_minutes"`
+	AutoArchiveDays *int   `json:"auto_archive_days"`
+	AutoDeleteDays  *int   `json:"auto_delete_days"`
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -447,6 +489,26 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, 400, "invalid_request", "disk_gb must be > 0", "field", "disk_gb")
 		return
 	}
+	ret, ok := retention(b.Type)
+	if !ok {
+		writeErr(w, 400, "invalid_request", "type must be persistent, ephemeral or dev", "field", "type")
+		return
+	}
+	sb.Type, sb.AutoStopMinutes, sb.AutoArchiveDays, sb.AutoDeleteDays = ret.typ, ret.stop, ret.archive, ret.del
+	for _, o := range []struct {
+		field string
+		v     *int
+		dst   *int
+	}{{"auto_stop_minutes", b.AutoStopMinutes, &sb.AutoStopMinutes}, {"auto_archive_days", b.AutoArchiveDays, &sb.AutoArchiveDays}, {"auto_delete_days", b.AutoDeleteDays, &sb.AutoDeleteDays}} {
+		if o.v == nil {
+			continue
+		}
+		if *o.v < 0 || *o.v > 100000 {
+			writeErr(w, 400, "invalid_request", o.field+" must be between 0 (disabled) and 100000", "field", o.field)
+			return
+		}
+		*o.dst = *o.v
+	}
 	s.mu.Lock()
 	t, ok := s.templates[b.Template]
 	if !ok {
@@ -474,21 +536,31 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if wait {
 		s.advance(p)
 		if p.State == "creating" {
-			w.Header().Set("Retry-After", "5")
-			writeJSON(w, 202, struct {
-				*Sandbox
-				WaitTimedOut bool `json:"wait_timed_out"`
-			}{p, true})
+			writeTimedOut(w, p)
 			return
 		}
 	}
 	writeJSON(w, 201, p)
 }
 
+// writeTimedOut is the 202 of a wait that ran out.
+func writeTimedOut(w http.ResponseWriter, sb *Sandbox) {
+	w.Header().Set("Retry-After", "5")
+	writeJSON(w, 202, struct {
+		*Sandbox
+		WaitTimedOut bool `json:"wait_timed_out"`
+	}{sb, true})
+}
+
 // advance moves a creating sandbox on: to failed or running once its polls
-// are used up and its template is ready. Callers hold mu.
+// are used up and its template is ready. Lifecycle transitions move on
+// once their polls are used up. Callers hold mu.
 func (s *Server) advance(sb *Sandbox) {
-	if sb.State != "creating" || sb.pollsLeft > 0 {
+	if sb.pollsLeft > 0 {
+		return
+	}
+	if sb.State != "creating" {
+		s.advanceLifecycle(sb)
 		return
 	}
 	t := s.templates[sb.Template]
@@ -591,6 +663,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := Time{s.now()}
+	sb.Reason, sb.DeletedReason, sb.Restore, sb.RAMRestored = "user_deleted", "user_deleted", nil, nil
 	answer := *sb
 	answer.State, answer.UpdatedAt = "deleting", now
 	// The fake tears down at once; the answer still says deleting.
