@@ -124,12 +124,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveEnvd(w, r)
 		return
 	}
-	hd, pattern := h.mux.Handler(r)
-	if pattern == "" {
+	if _, pattern := h.mux.Handler(r); pattern == "" {
 		h.writeError(w, r, h.noRoute(r))
 		return
 	}
-	hd.ServeHTTP(w, r)
+	h.mux.ServeHTTP(w, r) // (sets the path values Handler does not)
 }
 
 // noRoute tells a wrong method (405) from an unknown path (404), in E2B's

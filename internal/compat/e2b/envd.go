@@ -99,6 +99,12 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(addr)
 		addr = net.JoinHostPort(host, port)
 	}
+	// Over HTTP/1.1, net/http's server closes an unread request body when
+	// the response starts; pt-agent answers a stream's headers before the
+	// proxy's copy of the request body has seen EOF, and the proxy's
+	// transport then fails that body read and drops the upstream
+	// connection mid-stream. Full duplex leaves the body to the proxy.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
 }
 

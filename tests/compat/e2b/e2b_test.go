@@ -1,0 +1,812 @@
+// Package e2bcompat proves ptd's E2B surface against a real ptd: raw HTTP
+// tests check the mapping without Node, and TestSDK runs the real `e2b`
+// npm package (pinned in package.json / package-lock.json) with node
+// --test against the same daemon, configured only by E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY.
+package e2bcompat
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+// env is the one ptd every test of this package talks to.
+var env struct {
+	url, token string
+	skip       string
+}
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "e2b compat: must run as root in CI")
+			return 1
+		}
+		env.skip = "E2B compatibility tests need root (they run real sandboxes)"
+		return m.Run()
+	}
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2b compat:", err)
+		return 1
+	}
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != "",
+		ExtraArgs: []string{"--pids-limit", "256"}})
+	defer func() {
+		if err := d.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2b compat:", err)
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2b compat:", err)
+		return 1
+	}
+	env.url, env.token = d.URL, d.Token
+	// Build both templates before any E2B create: a first pt-base build
+	// (≈60 s) would outlast create's wait, which is the point of that
+	// wait, not of these tests.
+	for _, tpl := range []string{"busybox", "pt-base"} {
+		if err := warmTemplate(tpl); err != nil {
+			fmt.Fprintln(os.Stderr, "e2b compat:", err)
+			return 1
+		}
+	}
+	code := m.Run()
+	if code != 0 {
+		log := strings.Split(d.Log(), "\n")
+		fmt.Fprintf(os.Stderr, "e2b compat: last ptd log lines:\n%s\n", strings.Join(log[max(0, len(log)-40):], "\n"))
+	}
+	return code
+}
+
+// warmTemplate creates and deletes one sandbox through /v1, which builds
+// the template when it has no version yet.
+func warmTemplate(slug string) error {
+	body := strings.NewReader(`{"template":"` + slug + `"}`)
+	req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=600000", body)
+	req.Header.Set("Authorization", "Bearer "+env.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 201 {
+		return fmt.Errorf("warm %s: %d %s", slug, resp.StatusCode, b)
+	}
+	var sb struct{ ID string }
+	json.Unmarshal(b, &sb)
+	del, _ := http.NewRequest("DELETE", env.url+"/v1/sandboxes/"+sb.ID, nil)
+	del.Header.Set("Authorization", "Bearer "+env.token)
+	if r, err := http.DefaultClient.Do(del); err == nil {
+		r.Body.Close()
+	}
+	return nil
+}
+
+// client speaks E2B's control-plane API with one API key.
+type client struct {
+	t   *testing.T
+	key string
+}
+
+func newClient(t *testing.T) *client {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	return &client{t: t, key: env.token}
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) JSON() map[string]any {
+	var m map[string]any
+	json.Unmarshal(r.Body, &m)
+	return m
+}
+
+func (r response) List() []map[string]any {
+	var l []map[string]any
+	json.Unmarshal(r.Body, &l)
+	return l
+}
+
+func (c *client) do(method, path string, body any, hdr ...string) response {
+	c.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		js, _ := json.Marshal(b)
+		rd = bytes.NewReader(js)
+	}
+	req, err := http.NewRequest(method, env.url+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if c.key != "" {
+		req.Header.Set("X-API-KEY", c.key)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// created is the Sandbox answer of a create.
+type created struct {
+	SandboxID, TemplateID, EnvdVersion, EnvdAccessToken string
+	Alias                                               string
+}
+
+// create makes a sandbox through POST /v2/sandboxes and kills it when the
+// test ends.
+func (c *client) create(body map[string]any) created {
+	c.t.Helper()
+	r := c.do("POST", "/v2/sandboxes", body)
+	if r.Status != 201 {
+		c.t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	var s created
+	if err := json.Unmarshal(r.Body, &s); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+s.SandboxID, nil) })
+	return s
+}
+
+// wantError checks an E2B error answer: the status and the same integer
+// code in the body (the SDK branches on it), with a message.
+func wantError(t *testing.T, r response, status int) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	m := r.JSON()
+	if code, _ := m["code"].(float64); int(code) != status {
+		t.Errorf("body code %v, want %d: %s", m["code"], status, r.Body)
+	}
+	if msg, _ := m["message"].(string); msg == "" {
+		t.Errorf("body has no message: %s", r.Body)
+	}
+}
+
+func parseTime(t *testing.T, v any) time.Time {
+	t.Helper()
+	s, _ := v.(string)
+	tm, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("time %q: %v", s, err)
+	}
+	return tm
+}
+
+func TestCreateGetListKill(t *testing.T) {
+	c := newClient(t)
+	tag := ptdtest.RandHex(4)
+	before := time.Now()
+	s := c.create(map[string]any{"templateID": "busybox", "timeout": 120,
+		"metadata": map[string]string{"suite": tag, "k": "v w"}, "envVars": map[string]string{"FOO": "bar"}})
+	if s.TemplateID != "busybox" || s.EnvdVersion != "0.5.7" || s.EnvdAccessToken == "" || !strings.HasPrefix(s.SandboxID, "sbx_") {
+		t.Fatalf("create answer: %+v", s)
+	}
+
+	r := c.do("GET", "/sandboxes/"+s.SandboxID, nil)
+	if r.Status != 200 {
+		t.Fatalf("get: %d %s", r.Status, r.Body)
+	}
+	m := r.JSON()
+	got := map[string]any{"sandboxID": m["sandboxID"], "templateID": m["templateID"], "state": m["state"],
+		"metadata": m["metadata"], "envdAccessToken": m["envdAccessToken"], "cpuCount": m["cpuCount"], "memoryMB": m["memoryMB"],
+		"lifecycle": m["lifecycle"]}
+	want := map[string]any{"sandboxID": s.SandboxID, "templateID": "busybox", "state": "running",
+		"metadata": map[string]any{"suite": tag, "k": "v w"}, "envdAccessToken": s.EnvdAccessToken,
+		"cpuCount": float64(1), "memoryMB": float64(512), "lifecycle": map[string]any{"autoResume": false, "onTimeout": "kill"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("get (-want +got):\n%s", d)
+	}
+	// The TTL counts from when the sandbox was ready: 120 s after create.
+	if end := parseTime(t, m["endAt"]); end.Before(before.Add(119*time.Second)) || end.After(time.Now().Add(121*time.Second)) {
+		t.Errorf("endAt %v, want about 120 s after create (%v)", end, before)
+	}
+
+	// List with the SDK's metadata encoding: each key and value URI
+	// encoded, joined as a query string, then encoded again as a param.
+	md := "suite=" + tag + "&k=v%2520w"
+	r = c.do("GET", "/v2/sandboxes?metadata="+urlQueryEscape(md), nil)
+	if r.Status != 200 {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
+	}
+	if ids := idsOf(r.List()); !slices.Equal(ids, []string{s.SandboxID}) {
+		t.Errorf("list by metadata: %v, want [%s]", ids, s.SandboxID)
+	}
+	r = c.do("GET", "/v2/sandboxes?state=paused&metadata="+urlQueryEscape("suite="+tag), nil)
+	if ids := idsOf(r.List()); len(ids) != 0 {
+		t.Errorf("list paused: %v, want none", ids)
+	}
+	r = c.do("GET", "/sandboxes?metadata="+urlQueryEscape("suite="+tag), nil) // v1
+	if ids := idsOf(r.List()); !slices.Equal(ids, []string{s.SandboxID}) {
+		t.Errorf("v1 list: %v (%d %s)", ids, r.Status, r.Body)
+	}
+
+	if r := c.do("DELETE", "/sandboxes/"+s.SandboxID, nil); r.Status != 204 {
+		t.Fatalf("kill: %d %s", r.Status, r.Body)
+	}
+	wantError(t, c.do("DELETE", "/sandboxes/"+s.SandboxID, nil), 404)
+	wantError(t, c.do("GET", "/sandboxes/"+s.SandboxID, nil), 404)
+	r = c.do("GET", "/v2/sandboxes?metadata="+urlQueryEscape("suite="+tag), nil)
+	if ids := idsOf(r.List()); len(ids) != 0 {
+		t.Errorf("list after kill: %v", ids)
+	}
+}
+
+func urlQueryEscape(s string) string {
+	return strings.NewReplacer("%", "%25", "&", "%26", "=", "%3D", " ", "%20", "+", "%2B").Replace(s)
+}
+
+func idsOf(l []map[string]any) []string {
+	var ids []string
+	for _, m := range l {
+		ids = append(ids, m["sandboxID"].(string))
+	}
+	return ids
+}
+
+func TestCreateV1AndBaseAlias(t *testing.T) {
+	c := newClient(t)
+	r := c.do("POST", "/sandboxes", map[string]any{"templateID": "base", "secure": true})
+	if r.Status != 201 {
+		t.Fatalf("v1 create: %d %s", r.Status, r.Body)
+	}
+	m := r.JSON()
+	id := m["sandboxID"].(string)
+	t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+id, nil) })
+	if m["templateID"] != "pt-base" {
+		t.Errorf("templateID %v, want pt-base (base is its alias)", m["templateID"])
+	}
+	// v1's default timeout is 15 s.
+	g := c.do("GET", "/sandboxes/"+id, nil).JSON()
+	if end := parseTime(t, g["endAt"]); end.After(time.Now().Add(16 * time.Second)) {
+		t.Errorf("endAt %v: v1 default timeout is 15 s", end)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	c := newClient(t)
+	anon := &client{t: t}
+	unknown := "sbx_01KA0000000000000000000000"
+	for _, tc := range []struct {
+		name         string
+		c            *client
+		method, path string
+		body         any
+		status       int
+		msg          string
+	}{
+		{"no api key", anon, "GET", "/v2/sandboxes", nil, 401, "API key"},
+		{"bad api key", &client{t: t, key: "pt_nope"}, "POST", "/v2/sandboxes", `{"templateID":"busybox"}`, 401, ""},
+		{"malformed json", c, "POST", "/v2/sandboxes", `{"templateID":`, 400, "malformed"},
+		{"wrong type", c, "POST", "/v2/sandboxes", `{"templateID":"busybox","timeout":"soon"}`, 400, "timeout"},
+		{"no template", c, "POST", "/v2/sandboxes", `{}`, 400, "templateID"},
+		{"unknown template", c, "POST", "/v2/sandboxes", `{"templateID":"no-such-template"}`, 404, "template 'no-such-template' not found"},
+		{"negative timeout", c, "POST", "/v2/sandboxes", `{"templateID":"busybox","timeout":-1}`, 400, "timeout"},
+		{"no internet unsupported", c, "POST", "/v2/sandboxes", `{"templateID":"busybox","allow_internet_access":false}`, 400, "allow_internet_access"},
+		{"egress rules unsupported", c, "POST", "/v2/sandboxes", `{"templateID":"busybox","network":{"denyOut":["0.0.0.0/0"]}}`, 400, "denyOut"},
+		{"bad env key", c, "POST", "/v2/sandboxes", `{"templateID":"busybox","envVars":{"1x":"y"}}`, 400, "env"},
+		{"get unknown", c, "GET", "/sandboxes/" + unknown, nil, 404, "not found"},
+		{"get malformed id", c, "GET", "/sandboxes/nope", nil, 404, ""},
+		{"kill unknown", c, "DELETE", "/sandboxes/" + unknown, nil, 404, ""},
+		{"timeout unknown", c, "POST", "/sandboxes/" + unknown + "/timeout", `{"timeout":10}`, 404, ""},
+		{"timeout missing", c, "POST", "/sandboxes/" + unknown + "/timeout", `{}`, 400, "timeout"},
+		{"pause unknown", c, "POST", "/sandboxes/" + unknown + "/pause", `{}`, 404, ""},
+		{"connect unknown", c, "POST", "/v2/sandboxes/" + unknown + "/connect", `{}`, 404, ""},
+		{"connect v1 needs timeout", c, "POST", "/sandboxes/" + unknown + "/connect", `{}`, 400, "timeout"},
+		{"metrics unknown", c, "GET", "/sandboxes/" + unknown + "/metrics", nil, 404, ""},
+		{"list bad state", c, "GET", "/v2/sandboxes?state=sleeping", nil, 400, "state"},
+		{"list bad limit", c, "GET", "/v2/sandboxes?limit=0", nil, 400, "limit"},
+		{"list bad token", c, "GET", "/v2/sandboxes?nextToken=xyz", nil, 400, "nextToken"},
+		{"snapshots unsupported", c, "POST", "/sandboxes/" + unknown + "/snapshots", `{}`, 501, "not supported"},
+		{"unknown route", c, "GET", "/sandboxes/" + unknown + "/nope", nil, 404, "no E2B route"},
+		{"wrong method", c, "PATCH", "/v2/sandboxes", nil, 405, "not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.c.do(tc.method, tc.path, tc.body)
+			wantError(t, r, tc.status)
+			if !strings.Contains(string(r.Body), tc.msg) {
+				t.Errorf("body %s does not mention %q", r.Body, tc.msg)
+			}
+		})
+	}
+	// Unauthenticated health, as on E2B; /v1 and /healthz are untouched.
+	if r := anon.do("GET", "/health", nil); r.Status != 204 {
+		t.Errorf("GET /health: %d", r.Status)
+	}
+	if r := anon.do("GET", "/healthz", nil); r.Status != 200 {
+		t.Errorf("GET /healthz: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("GET", "/v1/sandboxes", nil, "Authorization", "Bearer "+env.token); r.Status != 200 || !strings.Contains(string(r.Body), `"rows"`) {
+		t.Errorf("GET /v1/sandboxes: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestTimeoutKills(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
+	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/timeout", map[string]any{"timeout": 1}); r.Status != 204 {
+		t.Fatalf("timeout: %d %s", r.Status, r.Body)
+	}
+	g := c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON()
+	if end := parseTime(t, g["endAt"]); end.After(time.Now().Add(2 * time.Second)) {
+		t.Errorf("endAt %v after a 1 s timeout", end)
+	}
+	// The TTL timer deletes it: GET turns 404.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		r := c.do("GET", "/sandboxes/"+s.SandboxID, nil)
+		if r.Status == 404 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox still there after its TTL: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestPauseConnect(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
+	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	if r := ev.upload("/tmp/keep.txt", "kept"); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{}`); r.Status != 204 {
+		t.Fatalf("pause: %d %s", r.Status, r.Body)
+	}
+	wantError(t, c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{}`), 409)
+	g := c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON()
+	if g["state"] != "paused" {
+		t.Errorf("state after pause: %v", g["state"])
+	}
+	// A paused sandbox's envd looks dead, as behind E2B's proxy.
+	if r := ev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`); r.Status != 502 || r.JSON()["code"] != "unavailable" {
+		t.Errorf("envd while paused: %d %s", r.Status, r.Body)
+	}
+	// Paused sandboxes keep no running clock (E2B keeps them until killed).
+	if end := parseTime(t, g["endAt"]); end.Before(time.Now().Add(24 * time.Hour)) {
+		t.Errorf("endAt while paused %v, want none", end)
+	}
+
+	r := c.do("POST", "/v2/sandboxes/"+s.SandboxID+"/connect", `{"timeout":120}`)
+	if r.Status != 201 {
+		t.Fatalf("connect paused: %d %s", r.Status, r.Body)
+	}
+	m := r.JSON()
+	t.Logf("resume restored %v (ramRestored %v)", m["restore"], m["ramRestored"])
+	if m["restore"] != "memory" && m["restore"] != "disk_only" {
+		t.Errorf("connect answer restore %v", m["restore"])
+	}
+	if _, ok := m["ramRestored"].(bool); !ok {
+		t.Errorf("connect answer ramRestored %v", m["ramRestored"])
+	}
+	if m["envdAccessToken"] != s.EnvdAccessToken {
+		t.Errorf("access token changed across pause")
+	}
+	if b := ev.download("/tmp/keep.txt"); b != "kept" {
+		t.Errorf("file after resume: %q", b)
+	}
+	if r := c.do("POST", "/v2/sandboxes/"+s.SandboxID+"/connect", `{}`); r.Status != 200 {
+		t.Errorf("connect running: %d %s", r.Status, r.Body)
+	}
+	g = c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON()
+	if end := parseTime(t, g["endAt"]); end.After(time.Now().Add(301*time.Second)) || end.Before(time.Now().Add(200*time.Second)) {
+		t.Errorf("endAt after connect {} %v: want now+300 s (connect extends)", end)
+	}
+	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/resume", `{}`); r.Status != 409 {
+		t.Errorf("resume running: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox"})
+	r := c.do("GET", "/sandboxes/"+s.SandboxID+"/metrics", nil)
+	l := r.List()
+	if r.Status != 200 || len(l) != 1 {
+		t.Fatalf("metrics: %d %s", r.Status, r.Body)
+	}
+	for _, k := range []string{"memTotal", "diskTotal", "cpuCount"} {
+		if v, _ := l[0][k].(float64); v <= 0 {
+			t.Errorf("metric %s = %v", k, l[0][k])
+		}
+	}
+	parseTime(t, l[0]["timestamp"])
+	r = c.do("GET", "/sandboxes/metrics?sandbox_ids="+s.SandboxID, nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), s.SandboxID) {
+		t.Errorf("batch metrics: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestListPages(t *testing.T) {
+	c := newClient(t)
+	tag := ptdtest.RandHex(4)
+	var want []string
+	for i := 0; i < 3; i++ {
+		want = append(want, c.create(map[string]any{"templateID": "busybox", "metadata": map[string]string{"page": tag}}).SandboxID)
+	}
+	slices.Reverse(want) // newest first
+	var got []string
+	token := ""
+	for pages := 0; pages < 5; pages++ {
+		path := "/v2/sandboxes?limit=2&metadata=" + urlQueryEscape("page="+tag)
+		if token != "" {
+			path += "&nextToken=" + token
+		}
+		r := c.do("GET", path, nil)
+		if r.Status != 200 {
+			t.Fatalf("list: %d %s", r.Status, r.Body)
+		}
+		got = append(got, idsOf(r.List())...)
+		if token = r.Header.Get("X-Next-Token"); token == "" {
+			break
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("pages (-want +got):\n%s", d)
+	}
+	r := c.do("GET", "/v2/sandboxes?order=asc&template=busybox&metadata="+urlQueryEscape("page="+tag), nil)
+	slices.Reverse(want)
+	if d := cmp.Diff(want, idsOf(r.List())); d != "" {
+		t.Errorf("asc (-want +got):\n%s", d)
+	}
+	if r := c.do("GET", "/v2/sandboxes?template=base&metadata="+urlQueryEscape("page="+tag), nil); len(r.List()) != 0 {
+		t.Errorf("template filter: %s", r.Body)
+	}
+}
+
+func TestCrossOrg404(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "metadata": map[string]string{"org": "one"}})
+	r := c.do("POST", "/v1/orgs", map[string]any{"name": "e2b-other-" + ptdtest.RandHex(3)}, "Authorization", "Bearer "+env.token, "X-API-KEY", "")
+	if r.Status != 201 {
+		t.Fatalf("create org: %d %s", r.Status, r.Body)
+	}
+	tok, _ := r.JSON()["token"].(string)
+	if tok == "" {
+		t.Fatalf("org answer has no token: %s", r.Body)
+	}
+	other := &client{t: t, key: tok}
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/sandboxes/" + s.SandboxID, ""},
+		{"DELETE", "/sandboxes/" + s.SandboxID, ""},
+		{"POST", "/sandboxes/" + s.SandboxID + "/timeout", `{"timeout":1}`},
+		{"POST", "/sandboxes/" + s.SandboxID + "/pause", `{}`},
+		{"POST", "/v2/sandboxes/" + s.SandboxID + "/connect", `{}`},
+		{"GET", "/sandboxes/" + s.SandboxID + "/metrics", ""},
+	} {
+		var body any
+		if tc.body != "" {
+			body = tc.body
+		}
+		wantError(t, other.do(tc.method, tc.path, body), 404)
+	}
+	if ids := idsOf(other.do("GET", "/v2/sandboxes", nil).List()); slices.Contains(ids, s.SandboxID) {
+		t.Errorf("other org lists %s", s.SandboxID)
+	}
+	if g := c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON(); g["state"] != "running" {
+		t.Errorf("sandbox after the other org's attempts: %v", g)
+	}
+}
+
+// envd talks to one sandbox's pt-agent through ptd, as the SDK does.
+type envd struct {
+	t         *testing.T
+	id, token string
+}
+
+func (e envd) req(method, path string, body io.Reader, hdr ...string) *http.Request {
+	req, err := http.NewRequest(method, env.url+"/"+strings.TrimPrefix(path, "/"), body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("E2b-Sandbox-Id", e.id)
+	req.Header.Set("E2b-Sandbox-Port", "49983")
+	if e.token != "" {
+		req.Header.Set("X-Access-Token", e.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return req
+}
+
+func (e envd) do(req *http.Request) response {
+	e.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+func (e envd) unary(method, body string) response {
+	e.t.Helper()
+	return e.do(e.req("POST", method, strings.NewReader(body), "Content-Type", "application/json", "Connect-Protocol-Version", "1"))
+}
+
+func (e envd) upload(path, data string) response {
+	e.t.Helper()
+	return e.do(e.req("POST", "/files?path="+path, strings.NewReader(data), "Content-Type", "application/octet-stream"))
+}
+
+func (e envd) download(path string) string {
+	e.t.Helper()
+	r := e.do(e.req("GET", "/files?path="+path, nil))
+	if r.Status != 200 {
+		e.t.Fatalf("download %s: %d %s", path, r.Status, r.Body)
+	}
+	return string(r.Body)
+}
+
+// envelope frames one Connect streaming message.
+func envelope(flags byte, payload string) []byte {
+	b := make([]byte, 5, 5+len(payload))
+	b[0] = flags
+	binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+	return append(b, payload...)
+}
+
+// readEnvelope reads one Connect streaming message.
+func readEnvelope(r *bufio.Reader) (flags byte, payload []byte, err error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	payload = make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+	_, err = io.ReadFull(r, payload)
+	return hdr[0], payload, err
+}
+
+// startStream starts a process with the server-streaming Start RPC.
+func (e envd) startStream(ctx context.Context, script string) (*bufio.Reader, func()) {
+	e.t.Helper()
+	msg, _ := json.Marshal(map[string]any{"process": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", script}}, "stdin": false})
+	req := e.req("POST", "/process.Process/Start", bytes.NewReader(envelope(0, string(msg))),
+		"Content-Type", "application/connect+json", "Connect-Protocol-Version", "1", "Connect-Timeout-Ms", "60000")
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e.t.Fatalf("Start: %d %s", resp.StatusCode, b)
+	}
+	return bufio.NewReader(resp.Body), func() { resp.Body.Close() }
+}
+
+// processEvent is one StartResponse in proto3 JSON.
+type processEvent struct {
+	Event struct {
+		Start *struct{ Pid uint32 }
+		Data  *struct{ Stdout, Stderr string }
+		End   *struct {
+			ExitCode int32 `json:"exitCode"`
+			Exited   bool
+			Status   string
+		}
+	}
+}
+
+func TestEnvdRouting(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "envVars": map[string]string{"FOO": "bar"}})
+	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+
+	// Connect JSON unary.
+	r := ev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`)
+	if r.Status != 200 {
+		t.Fatalf("Stat: %d %s", r.Status, r.Body)
+	}
+	var st struct{ Entry struct{ Name, Type, Path string } }
+	json.Unmarshal(r.Body, &st)
+	if st.Entry.Type != "FILE_TYPE_DIRECTORY" || st.Entry.Path != "/tmp" {
+		t.Errorf("Stat /tmp: %s", r.Body)
+	}
+	if r := ev.unary("filesystem.Filesystem/Stat", `{"path":"/nope"}`); r.Status != 404 || r.JSON()["code"] != "not_found" {
+		t.Errorf("Stat missing: %d %s", r.Status, r.Body)
+	}
+
+	// Credentials and dead sandboxes, in the shape each client parses.
+	bad := envd{t: t, id: s.SandboxID, token: "wrong"}
+	if r := bad.unary("filesystem.Filesystem/Stat", `{"path":"/"}`); r.Status != 401 || r.JSON()["code"] != "unauthenticated" {
+		t.Errorf("RPC with a wrong token: %d %s", r.Status, r.Body)
+	}
+	if r := bad.do(bad.req("GET", "/envs", nil)); r.Status != 401 || r.JSON()["code"] != float64(401) {
+		t.Errorf("/envs with a wrong token: %d %s", r.Status, r.Body)
+	}
+	none := envd{t: t, id: s.SandboxID}
+	if r := none.do(none.req("GET", "/health", nil)); r.Status != 204 {
+		t.Errorf("/health without a token: %d %s", r.Status, r.Body)
+	}
+	ghost := envd{t: t, id: "sbx_01KA0000000000000000000000", token: "x"}
+	if r := ghost.unary("filesystem.Filesystem/Stat", `{"path":"/"}`); r.Status != 502 || r.JSON()["code"] != "unavailable" {
+		t.Errorf("RPC to an unknown sandbox: %d %s", r.Status, r.Body)
+	}
+	if r := ghost.do(ghost.req("GET", "/health", nil)); r.Status != 502 {
+		t.Errorf("/health of an unknown sandbox: %d %s", r.Status, r.Body)
+	}
+	if r := ev.do(ev.req("POST", "/init", strings.NewReader(`{"accessToken":"mine"}`))); r.Status != 404 {
+		t.Errorf("/init from outside: %d %s", r.Status, r.Body)
+	}
+
+	// Plain envd endpoints.
+	if r := ev.do(ev.req("GET", "/envs", nil)); r.Status != 200 || r.JSON()["FOO"] != "bar" {
+		t.Errorf("/envs: %d %s", r.Status, r.Body)
+	}
+	if r := ev.upload("/tmp/x.txt", "hello"); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	if b := ev.download("/tmp/x.txt"); b != "hello" {
+		t.Errorf("download: %q", b)
+	}
+
+	// Server streaming: events arrive as they happen, not at the end. The
+	// process prints, then waits for a file only this test creates after
+	// reading that output: a buffering proxy would deadlock here (the
+	// context deadline turns that into a failure).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rd, closeStream := ev.startStream(ctx, "echo first; echo oops >&2; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo second; exit 3")
+	defer closeStream()
+	var stdout, stderr strings.Builder
+	var pid uint32
+	var end *processEvent
+	released := false
+	for end == nil {
+		flags, payload, err := readEnvelope(rd)
+		if err != nil {
+			t.Fatalf("stream: %v (stdout so far %q)", err, stdout.String())
+		}
+		if flags&2 != 0 {
+			t.Fatalf("stream ended without an end event: %s", payload)
+		}
+		var pe processEvent
+		if err := json.Unmarshal(payload, &pe); err != nil {
+			t.Fatalf("event %s: %v", payload, err)
+		}
+		switch e := pe.Event; {
+		case e.Start != nil:
+			pid = e.Start.Pid
+		case e.Data != nil:
+			out, _ := base64.StdEncoding.DecodeString(e.Data.Stdout)
+			errOut, _ := base64.StdEncoding.DecodeString(e.Data.Stderr)
+			stdout.Write(out)
+			stderr.Write(errOut)
+		case e.End != nil:
+			end = &pe
+		}
+		if !released && strings.Contains(stdout.String(), "first\n") {
+			released = true
+			if r := ev.upload("/tmp/go", ""); r.Status != 200 {
+				t.Fatalf("release: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	if pid == 0 {
+		t.Errorf("no start event with a pid")
+	}
+	if stdout.String() != "first\nsecond\n" || stderr.String() != "oops\n" {
+		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	if end.Event.End.ExitCode != 3 || !end.Event.End.Exited {
+		t.Errorf("end event: %+v", end.Event.End)
+	}
+	flags, payload, err := readEnvelope(rd)
+	if err != nil || flags&2 == 0 || strings.TrimSpace(string(payload)) != "{}" {
+		t.Errorf("end of stream: flags %d %q %v", flags, payload, err)
+	}
+}
+
+func TestPortRouting(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox"})
+	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	if r := ev.upload("/tmp/www/index.html", "served from the sandbox"); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	r := ev.unary("process.Process/List", `{}`)
+	if r.Status != 200 {
+		t.Fatalf("List: %d %s", r.Status, r.Body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, closeStream := ev.startStream(ctx, "exec busybox httpd -f -p 8080 -h /tmp/www")
+	defer closeStream()
+	port := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	var last response
+	for i := 0; i < 100; i++ {
+		last = port.do(port.req("GET", "/index.html", nil, "E2b-Sandbox-Port", "8080"))
+		if last.Status == 200 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if last.Status != 200 || string(last.Body) != "served from the sandbox" {
+		t.Errorf("port 8080: %d %s", last.Status, last.Body)
+	}
+	anon := envd{t: t, id: s.SandboxID}
+	if r := anon.do(anon.req("GET", "/index.html", nil, "E2b-Sandbox-Port", "8080")); r.Status != 401 {
+		t.Errorf("port 8080 without a token: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestSDK runs the real e2b SDK's test scripts (*.test.mjs) with node.
+func TestSDK(t *testing.T) {
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+		}
+		t.Skip("node is not installed")
+	}
+	if _, err := os.Stat("node_modules/e2b/package.json"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node_modules missing: run `npm ci` in tests/compat/e2b (scripts/test.sh does)")
+		}
+		t.Skip("run `npm ci` in tests/compat/e2b first")
+	}
+	files, _ := filepath.Glob("*.test.mjs")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+env.url, "E2B_SANDBOX_URL="+env.url, "E2B_API_KEY="+env.token, "E2B_DEBUG=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test output:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+}
