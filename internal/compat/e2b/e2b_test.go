@@ -85,7 +85,7 @@ func TestE2BState(t *testing.T) {
 		sandbox.StateRunning: "running", sandbox.StateStarting: "paused", sandbox.StateStopping: "paused",
 		sandbox.StateStopped: "paused", sandbox.StateArchiving: "paused", sandbox.StateArchived: "paused",
 		sandbox.StateRestoring: "paused",
-		sandbox.StateCreating: "", sandbox.StateFailed: "", sandbox.StateDeleting: "", sandbox.StateDeleted: "",
+		sandbox.StateCreating:  "", sandbox.StateFailed: "", sandbox.StateDeleting: "", sandbox.StateDeleted: "",
 	}
 	for _, s := range sandbox.AllStates {
 		got, ok := e2bState(s)

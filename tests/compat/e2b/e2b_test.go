@@ -648,7 +648,9 @@ func TestEnvdRouting(t *testing.T) {
 	if r.Status != 200 {
 		t.Fatalf("Stat: %d %s", r.Status, r.Body)
 	}
-	var st struct{ Entry struct{ Name, Type, Path string } }
+	var st struct {
+		Entry struct{ Name, Type, Path string }
+	}
 	json.Unmarshal(r.Body, &st)
 	if st.Entry.Type != "FILE_TYPE_DIRECTORY" || st.Entry.Path != "/tmp" {
 		t.Errorf("Stat /tmp: %s", r.Body)
