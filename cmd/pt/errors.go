@@ -100,7 +100,8 @@ var flagFor = map[string]string{
 	"template": "--template", "cpu": "--cpu", "ram_mb": "--ram", "disk_gb": "--disk",
 	"name": "--name", "env": "--env", "metadata": "--metadata", "state": "--state",
 	"limit": "--limit", "offset": "--offset", "timeout_ms": "--timeout", "cwd": "--cwd",
-	"wait_timeout_ms": "--timeout",
+	"wait_timeout_ms": "--timeout", "type": "--type", "auto_stop_minutes": "--auto-stop",
+	"auto_archive_days": "--auto-archive", "auto_delete_days": "--auto-delete",
 }
 
 // hint says what to do next about err, or "" when there is nothing useful.
@@ -142,9 +143,18 @@ func (a *app) hint(err error) string {
 			return "check the value of " + f + "; see the command's --help"
 		}
 		return "check the command's arguments; see its --help"
-	case platinum.CodeSandboxNotReady, platinum.CodeConflict:
-		if st := ae.State(); st != "" {
+	case platinum.CodeSandboxNotReady:
+		switch st := ae.State(); st {
+		case platinum.StateStopped, platinum.StateArchived, platinum.StateFailed:
+			return fmt.Sprintf("the sandbox is %s; it must be running: start it with `pt sandbox start ID --wait`", st)
+		case "":
+			return "check the sandbox's state with `pt sandbox get`"
+		default:
 			return fmt.Sprintf("the sandbox is %s; it must be running: check it with `pt sandbox get`", st)
+		}
+	case platinum.CodeConflict:
+		if st := ae.State(); st != "" {
+			return fmt.Sprintf("the sandbox is %s, which does not allow this: check it with `pt sandbox get`", st)
 		}
 		return "check the sandbox's state with `pt sandbox get`"
 	case platinum.CodeNoSpace:

@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		stdin:        os.Stdin,
 		getenv:       os.Getenv,
 		pollInterval: 500 * time.Millisecond,
+		termWidth:    func() int { return terminalWidth(os.Stdout, os.Getenv) },
 	}
 	return a.run(ctx, args)
 }
@@ -48,6 +49,17 @@ type app struct {
 	getenv         func(string) string
 	pollInterval   time.Duration
 	httpClient     *http.Client // nil: the SDK's default
+	// termWidth is stdout's width in columns, 0 when it is not a terminal
+	// (nil: not a terminal). Tables drop optional columns to fit it.
+	termWidth func() int
+}
+
+// width returns stdout's terminal width, 0 when unknown.
+func (a *app) width() int {
+	if a.termWidth == nil {
+		return 0
+	}
+	return a.termWidth()
 }
 
 // command is one verb: it parses its own args and does its job.
@@ -64,6 +76,9 @@ commands:
   sandbox list                 list sandboxes
   sandbox get ID               show one sandbox
   sandbox rm ID [ID...]        delete sandboxes
+  sandbox stop ID [--wait]     stop a sandbox, keeping its disk (alias: pause)
+  sandbox start ID [--wait]    start a stopped or archived sandbox (alias: resume)
+  sandbox archive ID [--wait]  move a stopped sandbox's disk to cold storage
   sandbox exec ID -- CMD...    run a command in a sandbox
   sandbox cp SRC DST           copy a file to or from a sandbox (ID:PATH)
   template list                list templates
@@ -96,6 +111,9 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
 		"org":      {"create": &orgCreate{a}},
+	}
+	for verb := range lifecycleVerbs {
+		groups["sandbox"][verb] = &sandboxLifecycle{app: a, verb: verb}
 	}
 	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org"}
 	if g, ok := aliases[group]; ok {

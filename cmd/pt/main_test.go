@@ -79,6 +79,8 @@ func TestSandboxCreate(t *testing.T) {
 		"CPU:        2",
 		"RAM:        1024 MB",
 		"Disk:       2 GB",
+		"Type:       persistent",
+		"Timers:     stop after 60 min idle, archive 7 days after stop, never delete",
 		"Env keys:   -",
 		"Metadata:   -",
 		"Host:       host_01KTEST",
@@ -212,14 +214,14 @@ func TestSandboxListGetRm(t *testing.T) {
 	t.Parallel()
 	srv := newFake(t)
 	name := "web"
-	a := srv.AddSandbox(platinumtest.Sandbox{Name: &name, CPU: 0.5, RAMMB: 256, DiskGB: 4})
+	a := srv.AddSandbox(platinumtest.Sandbox{Name: &name, CPU: 0.5, RAMMB: 256, DiskGB: 4, Type: "dev"})
 	b := srv.AddSandbox(platinumtest.Sandbox{State: "stopped", Template: "pt-base", CPU: 2, RAMMB: 1024, DiskGB: 2})
 
 	r := pt(t, srv, "sandbox", "list")
 	want := "" +
-		"ID                               NAME   STATE     TEMPLATE   CPU   RAM      DISK   CREATED\n" +
-		b + "   -      stopped   pt-base    2     1024MB   2GB    2026-11-29T15:04:05Z\n" +
-		a + "   web    running   busybox    0.5   256MB    4GB    2026-11-29T15:04:05Z\n"
+		"ID                               NAME   STATE     TYPE         TEMPLATE   CPU   RAM      DISK   CREATED\n" +
+		b + "   -      stopped   persistent   pt-base    2     1024MB   2GB    2026-11-29T15:04:05Z\n" +
+		a + "   web    running   dev          busybox    0.5   256MB    4GB    2026-11-29T15:04:05Z\n"
 	if diff := cmp.Diff(want, r.stdout); r.code != 0 || diff != "" {
 		t.Errorf("list: exit %d stderr %q; stdout (-want +got):\n%s", r.code, r.stderr, diff)
 	}
@@ -299,7 +301,7 @@ func TestSandboxExec(t *testing.T) {
 		{"exit code and both streams", "", []string{id, "--", "both"}, 3, "out\n", "err\n", nil},
 		{"timed out", "", []string{id, "--timeout", "1s", "--", "sleep", "60"}, 124, "", "pt: the command timed out after 1s and was killed; raise --timeout\n", nil},
 		{"killed", "", []string{id, "--", "kill-me"}, 137, "", "pt: the command was killed by a signal\n", nil},
-		{"not running", "", []string{stopped, "--", "ls"}, 1, "", "pt: sandbox " + stopped + " is stopped, not running\nhint: the sandbox is stopped; it must be running: check it with `pt sandbox get`\n", nil},
+		{"not running", "", []string{stopped, "--", "ls"}, 1, "", "pt: sandbox " + stopped + " is stopped, not running\nhint: the sandbox is stopped; it must be running: start it with `pt sandbox start ID --wait`\n", nil},
 		{"no command", "", []string{id}, 2, "", "pt: no command given: put it after --", nil},
 		{"no sandbox", "", nil, 2, "", "pt: want a sandbox ID and a command", nil},
 	}

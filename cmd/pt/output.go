@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -51,14 +52,46 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// sandboxHeader and sandboxRow are the columns of `pt sandbox list`.
-const sandboxHeader = "ID\tNAME\tSTATE\tTEMPLATE\tCPU\tRAM\tDISK\tCREATED"
+// sandboxTable renders `pt sandbox list`'s table. The TYPE column is
+// shown only when the table still fits width (0: no limit, e.g. when the
+// output is not a terminal, so scripts always see the same columns).
+func sandboxTable(rows []platinum.Sandbox, width int) string {
+	render := func(withType bool) string {
+		var b strings.Builder
+		tw := table(&b)
+		cols := []string{"ID", "NAME", "STATE", "TEMPLATE", "CPU", "RAM", "DISK", "CREATED"}
+		if withType {
+			cols = slices.Insert(cols, 3, "TYPE")
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+		for i := range rows {
+			s := &rows[i]
+			cells := []string{
+				s.ID, orDash(s.Name), string(s.State), s.Template, formatCPU(s.CPU),
+				fmt.Sprintf("%dMB", s.RAMMB), fmt.Sprintf("%dGB", s.DiskGB), formatTime(s.CreatedAt),
+			}
+			if withType {
+				cells = slices.Insert(cells, 3, orDash(string(s.Type)))
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		tw.Flush()
+		return b.String()
+	}
+	out := render(true)
+	if width > 0 && maxLineWidth(out) > width {
+		return render(false)
+	}
+	return out
+}
 
-func sandboxRow(s *platinum.Sandbox) string {
-	return strings.Join([]string{
-		s.ID, orDash(s.Name), string(s.State), s.Template, formatCPU(s.CPU),
-		fmt.Sprintf("%dMB", s.RAMMB), fmt.Sprintf("%dGB", s.DiskGB), formatTime(s.CreatedAt),
-	}, "\t")
+// maxLineWidth is the widest line of s, in runes.
+func maxLineWidth(s string) int {
+	n := 0
+	for line := range strings.Lines(s) {
+		n = max(n, utf8.RuneCountInString(strings.TrimRight(line, "\n")))
+	}
+	return n
 }
 
 // printSandbox shows one sandbox, as JSON or as a field list.
@@ -74,6 +107,13 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 	if s.Reason != "" {
 		field("Reason", s.Reason)
 	}
+	last, _ := s.LastStart() // a malformed record is shown raw in Metadata
+	switch {
+	case s.Restore != nil:
+		field("Restored", formatRestore(*s.Restore))
+	case last != nil:
+		field("Started", formatRestore(last.Restore)+" restored, "+formatTime(last.At))
+	}
 	tpl := s.Template
 	if s.TemplateVersionID != "" {
 		tpl += " (" + s.TemplateVersionID + ")"
@@ -82,9 +122,19 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 	field("CPU", formatCPU(s.CPU))
 	field("RAM", fmt.Sprintf("%d MB", s.RAMMB))
 	field("Disk", fmt.Sprintf("%d GB", s.DiskGB))
+	if s.Type != "" {
+		field("Type", string(s.Type))
+		field("Timers", formatRetention(s))
+	}
+	if s.ExpiresAt != nil {
+		field("Expires", formatTime(*s.ExpiresAt))
+	}
 	field("Env keys", orDash(strings.Join(s.EnvKeys, ", ")))
 	var md []string
 	for _, k := range slices.Sorted(maps.Keys(s.Metadata)) {
+		if k == "last_start" && last != nil {
+			continue // shown above
+		}
 		md = append(md, k+"="+s.Metadata[k])
 	}
 	field("Metadata", orDash(strings.Join(md, ", ")))
@@ -92,7 +142,45 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 	field("Created", formatTime(s.CreatedAt))
 	field("Updated", formatTime(s.UpdatedAt))
 	if s.DeletedAt != nil {
-		field("Deleted", formatTime(*s.DeletedAt))
+		deleted := formatTime(*s.DeletedAt)
+		if s.DeletedReason != "" {
+			deleted += " (" + s.DeletedReason + ")"
+		}
+		field("Deleted", deleted)
 	}
 	return tw.Flush()
+}
+
+// formatRestore says what a start brought back, in words.
+func formatRestore(r platinum.RestoreKind) string {
+	switch r {
+	case platinum.RestoreMemory:
+		return "memory"
+	case platinum.RestoreDiskOnly:
+		return "disk only"
+	}
+	return string(r)
+}
+
+// formatRetention renders a sandbox's lifecycle timers, e.g. "stop after
+// 60 min idle, archive 7 days after stop, never delete".
+func formatRetention(s *platinum.Sandbox) string {
+	timer := func(n int, unit, what, never string) string {
+		if n == 0 {
+			return never
+		}
+		if unit == "day" && n != 1 {
+			unit = "days"
+		}
+		return fmt.Sprintf(what, n, unit)
+	}
+	del := timer(s.AutoDeleteDays, "day", "delete %d %s after stop", "never delete")
+	if s.Type == platinum.TypeEphemeral && s.AutoDeleteDays == 0 {
+		del = "delete when stopped"
+	}
+	return strings.Join([]string{
+		timer(s.AutoStopMinutes, "min", "stop after %d %s idle", "never auto-stop"),
+		timer(s.AutoArchiveDays, "day", "archive %d %s after stop", "never archive"),
+		del,
+	}, ", ")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -15,7 +16,7 @@ import (
 // meanwhile (a first sandbox of an unbuilt template waits for the build).
 type sandboxCreate struct{ app *app }
 
-const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--no-wait] [--timeout 10m] [--json]"
+const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--no-wait] [--timeout 10m] [--json]"
 
 // Run parses the flags, creates the sandbox and prints it.
 func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
@@ -27,6 +28,8 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 		noWait  bool
 		timeout time.Duration
 		asJSON  bool
+		typ     string
+		timers  = map[string]*int{"auto-stop": new(0), "auto-archive": new(0), "auto-delete": new(0)}
 	)
 	fs.StringVar(&req.Template, "t", "", "template `SLUG` (short for --template)")
 	fs.StringVar(&req.Template, "template", "", "template `SLUG`, e.g. pt-base (required)")
@@ -36,6 +39,10 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&req.Name, "name", "", "a `NAME` for the sandbox")
 	fs.Var(env, "env", "environment variable `K=V` (repeatable)")
 	fs.Var(md, "metadata", "metadata `K=V` (repeatable)")
+	fs.StringVar(&typ, "type", "", "retention `TYPE`: persistent, ephemeral (deleted when it stops) or dev (default persistent)")
+	fs.IntVar(timers["auto-stop"], "auto-stop", 0, "stop after `M` idle minutes; 0 never (default by type: persistent 60, ephemeral 15, dev 120)")
+	fs.IntVar(timers["auto-archive"], "auto-archive", 0, "archive `D` days after it stops; 0 never (default by type: persistent 7, dev 30)")
+	fs.IntVar(timers["auto-delete"], "auto-delete", 0, "delete `D` days after it stops; 0 never (the default)")
 	fs.BoolVar(&noWait, "no-wait", false, "return at once, while the sandbox is still creating")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the sandbox to run")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
@@ -52,7 +59,19 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	case timeout <= 0:
 		return usageErr(usage, "--timeout must be positive")
 	}
-	req.Env, req.Metadata = env.orNil(), md.orNil()
+	req.Env, req.Metadata, req.Type = env.orNil(), md.orNil(), platinum.SandboxType(typ)
+	// Only timers given on the command line override the type's defaults:
+	// an explicit 0 disables one.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "auto-stop":
+			req.AutoStopMinutes = timers[f.Name]
+		case "auto-archive":
+			req.AutoArchiveDays = timers[f.Name]
+		case "auto-delete":
+			req.AutoDeleteDays = timers[f.Name]
+		}
+	})
 
 	cl, err := c.app.client()
 	if err != nil {

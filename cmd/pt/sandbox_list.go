@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -43,12 +44,7 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	if asJSON {
 		return writeJSON(c.app.stdout, l)
 	}
-	tw := table(c.app.stdout)
-	fmt.Fprintln(tw, sandboxHeader)
-	for i := range l.Rows {
-		fmt.Fprintln(tw, sandboxRow(&l.Rows[i]))
-	}
-	if err := tw.Flush(); err != nil {
+	if _, err := io.WriteString(c.app.stdout, sandboxTable(l.Rows, c.app.width())); err != nil {
 		return err
 	}
 	if shown := opts.Offset + len(l.Rows); len(l.Rows) > 0 && shown < l.Total {
