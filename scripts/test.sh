@@ -7,5 +7,7 @@ PT_SETUP_TESTS=1 scripts/setup.sh
 export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 scripts/build.sh
 go vet ./...
+# The real e2b npm SDK, pinned by tests/compat/e2b/package-lock.json.
+(cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error)
 (cd sdk/go && go vet ./... && go test -race -count=1 ./...)
 go test -race -count=1 -timeout 30m -p 2 ./...
