@@ -70,8 +70,8 @@ func WithUserAgent(ua string) Option {
 	}
 }
 
-// WithPollInterval sets how often waits (WaitForState, and Create after a
-// server-side wait ran out) re-read a sandbox. The default is 500ms; the
+// WithPollInterval sets how often waits (WaitForState, and Create, Stop,
+// Start and Archive after a server-side wait ran out) re-read a sandbox. The default is 500ms; the
 // server offers no push notification on this API, so this trades latency
 // for request load.
 func WithPollInterval(d time.Duration) Option {
