@@ -1,0 +1,178 @@
+// Command e2b measures the real e2b SDK against ptd beside the same loop
+// on the native API, in one run on one ptd: create → run `true` → kill,
+// N times each, printed as p50/p95/p99 and p50 ratios against native.
+// It needs root (a real ptd), node, and `npm ci` in tests/compat/e2b.
+//
+//	go run ./bench/e2b [-n 50] [-template pt-base]
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/e2b:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	n := flag.Int("n", 50, "runs per loop")
+	tpl := flag.String("template", "pt-base", "template (the SDK runs commands with bash, so not busybox)")
+	flag.Parse()
+	root, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	sdkDir := filepath.Join(root, "tests", "compat", "e2b")
+	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "e2b")); err != nil {
+		return fmt.Errorf("run `npm ci` in %s first", sdkDir)
+	}
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root})
+	defer d.Stop()
+	if err != nil {
+		return err
+	}
+	c := &client{url: d.URL, token: d.Token}
+	if _, err := c.loop(1, *tpl, []string{"true"}); err != nil { // builds the template
+		return err
+	}
+	fmt.Printf("E2B SDK vs native API: %d runs each, template %s, %s\n\n", *n, *tpl, time.Now().UTC().Format(time.RFC3339))
+
+	native, err := c.loop(*n, *tpl, []string{"true"})
+	if err != nil {
+		return err
+	}
+	nativeBash, err := c.loop(*n, *tpl, []string{"/bin/bash", "-l", "-c", "true"})
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(*n), "-t", *tpl)
+	cmd.Dir, cmd.Stderr = sdkDir, os.Stderr
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+d.URL, "E2B_SANDBOX_URL="+d.URL, "E2B_API_KEY="+d.Token)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("node bench.mjs: %w", err)
+	}
+	var sdk struct {
+		CreateRun []float64 `json:"create_run_ms"`
+		Kill      []float64 `json:"kill_ms"`
+	}
+	if err := json.Unmarshal(out, &sdk); err != nil {
+		return fmt.Errorf("node bench.mjs output %q: %w", out, err)
+	}
+	report("native create → exec true", native.createRun, nil)
+	report("native create → exec bash -l -c true", nativeBash.createRun, nil)
+	report("SDK create → commands.run(\"true\")", millis(sdk.CreateRun), native.createRun)
+	fmt.Printf("%-42s (the SDK runs every command as /bin/bash -l -c; vs the bash line: %.2fx)\n", "",
+		ratio(millis(sdk.CreateRun), nativeBash.createRun))
+	report("native delete (202)", native.kill, nil)
+	report("SDK kill (204)", millis(sdk.Kill), native.kill)
+	return nil
+}
+
+type times struct{ createRun, kill []time.Duration }
+
+// loop creates, runs argv, deletes; it waits (untimed) for each teardown
+// so runs never overlap one, as bench.mjs does.
+func (c *client) loop(n int, tpl string, argv []string) (times, error) {
+	var t times
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		st, b, err := c.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl})
+		if err != nil || st != 201 {
+			return t, fmt.Errorf("create: %d %s %v", st, b, err)
+		}
+		var sb struct{ ID string }
+		json.Unmarshal(b, &sb)
+		if st, b, err := c.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", map[string]any{"cmd": argv}); err != nil || st != 200 || !bytes.Contains(b, []byte(`"exit_code":0`)) {
+			return t, fmt.Errorf("exec: %d %s %v", st, b, err)
+		}
+		t1 := time.Now()
+		if st, b, err := c.do("DELETE", "/v1/sandboxes/"+sb.ID, nil); err != nil || st != 202 {
+			return t, fmt.Errorf("delete: %d %s %v", st, b, err)
+		}
+		t2 := time.Now()
+		t.createRun, t.kill = append(t.createRun, t1.Sub(t0)), append(t.kill, t2.Sub(t1))
+		if err := c.waitGone(sb.ID); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+type client struct{ url, token string }
+
+func (c *client) do(method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func (c *client) waitGone(id string) error {
+	for i := 0; i < 2000; i++ {
+		_, b, _ := c.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
+		if bytes.Contains(b, []byte(`"state":"deleted"`)) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("sandbox %s was not torn down", id)
+}
+
+func millis(ms []float64) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		out[i] = time.Duration(m * float64(time.Millisecond))
+	}
+	return out
+}
+
+func percentiles(ds []time.Duration) [3]time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	return [3]time.Duration{at(.50), at(.95), at(.99)}
+}
+
+func ratio(a, b []time.Duration) float64 {
+	return float64(percentiles(a)[0]) / float64(percentiles(b)[0])
+}
+
+func report(name string, ds, baseline []time.Duration) {
+	p := percentiles(ds)
+	line := fmt.Sprintf("%-42s p50 %7.2fms  p95 %7.2fms  p99 %7.2fms", name, ms(p[0]), ms(p[1]), ms(p[2]))
+	if baseline != nil {
+		line += fmt.Sprintf("  (%.2fx native p50)", ratio(ds, baseline))
+	}
+	fmt.Println(line)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
