@@ -284,7 +284,8 @@ func (s *Service) WaitFor(ctx context.Context, p Principal, id string, target sa
 		if err != nil {
 			return sandbox.Sandbox{}, false, err
 		}
-		if sb.State == target {
+		// Archived (and archiving) sandboxes are stopped ones too.
+		if sb.State == target || (target == sandbox.StateStopped && (sb.State == sandbox.StateArchived || sb.State == sandbox.StateArchiving)) {
 			return sb, true, nil
 		}
 		if unreachable(sb.State, target) {

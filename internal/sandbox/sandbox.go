@@ -64,6 +64,8 @@ type Sandbox struct {
 	Env      map[string]string `json:"-"`
 	Metadata map[string]string `json:"metadata"`
 	HostID   string            `json:"host_id,omitempty"`
+	// ParentID is set once at create; the parent groups its children.
+	ParentID string `json:"parent_id,omitempty"`
 	// Address is the sandbox's IP on its host bridge; AgentToken guards its
 	// pt-agent. Neither is shown to API clients except the agent token where
 	// a compatibility surface needs it.

@@ -96,6 +96,12 @@ type ListOptions struct {
 	Offset int           // < 0 counts as 0
 	// IncludeDeleted includes deleted records.
 	IncludeDeleted bool
+	// ParentID filters to the children of one sandbox; RootsOnly to
+	// sandboxes without a parent.
+	ParentID  string
+	RootsOnly bool
+	// Metadata filters to sandboxes whose metadata has every pair.
+	Metadata map[string]string
 }
 
 // Event is an append-only record of something that happened to a sandbox.

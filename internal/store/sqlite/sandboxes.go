@@ -14,7 +14,7 @@ import (
 )
 
 const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
-	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle`
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id`
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
@@ -32,11 +32,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		updated = sandbox.FormatTime(sb.UpdatedAt)
 	}
 	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
 		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
-		created, updated, deletedAt(sb), lc)
+		created, updated, deletedAt(sb), lc, sb.ParentID)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -111,6 +111,9 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 			sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
 			sb.Reason, t, deletedAt(sb), lc,
 			sb.ID, sb.Version); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+				return fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
+			}
 			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 		}
 
@@ -151,6 +154,17 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	case !o.IncludeDeleted:
 		where = append(where, "state <> ?")
 		args = append(args, string(sandbox.StateDeleted))
+	}
+	switch {
+	case o.ParentID != "":
+		where = append(where, "parent_id = ?")
+		args = append(args, o.ParentID)
+	case o.RootsOnly:
+		where = append(where, "parent_id = ''")
+	}
+	for k, v := range o.Metadata {
+		where = append(where, "json_extract(metadata, '$.' || json_quote(?)) = ?")
+		args = append(args, k, v)
 	}
 	cond := ""
 	if len(where) > 0 {
@@ -258,7 +272,7 @@ func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
 	var deleted sql.NullString
 	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
 		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc); err != nil {
+		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if err := decodeLifecycle(lc, &sb); err != nil {

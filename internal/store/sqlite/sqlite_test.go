@@ -182,9 +182,12 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 	s := openTemp(t)
 	before := appliedMigrations(t, s)
 	bad := fstest.MapFS{
-		"0001_init.sql": {Data: mustRead(t, "migrations/0001_init.sql")},
-		"0002_ok.sql":   {Data: []byte("CREATE TABLE ok (id TEXT) STRICT;")},
-		"0003_bad.sql":  {Data: []byte("CREATE TABLE broken (;")},
+		"9001_ok.sql":  {Data: []byte("CREATE TABLE ok (id TEXT) STRICT;")},
+		"9002_bad.sql": {Data: []byte("CREATE TABLE broken (;")},
+	}
+	entries, _ := fs.ReadDir(migrationFS, "migrations")
+	for _, e := range entries {
+		bad[e.Name()] = &fstest.MapFile{Data: mustRead(t, "migrations/"+e.Name())}
 	}
 	if err := migrate(ctx, s.w, bad, s.logger); err == nil {
 		t.Fatal("migrate with a broken file succeeded")
@@ -197,7 +200,7 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n != 0 {
-		t.Error("table from 0002 exists after the batch failed")
+		t.Error("table from 9001 exists after the batch failed")
 	}
 }
 

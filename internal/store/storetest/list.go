@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -277,6 +278,15 @@ func testListSnapshot(t *testing.T, s store.Store) {
 
 	var failure string
 	for checks := 0; failure == ""; checks++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				failure = "CreateSandbox: " + err.Error()
+				continue
+			}
+			done <- nil
+		default:
+		}
 		rows, total, err := s.ListSandboxes(ctx, store.ListOptions{OrgID: "org_s"})
 		switch {
 		case err != nil:
@@ -452,5 +462,74 @@ func testCloseTwice(t *testing.T, s store.Store) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// testTreeAndFilters covers parent/child filters, metadata filters, live
+// name uniqueness and AddEvent.
+func testTreeAndFilters(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	parent := newSandbox("org_t", base)
+	if err := s.CreateSandbox(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+	child := newSandbox("org_t", base.Add(time.Microsecond))
+	child.ParentID, child.Metadata = parent.ID, map[string]string{"run": "nightly", "odd key": "x"}
+	if err := s.CreateSandbox(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	kids, total, err := s.ListSandboxes(ctx, store.ListOptions{OrgID: "org_t", ParentID: parent.ID})
+	if err != nil || total != 1 || kids[0].ID != child.ID || kids[0].ParentID != parent.ID {
+		t.Fatalf("children: %v %d %v", kids, total, err)
+	}
+	roots, _, _ := s.ListSandboxes(ctx, store.ListOptions{OrgID: "org_t", RootsOnly: true})
+	if len(roots) != 1 || roots[0].ID != parent.ID {
+		t.Errorf("roots: %v", roots)
+	}
+	for _, tc := range []struct {
+		md   map[string]string
+		want int
+	}{{map[string]string{"run": "nightly"}, 1}, {map[string]string{"odd key": "x", "run": "nightly"}, 1}, {map[string]string{"run": "weekly"}, 0}, {map[string]string{"owner": "ci"}, 1}} {
+		rows, _, err := s.ListSandboxes(ctx, store.ListOptions{OrgID: "org_t", Metadata: tc.md})
+		if err != nil || len(rows) != tc.want {
+			t.Errorf("metadata %v: %d rows, want %d (%v)", tc.md, len(rows), tc.want, err)
+		}
+	}
+	// Names are unique per org among live sandboxes.
+	dup := newSandbox("org_t", base.Add(2*time.Microsecond))
+	dup.Name = parent.Name
+	if err := s.CreateSandbox(ctx, dup); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate live name: %v", err)
+	}
+	other := newSandbox("org_u", base)
+	other.Name = parent.Name
+	if err := s.CreateSandbox(ctx, other); err != nil {
+		t.Errorf("same name in another org: %v", err)
+	}
+	got, _ := s.GetSandbox(ctx, "", child.ID)
+	got.Name = parent.Name
+	if _, err := s.UpdateSandbox(ctx, got); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("rename to a live name: %v", err)
+	}
+	p, _ := s.GetSandbox(ctx, "", parent.ID)
+	p.State = sandbox.StateDeleted
+	if _, err := s.UpdateSandbox(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.GetSandbox(ctx, "", child.ID)
+	got.Name = parent.Name
+	if _, err := s.UpdateSandbox(ctx, got); err != nil {
+		t.Errorf("a deleted sandbox's name is free again: %v", err)
+	}
+	if err := s.AddEvent(ctx, "org_t", child.ID, "start_ram_not_restored", map[string]any{"restore": "disk_only"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := s.Events(ctx, 0, 0)
+	found := false
+	for _, e := range evs {
+		found = found || (e.Type == "start_ram_not_restored" && e.SandboxID == child.ID && strings.Contains(e.Data, "disk_only"))
+	}
+	if !found {
+		t.Error("AddEvent's event not listed")
 	}
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +15,11 @@ import (
 
 // newSandbox returns a fully populated sandbox record in org, created at at.
 func newSandbox(org string, at time.Time) sandbox.Sandbox {
+	id := sandbox.NewID(sandbox.PrefixSandbox)
 	return sandbox.Sandbox{
-		ID:                sandbox.NewID(sandbox.PrefixSandbox),
+		ID:                id,
 		OrgID:             org,
-		Name:              "sb",
+		Name:              "sb-" + strings.ToLower(id[len(id)-8:]),
 		State:             sandbox.StateCreating,
 		Template:          "busybox",
 		TemplateVersionID: "tplv_01JNDX3V6Z9Q6N1S9Y8K7C2F3A",

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListPagination", testListPagination},
 		{"ListFilters", testListFilters},
 		{"ListSnapshot", testListSnapshot},
+		{"TreeAndFilters", testTreeAndFilters},
 		{"SandboxesInStates", testSandboxesInStates},
 		{"Events", testEvents},
 		{"CloseTwice", testCloseTwice},
