@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -239,7 +240,6 @@ func TestValidation(t *testing.T) {
 		{"ram 64", CreateRequest{Template: "busybox", RAMMB: i(64)}, "ram_mb"},
 		{"disk 0", CreateRequest{Template: "busybox", DiskGB: i(0)}, "disk_gb"},
 		{"env key", CreateRequest{Template: "busybox", Env: map[string]string{"A-B": "x"}}, "env"},
-		{"env huge", CreateRequest{Template: "busybox", Env: map[string]string{"A": string(make([]byte, 128*1024))}}, "env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.Create(context.Background(), org, tc.req)
@@ -248,6 +248,10 @@ func TestValidation(t *testing.T) {
 				t.Fatalf("err = %v, want field %s", err, tc.field)
 			}
 		})
+	}
+	var tooBig *EnvVarTooLargeError
+	if _, err := s.Create(context.Background(), org, CreateRequest{Template: "busybox", Env: map[string]string{"A": string(make([]byte, 128*1024))}}); !errors.As(err, &tooBig) {
+		t.Errorf("huge env var: %v", err)
 	}
 	_, err := s.Create(context.Background(), org, CreateRequest{Template: "nope"})
 	if !errors.Is(err, sandbox.ErrNotFound) {
@@ -363,3 +367,95 @@ func TestTTLAndRetentionTimers(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestPatchEnvConcurrentMerges(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox", Env: map[string]string{"KEEP": "1", "DROP": "x"}})
+	var wg sync.WaitGroup
+	errs := make(chan error, 25)
+	for i := 0; i < 24; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := "v"
+			_, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"K" + strconv.Itoa(i): &v})
+			errs <- err
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"DROP": nil})
+		errs <- err
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := s.Get(ctx, org, sb.ID, false)
+	if len(got.Env) != 25 || got.Env["KEEP"] != "1" || got.Env["DROP"] != "" {
+		t.Fatalf("merged env has %d keys: %v", len(got.Env), got.Env)
+	}
+	// Over the total limit: refused whole, nothing changes.
+	big := string(make([]byte, 100*1024))
+	_, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"B1": &big, "B2": &big, "B3": &big})
+	if !errors.Is(err, ErrEnvTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+	after, _ := s.Get(ctx, org, sb.ID, false)
+	if len(after.Env) != 25 {
+		t.Errorf("a refused patch changed env: %d keys", len(after.Env))
+	}
+}
+
+func TestParentChild(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	parent := running(t, s, CreateRequest{Template: "busybox"})
+	child := running(t, s, CreateRequest{Template: "busybox", ParentID: parent.ID})
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: "sbx_01KZZZZZZZZZZZZZZZZZZZZZZZ"}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("missing parent: %v", err)
+	}
+	if _, err := s.Create(ctx, Principal{OrgID: "org_b"}, CreateRequest{Template: "busybox", ParentID: parent.ID}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("parent in another org: %v", err)
+	}
+	var ce *ChildrenError
+	if _, err := s.Delete(ctx, org, parent.ID); !errors.As(err, &ce) || len(ce.Children) != 1 || ce.Children[0] != child.ID {
+		t.Fatalf("delete parent with a live child: %v", err)
+	}
+	s.Stop(ctx, org, parent.ID)
+	s.WaitFor(ctx, org, parent.ID, sandbox.StateStopped, 5*time.Second)
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: parent.ID}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("stopped parent: %v", err)
+	}
+	s.Delete(ctx, org, child.ID)
+	waitDeleted(t, s, child.ID)
+	if _, err := s.Delete(ctx, org, parent.ID); err != nil {
+		t.Errorf("delete parent after its child: %v", err)
+	}
+}
+
+func TestRenameUniquePerOrg(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	a := running(t, s, CreateRequest{Template: "busybox", Name: "ci-runner"})
+	b := running(t, s, CreateRequest{Template: "busybox"})
+	name := "ci-runner"
+	if _, err := s.Update(ctx, org, b.ID, Patch{Name: &name}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("rename to a taken name: %v", err)
+	}
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Name: "ci-runner"}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("create with a taken name: %v", err)
+	}
+	empty := ""
+	if got, err := s.Update(ctx, org, a.ID, Patch{Name: &empty}); err != nil || got.Name != "" {
+		t.Errorf("clear name: %v %q", err, got.Name)
+	}
+	if got, err := s.Update(ctx, org, b.ID, Patch{Name: &name}); err != nil || got.Name != name {
+		t.Errorf("rename to a freed name: %v %q", err, got.Name)
+	}
+}

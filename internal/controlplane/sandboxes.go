@@ -31,6 +31,10 @@ type CreateRequest struct {
 	AutoDeleteDays  *int
 	// TTL, when positive, deletes the sandbox that long after create.
 	TTL time.Duration
+	// ParentID makes the sandbox a child of a running sandbox of the same
+	// org; it is set once and never moves.
+	ParentID     string
+	NoAutoResume bool
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -105,19 +109,38 @@ const (
 
 // ValidateEnv checks key syntax and Linux's size limits.
 func ValidateEnv(env map[string]string) error {
-	total := 0
+	if err := validateEnvVars(env); err != nil {
+		return err
+	}
+	if n := envBytes(env); n > MaxEnvTotalBytes {
+		return fmt.Errorf("environment is %d bytes; the limit is %d: %w", n, MaxEnvTotalBytes, ErrEnvTooLarge)
+	}
+	return nil
+}
+
+// EnvVarTooLargeError is one KEY=VALUE string over Linux's per-string
+// limit (MAX_ARG_STRLEN).
+type EnvVarTooLargeError struct {
+	Key   string
+	Bytes int
+}
+
+func (e *EnvVarTooLargeError) Error() string {
+	return fmt.Sprintf("%s=… is %d bytes with its NUL; the limit per variable is %d", e.Key, e.Bytes, MaxEnvVarBytes)
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrInvalidArgument) hold.
+func (e *EnvVarTooLargeError) Unwrap() error { return sandbox.ErrInvalidArgument }
+
+// validateEnvVars checks each key and each KEY=VALUE string.
+func validateEnvVars(env map[string]string) error {
 	for k, v := range env {
 		if !envKeyRE.MatchString(k) {
 			return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("key %q must match [A-Za-z_][A-Za-z0-9_]*", k)}
 		}
-		n := len(k) + 1 + len(v) + 1
-		if n > MaxEnvVarBytes {
-			return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("%s=… is %d bytes with its NUL; the limit per variable is %d", k, n, MaxEnvVarBytes)}
+		if n := len(k) + 1 + len(v) + 1; n > MaxEnvVarBytes {
+			return &EnvVarTooLargeError{Key: k, Bytes: n}
 		}
-		total += n
-	}
-	if total > MaxEnvTotalBytes {
-		return &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("environment is %d bytes; the limit is %d", total, MaxEnvTotalBytes)}
 	}
 	return nil
 }
@@ -159,6 +182,15 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	if !s.tpl.known(r.Template) {
 		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
 	}
+	if r.ParentID != "" {
+		parent, err := s.Get(ctx, p, r.ParentID, false)
+		if err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
+		}
+		if parent.State != sandbox.StateRunning {
+			return sandbox.Sandbox{}, &StateError{State: parent.State, Want: "running to create children (the parent)"}
+		}
+	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	sb := sandbox.Sandbox{
 		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: p.OrgID, Name: r.Name,
@@ -167,13 +199,16 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		Env: nonNil(r.Env), Metadata: nonNil(r.Metadata),
 		HostID: s.host.ID(), AgentToken: randomToken(),
 		CreatedAt: now, UpdatedAt: now,
-		Retention: ret, LastActivityAt: &now,
+		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
 	}
 	if r.TTL > 0 {
 		exp := now.Add(r.TTL)
 		sb.ExpiresAt, sb.ExpiryAction = &exp, sandbox.ExpireDelete
 	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		if errors.Is(err, store.ErrConflict) && r.Name != "" {
+			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
+		}
 		return sandbox.Sandbox{}, err
 	}
 	sb.Version = 1
@@ -211,6 +246,9 @@ type ListRequest struct {
 	State  sandbox.State
 	Limit  int
 	Offset int
+	// ParentID lists one sandbox's children; "none" lists top-level ones.
+	ParentID string
+	Metadata map[string]string
 }
 
 // List returns one page of p's sandboxes and the total count.
@@ -227,7 +265,14 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 	if r.Offset < 0 {
 		return nil, 0, &sandbox.FieldError{Field: "offset", Reason: "must not be negative"}
 	}
-	return s.store.ListSandboxes(ctx, store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset})
+	o := store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset, Metadata: r.Metadata}
+	switch {
+	case r.ParentID == "none":
+		o.RootsOnly = true
+	case r.ParentID != "":
+		o.ParentID = r.ParentID
+	}
+	return s.store.ListSandboxes(ctx, o)
 }
 
 // Delete marks the sandbox deleting and tears it down in the background.
@@ -235,6 +280,13 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
 	if _, err := s.Get(ctx, p, id, false); err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	kids, err := s.liveChildren(ctx, p.OrgID, id)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if len(kids) > 0 {
+		return sandbox.Sandbox{}, &ChildrenError{Children: kids}
 	}
 	return s.deleteWithReason(ctx, id, "user_deleted")
 }

@@ -46,6 +46,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var ae *apiError
 	var fe *sandbox.FieldError
 	var se *controlplane.StateError
+	var evt *controlplane.EnvVarTooLargeError
+	var ce *controlplane.ChildrenError
 	var nf interface{ Field() string }
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
@@ -57,6 +59,14 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &fe):
 		status, code, msg = http.StatusBadRequest, "invalid_request", fe.Error()
 		body["field"] = fe.Field
+	case errors.Is(err, controlplane.ErrEnvTooLarge):
+		status, code, msg = http.StatusRequestEntityTooLarge, "env_too_large", err.Error()
+	case errors.As(err, &evt):
+		status, code, msg = http.StatusBadRequest, "env_var_too_large", evt.Error()
+		body["field"] = "env"
+	case errors.As(err, &ce):
+		status, code, msg = http.StatusConflict, "conflict", ce.Error()
+		body["children"] = ce.Children
 	case errors.As(err, &se):
 		status, code, msg = http.StatusConflict, "sandbox_not_ready", se.Error()
 		if se.Want != "" {

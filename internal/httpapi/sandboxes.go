@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
@@ -20,6 +23,8 @@ type createBody struct {
 	Metadata map[string]string `json:"metadata"`
 	Wait     bool              `json:"wait"`
 
+	ParentID        string `json:"parent_id"`
+	AutoResume      *bool  `json:"auto_resume"`
 	Type            string `json:"type"`
 	AutoStopMinutes *int   `json:"auto_stop_minutes"`
 	AutoArchiveDays *int   `json:"auto_archive_days"`
@@ -74,7 +79,11 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		wait = sandbox.StateRunning
 	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
-		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays}
+		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
+		ParentID: b.ParentID}
+	if b.AutoResume != nil {
+		req.NoAutoResume = !*b.AutoResume
+	}
 	if b.Name != nil {
 		req.Name = *b.Name
 	}
@@ -113,6 +122,18 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	q := r.URL.Query()
 	var req controlplane.ListRequest
 	req.State = sandbox.State(q.Get("state"))
+	req.ParentID = q.Get("parent_id")
+	if rootsOnly, _ := strconv.ParseBool(q.Get("roots_only")); rootsOnly {
+		req.ParentID = "none"
+	}
+	for k, vs := range q {
+		if name, ok := strings.CutPrefix(k, "metadata["); ok && strings.HasSuffix(name, "]") && len(vs) > 0 {
+			if req.Metadata == nil {
+				req.Metadata = map[string]string{}
+			}
+			req.Metadata[strings.TrimSuffix(name, "]")] = vs[0]
+		}
+	}
 	for _, f := range []struct {
 		name string
 		dst  *int
@@ -252,4 +273,77 @@ func (a *API) stop(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 		}
 	}
 	return a.lifecycleCall(call, sandbox.StateStopped)(w, r, p)
+}
+
+// patchSandbox is PATCH /v1/sandboxes/{id}: {"name": "x" | null,
+// "auto_resume": bool}. A JSON null name clears it.
+func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var raw map[string]json.RawMessage
+	if err := decodeJSON(r, &raw, false); err != nil {
+		return err
+	}
+	var pt controlplane.Patch
+	for k, v := range raw {
+		switch k {
+		case "name":
+			name := ""
+			if string(v) != "null" {
+				if err := json.Unmarshal(v, &name); err != nil {
+					return badRequest("name must be a string or null", "name")
+				}
+				if name == "" {
+					return badRequest("name must not be empty; send null to clear it", "name")
+				}
+			}
+			pt.Name = &name
+		case "auto_resume":
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil {
+				return badRequest("auto_resume must be true or false", "auto_resume")
+			}
+			pt.AutoResume = &b
+		default:
+			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name and auto_resume", k), k)
+		}
+	}
+	sb, err := a.cp.Update(r.Context(), p, r.PathValue("id"), pt)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSandbox(sb))
+	return nil
+}
+
+// patchEnv is PATCH /v1/sandboxes/{id}/env: {"env": {"K": "v", "OLD": null}}.
+// The answer names keys only, never values.
+func (a *API) patchEnv(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b struct {
+		Env map[string]*string `json:"env"`
+	}
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	if b.Env == nil {
+		return badRequest("env is required: an object of KEY: value, or KEY: null to remove", "env")
+	}
+	res, err := a.cp.PatchEnv(r.Context(), p, r.PathValue("id"), b.Env)
+	if err != nil {
+		return err
+	}
+	v := viewSandbox(res.Sandbox)
+	writeJSON(w, http.StatusOK, map[string]any{"id": v.ID, "state": v.State, "env_keys": v.EnvKeys, "applies": res.Applies})
+	return nil
+}
+
+func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	rows, err := a.cp.Children(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	views := make([]sandboxView, 0, len(rows))
+	for _, sb := range rows {
+		views = append(views, viewSandbox(sb))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rows": views})
+	return nil
 }

@@ -21,6 +21,8 @@ type sandboxView struct {
 	EnvKeys           []string          `json:"env_keys"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
+	ParentID          *string           `json:"parent_id"`
+	AutoResume        bool              `json:"auto_resume"`
 	Reason            string            `json:"reason,omitempty"`
 	CreatedAt         string            `json:"created_at"`
 	UpdatedAt         string            `json:"updated_at"`
@@ -49,6 +51,10 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	if sb.Name != "" {
 		v.Name = &sb.Name
 	}
+	if sb.ParentID != "" {
+		v.ParentID = &sb.ParentID
+	}
+	v.AutoResume = !sb.NoAutoResume
 	if sb.TemplateVersionID != "" {
 		v.TemplateVersionID = &sb.TemplateVersionID
 	}

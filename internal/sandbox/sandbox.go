@@ -87,6 +87,9 @@ type Sandbox struct {
 	// StoppedAt is when the sandbox last reached stopped; auto-archive
 	// counts from it.
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// NoAutoResume turns off starting the sandbox from preview traffic
+	// (seed 004 "Auto-resume"; the API field is auto_resume, default true).
+	NoAutoResume bool `json:"no_auto_resume,omitempty"`
 	// Archive points at the sandbox's disk in the object store while it is
 	// archived (and after, as recovery data, until disposal).
 	Archive *ArchiveRef `json:"archive,omitempty"`

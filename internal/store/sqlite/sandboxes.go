@@ -346,12 +346,14 @@ type lifecycle struct {
 	LastActivityAt *time.Time           `json:"last_activity_at,omitempty"`
 	StoppedAt      *time.Time           `json:"stopped_at,omitempty"`
 	Archive        *sandbox.ArchiveRef  `json:"archive,omitempty"`
+	NoAutoResume   bool                 `json:"no_auto_resume,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 	b, err := json.Marshal(lifecycle{
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
+		NoAutoResume: sb.NoAutoResume,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -366,6 +368,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	}
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
+	sb.NoAutoResume = lc.NoAutoResume
 	return nil
 }
 

@@ -1,0 +1,174 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Patch changes a sandbox's mutable fields. Nil fields stay as they are.
+type Patch struct {
+	// Name: nil keeps it; a pointer to "" clears it.
+	Name       *string
+	AutoResume *bool
+}
+
+// Update applies a patch. Names are unique per org among live sandboxes:
+// a taken name is a conflict.
+func (s *Service) Update(ctx context.Context, p Principal, id string, pt Patch) (sandbox.Sandbox, error) {
+	if pt.Name != nil && *pt.Name != "" && !nameRE.MatchString(*pt.Name) {
+		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "name", Reason: "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if sb.State == sandbox.StateDeleting {
+			return sb, &StateError{State: sb.State, Want: "not being deleted"}
+		}
+		if pt.Name != nil {
+			sb.Name = *pt.Name
+		}
+		if pt.AutoResume != nil {
+			sb.NoAutoResume = !*pt.AutoResume
+		}
+		out, err := s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			if cur, gerr := s.store.GetSandbox(ctx, "", id); gerr == nil && cur.Version == sb.Version {
+				return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", sb.Name, sandbox.ErrConflict)
+			}
+			continue
+		}
+		return out, err
+	}
+}
+
+// EnvResult is what an env patch reports: the key names (never values)
+// and when the change applies.
+type EnvResult struct {
+	Sandbox sandbox.Sandbox
+	// Applies is next_exec for a running sandbox (new commands see it at
+	// once) and next_start otherwise.
+	Applies string
+}
+
+// ErrEnvTooLarge is the merged environment over MaxEnvTotalBytes.
+var ErrEnvTooLarge = errors.New("env too large")
+
+// PatchEnv merges changes into the sandbox's environment: a nil value
+// removes the key, unmentioned keys stay. Concurrent patches merge against
+// the latest committed environment (compare-and-swap, retried), and the
+// merged result is checked as a whole: a rejected patch changes nothing.
+func (s *Service) PatchEnv(ctx context.Context, p Principal, id string, changes map[string]*string) (EnvResult, error) {
+	set := map[string]string{}
+	for k, v := range changes {
+		if v != nil {
+			set[k] = *v
+		} else if !envKeyRE.MatchString(k) {
+			return EnvResult{}, &sandbox.FieldError{Field: "env", Reason: fmt.Sprintf("key %q must match [A-Za-z_][A-Za-z0-9_]*", k)}
+		}
+	}
+	if err := validateEnvVars(set); err != nil {
+		return EnvResult{}, err
+	}
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return EnvResult{}, err
+		}
+		if sb.State == sandbox.StateDeleting {
+			return EnvResult{}, fmt.Errorf("sandbox %q is being deleted: %w", id, sandbox.ErrNotFound)
+		}
+		merged := make(map[string]string, len(sb.Env)+len(set))
+		for k, v := range sb.Env {
+			merged[k] = v
+		}
+		for k, v := range changes {
+			if v == nil {
+				delete(merged, k)
+			} else {
+				merged[k] = *v
+			}
+		}
+		if n := envBytes(merged); n > MaxEnvTotalBytes {
+			return EnvResult{}, fmt.Errorf("the merged environment would be %d bytes; the limit is %d: %w", n, MaxEnvTotalBytes, ErrEnvTooLarge)
+		}
+		sb.Env = merged
+		out, err := s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue // another patch committed first: merge against it
+		}
+		if err != nil {
+			return EnvResult{}, err
+		}
+		res := EnvResult{Sandbox: out, Applies: "next_start"}
+		if out.State == sandbox.StateRunning {
+			res.Applies = "next_exec"
+			if err := s.pushEnv(ctx, id); err != nil {
+				return EnvResult{}, err
+			}
+		}
+		return res, nil
+	}
+}
+
+// pushEnv hands the latest committed environment to the running agent.
+// It re-reads under the sandbox's lock, so concurrent patches can never
+// leave the agent with an older environment than the store.
+func (s *Service) pushEnv(ctx context.Context, id string) error {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateRunning {
+		return err
+	}
+	return s.initAgent(ctx, sb, Instance{Address: sb.Address})
+}
+
+func envBytes(env map[string]string) int {
+	n := 0
+	for k, v := range env {
+		n += len(k) + 1 + len(v) + 1
+	}
+	return n
+}
+
+// Children lists the sandboxes whose parent is id (any state but deleted).
+func (s *Service) Children(ctx context.Context, p Principal, id string) ([]sandbox.Sandbox, error) {
+	if _, err := s.Get(ctx, p, id, true); err != nil {
+		return nil, err
+	}
+	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: p.OrgID, ParentID: id})
+	return rows, err
+}
+
+// liveChildren returns the IDs of id's children that are not deleted.
+func (s *Service) liveChildren(ctx context.Context, orgID, id string) ([]string, error) {
+	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: orgID, ParentID: id})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range rows {
+		if r.State.Live() {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// ChildrenError is a delete refused because the sandbox has live children.
+type ChildrenError struct{ Children []string }
+
+func (e *ChildrenError) Error() string {
+	return fmt.Sprintf("sandbox has %d live children; delete them first: %v", len(e.Children), e.Children)
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
+func (e *ChildrenError) Unwrap() error { return sandbox.ErrConflict }
