@@ -112,7 +112,7 @@ func (h *Handler) detailView(sb sandbox.Sandbox, state string, withToken bool) d
 		end = *sb.ExpiresAt
 	}
 	onTimeout := "kill"
-	if sb.ExpiryAction == sandbox.ExpireStop {
+	if action(sb) == sandbox.ExpireStop {
 		onTimeout = "pause"
 	}
 	v := detailView{

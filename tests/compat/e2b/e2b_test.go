@@ -445,6 +445,45 @@ func TestPauseConnect(t *testing.T) {
 	}
 }
 
+// TestAutoPause: a sandbox made with autoPause is paused, not killed,
+// when its timeout runs out, and keeps pausing after a resume.
+func TestAutoPause(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "timeout": 1, "autoPause": true})
+	deadline := time.Now().Add(2 * time.Minute)
+	var g map[string]any
+	for {
+		g = c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON()
+		if g["state"] == "paused" {
+			break
+		}
+		if g["state"] != "running" || time.Now().After(deadline) {
+			t.Fatalf("waiting for the auto-pause: %v", g)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if lc, _ := g["lifecycle"].(map[string]any); lc["onTimeout"] != "pause" {
+		t.Errorf("lifecycle while auto-paused: %v", g["lifecycle"])
+	}
+	if r := c.do("POST", "/v2/sandboxes/"+s.SandboxID+"/connect", `{"timeout":600}`); r.Status != 201 {
+		t.Fatalf("connect: %d %s", r.Status, r.Body)
+	}
+	g = c.do("GET", "/sandboxes/"+s.SandboxID, nil).JSON()
+	if lc, _ := g["lifecycle"].(map[string]any); g["state"] != "running" || lc["onTimeout"] != "pause" {
+		t.Errorf("after resume: state %v lifecycle %v", g["state"], g["lifecycle"])
+	}
+	if end := parseTime(t, g["endAt"]); end.Before(time.Now().Add(500 * time.Second)) {
+		t.Errorf("endAt after connect {timeout:600}: %v", end)
+	}
+	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{}`); r.Status != 204 {
+		t.Fatalf("pause: %d %s", r.Status, r.Body)
+	}
+	// A paused sandbox can be killed.
+	if r := c.do("DELETE", "/sandboxes/"+s.SandboxID, nil); r.Status != 204 {
+		t.Errorf("kill paused: %d %s", r.Status, r.Body)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox"})
