@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -626,10 +628,34 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// initAgent hands the sandbox's environment to its agent.
+// initAgent hands the sandbox's environment to its agent and, on a cold
+// boot, re-seeds /etc/pt-env (what boot services and terminal shells
+// source) from the current values, never the create-time ones.
 func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instance) error {
 	if s.noAgentInit {
 		return nil
 	}
-	return s.agent(sb.ID, inst.Address, sb.AgentToken).Init(ctx, sb.Env)
+	ag := s.agent(sb.ID, inst.Address, sb.AgentToken)
+	if err := ag.Init(ctx, sb.Env); err != nil {
+		return err
+	}
+	if inst.MemoryRestored {
+		return nil
+	}
+	return ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(sb.Env)))
+}
+
+// envFile renders env as a POSIX shell file of export lines.
+func envFile(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# Written by Platinum at every cold boot from the sandbox's environment.\n")
+	for _, k := range keys {
+		b.WriteString("export " + k + "='" + strings.ReplaceAll(env[k], "'", `'\''`) + "'\n")
+	}
+	return b.String()
 }

@@ -127,7 +127,10 @@ func (s *Service) pushEnv(ctx context.Context, id string) error {
 	if err != nil || sb.State != sandbox.StateRunning {
 		return err
 	}
-	return s.initAgent(ctx, sb, Instance{Address: sb.Address})
+	if s.noAgentInit {
+		return nil
+	}
+	return s.agent(sb.ID, sb.Address, sb.AgentToken).Init(ctx, sb.Env)
 }
 
 func envBytes(env map[string]string) int {
