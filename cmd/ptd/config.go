@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/host"
+	"github.com/platinum-dev/platinum/internal/objstore/s3"
 )
 
 // config is everything `ptd serve` reads from flags and the environment.
@@ -17,6 +19,12 @@ type config struct {
 	dataDir  string
 	logLevel string
 	host     host.Config
+	// objects is a directory for the local object store, unless s3 is set.
+	objects string
+	s3      s3.Config
+	bucket  string
+	// warmWindow overrides how long stopped sandboxes stay frozen.
+	warmWindow time.Duration
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -34,6 +42,11 @@ func parseConfig(name string, args []string) (config, error) {
 	bridge := fs.String("bridge", def.Network.Bridge, "name of the sandbox bridge")
 	subnet := fs.String("subnet", def.Network.Subnet.String(), "sandbox address pool (CIDR); the first address is the gateway")
 	noEgress := fs.Bool("no-egress", false, "block all outbound traffic from sandboxes")
+	fs.StringVar(&c.objects, "objects", "", "directory of the local object store for archives (default <data-dir>/objects)")
+	fs.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible endpoint for archives instead of the local object store (keys from PT_S3_ACCESS_KEY, PT_S3_SECRET_KEY)")
+	fs.StringVar(&c.s3.Region, "s3-region", "us-east-1", "S3 signing region")
+	fs.StringVar(&c.bucket, "archive-bucket", "platinum-archives", "bucket archives are written to")
+	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -50,6 +63,10 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--subnet: %w", err)
 	}
 	c.host.Network.Egress = !*noEgress
+	if c.objects == "" {
+		c.objects = filepath.Join(abs, "objects")
+	}
+	c.s3.AccessKey, c.s3.SecretKey, c.s3.PathStyle = os.Getenv("PT_S3_ACCESS_KEY"), os.Getenv("PT_S3_SECRET_KEY"), true
 	if err := c.host.Network.Validate(); err != nil {
 		return c, err
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/httpapi"
+	"github.com/platinum-dev/platinum/internal/objstore"
+	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
+	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
@@ -36,7 +39,12 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
+	cpCfg := controlplane.DefaultConfig()
+	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
+	if cpCfg.Objects, err = openObjects(cfg); err != nil {
+		return err
+	}
+	cp := controlplane.New(cpCfg, st, h, log)
 	defer cp.Close()
 	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
 		return err
@@ -111,4 +119,21 @@ func reset(ctx context.Context, args []string) error {
 	}
 	log.Info("host reset: every sandbox, the bridge, firewall chains and the disk pool mount are gone", "data_dir", cfg.dataDir)
 	return nil
+}
+
+// openObjects opens the archive object store: S3 when an endpoint is set,
+// else a local directory.
+func openObjects(cfg config) (objstore.Store, error) {
+	if cfg.s3.Endpoint != "" {
+		st, err := s3.New(cfg.s3)
+		if err != nil {
+			return nil, fmt.Errorf("object store: %w", err)
+		}
+		return st, nil
+	}
+	st, err := objfs.Open(cfg.objects)
+	if err != nil {
+		return nil, fmt.Errorf("object store: %w", err)
+	}
+	return st, nil
 }

@@ -2,25 +2,154 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/platinum-dev/platinum/internal/archive"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// Archive moves a stopped sandbox's disk to the object store and frees
-// the local disk. Only a stopped sandbox can be archived.
+// Archive moves a stopped sandbox's disk to the object store as
+// content-addressed chunks and frees the local disk. Only a stopped
+// sandbox can be archived; archiving an archived (or archiving) one
+// returns it unchanged. The work happens in the background; wait with
+// WaitFor(…, StateArchived, …).
 func (s *Service) Archive(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, fmt.Errorf("archive: no object store configured: %w", sandbox.ErrUnavailable)
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		switch sb.State {
+		case sandbox.StateArchived, sandbox.StateArchiving:
+			return sb, nil
+		case sandbox.StateStopped:
+		default:
+			return sb, &StateError{State: sb.State, Want: "stopped (stop it first)"}
+		}
+		if s.cfg.Objects == nil {
+			return sb, fmt.Errorf("archive: no object store configured: %w", sandbox.ErrUnavailable)
+		}
+		sb.State, sb.Reason = sandbox.StateArchiving, ""
+		sb, err = s.update(ctx, sb)
+		if err != nil {
+			if isConflict(err) {
+				continue
+			}
+			return sandbox.Sandbox{}, err
+		}
+		s.goBackground(func(ctx context.Context) { s.doArchive(ctx, id) })
+		return sb, nil
+	}
 }
 
+// doArchive uploads the disk, records where it went, then frees the
+// local disk. A failure (object store down, crash) leaves the sandbox
+// stopped with its local disk intact and the reason recorded; retrying
+// works, and chunks already uploaded are reused.
 func (s *Service) doArchive(ctx context.Context, id string) {
-	s.transition(ctx, id, sandbox.StateArchiving, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
-		sb.Reason = "archive interrupted; the local disk is intact"
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateArchiving {
+		return
+	}
+	log := s.log.With("sandbox", id)
+	fail := func(err error) {
+		log.Error("archive failed; the local disk is intact", "err", err)
+		s.transition(context.WithoutCancel(ctx), id, sandbox.StateArchiving, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
+			sb.Reason = "archive failed: " + err.Error() + " (the local disk is intact; archive again to retry)"
+		})
+	}
+	if s.cfg.Objects == nil {
+		fail(fmt.Errorf("no object store configured"))
+		return
+	}
+	path, err := s.host.DiskImage(ctx, id)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if err := s.cfg.Objects.EnsureBucket(ctx, s.cfg.ArchiveBucket); err != nil {
+		fail(err)
+		return
+	}
+	start := time.Now()
+	lastLog := start
+	res, err := archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, path, archive.Options{
+		Progress: func(done, total int64) {
+			if time.Since(lastLog) > time.Second {
+				lastLog = time.Now()
+				log.Info("archiving", "done_bytes", done, "total_bytes", total)
+			}
+		},
 	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: the reconciler retries after a restart
+		}
+		fail(err)
+		return
+	}
+	old := sb.Archive
+	now := s.now()
+	_, ok, err := s.transition(ctx, id, sandbox.StateArchiving, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
+		sb.Archive = &sandbox.ArchiveRef{Bucket: s.cfg.ArchiveBucket, ManifestKey: res.Key,
+			SizeBytes: res.Manifest.Size, CreatedAt: now, Complete: true}
+	})
+	if err != nil || !ok {
+		return
+	}
+	log.Info("sandbox archived", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
+		"chunks_uploaded", res.ChunksUploaded, "chunks_reused", res.ChunksReused, "took", time.Since(start))
+	if err := s.host.RemoveDisk(ctx, id); err != nil {
+		log.Warn("free local disk after archive (the reconciler retries)", "err", err)
+	}
+	// The previous archive of this sandbox is superseded; its chunks stay
+	// for whoever shares them, and chunk GC removes the rest.
+	if old != nil && old.ManifestKey != res.Key {
+		if err := archive.DeleteManifest(ctx, s.cfg.Objects, old.Bucket, old.ManifestKey); err != nil {
+			log.Warn("delete superseded archive manifest", "err", err)
+		}
+	}
 }
 
+// doUnarchive brings the disk back from the object store, then starts
+// the sandbox. A failure leaves it archived with the reason.
 func (s *Service) doUnarchive(ctx context.Context, id string) {
-	s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
-		sb.Reason = "restore interrupted; start again"
-	})
+	unlock := s.locks.lock(id)
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateRestoring {
+		unlock()
+		return
+	}
+	log := s.log.With("sandbox", id)
+	err = fmt.Errorf("no archive recorded")
+	if ref := sb.Archive; ref != nil && s.cfg.Objects != nil {
+		start := time.Now()
+		_, err = archive.Restore(ctx, s.cfg.Objects, ref.Bucket, ref.ManifestKey, s.host.DiskImagePath(id), archive.RestoreOptions{})
+		if err == nil {
+			log.Info("sandbox disk restored from archive", "bytes", ref.SizeBytes, "took", time.Since(start))
+		}
+	}
+	if err != nil {
+		unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("unarchive failed", "err", err)
+		s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
+			sb.Reason = "restore from archive failed: " + err.Error() + " (start again to retry)"
+		})
+		return
+	}
+	_, ok, err := s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateStarting, nil)
+	unlock()
+	if err == nil && ok {
+		s.doStart(ctx, id)
+	}
 }
+
+func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }

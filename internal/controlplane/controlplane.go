@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -39,6 +40,13 @@ type Host interface {
 	Stop(ctx context.Context, id string, keepMemory bool) (memoryKept bool, err error)
 	// Frozen reports whether a stopped sandbox still holds its memory.
 	Frozen(ctx context.Context, id string) bool
+	// DiskImage stops the sandbox disk-only if needed and returns the path
+	// of its disk image, for archiving. ErrNotFound when it has none.
+	DiskImage(ctx context.Context, id string) (string, error)
+	// DiskImagePath is where a restored disk image must be written.
+	DiskImagePath(id string) string
+	// RemoveDisk deletes the sandbox's local disk image. Idempotent.
+	RemoveDisk(ctx context.Context, id string) error
 	// Destroy removes every host resource of the sandbox. Idempotent.
 	Destroy(ctx context.Context, id string) error
 }
@@ -94,6 +102,10 @@ type Config struct {
 	// DeletedRetention is how long a deleted record is kept before final
 	// disposal (seed 004: 30 days).
 	DeletedRetention time.Duration
+	// Objects is where archives go; nil disables archiving.
+	Objects objstore.Store
+	// ArchiveBucket is the bucket archives are written to.
+	ArchiveBucket string
 }
 
 // DefaultConfig returns the production defaults.
@@ -110,6 +122,7 @@ func DefaultConfig() Config {
 		Minute:               time.Minute,
 		Day:                  24 * time.Hour,
 		DeletedRetention:     30 * 24 * time.Hour,
+		ArchiveBucket:        "platinum-archives",
 	}
 }
 

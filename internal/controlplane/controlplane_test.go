@@ -60,6 +60,11 @@ func (f *fakeHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, 
 	f.frozen[id] = keepMemory
 	return keepMemory, nil
 }
+func (f *fakeHost) DiskImage(ctx context.Context, id string) (string, error) {
+	return "", errors.New("fake host has no disks")
+}
+func (f *fakeHost) DiskImagePath(id string) string                  { return "" }
+func (f *fakeHost) RemoveDisk(ctx context.Context, id string) error { return nil }
 func (f *fakeHost) Frozen(ctx context.Context, id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -487,3 +487,27 @@ func unescapeMount(s string) string {
 	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	return r.Replace(s)
 }
+
+// DiskImage implements controlplane.Host: it makes sure nothing uses the
+// disk (a disk-only stop) and returns the image's path.
+func (h *Host) DiskImage(ctx context.Context, id string) (string, error) {
+	if _, err := h.Stop(ctx, id, false); err != nil {
+		return "", err
+	}
+	path := h.pool.ImagePath(id)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("host: disk of %s: %w", id, sandbox.ErrNotFound)
+	}
+	return path, nil
+}
+
+// DiskImagePath implements controlplane.Host.
+func (h *Host) DiskImagePath(id string) string { return h.pool.ImagePath(id) }
+
+// RemoveDisk implements controlplane.Host.
+func (h *Host) RemoveDisk(ctx context.Context, id string) error {
+	if err := h.pool.UnmountImage(ctx, h.paths(id).diskMnt); err != nil {
+		return err
+	}
+	return h.pool.RemoveImage(ctx, id)
+}

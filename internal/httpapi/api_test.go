@@ -39,8 +39,13 @@ func (h *slowHost) Stop(ctx context.Context, id string, keep bool) (bool, error)
 	}
 	return keep, nil
 }
-func (h *slowHost) Frozen(ctx context.Context, id string) bool   { return false }
-func (h *slowHost) Destroy(ctx context.Context, id string) error { return nil }
+func (h *slowHost) Frozen(ctx context.Context, id string) bool { return false }
+func (h *slowHost) DiskImage(ctx context.Context, id string) (string, error) {
+	return "", context.Canceled
+}
+func (h *slowHost) DiskImagePath(id string) string                  { return "" }
+func (h *slowHost) RemoveDisk(ctx context.Context, id string) error { return nil }
+func (h *slowHost) Destroy(ctx context.Context, id string) error    { return nil }
 
 func newServer(t *testing.T) (*httptest.Server, *slowHost, string) {
 	t.Helper()
