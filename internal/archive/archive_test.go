@@ -344,8 +344,10 @@ func TestFailureHalfwayThenRetry(t *testing.T) {
 	want := makeSparse(t, src, size, regions, 3)
 	ctx := context.Background()
 
+	// One worker, so the 3 Puts before the failure complete (with more,
+	// the failure may cancel Puts in flight).
 	failing := &countingStore{Store: base, FailChunkPutsAfter: 3}
-	_, err := archive.WriteFile(ctx, failing, bucket, src, archive.Options{ID: "arc1"})
+	_, err := archive.WriteFile(ctx, failing, bucket, src, archive.Options{ID: "arc1", Workers: 1})
 	if !errors.Is(err, objstore.ErrUnavailable) {
 		t.Fatalf("Write with the store failing = %v, want ErrUnavailable", err)
 	}
@@ -805,5 +807,56 @@ func TestGCDuringWriteReusingOldOrphan(t *testing.T) {
 	got, _ := os.ReadFile(dst)
 	if !bytes.Equal(got, orphanSrc) {
 		t.Fatal("restored content differs")
+	}
+}
+
+// TestRawFrame: chunks that do not compress are stored as raw zstd blocks,
+// which the standard decoder reads back (and the zstd program too).
+func TestRawFrame(t *testing.T) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	rng := mrand.NewChaCha8([32]byte{8})
+	for _, n := range []int{0, 1, 128 << 10, 128<<10 + 1, 4 * mib, 3*mib + 17} {
+		data := fill(rng, int64(n), 'r')
+		frame := archive.RawFrame(data, nil)
+		got, err := dec.DecodeAll(frame, nil)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("raw frame of %d bytes: decoded %d bytes, %v", n, len(got), err)
+		}
+		if overhead := len(frame) - n; overhead > 9+3*(n/(128<<10)+1) {
+			t.Errorf("raw frame of %d bytes has %d bytes overhead", n, overhead)
+		}
+	}
+}
+
+// TestEncodeChoosesRawOnlyForIncompressible: random chunks are stored raw
+// (a little over their size), text and half-zero chunks are compressed.
+func TestEncodeChoosesRawOnlyForIncompressible(t *testing.T) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	rng := mrand.NewChaCha8([32]byte{12})
+	halfZero := fill(rng, 4*mib, 'r')
+	clear(halfZero[2*mib:])
+	tests := []struct {
+		name    string
+		data    []byte
+		wantRaw bool
+	}{
+		{"random", fill(rng, 4*mib, 'r'), true},
+		{"text", fill(rng, 4*mib, 't'), false},
+		{"half zeros", halfZero, false},
+	}
+	for _, tc := range tests {
+		out := archive.Encode(enc, tc.data, nil)
+		raw := bytes.Equal(out, archive.RawFrame(tc.data, nil))
+		if raw != tc.wantRaw {
+			t.Errorf("%s: raw %v (%d → %d bytes), want raw %v", tc.name, raw, len(tc.data), len(out), tc.wantRaw)
+		}
 	}
 }

@@ -353,7 +353,7 @@ func (w *writer) store1(ctx context.Context, h string, data []byte, enc *zstd.En
 	case !errors.Is(err, objstore.ErrNotFound):
 		return fmt.Errorf("chunk %s: %w", h, err)
 	}
-	*cbuf = enc.EncodeAll(data, (*cbuf)[:0])
+	*cbuf = encode(enc, data, (*cbuf)[:0])
 	if err := w.store.Put(ctx, w.bucket, key, bytes.NewReader(*cbuf), int64(len(*cbuf))); err != nil {
 		return fmt.Errorf("chunk %s: %w", h, err)
 	}
@@ -361,6 +361,50 @@ func (w *writer) store1(ctx context.Context, h string, data []byte, enc *zstd.En
 	w.storedBytes.Add(int64(len(*cbuf)))
 	w.bytesUploaded.Add(int64(len(*cbuf)))
 	return nil
+}
+
+// encode compresses data into one zstd frame appended to dst. Data that
+// does not compress (media, archives, encrypted files: common on disks)
+// goes into a frame of raw blocks instead, a copy instead of a futile
+// search for matches; it decodes like any other frame. Eight samples
+// spread over the chunk decide.
+func encode(enc *zstd.Encoder, data, dst []byte) []byte {
+	const samples, sampleLen = 8, 16 << 10
+	if len(data) < samples*sampleLen*4 {
+		return enc.EncodeAll(data, dst)
+	}
+	var scratch [sampleLen + 512]byte
+	step := (len(data) - sampleLen) / (samples - 1)
+	for i := range samples {
+		s := data[i*step : i*step+sampleLen]
+		if len(enc.EncodeAll(s, scratch[:0])) < sampleLen*97/100 {
+			return enc.EncodeAll(data, dst)
+		}
+	}
+	return rawFrame(data, dst)
+}
+
+// rawFrame appends a zstd frame holding data in raw (stored) blocks: the
+// frame header with single-segment and a 4-byte content size, then blocks
+// of at most 128 KiB each behind a 3-byte header (RFC 8878, 3.1.1).
+func rawFrame(data, dst []byte) []byte {
+	const maxBlock = 128 << 10
+	n := len(data)
+	dst = append(dst, 0x28, 0xb5, 0x2f, 0xfd) // magic, little-endian
+	// Frame_Header_Descriptor: FCS field 4 bytes (flag 2), single segment.
+	dst = append(dst, 2<<6|1<<5, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	for first := true; first || len(data) > 0; first = false {
+		k := min(len(data), maxBlock)
+		last := 0
+		if k == len(data) {
+			last = 1
+		}
+		h := uint32(k)<<3 | 0<<1 | uint32(last) // Block_Type 0 = raw
+		dst = append(dst, byte(h), byte(h>>8), byte(h>>16))
+		dst = append(dst, data[:k]...)
+		data = data[k:]
+	}
+	return dst
 }
 
 // zeros is compared against and hashed in place of holes.

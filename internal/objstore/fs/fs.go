@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -139,7 +140,7 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64) (path st
 			os.Remove(path)
 		}
 	}()
-	if _, err := io.Copy(f, &ctxReader{ctx: ctx, r: objstore.ExactReader(r, size)}); err != nil {
+	if err := copyExact(ctx, f, r, size); err != nil {
 		return "", err
 	}
 	if err := f.Sync(); err != nil {
@@ -344,6 +345,37 @@ func (w *walker) walk(dirKey, namePrefix string) bool {
 		}
 	}
 }
+
+// copyBufs are the buffers of copyExact: 1 MiB writes instead of
+// io.Copy's 32 KiB into a file (os.File.ReadFrom falls back to that).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// copyExact writes exactly size bytes of r to f (any length if size is
+// objstore.SizeUnknown), stopping when ctx is cancelled. An in-memory
+// reader of the right length (bytes.Reader: archive chunks) is written in
+// one call.
+func copyExact(ctx context.Context, f *os.File, r io.Reader, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if mr, ok := r.(interface {
+		io.WriterTo
+		Len() int
+	}); ok && size >= 0 {
+		if int64(mr.Len()) != size {
+			return fmt.Errorf("reader has %d bytes, size says %d: %w", mr.Len(), size, objstore.ErrInvalidArgument)
+		}
+		_, err := mr.WriteTo(f)
+		return err
+	}
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	_, err := io.CopyBuffer(writerOnly{f}, &ctxReader{ctx: ctx, r: objstore.ExactReader(r, size)}, *buf)
+	return err
+}
+
+// writerOnly hides os.File's ReadFrom so io.CopyBuffer uses our buffer.
+type writerOnly struct{ io.Writer }
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

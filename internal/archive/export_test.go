@@ -1,0 +1,7 @@
+package archive
+
+// Internals for tests.
+var (
+	RawFrame = rawFrame
+	Encode   = encode
+)
