@@ -102,6 +102,9 @@ type Config struct {
 	// DeletedRetention is how long a deleted record is kept before final
 	// disposal (seed 004: 30 days).
 	DeletedRetention time.Duration
+	// PlatformRecoveryRetention keeps the record (and its archive or
+	// backup) of a sandbox the platform deleted (seed 004: 90 days).
+	PlatformRecoveryRetention time.Duration
 	// Objects is where archives go; nil disables archiving.
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
@@ -111,18 +114,19 @@ type Config struct {
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	return Config{
-		DefaultWait:          60 * time.Second,
-		MaxWait:              10 * time.Minute,
-		ProvisionTimeout:     2 * time.Minute,
-		TemplateBuildTimeout: 20 * time.Minute,
-		PollInterval:         time.Second,
-		WarmWindow:           10 * time.Minute,
-		WarmBudgetMB:         8192,
-		TimerInterval:        5 * time.Second,
-		Minute:               time.Minute,
-		Day:                  24 * time.Hour,
-		DeletedRetention:     30 * 24 * time.Hour,
-		ArchiveBucket:        "platinum-archives",
+		DefaultWait:               60 * time.Second,
+		MaxWait:                   10 * time.Minute,
+		ProvisionTimeout:          2 * time.Minute,
+		TemplateBuildTimeout:      20 * time.Minute,
+		PollInterval:              time.Second,
+		WarmWindow:                10 * time.Minute,
+		WarmBudgetMB:              8192,
+		TimerInterval:             5 * time.Second,
+		Minute:                    time.Minute,
+		Day:                       24 * time.Hour,
+		DeletedRetention:          30 * 24 * time.Hour,
+		ArchiveBucket:             "platinum-archives",
+		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 	}
 }
 

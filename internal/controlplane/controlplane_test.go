@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/objstore"
+	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
@@ -462,5 +465,66 @@ func TestRenameUniquePerOrg(t *testing.T) {
 	}
 	if got, err := s.Update(ctx, org, b.ID, Patch{Name: &name}); err != nil || got.Name != name {
 		t.Errorf("rename to a freed name: %v %q", err, got.Name)
+	}
+}
+
+func TestFinalDisposal(t *testing.T) {
+	s, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	objs, err := objfs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cfg.Objects = objs
+	objs.EnsureBucket(ctx, "arch")
+	s.cfg.DeletedRetention, s.cfg.PlatformRecoveryRetention = time.Hour, 3*time.Hour
+	put := func(key string) {
+		if err := objs.Put(ctx, "arch", key, strings.NewReader("{}"), 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(reason string, age time.Duration, archived bool, parent string) sandbox.Sandbox {
+		sb := running(t, s, CreateRequest{Template: "busybox", ParentID: parent})
+		cur, _ := st.GetSandbox(ctx, "", sb.ID)
+		cur.State, cur.Reason = sandbox.StateDeleting, reason
+		cur, _ = st.UpdateSandbox(ctx, cur)
+		at := time.Now().Add(-age)
+		cur.State, cur.DeletedAt = sandbox.StateDeleted, &at
+		if archived {
+			key := "manifests/" + sb.ID + ".json"
+			put(key)
+			cur.Archive = &sandbox.ArchiveRef{Bucket: "arch", ManifestKey: key, Complete: true}
+		}
+		if _, err := st.UpdateSandbox(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		return cur
+	}
+	userOld := mk("user_deleted", 2*time.Hour, true, "")
+	userNew := mk("user_deleted", 30*time.Minute, false, "")
+	platformArchived := mk("platform_deleted", 2*time.Hour, true, "")
+	platformBare := mk("platform_deleted", 2*time.Hour, false, "")
+	s.dispose(ctx, time.Now())
+	s.dispose(ctx, time.Now()) // second pass carries out the queued object deletions
+
+	gone := func(id string) bool { _, err := st.GetSandbox(ctx, "", id); return errors.Is(err, store.ErrNotFound) }
+	if !gone(userOld.ID) || gone(userNew.ID) || gone(platformArchived.ID) || !gone(platformBare.ID) {
+		t.Errorf("purged: userOld %v userNew %v platformArchived %v platformBare %v",
+			gone(userOld.ID), gone(userNew.ID), gone(platformArchived.ID), gone(platformBare.ID))
+	}
+	if _, err := objs.Stat(ctx, "arch", userOld.Archive.ManifestKey); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("purged sandbox's archive manifest still stored: %v", err)
+	}
+	if _, err := objs.Stat(ctx, "arch", platformArchived.Archive.ManifestKey); err != nil {
+		t.Errorf("recovery data of a platform-deleted sandbox was removed early: %v", err)
+	}
+	led, _ := st.Ledger(ctx)
+	if len(led) != 2 || led[0].OrgID != org.OrgID || len(led[0].Objects) != 1 || led[0].Objects[0].Bucket != "arch" {
+		t.Errorf("ledger: %+v", led)
+	}
+	// After 90 days (3h here) the platform-deleted one goes too.
+	s.dispose(ctx, time.Now().Add(2*time.Hour))
+	if !gone(platformArchived.ID) {
+		t.Error("platform-deleted sandbox kept past its recovery window")
 	}
 }

@@ -297,6 +297,7 @@ func (s *Service) runTimers(ctx context.Context) {
 		}
 	}
 	s.coolWarm(ctx, frozen, now)
+	s.dispose(ctx, now)
 }
 
 // coolWarm stops frozen sandboxes disk-only once their warm window passed,

@@ -174,6 +174,19 @@ type Store interface {
 	// sandbox, e.g. a host event like start_ram_not_restored.
 	AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error
 
+	// PurgeSandbox hard-deletes a deleted sandbox's record in one
+	// transaction: it writes the ledger entry, queues deletion of the
+	// entry's objects, and clears parent_id on the sandbox's children.
+	// ErrNotFound if absent; ErrConflict if the record is not deleted.
+	PurgeSandbox(ctx context.Context, id string, l LedgerEntry) error
+	// Ledger returns the deletion ledger, oldest first.
+	Ledger(ctx context.Context) ([]LedgerEntry, error)
+	// ObjectDeletions returns up to limit queued object deletions.
+	ObjectDeletions(ctx context.Context, limit int) ([]ObjectDeletion, error)
+	// FinishObjectDeletion removes a queued deletion (done) or, with a
+	// non-nil failure, records the attempt for a later retry.
+	FinishObjectDeletion(ctx context.Context, id int64, failure error) error
+
 	// Events returns events (of every org) with ID > afterID, oldest first,
 	// at most limit (<= 0: no limit). IDs only grow, so the last ID seen is
 	// a resumable cursor.
@@ -181,4 +194,33 @@ type Store interface {
 
 	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
+}
+
+// ObjectRef names one stored object and what it is (archive manifest,
+// backup manifest, snapshot manifest, sidecar, descriptor).
+type ObjectRef struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	Kind   string `json:"kind"`
+}
+
+// LedgerEntry is one row of the deletion ledger: what a final disposal
+// removed, and where it was. Buckets are the recorded ones; a bucket that
+// was never recorded stays unknown (empty), never inferred.
+type LedgerEntry struct {
+	ID             int64
+	OrgID          string
+	SandboxID      string
+	DeletedReason  string
+	PurgedAt       time.Time
+	Objects        []ObjectRef
+	SnapshotBucket string
+}
+
+// ObjectDeletion is a queued deletion of one object.
+type ObjectDeletion struct {
+	ID       int64
+	Ref      ObjectRef
+	QueuedAt time.Time
+	Attempts int
 }

@@ -533,3 +533,58 @@ func testTreeAndFilters(t *testing.T, s store.Store) {
 		t.Error("AddEvent's event not listed")
 	}
 }
+
+// testPurge covers final disposal: ledger, queued object deletions,
+// children losing only parent_id, and refusal for live records.
+func testPurge(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	parent := newSandbox("org_p", base)
+	child := newSandbox("org_p", base.Add(time.Microsecond))
+	child.ParentID = parent.ID
+	for _, sb := range []sandbox.Sandbox{parent, child} {
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := store.LedgerEntry{DeletedReason: "user_deleted", Objects: []store.ObjectRef{
+		{Bucket: "b1", Key: "manifests/a.json", Kind: "archive_manifest"}, {Bucket: "b2", Key: "manifests/a.json", Kind: "backup_manifest"}}}
+	if err := s.PurgeSandbox(ctx, parent.ID, l); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("purge of a live record: %v", err)
+	}
+	p, _ := s.GetSandbox(ctx, "", parent.ID)
+	p.State = sandbox.StateDeleted
+	if _, err := s.UpdateSandbox(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PurgeSandbox(ctx, parent.ID, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSandbox(ctx, "", parent.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("purged record still there: %v", err)
+	}
+	c, err := s.GetSandbox(ctx, "", child.ID)
+	if err != nil || c.ParentID != "" || c.Name != child.Name {
+		t.Errorf("child after parent purge: %+v %v", c, err)
+	}
+	led, _ := s.Ledger(ctx)
+	if len(led) != 1 || led[0].SandboxID != parent.ID || led[0].OrgID != "org_p" || len(led[0].Objects) != 2 || led[0].Objects[1].Bucket != "b2" {
+		t.Fatalf("ledger: %+v", led)
+	}
+	dels, _ := s.ObjectDeletions(ctx, 0)
+	if len(dels) != 2 {
+		t.Fatalf("queued deletions: %+v", dels)
+	}
+	if err := s.FinishObjectDeletion(ctx, dels[0].ID, errors.New("store down")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishObjectDeletion(ctx, dels[1].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	dels, _ = s.ObjectDeletions(ctx, 0)
+	if len(dels) != 1 || dels[0].Attempts != 1 || dels[0].Ref.Bucket != "b1" {
+		t.Errorf("after finishing: %+v", dels)
+	}
+	if err := s.PurgeSandbox(ctx, parent.ID, l); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second purge: %v", err)
+	}
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListFilters", testListFilters},
 		{"ListSnapshot", testListSnapshot},
 		{"TreeAndFilters", testTreeAndFilters},
+		{"Purge", testPurge},
 		{"SandboxesInStates", testSandboxesInStates},
 		{"Events", testEvents},
 		{"CloseTwice", testCloseTwice},

@@ -1,0 +1,74 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/objstore"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// retentionOf is how long a deleted record is kept before final disposal
+// (seed 004, "Retention"): 30 days; a platform-deleted sandbox with a
+// completed archive (or backup) keeps that recovery data 90 days instead.
+// An incomplete backup does not qualify, and only the platform's own
+// deletions get the extension.
+func (s *Service) retentionOf(sb sandbox.Sandbox) time.Duration {
+	if sb.Reason == "platform_deleted" && sb.Archive != nil && sb.Archive.Complete {
+		return s.cfg.PlatformRecoveryRetention
+	}
+	return s.cfg.DeletedRetention
+}
+
+// ownObjects lists the objects a sandbox owns in their recorded buckets:
+// its archive manifest (backups and snapshot manifests join here).
+// Content-addressed chunks are shared, so they are never listed: chunk GC
+// removes the unreferenced ones.
+func ownObjects(sb sandbox.Sandbox) []store.ObjectRef {
+	var refs []store.ObjectRef
+	if a := sb.Archive; a != nil && a.ManifestKey != "" {
+		refs = append(refs, store.ObjectRef{Bucket: a.Bucket, Key: a.ManifestKey, Kind: "archive_manifest"})
+	}
+	return refs
+}
+
+// dispose purges deleted records past their retention and carries out
+// queued object deletions. A purged-row count is not proof that storage
+// cleanup finished: object deletion is asynchronous and retried.
+func (s *Service) dispose(ctx context.Context, now time.Time) {
+	deleted, err := s.store.SandboxesInStates(ctx, sandbox.StateDeleted)
+	if err != nil {
+		s.log.Warn("disposal", "err", err)
+		return
+	}
+	for _, sb := range deleted {
+		if sb.DeletedAt == nil || now.Sub(*sb.DeletedAt) < s.retentionOf(sb) {
+			continue
+		}
+		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: ownObjects(sb)}
+		if err := s.store.PurgeSandbox(ctx, sb.ID, l); err != nil && !errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("purge", "sandbox", sb.ID, "err", err)
+			continue
+		}
+		s.log.Info("sandbox record disposed", "sandbox", sb.ID, "reason", sb.Reason, "objects", len(l.Objects))
+	}
+	if s.cfg.Objects == nil {
+		return
+	}
+	dels, err := s.store.ObjectDeletions(ctx, 100)
+	if err != nil {
+		s.log.Warn("object deletions", "err", err)
+		return
+	}
+	for _, d := range dels {
+		err := s.cfg.Objects.Delete(ctx, d.Ref.Bucket, d.Ref.Key)
+		if errors.Is(err, objstore.ErrNotFound) {
+			err = nil
+		}
+		if ferr := s.store.FinishObjectDeletion(ctx, d.ID, err); ferr != nil {
+			s.log.Warn("object deletion", "err", ferr)
+		}
+	}
+}
