@@ -47,6 +47,11 @@ type Host interface {
 	DiskImagePath(id string) string
 	// RemoveDisk deletes the sandbox's local disk image. Idempotent.
 	RemoveDisk(ctx context.Context, id string) error
+	// Resize changes a running sandbox's CPU and memory in place; a
+	// memory limit below what the sandbox uses wraps sandbox.ErrConflict.
+	Resize(ctx context.Context, id string, cpu float64, ramMB int) error
+	// GrowDisk grows the sandbox's disk (online when it runs).
+	GrowDisk(ctx context.Context, id string, newGB int) error
 	// Destroy removes every host resource of the sandbox. Idempotent.
 	Destroy(ctx context.Context, id string) error
 }
@@ -105,6 +110,10 @@ type Config struct {
 	// PlatformRecoveryRetention keeps the record (and its archive or
 	// backup) of a sandbox the platform deleted (seed 004: 90 days).
 	PlatformRecoveryRetention time.Duration
+	// PlanMaxCPU and PlanMaxRAMMB are the per-sandbox plan limits: the
+	// live-resize headroom every boot records.
+	PlanMaxCPU   float64
+	PlanMaxRAMMB int
 	// Objects is where archives go; nil disables archiving.
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
@@ -127,6 +136,8 @@ func DefaultConfig() Config {
 		DeletedRetention:          30 * 24 * time.Hour,
 		ArchiveBucket:             "platinum-archives",
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
+		PlanMaxCPU:                16,
+		PlanMaxRAMMB:              16384,
 	}
 }
 

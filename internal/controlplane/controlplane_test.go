@@ -528,3 +528,6 @@ func TestFinalDisposal(t *testing.T) {
 		t.Error("platform-deleted sandbox kept past its recovery window")
 	}
 }
+
+func (f *fakeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
+func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }

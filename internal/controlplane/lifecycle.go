@@ -167,6 +167,9 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	}
 	_, ok, err := s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
+		if !inst.MemoryRestored {
+			sb.Live = s.headroom(*sb) // a cold boot gets new room to grow live
+		}
 	})
 	if err != nil || !ok {
 		return

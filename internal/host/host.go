@@ -224,6 +224,12 @@ func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p pa
 			return fmt.Errorf("host: disk: %w", err)
 		}
 	}
+	if fi, err := os.Stat(h.pool.ImagePath(spec.ID)); err == nil && fi.Size() < int64(spec.DiskGB)<<30 {
+		// A resize recorded while stopped or archived: grow before boot.
+		if err := h.pool.GrowImage(ctx, spec.ID, p.diskMnt, spec.DiskGB); err != nil {
+			return fmt.Errorf("host: disk: %w", err)
+		}
+	}
 	for _, d := range []string{p.upper, p.work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("host: disk: %w", err)
@@ -510,4 +516,22 @@ func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 		return err
 	}
 	return h.pool.RemoveImage(ctx, id)
+}
+
+// Resize implements controlplane.Host: it changes the running sandbox's
+// CPU quota and memory limit in place. Memory that cannot be freed (a
+// limit below current usage) is refused by the kernel; the error wraps
+// sandbox.ErrConflict and nothing changes.
+func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
+	return h.rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit})
+}
+
+// GrowDisk implements controlplane.Host: online when the sandbox's disk is
+// mounted (the guest's df sees it at once), else offline.
+func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error {
+	mnt := h.paths(id).diskMnt
+	if !isMounted(mnt) {
+		mnt = ""
+	}
+	return h.pool.GrowImage(ctx, id, mnt, newGB)
 }

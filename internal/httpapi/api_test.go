@@ -117,3 +117,6 @@ func TestWaitRunsOutIs202(t *testing.T) {
 		t.Errorf("a refused start changed the sandbox: %v", m["state"])
 	}
 }
+
+func (h *slowHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
+func (h *slowHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }

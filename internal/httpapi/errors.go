@@ -48,6 +48,7 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var se *controlplane.StateError
 	var evt *controlplane.EnvVarTooLargeError
 	var ce *controlplane.ChildrenError
+	var nr *controlplane.NotResizableError
 	var nf interface{ Field() string }
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
@@ -64,6 +65,11 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &evt):
 		status, code, msg = http.StatusBadRequest, "env_var_too_large", evt.Error()
 		body["field"] = "env"
+	case errors.As(err, &nr):
+		status, code, msg = http.StatusConflict, "sandbox_not_resizable", nr.Error()
+		body["live_resize"] = map[string]any{"supported": false, "reason": nr.Reason}
+		body["hint"] = map[string]any{"action": "stop_then_resize", "applies_at": "restart",
+			"steps": []string{"POST /v1/sandboxes/" + nr.ID + "/stop", "POST /v1/sandboxes/" + nr.ID + "/resize"}}
 	case errors.As(err, &ce):
 		status, code, msg = http.StatusConflict, "conflict", ce.Error()
 		body["children"] = ce.Children

@@ -87,6 +87,8 @@ type Sandbox struct {
 	// StoppedAt is when the sandbox last reached stopped; auto-archive
 	// counts from it.
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// Live is the live-resize headroom recorded at the last boot.
+	Live *LiveHeadroom `json:"live,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic
 	// (seed 004 "Auto-resume"; the API field is auto_resume, default true).
 	NoAutoResume bool `json:"no_auto_resume,omitempty"`
@@ -196,4 +198,13 @@ type ArchiveRef struct {
 	CreatedAt   time.Time `json:"created_at"`
 	// Complete is true once the manifest is written.
 	Complete bool `json:"complete"`
+}
+
+// LiveHeadroom bounds live CPU and memory resizes until the next cold boot.
+type LiveHeadroom struct {
+	MaxCPU   float64 `json:"max_cpu"`
+	MaxRAMMB int     `json:"max_ram_mb"`
+	// BootRAMMB is the memory the sandbox booted with: live shrinks go no
+	// lower.
+	BootRAMMB int `json:"boot_ram_mb"`
 }

@@ -1,0 +1,171 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// ResizeRequest changes a sandbox's size; nil fields stay.
+type ResizeRequest struct {
+	CPU    *float64
+	RAMMB  *int
+	DiskGB *int
+}
+
+// ResizeResult is what a resize did (seed 004, "Live CPU and memory
+// resize"): the sizes the sandbox has now, what was asked, whether memory
+// shrank less than asked, and the live headroom.
+type ResizeResult struct {
+	Sandbox   sandbox.Sandbox
+	AppliesAt string // now | next_start
+	Requested ResizeRequest
+	Partial   bool
+}
+
+// NotResizableError is a live resize the sandbox cannot do; the user must
+// stop it, resize, and start it (a cold boot gets new headroom).
+type NotResizableError struct {
+	ID     string
+	Reason string
+}
+
+func (e *NotResizableError) Error() string {
+	return fmt.Sprintf("this running sandbox cannot change cpu or ram_mb live (%s); stop it, then resize", e.Reason)
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
+func (e *NotResizableError) Unwrap() error { return sandbox.ErrConflict }
+
+func (r ResizeRequest) validate(cur sandbox.Sandbox) error {
+	if r.CPU == nil && r.RAMMB == nil && r.DiskGB == nil {
+		return &sandbox.FieldError{Field: "cpu", Reason: "give at least one of cpu, ram_mb, disk_gb"}
+	}
+	if r.DiskGB != nil && (r.CPU != nil || r.RAMMB != nil) {
+		return &sandbox.FieldError{Field: "disk_gb", Reason: "change disk_gb in a separate request from cpu and ram_mb"}
+	}
+	if r.CPU != nil && (math.IsNaN(*r.CPU) || *r.CPU <= 0 || *r.CPU > sandbox.MaxCPU) {
+		return &sandbox.FieldError{Field: "cpu", Reason: fmt.Sprintf("must be greater than 0 and at most %d", sandbox.MaxCPU)}
+	}
+	if r.RAMMB != nil && (*r.RAMMB < sandbox.MinRAMMB || *r.RAMMB > sandbox.MaxRAMMB) {
+		return &sandbox.FieldError{Field: "ram_mb", Reason: fmt.Sprintf("must be between %d and %d", sandbox.MinRAMMB, sandbox.MaxRAMMB)}
+	}
+	if r.DiskGB != nil {
+		if *r.DiskGB > sandbox.MaxDiskGB {
+			return &sandbox.FieldError{Field: "disk_gb", Reason: fmt.Sprintf("must be at most %d", sandbox.MaxDiskGB)}
+		}
+		if *r.DiskGB < cur.DiskGB {
+			return &sandbox.FieldError{Field: "disk_gb", Reason: fmt.Sprintf("disk_gb can only grow (it is %d)", cur.DiskGB)}
+		}
+	}
+	return nil
+}
+
+// headroom is the live-resize room a boot records: the plan limits, and
+// never less than the size it boots with.
+func (s *Service) headroom(sb sandbox.Sandbox) *sandbox.LiveHeadroom {
+	return &sandbox.LiveHeadroom{
+		MaxCPU: math.Max(s.cfg.PlanMaxCPU, sb.CPU), MaxRAMMB: max(s.cfg.PlanMaxRAMMB, sb.RAMMB), BootRAMMB: sb.RAMMB,
+	}
+}
+
+// Resize changes cpu and ram_mb (live within the boot's headroom when
+// running) or grows disk_gb (online when running). A stopped sandbox
+// records the size and boots at it next time, with new headroom.
+func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRequest) (ResizeResult, error) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return ResizeResult{}, err
+		}
+		if err := r.validate(sb); err != nil {
+			return ResizeResult{}, err
+		}
+		res := ResizeResult{Requested: r, AppliesAt: "now"}
+		switch sb.State {
+		case sandbox.StateRunning:
+			if err := s.resizeLive(ctx, &sb, r, &res); err != nil {
+				return ResizeResult{}, err
+			}
+		case sandbox.StateStopped, sandbox.StateArchived, sandbox.StateFailed:
+			res.AppliesAt = "next_start"
+			if r.CPU != nil || r.RAMMB != nil {
+				// The new size needs a cold boot: drop frozen memory.
+				if _, err := s.host.Stop(ctx, id, false); err != nil {
+					return ResizeResult{}, err
+				}
+			}
+			if r.CPU != nil {
+				sb.CPU = *r.CPU
+			}
+			if r.RAMMB != nil {
+				sb.RAMMB = *r.RAMMB
+			}
+			if r.DiskGB != nil {
+				sb.DiskGB = *r.DiskGB
+			}
+		default:
+			return ResizeResult{}, &StateError{State: sb.State, Want: "running or stopped to resize"}
+		}
+		out, err := s.update(ctx, sb)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return ResizeResult{}, err
+		}
+		res.Sandbox = out
+		s.event(ctx, out, "resized", map[string]any{"cpu": out.CPU, "ram_mb": out.RAMMB, "disk_gb": out.DiskGB, "applies_at": res.AppliesAt})
+		return res, nil
+	}
+}
+
+// resizeLive applies a resize to a running sandbox and updates sb to what
+// it has afterwards.
+func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeRequest, res *ResizeResult) error {
+	if r.DiskGB != nil {
+		if *r.DiskGB > sb.DiskGB {
+			if err := s.host.GrowDisk(ctx, sb.ID, *r.DiskGB); err != nil {
+				return fmt.Errorf("disk grow: %w", err)
+			}
+			sb.DiskGB = *r.DiskGB
+		}
+		return nil
+	}
+	live := sb.Live
+	if live == nil {
+		return &NotResizableError{ID: sb.ID, Reason: "it booted before live resize was available"}
+	}
+	cpu, ram := sb.CPU, sb.RAMMB
+	if r.CPU != nil {
+		if *r.CPU > live.MaxCPU {
+			return &NotResizableError{ID: sb.ID, Reason: fmt.Sprintf("cpu %g is above this boot's maximum of %g", *r.CPU, live.MaxCPU)}
+		}
+		cpu = *r.CPU
+	}
+	if r.RAMMB != nil {
+		if *r.RAMMB > live.MaxRAMMB {
+			return &NotResizableError{ID: sb.ID, Reason: fmt.Sprintf("ram_mb %d is above this boot's maximum of %d", *r.RAMMB, live.MaxRAMMB)}
+		}
+		// Memory goes no lower than the boot size.
+		ram = max(*r.RAMMB, live.BootRAMMB)
+		res.Partial = *r.RAMMB < live.BootRAMMB
+	}
+	err := s.host.Resize(ctx, sb.ID, cpu, ram)
+	if errors.Is(err, sandbox.ErrConflict) && ram < sb.RAMMB {
+		// The sandbox could not free that much memory: keep what it has.
+		ram, res.Partial = sb.RAMMB, true
+		err = s.host.Resize(ctx, sb.ID, cpu, ram)
+	}
+	if err != nil {
+		return fmt.Errorf("live resize: %w", err)
+	}
+	sb.CPU, sb.RAMMB = cpu, ram
+	return nil
+}

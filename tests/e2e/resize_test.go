@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// memLimit reads the sandbox's own memory limit from its cgroup (v1 or v2).
+func memLimit(t *testing.T, c *client, id string) int64 {
+	t.Helper()
+	out := c.mustSh(id, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("memory limit %q: %v", out, err)
+	}
+	return n
+}
+
+func diskKB(t *testing.T, c *client, id string) int64 {
+	t.Helper()
+	f := strings.Fields(strings.Split(strings.TrimSpace(c.mustSh(id, "df -k / | tail -1")), "\n")[0])
+	n, _ := strconv.ParseInt(f[1], 10, 64)
+	return n
+}
+
+func TestResize(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "cpu": 1, "ram_mb": 256, "disk_gb": 1})
+	if got := memLimit(t, c, id); got != 256<<20 {
+		t.Fatalf("boot memory limit %d", got)
+	}
+	c.mustSh(id, "sleep 600 </dev/null >/dev/null 2>&1 &")
+	r := c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"cpu": 2, "ram_mb": 512})
+	m := r.JSON()
+	if r.Status != 200 || m["applies_at"] != "now" || m["ram_mb"] != 512.0 || m["cpu"] != 2.0 || m["partial"] != false {
+		t.Fatalf("live resize: %d %s", r.Status, r.Body)
+	}
+	if live, _ := m["live"].(map[string]any); live == nil || live["max_cpu"] == nil {
+		t.Errorf("live headroom missing: %s", r.Body)
+	}
+	if got := memLimit(t, c, id); got != 512<<20 {
+		t.Errorf("memory limit after resize %d", got)
+	}
+	if out := c.mustSh(id, "pidof sleep"); strings.TrimSpace(out) == "" {
+		t.Error("processes did not survive a live resize")
+	}
+	// Below the boot size: only back down to it, and partial says so.
+	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"ram_mb": 128})
+	if m := r.JSON(); r.Status != 200 || m["ram_mb"] != 256.0 || m["partial"] != true {
+		t.Errorf("shrink below boot: %d %s", r.Status, r.Body)
+	}
+	// Beyond the headroom: 409 with the seed's hint.
+	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"cpu": 32})
+	m = r.JSON()
+	if r.Status != 409 || m["code"] != "sandbox_not_resizable" || m["hint"] == nil || m["live_resize"].(map[string]any)["supported"] != false {
+		t.Errorf("beyond headroom: %d %s", r.Status, r.Body)
+	}
+	// Disk grows online; the guest sees it.
+	before := diskKB(t, c, id)
+	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"disk_gb": 2})
+	if r.Status != 200 || r.JSON()["disk_gb"] != 2.0 {
+		t.Fatalf("disk grow: %d %s", r.Status, r.Body)
+	}
+	if after := diskKB(t, c, id); after < before+900*1024 {
+		t.Errorf("df did not grow: %d → %d KB", before, after)
+	}
+	for _, body := range []string{`{"disk_gb":1}`, `{"disk_gb":3,"cpu":2}`, `{}`, `{"cpu":0}`} {
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/resize", body); r.Status != 400 || r.JSON()["code"] != "invalid_request" {
+			t.Errorf("resize %s: %d %s", body, r.Status, r.Body)
+		}
+	}
+	// Stopped: recorded, and the next (cold) start boots at the new size.
+	c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil)
+	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"ram_mb": 768})
+	if r.Status != 200 || r.JSON()["applies_at"] != "next_start" {
+		t.Fatalf("stopped resize: %d %s", r.Status, r.Body)
+	}
+	r = c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
+	if r.JSON()["restore"] != "disk_only" {
+		t.Errorf("start after a stopped resize should be a cold boot: %s", r.Body)
+	}
+	if got := memLimit(t, c, id); got != 768<<20 {
+		t.Errorf("memory limit after cold boot %d", got)
+	}
+}
