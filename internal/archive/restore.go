@@ -36,7 +36,9 @@ type RestoreOptions struct {
 // all-zero 4 KiB block inside chunks, are left unwritten. Every chunk's
 // SHA-256 is checked before it is written and the whole file's SHA-256 at
 // the end; the file is fsynced and only then renamed onto path, so path
-// holds either what it held before or the complete, verified archive.
+// holds either what it held before or the complete, verified archive. A
+// crash mid-restore leaves a ".<name>.restore-*" file beside path, which
+// the caller's recovery should remove.
 //
 // It returns an error wrapping objstore.ErrNotFound if the manifest (no
 // such archive) or a chunk (collected or lost) is missing, ErrCorrupt if

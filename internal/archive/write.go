@@ -327,11 +327,13 @@ func (w *writer) ensure(ctx context.Context, h string, data []byte, enc *zstd.En
 	w.seen[h] = u
 	w.mu.Unlock()
 	defer close(u.done)
-	u.err = w.store1(ctx, h, data, enc, cbuf)
+	u.err = w.storeChunk(ctx, h, data, enc, cbuf)
 	return u.err
 }
 
-func (w *writer) store1(ctx context.Context, h string, data []byte, enc *zstd.Encoder, cbuf *[]byte) error {
+// storeChunk stores chunk h unless it exists; an existing chunk older than
+// TouchAfter is touched so a concurrent GC sees it as young.
+func (w *writer) storeChunk(ctx context.Context, h string, data []byte, enc *zstd.Encoder, cbuf *[]byte) error {
 	key := ChunkKey(h)
 	info, err := w.store.Stat(ctx, w.bucket, key)
 	switch {
