@@ -52,39 +52,60 @@ func run() error {
 	}
 	fmt.Printf("E2B SDK vs native API: %d runs each, template %s, %s\n\n", *n, *tpl, time.Now().UTC().Format(time.RFC3339))
 
-	native, err := c.loop(*n, *tpl, []string{"true"})
-	if err != nil {
-		return err
-	}
-	nativeBash, err := c.loop(*n, *tpl, []string{"/bin/bash", "-l", "-c", "true"})
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(*n), "-t", *tpl)
-	cmd.Dir, cmd.Stderr = sdkDir, os.Stderr
-	cmd.Env = append(os.Environ(), "E2B_API_URL="+d.URL, "E2B_SANDBOX_URL="+d.URL, "E2B_API_KEY="+d.Token)
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("node bench.mjs: %w", err)
-	}
+	// The three loops run interleaved in chunks, so load that drifts
+	// during the run (other tests on the machine) hits all of them alike.
+	var native, nativeBash times
 	var sdk struct {
 		CreateRun []float64 `json:"create_run_ms"`
+		Create    []float64 `json:"create_ms"`
 		Kill      []float64 `json:"kill_ms"`
 	}
-	if err := json.Unmarshal(out, &sdk); err != nil {
-		return fmt.Errorf("node bench.mjs output %q: %w", out, err)
+	const chunk = 10
+	for done := 0; done < *n; done += chunk {
+		k := min(chunk, *n-done)
+		t, err := c.loop(k, *tpl, []string{"true"})
+		if err != nil {
+			return err
+		}
+		native.add(t)
+		if t, err = c.loop(k, *tpl, []string{"/bin/bash", "-l", "-c", "true"}); err != nil {
+			return err
+		}
+		nativeBash.add(t)
+		cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(k), "-t", *tpl, "--warmup", "1")
+		cmd.Dir, cmd.Stderr = sdkDir, os.Stderr
+		cmd.Env = append(os.Environ(), "E2B_API_URL="+d.URL, "E2B_SANDBOX_URL="+d.URL, "E2B_API_KEY="+d.Token)
+		out, err := cmd.Output()
+		if err != nil {
+			return fmt.Errorf("node bench.mjs: %w", err)
+		}
+		var part struct {
+			CreateRun []float64 `json:"create_run_ms"`
+			Create    []float64 `json:"create_ms"`
+			Kill      []float64 `json:"kill_ms"`
+		}
+		if err := json.Unmarshal(out, &part); err != nil {
+			return fmt.Errorf("node bench.mjs output %q: %w", out, err)
+		}
+		sdk.CreateRun, sdk.Create, sdk.Kill = append(sdk.CreateRun, part.CreateRun...), append(sdk.Create, part.Create...), append(sdk.Kill, part.Kill...)
 	}
 	report("native create → exec true", native.createRun, nil)
 	report("native create → exec bash -l -c true", nativeBash.createRun, nil)
 	report("SDK create → commands.run(\"true\")", millis(sdk.CreateRun), native.createRun)
 	fmt.Printf("%-42s (the SDK runs every command as /bin/bash -l -c; vs the bash line: %.2fx)\n", "",
 		ratio(millis(sdk.CreateRun), nativeBash.createRun))
+	report("native create alone (wait_for_state)", native.create, nil)
+	report("SDK create alone (POST /v2/sandboxes)", millis(sdk.Create), native.create)
 	report("native delete (202)", native.kill, nil)
 	report("SDK kill (204)", millis(sdk.Kill), native.kill)
 	return nil
 }
 
-type times struct{ createRun, kill []time.Duration }
+type times struct{ createRun, create, kill []time.Duration }
+
+func (t *times) add(o times) {
+	t.createRun, t.create, t.kill = append(t.createRun, o.createRun...), append(t.create, o.create...), append(t.kill, o.kill...)
+}
 
 // loop creates, runs argv, deletes; it waits (untimed) for each teardown
 // so runs never overlap one, as bench.mjs does.
@@ -96,6 +117,7 @@ func (c *client) loop(n int, tpl string, argv []string) (times, error) {
 		if err != nil || st != 201 {
 			return t, fmt.Errorf("create: %d %s %v", st, b, err)
 		}
+		tc := time.Now()
 		var sb struct{ ID string }
 		json.Unmarshal(b, &sb)
 		if st, b, err := c.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", map[string]any{"cmd": argv}); err != nil || st != 200 || !bytes.Contains(b, []byte(`"exit_code":0`)) {
@@ -106,7 +128,7 @@ func (c *client) loop(n int, tpl string, argv []string) (times, error) {
 			return t, fmt.Errorf("delete: %d %s %v", st, b, err)
 		}
 		t2 := time.Now()
-		t.createRun, t.kill = append(t.createRun, t1.Sub(t0)), append(t.kill, t2.Sub(t1))
+		t.createRun, t.create, t.kill = append(t.createRun, t1.Sub(t0)), append(t.create, tc.Sub(t0)), append(t.kill, t2.Sub(t1))
 		if err := c.waitGone(sb.ID); err != nil {
 			return t, err
 		}

@@ -33,10 +33,12 @@ async function waitGone(id) {
 }
 
 const createRun = []
+const create = []
 const kill = []
 for (let i = -Number(args.warmup); i < n; i++) {
   const t0 = performance.now()
   const sbx = await Sandbox.create(args.template)
+  const tc = performance.now()
   const r = await sbx.commands.run('true')
   const t1 = performance.now()
   if (r.exitCode !== 0) throw new Error(`true exited ${r.exitCode}`)
@@ -45,6 +47,7 @@ for (let i = -Number(args.warmup); i < n; i++) {
   await waitGone(sbx.sandboxId)
   if (i >= 0) {
     createRun.push(t1 - t0)
+    create.push(tc - t0)
     kill.push(t2 - t1)
   }
 }
@@ -56,9 +59,9 @@ function pct(xs) {
 }
 
 if (args.json) {
-  console.log(JSON.stringify({ create_run_ms: createRun, kill_ms: kill }))
+  console.log(JSON.stringify({ create_run_ms: createRun, create_ms: create, kill_ms: kill }))
 } else {
-  for (const [name, xs] of [['SDK create → commands.run("true")', createRun], ['SDK kill', kill]]) {
+  for (const [name, xs] of [['SDK create → commands.run("true")', createRun], ['SDK create alone', create], ['SDK kill', kill]]) {
     const p = pct(xs)
     console.log(`${name.padEnd(40)} p50 ${p.p50.toFixed(2)}ms  p95 ${p.p95.toFixed(2)}ms  p99 ${p.p99.toFixed(2)}ms  (n=${xs.length})`)
   }
