@@ -52,6 +52,8 @@ type Host interface {
 	Resize(ctx context.Context, id string, cpu float64, ramMB int) error
 	// GrowDisk grows the sandbox's disk (online when it runs).
 	GrowDisk(ctx context.Context, id string, newGB int) error
+	// Metrics reads live figures of a running sandbox.
+	Metrics(ctx context.Context, id string) (Metrics, error)
 	// Destroy removes every host resource of the sandbox. Idempotent.
 	Destroy(ctx context.Context, id string) error
 }

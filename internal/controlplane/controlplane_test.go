@@ -531,3 +531,32 @@ func TestFinalDisposal(t *testing.T) {
 
 func (f *fakeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
 func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }
+func (f *fakeHost) Metrics(ctx context.Context, id string) (Metrics, error)             { return Metrics{}, nil }
+
+func TestUsageFromEvents(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(min int, typ, data string) store.Event {
+		return store.Event{Type: typ, Data: data, CreatedAt: t0.Add(time.Duration(min) * time.Minute)}
+	}
+	sb := sandbox.Sandbox{ID: "sbx_x", CPU: 4, RAMMB: 2048, DiskGB: 10, CreatedAt: t0}
+	evs := []store.Event{
+		ev(0, "created", `{"cpu":2,"ram_mb":1024,"disk_gb":10}`),
+		ev(1, store.EventStateChanged, `{"from":"creating","to":"running"}`),
+		ev(11, "resized", `{"cpu":4,"ram_mb":2048,"disk_gb":10}`),
+		ev(21, store.EventStateChanged, `{"from":"running","to":"stopping"}`),
+		ev(21, store.EventStateChanged, `{"from":"stopping","to":"stopped"}`),
+		ev(81, store.EventStateChanged, `{"from":"stopped","to":"archiving"}`),
+		ev(82, store.EventStateChanged, `{"from":"archiving","to":"archived"}`),
+	}
+	u := usageFrom(sb, evs, t0, t0.Add(200*time.Minute))
+	// 10 min at 2 cpu + 10 min at 4 cpu; 10 min at 1 GB + 10 min at 2 GB;
+	// 60 min stopped at 10 GB; archived bills nothing.
+	if u.CPUSeconds != 600*2+600*4 || u.RAMGBSeconds != 600*1+600*2 || u.StorageGBHours != 10 {
+		t.Errorf("usage = cpu %v ram %v storage %v", u.CPUSeconds, u.RAMGBSeconds, u.StorageGBHours)
+	}
+	// A window clips the periods.
+	u = usageFrom(sb, evs, t0.Add(16*time.Minute), t0.Add(31*time.Minute))
+	if u.CPUSeconds != 300*4 || u.StorageGBHours != 10.0*10/60 {
+		t.Errorf("windowed usage = cpu %v storage %v", u.CPUSeconds, u.StorageGBHours)
+	}
+}

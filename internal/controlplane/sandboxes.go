@@ -214,6 +214,7 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	sb.Version = 1
+	s.event(ctx, sb, "created", map[string]any{"cpu": sb.CPU, "ram_mb": sb.RAMMB, "disk_gb": sb.DiskGB})
 	s.log.Info("sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
 	s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
 	return sb, nil

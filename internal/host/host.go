@@ -28,6 +28,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/template"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Config configures a host.
@@ -534,4 +536,41 @@ func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error {
 		mnt = ""
 	}
 	return h.pool.GrowImage(ctx, id, mnt, newGB)
+}
+
+// Metrics implements controlplane.Host: live figures from the sandbox's
+// cgroup (CPU over a 100 ms window), its disk and its host-side veth.
+func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, error) {
+	s1, err := h.rt.Stats(ctx, id)
+	if err != nil {
+		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
+	}
+	t1 := time.Now()
+	select {
+	case <-time.After(100 * time.Millisecond):
+	case <-ctx.Done():
+		return controlplane.Metrics{}, ctx.Err()
+	}
+	s2, err := h.rt.Stats(ctx, id)
+	if err != nil {
+		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
+	}
+	m := controlplane.Metrics{
+		MemoryUsedBytes: s2.MemoryUsageBytes, MemoryLimitBytes: s2.MemoryLimitBytes, Pids: s2.Pids, At: time.Now().UTC(),
+	}
+	if dt := time.Since(t1); s2.CPUUsageNanos >= s1.CPUUsageNanos && dt > 0 {
+		m.CPUPercent = 100 * float64(s2.CPUUsageNanos-s1.CPUUsageNanos) / float64(dt.Nanoseconds())
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(h.paths(id).diskMnt, &st); err == nil {
+		m.DiskSizeBytes = st.Blocks * uint64(st.Bsize)
+		m.DiskUsedBytes = (st.Blocks - st.Bfree) * uint64(st.Bsize)
+	}
+	if ep, ok := h.net.Endpoint(id); ok {
+		if l, err := netlink.LinkByName(ep.HostVeth); err == nil && l.Attrs().Statistics != nil {
+			// The host end receives what the sandbox sends.
+			m.NetTxBytes, m.NetRxBytes = l.Attrs().Statistics.RxBytes, l.Attrs().Statistics.TxBytes
+		}
+	}
+	return m, nil
 }

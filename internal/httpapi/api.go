@@ -41,6 +41,8 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("PATCH /v1/sandboxes/{id}/env", a.patchEnv)
 	a.handle("GET /v1/sandboxes/{id}/children", a.children)
 	a.handle("POST /v1/sandboxes/{id}/resize", a.resize)
+	a.handle("GET /v1/sandboxes/{id}/metrics", a.metrics)
+	a.handle("GET /v1/sandboxes/{id}/usage", a.usage)
 	a.handle("POST /v1/sandboxes/{id}/stop", a.stop)
 	a.handle("POST /v1/sandboxes/{id}/pause", a.stop)
 	a.handle("POST /v1/sandboxes/{id}/start", a.lifecycleCall(cp.Start, sandbox.StateRunning))

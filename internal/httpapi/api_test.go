@@ -120,3 +120,6 @@ func TestWaitRunsOutIs202(t *testing.T) {
 
 func (h *slowHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
 func (h *slowHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }
+func (h *slowHost) Metrics(ctx context.Context, id string) (controlplane.Metrics, error) {
+	return controlplane.Metrics{}, nil
+}

@@ -174,6 +174,9 @@ type Store interface {
 	// sandbox, e.g. a host event like start_ram_not_restored.
 	AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error
 
+	// SandboxEvents returns one sandbox's events, oldest first.
+	SandboxEvents(ctx context.Context, sandboxID string) ([]Event, error)
+
 	// PurgeSandbox hard-deletes a deleted sandbox's record in one
 	// transaction: it writes the ledger entry, queues deletion of the
 	// entry's objects, and clears parent_id on the sandbox's children.

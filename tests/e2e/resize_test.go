@@ -84,3 +84,21 @@ func TestResize(t *testing.T) {
 		t.Errorf("memory limit after cold boot %d", got)
 	}
 }
+
+func TestMetricsAndUsage(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "ram_mb": 256})
+	c.mustSh(id, "head -c 50000000 /dev/zero > /root/f")
+	r := c.do("GET", "/v1/sandboxes/"+id+"/metrics", nil)
+	m := r.JSON()
+	if r.Status != 200 || m["memory_limit_bytes"] != float64(256<<20) || m["disk_used_bytes"].(float64) < 50e6 || m["pids"].(float64) < 1 {
+		t.Errorf("metrics: %d %s", r.Status, r.Body)
+	}
+	r = c.do("GET", "/v1/sandboxes/"+id+"/usage", nil)
+	if u := r.JSON(); r.Status != 200 || u["cpu_seconds"].(float64) <= 0 || u["storage_gb_hours"] != 0.0 {
+		t.Errorf("usage: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("GET", "/v1/sandboxes/"+id+"/usage?from=yesterday", nil); r.Status != 400 {
+		t.Errorf("bad from: %d", r.Status)
+	}
+}

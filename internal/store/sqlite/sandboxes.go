@@ -219,9 +219,17 @@ func (s *Store) Events(ctx context.Context, afterID int64, limit int) ([]store.E
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+	return s.queryEvents(ctx, `SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`,
 		afterID, limit)
+}
+
+// SandboxEvents implements store.Store.
+func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Event, error) {
+	return s.queryEvents(ctx, `SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE sandbox_id = ? ORDER BY id`, sandboxID)
+}
+
+func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
