@@ -18,10 +18,16 @@ var restContract = []struct {
 }{
 	{"get", "/healthz", []string{"200"}},
 	{"get", "/v1/openapi.json", []string{"200"}},
-	{"post", "/v1/sandboxes", []string{"201", "202", "400", "401", "404"}},
+	{"post", "/v1/sandboxes", []string{"201", "202", "400", "401", "404", "409", "413"}},
 	{"get", "/v1/sandboxes", []string{"200", "400", "401"}},
 	{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},
-	{"delete", "/v1/sandboxes/{id}", []string{"202", "401", "404"}},
+	{"delete", "/v1/sandboxes/{id}", []string{"202", "401", "404", "409"}},
+	{"patch", "/v1/sandboxes/{id}", []string{"200", "400", "401", "404", "409"}},
+	{"patch", "/v1/sandboxes/{id}/env", []string{"200", "400", "401", "404", "413"}},
+	{"get", "/v1/sandboxes/{id}/children", []string{"200", "401", "404"}},
+	{"post", "/v1/sandboxes/{id}/resize", []string{"200", "202", "400", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/metrics", []string{"200", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/usage", []string{"200", "400", "401", "404"}},
 	{"post", "/v1/sandboxes/{id}/stop", lifecycleStatuses},
 	{"post", "/v1/sandboxes/{id}/pause", lifecycleStatuses},
 	{"post", "/v1/sandboxes/{id}/start", lifecycleStatuses},
@@ -338,5 +344,132 @@ func TestOpenAPISandboxRetention(t *testing.T) {
 		if !strings.Contains(desc, row) {
 			t.Errorf("SandboxType description lacks %q", row)
 		}
+	}
+}
+
+// TestOpenAPISeed004 checks the shapes seed 004 fixes for rename, env,
+// parent/child, resize, metrics and usage: fields, enums and error codes.
+func TestOpenAPISeed004(t *testing.T) {
+	doc, js := load(t)
+	var root map[string]any
+	if err := json.Unmarshal(js, &root); err != nil {
+		t.Fatal(err)
+	}
+	schema := func(name string) map[string]any { return resolve(t, root, doc.Components.Schemas[name]) }
+	props := func(s map[string]any) map[string]any {
+		p, _ := s["properties"].(map[string]any)
+		return p
+	}
+	// allProps merges the properties of an allOf.
+	allProps := func(s map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range props(s) {
+			out[k] = v
+		}
+		all, _ := s["allOf"].([]any)
+		for _, part := range all {
+			for k, v := range props(resolve(t, root, part)) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	has := func(where string, p map[string]any, fields ...string) {
+		t.Helper()
+		for _, f := range fields {
+			if p[f] == nil {
+				t.Errorf("%s lacks %s", where, f)
+			}
+		}
+	}
+	enum := func(where string, v any, want ...any) {
+		t.Helper()
+		if got := resolve(t, root, v)["enum"]; !cmp.Equal(got, want) {
+			t.Errorf("%s enum = %v, want %v", where, got, want)
+		}
+	}
+
+	has("Sandbox", props(schema("Sandbox")), "parent_id", "auto_resume")
+	if req, _ := schema("Sandbox")["required"].([]any); !slices.Contains(req, any("parent_id")) || !slices.Contains(req, any("auto_resume")) {
+		t.Errorf("Sandbox does not require parent_id and auto_resume: %v", req)
+	}
+	has("CreateSandbox", props(schema("CreateSandbox")), "parent_id", "auto_resume")
+
+	upd := props(schema("UpdateSandbox"))
+	has("UpdateSandbox", upd, "name", "auto_resume")
+	if typ, _ := resolve(t, root, upd["name"])["type"].([]any); !slices.Contains(typ, any("null")) {
+		t.Errorf("UpdateSandbox.name type = %v, want it nullable (null clears the name)", typ)
+	}
+	env := resolve(t, root, props(schema("EnvPatch"))["env"])
+	if typ, _ := resolve(t, root, env["additionalProperties"])["type"].([]any); !slices.Contains(typ, any("null")) {
+		t.Errorf("EnvPatch values type = %v, want string or null (null removes)", typ)
+	}
+	envRes := props(schema("EnvResult"))
+	has("EnvResult", envRes, "id", "state", "env_keys", "applies")
+	if envRes["env"] != nil {
+		t.Error("EnvResult has env: values must never be echoed")
+	}
+	enum("EnvResult.applies", envRes["applies"], "next_exec", "next_start")
+
+	has("ResizeRequest", props(schema("ResizeRequest")), "cpu", "ram_mb", "disk_gb")
+	res := props(schema("ResizeResult"))
+	has("ResizeResult", res, "id", "state", "cpu", "ram_mb", "disk_gb", "applies_at", "requested", "partial", "live")
+	enum("ResizeResult.applies_at", res["applies_at"], "now", "next_start", "pending")
+	has("LiveResize", props(resolve(t, root, res["live"])), "max_cpu", "max_ram_mb", "guest_cpus_online", "guest_mem_total_mb")
+	nr := allProps(schema("NotResizableError"))
+	has("NotResizableError", nr, "code", "error", "live_resize", "hint")
+	has("NotResizableError.live_resize", props(resolve(t, root, nr["live_resize"])), "supported", "reason")
+	hint := props(resolve(t, root, nr["hint"]))
+	has("NotResizableError.hint", hint, "action", "applies_at", "steps")
+	enum("hint.action", hint["action"], "stop_then_resize")
+	enum("hint.applies_at", hint["applies_at"], "restart")
+
+	has("SandboxMetrics", props(schema("SandboxMetrics")), "cpu_percent", "memory_used_bytes", "memory_limit_bytes",
+		"disk_used_bytes", "disk_size_bytes", "net_rx_bytes", "net_tx_bytes", "pids", "at")
+	usage := props(schema("SandboxUsage"))
+	has("SandboxUsage", usage, "id", "from", "to", "cpu_seconds", "ram_gb_seconds", "storage_gb_hours", "periods")
+	has("UsagePeriod", props(schema("UsagePeriod")), "state", "from", "to", "cpu", "ram_mb", "disk_gb")
+
+	codes, _ := props(schema("Error"))["code"].(map[string]any)["enum"].([]any)
+	for _, c := range []string{"env_too_large", "env_var_too_large", "sandbox_not_resizable", "disk_grow_unsupported", "conflict"} {
+		if !slices.Contains(codes, any(c)) {
+			t.Errorf("Error.code lacks %s", c)
+		}
+	}
+	has("Error", props(schema("Error")), "children")
+
+	paths := root["paths"].(map[string]any)
+	op := func(method, path string) map[string]any {
+		return resolve(t, root, resolve(t, root, paths[path])[method])
+	}
+	params := map[string]map[string]any{}
+	for _, p := range op("get", "/v1/sandboxes")["parameters"].([]any) {
+		p := resolve(t, root, p)
+		params[p["name"].(string)] = p
+	}
+	for _, name := range []string{"parent_id", "roots_only", "metadata"} {
+		if params[name] == nil || params[name]["in"] != "query" {
+			t.Errorf("list lacks the %s query parameter", name)
+		}
+	}
+	if params["metadata"]["style"] != "deepObject" {
+		t.Errorf("metadata style = %v, want deepObject (metadata[KEY]=VALUE)", params["metadata"]["style"])
+	}
+	for _, name := range []string{"from", "to"} {
+		found := false
+		for _, p := range op("get", "/v1/sandboxes/{id}/usage")["parameters"].([]any) {
+			found = found || resolve(t, root, p)["name"] == name
+		}
+		if !found {
+			t.Errorf("usage lacks the %s parameter", name)
+		}
+	}
+	conflict := resolve(t, root, op("post", "/v1/sandboxes/{id}/resize")["responses"].(map[string]any)["409"])
+	if d, _ := conflict["description"].(string); !strings.Contains(d, "`sandbox_not_resizable`") || !strings.Contains(d, "`disk_grow_unsupported`") {
+		t.Errorf("resize 409 description = %q, want both codes", d)
+	}
+	del := resolve(t, root, op("delete", "/v1/sandboxes/{id}")["responses"].(map[string]any)["409"])
+	if d, _ := del["description"].(string); !strings.Contains(d, "`children`") {
+		t.Errorf("delete 409 description = %q, want it to name the children field", d)
 	}
 }
