@@ -13,6 +13,7 @@ import {
   NotFoundError,
   SandboxNotFoundError,
   SandboxError,
+  TimeoutError,
 } from 'e2b'
 
 for (const v of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
@@ -211,6 +212,11 @@ describe('e2b SDK against ptd', () => {
       assert.equal(await s.pause(), false) // already paused (409)
       assert.equal((await s.getInfo()).state, 'paused')
       assert.equal(await s.isRunning(), false)
+      // envd of a paused sandbox answers as a dead one does behind E2B
+      // (502; Connect code unavailable), which the SDK reports as not
+      // running.
+      await assert.rejects(s.commands.run('true'), (err) => err instanceof SandboxNotFoundError)
+      await assert.rejects(s.files.read('/root/keep.txt'), (err) => err instanceof TimeoutError)
 
       const again = await Sandbox.connect(s.sandboxId)
       assert.equal(await again.files.read('/root/keep.txt'), 'survives pause')
