@@ -19,10 +19,13 @@ import (
 )
 
 // brokenHost is a controlplane.Host whose sandboxes never become ready:
-// Start fails with startErr, or hangs until cancelled when it is nil.
-type brokenHost struct{ startErr error }
-
-var _ controlplane.Host = brokenHost{}
+// Start fails with startErr, or hangs until cancelled when it is nil. The
+// embedded interface is nil: a create and a delete call only the methods
+// defined here, and any other call fails the test loudly (a panic).
+type brokenHost struct {
+	controlplane.Host
+	startErr error
+}
 
 func (brokenHost) ID() string          { return "host_e2btest" }
 func (brokenHost) Templates() []string { return []string{"busybox"} }
