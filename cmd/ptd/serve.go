@@ -18,6 +18,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/objstore"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
+	"github.com/platinum-dev/platinum/internal/secrets"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
@@ -42,6 +43,13 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg := controlplane.DefaultConfig()
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
+		return err
+	}
+	key, err := secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "secrets.key"))
+	if err != nil {
+		return err
+	}
+	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
 	}
 	cp := controlplane.New(cpCfg, st, h, log)

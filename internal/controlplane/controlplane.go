@@ -116,6 +116,8 @@ type Config struct {
 	// live-resize headroom every boot records.
 	PlanMaxCPU   float64
 	PlanMaxRAMMB int
+	// Sealer encrypts secrets at rest; nil refuses secrets.
+	Sealer Sealer
 	// Objects is where archives go; nil disables archiving.
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.

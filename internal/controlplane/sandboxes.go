@@ -37,6 +37,9 @@ type CreateRequest struct {
 	// org; it is set once and never moves.
 	ParentID     string
 	NoAutoResume bool
+	// Secrets are sealed at rest and reach the sandbox only as
+	// placeholders.
+	Secrets map[string]SecretInput
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -202,6 +205,9 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		HostID: s.host.ID(), AgentToken: randomToken(),
 		CreatedAt: now, UpdatedAt: now,
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
+	}
+	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	if r.TTL > 0 {
 		exp := now.Add(r.TTL)
@@ -638,13 +644,14 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 		return nil
 	}
 	ag := s.agent(sb.ID, inst.Address, sb.AgentToken)
-	if err := ag.Init(ctx, sb.Env); err != nil {
+	env := sandboxEnv(sb)
+	if err := ag.Init(ctx, env); err != nil {
 		return err
 	}
 	if inst.MemoryRestored {
 		return nil
 	}
-	return ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(sb.Env)))
+	return ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(env)))
 }
 
 // envFile renders env as a POSIX shell file of export lines.

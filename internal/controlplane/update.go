@@ -130,7 +130,7 @@ func (s *Service) pushEnv(ctx context.Context, id string) error {
 	if s.noAgentInit {
 		return nil
 	}
-	return s.agent(sb.ID, sb.Address, sb.AgentToken).Init(ctx, sb.Env)
+	return s.agent(sb.ID, sb.Address, sb.AgentToken).Init(ctx, sandboxEnv(sb))
 }
 
 func envBytes(env map[string]string) int {

@@ -114,7 +114,10 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 	if err != nil {
 		var te *json.UnmarshalTypeError
 		var mbe *http.MaxBytesError
+		var ae *apiError
 		switch {
+		case errors.As(err, &ae):
+			return ae
 		case errors.As(err, &te):
 			return badRequest(fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value), te.Field)
 		case errors.As(err, &mbe):

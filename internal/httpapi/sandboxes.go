@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,12 +24,13 @@ type createBody struct {
 	Metadata map[string]string `json:"metadata"`
 	Wait     bool              `json:"wait"`
 
-	ParentID        string `json:"parent_id"`
-	AutoResume      *bool  `json:"auto_resume"`
-	Type            string `json:"type"`
-	AutoStopMinutes *int   `json:"auto_stop_minutes"`
-	AutoArchiveDays *int   `json:"auto_archive_days"`
-	AutoDeleteDays  *int   `json:"auto_delete_days"`
+	ParentID        string                `json:"parent_id"`
+	AutoResume      *bool                 `json:"auto_resume"`
+	Secrets         map[string]secretBody `json:"secrets"`
+	Type            string                `json:"type"`
+	AutoStopMinutes *int                  `json:"auto_stop_minutes"`
+	AutoArchiveDays *int                  `json:"auto_archive_days"`
+	AutoDeleteDays  *int                  `json:"auto_delete_days"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -83,6 +85,12 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		ParentID: b.ParentID}
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
+	}
+	if len(b.Secrets) > 0 {
+		req.Secrets = map[string]controlplane.SecretInput{}
+		for k, v := range b.Secrets {
+			req.Secrets[k] = controlplane.SecretInput{Value: v.Value, Hosts: v.Hosts}
+		}
 	}
 	if b.Name != nil {
 		req.Name = *b.Name
@@ -345,5 +353,27 @@ func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 		views = append(views, viewSandbox(sb))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rows": views})
+	return nil
+}
+
+// secretBody is a secret at create: "value", or {"value": …, "hosts": […]}.
+type secretBody struct {
+	Value string   `json:"value"`
+	Hosts []string `json:"hosts"`
+}
+
+// UnmarshalJSON accepts both forms.
+func (b *secretBody) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		return json.Unmarshal(data, &b.Value)
+	}
+	type plain secretBody
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return badRequest("each secret is a string or {\"value\": string, \"hosts\": [string]}", "secrets")
+	}
+	*b = secretBody(p)
 	return nil
 }

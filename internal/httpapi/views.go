@@ -19,6 +19,7 @@ type sandboxView struct {
 	RAMMB             int               `json:"ram_mb"`
 	DiskGB            int               `json:"disk_gb"`
 	EnvKeys           []string          `json:"env_keys"`
+	SecretNames       []string          `json:"secret_names"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
 	ParentID          *string           `json:"parent_id"`
@@ -62,6 +63,11 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		v.EnvKeys = append(v.EnvKeys, k)
 	}
 	slices.Sort(v.EnvKeys)
+	v.SecretNames = make([]string, 0, len(sb.Secrets))
+	for k := range sb.Secrets {
+		v.SecretNames = append(v.SecretNames, k)
+	}
+	slices.Sort(v.SecretNames)
 	if v.Metadata == nil {
 		v.Metadata = map[string]string{}
 	}

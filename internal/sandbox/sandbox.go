@@ -87,6 +87,9 @@ type Sandbox struct {
 	// StoppedAt is when the sandbox last reached stopped; auto-archive
 	// counts from it.
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// Secrets are sealed at rest and never returned; inside the sandbox
+	// each appears only as its Placeholder in the environment.
+	Secrets map[string]Secret `json:"-"`
 	// Live is the live-resize headroom recorded at the last boot.
 	Live *LiveHeadroom `json:"live,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic
@@ -207,4 +210,15 @@ type LiveHeadroom struct {
 	// BootRAMMB is the memory the sandbox booted with: live shrinks go no
 	// lower.
 	BootRAMMB int `json:"boot_ram_mb"`
+}
+
+// Secret is one sealed secret of a sandbox.
+type Secret struct {
+	// Sealed is the value encrypted at rest (never the plaintext).
+	Sealed string `json:"sealed"`
+	// Placeholder is what the sandbox sees in its environment instead of
+	// the value (pt_secret_…); the egress proxy swaps it for the value.
+	Placeholder string `json:"placeholder"`
+	// Hosts the value may be sent to; empty means any host.
+	Hosts []string `json:"hosts,omitempty"`
 }

@@ -347,22 +347,23 @@ func deletedAt(sb sandbox.Sandbox) any {
 
 // lifecycle is the stored form of the record's lifecycle fields.
 type lifecycle struct {
-	ExpiresAt      *time.Time            `json:"expires_at,omitempty"`
-	ExpiryAction   sandbox.ExpiryAction  `json:"expiry_action,omitempty"`
-	LastStart      *sandbox.LastStart    `json:"last_start,omitempty"`
-	Retention      sandbox.Retention     `json:"retention"`
-	LastActivityAt *time.Time            `json:"last_activity_at,omitempty"`
-	StoppedAt      *time.Time            `json:"stopped_at,omitempty"`
-	Archive        *sandbox.ArchiveRef   `json:"archive,omitempty"`
-	NoAutoResume   bool                  `json:"no_auto_resume,omitempty"`
-	Live           *sandbox.LiveHeadroom `json:"live,omitempty"`
+	ExpiresAt      *time.Time                `json:"expires_at,omitempty"`
+	ExpiryAction   sandbox.ExpiryAction      `json:"expiry_action,omitempty"`
+	LastStart      *sandbox.LastStart        `json:"last_start,omitempty"`
+	Retention      sandbox.Retention         `json:"retention"`
+	LastActivityAt *time.Time                `json:"last_activity_at,omitempty"`
+	StoppedAt      *time.Time                `json:"stopped_at,omitempty"`
+	Archive        *sandbox.ArchiveRef       `json:"archive,omitempty"`
+	NoAutoResume   bool                      `json:"no_auto_resume,omitempty"`
+	Live           *sandbox.LiveHeadroom     `json:"live,omitempty"`
+	Secrets        map[string]sandbox.Secret `json:"secrets,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 	b, err := json.Marshal(lifecycle{
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
-		NoAutoResume: sb.NoAutoResume, Live: sb.Live,
+		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -377,7 +378,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	}
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
-	sb.NoAutoResume, sb.Live = lc.NoAutoResume, lc.Live
+	sb.NoAutoResume, sb.Live, sb.Secrets = lc.NoAutoResume, lc.Live, lc.Secrets
 	return nil
 }
 

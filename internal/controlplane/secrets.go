@@ -1,0 +1,77 @@
+package controlplane
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// SecretInput is a secret as given at create: a value, and optionally the
+// hosts it may be sent to.
+type SecretInput struct {
+	Value string
+	Hosts []string
+}
+
+// Sealer seals secret values at rest (internal/secrets implements it).
+type Sealer interface {
+	Seal(plaintext, aad string) string
+	Open(sealed, aad string) (string, error)
+}
+
+// Limits on secrets.
+const (
+	MaxSecrets          = 64
+	MaxSecretValueBytes = 64 * 1024
+)
+
+// sealSecrets validates and seals the create-time secrets of sandbox id.
+func (s *Service) sealSecrets(id string, in map[string]SecretInput) (map[string]sandbox.Secret, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if s.cfg.Sealer == nil {
+		return nil, fmt.Errorf("secrets are not configured on this server: %w", sandbox.ErrUnavailable)
+	}
+	if len(in) > MaxSecrets {
+		return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("at most %d secrets", MaxSecrets)}
+	}
+	out := make(map[string]sandbox.Secret, len(in))
+	for name, v := range in {
+		if !envKeyRE.MatchString(name) {
+			return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("name %q must match [A-Za-z_][A-Za-z0-9_]*", name)}
+		}
+		if v.Value == "" || len(v.Value) > MaxSecretValueBytes {
+			return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("value of %s must be 1 to %d bytes", name, MaxSecretValueBytes)}
+		}
+		for _, h := range v.Hosts {
+			if h == "" || len(h) > 253 {
+				return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("hosts of %s must be host names", name)}
+			}
+		}
+		b := make([]byte, 16)
+		rand.Read(b)
+		out[name] = sandbox.Secret{
+			Sealed: s.cfg.Sealer.Seal(v.Value, id+"/"+name), Placeholder: "pt_secret_" + hex.EncodeToString(b), Hosts: v.Hosts,
+		}
+	}
+	return out, nil
+}
+
+// sandboxEnv is the environment the sandbox's processes see: its env plus
+// each secret's placeholder (never the value). An env key wins over a
+// secret of the same name.
+func sandboxEnv(sb sandbox.Sandbox) map[string]string {
+	if len(sb.Secrets) == 0 {
+		return sb.Env
+	}
+	env := make(map[string]string, len(sb.Env)+len(sb.Secrets))
+	for name, sec := range sb.Secrets {
+		env[name] = sec.Placeholder
+	}
+	maps.Copy(env, sb.Env)
+	return env
+}

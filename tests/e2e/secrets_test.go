@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSecretsNeverLeak: a secret's value appears in no API answer, no log
+// line and not in the store file; the sandbox sees only a placeholder.
+func TestSecretsNeverLeak(t *testing.T) {
+	c := newClient(t)
+	value := "sk-live-" + randHex(12)
+	r := c.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox",
+		"secrets": map[string]any{"API_KEY": value, "GH": map[string]any{"value": value + "-gh", "hosts": []string{"api.github.com"}}}})
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON()["id"].(string)
+	t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
+	bodies := [][]byte{r.Body}
+	bodies = append(bodies, c.do("GET", "/v1/sandboxes/"+id, nil).Body, c.do("GET", "/v1/sandboxes?limit=200", nil).Body)
+	if !strings.Contains(string(bodies[1]), `"secret_names":["API_KEY","GH"]`) {
+		t.Errorf("secret names missing: %s", bodies[1])
+	}
+	out := c.mustSh(id, "echo $API_KEY; cat /etc/pt-env; cat /proc/1/environ | tr '\\0' '\\n'")
+	if !strings.HasPrefix(out, "pt_secret_") {
+		t.Errorf("sandbox env holds %q, want a placeholder", strings.SplitN(out, "\n", 2)[0])
+	}
+	bodies = append(bodies, []byte(out))
+	for _, b := range bodies {
+		if bytes.Contains(b, []byte(value)) {
+			t.Fatalf("a secret value leaked: %s", b)
+		}
+	}
+	for _, f := range []string{filepath.Join(env.dataDir, "platinum.db"), filepath.Join(env.dataDir, "platinum.db-wal"), filepath.Join(env.binDir, "ptd.log")} {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(value)) {
+			t.Errorf("%s holds a secret value in the clear", f)
+		}
+	}
+	if r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "busybox", "secrets": map[string]any{"X": map[string]any{"val": 1}}}); r.Status != 400 {
+		t.Errorf("malformed secret: %d %s", r.Status, r.Body)
+	}
+}
