@@ -333,7 +333,8 @@ func (h *Handler) extend(ctx context.Context, p controlplane.Principal, sb sandb
 }
 
 // pause is POST /sandboxes/:id/pause: our stop, which keeps memory where
-// the host can. 409 when already paused (the SDK returns false).
+// the host can (memory: false stops disk-only). 409 when already paused
+// (the SDK returns false).
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	var req struct {
 		Memory *bool `json:"memory"`
@@ -357,7 +358,11 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p controlplane.P
 			return err
 		}
 	}
-	if _, err := h.cp.Stop(ctx, p, sb.ID); err != nil {
+	stop := h.cp.Stop
+	if req.Memory != nil && !*req.Memory {
+		stop = h.cp.StopDiskOnly // keepMemory: false
+	}
+	if _, err := stop(ctx, p, sb.ID); err != nil {
 		if hasTTL(sb) && sb.ExpiresAt != nil {
 			if _, rerr := h.cp.SetExpiry(ctx, p, sb.ID, *sb.ExpiresAt, action(sb)); rerr != nil {
 				h.log.Warn("e2b pause: restore expiry", "sandbox", sb.ID, "err", rerr)
@@ -497,9 +502,9 @@ func (h *Handler) resumeSandbox(ctx context.Context, p controlplane.Principal, s
 	return h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(d), act)
 }
 
-// metrics is GET /sandboxes/:id/metrics: one current sample read from the
-// sandbox's agent (Platinum keeps no metric history yet), or none when
-// the sandbox is paused or the sample lies outside [start, end].
+// metrics is GET /sandboxes/:id/metrics: one current sample (Platinum
+// keeps no metric history yet), or none when the sandbox is paused or the
+// sample lies outside [start, end].
 func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	q := r.URL.Query()
 	var bounds [2]int64
@@ -516,7 +521,7 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, p controlplane
 	}
 	out := []metricView{}
 	if state == stateRunning {
-		m, err := h.agentMetrics(r.Context(), p, sb.ID)
+		m, err := h.sandboxMetrics(r.Context(), p, sb)
 		if err != nil {
 			return err
 		}
@@ -547,7 +552,7 @@ func (h *Handler) batchMetrics(w http.ResponseWriter, r *http.Request, p control
 		if sb.State != sandbox.StateRunning {
 			continue
 		}
-		m, err := h.agentMetrics(r.Context(), p, id)
+		m, err := h.sandboxMetrics(r.Context(), p, sb)
 		if err != nil {
 			h.log.Warn("e2b metrics", "sandbox", id, "err", err)
 			continue
@@ -558,29 +563,26 @@ func (h *Handler) batchMetrics(w http.ResponseWriter, r *http.Request, p control
 	return nil
 }
 
-func (h *Handler) agentMetrics(ctx context.Context, p controlplane.Principal, id string) (metricView, error) {
-	addr, token, err := h.cp.AgentEndpoint(ctx, p, id)
+// sandboxMetrics reads the sandbox's live figures from its host (cgroup
+// CPU, memory against the sandbox's own limit, disk against its own size).
+// They are truer than pt-agent's /metrics, whose /proc/meminfo shows the
+// host's memory inside a container.
+func (h *Handler) sandboxMetrics(ctx context.Context, p controlplane.Principal, sb sandbox.Sandbox) (metricView, error) {
+	m, err := h.cp.Metrics(ctx, p, sb.ID)
 	if err != nil {
 		return metricView{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return metricView{}, err
+	at := m.At
+	if at.IsZero() {
+		at = time.Now()
 	}
-	req.Header.Set(headerAccessToken, token)
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return metricView{}, fmt.Errorf("metrics of %s: %w: %v", id, sandbox.ErrUnavailable, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return metricView{}, fmt.Errorf("metrics of %s: agent answered %s: %w", id, resp.Status, sandbox.ErrUnavailable)
-	}
-	var m agentMetrics
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&m); err != nil {
-		return metricView{}, fmt.Errorf("metrics of %s: %w", id, err)
-	}
-	return m.view(), nil
+	at = at.UTC()
+	return metricView{
+		Timestamp: at.Format(time.RFC3339Nano), TimestampUnix: at.Unix(),
+		CPUCount: cpuCount(sb), CPUUsedPct: m.CPUPercent,
+		MemUsed: m.MemoryUsedBytes, MemTotal: m.MemoryLimitBytes,
+		DiskUsed: m.DiskUsedBytes, DiskTotal: m.DiskSizeBytes,
+	}, nil
 }
 
 func splitCSV(s string) []string {

@@ -56,12 +56,11 @@ func DefaultConfig() Config {
 // Handler serves E2B's control-plane API and envd routing. Build it with
 // New; Mount composes it with the native API.
 type Handler struct {
-	cp     *controlplane.Service
-	cfg    Config
-	log    *slog.Logger
-	mux    *http.ServeMux
-	proxy  *httputil.ReverseProxy
-	client *http.Client // ptd → pt-agent for control-plane reads (metrics)
+	cp    *controlplane.Service
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	proxy *httputil.ReverseProxy
 }
 
 // New builds the handler.
@@ -76,8 +75,7 @@ func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
 	}
 	h := &Handler{
 		cp: cp, cfg: cfg, log: logger,
-		mux:    http.NewServeMux(),
-		client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+		mux: http.NewServeMux(),
 	}
 	h.proxy = h.newProxy(tr)
 	h.routes()

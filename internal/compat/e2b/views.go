@@ -118,7 +118,7 @@ func (h *Handler) detailView(sb sandbox.Sandbox, state string, withToken bool) d
 	v := detailView{
 		TemplateID: sb.Template, Alias: sb.Template, SandboxID: sb.ID, ClientID: sb.HostID,
 		StartedAt: started.UTC().Format(time.RFC3339Nano), EndAt: end.UTC().Format(time.RFC3339Nano),
-		CPUCount: max(1, int(math.Ceil(sb.CPU))), MemoryMB: sb.RAMMB, DiskSizeMB: sb.DiskGB * 1024,
+		CPUCount: cpuCount(sb), MemoryMB: sb.RAMMB, DiskSizeMB: sb.DiskGB * 1024,
 		Metadata: sb.Metadata, State: state, EnvdVersion: h.cfg.EnvdVersion,
 		AllowInternetAccess: true,
 		Lifecycle:           lifecycleView{OnTimeout: onTimeout},
@@ -150,24 +150,4 @@ type metricView struct {
 	DiskTotal     uint64  `json:"diskTotal"`
 }
 
-// agentMetrics is pt-agent's (envd's) GET /metrics body.
-type agentMetrics struct {
-	TS         int64   `json:"ts"`
-	CPUCount   int     `json:"cpu_count"`
-	CPUUsedPct float64 `json:"cpu_used_pct"`
-	MemTotal   uint64  `json:"mem_total"`
-	MemUsed    uint64  `json:"mem_used"`
-	MemCache   uint64  `json:"mem_cache"`
-	DiskUsed   uint64  `json:"disk_used"`
-	DiskTotal  uint64  `json:"disk_total"`
-}
-
-func (m agentMetrics) view() metricView {
-	ts := time.Unix(m.TS, 0).UTC()
-	return metricView{
-		Timestamp: ts.Format(time.RFC3339), TimestampUnix: m.TS,
-		CPUCount: m.CPUCount, CPUUsedPct: m.CPUUsedPct,
-		MemUsed: m.MemUsed, MemTotal: m.MemTotal, MemCache: m.MemCache,
-		DiskUsed: m.DiskUsed, DiskTotal: m.DiskTotal,
-	}
-}
+func cpuCount(sb sandbox.Sandbox) int { return max(1, int(math.Ceil(sb.CPU))) }

@@ -484,6 +484,18 @@ func TestAutoPause(t *testing.T) {
 	}
 }
 
+func TestPauseDiskOnly(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox"})
+	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{"memory":false}`); r.Status != 204 {
+		t.Fatalf("pause: %d %s", r.Status, r.Body)
+	}
+	r := c.do("POST", "/v2/sandboxes/"+s.SandboxID+"/connect", `{}`)
+	if m := r.JSON(); r.Status != 201 || m["restore"] != "disk_only" || m["ramRestored"] != false {
+		t.Errorf("connect after a disk-only pause: %d %s", r.Status, r.Body)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox"})
@@ -492,7 +504,11 @@ func TestMetrics(t *testing.T) {
 	if r.Status != 200 || len(l) != 1 {
 		t.Fatalf("metrics: %d %s", r.Status, r.Body)
 	}
-	for _, k := range []string{"memTotal", "diskTotal", "cpuCount"} {
+	// Figures are the sandbox's own (cgroup limit, its disk), not the host's.
+	if l[0]["memTotal"] != float64(512<<20) || l[0]["cpuCount"] != float64(1) {
+		t.Errorf("memTotal %v cpuCount %v, want 512 MiB and 1 (the sandbox's size)", l[0]["memTotal"], l[0]["cpuCount"])
+	}
+	for _, k := range []string{"memUsed", "diskTotal"} {
 		if v, _ := l[0][k].(float64); v <= 0 {
 			t.Errorf("metric %s = %v", k, l[0][k])
 		}
