@@ -24,32 +24,31 @@ func (s *Service) ListLive(ctx context.Context, p Principal) ([]sandbox.Sandbox,
 	return rows, nil
 }
 
-// AgentEndpointByToken returns the agent address (host:port) of the
-// running sandbox id, for E2B's envd traffic: those requests carry only
-// the sandbox id and its agent token (X-Access-Token), never an API key,
-// so the token is the credential. It returns ErrNotFound when no live
-// sandbox has that id, ErrUnauthenticated when token is not the sandbox's
-// agent token, and a *StateError when the sandbox is not running.
-// checkToken false skips the token check: callers use that only for
-// requests the agent authenticates by itself (signed /files URLs) or that
-// need no credential (/health).
-func (s *Service) AgentEndpointByToken(ctx context.Context, id, token string, checkToken bool) (addr string, err error) {
+// AgentSandbox returns the live sandbox id, in any org, for E2B's envd
+// traffic: those requests carry only the sandbox id and its agent token
+// (X-Access-Token), never an API key, so the token is the credential (and
+// the sandbox's org its principal). It returns ErrNotFound when no live
+// sandbox has that id and ErrUnauthenticated when token is not the
+// sandbox's agent token. checkToken false skips the token check: callers
+// use that only for requests the agent authenticates by itself (signed
+// /files URLs) or that need no credential (/health). The agent listens on
+// the record's Address at AgentPort while the sandbox is running.
+func (s *Service) AgentSandbox(ctx context.Context, id, token string, checkToken bool) (sandbox.Sandbox, Principal, error) {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
-		return "", fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+		return sandbox.Sandbox{}, Principal{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil {
-		return "", fmt.Errorf("sandbox %q: %w", id, err)
+		return sandbox.Sandbox{}, Principal{}, fmt.Errorf("sandbox %q: %w", id, err)
 	}
 	if !sb.State.Live() {
-		return "", fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+		return sandbox.Sandbox{}, Principal{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
 	if checkToken && (token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sb.AgentToken)) != 1) {
-		return "", fmt.Errorf("sandbox %q: access token: %w", id, sandbox.ErrUnauthenticated)
+		return sandbox.Sandbox{}, Principal{}, fmt.Errorf("sandbox %q: access token: %w", id, sandbox.ErrUnauthenticated)
 	}
-	if sb.State != sandbox.StateRunning {
-		return "", &StateError{State: sb.State}
+	if sb.State == sandbox.StateRunning {
+		s.Touch(id) // envd traffic is activity, like exec and files on /v1
 	}
-	s.Touch(id) // envd traffic is activity, like exec and files on /v1
-	return fmt.Sprintf("%s:%d", sb.Address, AgentPort), nil
+	return sb, Principal{OrgID: sb.OrgID}, nil
 }

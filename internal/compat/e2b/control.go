@@ -71,8 +71,6 @@ func (n *newSandbox) unsupported() error {
 	switch {
 	case n.AllowInternetAccess != nil && !*n.AllowInternetAccess:
 		return badRequest("allow_internet_access: false %s; sandboxes have internet access", later)
-	case n.AutoResume != nil && n.AutoResume.Enabled:
-		return badRequest("autoResume %s; resume a paused sandbox with Sandbox.connect", later)
 	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
 		return badRequest("autoPauseMemory: false %s; pause keeps memory where the host can", later)
 	case len(n.VolumeMounts) > 0:
@@ -147,6 +145,8 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			// A provisional TTL covers a crash of ptd before the answer;
 			// the real one counts from when the sandbox is ready.
 			TTL: h.cfg.CreateWait + timeout,
+			// E2B resumes a paused sandbox on traffic only when asked.
+			NoAutoResume: req.AutoResume == nil || !req.AutoResume.Enabled,
 		})
 		if err != nil {
 			var nf interface{ Field() string }

@@ -129,7 +129,7 @@ func TestUnsupportedCreateOptions(t *testing.T) {
 		{`{"templateID":"base"}`, ""},
 		{`{"templateID":"base","allow_internet_access":true,"autoPause":true,"autoResume":{"enabled":false},"mcp":null,"network":{"allowPublicTraffic":true}}`, ""},
 		{`{"templateID":"base","allow_internet_access":false}`, "allow_internet_access"},
-		{`{"templateID":"base","autoResume":{"enabled":true}}`, "autoResume"},
+		{`{"templateID":"base","autoPause":true,"autoResume":{"enabled":true}}`, ""},
 		{`{"templateID":"base","autoPauseMemory":false}`, "autoPauseMemory"},
 		{`{"templateID":"base","volumeMounts":[{"name":"v","path":"/data"}]}`, "volumeMounts"},
 		{`{"templateID":"base","mcp":{"x":{}}}`, "mcp"},

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
@@ -18,6 +19,10 @@ import (
 )
 
 type upstreamKey struct{}
+
+// autoResumeTimeout is the least TTL a sandbox resumed by traffic gets
+// (E2B's own rule: at least five minutes).
+const autoResumeTimeout = 5 * time.Minute
 
 // newProxy builds the reverse proxy for envd and port traffic. The
 // upstream (sandbox address:port) is resolved per request and passed in
@@ -49,7 +54,8 @@ func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 // must present the sandbox's access token (X-Access-Token, as the SDK
 // sends on every envd call); pt-agent checks it again. Unknown, paused or
 // dead sandboxes answer 502, as E2B's proxy does (the SDK reads that as
-// "sandbox not running").
+// "sandbox not running"); a paused one made with autoResume is resumed
+// first.
 func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(headerSandboxID)
 	port := r.Header.Get(headerSandboxPort)
@@ -79,7 +85,17 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 			check = false // a pre-signed URL: pt-agent verifies the signature
 		}
 	}
-	addr, err := h.cp.AgentEndpointByToken(r.Context(), id, token, check)
+	ctx := r.Context()
+	sb, p, err := h.cp.AgentSandbox(ctx, id, token, check)
+	if err == nil && sb.State != sandbox.StateRunning {
+		// A paused sandbox made with autoResume wakes on traffic, as on
+		// E2B (a health probe does not wake it).
+		if state, ok := e2bState(sb.State); ok && state == statePaused && check && !sb.NoAutoResume {
+			sb, err = h.resumeSandbox(ctx, p, sb, autoResumeTimeout, action(sb))
+		} else {
+			err = &controlplane.StateError{State: sb.State}
+		}
+	}
 	if err != nil {
 		var se *controlplane.StateError
 		switch {
@@ -91,13 +107,14 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 			writeEnvdError(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("sandbox %s not found", id))
 		default:
 			h.log.Error("e2b envd lookup", "sandbox", id, "err", err)
-			writeEnvdError(w, r, http.StatusInternalServerError, "internal", "internal error; retry")
+			writeEnvdError(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("sandbox %s is not available: %v", id, errorMessage(err)))
 		}
 		return
 	}
+	// pt-agent for envd, else the sandbox's own service on that port.
+	addr := net.JoinHostPort(sb.Address, strconv.Itoa(controlplane.AgentPort))
 	if port != EnvdPort {
-		host, _, _ := net.SplitHostPort(addr)
-		addr = net.JoinHostPort(host, port)
+		addr = net.JoinHostPort(sb.Address, port)
 	}
 	// Over HTTP/1.1, net/http's server closes an unread request body when
 	// the response starts; pt-agent answers a stream's headers before the

@@ -82,6 +82,12 @@ func errorStatus(err error) (int, errorBody, int) {
 	return status, errorBody{Code: status, Message: msg, ErrorCode: code}, retry
 }
 
+// errorMessage is the client-safe message errorStatus would send.
+func errorMessage(err error) string {
+	_, body, _ := errorStatus(err)
+	return body.Message
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -121,7 +121,7 @@ func (h *Handler) detailView(sb sandbox.Sandbox, state string, withToken bool) d
 		CPUCount: cpuCount(sb), MemoryMB: sb.RAMMB, DiskSizeMB: sb.DiskGB * 1024,
 		Metadata: sb.Metadata, State: state, EnvdVersion: h.cfg.EnvdVersion,
 		AllowInternetAccess: true,
-		Lifecycle:           lifecycleView{OnTimeout: onTimeout},
+		Lifecycle:           lifecycleView{OnTimeout: onTimeout, AutoResume: !sb.NoAutoResume},
 		VolumeMounts:        []struct{}{},
 	}
 	if v.Metadata == nil {

@@ -496,6 +496,40 @@ func TestPauseDiskOnly(t *testing.T) {
 	}
 }
 
+// TestAutoResume: envd traffic to a paused sandbox made with autoResume
+// resumes it; without autoResume it stays paused and answers 502.
+func TestAutoResume(t *testing.T) {
+	c := newClient(t)
+	auto := c.create(map[string]any{"templateID": "busybox", "autoPause": true, "autoResume": map[string]any{"enabled": true}})
+	plain := c.create(map[string]any{"templateID": "busybox"})
+	for _, s := range []created{auto, plain} {
+		if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{}`); r.Status != 204 {
+			t.Fatalf("pause: %d %s", r.Status, r.Body)
+		}
+	}
+	if lc, _ := c.do("GET", "/sandboxes/"+auto.SandboxID, nil).JSON()["lifecycle"].(map[string]any); lc["autoResume"] != true {
+		t.Errorf("lifecycle of an autoResume sandbox: %v", lc)
+	}
+	// A health probe does not wake it.
+	ev := envd{t: t, id: auto.SandboxID, token: auto.EnvdAccessToken}
+	if r := ev.do(ev.req("GET", "/health", nil)); r.Status != 502 {
+		t.Errorf("/health of a paused sandbox: %d", r.Status)
+	}
+	if r := ev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`); r.Status != 200 {
+		t.Errorf("Stat on a paused autoResume sandbox: %d %s", r.Status, r.Body)
+	}
+	if g := c.do("GET", "/sandboxes/"+auto.SandboxID, nil).JSON(); g["state"] != "running" {
+		t.Errorf("state after traffic: %v", g["state"])
+	}
+	pev := envd{t: t, id: plain.SandboxID, token: plain.EnvdAccessToken}
+	if r := pev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`); r.Status != 502 {
+		t.Errorf("Stat on a paused sandbox without autoResume: %d %s", r.Status, r.Body)
+	}
+	if g := c.do("GET", "/sandboxes/"+plain.SandboxID, nil).JSON(); g["state"] != "paused" {
+		t.Errorf("state of the plain one after traffic: %v", g["state"])
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox"})
