@@ -52,3 +52,20 @@ func (s *Service) AgentSandbox(ctx context.Context, id, token string, checkToken
 	}
 	return sb, Principal{OrgID: sb.OrgID}, nil
 }
+
+// TemplateVersionSlug returns the slug of template version versionID and
+// whether it is the slug's newest version and ready: a create takes a slug
+// and runs its newest ready version, so only that version can be honoured
+// when a caller names a version (E2B callers may pass template IDs). It
+// returns ErrNotFound for an unknown version.
+func (s *Service) TemplateVersionSlug(ctx context.Context, versionID string) (slug string, newest bool, err error) {
+	v, err := s.store.GetTemplateVersion(ctx, versionID)
+	if err != nil {
+		return "", false, fmt.Errorf("template version %q: %w", versionID, err)
+	}
+	latest, err := s.store.LatestTemplateVersion(ctx, v.Slug)
+	if err != nil {
+		return "", false, fmt.Errorf("template %q: %w", v.Slug, err)
+	}
+	return v.Slug, latest.ID == v.ID && v.Status == store.TemplateReady, nil
+}

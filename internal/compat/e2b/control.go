@@ -136,9 +136,13 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			action = sandbox.ExpireStop
 		}
 		ctx := r.Context()
+		slug, err := h.resolveTemplate(ctx, req.TemplateID)
+		if err != nil {
+			return err
+		}
 		noIdleStop := 0
 		sb, err := h.cp.Create(ctx, p, controlplane.CreateRequest{
-			Template: templateSlug(req.TemplateID), Env: req.EnvVars, Metadata: req.Metadata,
+			Template: slug, Env: req.EnvVars, Metadata: req.Metadata,
 			// E2B's timeout is the only bound on a running sandbox's
 			// life: no idle auto-stop behind the caller's back.
 			AutoStopMinutes: &noIdleStop,
@@ -178,6 +182,26 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 		writeJSON(w, http.StatusCreated, h.sandboxView(sb, false))
 		return nil
 	}
+}
+
+// resolveTemplate maps an E2B template ID onto a Platinum slug: aliases
+// ("base"), our slugs as they are, and our version IDs when the version is
+// the one a create would run (its template's newest ready version).
+func (h *Handler) resolveTemplate(ctx context.Context, id string) (string, error) {
+	if !strings.HasPrefix(id, sandbox.PrefixTemplateVersion) {
+		return templateSlug(id), nil
+	}
+	slug, newest, err := h.cp.TemplateVersionSlug(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("template '%s' not found", id)}
+	}
+	if err != nil {
+		return "", err
+	}
+	if !newest {
+		return "", badRequest("template version %s is not the newest ready version of %s; sandboxes are created from a template's newest version (templateID %q)", id, slug, slug)
+	}
+	return slug, nil
 }
 
 // notReady is the answer when a wait for running ended elsewhere: failed

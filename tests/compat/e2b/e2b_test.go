@@ -309,6 +309,21 @@ func TestCreateV1AndBaseAlias(t *testing.T) {
 	}
 }
 
+// TestTemplateVersionID: a template's newest version ID is accepted as
+// its templateID; an unknown one is 404.
+func TestTemplateVersionID(t *testing.T) {
+	c := newClient(t)
+	r := c.do("GET", "/v1/templates/busybox", nil, "Authorization", "Bearer "+env.token)
+	v, _ := r.JSON()["version_id"].(string)
+	if !strings.HasPrefix(v, "tplv_") {
+		t.Fatalf("busybox template: %d %s", r.Status, r.Body)
+	}
+	if s := c.create(map[string]any{"templateID": v}); s.TemplateID != "busybox" {
+		t.Errorf("templateID of a create by version: %q", s.TemplateID)
+	}
+	wantError(t, c.do("POST", "/v2/sandboxes", map[string]any{"templateID": "tplv_01KA0000000000000000000000"}), 404)
+}
+
 func TestErrors(t *testing.T) {
 	c := newClient(t)
 	anon := &client{t: t}
