@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -37,6 +38,9 @@ func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		// Streams cut by their callers (a stopped watch, a killed PTY)
+		// are routine: keep the proxy's own complaints at debug level.
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the caller went away; nobody reads an answer
