@@ -117,7 +117,7 @@ func TestSandboxCreateJSONAndFields(t *testing.T) {
 		"template_version_id": sb.TemplateVersionID, "cpu": 1.0, "ram_mb": 512.0, "disk_gb": 3.0,
 		"env_keys": []any{"A", "B"}, "metadata": map[string]any{"team": "infra"}, "host_id": "host_01KTEST",
 		"created_at": got["created_at"], "updated_at": got["updated_at"],
-		"type": "persistent", "auto_stop_minutes": 60.0, "auto_archive_days": 7.0, "auto_delete_days": 0.0,
+		"type": "persistent", "auto_stop_minutes": 60.0, "auto_archive_days": 7.0, "auto_delete_days": 0.0, "auto_resume": true,
 	}
 	// Times keep the API's six fractional digits.
 	for _, k := range []string{"created_at", "updated_at"} {

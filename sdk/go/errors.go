@@ -22,6 +22,17 @@ const (
 	CodeSandboxNotReady = "sandbox_not_ready"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
+
+	// CodeEnvTooLarge: the sandbox's environment would be over 256 KiB.
+	CodeEnvTooLarge = "env_too_large"
+	// CodeEnvVarTooLarge: one KEY=VALUE string is over Linux's 128 KiB.
+	CodeEnvVarTooLarge = "env_var_too_large"
+	// CodeSandboxNotResizable: a running sandbox cannot change cpu or
+	// ram_mb live; the error is a *NotResizableError.
+	CodeSandboxNotResizable = "sandbox_not_resizable"
+	// CodeDiskGrowUnsupported: the guest cannot grow its filesystem
+	// online; stop the sandbox, then resize it.
+	CodeDiskGrowUnsupported = "disk_grow_unsupported"
 )
 
 // APIError is an error answer from ptd: its HTTP status, the stable code and
@@ -51,6 +62,19 @@ func (e *APIError) Field() string { return e.str("field") }
 // State returns the sandbox state a conflict or sandbox_not_ready error
 // is about ("" if none).
 func (e *APIError) State() State { return State(e.str("state")) }
+
+// Children returns the live children named by a conflict from deleting a
+// parent (nil if none): delete them first.
+func (e *APIError) Children() []string {
+	raw, _ := e.Body["children"].([]any)
+	var ids []string
+	for _, v := range raw {
+		if s, ok := v.(string); ok {
+			ids = append(ids, s)
+		}
+	}
+	return ids
+}
 
 func (e *APIError) str(k string) string {
 	s, _ := e.Body[k].(string)

@@ -65,3 +65,32 @@ func (o Org) MarshalJSON() ([]byte, error) {
 		CreatedAt *string `json:"created_at"`
 	}{plain(o), apiTime(o.CreatedAt)})
 }
+
+// MarshalJSON encodes the metrics in the API's shape and time format.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	type plain Metrics
+	return json.Marshal(struct {
+		plain
+		At *string `json:"at"`
+	}{plain(m), apiTime(m.At)})
+}
+
+// MarshalJSON encodes the usage in the API's shape and time format.
+func (u Usage) MarshalJSON() ([]byte, error) {
+	type plain Usage
+	return json.Marshal(struct {
+		plain
+		From *string `json:"from"`
+		To   *string `json:"to"`
+	}{plain(u), apiTime(u.From), apiTime(u.To)})
+}
+
+// MarshalJSON encodes the period in the API's shape and time format.
+func (p UsagePeriod) MarshalJSON() ([]byte, error) {
+	type plain UsagePeriod
+	return json.Marshal(struct {
+		plain
+		From *string `json:"from"`
+		To   *string `json:"to"`
+	}{plain(p), apiTime(p.From), apiTime(p.To)})
+}

@@ -43,6 +43,12 @@ type Sandbox struct {
 	EnvKeys           []string          `json:"env_keys"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
+	// ParentID is the sandbox this one is a child of, set once at create;
+	// empty for a top-level sandbox.
+	ParentID string `json:"parent_id,omitempty"`
+	// AutoResume says whether a request to a preview URL of the stopped or
+	// archived sandbox starts it (the default); see SetAutoResume.
+	AutoResume bool `json:"auto_resume"`
 	// Reason explains a failed or deleted state, or an interrupted archive
 	// or restore; empty otherwise.
 	Reason    string     `json:"reason,omitempty"`
@@ -84,6 +90,14 @@ type CreateSandboxRequest struct {
 	Name     string            `json:"name,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// ParentID makes the sandbox a child of that one, which must be
+	// running and in the same organization (a missing parent gives an
+	// APIError with code not_found, Field "parent_id"; one that is not
+	// running, code conflict). It cannot be changed later.
+	ParentID string `json:"parent_id,omitempty"`
+	// AutoResume: nil keeps the default (on), new(false) turns it off; see
+	// SetAutoResume.
+	AutoResume *bool `json:"auto_resume,omitempty"`
 	// Type picks the retention defaults; empty means TypePersistent.
 	Type SandboxType `json:"type,omitempty"`
 	// AutoStopMinutes, AutoArchiveDays and AutoDeleteDays override one of
@@ -188,24 +202,36 @@ func (s *SandboxesService) Get(ctx context.Context, id string) (*Sandbox, error)
 	return s.get(ctx, id, false)
 }
 
+// sandboxPath is the path of one sandbox.
+func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }
+
 func (s *SandboxesService) get(ctx context.Context, id string, includeDeleted bool) (*Sandbox, error) {
 	var q url.Values
 	if includeDeleted {
 		q = url.Values{"include_deleted": {"true"}}
 	}
 	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id), q, nil, &sb); err != nil {
+	if _, err := s.c.doJSON(ctx, "GET", sandboxPath(id), q, nil, &sb); err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	return &sb, nil
 }
 
 // ListOptions filters and pages a sandbox listing. Zero values mean no
-// filter, the server's default page size (50) and the first page.
+// filter, the server's default page size (50) and the first page. Filters
+// combine: a sandbox must match all of them.
 type ListOptions struct {
-	State  State
-	Limit  int
-	Offset int
+	State State
+	// ParentID lists only the children of that sandbox. Without it (and
+	// without RootsOnly) the list has every sandbox, children included.
+	ParentID string
+	// RootsOnly lists only top-level sandboxes, those without a parent.
+	// It cannot be combined with ParentID.
+	RootsOnly bool
+	// Metadata lists only sandboxes whose metadata has every given pair.
+	Metadata map[string]string
+	Limit    int
+	Offset   int
 }
 
 // SandboxList is one page of sandboxes, newest first, with the total number
@@ -226,6 +252,17 @@ func (s *SandboxesService) list(ctx context.Context, opts ListOptions, paginated
 	q := url.Values{}
 	if opts.State != "" {
 		q.Set("state", string(opts.State))
+	}
+	switch {
+	case opts.RootsOnly && opts.ParentID != "":
+		return nil, fmt.Errorf("list sandboxes: set ParentID or RootsOnly, not both")
+	case opts.RootsOnly:
+		q.Set("parent_id", "none")
+	case opts.ParentID != "":
+		q.Set("parent_id", opts.ParentID)
+	}
+	for k, v := range opts.Metadata {
+		q.Set("metadata["+k+"]", v)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
@@ -283,9 +320,12 @@ func (s *SandboxesService) Iterate(ctx context.Context, opts ListOptions) iter.S
 // Delete starts deleting the sandbox and returns it in state deleting; the
 // teardown finishes in the background (use WaitForState with StateDeleted
 // to wait for it). Unknown sandboxes give an APIError with code not_found.
+// Deleting never deletes children, and a sandbox that still has live
+// children gives an APIError with code conflict whose Children names them:
+// delete those first.
 func (s *SandboxesService) Delete(ctx context.Context, id string) (*Sandbox, error) {
 	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id), nil, nil, &sb); err != nil {
+	if _, err := s.c.doJSON(ctx, "DELETE", sandboxPath(id), nil, nil, &sb); err != nil {
 		return nil, fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	return &sb, nil

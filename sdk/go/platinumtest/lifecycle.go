@@ -94,6 +94,7 @@ func (s *Server) lifecycle(verb string) http.HandlerFunc {
 			sb.from, sb.State, sb.Reason, sb.pollsLeft = sb.State, next, "", s.LifecyclePolls
 			sb.Restore, sb.RAMRestored = nil, nil
 			sb.UpdatedAt = Time{s.now()}
+			s.track(sb, sb.UpdatedAt.Time)
 		}
 		if wait == "" {
 			writeJSON(w, 200, sb)
@@ -124,6 +125,7 @@ func (s *Server) advanceLifecycle(sb *Sandbox) {
 	}
 	now := Time{s.now()}
 	sb.UpdatedAt = now
+	defer s.track(sb, now.Time)
 	switch {
 	case s.LifecycleFailReason != "":
 		sb.State, sb.Reason = "failed", s.LifecycleFailReason
@@ -139,6 +141,7 @@ func (s *Server) advanceLifecycle(sb *Sandbox) {
 		}
 		ram := restore == "memory"
 		sb.State, sb.Restore, sb.RAMRestored = to, &restore, &ram
+		sb.bootRAMMB = sb.RAMMB
 		last, _ := json.Marshal(map[string]any{"restore": restore, "ram_restored": ram, "at": now})
 		md := maps.Clone(sb.Metadata)
 		md["last_start"] = string(last)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -56,16 +57,19 @@ type Sandbox struct {
 	EnvKeys           []string          `json:"env_keys"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id"`
-	Reason            string            `json:"reason,omitempty"`
-	CreatedAt         Time              `json:"created_at"`
-	UpdatedAt         Time              `json:"updated_at"`
-	DeletedAt         *Time             `json:"deleted_at"`
-	DeletedReason     string            `json:"deleted_reason,omitempty"`
-	Type              string            `json:"type"`
-	AutoStopMinutes   int               `json:"auto_stop_minutes"`
-	AutoArchiveDays   int               `json:"auto_archive_days"`
-	AutoDeleteDays    int               `json:"auto_delete_days"`
-	ExpiresAt         *Time             `json:"expires_at"`
+	ParentID          *string           `json:"parent_id"`
+	// AutoResume is true when nil is given to AddSandbox.
+	AutoResume      *bool  `json:"auto_resume"`
+	Reason          string `json:"reason,omitempty"`
+	CreatedAt       Time   `json:"created_at"`
+	UpdatedAt       Time   `json:"updated_at"`
+	DeletedAt       *Time  `json:"deleted_at"`
+	DeletedReason   string `json:"deleted_reason,omitempty"`
+	Type            string `json:"type"`
+	AutoStopMinutes int    `json:"auto_stop_minutes"`
+	AutoArchiveDays int    `json:"auto_archive_days"`
+	AutoDeleteDays  int    `json:"auto_delete_days"`
+	ExpiresAt       *Time  `json:"expires_at"`
 	// Restore and RAMRestored are set while running after a start.
 	Restore     *string `json:"restore,omitempty"`
 	RAMRestored *bool   `json:"ram_restored,omitempty"`
@@ -77,6 +81,11 @@ type Sandbox struct {
 	pollsLeft int
 	// from is the state a lifecycle transition started in.
 	from string
+	// bootRAMMB is the memory the sandbox booted with: a live shrink goes
+	// no lower.
+	bootRAMMB int
+	// periods are the stretches of one state and size, for usage.
+	periods []period
 }
 
 // Template is the fake's record of a template, in wire form.
@@ -100,9 +109,12 @@ type ExecCall struct {
 	Argv      []string // set when cmd was an array
 	Shell     string   // set when cmd was a string
 	Env       map[string]string
-	Cwd       string
-	TimeoutMS int64
-	Stdin     string
+	// SandboxEnv is the sandbox's own environment when the command ran
+	// (nil when it has none); Env overrides it.
+	SandboxEnv map[string]string
+	Cwd        string
+	TimeoutMS  int64
+	Stdin      string
 }
 
 // Chunk is one piece of a command's output.
@@ -173,6 +185,23 @@ type Server struct {
 	// Exec decides what a command does; nil uses a tiny interpreter (echo,
 	// cat, printenv, pwd, true, false, sh -c "exit N").
 	Exec func(ExecCall) ExecOutcome
+	// LiveMaxCPU and LiveMaxRAMMB are the headroom every sandbox boots
+	// with: a live resize beyond them answers 409 sandbox_not_resizable.
+	// NewServer sets 16 and 16384.
+	LiveMaxCPU   float64
+	LiveMaxRAMMB int
+	// LiveResizeUnsupported, when set, makes every live cpu or ram_mb
+	// resize answer 409 sandbox_not_resizable with this reason.
+	LiveResizeUnsupported string
+	// RAMShrinkFloorMB is the least memory a running sandbox can free down
+	// to: a live shrink below it stops there and answers partial: true.
+	RAMShrinkFloorMB int
+	// DiskGrowUnsupported makes a live disk grow answer 409
+	// disk_grow_unsupported.
+	DiskGrowUnsupported bool
+	// ResizePending makes a resize of a stopped sandbox answer 202 with
+	// applies_at: pending instead of 200 with next_start.
+	ResizePending bool
 	// OnUploadRead, if set, is called after each read of an upload body with
 	// the bytes received so far. It runs outside the fake's lock and may
 	// block to pace the client.
@@ -194,10 +223,12 @@ type Server struct {
 // "python" not built. Close it when done.
 func NewServer() *Server {
 	s := &Server{
-		clock:     time.Date(2026, 11, 29, 15, 4, 5, 123456000, time.UTC),
-		sandboxes: map[string]*Sandbox{},
-		templates: map[string]*Template{},
-		files:     map[string]map[string]*fileNode{},
+		clock:        time.Date(2026, 11, 29, 15, 4, 5, 123456000, time.UTC),
+		sandboxes:    map[string]*Sandbox{},
+		templates:    map[string]*Template{},
+		files:        map[string]map[string]*fileNode{},
+		LiveMaxCPU:   16,
+		LiveMaxRAMMB: 16384,
 		BuildSteps: []string{
 			"debootstrap: resolving dependencies",
 			"debootstrap: unpacking packages",
@@ -268,6 +299,13 @@ func (s *Server) AddSandbox(sb Sandbox) string {
 		r, _ := retention("")
 		sb.Type, sb.AutoStopMinutes, sb.AutoArchiveDays, sb.AutoDeleteDays = r.typ, r.stop, r.archive, r.del
 	}
+	if sb.AutoResume == nil {
+		on := true
+		sb.AutoResume = &on
+	}
+	sb.bootRAMMB = sb.RAMMB
+	sb.periods = nil
+	s.track(&sb, sb.CreatedAt.Time)
 	s.sandboxes[sb.ID] = &sb
 	s.files[sb.ID] = map[string]*fileNode{"/": {dir: true, modTime: sb.CreatedAt.Time}}
 	return sb.ID
@@ -386,6 +424,12 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes", auth(false, s.listSandboxes))
 	mux.HandleFunc("GET /v1/sandboxes/{id}", auth(false, s.getSandbox))
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", auth(false, s.deleteSandbox))
+	mux.HandleFunc("PATCH /v1/sandboxes/{id}", auth(false, s.patchSandbox))
+	mux.HandleFunc("PATCH /v1/sandboxes/{id}/env", auth(false, s.patchEnv))
+	mux.HandleFunc("GET /v1/sandboxes/{id}/children", auth(false, s.children))
+	mux.HandleFunc("POST /v1/sandboxes/{id}/resize", auth(false, s.resize))
+	mux.HandleFunc("GET /v1/sandboxes/{id}/metrics", auth(false, s.metrics))
+	mux.HandleFunc("GET /v1/sandboxes/{id}/usage", auth(false, s.usage))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/stop", auth(false, s.lifecycle("stop")))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", auth(false, s.lifecycle("stop")))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/start", auth(false, s.lifecycle("start")))
@@ -437,6 +481,9 @@ type createBody struct {
 	Metadata map[string]string `json:"metadata"`
 	Wait     *bool             `json:"wait"`
 
+	ParentID   *string `json:"parent_id"`
+	AutoResume *bool   `json:"auto_resume"`
+
 	Type            string `json:"type"`
 	AutoStopMinutes *int   `json:"auto_stop_minutes"`
 	AutoArchiveDays *int   `json:"auto_archive_days"`
@@ -465,7 +512,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sb := Sandbox{Template: b.Template, CPU: 1, RAMMB: 512, DiskGB: 2, Name: b.Name, Env: b.Env, Metadata: b.Metadata}
+	sb := Sandbox{Template: b.Template, CPU: 1, RAMMB: 512, DiskGB: 2, Name: b.Name, Env: b.Env, Metadata: b.Metadata, AutoResume: b.AutoResume}
 	if b.CPU != nil {
 		sb.CPU = *b.CPU
 	}
@@ -509,7 +556,30 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 		*o.dst = *o.v
 	}
+	if code, msg := envTooLarge(b.Env); code != "" {
+		writeErr(w, envStatus(code), code, msg, "field", "env")
+		return
+	}
 	s.mu.Lock()
+	if b.ParentID != nil && *b.ParentID != "" {
+		parent, ok := s.sandboxes[*b.ParentID]
+		if !ok || parent.State == "deleted" {
+			s.mu.Unlock()
+			writeErr(w, 404, "not_found", fmt.Sprintf("parent %q not found", *b.ParentID), "field", "parent_id")
+			return
+		}
+		if parent.State != "running" {
+			s.mu.Unlock()
+			writeErr(w, 409, "conflict", fmt.Sprintf("the parent is %s; it must be running to create children", parent.State), "state", parent.State)
+			return
+		}
+		sb.ParentID = b.ParentID
+	}
+	if b.Name != nil && s.nameTaken(*b.Name, "") {
+		s.mu.Unlock()
+		writeErr(w, 409, "conflict", fmt.Sprintf("name %q is taken by another live sandbox", *b.Name), "field", "name")
+		return
+	}
 	t, ok := s.templates[b.Template]
 	if !ok {
 		s.mu.Unlock()
@@ -576,6 +646,7 @@ func (s *Server) advance(sb *Sandbox) {
 		return
 	}
 	sb.UpdatedAt = Time{s.now()}
+	s.track(sb, sb.UpdatedAt.Time)
 }
 
 var states = []string{"creating", "starting", "running", "stopping", "stopped", "archiving", "archived", "restoring", "deleting", "deleted", "failed"}
@@ -586,6 +657,23 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	if state != "" && !slices.Contains(states, state) {
 		writeErr(w, 400, "invalid_request", "unknown state "+strconv.Quote(state), "field", "state")
 		return
+	}
+	parent := q.Get("parent_id")
+	if v := q.Get("roots_only"); v != "" {
+		roots, err := strconv.ParseBool(v)
+		if err != nil {
+			writeErr(w, 400, "invalid_request", "roots_only must be true or false", "field", "roots_only")
+			return
+		}
+		if roots {
+			parent = "none"
+		}
+	}
+	md := map[string]string{}
+	for k, vs := range q {
+		if name, ok := strings.CutPrefix(k, "metadata["); ok && strings.HasSuffix(name, "]") {
+			md[strings.TrimSuffix(name, "]")] = vs[0]
+		}
 	}
 	limit, offset := 50, 0
 	if v := q.Get("limit"); v != "" {
@@ -608,16 +696,11 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	var rows []*Sandbox
 	for _, sb := range s.sandboxes {
-		if sb.State != "deleted" && (state == "" || sb.State == state) {
+		if sb.State != "deleted" && (state == "" || sb.State == state) && inTree(sb, parent) && hasMetadata(sb, md) {
 			rows = append(rows, sb)
 		}
 	}
-	slices.SortFunc(rows, func(a, b *Sandbox) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt.Time); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.ID, a.ID)
-	})
+	newestFirst(rows)
 	total := len(rows)
 	page := rows[min(offset, total):min(offset+limit, total)]
 	if page == nil {
@@ -662,12 +745,17 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		return
 	}
+	if kids := s.liveChildren(sb.ID); len(kids) > 0 {
+		writeErr(w, 409, "conflict", fmt.Sprintf("sandbox has %d live children; delete them first: %v", len(kids), kids), "children", kids)
+		return
+	}
 	now := Time{s.now()}
 	sb.Reason, sb.DeletedReason, sb.Restore, sb.RAMRestored = "user_deleted", "user_deleted", nil, nil
 	answer := *sb
 	answer.State, answer.UpdatedAt = "deleting", now
 	// The fake tears down at once; the answer still says deleting.
 	sb.State, sb.UpdatedAt, sb.DeletedAt = "deleted", now, &now
+	s.track(sb, now.Time)
 	writeJSON(w, 202, &answer)
 }
 
@@ -718,6 +806,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		s.mu.Unlock()
 		return
+	}
+	if len(sb.Env) > 0 {
+		call.SandboxEnv = maps.Clone(sb.Env)
 	}
 	s.execs = append(s.execs, call)
 	run := s.Exec
@@ -789,6 +880,9 @@ func interpret(c ExecCall) ExecOutcome {
 		return out(cmp.Or(c.Cwd, "/") + "\n")
 	case argv[0] == "printenv" && len(argv) == 2:
 		v, ok := c.Env[argv[1]]
+		if !ok {
+			v, ok = c.SandboxEnv[argv[1]]
+		}
 		if !ok {
 			return ExecOutcome{ExitCode: 1}
 		}
