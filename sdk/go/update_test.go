@@ -44,7 +44,7 @@ func TestUpdate(t *testing.T) {
 		}, wantName: "web", wantResume: true},
 		{name: "name taken by a live sandbox", call: func(ctx context.Context, s *platinum.SandboxesService, id string) (*platinum.Sandbox, error) {
 			return s.Rename(ctx, id, "taken")
-		}, wantName: "web", wantResume: true, wantCode: platinum.CodeConflict, wantField: "name"},
+		}, wantName: "web", wantResume: true, wantCode: platinum.CodeConflict},
 		{name: "bad name", call: func(ctx context.Context, s *platinum.SandboxesService, id string) (*platinum.Sandbox, error) {
 			return s.Rename(ctx, id, "-bad name")
 		}, wantName: "web", wantResume: true, wantCode: platinum.CodeInvalidRequest, wantField: "name"},

@@ -45,7 +45,7 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case b.CPU == nil && b.RAMMB == nil && b.DiskGB == nil:
-		writeErr(w, 400, "invalid_request", "nothing to resize: send cpu, ram_mb or disk_gb")
+		writeErr(w, 400, "invalid_request", "nothing to resize: send cpu, ram_mb or disk_gb", "field", "cpu")
 		return
 	case b.DiskGB != nil && (b.CPU != nil || b.RAMMB != nil):
 		writeErr(w, 400, "invalid_request", "change disk_gb in a request of its own, without cpu and ram_mb", "field", "disk_gb")
@@ -89,8 +89,6 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 			reason = fmt.Sprintf("cpu %s is above this boot's maximum of %s", fmtCPU(cpu), fmtCPU(maxCPU))
 		case ram > maxRAM:
 			reason = fmt.Sprintf("ram_mb %d is above this boot's maximum of %d", ram, maxRAM)
-		case ram < sb.bootRAMMB:
-			reason = fmt.Sprintf("ram_mb %d is below the %d this sandbox booted with", ram, sb.bootRAMMB)
 		}
 		if reason != "" {
 			writeErr(w, 409, "sandbox_not_resizable",
@@ -101,8 +99,10 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 				}})
 			return
 		}
-		if ram < sb.RAMMB && ram < s.RAMShrinkFloorMB {
-			ram = min(sb.RAMMB, s.RAMShrinkFloorMB)
+		// Memory goes back down no lower than the boot size, and only as
+		// far as the guest can free.
+		if floor := max(sb.bootRAMMB, min(sb.RAMMB, s.RAMShrinkFloorMB)); ram < floor {
+			ram = floor
 			out["partial"] = true
 		}
 		sb.CPU, sb.RAMMB, sb.DiskGB = cpu, ram, cmpOr(b.DiskGB, sb.DiskGB)
@@ -111,7 +111,7 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
 			"max_cpu": maxCPU, "max_ram_mb": maxRAM,
 			"guest_cpus_online": int(math.Ceil(cpu)), "guest_mem_total_mb": ram * 972 / 1000,
 		}
-	case "stopped", "archived":
+	case "stopped", "archived", "failed":
 		sb.CPU, sb.RAMMB, sb.DiskGB = cmpOr(b.CPU, sb.CPU), cmpOr(b.RAMMB, sb.RAMMB), cmpOr(b.DiskGB, sb.DiskGB)
 		out["applies_at"] = "next_start"
 		if s.ResizePending {
@@ -179,7 +179,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from, to := window[0], window[1]
-	if from.IsZero() {
+	if from.IsZero() || from.Before(sb.CreatedAt.Time) {
 		from = sb.CreatedAt.Time
 	}
 	if to.IsZero() {

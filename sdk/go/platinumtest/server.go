@@ -557,7 +557,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		*o.dst = *o.v
 	}
 	if code, msg := envTooLarge(b.Env); code != "" {
-		writeErr(w, envStatus(code), code, msg, "field", "env")
+		writeEnvErr(w, code, msg)
 		return
 	}
 	s.mu.Lock()
@@ -577,7 +577,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.Name != nil && s.nameTaken(*b.Name, "") {
 		s.mu.Unlock()
-		writeErr(w, 409, "conflict", fmt.Sprintf("name %q is taken by another live sandbox", *b.Name), "field", "name")
+		writeErr(w, 409, "conflict", fmt.Sprintf("name %q is taken by another live sandbox", *b.Name))
 		return
 	}
 	t, ok := s.templates[b.Template]

@@ -38,12 +38,14 @@ func envTooLarge(env map[string]string) (code, msg string) {
 	return "", ""
 }
 
-// envStatus is the HTTP status of an envTooLarge code.
-func envStatus(code string) int {
+// writeEnvErr answers an envTooLarge code the way ptd does: 413 for the
+// whole environment, 400 naming the env field for one variable.
+func writeEnvErr(w http.ResponseWriter, code, msg string) {
 	if code == "env_too_large" {
-		return 413
+		writeErr(w, 413, code, msg)
+		return
 	}
-	return 400
+	writeErr(w, 400, code, msg, "field", "env")
 }
 
 // nameTaken reports whether a live sandbox other than except has name.
@@ -179,7 +181,7 @@ func (s *Server) patchSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name != nil && s.nameTaken(*name, sb.ID) {
-		writeErr(w, 409, "conflict", fmt.Sprintf("name %q is taken by another live sandbox", *name), "field", "name")
+		writeErr(w, 409, "conflict", fmt.Sprintf("name %q is taken by another live sandbox", *name))
 		return
 	}
 	if setName {
@@ -237,7 +239,7 @@ func (s *Server) patchEnv(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if code, msg := envTooLarge(merged); code != "" {
-		writeErr(w, envStatus(code), code, msg, "field", "env")
+		writeEnvErr(w, code, msg)
 		return // a rejected patch changes nothing
 	}
 	sb.Env = merged
