@@ -64,7 +64,7 @@ func TestResize(t *testing.T) {
 			pre: []platinum.ResizeRequest{{RAMMB: new(4096)}}, req: platinum.ResizeRequest{RAMMB: new(1024)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 2048, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{RAMMB: new(1024)}, Partial: true,
-				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
+				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
 			wantSize: size{2, 2048, 20}},
 		{name: "guest cannot grow its disk online", setup: func(s *platinumtest.Server) { s.DiskGrowUnsupported = true }, state: "running",
 			req: platinum.ResizeRequest{DiskGB: new(40)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeDiskGrowUnsupported},
