@@ -141,14 +141,16 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			return err
 		}
 		noIdleStop := 0
+		start := time.Now()
 		sb, err := h.cp.Create(ctx, p, controlplane.CreateRequest{
 			Template: slug, Env: req.EnvVars, Metadata: req.Metadata,
 			// E2B's timeout is the only bound on a running sandbox's
 			// life: no idle auto-stop behind the caller's back.
 			AutoStopMinutes: &noIdleStop,
-			// A provisional TTL covers a crash of ptd before the answer;
-			// the real one counts from when the sandbox is ready.
-			TTL: h.cfg.CreateWait + timeout,
+			// The TTL is in the record from the start, so a crash of ptd
+			// before the answer cannot leave an immortal sandbox. TTLs
+			// do not fire while a sandbox is being created.
+			TTL: timeout,
 			// E2B resumes a paused sandbox on traffic only when asked.
 			NoAutoResume: req.AutoResume == nil || !req.AutoResume.Enabled,
 		})
@@ -176,8 +178,15 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 		if !ok {
 			return fail(notReady(sb, "create"))
 		}
-		if sb, err = h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(timeout), action); err != nil {
-			return fail(err)
+		// The TTL counts from when the sandbox is ready: rewrite it when
+		// getting ready took long enough to matter (a template's first
+		// build), or when it must pause rather than kill. A fast create
+		// keeps the one it was made with (at most a second early) and
+		// saves a store write.
+		if action != sandbox.ExpireDelete || time.Since(start) > time.Second {
+			if sb, err = h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(timeout), action); err != nil {
+				return fail(err)
+			}
 		}
 		writeJSON(w, http.StatusCreated, h.sandboxView(sb, false))
 		return nil
