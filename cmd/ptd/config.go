@@ -25,6 +25,8 @@ type config struct {
 	bucket  string
 	// warmWindow overrides how long stopped sandboxes stay frozen.
 	warmWindow time.Duration
+	// timerInterval and deletedRetention make timers testable in seconds.
+	timerInterval, deletedRetention time.Duration
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -47,6 +49,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.s3.Region, "s3-region", "us-east-1", "S3 signing region")
 	fs.StringVar(&c.bucket, "archive-bucket", "platinum-archives", "bucket archives are written to")
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
+	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
+	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

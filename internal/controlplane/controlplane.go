@@ -116,6 +116,9 @@ type Config struct {
 	// live-resize headroom every boot records.
 	PlanMaxCPU   float64
 	PlanMaxRAMMB int
+	// ChunkGCInterval is how often unreferenced archive chunks are
+	// collected (0 disables).
+	ChunkGCInterval time.Duration
 	// Sealer encrypts secrets at rest; nil refuses secrets.
 	Sealer Sealer
 	// Objects is where archives go; nil disables archiving.
@@ -141,6 +144,7 @@ func DefaultConfig() Config {
 		ArchiveBucket:             "platinum-archives",
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,
+		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
 	}
 }
@@ -170,6 +174,9 @@ type Service struct {
 	// read it before the stored LastActivityAt so hot paths never write.
 	activityMu sync.Mutex
 	activity   map[string]time.Time
+
+	// lastChunkGC is only touched by the timer loop.
+	lastChunkGC time.Time
 }
 
 // New builds a Service. Call Reconcile once before serving requests.

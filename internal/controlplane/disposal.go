@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/archive"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -57,6 +58,7 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 	if s.cfg.Objects == nil {
 		return
 	}
+	s.collectChunks(ctx, now)
 	dels, err := s.store.ObjectDeletions(ctx, 100)
 	if err != nil {
 		s.log.Warn("object deletions", "err", err)
@@ -70,5 +72,24 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 		if ferr := s.store.FinishObjectDeletion(ctx, d.ID, err); ferr != nil {
 			s.log.Warn("object deletion", "err", ferr)
 		}
+	}
+}
+
+// collectChunks runs the archive chunk GC at most every ChunkGCInterval:
+// it deletes chunks no manifest references once they are older than the
+// GC grace period, so disposing of one sandbox's manifests frees what only
+// it used and never breaks another's archive.
+func (s *Service) collectChunks(ctx context.Context, now time.Time) {
+	if s.cfg.ChunkGCInterval <= 0 || now.Sub(s.lastChunkGC) < s.cfg.ChunkGCInterval {
+		return
+	}
+	s.lastChunkGC = now
+	res, err := archive.GC(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.GCOptions{})
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		s.log.Warn("chunk gc", "err", err)
+		return
+	}
+	if res.Deleted > 0 {
+		s.log.Info("chunk gc", "deleted", res.Deleted, "deleted_bytes", res.DeletedBytes, "referenced", res.Referenced)
 	}
 }

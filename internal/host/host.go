@@ -292,8 +292,24 @@ func resolvConf() string {
 }
 
 // ensureContainer makes the sandbox's container run and reports whether
-// it thawed a frozen one (memory intact) rather than booting it.
+// it thawed a frozen one (memory intact) rather than booting it. A runtime
+// call left running by a ptd that was killed may create the container
+// under our feet: then the state is read again.
 func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
+	for attempt := 0; ; attempt++ {
+		thawed, err = h.ensureContainerOnce(ctx, spec, p, ep)
+		if !errors.Is(err, sandbox.ErrAlreadyExists) || attempt == 3 {
+			return thawed, err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
 	st, err := h.rt.State(ctx, spec.ID)
 	switch {
 	case err == nil && st.Status == runtime.StatusRunning:

@@ -57,6 +57,22 @@ func (a *api) waitState(id, want string, d time.Duration) map[string]any {
 	return nil
 }
 
+// waitStable waits until the sandbox is in a state that is not transitional.
+func (a *api) waitStable(id string, d time.Duration) map[string]any {
+	a.t.Helper()
+	deadline := time.Now().Add(d)
+	var m map[string]any
+	for time.Now().Before(deadline) {
+		_, m = a.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
+		if st, _ := m["state"].(string); !strings.HasSuffix(st, "ing") {
+			return m
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.t.Fatalf("sandbox %s stuck in %v", id, m["state"])
+	return nil
+}
+
 func (a *api) sh(id, script string) string {
 	a.t.Helper()
 	st, m := a.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": script})
@@ -98,12 +114,16 @@ func TestKillDuringLifecycleOperations(t *testing.T) {
 		a.sh(toStart, "echo precious > /root/data")
 		a.do("POST", "/v1/sandboxes/"+toStart+"/stop?wait_for_state=stopped", nil)
 		toDelete := create(true)
+		toArchive := create(true)
+		a.sh(toArchive, "head -c 30000000 /dev/urandom > /root/data; sha256sum /root/data > /root/sum")
+		a.do("POST", "/v1/sandboxes/"+toArchive+"/stop?wait_for_state=stopped", nil)
 
 		// Fire the operations, then crash ptd while they are in flight.
 		fresh := create(false)
 		a.do("POST", "/v1/sandboxes/"+toStop+"/stop", nil)
 		a.do("POST", "/v1/sandboxes/"+toStart+"/start", nil)
 		a.do("DELETE", "/v1/sandboxes/"+toDelete, nil)
+		a.do("POST", "/v1/sandboxes/"+toArchive+"/archive", nil)
 		time.Sleep(delay)
 		d.Kill()
 		if err := d.Restart(); err != nil {
@@ -123,10 +143,19 @@ func TestKillDuringLifecycleOperations(t *testing.T) {
 			t.Errorf("round %d: data after crash during stop: %q", round, out)
 		}
 		a.sh(fresh, "true")
+		// An archive interrupted by the crash ends archived or, failed
+		// halfway, stopped with its local disk; either way the data is whole.
+		m := a.waitStable(toArchive, 120*time.Second)
+		if m["state"] != "archived" && m["state"] != "stopped" {
+			t.Errorf("round %d: interrupted archive ended %v (%v)", round, m["state"], m["reason"])
+		}
+		a.do("POST", "/v1/sandboxes/"+toArchive+"/start?wait_for_state=running&wait_timeout_ms=120000", nil)
+		a.waitState(toArchive, "running", 120*time.Second)
+		a.sh(toArchive, "sha256sum -c /root/sum")
 		if _, err := os.Stat(filepath.Join(d.DataDir, "sandboxes", toDelete)); !os.IsNotExist(err) {
 			t.Errorf("round %d: deleted sandbox's files remain: %v", round, err)
 		}
-		for _, id := range []string{fresh, toStop, toStart} {
+		for _, id := range []string{fresh, toStop, toStart, toArchive} {
 			a.do("DELETE", "/v1/sandboxes/"+id, nil)
 		}
 	}
