@@ -36,7 +36,15 @@ func main() {
 func run() error {
 	n := flag.Int("n", 50, "runs per measurement")
 	tpls := flag.String("templates", "busybox,pt-base", "templates to measure create→first exec on")
+	archiveRuns := flag.Int("archive-runs", 3, "runs of the archive throughput bench (0 skips it)")
 	flag.Parse()
+	if *archiveRuns > 0 {
+		defer func() {
+			if err := archiveBench(*archiveRuns); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: archive:", err)
+			}
+		}()
+	}
 	root, err := filepath.Abs(".")
 	if err != nil {
 		return err
