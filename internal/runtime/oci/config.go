@@ -55,6 +55,8 @@ type platform struct {
 	goarch string
 	// nofile is RLIMIT_NOFILE for the init process (soft = hard).
 	nofile uint64
+	// gvisor adapts limits to runsc (see gvisorPids).
+	gvisor bool
 }
 
 // validID is runc's container ID rule.
@@ -109,7 +111,7 @@ func cpuQuota(cpu float64) int64 {
 // (unlimited); the host layer always sets all three. Swap is set equal to
 // the memory limit: the OCI field is memory+swap, so the sandbox never
 // swaps (runc converts it for cgroup v2's memory.swap.max).
-func resources(r runtime.Resources) *ociResources {
+func resources(r runtime.Resources, pl platform) *ociResources {
 	out := &ociResources{Devices: deviceRules()}
 	if r.MemoryBytes > 0 {
 		m := r.MemoryBytes
@@ -121,6 +123,9 @@ func resources(r runtime.Resources) *ociResources {
 	}
 	if r.Pids > 0 {
 		out.Pids = &ociPids{Limit: r.Pids}
+		if pl.gvisor {
+			out.Pids.Limit = gvisorPids(r.Pids)
+		}
 	}
 	return out
 }
@@ -159,7 +164,7 @@ func deviceRules() []ociDeviceRule {
 	)
 }
 
-func mounts(s runtime.Spec) []ociMount {
+func mounts(s runtime.Spec, pl platform) []ociMount {
 	shm := int64(minShmMiB)
 	// Like a Linux tmpfs default (half of RAM): pages in /dev/shm count
 	// against the sandbox's memory limit anyway.
@@ -184,6 +189,11 @@ func mounts(s runtime.Spec) []ociMount {
 			opts = append(opts, "ro")
 		}
 		m = append(m, ociMount{Destination: bm.Destination, Type: "bind", Source: bm.Source, Options: opts})
+	}
+	if pl.gvisor {
+		if tmp, ok := gvisorTmpMount(s); ok {
+			m = append(m, tmp)
+		}
 	}
 	return m
 }
@@ -219,11 +229,11 @@ func buildConfig(s runtime.Spec, pl platform) (*ociSpec, error) {
 		},
 		Root:     &ociRoot{Path: s.RootFS, Readonly: false},
 		Hostname: s.Hostname,
-		Mounts:   mounts(s),
+		Mounts:   mounts(s, pl),
 		Linux: &ociLinux{
 			// ICMP echo without CAP_NET_RAW (ping uses datagram sockets).
 			Sysctl:      map[string]string{"net.ipv4.ping_group_range": "0 2147483647"},
-			Resources:   resources(s.Resources),
+			Resources:   resources(s.Resources, pl),
 			CgroupsPath: s.CgroupPath,
 			Namespaces: []ociNamespace{
 				{Type: "pid"}, netns, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "cgroup"},

@@ -43,18 +43,24 @@ func TestConfigGolden(t *testing.T) {
 	tiny := baseSpec()
 	tiny.Resources = runtime.Resources{CPU: 0.001, MemoryBytes: 32 << 20, Pids: 16}
 
+	gvisor := goldenPlatform
+	gvisor.gvisor = true
+
 	tests := []struct {
 		name string
 		spec runtime.Spec
+		pl   platform
 	}{
-		{"minimal", baseSpec()},
-		{"full", full},
-		{"unlimited", unlimited},
-		{"tiny", tiny},
+		{"minimal", baseSpec(), goldenPlatform},
+		{"full", full, goldenPlatform},
+		{"unlimited", unlimited, goldenPlatform},
+		{"tiny", tiny, goldenPlatform},
+		// runsc: scaled pids limit, /tmp bound to the rootfs.
+		{"gvisor", full, gvisor},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := encodeConfig(tc.spec, goldenPlatform)
+			got, err := encodeConfig(tc.spec, tc.pl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,6 +182,11 @@ func TestClassify(t *testing.T) {
 		{"cannot pause a stopped container", sandbox.ErrConflict},
 		{"unable to set memory limit to 1048576 (current usage: 3035136, peak usage: 3231744): device or resource busy", sandbox.ErrConflict},
 		{"exec format error", sandbox.ErrUnavailable},
+		// runsc
+		{`loading container "x": file does not exist`, runtime.ErrNotFound},
+		{"sandbox is not running", sandbox.ErrConflict},
+		{`cannot checkpoint container "x" in state stopped`, sandbox.ErrConflict},
+		{"running container: creating container: cannot lock container metadata file: container already exists", sandbox.ErrAlreadyExists},
 	}
 	for _, tc := range tests {
 		if got := classify(tc.msg); !errors.Is(got, tc.want) {
@@ -190,6 +201,8 @@ func TestLastError(t *testing.T) {
 		{"plain", "some\nplain error\n", "plain error"},
 		{"empty", "", ""},
 		{"no error level", `{"level":"warning","msg":"only warning"}`, "only warning"},
+		// runsc writes entries back to back, without newlines.
+		{"json unseparated", `{"msg":"first","level":"error"}{"msg":"second","level":"error"}{"msg":"note","level":"info"}`, "second"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

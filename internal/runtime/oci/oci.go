@@ -1,10 +1,11 @@
-// Package oci implements runtime.Runtime by driving an OCI runtime binary
-// (runc today; runsc for the gvisor class uses the same code with another
-// Binary and extra GlobalArgs). It writes the bundle's config.json with
-// Platinum's isolation defaults (namespaces, cgroup limits, dropped
-// capabilities, masked /proc paths, our own seccomp profile) and shells out
-// for every operation, as containerd's runc shim does: the binaries are
-// Debian packages, not our code.
+// Package oci implements runtime.Runtime by driving an OCI runtime binary:
+// runc for the runc class, runsc (gVisor) for the gvisor class, with the
+// same code (GVisorConfig gives runsc's flags; see gvisor.go for where the
+// two differ). It writes the bundle's config.json with Platinum's isolation
+// defaults (namespaces, cgroup limits, dropped capabilities, masked /proc
+// paths, our own seccomp profile) and shells out for every operation, as
+// containerd's runc shim does: the binaries are Debian packages, not our
+// code. Checkpoint and restore (runtime.Checkpointer) are in checkpoint.go.
 package oci
 
 import (
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -22,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -73,17 +76,27 @@ func (c Config) Validate() error {
 // Runtime drives one OCI runtime binary with one state directory. It is
 // safe for concurrent use: every call is a separate process and the
 // runtime binary locks per container.
+//
+// A Runtime does not implement runtime.Checkpointer; NewRuntime returns a
+// CheckpointRuntime instead when the binary can checkpoint on this host.
 type Runtime struct {
 	cfg    Config
 	binary string
 	logger *slog.Logger
 	pl     platform
+	// gvisor is set when the binary is runsc (detected from --version).
+	gvisor bool
+	// noCheckpoint says why this host cannot checkpoint with the binary;
+	// nil when it can.
+	noCheckpoint error
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
 // New returns a Runtime for cfg; empty Binary and Class default to runc.
-// It fails if the binary is not installed or Root cannot be created.
+// It fails if the binary is not installed or Root cannot be created. It
+// runs the binary's --version once to tell runc from runsc and, for runc,
+// probes CRIU once (see CheckpointRuntime).
 func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	def := DefaultConfig()
 	if cfg.Binary == "" {
@@ -109,12 +122,41 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return nil, fmt.Errorf("oci: getrlimit: %w", err)
 	}
-	return &Runtime{
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	gvisor, err := isRunsc(ctx, bin)
+	if err != nil {
+		return nil, &ConfigError{Field: "Binary", Err: err}
+	}
+	r := &Runtime{
 		cfg:    cfg,
 		binary: bin,
 		logger: logger.With("runtime", cfg.Class),
-		pl:     platform{goarch: goruntime.GOARCH, nofile: min(uint64(maxNofile), uint64(lim.Max))},
-	}, nil
+		pl: platform{
+			goarch: goruntime.GOARCH,
+			nofile: min(uint64(maxNofile), uint64(lim.Max)),
+			gvisor: gvisor,
+		},
+		gvisor: gvisor,
+	}
+	if gvisor {
+		r.noCheckpoint = runscCheckpointSupport(cfg.GlobalArgs)
+	} else {
+		r.noCheckpoint = criuSupport(ctx)
+	}
+	return r, nil
+}
+
+// probeTimeout bounds New's probes of the binary and of CRIU.
+const probeTimeout = 20 * time.Second
+
+// isRunsc tells runsc from runc by the first word of `--version`.
+func isRunsc(ctx context.Context, bin string) (bool, error) {
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return false, fmt.Errorf("%s --version: %w", bin, err)
+	}
+	return bytes.HasPrefix(bytes.TrimSpace(out), []byte("runsc")), nil
 }
 
 // Name returns the runtime class.
@@ -127,6 +169,11 @@ func (r *Runtime) WriteConfig(spec runtime.Spec) error {
 	b, err := encodeConfig(spec, r.pl)
 	if err != nil {
 		return err
+	}
+	if r.gvisor {
+		if err := ensureTmpDir(spec); err != nil {
+			return err
+		}
 	}
 	tmp := filepath.Join(spec.BundleDir, ".config.json.tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -149,6 +196,13 @@ const logFile = "runc.log"
 // sandbox.ErrAlreadyExists if the ID is taken and sandbox.ErrInvalidArgument
 // for a bad Spec.
 func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
+	// runsc (2024-07) answers a duplicate ID by deleting the existing
+	// container's state, orphaning its still-running sandbox: refuse first.
+	// (Two concurrent Runs of one ID can still race; the host layer runs one
+	// operation per sandbox at a time.)
+	if r.gvisor && validID.MatchString(spec.ID) && r.hasStateFile(spec.ID) {
+		return fmt.Errorf("run %s: container exists: %w", spec.ID, sandbox.ErrAlreadyExists)
+	}
 	if err := r.WriteConfig(spec); err != nil {
 		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
@@ -156,37 +210,90 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
 		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
-	args := r.args(logPath, "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
-	cmd := exec.CommandContext(ctx, r.binary, args...)
-	// nil Stdin/Stdout/Stderr: os/exec opens /dev/null for each.
-	err := cmd.Run()
-	if err != nil {
-		msg := lastLogError(logPath)
-		if msg == "" {
-			msg = err.Error()
-		}
-		return fmt.Errorf("run %s: %s: %w", spec.ID, msg, classify(msg))
+	args := r.args(logPath, r.networkFlags(spec), "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
+	if err := r.start(ctx, spec, logPath, args); err != nil {
+		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
 	r.logger.DebugContext(ctx, "container started", "container", spec.ID)
 	return nil
 }
 
+// start runs a runtime command that leaves a container running (run,
+// restore). The runtime process gets /dev/null as stdin, stdout and stderr
+// (nil in os/exec), see Run, so its errors come from the JSON log at
+// logPath. For runsc joining a network namespace it first puts back the
+// namespace's addresses if a previous sandbox took them, and starts runsc
+// with /proc/sys/net hidden (see startHidingNetSysctls).
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, logPath string, args []string) error {
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	var err error
+	if r.gvisor && spec.NetNSPath != "" {
+		if err := prepareNetns(spec); err != nil {
+			return fmt.Errorf("network namespace: %w: %w", err, sandbox.ErrUnavailable)
+		}
+		if err = startHidingNetSysctls(cmd); err == nil {
+			err = cmd.Wait()
+		}
+	} else {
+		err = cmd.Run()
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	msg := lastLogError(logPath)
+	if msg == "" {
+		msg = err.Error()
+	}
+	category := classify(msg)
+	if r.gvisor && spec.NetNSPath != "" && !errors.Is(category, sandbox.ErrAlreadyExists) {
+		// runsc may have taken the addresses before failing.
+		if err := restoreNetns(spec.BundleDir); err != nil {
+			r.logger.WarnContext(ctx, "network namespace: putting addresses back", "container", spec.ID, "err", err)
+		}
+	}
+	return fmt.Errorf("%s: %w", msg, category)
+}
+
 // State returns the container's status and init pid.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	// runc and runsc keep a directory per container under --root: without
-	// one there is no container, and we save an exec on every create.
-	if _, err := os.Stat(filepath.Join(r.cfg.Root, id)); errors.Is(err, fs.ErrNotExist) && validID.MatchString(id) {
+	// Without its state under --root there is no container, and we save an
+	// exec on every create.
+	if validID.MatchString(id) && !r.hasStateFile(id) {
 		return runtime.State{}, fmt.Errorf("state %s: %w", id, runtime.ErrNotFound)
 	}
-	out, err := r.run(ctx, "state", id)
+	s, err := r.state(ctx, id)
 	if err != nil {
 		return runtime.State{}, fmt.Errorf("state %s: %w", id, err)
 	}
+	return toState(s), nil
+}
+
+// hasStateFile reports whether Root holds state for id: runc keeps a
+// directory per container, runsc a "<sandbox>_sandbox:<id>.state" file.
+func (r *Runtime) hasStateFile(id string) bool {
+	if r.gvisor {
+		// validID admits no glob metacharacters.
+		m, _ := filepath.Glob(filepath.Join(r.cfg.Root, "*_sandbox:"+id+".state"))
+		return len(m) > 0
+	}
+	_, err := os.Stat(filepath.Join(r.cfg.Root, id))
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// state returns the runtime's own state record (which names the bundle).
+func (r *Runtime) state(ctx context.Context, id string) (ociState, error) {
+	out, err := r.run(ctx, "state", id)
+	if err != nil {
+		return ociState{}, err
+	}
 	var s ociState
 	if err := json.Unmarshal(out, &s); err != nil {
-		return runtime.State{}, fmt.Errorf("state %s: decode: %w", id, err)
+		return ociState{}, fmt.Errorf("decode: %w", err)
 	}
-	return toState(s), nil
+	return s, nil
 }
 
 // List returns every container under Root.
@@ -227,8 +334,16 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error
 // Delete kills (SIGKILL, every process of the container) and removes the
 // container and its cgroup. Killing first matters: `delete --force` on a
 // running container waits ≈100 ms for it to die. Deleting an absent
-// container returns nil.
+// container returns nil. For runsc it then gives the container's network
+// namespace back the addresses gVisor took from it, so the namespace is
+// again as the host layer made it.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
+	var bundle string
+	if r.gvisor {
+		if s, err := r.state(ctx, id); err == nil {
+			bundle = s.Bundle
+		}
+	}
 	// Errors are expected here (already stopped, absent); delete decides.
 	r.run(ctx, "kill", "--all", id, "KILL")
 	if _, err := r.run(ctx, "delete", "--force", id); err != nil {
@@ -237,16 +352,29 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		}
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
+	if bundle != "" {
+		if err := restoreNetns(bundle); err != nil {
+			return fmt.Errorf("delete %s: network namespace: %w", id, err)
+		}
+	}
 	r.logger.DebugContext(ctx, "container deleted", "container", id)
 	return nil
 }
 
 // Update changes the limits of a running container in place. Zero fields
 // are left unchanged. Shrinking memory below current usage fails (the
-// runtime's error wraps sandbox.ErrConflict when recognised).
+// runtime's error wraps sandbox.ErrConflict when recognised). runsc has no
+// update command: for gvisor Update returns an error wrapping
+// sandbox.ErrUnavailable (or runtime.ErrNotFound) and changes nothing.
 func (r *Runtime) Update(ctx context.Context, id string, res runtime.Resources) error {
 	if err := validateResources(res); err != nil {
 		return fmt.Errorf("update %s: %w", id, err)
+	}
+	if r.gvisor {
+		if _, err := r.state(ctx, id); err != nil {
+			return fmt.Errorf("update %s: %w", id, err)
+		}
+		return fmt.Errorf("update %s: %s cannot change limits of a running sandbox: %w", id, r.cfg.Class, sandbox.ErrUnavailable)
 	}
 	args := []string{"update"}
 	if res.CPU > 0 {
@@ -296,22 +424,50 @@ func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 		return runtime.Stats{}, fmt.Errorf("stats %s: decode: %w", id, err)
 	}
 	d := ev.Data
-	return runtime.Stats{
+	st := runtime.Stats{
 		CPUUsageNanos:    d.CPU.Usage.Total,
 		MemoryUsageBytes: d.Memory.Usage.Usage,
 		MemoryLimitBytes: d.Memory.Usage.Limit,
 		Pids:             d.Pids.Current,
-	}, nil
+	}
+	if st.MemoryLimitBytes == 0 && r.gvisor {
+		// runsc reports the sandbox's own accounting, without the limit;
+		// the limit is the one config.json asked for.
+		st.MemoryLimitBytes = r.configMemoryLimit(ctx, id)
+	}
+	return st, nil
 }
 
-// args builds a command line: global flags, then the subcommand. logPath
-// may be empty (logs then go to stderr, which run captures).
-func (r *Runtime) args(logPath string, sub ...string) []string {
+// configMemoryLimit reads the memory limit from the container's
+// config.json; 0 when unknown or unlimited.
+func (r *Runtime) configMemoryLimit(ctx context.Context, id string) uint64 {
+	s, err := r.state(ctx, id)
+	if err != nil {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(s.Bundle, "config.json"))
+	if err != nil {
+		return 0
+	}
+	var cfg ociSpec
+	if json.Unmarshal(b, &cfg) != nil || cfg.Linux == nil || cfg.Linux.Resources == nil ||
+		cfg.Linux.Resources.Memory == nil || cfg.Linux.Resources.Memory.Limit == nil || *cfg.Linux.Resources.Memory.Limit < 0 {
+		return 0
+	}
+	return uint64(*cfg.Linux.Resources.Memory.Limit)
+}
+
+// args builds a command line: global flags, then extra global flags (which
+// win over GlobalArgs: runsc keeps the last value of a repeated flag),
+// then the subcommand. logPath may be empty (logs then go to stderr, which
+// run captures).
+func (r *Runtime) args(logPath string, extra []string, sub ...string) []string {
 	a := []string{"--root", r.cfg.Root, "--log-format", "json"}
 	if logPath != "" {
 		a = append(a, "--log", logPath)
 	}
 	a = append(a, r.cfg.GlobalArgs...)
+	a = append(a, extra...)
 	return append(a, sub...)
 }
 
@@ -320,7 +476,7 @@ func (r *Runtime) args(logPath string, sub ...string) []string {
 // message and wrap a category from classify.
 func (r *Runtime) run(ctx context.Context, sub ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, r.binary, r.args("", sub...)...)
+	cmd := exec.CommandContext(ctx, r.binary, r.args("", nil, sub...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
@@ -367,8 +523,12 @@ func classify(msg string) error {
 var notFound = fmt.Errorf("%w: %w", runtime.ErrNotFound, sandbox.ErrNotFound)
 
 // lastError extracts the last error message from runtime output that is
-// either JSON log lines ({"level":"error","msg":…}) or plain text.
+// either JSON log entries ({"level":"error","msg":…}; runc ends each with a
+// newline, runsc writes them back to back) or plain text.
 func lastError(out []byte) string {
+	if msg, ok := lastJSONError(out); ok {
+		return msg
+	}
 	var last, lastAny string
 	for _, line := range bytes.Split(out, []byte("\n")) {
 		line = bytes.TrimSpace(line)
@@ -392,6 +552,35 @@ func lastError(out []byte) string {
 		return last
 	}
 	return lastAny
+}
+
+// lastJSONError is lastError for output made only of JSON entries; ok is
+// false if anything else is in it.
+func lastJSONError(out []byte) (msg string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var last, lastAny string
+	for {
+		var entry struct {
+			Level string `json:"level"`
+			Msg   string `json:"msg"`
+		}
+		if err := dec.Decode(&entry); err == io.EOF {
+			break
+		} else if err != nil {
+			return "", false
+		}
+		if entry.Msg == "" {
+			continue
+		}
+		lastAny = entry.Msg
+		if entry.Level == "error" || entry.Level == "fatal" {
+			last = entry.Msg
+		}
+	}
+	if last != "" {
+		return last, true
+	}
+	return lastAny, lastAny != ""
 }
 
 func lastLogError(path string) string {

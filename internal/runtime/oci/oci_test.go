@@ -30,7 +30,32 @@ func newRunc(t *testing.T) *Runtime {
 }
 
 func TestRuncConformance(t *testing.T) {
-	runtimetest.Run(t, func(t *testing.T) runtime.Runtime { return newRunc(t) })
+	runtimetest.Run(t, func(t *testing.T) runtime.Runtime {
+		// NewRuntime, so the checkpoint tests run where CRIU >= 4.1 works.
+		testenv.RequiresRoot(t)
+		testenv.RequiresCommand(t, "runc")
+		cfg := DefaultConfig()
+		cfg.Root = filepath.Join(t.TempDir(), "runc-state")
+		rt, err := NewRuntime(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt
+	})
+}
+
+// TestRuncCheckpointSupport checks that the runc class claims checkpoints
+// exactly when CRIU works here.
+func TestRuncCheckpointSupport(t *testing.T) {
+	r := newRunc(t)
+	want := criuSupport(context.Background()) == nil
+	rt, err := NewRuntime(r.cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, reason := Supports(rt); got != want {
+		t.Errorf("Supports(runc) = %v (%s), want %v", got, reason, want)
+	}
 }
 
 func TestName(t *testing.T) {

@@ -330,3 +330,73 @@ func cpuQuota(pid int) (string, error) {
 	}
 	return f[0], nil
 }
+
+// waitDoneOrStopped waits until the script creates name or the container
+// stops, and reports whether it stopped first.
+func (c *Container) waitDoneOrStopped(t testing.TB, name string) (stopped bool) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("file %s in %s or the container to stop", name, c.ID()), func() bool {
+		if _, ok := c.File(name); ok {
+			return true
+		}
+		st, err := c.rt.State(context.Background(), c.ID())
+		stopped = err == nil && st.Status == runtime.StatusStopped
+		return stopped
+	})
+	return stopped
+}
+
+// limitHit reports whether the cgroup at path has hit its limit of
+// controller ("memory" or "pids"), from the host side: memory.failcnt or
+// the OOM kill count on v1, memory.events on v2, pids.events on both.
+func limitHit(path, controller string) (bool, error) {
+	var v2dir string
+	for _, m := range cgroupMounts() {
+		dir := filepath.Join(m.dir, path)
+		if m.v2 {
+			v2dir = dir
+			continue
+		}
+		if !contains(m.controllers, controller) {
+			continue
+		}
+		if controller == "memory" {
+			// Kernels differ in which counter moves: failcnt, or only the
+			// OOM kill count.
+			s, err := readTrim(filepath.Join(dir, "memory.failcnt"))
+			if err != nil {
+				return false, err
+			}
+			if s != "0" {
+				return true, nil
+			}
+			return eventCount(filepath.Join(dir, "memory.oom_control"), "oom_kill")
+		}
+		return eventCount(filepath.Join(dir, "pids.events"), "max")
+	}
+	if v2dir == "" {
+		return false, fmt.Errorf("no cgroup hierarchy with %s", controller)
+	}
+	if controller == "memory" {
+		if hit, err := eventCount(filepath.Join(v2dir, "memory.events"), "max"); err != nil || hit {
+			return hit, err
+		}
+		return eventCount(filepath.Join(v2dir, "memory.events"), "oom_kill")
+	}
+	return eventCount(filepath.Join(v2dir, "pids.events"), "max")
+}
+
+// eventCount reports whether key's counter in a cgroup events file
+// ("max 3\n...") is above zero.
+func eventCount(path, key string) (bool, error) {
+	s, err := readTrim(path)
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+			return f[1] != "0", nil
+		}
+	}
+	return false, fmt.Errorf("%s: no %q counter", path, key)
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,41 +15,95 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // sleepForever keeps a script's init alive after it has reported.
 const sleepForever = "exec sleep 1000000"
 
-// Run runs the conformance suite against the runtimes newRuntime returns.
+// Run runs the conformance suite against the runtimes newRuntime returns,
+// holding them to runc's semantics (RunWith with zero Options).
 // newRuntime is called once per subtest and should give each call its own
 // state directory, so List sees only that subtest's containers. Requires
 // root (skips otherwise; fails under CI=true).
 func Run(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime) {
+	RunWith(t, newRuntime, Options{})
+}
+
+// Options name the places where a runtime's semantics legitimately differ
+// from runc's. The zero value is runc's. Each field relaxes one check and
+// nothing else; isolation checks have no option.
+type Options struct {
+	// HostPidsLimit maps Resources.Pids to the pids limit expected in the
+	// host cgroup; nil means the same number. runsc's host cgroup also
+	// counts gVisor's own tasks, so its driver scales the limit.
+	HostPidsLimit func(pids int64) int64
+	// NoLiveUpdate says Update must fail with sandbox.ErrUnavailable and
+	// change nothing (runsc has no update command).
+	NoLiveUpdate bool
+	// LimitsStopSandbox says reaching the memory or pids limit may stop the
+	// whole sandbox rather than fail the one process: with gVisor the host
+	// cgroup holds one kernel (the Sentry), not the sandbox's processes.
+	// The limit must still have been hit, as the cgroup's counters show.
+	LimitsStopSandbox bool
+}
+
+func (o Options) hostPids(p int64) int64 {
+	if o.HostPidsLimit == nil {
+		return p
+	}
+	return o.HostPidsLimit(p)
+}
+
+// RunWith is Run with the given Options. Subtests whose ability the
+// runtime lacks (runtime.Checkpointer) skip with a message saying so.
+func RunWith(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts Options) {
 	testenv.RequiresRoot(t)
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, rt runtime.Runtime)
+		fn   func(t *testing.T, rt runtime.Runtime, opts Options)
 	}{
-		{"Lifecycle", testLifecycle},
-		{"DeleteAbsent", testDeleteAbsent},
-		{"DeleteRunning", testDeleteRunning},
-		{"DeletePaused", testDeletePaused},
-		{"DuplicateID", testDuplicateID},
-		{"Process", testProcess},
-		{"PIDNamespace", testPIDNamespace},
-		{"NetworkNamespace", testNetworkNamespace},
-		{"BindMounts", testBindMounts},
-		{"Privileges", testPrivileges},
+		{"Lifecycle", plain(testLifecycle)},
+		{"DeleteAbsent", plain(testDeleteAbsent)},
+		{"DeleteRunning", plain(testDeleteRunning)},
+		{"DeletePaused", plain(testDeletePaused)},
+		{"DuplicateID", plain(testDuplicateID)},
+		{"Process", plain(testProcess)},
+		{"PIDNamespace", plain(testPIDNamespace)},
+		{"NetworkNamespace", plain(testNetworkNamespace)},
+		{"BindMounts", plain(testBindMounts)},
+		{"Privileges", plain(testPrivileges)},
 		{"MemoryLimit", testMemoryLimit},
 		{"PidsLimit", testPidsLimit},
 		{"Update", testUpdate},
-		{"PauseResume", testPauseResume},
-		{"Stats", testStats},
-		{"Concurrent", testConcurrent},
+		{"PauseResume", plain(testPauseResume)},
+		{"Stats", plain(testStats)},
+		{"Concurrent", plain(testConcurrent)},
+		{"Checkpoint", checkpointer(testCheckpoint)},
+		{"CheckpointFiveCycles", checkpointer(testCheckpointFiveCycles)},
+		{"CheckpointLeaveRunning", checkpointer(testCheckpointLeaveRunning)},
+		{"CheckpointErrors", checkpointer(testCheckpointErrors)},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newRuntime(t)) })
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newRuntime(t), opts) })
+	}
+}
+
+// plain adapts a test that has no use for Options.
+func plain(fn func(t *testing.T, rt runtime.Runtime)) func(*testing.T, runtime.Runtime, Options) {
+	return func(t *testing.T, rt runtime.Runtime, _ Options) { fn(t, rt) }
+}
+
+// checkpointer adapts a test of runtime.Checkpointer; it skips when the
+// runtime does not implement it (runc without a working CRIU).
+func checkpointer(fn func(t *testing.T, rt runtime.Runtime, cp runtime.Checkpointer)) func(*testing.T, runtime.Runtime, Options) {
+	return func(t *testing.T, rt runtime.Runtime, _ Options) {
+		cp, ok := rt.(runtime.Checkpointer)
+		if !ok {
+			t.Skipf("runtime %s does not implement runtime.Checkpointer on this host", rt.Name())
+		}
+		fn(t, rt, cp)
 	}
 }
 
@@ -250,9 +303,13 @@ func testPIDNamespace(t *testing.T, rt runtime.Runtime) {
 }
 
 func testNetworkNamespace(t *testing.T, rt runtime.Runtime) {
+	// /proc/net/dev rather than /sys/class/net: gVisor has no per-device
+	// sysfs, and both list the namespace's interfaces.
 	script := `
 		exec > /results 2>&1
-		echo "ifaces=$(ls /sys/class/net | tr '\n' ' ')"
+		echo "ifaces=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' /proc/net/dev | tr '\n' ' ')"
+		mkdir -p /www && echo "$PT_TOKEN" > /www/index.html
+		httpd -p 8080 -h /www
 		: > /done
 		` + sleepForever
 	t.Run("Fresh", func(t *testing.T) {
@@ -262,25 +319,29 @@ func testNetworkNamespace(t *testing.T, rt runtime.Runtime) {
 		}
 	})
 	t.Run("Path", func(t *testing.T) {
-		testenv.RequiresCommand(t, "ip")
-		ns := "rtt-" + randHex(t, 4)
-		ipCmd(t, "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "delete", ns).Run() })
-		ipCmd(t, "-n", ns, "link", "add", "rttveth0", "type", "veth", "peer", "name", "rttveth1")
+		n := NewNetNS(t)
 		spec := NewSpec(t, script)
-		spec.NetNSPath = filepath.Join("/run/netns", ns)
+		spec.NetNSPath = n.Path
+		token := randHex(t, 8)
+		spec.Env = append(spec.Env, "PT_TOKEN="+token)
 		c := Start(t, rt, spec)
-		if got := strings.Fields(c.Results(t)["ifaces"]); !slices.Contains(got, "rttveth0") {
-			t.Errorf("interfaces in netns %s = %q, want rttveth0 among them", ns, got)
+		if got := strings.Fields(c.Results(t)["ifaces"]); !slices.Contains(got, n.Iface) {
+			t.Errorf("interfaces in netns %s = %q, want %s among them", n.Path, got, n.Iface)
+		}
+		// The host reaches a server in the sandbox at the namespace's
+		// address, as it reaches pt-agent.
+		if got := n.Get(t, 8080); strings.TrimSpace(got) != token {
+			t.Errorf("GET from the host = %q, want %q", got, token)
+		}
+		if err := rt.Delete(context.Background(), c.ID()); err != nil {
+			t.Fatal(err)
+		}
+		// Whatever the runtime did with the namespace while it ran, it is
+		// as the host layer made it once the container is gone.
+		if got := n.Addrs(t); !slices.Contains(got, n.Prefix.String()) {
+			t.Errorf("addresses in netns %s after Delete = %v, want %s back", n.Path, got, n.Prefix)
 		}
 	})
-}
-
-func ipCmd(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
 }
 
 func testBindMounts(t *testing.T, rt runtime.Runtime) {
@@ -359,7 +420,7 @@ func testPrivileges(t *testing.T, rt runtime.Runtime) {
 	}
 }
 
-func testMemoryLimit(t *testing.T, rt runtime.Runtime) {
+func testMemoryLimit(t *testing.T, rt runtime.Runtime, opts Options) {
 	spec := NewSpec(t, `
 		awk 'BEGIN { s = "0123456789abcdef"; while (length(s) < 268435456) s = s s; exit 3 }'
 		echo "hog=$?" > /results
@@ -367,10 +428,23 @@ func testMemoryLimit(t *testing.T, rt runtime.Runtime) {
 		`+sleepForever)
 	spec.Resources.MemoryBytes = 48 << 20
 	c := Start(t, rt, spec)
+	if opts.LimitsStopSandbox && c.waitDoneOrStopped(t, "done") {
+		// The host's OOM killer ended the sandbox (gVisor): the hog never
+		// finished, and the cgroup records hitting its limit.
+		if hit, err := limitHit(spec.CgroupPath, "memory"); err != nil || !hit {
+			t.Errorf("sandbox stopped, but its memory cgroup shows no limit hit (%v)", err)
+		}
+		return
+	}
 	got := c.Results(t)
 	// 3 means the hog reached 256 MiB: no limit. The cap keeps a broken
 	// runtime from eating the host.
-	if got["hog"] != "137" {
+	switch {
+	case got["hog"] == "137":
+	case opts.LimitsStopSandbox && got["hog"] == "1":
+		// gVisor's kernel may refuse the allocation itself (awk: out of
+		// memory) before the host cgroup is full.
+	default:
 		t.Errorf("memory hog exit status = %q, want 137 (SIGKILL by the OOM killer)", got["hog"])
 	}
 	if st := c.State(t); st.Status != runtime.StatusRunning {
@@ -378,7 +452,7 @@ func testMemoryLimit(t *testing.T, rt runtime.Runtime) {
 	}
 }
 
-func testPidsLimit(t *testing.T, rt runtime.Runtime) {
+func testPidsLimit(t *testing.T, rt runtime.Runtime, opts Options) {
 	// The fork loop runs in a subshell (a failed fork makes ash exit) and
 	// records its progress with builtins only, since at the limit nothing
 	// else can fork. kill -9 -1 from pid 1 then kills every other process.
@@ -392,6 +466,18 @@ func testPidsLimit(t *testing.T, rt runtime.Runtime) {
 	const limit = 24
 	spec.Resources.Pids = limit
 	c := Start(t, rt, spec)
+	if opts.LimitsStopSandbox && c.waitDoneOrStopped(t, "done") {
+		// The host cgroup's limit ended the sandbox (gVisor): the loop was
+		// stopped short of its 300 processes, at the cgroup's limit.
+		forks, _ := c.File("forks")
+		if n, err := strconv.Atoi(strings.TrimSpace(forks)); err != nil || n >= 300 {
+			t.Errorf("fork loop reached %q processes, want it stopped short of 300", forks)
+		}
+		if hit, err := limitHit(spec.CgroupPath, "pids"); err != nil || !hit {
+			t.Errorf("sandbox stopped, but its pids cgroup shows no limit hit (%v)", err)
+		}
+		return
+	}
 	n, err := strconv.Atoi(c.Results(t)["forks"])
 	if err != nil {
 		t.Fatalf("forks: %v", err)
@@ -404,7 +490,7 @@ func testPidsLimit(t *testing.T, rt runtime.Runtime) {
 	}
 }
 
-func testUpdate(t *testing.T, rt runtime.Runtime) {
+func testUpdate(t *testing.T, rt runtime.Runtime, opts Options) {
 	ctx := context.Background()
 	spec := NewSpec(t, ": > /done; "+sleepForever)
 	spec.Resources = runtime.Resources{CPU: 1, MemoryBytes: 128 << 20, Pids: 64}
@@ -423,19 +509,28 @@ func testUpdate(t *testing.T, rt runtime.Runtime) {
 			t.Errorf("%s: pids limit = %q, %v; want %s", step, got, err, pids)
 		}
 	}
-	check("initial", 128<<20, "100000", "64")
+	pids := func(p int64) string { return strconv.FormatInt(opts.hostPids(p), 10) }
+	check("initial", 128<<20, "100000", pids(64))
+	if opts.NoLiveUpdate {
+		err := rt.Update(ctx, c.ID(), runtime.Resources{CPU: 2, MemoryBytes: 256 << 20, Pids: 32})
+		if !errors.Is(err, sandbox.ErrUnavailable) {
+			t.Errorf("Update = %v, want ErrUnavailable", err)
+		}
+		check("refused update", 128<<20, "100000", pids(64))
+		return
+	}
 	if err := rt.Update(ctx, c.ID(), runtime.Resources{MemoryBytes: 256 << 20}); err != nil {
 		t.Fatalf("Update(raise memory): %v", err)
 	}
-	check("raised memory", 256<<20, "100000", "64")
+	check("raised memory", 256<<20, "100000", pids(64))
 	if err := rt.Update(ctx, c.ID(), runtime.Resources{CPU: 0.5, MemoryBytes: 64 << 20, Pids: 32}); err != nil {
 		t.Fatalf("Update(lower all): %v", err)
 	}
-	check("lowered", 64<<20, "50000", "32")
+	check("lowered", 64<<20, "50000", pids(32))
 	if err := rt.Update(ctx, c.ID(), runtime.Resources{CPU: 2}); err != nil {
 		t.Fatalf("Update(cpu): %v", err)
 	}
-	check("raised cpu", 64<<20, "200000", "32")
+	check("raised cpu", 64<<20, "200000", pids(32))
 }
 
 func testPauseResume(t *testing.T, rt runtime.Runtime) {

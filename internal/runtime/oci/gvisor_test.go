@@ -1,0 +1,112 @@
+package oci
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/platinum-dev/platinum/internal/runtime"
+)
+
+func TestGVisorPids(t *testing.T) {
+	tests := []struct{ pids, want int64 }{
+		{1, 66}, {24, 112}, {256, 576},
+	}
+	for _, tc := range tests {
+		if got := gvisorPids(tc.pids); got != tc.want {
+			t.Errorf("gvisorPids(%d) = %d, want %d", tc.pids, got, tc.want)
+		}
+	}
+}
+
+func TestRunscCheckpointSupport(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		ok   bool
+	}{
+		{"default", GVisorConfig("/x").GlobalArgs, true},
+		{"no network flag", []string{"--platform=systrap"}, true},
+		{"host", []string{"--network=host"}, false},
+		{"host, single dash", []string{"-network=host"}, false},
+		{"host, separate value", []string{"--network", "host"}, false},
+		{"last wins", []string{"--network=host", "--network=sandbox"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := runscCheckpointSupport(tc.args); (err == nil) != tc.ok {
+				t.Errorf("runscCheckpointSupport(%q) = %v, want ok=%v", tc.args, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestCRIUVersion(t *testing.T) {
+	tests := []struct {
+		out  string
+		want [2]int
+		ok   bool
+	}{
+		{"Version: 3.17.1\n", [2]int{3, 17}, true},
+		{"Version: 4.1\nGitID: v4.1\n", [2]int{4, 1}, true},
+		{"Version: 4.2-rc1\n", [2]int{4, 2}, true},
+		{"criu: unknown option\n", [2]int{}, false},
+		{"Version: 4\n", [2]int{}, false},
+	}
+	for _, tc := range tests {
+		got, ok := criuVersion([]byte(tc.out))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("criuVersion(%q) = %v, %v; want %v, %v", tc.out, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// fakeRuntime is a runtime.Runtime that is neither of ours.
+type fakeRuntime struct{ runtime.Runtime }
+
+func (fakeRuntime) Name() string { return "fake" }
+
+type fakeCheckpointer struct{ fakeRuntime }
+
+func (fakeCheckpointer) Checkpoint(context.Context, string, string, runtime.CheckpointOptions) error {
+	return nil
+}
+func (fakeCheckpointer) Restore(context.Context, runtime.Spec, string) error { return nil }
+
+func TestSupports(t *testing.T) {
+	noCRIU := &Runtime{noCheckpoint: errString("criu is not installed")}
+	tests := []struct {
+		name   string
+		rt     runtime.Runtime
+		ok     bool
+		reason string
+	}{
+		{"checkpointing", &CheckpointRuntime{Runtime: &Runtime{}}, true, ""},
+		{"plain without criu", noCRIU, false, "criu is not installed"},
+		{"plain from New", &Runtime{}, false, "NewRuntime"},
+		{"other checkpointer", fakeCheckpointer{}, true, ""},
+		{"other runtime", fakeRuntime{}, false, "fake"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, reason := Supports(tc.rt)
+			if ok != tc.ok || !strings.Contains(reason, tc.reason) || tc.ok && reason != "" {
+				t.Errorf("Supports = %v, %q; want %v, %q", ok, reason, tc.ok, tc.reason)
+			}
+		})
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// TestRuntimeIsNoCheckpointer checks that the plain type does not carry
+// the optional ability: a type assertion on a runc Runtime without CRIU
+// must fail, or callers would checkpoint with a runtime that cannot.
+func TestRuntimeIsNoCheckpointer(t *testing.T) {
+	var rt runtime.Runtime = &Runtime{}
+	if _, ok := rt.(runtime.Checkpointer); ok {
+		t.Errorf("*Runtime implements runtime.Checkpointer")
+	}
+}

@@ -1,0 +1,103 @@
+package oci
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/runtimetest"
+	"github.com/platinum-dev/platinum/internal/testenv"
+)
+
+// newGVisor returns the gvisor class as ptd configures it (GVisorConfig),
+// through NewRuntime so it carries runtime.Checkpointer. It requires runsc:
+// under CI a missing runsc fails (scripts/setup.sh installs it).
+func newGVisor(t *testing.T) runtime.Runtime {
+	t.Helper()
+	testenv.RequiresRoot(t)
+	testenv.RequiresCommand(t, "runsc")
+	rt, err := NewRuntime(GVisorConfig(filepath.Join(t.TempDir(), "runsc-state")), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// gvisorSemantics are the places where gVisor legitimately differs from
+// runc (see GVisorConfig); nothing about isolation is relaxed.
+var gvisorSemantics = runtimetest.Options{
+	HostPidsLimit:     gvisorPids,
+	NoLiveUpdate:      true,
+	LimitsStopSandbox: true,
+}
+
+func TestGVisorConformance(t *testing.T) {
+	runtimetest.RunWith(t, func(t *testing.T) runtime.Runtime { return newGVisor(t) }, gvisorSemantics)
+}
+
+func TestGVisorClass(t *testing.T) {
+	rt := newGVisor(t)
+	if got := rt.Name(); got != "gvisor" {
+		t.Errorf("Name() = %q, want gvisor", got)
+	}
+	if ok, reason := Supports(rt); !ok {
+		t.Errorf("Supports(gvisor) = false (%s), want true", reason)
+	}
+	if _, ok := rt.(*CheckpointRuntime); !ok {
+		t.Errorf("NewRuntime(GVisorConfig) = %T, want *CheckpointRuntime", rt)
+	}
+}
+
+// TestGVisorHostNetworkCannotCheckpoint checks that NewRuntime does not
+// claim checkpoints with the one network mode runsc cannot save.
+func TestGVisorHostNetworkCannotCheckpoint(t *testing.T) {
+	testenv.RequiresRoot(t)
+	testenv.RequiresCommand(t, "runsc")
+	cfg := GVisorConfig(filepath.Join(t.TempDir(), "runsc-state"))
+	cfg.GlobalArgs = append(cfg.GlobalArgs, "--network=host")
+	rt, err := NewRuntime(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, reason := Supports(rt); ok || !strings.Contains(reason, "network=host") {
+		t.Errorf("Supports = %v, %q; want false naming --network=host", ok, reason)
+	}
+}
+
+// TestGVisorSeccomp checks that --oci-seccomp applies our profile inside
+// the sandbox, so both classes refuse the same syscalls.
+func TestGVisorSeccomp(t *testing.T) {
+	rt := newGVisor(t)
+	c := runtimetest.Start(t, rt, runtimetest.NewSpec(t, `
+		exec > /results 2>/dev/null
+		unshare -U true; echo "userns=$?"
+		dmesg > /dev/null; echo "syslog=$?"
+		echo "seccomp=$(awk '/^Seccomp:/ { print $2 }' /proc/self/status)"
+		: > /done
+		exec sleep 1000000`))
+	got := c.Results(t)
+	want := map[string]string{"userns": "1", "syslog": "1", "seccomp": "2"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// TestGVisorRunErrorQuotesLog checks that a failing start reports runsc's
+// own message (its log has JSON entries without newlines between them).
+func TestGVisorRunErrorQuotesLog(t *testing.T) {
+	rt := newGVisor(t)
+	spec := runtimetest.NewSpec(t, "true")
+	spec.Args = []string{"/no/such/binary"}
+	t.Cleanup(func() { rt.Delete(context.Background(), spec.ID) })
+	err := rt.Run(context.Background(), spec)
+	if err == nil {
+		t.Fatal("Run with a missing binary succeeded")
+	}
+	if !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Run error = %q, want runsc's message about the missing binary", err)
+	}
+}
