@@ -102,6 +102,7 @@ var flagFor = map[string]string{
 	"limit": "--limit", "offset": "--offset", "timeout_ms": "--timeout", "cwd": "--cwd",
 	"wait_timeout_ms": "--timeout", "type": "--type", "auto_stop_minutes": "--auto-stop",
 	"auto_archive_days": "--auto-archive", "auto_delete_days": "--auto-delete",
+	"parent_id": "--parent", "roots_only": "--roots", "auto_resume": "--auto-resume", "from": "--from", "to": "--to",
 }
 
 // hint says what to do next about err, or "" when there is nothing useful.
@@ -153,12 +154,19 @@ func (a *app) hint(err error) string {
 			return fmt.Sprintf("the sandbox is %s; it must be running: check it with `pt sandbox get`", st)
 		}
 	case platinum.CodeConflict:
+		if kids := ae.Children(); len(kids) > 0 {
+			return fmt.Sprintf("delete its children first (`pt sandbox rm %s`), then this sandbox; deleting a sandbox never deletes its children", strings.Join(kids, " "))
+		}
 		if st := ae.State(); st != "" {
 			return fmt.Sprintf("the sandbox is %s, which does not allow this: check it with `pt sandbox get`", st)
 		}
 		return "check the sandbox's state with `pt sandbox get`"
 	case platinum.CodeNoSpace:
 		return "the disk is full: free space in the sandbox, or create one with a larger --disk"
+	case platinum.CodeEnvTooLarge:
+		return "a sandbox's environment is limited to 256 KiB in all: remove variables with `pt sandbox env ID --unset KEY`, or put large values in a file (`pt sandbox cp`)"
+	case platinum.CodeEnvVarTooLarge:
+		return "one KEY=VALUE is limited to 128 KiB: put large values in a file with `pt sandbox cp` instead"
 	case platinum.CodePayloadTooLarge:
 		return "the request is too large; upload big data with `pt sandbox cp` instead"
 	case platinum.CodeUnavailable:

@@ -105,3 +105,47 @@ func (f kvFlag) orNil() map[string]string {
 	}
 	return f
 }
+
+// listFlag collects a repeatable flag's values in order.
+type listFlag []string
+
+// String joins the values, for flag defaults.
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+// Set adds one value.
+func (f *listFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	*f = append(*f, s)
+	return nil
+}
+
+// onOffFlag is a flag that takes on/off (or true/false) and remembers
+// whether it was given.
+type onOffFlag struct{ v **bool }
+
+// String renders the value, for flag defaults.
+func (f onOffFlag) String() string {
+	if f.v == nil || *f.v == nil {
+		return ""
+	}
+	if **f.v {
+		return "on"
+	}
+	return "off"
+}
+
+// Set parses on/off, true/false, yes/no or 1/0.
+func (f onOffFlag) Set(s string) error {
+	var b bool
+	switch strings.ToLower(s) {
+	case "on", "true", "yes", "1":
+		b = true
+	case "off", "false", "no", "0":
+	default:
+		return fmt.Errorf("want on or off, got %q", s)
+	}
+	*f.v = &b
+	return nil
+}

@@ -73,9 +73,16 @@ usage: pt <command> [flags] [args]
 
 commands:
   sandbox create -t TEMPLATE   create a sandbox and wait until it runs
-  sandbox list                 list sandboxes
+  sandbox list                 list sandboxes (--parent ID, --roots, --metadata K=V)
   sandbox get ID               show one sandbox
+  sandbox children ID          list a sandbox's children
   sandbox rm ID [ID...]        delete sandboxes
+  sandbox rename ID NAME       rename a sandbox (--clear removes the name)
+  sandbox update ID            turn auto-resume on or off (--auto-resume on|off)
+  sandbox env ID K=V...        set environment variables (--unset K removes one)
+  sandbox resize ID            change cpu, memory or disk (--cpu N --ram MB --disk GB)
+  sandbox metrics ID           show live cpu, memory, disk and network figures
+  sandbox usage ID             show billed usage (--from, --to)
   sandbox stop ID [--wait]     stop a sandbox, keeping its disk (alias: pause)
   sandbox start ID [--wait]    start a stopped or archived sandbox (alias: resume)
   sandbox archive ID [--wait]  move a stopped sandbox's disk to cold storage
@@ -108,6 +115,9 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"create": &sandboxCreate{a}, "list": &sandboxList{a}, "ls": &sandboxList{a},
 			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
 			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
+			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a},
+			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
+			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a},
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
 		"org":      {"create": &orgCreate{a}},

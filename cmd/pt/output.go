@@ -119,6 +119,9 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 		tpl += " (" + s.TemplateVersionID + ")"
 	}
 	field("Template", tpl)
+	if s.ParentID != "" {
+		field("Parent", s.ParentID)
+	}
 	field("CPU", formatCPU(s.CPU))
 	field("RAM", fmt.Sprintf("%d MB", s.RAMMB))
 	field("Disk", fmt.Sprintf("%d GB", s.DiskGB))
@@ -128,6 +131,10 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 	}
 	if s.ExpiresAt != nil {
 		field("Expires", formatTime(*s.ExpiresAt))
+	}
+	if !s.AutoResume {
+		// Only the exception is shown: on is the default.
+		field("Auto-resume", "off (only `pt sandbox start` brings it back)")
 	}
 	field("Env keys", orDash(strings.Join(s.EnvKeys, ", ")))
 	var md []string

@@ -16,7 +16,7 @@ import (
 // meanwhile (a first sandbox of an unbuilt template waits for the build).
 type sandboxCreate struct{ app *app }
 
-const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--no-wait] [--timeout 10m] [--json]"
+const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--parent ID] [--no-auto-resume] [--no-wait] [--timeout 10m] [--json]"
 
 // Run parses the flags, creates the sandbox and prints it.
 func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
@@ -26,6 +26,7 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 		env     = kvFlag{}
 		md      = kvFlag{}
 		noWait  bool
+		noAuto  bool
 		timeout time.Duration
 		asJSON  bool
 		typ     string
@@ -43,6 +44,8 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	fs.IntVar(timers["auto-stop"], "auto-stop", 0, "stop after `M` idle minutes; 0 never (default by type: persistent 60, ephemeral 15, dev 120)")
 	fs.IntVar(timers["auto-archive"], "auto-archive", 0, "archive `D` days after it stops; 0 never (default by type: persistent 7, dev 30)")
 	fs.IntVar(timers["auto-delete"], "auto-delete", 0, "delete `D` days after it stops; 0 never (the default)")
+	fs.StringVar(&req.ParentID, "parent", "", "make the sandbox a child of sandbox `ID`, which must be running")
+	fs.BoolVar(&noAuto, "no-auto-resume", false, "a preview-URL request does not start the sandbox while it is stopped; only `pt sandbox start` does")
 	fs.BoolVar(&noWait, "no-wait", false, "return at once, while the sandbox is still creating")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the sandbox to run")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
@@ -60,6 +63,9 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 		return usageErr(usage, "--timeout must be positive")
 	}
 	req.Env, req.Metadata, req.Type = env.orNil(), md.orNil(), platinum.SandboxType(typ)
+	if noAuto {
+		req.AutoResume = new(false)
+	}
 	// Only timers given on the command line override the type's defaults:
 	// an explicit 0 disables one.
 	fs.Visit(func(f *flag.Flag) {
@@ -79,7 +85,7 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	}
 	sb, err := cl.Sandboxes.Create(ctx, req)
 	if err != nil {
-		return err
+		return c.explain(err, req)
 	}
 	if !noWait {
 		if sb, err = c.wait(ctx, cl, sb, timeout); err != nil {
@@ -87,6 +93,19 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 		}
 	}
 	return printSandbox(c.app.stdout, sb, asJSON)
+}
+
+// explain adds what to do next to a create error about the parent or the
+// name, which the generic hints would misread as about the new sandbox.
+func (c *sandboxCreate) explain(err error, req platinum.CreateSandboxRequest) error {
+	var ae *platinum.APIError
+	if !errors.As(err, &ae) || ae.Code != platinum.CodeConflict {
+		return err
+	}
+	if st := ae.State(); st != "" && req.ParentID != "" {
+		return withHint(err, fmt.Sprintf("the parent %s is %s; start it with `pt sandbox start %s --wait`, then create the child", req.ParentID, st, req.ParentID))
+	}
+	return nameConflictHint(err, req.Name)
 }
 
 // wait polls the sandbox until it runs, printing template build progress

@@ -11,7 +11,7 @@ import (
 // sandboxList is `pt sandbox list`: one page of sandboxes, newest first.
 type sandboxList struct{ app *app }
 
-const sandboxListSynopsis = "pt sandbox list [--state STATE] [--limit N] [--offset N] [--json]"
+const sandboxListSynopsis = "pt sandbox list [--state STATE] [--parent ID | --roots] [--metadata K=V]... [--limit N] [--offset N] [--json]"
 
 // Run lists sandboxes as a table, or as the API's JSON page with --json.
 func (c *sandboxList) Run(ctx context.Context, args []string) error {
@@ -19,9 +19,13 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	var (
 		state  string
 		opts   platinum.ListOptions
+		md     = kvFlag{}
 		asJSON bool
 	)
 	fs.StringVar(&state, "state", "", "only sandboxes in `STATE` (e.g. running, stopped, failed)")
+	fs.StringVar(&opts.ParentID, "parent", "", "only the children of sandbox `ID`")
+	fs.BoolVar(&opts.RootsOnly, "roots", false, "only top-level sandboxes (those without a parent)")
+	fs.Var(md, "metadata", "only sandboxes whose metadata has `K=V` (repeatable; all must match)")
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` sandboxes, 1..200 (default 50)")
 	fs.IntVar(&opts.Offset, "offset", 0, "skip the first `N` sandboxes")
 	fs.BoolVar(&asJSON, "json", false, `print {"rows": [...], "total": N} as JSON`)
@@ -29,10 +33,13 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr(usageText(fs, sandboxListSynopsis), "unexpected argument %q", pos[0])
+	switch usage := usageText(fs, sandboxListSynopsis); {
+	case len(pos) > 0:
+		return usageErr(usage, "unexpected argument %q", pos[0])
+	case opts.ParentID != "" && opts.RootsOnly:
+		return usageErr(usage, "give --parent or --roots, not both")
 	}
-	opts.State = platinum.State(state)
+	opts.State, opts.Metadata = platinum.State(state), md.orNil()
 	cl, err := c.app.client()
 	if err != nil {
 		return err

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // sandboxRm is `pt sandbox rm ID...`: delete sandboxes. Deletion finishes in
@@ -12,7 +16,9 @@ type sandboxRm struct{ app *app }
 const sandboxRmSynopsis = "pt sandbox rm ID [ID...]"
 
 // Run deletes each sandbox, printing the IDs it deleted. It goes on past
-// failures and reports them all at the end.
+// failures and reports them all at the end. A parent refused because of
+// live children is tried again after the others, so `pt sandbox rm
+// PARENT CHILD...` works in any order.
 func (c *sandboxRm) Run(ctx context.Context, args []string) error {
 	fs := newFlags("pt sandbox rm")
 	pos, err := parseArgs(fs, sandboxRmSynopsis, args)
@@ -26,18 +32,33 @@ func (c *sandboxRm) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var failed []string
+	var failed, parents []string
 	var lastErr error
-	for _, id := range pos {
-		if _, err := cl.Sandboxes.Delete(ctx, id); err != nil {
+	del := func(id string, retry bool) {
+		_, err := cl.Sandboxes.Delete(ctx, id)
+		var ae *platinum.APIError
+		switch {
+		case err == nil:
+			fmt.Fprintln(c.app.stdout, id)
+		case !retry && errors.As(err, &ae) && len(ae.Children()) > 0 && len(pos) > 1:
+			parents = append(parents, id) // its children may be later in pos
+		default:
 			if len(pos) == 1 {
-				return err
+				lastErr = err
+				return
 			}
 			fmt.Fprintf(c.app.stderr, "pt: %s: %s\n", id, message(err))
 			failed, lastErr = append(failed, id), err
-			continue
 		}
-		fmt.Fprintln(c.app.stdout, id)
+	}
+	for _, id := range pos {
+		del(id, false)
+	}
+	for _, id := range slices.Backward(parents) {
+		del(id, true)
+	}
+	if len(pos) == 1 && lastErr != nil {
+		return lastErr
 	}
 	if len(failed) > 0 {
 		return withHint(fmt.Errorf("could not delete %s", sandboxIDs(failed)), c.app.hint(lastErr))

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// sandboxRename is `pt sandbox rename ID NAME` and `pt sandbox rename ID
+// --clear`. Names are unique among the organization's live sandboxes.
+type sandboxRename struct{ app *app }
+
+const sandboxRenameSynopsis = "pt sandbox rename ID NAME [--json]\n       pt sandbox rename ID --clear [--json]"
+
+// Run renames the sandbox (or clears its name) and prints the outcome.
+func (c *sandboxRename) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt sandbox rename")
+	clearName := fs.Bool("clear", false, "remove the sandbox's name")
+	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
+	pos, err := parseArgs(fs, sandboxRenameSynopsis, args)
+	if err != nil {
+		return err
+	}
+	usage := usageText(fs, sandboxRenameSynopsis)
+	switch {
+	case len(pos) == 0:
+		return usageErr(usage, "want a sandbox ID and a NAME (or --clear)")
+	case len(pos) == 1 && !*clearName:
+		return usageErr(usage, "want a NAME, or --clear to remove the name")
+	case len(pos) == 2 && *clearName:
+		return usageErr(usage, "give a NAME or --clear, not both")
+	case len(pos) > 2:
+		return usageErr(usage, "unexpected argument %q", pos[2])
+	case len(pos) == 2 && pos[1] == "":
+		return usageErr(usage, "the NAME is empty; remove a name with --clear")
+	}
+	id := pos[0]
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	var sb *platinum.Sandbox
+	if *clearName {
+		sb, err = cl.Sandboxes.ClearName(ctx, id)
+	} else {
+		sb, err = cl.Sandboxes.Rename(ctx, id, pos[1])
+	}
+	if platinum.IsCode(err, platinum.CodeInvalidRequest) {
+		return withHint(err, "") // the message says what a name may be; rename has no --name flag to point at
+	}
+	if err != nil {
+		return nameConflictHint(err, pos[len(pos)-1])
+	}
+	if *asJSON {
+		return printSandbox(c.app.stdout, sb, true)
+	}
+	if sb.Name == "" {
+		fmt.Fprintf(c.app.stdout, "sandbox %s: name cleared\n", sb.ID)
+	} else {
+		fmt.Fprintf(c.app.stdout, "sandbox %s: renamed to %s\n", sb.ID, sb.Name)
+	}
+	return nil
+}
+
+// nameConflictHint explains a conflict that is about a taken name (one
+// without a state), which the generic conflict hint would misread.
+func nameConflictHint(err error, name string) error {
+	var ae *platinum.APIError
+	if errors.As(err, &ae) && ae.Code == platinum.CodeConflict && ae.State() == "" && len(ae.Children()) == 0 {
+		return withHint(err, fmt.Sprintf("another live sandbox is named %q: find it with `pt sandbox list`, rename it or delete it, or pick another name", name))
+	}
+	return err
+}
