@@ -39,6 +39,7 @@ func (c *sandboxMetrics) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// printMetrics shows metrics as a field list, sizes in binary units.
 func printMetrics(a *app, m *platinum.Metrics) {
 	tw := table(a.stdout)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
