@@ -183,14 +183,32 @@ func (d *Daemon) Stop() error {
 	return err
 }
 
-// RemoveCgroup removes an (empty) cgroup in every hierarchy, v1 or v2.
+// RemoveCgroup removes a cgroup and every (empty) cgroup below it in
+// every hierarchy, v1 or v2. Deleted sandboxes' cgroups can take a moment
+// to empty, so it retries for a few seconds.
 func RemoveCgroup(path string) {
-	if path == "" {
+	if path == "" || path == "/" {
 		return
 	}
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
 	dirs = append(dirs, "/sys/fs/cgroup"+path)
+	deadline := time.Now().Add(5 * time.Second)
 	for _, d := range dirs {
-		os.Remove(d)
+		for {
+			var sub []string
+			filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+				if err == nil && e.IsDir() {
+					sub = append(sub, p)
+				}
+				return nil
+			})
+			for i := len(sub) - 1; i >= 0; i-- { // children first
+				os.Remove(sub[i])
+			}
+			if _, err := os.Stat(d); os.IsNotExist(err) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
