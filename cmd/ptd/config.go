@@ -4,9 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/host"
@@ -27,6 +29,9 @@ type config struct {
 	warmWindow time.Duration
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
+	// sandboxAPIPort is where sandboxes reach the API on their gateway
+	// (0: no in-sandbox API).
+	sandboxAPIPort uint16
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -49,6 +54,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.s3.Region, "s3-region", "us-east-1", "S3 signing region")
 	fs.StringVar(&c.bucket, "archive-bucket", "platinum-archives", "bucket archives are written to")
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
+	sandboxAPI := fs.Bool("sandbox-api", true, "serve the API to sandboxes on their gateway address (same port as --listen), so agents inside can manage their own children with PT_API_URL and their sandbox-scoped PT_TOKEN")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +73,18 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--subnet: %w", err)
 	}
 	c.host.Network.Egress = !*noEgress
+	if *sandboxAPI {
+		_, port, err := net.SplitHostPort(c.listen)
+		if err != nil {
+			return c, fmt.Errorf("--listen: %w", err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 {
+			return c, fmt.Errorf("--listen needs a fixed port for --sandbox-api")
+		}
+		c.sandboxAPIPort = uint16(p)
+		c.host.Network.GatewayPorts = []uint16{c.sandboxAPIPort}
+	}
 	if c.objects == "" {
 		c.objects = filepath.Join(abs, "objects")
 	}

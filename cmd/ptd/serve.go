@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,9 @@ func serve(ctx context.Context, args []string) error {
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
 	}
+	if cfg.sandboxAPIPort != 0 {
+		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
+	}
 	cp := controlplane.New(cpCfg, st, h, log)
 	defer cp.Close()
 	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
@@ -69,8 +73,17 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	srv := &http.Server{Handler: e2b.Mount(httpapi.New(cp, log), cp, log), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.sandboxAPIPort != 0 {
+		// Sandboxes reach the API only here, on their gateway (the
+		// firewall opens just this port to them).
+		sln, err := net.Listen("tcp", strings.TrimPrefix(cpCfg.SandboxAPIURL, "http://"))
+		if err != nil {
+			return fmt.Errorf("sandbox API listener: %w", err)
+		}
+		go func() { errc <- srv.Serve(sln) }()
+	}
 	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "host", h.ID())
 	select {
 	case err := <-errc:

@@ -21,6 +21,9 @@ type Principal struct {
 	OrgID   string
 	Role    store.Role
 	TokenID string
+	// SandboxID scopes a sandbox's own token: it sees and manages only
+	// that sandbox's children; everything else is not found.
+	SandboxID string
 }
 
 // NewToken returns a fresh random API token ("pt_" + 40 hex chars).
@@ -73,7 +76,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, err
 	}
-	return Principal{OrgID: t.OrgID, Role: t.Role, TokenID: t.ID}, nil
+	return Principal{OrgID: t.OrgID, Role: t.Role, TokenID: t.ID, SandboxID: t.SandboxID}, nil
 }
 
 // CreateOrg makes a new org with a member-admin token of its own. Only
@@ -98,4 +101,21 @@ func (s *Service) CreateOrg(ctx context.Context, p Principal, name string) (stor
 		return store.Org{}, "", err
 	}
 	return o, tok, nil
+}
+
+// issueSandboxToken creates the token a sandbox's processes use to manage
+// their own children, and returns it sealed for the record.
+func (s *Service) issueSandboxToken(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	if s.cfg.Sealer == nil || s.cfg.SandboxAPIURL == "" {
+		return "", nil
+	}
+	tok := "pt_sbx_" + NewToken()[3:]
+	err := s.store.CreateToken(ctx, store.Token{
+		ID: sandbox.NewID(sandbox.PrefixToken), OrgID: sb.OrgID, Role: store.RoleSandbox,
+		Hash: hashToken(tok), CreatedAt: time.Now().UTC(), SandboxID: sb.ID,
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandbox token: %w", err)
+	}
+	return s.cfg.Sealer.Seal(tok, sb.ID+"/PT_TOKEN"), nil
 }

@@ -119,6 +119,10 @@ type Config struct {
 	// ChunkGCInterval is how often unreferenced archive chunks are
 	// collected (0 disables).
 	ChunkGCInterval time.Duration
+	// SandboxAPIURL is the API address sandboxes reach (the gateway
+	// proxy); with a Sealer it gives every sandbox PT_API_URL and a
+	// sandbox-scoped PT_TOKEN. Empty disables them.
+	SandboxAPIURL string
 	// Sealer encrypts secrets at rest; nil refuses secrets.
 	Sealer Sealer
 	// Objects is where archives go; nil disables archiving.

@@ -187,8 +187,14 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	if !s.tpl.known(r.Template) {
 		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
 	}
+	if p.SandboxID != "" {
+		if r.ParentID != "" && r.ParentID != p.SandboxID {
+			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
+		}
+		r.ParentID = p.SandboxID
+	}
 	if r.ParentID != "" {
-		parent, err := s.Get(ctx, p, r.ParentID, false)
+		parent, err := s.Get(ctx, Principal{OrgID: p.OrgID}, r.ParentID, false)
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
 		}
@@ -207,6 +213,9 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
 	}
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.APIToken, err = s.issueSandboxToken(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if r.TTL > 0 {
@@ -247,6 +256,10 @@ func (s *Service) Get(ctx context.Context, p Principal, id string, includeDelete
 	if sb.State == sandbox.StateDeleted && !includeDeleted {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q was deleted: %w", id, sandbox.ErrNotFound)
 	}
+	if p.SandboxID != "" && sb.ParentID != p.SandboxID {
+		// A sandbox's token reaches only that sandbox's children.
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+	}
 	return sb, nil
 }
 
@@ -275,6 +288,12 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 		return nil, 0, &sandbox.FieldError{Field: "offset", Reason: "must not be negative"}
 	}
 	o := store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset, Metadata: r.Metadata}
+	if p.SandboxID != "" {
+		if r.ParentID != "" && r.ParentID != p.SandboxID {
+			return []sandbox.Sandbox{}, 0, nil
+		}
+		r.ParentID = p.SandboxID
+	}
 	switch {
 	case r.ParentID == "none":
 		o.RootsOnly = true
@@ -644,7 +663,7 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 		return nil
 	}
 	ag := s.agent(sb.ID, inst.Address, sb.AgentToken)
-	env := sandboxEnv(sb)
+	env := s.sandboxEnv(sb)
 	if err := ag.Init(ctx, env); err != nil {
 		return err
 	}

@@ -64,11 +64,16 @@ func (s *Service) sealSecrets(id string, in map[string]SecretInput) (map[string]
 // sandboxEnv is the environment the sandbox's processes see: its env plus
 // each secret's placeholder (never the value). An env key wins over a
 // secret of the same name.
-func sandboxEnv(sb sandbox.Sandbox) map[string]string {
-	if len(sb.Secrets) == 0 {
+func (s *Service) sandboxEnv(sb sandbox.Sandbox) map[string]string {
+	if len(sb.Secrets) == 0 && sb.APIToken == "" {
 		return sb.Env
 	}
-	env := make(map[string]string, len(sb.Env)+len(sb.Secrets))
+	env := make(map[string]string, len(sb.Env)+len(sb.Secrets)+2)
+	if sb.APIToken != "" && s.cfg.Sealer != nil {
+		if tok, err := s.cfg.Sealer.Open(sb.APIToken, sb.ID+"/PT_TOKEN"); err == nil {
+			env["PT_API_URL"], env["PT_TOKEN"] = s.cfg.SandboxAPIURL, tok
+		}
+	}
 	for name, sec := range sb.Secrets {
 		env[name] = sec.Placeholder
 	}

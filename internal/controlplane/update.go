@@ -130,7 +130,7 @@ func (s *Service) pushEnv(ctx context.Context, id string) error {
 	if s.noAgentInit {
 		return nil
 	}
-	return s.agent(sb.ID, sb.Address, sb.AgentToken).Init(ctx, sandboxEnv(sb))
+	return s.agent(sb.ID, sb.Address, sb.AgentToken).Init(ctx, s.sandboxEnv(sb))
 }
 
 func envBytes(env map[string]string) int {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -590,3 +591,6 @@ func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, er
 	}
 	return m, nil
 }
+
+// Gateway is the host's address on the sandbox bridge.
+func (h *Host) Gateway() netip.Addr { return h.net.Gateway() }

@@ -90,6 +90,9 @@ type Sandbox struct {
 	// Secrets are sealed at rest and never returned; inside the sandbox
 	// each appears only as its Placeholder in the environment.
 	Secrets map[string]Secret `json:"-"`
+	// APIToken is the sandbox-scoped token (sealed) its processes get as
+	// PT_TOKEN.
+	APIToken string `json:"-"`
 	// Live is the live-resize headroom recorded at the last boot.
 	Live *LiveHeadroom `json:"live,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic

@@ -49,8 +49,9 @@ type Role string
 
 // Token roles. An admin token may also manage orgs.
 const (
-	RoleAdmin  Role = "admin"
-	RoleMember Role = "member"
+	RoleAdmin   Role = "admin"
+	RoleMember  Role = "member"
+	RoleSandbox Role = "sandbox"
 )
 
 // Token is an API bearer token. Only its SHA-256 hash is stored.
@@ -60,6 +61,8 @@ type Token struct {
 	Role      Role
 	Hash      string // hex SHA-256 of the secret
 	CreatedAt time.Time
+	// SandboxID, when set, scopes the token to that sandbox's children.
+	SandboxID string
 }
 
 // TemplateVersion is one immutable build of a template slug.

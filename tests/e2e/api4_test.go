@@ -88,3 +88,38 @@ func TestRenameAndParentChild(t *testing.T) {
 		t.Errorf("delete parent after child: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestSandboxScopedToken: a sandbox's processes get PT_API_URL and a
+// token that manages only that sandbox's children; everything else is 404.
+func TestSandboxScopedToken(t *testing.T) {
+	c := newClient(t)
+	parent := c.create(map[string]any{"template": "busybox"})
+	other := c.create(map[string]any{"template": "busybox"})
+	wget := `wget -qO- --header "Authorization: Bearer $PT_TOKEN" `
+	if out := c.mustSh(parent, `echo "$PT_API_URL" | grep -q '^http://' && echo ok`); out != "ok\n" {
+		t.Fatal("no PT_API_URL inside the sandbox")
+	}
+	if out := c.mustSh(parent, wget+`"$PT_API_URL/v1/sandboxes"`); strings.Contains(out, other) || strings.Contains(out, parent) {
+		t.Errorf("sandbox token lists non-children: %s", out)
+	}
+	out := c.mustSh(parent, wget+`--header "Content-Type: application/json" --post-data '{"template":"busybox"}' "$PT_API_URL/v1/sandboxes?wait_for_state=running"`)
+	if !strings.Contains(out, `"parent_id":"`+parent+`"`) || !strings.Contains(out, `"state":"running"`) {
+		t.Fatalf("child created from inside: %s", out)
+	}
+	child := out[strings.Index(out, `"id":"`)+6:]
+	child = child[:strings.Index(child, `"`)]
+	t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+child, nil) })
+	if out := c.mustSh(parent, wget+`"$PT_API_URL/v1/sandboxes/`+child+`"`); !strings.Contains(out, child) {
+		t.Errorf("get own child: %s", out)
+	}
+	for _, id := range []string{other, parent} {
+		res := c.sh(parent, wget+`"$PT_API_URL/v1/sandboxes/`+id+`"`)
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "404") {
+			t.Errorf("sandbox token reached %s: %+v", id, res)
+		}
+	}
+	// The admin's view: the child is the parent's.
+	if r := c.do("GET", "/v1/sandboxes/"+parent+"/children", nil); !strings.Contains(string(r.Body), child) {
+		t.Errorf("children: %s", r.Body)
+	}
+}

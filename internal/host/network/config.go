@@ -27,6 +27,10 @@ type Config struct {
 	// (forwarding + masquerade). When false, forwarded traffic from the
 	// bridge is dropped; the host can still reach the sandboxes.
 	Egress bool
+	// GatewayPorts are TCP ports on the gateway address that sandboxes may
+	// open (ptd's API proxy for sandbox-scoped tokens); every other host
+	// port stays closed to them.
+	GatewayPorts []uint16
 }
 
 // DefaultConfig returns the production defaults: bridge "pt0", subnet

@@ -48,6 +48,9 @@ func (m *Manager) rules() string {
 	// (a) Sandboxes reach no host port. Replies to connections the host
 	// opened (ptd -> pt-agent) must pass.
 	w("-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", in)
+	for _, port := range m.cfg.GatewayPorts {
+		w("-A %s -d %s -p tcp --dport %d -j ACCEPT", in, m.gateway, port)
+	}
 	w("-A %s -j DROP", in)
 	// (b) No sandbox-to-sandbox traffic, even routed through the gateway
 	// (bridge ports are also isolated for the switched path).

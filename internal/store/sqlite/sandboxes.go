@@ -357,13 +357,14 @@ type lifecycle struct {
 	NoAutoResume   bool                      `json:"no_auto_resume,omitempty"`
 	Live           *sandbox.LiveHeadroom     `json:"live,omitempty"`
 	Secrets        map[string]sandbox.Secret `json:"secrets,omitempty"`
+	APIToken       string                    `json:"api_token,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 	b, err := json.Marshal(lifecycle{
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
-		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets,
+		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -378,7 +379,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	}
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
-	sb.NoAutoResume, sb.Live, sb.Secrets = lc.NoAutoResume, lc.Live, lc.Secrets
+	sb.NoAutoResume, sb.Live, sb.Secrets, sb.APIToken = lc.NoAutoResume, lc.Live, lc.Secrets, lc.APIToken
 	return nil
 }
 
