@@ -116,6 +116,10 @@ type Config struct {
 	// live-resize headroom every boot records.
 	PlanMaxCPU   float64
 	PlanMaxRAMMB int
+	// DiskAutogrowMaxGB enables disk autogrow (seed 004's
+	// limits.disk_autogrow_max_gb): a running sandbox whose disk passes 90%
+	// grows by half, at least 10 GB, up to this size. 0 disables it.
+	DiskAutogrowMaxGB int
 	// ChunkGCInterval is how often unreferenced archive chunks are
 	// collected (0 disables).
 	ChunkGCInterval time.Duration

@@ -25,6 +25,7 @@ type fakeHost struct {
 	StartFunc   func(ctx context.Context, spec StartSpec) (Instance, error)
 	BuildFunc   func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error)
 	DestroyFunc func(ctx context.Context, id string) error
+	MetricsFunc func(id string) (Metrics, error)
 
 	mu        sync.Mutex
 	destroyed []string
@@ -531,7 +532,12 @@ func TestFinalDisposal(t *testing.T) {
 
 func (f *fakeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
 func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }
-func (f *fakeHost) Metrics(ctx context.Context, id string) (Metrics, error)             { return Metrics{}, nil }
+func (f *fakeHost) Metrics(ctx context.Context, id string) (Metrics, error) {
+	if f.MetricsFunc != nil {
+		return f.MetricsFunc(id)
+	}
+	return Metrics{}, nil
+}
 
 func TestUsageFromEvents(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -558,5 +564,33 @@ func TestUsageFromEvents(t *testing.T) {
 	u = usageFrom(sb, evs, t0.Add(16*time.Minute), t0.Add(31*time.Minute))
 	if u.CPUSeconds != 300*4 || u.StorageGBHours != 10.0*10/60 {
 		t.Errorf("windowed usage = cpu %v storage %v", u.CPUSeconds, u.StorageGBHours)
+	}
+}
+
+func TestDiskAutogrow(t *testing.T) {
+	used := uint64(95)
+	h := &fakeHost{MetricsFunc: func(string) (Metrics, error) {
+		return Metrics{DiskUsedBytes: used, DiskSizeBytes: 100}, nil
+	}}
+	s, _ := newTestService(t, h)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox", DiskGB: ptr(4)})
+	s.runTimers(ctx)
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.DiskGB != 4 {
+		t.Fatalf("autogrow ran while disabled: %d", got.DiskGB)
+	}
+	s.cfg.DiskAutogrowMaxGB = 20
+	s.runTimers(ctx)
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.DiskGB != 14 {
+		t.Fatalf("first grow: %d GB, want 4+10", got.DiskGB)
+	}
+	s.runTimers(ctx)
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.DiskGB != 20 {
+		t.Fatalf("capped grow: %d GB, want 20", got.DiskGB)
+	}
+	used = 10
+	s.runTimers(ctx)
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.DiskGB != 20 {
+		t.Fatalf("grew below 90%%: %d", got.DiskGB)
 	}
 }

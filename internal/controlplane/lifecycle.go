@@ -297,6 +297,8 @@ func (s *Service) runTimers(ctx context.Context) {
 			}
 		case sb.State == sandbox.StateStopped && s.host.Frozen(ctx, sb.ID):
 			frozen = append(frozen, sb)
+		case sb.State == sandbox.StateRunning:
+			s.autogrow(ctx, sb)
 		}
 	}
 	s.coolWarm(ctx, frozen, now)

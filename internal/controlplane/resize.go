@@ -169,3 +169,23 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 	sb.CPU, sb.RAMMB = cpu, ram
 	return nil
 }
+
+// autogrow grows the disk of a running sandbox that passed 90% used, by
+// half and at least 10 GB, up to DiskAutogrowMaxGB; billed at the new size
+// from then on (a resize event).
+func (s *Service) autogrow(ctx context.Context, sb sandbox.Sandbox) {
+	limit := s.cfg.DiskAutogrowMaxGB
+	if limit <= 0 || sb.DiskGB >= limit {
+		return
+	}
+	m, err := s.host.Metrics(ctx, sb.ID)
+	if err != nil || m.DiskSizeBytes == 0 || float64(m.DiskUsedBytes) < 0.9*float64(m.DiskSizeBytes) {
+		return
+	}
+	newGB := min(limit, sb.DiskGB+max(sb.DiskGB/2, 10))
+	if _, err := s.Resize(ctx, Principal{OrgID: sb.OrgID}, sb.ID, ResizeRequest{DiskGB: &newGB}); err != nil {
+		s.log.Warn("disk autogrow", "sandbox", sb.ID, "err", err)
+		return
+	}
+	s.log.Info("disk autogrow", "sandbox", sb.ID, "from_gb", sb.DiskGB, "to_gb", newGB)
+}
