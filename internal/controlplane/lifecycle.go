@@ -135,19 +135,7 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	if err != nil || sb.State != sandbox.StateStarting {
 		return
 	}
-	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
-	if err == nil && v.Status != store.TemplateReady {
-		err = fmt.Errorf("template version %s is %s", v.ID, v.Status)
-	}
-	var inst Instance
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
-		defer cancel()
-		if inst, err = s.host.Start(pctx, s.startSpec(sb, v.RootFS)); err == nil {
-			// Re-seed the environment: it may have changed while stopped.
-			err = s.initAgent(pctx, sb, inst)
-		}
-	}
+	inst, err := s.boot(ctx, sb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -179,6 +167,26 @@ func (s *Service) doStart(ctx context.Context, id string) {
 		s.event(ctx, sb, "start_ram_not_restored", ls)
 	}
 	s.log.Info("sandbox started", "sandbox", id, "restore", ls.Restore)
+}
+
+// boot starts an existing sandbox on its host from its pinned template
+// version (thaw or cold boot) and hands the agent the current environment,
+// which may have changed while it was stopped.
+func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error) {
+	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
+	if err != nil {
+		return Instance{}, err
+	}
+	if v.Status != store.TemplateReady {
+		return Instance{}, fmt.Errorf("template version %s is %s", v.ID, v.Status)
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+	defer cancel()
+	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
+	if err != nil {
+		return Instance{}, err
+	}
+	return inst, s.initAgent(pctx, sb, inst)
 }
 
 // event appends a host event for the sandbox; failures are logged only:

@@ -594,18 +594,7 @@ func (s *Service) ensureRunning(ctx context.Context, id string) {
 	}
 	log := s.log.With("sandbox", id)
 	log.Warn("sandbox recorded running but not running on its host; starting it again")
-	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
-	if err == nil && v.Status != store.TemplateReady {
-		err = fmt.Errorf("template version %s is %s", v.ID, v.Status)
-	}
-	var inst Instance
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
-		defer cancel()
-		if inst, err = s.host.Start(pctx, s.startSpec(sb, v.RootFS)); err == nil {
-			err = s.initAgent(pctx, sb, inst)
-		}
-	}
+	inst, err := s.boot(ctx, sb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
