@@ -26,6 +26,10 @@ import (
 //     sandbox's disk), as with runc; runsc's default keeps them in memory.
 //   - --oci-seccomp: apply our seccomp profile inside the sandbox too, so
 //     both classes refuse the same syscalls.
+//   - --net-disconnect-ok: a checkpoint resets established TCP connections
+//     instead of failing ("endpoint cannot be saved in connected state");
+//     listening sockets are kept. Without it any open connection, such as
+//     the host's keep-alive connection to pt-agent, blocks checkpoints.
 //
 // Where gvisor differs from runc for the host layer:
 //   - While a sandbox runs, gVisor owns the namespace's addresses and routes
@@ -41,6 +45,11 @@ import (
 //     sandbox.ErrUnavailable. Stats report gVisor's own accounting.
 //   - /tmp is bound to the root filesystem's /tmp (on disk, as with runc);
 //     runsc would otherwise mount a tmpfs there.
+//   - Checkpoint, with or without LeaveRunning, resets the sandbox's
+//     established TCP connections (see --net-disconnect-ok): clients of
+//     pt-agent must reconnect after a snapshot or fork.
+//   - Restore under another ID (a fork) takes the new namespace's address,
+//     but the kernel state in the image, hostname included, is the source's.
 func GVisorConfig(root string) Config {
 	return Config{
 		Binary: "runsc",
