@@ -44,7 +44,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg := controlplane.DefaultConfig()
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention
-	cpCfg.DiskAutogrowMaxGB = cfg.diskAutogrowMaxGB
+	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}

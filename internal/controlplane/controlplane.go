@@ -23,6 +23,8 @@ type Host interface {
 	ID() string
 	// Templates lists the template slugs this host can build.
 	Templates() []string
+	// Classes lists the runtime classes this host runs.
+	Classes() []string
 	// BuildTemplate builds slug as version versionID and returns the
 	// read-only rootfs path and its size. progress receives short lines.
 	BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (rootfs string, size int64, err error)
@@ -66,6 +68,8 @@ type StartSpec struct {
 	RAMMB      int
 	DiskGB     int
 	AgentToken string
+	// Runtime is the runtime class (runc, gvisor); empty means runc.
+	Runtime string
 }
 
 // Instance is a running sandbox as its host reports it.
@@ -112,6 +116,8 @@ type Config struct {
 	// PlatformRecoveryRetention keeps the record (and its archive or
 	// backup) of a sandbox the platform deleted (seed 004: 90 days).
 	PlatformRecoveryRetention time.Duration
+	// DefaultRuntime is the runtime class of sandboxes that do not ask.
+	DefaultRuntime string
 	// PlanMaxCPU and PlanMaxRAMMB are the per-sandbox plan limits: the
 	// live-resize headroom every boot records.
 	PlanMaxCPU   float64
@@ -152,6 +158,7 @@ func DefaultConfig() Config {
 		ArchiveBucket:             "platinum-archives",
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,
+		DefaultRuntime:            "runc",
 		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
 	}

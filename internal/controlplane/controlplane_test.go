@@ -594,3 +594,4 @@ func TestDiskAutogrow(t *testing.T) {
 		t.Fatalf("grew below 90%%: %d", got.DiskGB)
 	}
 }
+func (f *fakeHost) Classes() []string { return []string{"runc", "gvisor"} }

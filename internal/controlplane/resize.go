@@ -158,6 +158,9 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 		res.Partial = *r.RAMMB < live.BootRAMMB
 	}
 	err := s.host.Resize(ctx, sb.ID, cpu, ram)
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return &NotResizableError{ID: sb.ID, Reason: fmt.Sprintf("its runtime class (%s) cannot change cpu or memory live", sb.Runtime)}
+	}
 	if errors.Is(err, sandbox.ErrConflict) && ram < sb.RAMMB {
 		// The sandbox could not free that much memory: keep what it has.
 		ram, res.Partial = sb.RAMMB, true

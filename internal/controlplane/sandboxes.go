@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +41,8 @@ type CreateRequest struct {
 	// Secrets are sealed at rest and reach the sandbox only as
 	// placeholders.
 	Secrets map[string]SecretInput
+	// Runtime picks the runtime class; empty means the server default.
+	Runtime string
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -181,6 +184,12 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	if r.Runtime == "" {
+		r.Runtime = s.cfg.DefaultRuntime
+	}
+	if !slices.Contains(s.host.Classes(), r.Runtime) {
+		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "runtime", Reason: fmt.Sprintf("must be one of %v on this host", s.host.Classes())}
+	}
 	if r.TTL < 0 {
 		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "ttl", Reason: "must be positive"}
 	}
@@ -211,6 +220,7 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		HostID: s.host.ID(), AgentToken: randomToken(),
 		CreatedAt: now, UpdatedAt: now,
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
+		Runtime: r.Runtime,
 	}
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
 		return sandbox.Sandbox{}, err
@@ -505,7 +515,7 @@ func (s *Service) provision(ctx context.Context, id string) {
 }
 
 func (s *Service) startSpec(sb sandbox.Sandbox, rootfs string) StartSpec {
-	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken}
+	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime}
 }
 
 // teardown destroys a deleting sandbox's host resources and marks it

@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -73,13 +75,44 @@ type Host struct {
 	log   *slog.Logger
 	pool  *disk.Pool
 	net   *network.Manager
-	rt    runtime.Runtime
-	agent string // the injected agent binary's path
+	rt    runtime.Runtime            // the runc class, always there
+	rts   map[string]runtime.Runtime // every class this host runs, by name
+	agent string                     // the injected agent binary's path
 	hc    *http.Client
 	tpl   template.Registry
 }
 
 var _ controlplane.Host = (*Host)(nil)
+
+// Runtime classes.
+const (
+	ClassRunc   = "runc"
+	ClassGVisor = "gvisor"
+)
+
+// Classes lists the runtime classes this host runs.
+func (h *Host) Classes() []string {
+	out := make([]string, 0, len(h.rts))
+	for c := range h.rts {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// runtimeOf returns the runtime holding the sandbox's container (runc when
+// none does: every operation on an absent container is a no-op there).
+func (h *Host) runtimeOf(ctx context.Context, id string) runtime.Runtime {
+	for c, rt := range h.rts {
+		if c == ClassRunc {
+			continue
+		}
+		if _, err := rt.State(ctx, id); err == nil {
+			return rt
+		}
+	}
+	return h.rt
+}
 
 // agentPath is where pt-agent appears inside every sandbox.
 const agentPath = "/.pt/pt-agent"
@@ -115,6 +148,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	}
 	if h.rt, err = oci.New(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime")}, logger); err != nil {
 		return nil, fmt.Errorf("host: runtime: %w", err)
+	}
+	h.rts = map[string]runtime.Runtime{ClassRunc: h.rt}
+	// The gvisor class runs wherever runsc is installed (scripts/setup.sh
+	// installs it from bookworm-backports).
+	if _, err := exec.LookPath("runsc"); err == nil {
+		g, err := oci.NewRuntime(oci.GVisorConfig(filepath.Join(cfg.DataDir, "runtime-gvisor")), logger)
+		if err != nil {
+			return nil, fmt.Errorf("host: gvisor runtime: %w", err)
+		}
+		h.rts[ClassGVisor] = g
 	}
 	return h, nil
 }
@@ -311,18 +354,26 @@ func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec,
 }
 
 func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
-	st, err := h.rt.State(ctx, spec.ID)
+	class := spec.Runtime
+	if class == "" {
+		class = ClassRunc
+	}
+	rt, ok := h.rts[class]
+	if !ok {
+		return false, fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
+	}
+	st, err := rt.State(ctx, spec.ID)
 	switch {
 	case err == nil && st.Status == runtime.StatusRunning:
 		return false, nil
 	case err == nil && st.Status == runtime.StatusPaused:
-		if err := h.rt.Resume(ctx, spec.ID); err != nil {
+		if err := rt.Resume(ctx, spec.ID); err != nil {
 			return false, fmt.Errorf("host: thaw: %w", err)
 		}
 		return true, nil
 	case err == nil:
 		// Created or stopped by a crash: start it again from scratch.
-		if err := h.rt.Delete(ctx, spec.ID); err != nil {
+		if err := rt.Delete(ctx, spec.ID); err != nil {
 			return false, fmt.Errorf("host: runtime: %w", err)
 		}
 	case !errors.Is(err, runtime.ErrNotFound):
@@ -343,7 +394,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 		Cwd:    "/",
 		Mounts: []runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}},
 	}
-	if err := h.rt.Run(ctx, rspec); err != nil {
+	if err := rt.Run(ctx, rspec); err != nil {
 		return false, fmt.Errorf("host: runtime: %w", err)
 	}
 	return false, nil
@@ -355,13 +406,14 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 // keeps the disk image and the network endpoint, so the next start gets
 // the same disk and address.
 func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
-	st, err := h.rt.State(ctx, id)
+	rt := h.runtimeOf(ctx, id)
+	st, err := rt.State(ctx, id)
 	if err == nil && keepMemory {
 		switch st.Status {
 		case runtime.StatusPaused:
 			return true, nil
 		case runtime.StatusRunning:
-			if err := h.rt.Pause(ctx, id); err == nil {
+			if err := rt.Pause(ctx, id); err == nil {
 				return true, nil
 			} else {
 				h.log.Warn("freeze failed; stopping disk-only", "sandbox", id, "err", err)
@@ -372,7 +424,7 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	p := h.paths(id)
-	if err := errors.Join(h.rt.Delete(ctx, id), disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
+	if err := errors.Join(rt.Delete(ctx, id), disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	return false, nil
@@ -380,7 +432,8 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 
 // Frozen implements controlplane.Host.
 func (h *Host) Frozen(ctx context.Context, id string) bool {
-	st, err := h.rt.State(ctx, id)
+	rt := h.runtimeOf(ctx, id)
+	st, err := rt.State(ctx, id)
 	return err == nil && st.Status == runtime.StatusPaused
 }
 
@@ -390,7 +443,8 @@ func (h *Host) agentClient(addr, token string) *agentclient.Client {
 
 // Running implements controlplane.Host.
 func (h *Host) Running(ctx context.Context, id string) bool {
-	st, err := h.rt.State(ctx, id)
+	rt := h.runtimeOf(ctx, id)
+	st, err := rt.State(ctx, id)
 	if err != nil || st.Status != runtime.StatusRunning {
 		return false
 	}
@@ -410,7 +464,9 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 	}
 	p := h.paths(id)
 	var errs []error
-	errs = append(errs, h.rt.Delete(ctx, id))
+	for _, rt := range h.rts {
+		errs = append(errs, rt.Delete(ctx, id))
+	}
 	errs = append(errs, h.net.Detach(ctx, id))
 	errs = append(errs, disk.Unmount(ctx, p.rootfs))
 	errs = append(errs, h.pool.UnmountImage(ctx, p.diskMnt))
@@ -434,9 +490,11 @@ func (h *Host) Reset(ctx context.Context) error {
 	for _, e := range entries {
 		errs = append(errs, h.Destroy(ctx, e.Name()))
 	}
-	if cs, err := h.rt.List(ctx); err == nil {
-		for _, c := range cs {
-			errs = append(errs, h.rt.Delete(ctx, c.ID))
+	for _, rt := range h.rts {
+		if cs, err := rt.List(ctx); err == nil {
+			for _, c := range cs {
+				errs = append(errs, rt.Delete(ctx, c.ID))
+			}
 		}
 	}
 	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
@@ -542,7 +600,8 @@ func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 // limit below current usage) is refused by the kernel; the error wraps
 // sandbox.ErrConflict and nothing changes.
 func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
-	return h.rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit})
+	rt := h.runtimeOf(ctx, id)
+	return rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit})
 }
 
 // GrowDisk implements controlplane.Host: online when the sandbox's disk is
@@ -558,7 +617,8 @@ func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error {
 // Metrics implements controlplane.Host: live figures from the sandbox's
 // cgroup (CPU over a 100 ms window), its disk and its host-side veth.
 func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, error) {
-	s1, err := h.rt.Stats(ctx, id)
+	rt := h.runtimeOf(ctx, id)
+	s1, err := rt.Stats(ctx, id)
 	if err != nil {
 		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
 	}
@@ -568,7 +628,7 @@ func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, er
 	case <-ctx.Done():
 		return controlplane.Metrics{}, ctx.Err()
 	}
-	s2, err := h.rt.Stats(ctx, id)
+	s2, err := rt.Stats(ctx, id)
 	if err != nil {
 		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
 	}

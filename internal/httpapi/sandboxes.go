@@ -27,6 +27,7 @@ type createBody struct {
 	ParentID        string                `json:"parent_id"`
 	AutoResume      *bool                 `json:"auto_resume"`
 	Secrets         map[string]secretBody `json:"secrets"`
+	Runtime         string                `json:"runtime"`
 	Type            string                `json:"type"`
 	AutoStopMinutes *int                  `json:"auto_stop_minutes"`
 	AutoArchiveDays *int                  `json:"auto_archive_days"`
@@ -82,7 +83,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
-		ParentID: b.ParentID}
+		ParentID: b.ParentID, Runtime: b.Runtime}
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}

@@ -22,6 +22,7 @@ type sandboxView struct {
 	SecretNames       []string          `json:"secret_names"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
+	Runtime           string            `json:"runtime"`
 	ParentID          *string           `json:"parent_id"`
 	AutoResume        bool              `json:"auto_resume"`
 	Reason            string            `json:"reason,omitempty"`
@@ -56,6 +57,10 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		v.ParentID = &sb.ParentID
 	}
 	v.AutoResume = !sb.NoAutoResume
+	v.Runtime = sb.Runtime
+	if v.Runtime == "" {
+		v.Runtime = "runc"
+	}
 	if sb.TemplateVersionID != "" {
 		v.TemplateVersionID = &sb.TemplateVersionID
 	}

@@ -90,6 +90,8 @@ type Sandbox struct {
 	// Secrets are sealed at rest and never returned; inside the sandbox
 	// each appears only as its Placeholder in the environment.
 	Secrets map[string]Secret `json:"-"`
+	// Runtime is the sandbox's runtime class (runc, gvisor).
+	Runtime string `json:"runtime,omitempty"`
 	// APIToken is the sandbox-scoped token (sealed) its processes get as
 	// PT_TOKEN.
 	APIToken string `json:"-"`

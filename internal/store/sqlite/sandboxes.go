@@ -358,6 +358,7 @@ type lifecycle struct {
 	Live           *sandbox.LiveHeadroom     `json:"live,omitempty"`
 	Secrets        map[string]sandbox.Secret `json:"secrets,omitempty"`
 	APIToken       string                    `json:"api_token,omitempty"`
+	Runtime        string                    `json:"runtime,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
@@ -365,6 +366,7 @@ func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
+		Runtime: sb.Runtime,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -380,6 +382,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
 	sb.NoAutoResume, sb.Live, sb.Secrets, sb.APIToken = lc.NoAutoResume, lc.Live, lc.Secrets, lc.APIToken
+	sb.Runtime = lc.Runtime
 	return nil
 }
 
