@@ -70,7 +70,11 @@ func (c *sandboxLifecycle) Run(ctx context.Context, args []string) error {
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 		opts = append(opts, waitFor(target, timeout), platinum.OnStateChange(func(sb *platinum.Sandbox) {
-			fmt.Fprintf(c.app.stderr, "sandbox %s: %s\n", id, progressState(sb.State))
+			line := progressState(sb.State)
+			if pct := sb.Progress.Percent(); pct >= 0 {
+				line += fmt.Sprintf(" %s %d%% (%d of %d MB)", sb.Progress.Op, pct, sb.Progress.DoneBytes>>20, sb.Progress.TotalBytes>>20)
+			}
+			fmt.Fprintf(c.app.stderr, "sandbox %s: %s\n", id, line)
 		}))
 	}
 	sb, err := c.call(cl)(wctx, id, opts...)

@@ -78,8 +78,10 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 	}
 	start := time.Now()
 	lastLog := start
+	defer s.setProgress(id, nil)
 	res, err := archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, path, archive.Options{
 		Progress: func(done, total int64) {
+			s.setProgress(id, &sandbox.Progress{Op: "archive", DoneBytes: done, TotalBytes: total})
 			if time.Since(lastLog) > time.Second {
 				lastLog = time.Now()
 				log.Info("archiving", "done_bytes", done, "total_bytes", total)
@@ -129,7 +131,12 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 	err = fmt.Errorf("no archive recorded")
 	if ref := sb.Archive; ref != nil && s.cfg.Objects != nil {
 		start := time.Now()
-		_, err = archive.Restore(ctx, s.cfg.Objects, ref.Bucket, ref.ManifestKey, s.host.DiskImagePath(id), archive.RestoreOptions{})
+		_, err = archive.Restore(ctx, s.cfg.Objects, ref.Bucket, ref.ManifestKey, s.host.DiskImagePath(id), archive.RestoreOptions{
+			Progress: func(done, total int64) {
+				s.setProgress(id, &sandbox.Progress{Op: "restore", DoneBytes: done, TotalBytes: total})
+			},
+		})
+		s.setProgress(id, nil)
 		if err == nil {
 			log.Info("sandbox disk restored from archive", "bytes", ref.SizeBytes, "took", time.Since(start))
 		}
@@ -153,3 +160,14 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 }
 
 func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+
+// setProgress records (or, with nil, clears) a long operation's progress.
+func (s *Service) setProgress(id string, p *sandbox.Progress) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if p == nil {
+		delete(s.progress, id)
+	} else {
+		s.progress[id] = *p
+	}
+}

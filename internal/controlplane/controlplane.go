@@ -13,6 +13,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/objstore"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -190,6 +191,10 @@ type Service struct {
 	activityMu sync.Mutex
 	activity   map[string]time.Time
 
+	// progress holds long operations' progress by sandbox, for reads.
+	progressMu sync.Mutex
+	progress   map[string]sandbox.Progress
+
 	// lastChunkGC is only touched by the timer loop.
 	lastChunkGC time.Time
 }
@@ -207,6 +212,7 @@ func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 		cancel:   cancel,
 		agents:   map[string]*agentclient.Client{},
 		activity: map[string]time.Time{},
+		progress: map[string]sandbox.Progress{},
 	}
 	s.tpl = newTemplates(s)
 	return s

@@ -595,3 +595,17 @@ func TestDiskAutogrow(t *testing.T) {
 	}
 }
 func (f *fakeHost) Classes() []string { return []string{"runc", "gvisor"} }
+
+func TestProgressShownOnReads(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	s.setProgress(sb.ID, &sandbox.Progress{Op: "archive", DoneBytes: 5, TotalBytes: 10})
+	got, _ := s.Get(context.Background(), org, sb.ID, false)
+	if got.Progress == nil || got.Progress.DoneBytes != 5 {
+		t.Fatalf("progress = %+v", got.Progress)
+	}
+	s.setProgress(sb.ID, nil)
+	if got, _ := s.Get(context.Background(), org, sb.ID, false); got.Progress != nil {
+		t.Errorf("cleared progress still shown: %+v", got.Progress)
+	}
+}

@@ -270,6 +270,11 @@ func (s *Service) Get(ctx context.Context, p Principal, id string, includeDelete
 		// A sandbox's token reaches only that sandbox's children.
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
+	s.progressMu.Lock()
+	if pr, ok := s.progress[id]; ok {
+		sb.Progress = &pr
+	}
+	s.progressMu.Unlock()
 	return sb, nil
 }
 

@@ -40,6 +40,8 @@ type sandboxView struct {
 	Restore      *string `json:"restore,omitempty"`
 	RAMRestored  *bool   `json:"ram_restored,omitempty"`
 	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
+	// Progress shows how far an archive or restore got.
+	Progress *sandbox.Progress `json:"progress,omitempty"`
 }
 
 func viewSandbox(sb sandbox.Sandbox) sandboxView {
@@ -57,6 +59,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		v.ParentID = &sb.ParentID
 	}
 	v.AutoResume = !sb.NoAutoResume
+	v.Progress = sb.Progress
 	v.Runtime = sb.Runtime
 	if v.Runtime == "" {
 		v.Runtime = "runc"

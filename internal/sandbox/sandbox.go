@@ -90,6 +90,9 @@ type Sandbox struct {
 	// Secrets are sealed at rest and never returned; inside the sandbox
 	// each appears only as its Placeholder in the environment.
 	Secrets map[string]Secret `json:"-"`
+	// Progress is how far a long operation (archive, restore) got; it
+	// lives in memory only and is filled in by reads.
+	Progress *Progress `json:"-"`
 	// Runtime is the sandbox's runtime class (runc, gvisor).
 	Runtime string `json:"runtime,omitempty"`
 	// APIToken is the sandbox-scoped token (sealed) its processes get as
@@ -226,4 +229,11 @@ type Secret struct {
 	Placeholder string `json:"placeholder"`
 	// Hosts the value may be sent to; empty means any host.
 	Hosts []string `json:"hosts,omitempty"`
+}
+
+// Progress is the progress of a long operation on a sandbox.
+type Progress struct {
+	Op         string `json:"op"`
+	DoneBytes  int64  `json:"done_bytes"`
+	TotalBytes int64  `json:"total_bytes"`
 }

@@ -211,12 +211,15 @@ func (s *SandboxesService) lifecycle(ctx context.Context, id, verb string, targe
 }
 
 // watcher returns the function waits call with every record read: it
-// passes state changes on to OnStateChange's fn.
+// passes state changes, and progress of an archive or restore, on to
+// OnStateChange's fn.
 func (o *lifecycleOptions) watcher() func(*Sandbox) {
 	var last State
+	var lastPct int64 = -1
 	return func(sb *Sandbox) {
-		if o.onState != nil && sb.State != last {
-			last = sb.State
+		pct := sb.Progress.Percent()
+		if o.onState != nil && (sb.State != last || pct != lastPct) {
+			last, lastPct = sb.State, pct
 			o.onState(sb)
 		}
 	}

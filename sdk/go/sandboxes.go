@@ -32,6 +32,8 @@ const (
 // Sandbox is one sandbox as the API shows it. Environment values are never
 // returned by the API, only their names (EnvKeys).
 type Sandbox struct {
+	// Progress shows how far an archive or restore got (nil otherwise).
+	Progress          *Progress         `json:"progress,omitempty"`
 	ID                string            `json:"id"`
 	Name              string            `json:"name,omitempty"`
 	State             State             `json:"state"`
@@ -401,4 +403,19 @@ func hopeless(got, want State) bool {
 		return true
 	}
 	return false
+}
+
+// Progress is how far a long operation on a sandbox got.
+type Progress struct {
+	Op         string `json:"op"`
+	DoneBytes  int64  `json:"done_bytes"`
+	TotalBytes int64  `json:"total_bytes"`
+}
+
+// Percent is the progress in whole percent, or -1 when there is none.
+func (p *Progress) Percent() int64 {
+	if p == nil || p.TotalBytes <= 0 {
+		return -1
+	}
+	return 100 * p.DoneBytes / p.TotalBytes
 }

@@ -79,9 +79,12 @@ func TestArchiveRoundTrip(t *testing.T) {
 	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
-	r := c.do("POST", "/v1/sandboxes/"+id+"/archive?wait_for_state=archived&wait_timeout_ms=120000", nil)
-	if r.Status != 200 || r.JSON()["state"] != "archived" {
-		t.Fatalf("archive: %d %s", r.Status, r.Body)
+	// Through the CLI, as a user would: it waits and shows progress.
+	if _, errOut, code := pt(t, nil, "sandbox", "archive", id, "--wait", "--timeout", "2m"); code != 0 || !strings.Contains(errOut, "archived") {
+		t.Fatalf("pt sandbox archive --wait: %d %s", code, errOut)
+	}
+	if r := c.do("GET", "/v1/sandboxes/"+id, nil); r.JSON()["state"] != "archived" {
+		t.Fatalf("after archive: %s", r.Body)
 	}
 	img := filepath.Join(env.dataDir, "disks", "pool", "images", id+".img")
 	if _, err := os.Stat(img); !os.IsNotExist(err) {
@@ -90,7 +93,7 @@ func TestArchiveRoundTrip(t *testing.T) {
 	if r := c.do("POST", "/v1/sandboxes/"+id+"/archive", nil); r.Status != 200 || r.JSON()["state"] != "archived" {
 		t.Errorf("archive again: %d %s", r.Status, r.Body)
 	}
-	r = c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running&wait_timeout_ms=120000", nil)
+	r := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running&wait_timeout_ms=120000", nil)
 	if r.Status != 200 || r.JSON()["state"] != "running" || r.JSON()["restore"] != "disk_only" {
 		t.Fatalf("start from archive: %d %s", r.Status, r.Body)
 	}
