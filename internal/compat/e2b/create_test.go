@@ -29,6 +29,7 @@ type brokenHost struct {
 
 func (brokenHost) ID() string          { return "host_e2btest" }
 func (brokenHost) Templates() []string { return []string{"busybox"} }
+func (brokenHost) Classes() []string   { return []string{"runc"} }
 func (brokenHost) BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
 	return "/nonexistent/rootfs", 1, nil
 }
