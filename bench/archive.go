@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/archive"
+	"github.com/platinum-dev/platinum/internal/benchkit"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 )
 
@@ -76,12 +77,12 @@ func archiveBench(runs int) error {
 		os.Remove(filepath.Join(dir, "disk.zst"))
 	}
 	mbps := func(ds []time.Duration) string {
-		p := percentiles(ds)
-		return fmt.Sprintf("p50 %7.0f MB/s (%s)", float64(size)/1e6/p[0].Seconds(), ms(p[0]))
+		p := benchkit.Percentiles(ds)
+		return fmt.Sprintf("p50 %7.0f MB/s (%s)", float64(size)/1e6/p[0].Seconds(), benchkit.MS(p[0]))
 	}
 	fmt.Printf("%-40s n=%-4d %s\n", "archive 1 GiB disk, 500 MiB data", runs, mbps(arch))
 	fmt.Printf("%-40s n=%-4d %s\n", "unarchive (restore) of the same", runs, mbps(unarch))
 	fmt.Printf("%-40s n=%-4d %s   archive/zstd time ratio %.2fx\n", "plain zstd -1 of the same bytes", runs, mbps(zstd),
-		float64(percentiles(arch)[0])/float64(percentiles(zstd)[0]))
+		float64(benchkit.Percentiles(arch)[0])/float64(benchkit.Percentiles(zstd)[0]))
 	return nil
 }

@@ -8,18 +8,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/benchkit"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
@@ -54,55 +51,55 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	c := &client{url: d.URL, token: d.Token}
+	c := &benchkit.Client{URL: d.URL, Token: d.Token}
 	fmt.Printf("Platinum bench: %d runs each, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
 
 	base, err := runcBaseline(*n)
 	if err != nil {
 		return fmt.Errorf("runc baseline: %w", err)
 	}
-	report("raw runc run -d (busybox bundle)", base.run, nil)
-	report("raw runc exec true", base.exec, nil)
+	benchkit.Report("raw runc run -d (busybox bundle)", base.run, nil)
+	benchkit.Report("raw runc exec true", base.exec, nil)
 
 	for _, tpl := range strings.Split(*tpls, ",") {
-		if err := c.ensureTemplate(tpl); err != nil {
+		if err := c.EnsureTemplate(tpl); err != nil {
 			return err
 		}
 		var create, del []time.Duration
 		for i := 0; i < *n; i++ {
 			t0 := time.Now()
-			id, err := c.create(tpl)
+			id, err := c.Create(tpl)
 			if err != nil {
 				return err
 			}
-			if _, err := c.exec(id, []string{"true"}); err != nil {
+			if _, err := c.Exec(id, []string{"true"}); err != nil {
 				return err
 			}
 			create = append(create, time.Since(t0))
 			t1 := time.Now()
-			if err := c.delete(id); err != nil {
+			if err := c.Delete(id); err != nil {
 				return err
 			}
 			del = append(del, time.Since(t1))
-			c.waitGone(id)
+			c.WaitGone(id)
 		}
-		report("create → first exec ("+tpl+")", create, base.run)
-		report("delete API call ("+tpl+")", del, nil)
+		benchkit.Report("create → first exec ("+tpl+")", create, base.run)
+		benchkit.Report("delete API call ("+tpl+")", del, nil)
 	}
 
-	id, err := c.create("busybox")
+	id, err := c.Create("busybox")
 	if err != nil {
 		return err
 	}
 	var execs []time.Duration
 	for i := 0; i < *n*4; i++ {
 		t0 := time.Now()
-		if _, err := c.exec(id, []string{"true"}); err != nil {
+		if _, err := c.Exec(id, []string{"true"}); err != nil {
 			return err
 		}
 		execs = append(execs, time.Since(t0))
 	}
-	report("API exec round trip of true", execs, base.exec)
+	benchkit.Report("API exec round trip of true", execs, base.exec)
 
 	// stop → start: warm (frozen in RAM, processes intact) and disk-only
 	// (cold boot from the same disk), each timed from the start call to
@@ -112,42 +109,22 @@ func run() error {
 	} {
 		var starts []time.Duration
 		for i := 0; i < *n; i++ {
-			if st, b, err := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped"+mode.query, nil); err != nil || st != 200 {
+			if st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped"+mode.query, nil); err != nil || st != 200 {
 				return fmt.Errorf("stop: %d %s %v", st, b, err)
 			}
 			t0 := time.Now()
-			st, b, err := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
+			st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
 			if err != nil || st != 200 || !bytes.Contains(b, []byte(`"restore":"`+mode.restore+`"`)) {
 				return fmt.Errorf("start: %d %s %v", st, b, err)
 			}
-			if _, err := c.exec(id, []string{"true"}); err != nil {
+			if _, err := c.Exec(id, []string{"true"}); err != nil {
 				return err
 			}
 			starts = append(starts, time.Since(t0))
 		}
-		report("stop → start → first exec ("+mode.name+")", starts, base.run)
+		benchkit.Report("stop → start → first exec ("+mode.name+")", starts, base.run)
 	}
-	return c.delete(id)
-}
-
-// report prints percentiles and, with a baseline, the p50 ratio.
-func report(name string, ds []time.Duration, baseline []time.Duration) {
-	p := percentiles(ds)
-	line := fmt.Sprintf("%-40s n=%-4d p50 %8s  p95 %8s  p99 %8s", name, len(ds), ms(p[0]), ms(p[1]), ms(p[2]))
-	if baseline != nil {
-		b := percentiles(baseline)
-		line += fmt.Sprintf("   p50 ratio vs baseline %.2fx", float64(p[0])/float64(b[0]))
-	}
-	fmt.Println(line)
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
-
-func percentiles(ds []time.Duration) [3]time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return [3]time.Duration{at(0.50), at(0.95), at(0.99)}
+	return c.Delete(id)
 }
 
 type baseline struct{ run, exec []time.Duration }
@@ -199,81 +176,4 @@ func runcBaseline(n int) (baseline, error) {
 		rt.Delete(context.Background(), id)
 	}
 	return b, nil
-}
-
-// client is a minimal REST client (the SDK is measured by its own tests).
-type client struct{ url, token string }
-
-func (c *client) do(method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, c.url+path, rd)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-func (c *client) create(tpl string) (string, error) {
-	st, b, err := c.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
-	if err != nil || st != 201 {
-		return "", fmt.Errorf("create %s: %d %s %v", tpl, st, b, err)
-	}
-	var m struct{ ID, State string }
-	json.Unmarshal(b, &m)
-	if m.State != "running" {
-		return "", fmt.Errorf("create %s: %s", tpl, b)
-	}
-	return m.ID, nil
-}
-
-func (c *client) exec(id string, argv []string) (string, error) {
-	st, b, err := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": argv})
-	if err != nil || st != 200 {
-		return "", fmt.Errorf("exec: %d %s %v", st, b, err)
-	}
-	return string(b), nil
-}
-
-func (c *client) delete(id string) error {
-	st, b, err := c.do("DELETE", "/v1/sandboxes/"+id, nil)
-	if err != nil || st != 202 {
-		return fmt.Errorf("delete: %d %s %v", st, b, err)
-	}
-	return nil
-}
-
-// waitGone waits until teardown finished, so runs do not overlap.
-func (c *client) waitGone(id string) {
-	for i := 0; i < 1000; i++ {
-		_, b, _ := c.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
-		if bytes.Contains(b, []byte(`"state":"deleted"`)) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func (c *client) ensureTemplate(slug string) error {
-	for i := 0; i < 1800; i++ {
-		_, b, err := c.do("GET", "/v1/templates/"+slug, nil)
-		if err != nil {
-			return err
-		}
-		switch {
-		case bytes.Contains(b, []byte(`"status":"ready"`)):
-			return nil
-		case bytes.Contains(b, []byte(`"status":"not_built"`)), bytes.Contains(b, []byte(`"status":"failed"`)):
-			c.do("POST", "/v1/templates/"+slug+"/build", nil)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	return fmt.Errorf("template %s never became ready", slug)
 }

@@ -11,14 +11,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/benchkit"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
@@ -46,7 +44,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	c := &client{url: d.URL, token: d.Token}
+	c := &runner{benchkit.Client{URL: d.URL, Token: d.Token}}
 	if _, err := c.loop(1, *tpl, []string{"true"}); err != nil { // builds the template
 		return err
 	}
@@ -89,15 +87,15 @@ func run() error {
 		}
 		sdk.CreateRun, sdk.Create, sdk.Kill = append(sdk.CreateRun, part.CreateRun...), append(sdk.Create, part.Create...), append(sdk.Kill, part.Kill...)
 	}
-	report("native create → exec true", native.createRun, nil)
-	report("native create → exec bash -l -c true", nativeBash.createRun, nil)
-	report("SDK create → commands.run(\"true\")", millis(sdk.CreateRun), native.createRun)
+	benchkit.Report("native create → exec true", native.createRun, nil)
+	benchkit.Report("native create → exec bash -l -c true", nativeBash.createRun, nil)
+	benchkit.Report("SDK create → commands.run(\"true\")", millis(sdk.CreateRun), native.createRun)
 	fmt.Printf("%-42s (the SDK runs every command as /bin/bash -l -c; vs the bash line: %.2fx)\n", "",
-		ratio(millis(sdk.CreateRun), nativeBash.createRun))
-	report("native create alone (wait_for_state)", native.create, nil)
-	report("SDK create alone (POST /v2/sandboxes)", millis(sdk.Create), native.create)
-	report("native delete (202)", native.kill, nil)
-	report("SDK kill (204)", millis(sdk.Kill), native.kill)
+		benchkit.Ratio(millis(sdk.CreateRun), nativeBash.createRun))
+	benchkit.Report("native create alone (wait_for_state)", native.create, nil)
+	benchkit.Report("SDK create alone (POST /v2/sandboxes)", millis(sdk.Create), native.create)
+	benchkit.Report("native delete (202)", native.kill, nil)
+	benchkit.Report("SDK kill (204)", millis(sdk.Kill), native.kill)
 	return nil
 }
 
@@ -109,62 +107,35 @@ func (t *times) add(o times) {
 
 // loop creates, runs argv, deletes; it waits (untimed) for each teardown
 // so runs never overlap one, as bench.mjs does.
-func (c *client) loop(n int, tpl string, argv []string) (times, error) {
+func (c *runner) loop(n int, tpl string, argv []string) (times, error) {
 	var t times
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		st, b, err := c.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl})
+		st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl})
 		if err != nil || st != 201 {
 			return t, fmt.Errorf("create: %d %s %v", st, b, err)
 		}
 		tc := time.Now()
 		var sb struct{ ID string }
 		json.Unmarshal(b, &sb)
-		if st, b, err := c.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", map[string]any{"cmd": argv}); err != nil || st != 200 || !bytes.Contains(b, []byte(`"exit_code":0`)) {
+		if st, b, err := c.Do("POST", "/v1/sandboxes/"+sb.ID+"/exec", map[string]any{"cmd": argv}); err != nil || st != 200 || !bytes.Contains(b, []byte(`"exit_code":0`)) {
 			return t, fmt.Errorf("exec: %d %s %v", st, b, err)
 		}
 		t1 := time.Now()
-		if st, b, err := c.do("DELETE", "/v1/sandboxes/"+sb.ID, nil); err != nil || st != 202 {
+		if st, b, err := c.Do("DELETE", "/v1/sandboxes/"+sb.ID, nil); err != nil || st != 202 {
 			return t, fmt.Errorf("delete: %d %s %v", st, b, err)
 		}
 		t2 := time.Now()
 		t.createRun, t.create, t.kill = append(t.createRun, t1.Sub(t0)), append(t.create, tc.Sub(t0)), append(t.kill, t2.Sub(t1))
-		if err := c.waitGone(sb.ID); err != nil {
+		if err := c.WaitGone(sb.ID); err != nil {
 			return t, err
 		}
 	}
 	return t, nil
 }
 
-type client struct{ url, token string }
-
-func (c *client) do(method, path string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, c.url+path, rd)
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
-func (c *client) waitGone(id string) error {
-	for i := 0; i < 2000; i++ {
-		_, b, _ := c.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
-		if bytes.Contains(b, []byte(`"state":"deleted"`)) {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return fmt.Errorf("sandbox %s was not torn down", id)
-}
+// runner runs the native loop.
+type runner struct{ benchkit.Client }
 
 func millis(ms []float64) []time.Duration {
 	out := make([]time.Duration, len(ms))
@@ -173,28 +144,3 @@ func millis(ms []float64) []time.Duration {
 	}
 	return out
 }
-
-func percentiles(ds []time.Duration) [3]time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	at := func(p float64) time.Duration {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return [3]time.Duration{at(.50), at(.95), at(.99)}
-}
-
-func ratio(a, b []time.Duration) float64 {
-	return float64(percentiles(a)[0]) / float64(percentiles(b)[0])
-}
-
-func report(name string, ds, baseline []time.Duration) {
-	p := percentiles(ds)
-	line := fmt.Sprintf("%-42s p50 %7.2fms  p95 %7.2fms  p99 %7.2fms", name, ms(p[0]), ms(p[1]), ms(p[2]))
-	if baseline != nil {
-		line += fmt.Sprintf("  (%.2fx native p50)", ratio(ds, baseline))
-	}
-	fmt.Println(line)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

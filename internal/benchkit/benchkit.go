@@ -1,0 +1,130 @@
+// Package benchkit is what the benchmark programs under bench/ share: a
+// minimal REST client for a ptd they started, and percentile reporting.
+// Benchmarks print numbers; they never assert on them.
+package benchkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+)
+
+// Percentiles returns p50, p95 and p99 (nearest rank).
+func Percentiles(ds []time.Duration) [3]time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	at := func(p float64) time.Duration {
+		i := int(p*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	return [3]time.Duration{at(.50), at(.95), at(.99)}
+}
+
+// Ratio is a's p50 over b's.
+func Ratio(a, b []time.Duration) float64 {
+	return float64(Percentiles(a)[0]) / float64(Percentiles(b)[0])
+}
+
+// MS renders a duration in milliseconds with two decimals.
+func MS(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// Report prints one line of percentiles and, with a baseline measured in
+// the same run, the p50 ratio against it.
+func Report(name string, ds, baseline []time.Duration) {
+	p := Percentiles(ds)
+	line := fmt.Sprintf("%-42s n=%-4d p50 %9s  p95 %9s  p99 %9s", name, len(ds), MS(p[0]), MS(p[1]), MS(p[2]))
+	if baseline != nil {
+		line += fmt.Sprintf("   p50 ratio vs baseline %.2fx", Ratio(ds, baseline))
+	}
+	fmt.Println(line)
+}
+
+// Client is a minimal REST client (the SDK is measured by its own tests).
+type Client struct{ URL, Token string }
+
+// Do sends one request and returns the status and body.
+func (c *Client) Do(method, path string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.URL+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// Create makes a running sandbox of tpl and returns its ID.
+func (c *Client) Create(tpl string) (string, error) {
+	st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
+	if err != nil || st != 201 {
+		return "", fmt.Errorf("create %s: %d %s %v", tpl, st, b, err)
+	}
+	var m struct{ ID, State string }
+	json.Unmarshal(b, &m)
+	if m.State != "running" {
+		return "", fmt.Errorf("create %s: %s", tpl, b)
+	}
+	return m.ID, nil
+}
+
+// Exec runs argv in the sandbox and returns the raw answer.
+func (c *Client) Exec(id string, argv []string) (string, error) {
+	st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": argv})
+	if err != nil || st != 200 {
+		return "", fmt.Errorf("exec: %d %s %v", st, b, err)
+	}
+	return string(b), nil
+}
+
+// Delete asks for the sandbox's deletion (teardown is asynchronous).
+func (c *Client) Delete(id string) error {
+	st, b, err := c.Do("DELETE", "/v1/sandboxes/"+id, nil)
+	if err != nil || st != 202 {
+		return fmt.Errorf("delete: %d %s %v", st, b, err)
+	}
+	return nil
+}
+
+// WaitGone waits until teardown finished, so runs do not overlap.
+func (c *Client) WaitGone(id string) error {
+	for i := 0; i < 2000; i++ {
+		_, b, _ := c.Do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
+		if bytes.Contains(b, []byte(`"state":"deleted"`)) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("sandbox %s was not torn down", id)
+}
+
+// EnsureTemplate builds slug if it has no ready version and waits.
+func (c *Client) EnsureTemplate(slug string) error {
+	for i := 0; i < 1800; i++ {
+		_, b, err := c.Do("GET", "/v1/templates/"+slug, nil)
+		if err != nil {
+			return err
+		}
+		switch {
+		case bytes.Contains(b, []byte(`"status":"ready"`)):
+			return nil
+		case bytes.Contains(b, []byte(`"status":"not_built"`)), bytes.Contains(b, []byte(`"status":"failed"`)):
+			c.Do("POST", "/v1/templates/"+slug+"/build", nil)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("template %s never became ready", slug)
+}
