@@ -15,6 +15,7 @@ have losetup     || need+=(mount)
 [ -x /bin/busybox ] || need+=(busybox-static)
 have zstd        || need+=(zstd)
 have curl        || need+=(curl)
+have lxcfs       || need+=(lxcfs)
 if [ "${PT_SETUP_TESTS:-0}" = 1 ]; then
   have node || need+=(nodejs)
   have npm  || need+=(npm)
@@ -71,6 +72,16 @@ if ! criu_ok; then
     echo "setup: installing criu $cand" >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "criu=$cand" >/dev/null
   fi
+fi
+
+# LXCFS serves per-cgroup /proc/meminfo, /proc/cpuinfo, … that ptd binds into
+# runc sandboxes, so they see their own size. No systemd here: start it.
+if [ ! -e /var/lib/lxcfs/proc/meminfo ]; then
+  mkdir -p /var/lib/lxcfs
+  [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
+  setsid lxcfs /var/lib/lxcfs >/var/log/lxcfs.log 2>&1 </dev/null &
+  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e /var/lib/lxcfs/proc/meminfo ] && break; sleep 0.3; done
+  [ -e /var/lib/lxcfs/proc/meminfo ] || echo "setup: lxcfs did not start (see /var/log/lxcfs.log); sandboxes will see the host's /proc/meminfo" >&2
 fi
 
 # Loop devices are created on demand; make sure the control device exists.

@@ -9,15 +9,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -383,7 +386,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 		ID: spec.ID, BundleDir: p.bundle, RootFS: p.rootfs, Hostname: spec.ID,
 		NetNSPath: ep.NetNSPath, CgroupPath: h.cfg.CgroupParent + "/" + spec.ID,
 		Resources: runtime.Resources{
-			CPU: spec.CPU, MemoryBytes: int64(spec.RAMMB) << 20, Pids: h.cfg.PidsLimit,
+			CPU: spec.CPU, MemoryBytes: int64(spec.RAMMB) << 20, Pids: h.cfg.PidsLimit, CPUs: cpuset(spec.ID, spec.CPU),
 		},
 		Args: []string{agentPath},
 		Env: []string{
@@ -392,7 +395,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 			"PT_AGENT_ADDR=:" + strconv.Itoa(controlplane.AgentPort),
 		},
 		Cwd:    "/",
-		Mounts: []runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}},
+		Mounts: append([]runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}}, lxcfsMounts(class)...),
 	}
 	if err := rt.Run(ctx, rspec); err != nil {
 		return false, fmt.Errorf("host: runtime: %w", err)
@@ -601,7 +604,7 @@ func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 // sandbox.ErrConflict and nothing changes.
 func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
 	rt := h.runtimeOf(ctx, id)
-	return rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit})
+	return rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit, CPUs: cpuset(id, cpu)})
 }
 
 // GrowDisk implements controlplane.Host: online when the sandbox's disk is
@@ -654,3 +657,51 @@ func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, er
 
 // Gateway is the host's address on the sandbox bridge.
 func (h *Host) Gateway() netip.Addr { return h.net.Gateway() }
+
+// cpuset picks the cores a sandbox may run on: as many as its whole CPUs
+// (at most the host's), starting at a core derived from its ID so
+// sandboxes spread over the host. It is what makes nproc inside show the
+// sandbox's size.
+func cpuset(id string, cpu float64) string {
+	cores := goruntime.NumCPU()
+	n := min(max(int(math.Ceil(cpu)), 1), cores)
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	start := int(h.Sum32() % uint32(cores))
+	picked := make([]int, 0, n)
+	for i := 0; i < n; i++ {
+		picked = append(picked, (start+i)%cores)
+	}
+	sort.Ints(picked)
+	parts := make([]string, len(picked))
+	for i, c := range picked {
+		parts[i] = strconv.Itoa(c)
+	}
+	return strings.Join(parts, ",")
+}
+
+// lxcfsDir is where LXCFS serves per-cgroup /proc files (scripts/setup.sh
+// starts it; Debian's lxcfs package).
+const lxcfsDir = "/var/lib/lxcfs"
+
+// lxcfsMounts binds LXCFS's /proc files over the sandbox's, so
+// /proc/meminfo, /proc/cpuinfo, /proc/stat and uptime show the sandbox's
+// own size and usage. Without LXCFS running, sandboxes see the host's
+// figures (and the resize answer says what the cgroup grants). gVisor
+// virtualises /proc itself.
+func lxcfsMounts(class string) []runtime.Mount {
+	if class == ClassGVisor {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo")); err != nil {
+		return nil
+	}
+	var ms []runtime.Mount
+	for _, f := range []string{"cpuinfo", "meminfo", "stat", "uptime", "loadavg", "diskstats", "swaps"} {
+		src := filepath.Join(lxcfsDir, "proc", f)
+		if _, err := os.Stat(src); err == nil {
+			ms = append(ms, runtime.Mount{Source: src, Destination: "/proc/" + f})
+		}
+	}
+	return ms
+}

@@ -22,6 +22,9 @@ type Resources struct {
 	MemoryBytes int64
 	// Pids limits the number of tasks (fork bombs stop here).
 	Pids int64
+	// CPUs, when set, is the cpuset the sandbox may run on (e.g. "0-1"):
+	// it makes nproc inside show the sandbox's size, not the host's.
+	CPUs string
 }
 
 // Mount is an extra bind mount into the container.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,16 @@ func memLimit(t *testing.T, c *client, id string) int64 {
 	return n
 }
 
+func memTotalKB(t *testing.T, c *client, id string) int64 {
+	t.Helper()
+	f := strings.Fields(c.mustSh(id, "grep MemTotal /proc/meminfo"))
+	if len(f) < 2 {
+		t.Fatalf("no MemTotal in /proc/meminfo")
+	}
+	n, _ := strconv.ParseInt(f[1], 10, 64)
+	return n
+}
+
 func diskKB(t *testing.T, c *client, id string) int64 {
 	t.Helper()
 	f := strings.Fields(strings.Split(strings.TrimSpace(c.mustSh(id, "df -k / | tail -1")), "\n")[0])
@@ -30,6 +41,13 @@ func TestResize(t *testing.T) {
 	if got := memLimit(t, c, id); got != 256<<20 {
 		t.Fatalf("boot memory limit %d", got)
 	}
+	// The sandbox sees its own size: nproc (cpuset) and /proc/meminfo (LXCFS).
+	if out := strings.TrimSpace(c.mustSh(id, "nproc")); out != "1" {
+		t.Errorf("nproc inside a 1-cpu sandbox = %s", out)
+	}
+	if kb := memTotalKB(t, c, id); kb != 256*1024 {
+		t.Errorf("MemTotal inside a 256 MB sandbox = %d kB", kb)
+	}
 	c.mustSh(id, "sleep 600 </dev/null >/dev/null 2>&1 &")
 	r := c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"cpu": 2, "ram_mb": 512})
 	m := r.JSON()
@@ -41,6 +59,12 @@ func TestResize(t *testing.T) {
 	}
 	if got := memLimit(t, c, id); got != 512<<20 {
 		t.Errorf("memory limit after resize %d", got)
+	}
+	if out := strings.TrimSpace(c.mustSh(id, "nproc")); out != strconv.Itoa(min(2, runtime.NumCPU())) {
+		t.Errorf("nproc after resize to 2 cpus = %s", out)
+	}
+	if kb := memTotalKB(t, c, id); kb != 512*1024 {
+		t.Errorf("MemTotal after resize to 512 MB = %d kB", kb)
 	}
 	if out := c.mustSh(id, "pidof sleep"); strings.TrimSpace(out) == "" {
 		t.Error("processes did not survive a live resize")

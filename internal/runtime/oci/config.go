@@ -119,7 +119,7 @@ func resources(r runtime.Resources, pl platform) *ociResources {
 	}
 	if r.CPU > 0 {
 		q, p := cpuQuota(r.CPU), uint64(cpuPeriod)
-		out.CPU = &ociCPU{Quota: &q, Period: &p}
+		out.CPU = &ociCPU{Quota: &q, Period: &p, Cpus: r.CPUs}
 	}
 	if r.Pids > 0 {
 		out.Pids = &ociPids{Limit: r.Pids}

@@ -381,6 +381,9 @@ func (r *Runtime) Update(ctx context.Context, id string, res runtime.Resources) 
 		args = append(args, "--cpu-period", strconv.Itoa(cpuPeriod),
 			"--cpu-quota", strconv.FormatInt(cpuQuota(res.CPU), 10))
 	}
+	if res.CPUs != "" {
+		args = append(args, "--cpuset-cpus", res.CPUs)
+	}
 	if res.MemoryBytes > 0 {
 		m := strconv.FormatInt(res.MemoryBytes, 10)
 		args = append(args, "--memory", m, "--memory-swap", m)

@@ -110,6 +110,7 @@ type ociMemory struct {
 type ociCPU struct {
 	Quota  *int64  `json:"quota,omitempty"`
 	Period *uint64 `json:"period,omitempty"`
+	Cpus   string  `json:"cpus,omitempty"`
 }
 
 type ociPids struct {
