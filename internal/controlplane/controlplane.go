@@ -117,6 +117,12 @@ type Config struct {
 	// PlatformRecoveryRetention keeps the record (and its archive or
 	// backup) of a sandbox the platform deleted (seed 004: 90 days).
 	PlatformRecoveryRetention time.Duration
+	// TreeMaxSandboxes, TreeMaxCPU and TreeMaxRAMMB bound a tree of
+	// sandboxes (a top-level one and its descendants): children count
+	// against their ancestors' quotas. 0 disables a limit.
+	TreeMaxSandboxes int
+	TreeMaxCPU       float64
+	TreeMaxRAMMB     int
 	// DefaultRuntime is the runtime class of sandboxes that do not ask.
 	DefaultRuntime string
 	// PlanMaxCPU and PlanMaxRAMMB are the per-sandbox plan limits: the
@@ -160,6 +166,9 @@ func DefaultConfig() Config {
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,
 		DefaultRuntime:            "runc",
+		TreeMaxSandboxes:          50,
+		TreeMaxCPU:                64,
+		TreeMaxRAMMB:              128 * 1024,
 		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
 	}

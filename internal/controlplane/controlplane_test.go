@@ -609,3 +609,22 @@ func TestProgressShownOnReads(t *testing.T) {
 		t.Errorf("cleared progress still shown: %+v", got.Progress)
 	}
 }
+
+func TestTreeQuota(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	s.cfg.TreeMaxSandboxes, s.cfg.TreeMaxCPU = 3, 4
+	root := running(t, s, CreateRequest{Template: "busybox"})
+	child := running(t, s, CreateRequest{Template: "busybox", ParentID: root.ID})
+	// A grandchild counts against the root's tree too.
+	var qe *QuotaError
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: child.ID, CPU: ptr(3.0)}); !errors.As(err, &qe) || qe.Limit != "cpu" {
+		t.Fatalf("cpu over the tree limit: %v", err)
+	}
+	running(t, s, CreateRequest{Template: "busybox", ParentID: child.ID})
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: root.ID}); !errors.As(err, &qe) || qe.Limit != "sandboxes" {
+		t.Fatalf("count over the tree limit: %v", err)
+	}
+	// Top-level sandboxes are not in the tree.
+	running(t, s, CreateRequest{Template: "busybox"})
+}

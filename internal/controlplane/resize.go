@@ -132,7 +132,7 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 	if r.DiskGB != nil {
 		if *r.DiskGB > sb.DiskGB {
 			if err := s.host.GrowDisk(ctx, sb.ID, *r.DiskGB); err != nil {
-				return fmt.Errorf("disk grow: %w", err)
+				return &DiskGrowError{Reason: err.Error()}
 			}
 			sb.DiskGB = *r.DiskGB
 		}
@@ -192,3 +192,14 @@ func (s *Service) autogrow(ctx context.Context, sb sandbox.Sandbox) {
 	}
 	s.log.Info("disk autogrow", "sandbox", sb.ID, "from_gb", sb.DiskGB, "to_gb", newGB)
 }
+
+// DiskGrowError is a running sandbox's disk that could not grow online;
+// its size is unchanged. Stopping and resizing grows it at the next boot.
+type DiskGrowError struct{ Reason string }
+
+func (e *DiskGrowError) Error() string {
+	return "the disk could not grow online (" + e.Reason + "); it keeps its size: stop the sandbox, resize it, and start it"
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
+func (e *DiskGrowError) Unwrap() error { return sandbox.ErrConflict }

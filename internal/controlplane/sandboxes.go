@@ -210,6 +210,9 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		if parent.State != sandbox.StateRunning {
 			return sandbox.Sandbox{}, &StateError{State: parent.State, Want: "running to create children (the parent)"}
 		}
+		if err := s.checkTreeQuota(ctx, p.OrgID, r.ParentID, cpu, ram); err != nil {
+			return sandbox.Sandbox{}, err
+		}
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	sb := sandbox.Sandbox{

@@ -49,6 +49,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var evt *controlplane.EnvVarTooLargeError
 	var ce *controlplane.ChildrenError
 	var nr *controlplane.NotResizableError
+	var qe *controlplane.QuotaError
+	var dg *controlplane.DiskGrowError
 	var nf interface{ Field() string }
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
@@ -65,6 +67,11 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &evt):
 		status, code, msg = http.StatusBadRequest, "env_var_too_large", evt.Error()
 		body["field"] = "env"
+	case errors.As(err, &dg):
+		status, code, msg = http.StatusConflict, "disk_grow_unsupported", dg.Error()
+	case errors.As(err, &qe):
+		status, code, msg = http.StatusTooManyRequests, "quota_exceeded", qe.Error()
+		body["limit"], body["max"] = qe.Limit, qe.Max
 	case errors.As(err, &nr):
 		status, code, msg = http.StatusConflict, "sandbox_not_resizable", nr.Error()
 		body["live_resize"] = map[string]any{"supported": false, "reason": nr.Reason}

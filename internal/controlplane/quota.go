@@ -1,0 +1,79 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// QuotaError is a request that would take a tree of sandboxes (a
+// top-level sandbox and all its descendants) over its limits.
+type QuotaError struct {
+	Limit  string // sandboxes, cpu, ram_mb
+	Max    float64
+	Wanted float64
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("this sandbox tree would use %g %s; its limit is %g: delete children first or ask for less", e.Wanted, e.Limit, e.Max)
+}
+
+// ErrQuotaExceeded is what a QuotaError wraps.
+var ErrQuotaExceeded = errors.New("quota exceeded")
+
+// Unwrap makes errors.Is(err, ErrQuotaExceeded) hold.
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
+
+// checkTreeQuota makes sure a new child of parentID (cpu, ram) keeps its
+// tree within TreeMaxSandboxes, TreeMaxCPU and TreeMaxRAMMB: children
+// count against their ancestors' quotas, so an agent cannot fork itself
+// past its plan by spawning sandboxes.
+func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cpu float64, ram int) error {
+	root := parentID
+	for i := 0; i < 64; i++ { // parent links are set once, so no cycles; bound anyway
+		sb, err := s.store.GetSandbox(ctx, orgID, root)
+		if err != nil {
+			return err
+		}
+		if sb.ParentID == "" {
+			break
+		}
+		root = sb.ParentID
+	}
+	count, sumCPU, sumRAM := 1, cpu, ram // the new sandbox
+	queue := []string{root}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		sb, err := s.store.GetSandbox(ctx, orgID, id)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			return err
+		}
+		if sb.State.Live() {
+			count++
+			sumCPU += sb.CPU
+			sumRAM += sb.RAMMB
+		}
+		kids, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: orgID, ParentID: id})
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			queue = append(queue, k.ID)
+		}
+	}
+	switch {
+	case s.cfg.TreeMaxSandboxes > 0 && count > s.cfg.TreeMaxSandboxes:
+		return &QuotaError{Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}
+	case s.cfg.TreeMaxCPU > 0 && sumCPU > s.cfg.TreeMaxCPU:
+		return &QuotaError{Limit: "cpu", Max: s.cfg.TreeMaxCPU, Wanted: sumCPU}
+	case s.cfg.TreeMaxRAMMB > 0 && sumRAM > s.cfg.TreeMaxRAMMB:
+		return &QuotaError{Limit: "ram_mb", Max: float64(s.cfg.TreeMaxRAMMB), Wanted: float64(sumRAM)}
+	}
+	return nil
+}
