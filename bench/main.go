@@ -8,11 +8,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +126,40 @@ func run() error {
 		}
 		benchkit.Report("stop → start → first exec ("+mode.name+")", starts, base.run)
 	}
+	// Live resize (cpu/ram within the boot's headroom) and online disk
+	// grow, timed until the guest's df shows the new size.
+	var resizes, grows []time.Duration
+	for i := 0; i < *n; i++ {
+		body := map[string]any{"cpu": 1 + float64(i%2), "ram_mb": 512 + 256*(i%2)}
+		t0 := time.Now()
+		if st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/resize", body); err != nil || st != 200 {
+			return fmt.Errorf("resize: %d %s %v", st, b, err)
+		}
+		resizes = append(resizes, time.Since(t0))
+	}
+	for i := 0; i < min(*n, 20); i++ {
+		gb := 2 + i
+		t0 := time.Now()
+		if st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"disk_gb": gb}); err != nil || st != 200 {
+			return fmt.Errorf("disk grow: %d %s %v", st, b, err)
+		}
+		for {
+			out, err := c.Exec(id, []string{"sh", "-c", "df -k / | tail -1"})
+			if err != nil {
+				return err
+			}
+			var res struct{ Stdout string }
+			json.Unmarshal([]byte(out), &res)
+			if f := strings.Fields(res.Stdout); len(f) > 1 {
+				if kb, _ := strconv.ParseInt(f[1], 10, 64); kb > int64(gb-1)<<20 {
+					break
+				}
+			}
+		}
+		grows = append(grows, time.Since(t0))
+	}
+	benchkit.Report("live resize cpu/ram (API answer)", resizes, nil)
+	benchkit.Report("disk grow until the guest's df shows it", grows, nil)
 	return c.Delete(id)
 }
 

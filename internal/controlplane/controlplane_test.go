@@ -26,6 +26,7 @@ type fakeHost struct {
 	BuildFunc   func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error)
 	DestroyFunc func(ctx context.Context, id string) error
 	MetricsFunc func(id string) (Metrics, error)
+	growErr     error
 
 	mu        sync.Mutex
 	destroyed []string
@@ -531,7 +532,7 @@ func TestFinalDisposal(t *testing.T) {
 }
 
 func (f *fakeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
-func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return nil }
+func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return f.growErr }
 func (f *fakeHost) Metrics(ctx context.Context, id string) (Metrics, error) {
 	if f.MetricsFunc != nil {
 		return f.MetricsFunc(id)
@@ -627,4 +628,17 @@ func TestTreeQuota(t *testing.T) {
 	}
 	// Top-level sandboxes are not in the tree.
 	running(t, s, CreateRequest{Template: "busybox"})
+}
+
+func TestDiskGrowUnsupported(t *testing.T) {
+	h := &fakeHost{growErr: errors.New("xfs_growfs: not supported")}
+	s, _ := newTestService(t, h)
+	sb := running(t, s, CreateRequest{Template: "busybox", DiskGB: ptr(2)})
+	var dg *DiskGrowError
+	if _, err := s.Resize(context.Background(), org, sb.ID, ResizeRequest{DiskGB: ptr(4)}); !errors.As(err, &dg) {
+		t.Fatalf("err = %v", err)
+	}
+	if got, _ := s.Get(context.Background(), org, sb.ID, false); got.DiskGB != 2 {
+		t.Errorf("a failed grow changed the size to %d", got.DiskGB)
+	}
 }
