@@ -642,3 +642,20 @@ func TestDiskGrowUnsupported(t *testing.T) {
 		t.Errorf("a failed grow changed the size to %d", got.DiskGB)
 	}
 }
+
+func TestPatchEnvOnDeletedIsNotFound(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	if _, err := s.Delete(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	v := "x"
+	if _, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"A": &v}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("patch while deleting: %v", err)
+	}
+	waitDeleted(t, s, sb.ID)
+	if _, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"A": &v}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("patch after delete: %v", err)
+	}
+}
