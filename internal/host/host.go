@@ -213,6 +213,26 @@ func (h *Host) paths(id string) paths {
 
 // Start implements controlplane.Host.
 func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlplane.Instance, error) {
+	inst, err := h.start(ctx, spec, h.cfg.AgentReadyTimeout/3)
+	if err == nil || ctx.Err() != nil || !errors.Is(err, errAgentDown) {
+		return inst, err
+	}
+	// What an earlier, killed ptd left half-made (a container started by an
+	// orphaned runtime call, a network endpoint without its route) can keep
+	// the agent unreachable: rebuild container and network once. The disk
+	// is kept.
+	h.log.Warn("agent unreachable; rebuilding the sandbox's container and network", "sandbox", spec.ID, "err", err)
+	rt := h.runtimeOf(ctx, spec.ID)
+	if err := errors.Join(rt.Delete(ctx, spec.ID), h.net.Detach(ctx, spec.ID)); err != nil {
+		return controlplane.Instance{}, fmt.Errorf("host: rebuild: %w", err)
+	}
+	return h.start(ctx, spec, h.cfg.AgentReadyTimeout)
+}
+
+// errAgentDown marks a start whose agent never answered.
+var errAgentDown = errors.New("agent did not come up")
+
+func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTimeout time.Duration) (controlplane.Instance, error) {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, spec.ID) {
 		return controlplane.Instance{}, fmt.Errorf("host: bad sandbox id %q: %w", spec.ID, sandbox.ErrInvalidArgument)
 	}
@@ -251,10 +271,10 @@ func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlp
 	}
 	t2 := time.Now()
 	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed}
-	rctx, cancel := context.WithTimeout(ctx, h.cfg.AgentReadyTimeout)
+	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
-		return controlplane.Instance{}, fmt.Errorf("host: agent did not come up: %w", err)
+		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
 	return inst, nil

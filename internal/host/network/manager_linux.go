@@ -222,6 +222,28 @@ func (m *Manager) inspect(nsName, veth string, bridgeIndex int) (Endpoint, error
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("eth0 in %s: %w", nsName, err)
 	}
+	// A ptd killed in the middle of Attach can leave an address on a link
+	// that is still down or has no route: such an endpoint is not
+	// recovered, so the next Attach rebuilds it from scratch.
+	if link.Attrs().Flags&net.FlagUp == 0 || eth0.Attrs().Flags&net.FlagUp == 0 {
+		return Endpoint{}, fmt.Errorf("%s: a link is down (half-made attach)", nsName)
+	}
+	routes, err := retryDump(func() ([]netlink.Route, error) { return nh.RouteList(eth0, netlink.FAMILY_V4) })
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("routes in %s: %w", nsName, err)
+	}
+	hasDefault := false
+	for _, r := range routes {
+		isDefault := r.Dst == nil
+		if r.Dst != nil {
+			ones, _ := r.Dst.Mask.Size()
+			isDefault = ones == 0
+		}
+		hasDefault = hasDefault || (isDefault && r.Gw != nil)
+	}
+	if !hasDefault {
+		return Endpoint{}, fmt.Errorf("%s: no default route (half-made attach)", nsName)
+	}
 	addrs, err := retryDump(func() ([]netlink.Addr, error) { return nh.AddrList(eth0, netlink.FAMILY_V4) })
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("eth0 addresses in %s: %w", nsName, err)
