@@ -3,8 +3,10 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +29,8 @@ type fakeHost struct {
 	DestroyFunc func(ctx context.Context, id string) error
 	MetricsFunc func(id string) (Metrics, error)
 	growErr     error
+	diskImage   string // what DiskImage returns
+	removedDisk atomic.Bool
 
 	mu        sync.Mutex
 	destroyed []string
@@ -66,10 +70,16 @@ func (f *fakeHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, 
 	return keepMemory, nil
 }
 func (f *fakeHost) DiskImage(ctx context.Context, id string) (string, error) {
-	return "", errors.New("fake host has no disks")
+	if f.diskImage == "" {
+		return "", errors.New("fake host has no disks")
+	}
+	return f.diskImage, nil
 }
-func (f *fakeHost) DiskImagePath(id string) string                  { return "" }
-func (f *fakeHost) RemoveDisk(ctx context.Context, id string) error { return nil }
+func (f *fakeHost) DiskImagePath(id string) string { return "" }
+func (f *fakeHost) RemoveDisk(ctx context.Context, id string) error {
+	f.removedDisk.Store(true)
+	return nil
+}
 func (f *fakeHost) Frozen(ctx context.Context, id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -657,5 +667,54 @@ func TestPatchEnvOnDeletedIsNotFound(t *testing.T) {
 	waitDeleted(t, s, sb.ID)
 	if _, err := s.PatchEnv(ctx, org, sb.ID, map[string]*string{"A": &v}); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("patch after delete: %v", err)
+	}
+}
+
+// failingStore is an object store that is down while down is set.
+type failingStore struct {
+	objstore.Store
+	down atomic.Bool
+}
+
+func (f *failingStore) Put(ctx context.Context, bucket, key string, r io.Reader, size int64) error {
+	if f.down.Load() {
+		return fmt.Errorf("connection refused: %w", objstore.ErrUnavailable)
+	}
+	return f.Store.Put(ctx, bucket, key, r, size)
+}
+
+func TestArchiveFailsHalfwayThenRetries(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "disk.img")
+	data := make([]byte, 9<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	os.WriteFile(img, data, 0o600)
+	h := &fakeHost{diskImage: img}
+	s, _ := newTestService(t, h)
+	ctx := context.Background()
+	fs, _ := objfs.Open(t.TempDir())
+	objs := &failingStore{Store: fs}
+	s.cfg.Objects = objs
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	s.Stop(ctx, org, sb.ID)
+	s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 5*time.Second)
+
+	objs.down.Store(true)
+	if _, err := s.Archive(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateArchived, 2*time.Second)
+	if got.State != sandbox.StateStopped || !strings.Contains(got.Reason, "archive failed") || got.Archive != nil {
+		t.Fatalf("after a failed archive: %v %q", got.State, got.Reason)
+	}
+	if b, _ := os.ReadFile(img); len(b) != len(data) || h.removedDisk.Load() {
+		t.Fatal("a failed archive touched the local disk")
+	}
+	objs.down.Store(false)
+	s.Archive(ctx, org, sb.ID)
+	got, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateArchived, 5*time.Second)
+	if !ok || got.Archive == nil || !got.Archive.Complete || !h.removedDisk.Load() {
+		t.Fatalf("retry: %v %+v removed=%v", got.State, got.Archive, h.removedDisk.Load())
 	}
 }
