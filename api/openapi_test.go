@@ -18,6 +18,7 @@ var restContract = []struct {
 }{
 	{"get", "/healthz", []string{"200"}},
 	{"get", "/v1/openapi.json", []string{"200"}},
+	{"get", "/v1/hosts", []string{"200", "401"}},
 	{"post", "/v1/sandboxes", []string{"201", "202", "400", "401", "404", "409", "413"}},
 	{"get", "/v1/sandboxes", []string{"200", "400", "401"}},
 	{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},

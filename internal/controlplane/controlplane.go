@@ -26,6 +26,8 @@ type Host interface {
 	Templates() []string
 	// Classes lists the runtime classes this host runs.
 	Classes() []string
+	// Info describes the host for GET /v1/hosts.
+	Info() HostInfo
 	// BuildTemplate builds slug as version versionID and returns the
 	// read-only rootfs path and its size. progress receives short lines.
 	BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (rootfs string, size int64, err error)
@@ -246,3 +248,28 @@ func (s *Service) goBackground(fn func(ctx context.Context)) {
 // SkipAgentInit makes the service skip the agent /init call, for tests of
 // transports with a fake host that runs no agent.
 func (s *Service) SkipAgentInit() { s.noAgentInit = true }
+
+// HostInfo describes a host: its runtime classes and what each supports.
+type HostInfo struct {
+	ID      string
+	Gateway string
+	Classes []ClassInfo
+	// LXCFS is true when sandboxes see their own /proc/meminfo.
+	LXCFS bool
+}
+
+// ClassInfo is one runtime class on a host.
+type ClassInfo struct {
+	Name string
+	// StopKeepsMemory says how a stop keeps memory ("freeze").
+	StopKeepsMemory string
+	// Checkpoint is true when the class can write memory to disk
+	// (runsc; runc only with CRIU >= 4.1); CheckpointReason says why not.
+	Checkpoint       bool
+	CheckpointReason string
+}
+
+// Hosts lists the hosts of the platform (one, for a single-host ptd).
+func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {
+	return []HostInfo{s.host.Info()}
+}

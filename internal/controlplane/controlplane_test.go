@@ -718,3 +718,4 @@ func TestArchiveFailsHalfwayThenRetries(t *testing.T) {
 		t.Fatalf("retry: %v %+v removed=%v", got.State, got.Archive, h.removedDisk.Load())
 	}
 }
+func (f *fakeHost) Info() HostInfo { return HostInfo{ID: "host_test"} }

@@ -725,3 +725,21 @@ func lxcfsMounts(class string) []runtime.Mount {
 	}
 	return ms
 }
+
+// Info implements controlplane.Host: what this host runs and which
+// classes keep memory across stop/start, and how.
+func (h *Host) Info() controlplane.HostInfo {
+	info := controlplane.HostInfo{ID: h.id, Gateway: h.net.Gateway().String()}
+	for _, c := range h.Classes() {
+		ci := controlplane.ClassInfo{Name: c}
+		ok, reason := oci.Supports(h.rts[c])
+		ci.Checkpoint, ci.CheckpointReason = ok, reason
+		// Every class can freeze a stopped sandbox in RAM; thawing it is what
+		// a start inside the warm window does.
+		ci.StopKeepsMemory = "freeze"
+		info.Classes = append(info.Classes, ci)
+	}
+	_, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo"))
+	info.LXCFS = err == nil
+	return info
+}

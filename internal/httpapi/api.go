@@ -57,6 +57,7 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("GET /v1/templates/{slug}", a.getTemplate)
 	a.handle("POST /v1/templates/{slug}/build", a.buildTemplate)
 	a.handle("POST /v1/orgs", a.createOrg)
+	a.handle("GET /v1/hosts", a.hosts)
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s; see /v1/openapi.json", r.Method, r.URL.Path)})

@@ -123,4 +123,5 @@ func (h *slowHost) GrowDisk(ctx context.Context, id string, newGB int) error    
 func (h *slowHost) Metrics(ctx context.Context, id string) (controlplane.Metrics, error) {
 	return controlplane.Metrics{}, nil
 }
-func (h *slowHost) Classes() []string { return []string{"runc", "gvisor"} }
+func (h *slowHost) Classes() []string           { return []string{"runc", "gvisor"} }
+func (h *slowHost) Info() controlplane.HostInfo { return controlplane.HostInfo{ID: "host_test"} }

@@ -45,3 +45,29 @@ func TestGVisorClass(t *testing.T) {
 		t.Errorf("unknown runtime: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestHostsReportsClasses: GET /v1/hosts says which classes run and which
+// can keep memory on disk (runsc can; runc only with CRIU >= 4.1, which
+// Debian 12 lacks, and then it says why).
+func TestHostsReportsClasses(t *testing.T) {
+	c := newClient(t)
+	r := c.do("GET", "/v1/hosts", nil)
+	if r.Status != 200 {
+		t.Fatalf("hosts: %d %s", r.Status, r.Body)
+	}
+	rows := r.JSON()["rows"].([]any)
+	classes := map[string]map[string]any{}
+	for _, cl := range rows[0].(map[string]any)["runtime_classes"].([]any) {
+		m := cl.(map[string]any)
+		classes[m["name"].(string)] = m
+	}
+	if classes["runc"] == nil || classes["gvisor"] == nil {
+		t.Fatalf("classes: %s", r.Body)
+	}
+	if classes["gvisor"]["checkpoint"] != true {
+		t.Errorf("gvisor cannot checkpoint: %s", r.Body)
+	}
+	if classes["runc"]["checkpoint"] == false && classes["runc"]["checkpoint_unavailable_reason"] == nil {
+		t.Errorf("runc cannot checkpoint and does not say why: %s", r.Body)
+	}
+}

@@ -111,3 +111,4 @@ func TestCreateNotReady(t *testing.T) {
 		})
 	}
 }
+func (brokenHost) Info() controlplane.HostInfo { return controlplane.HostInfo{ID: "host_test"} }
