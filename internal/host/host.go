@@ -447,7 +447,15 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	p := h.paths(id)
-	if err := errors.Join(rt.Delete(ctx, id), disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
+	if err := rt.Delete(ctx, id); err != nil {
+		return false, fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	// Flush the disk's filesystem into its image before unmounting: when an
+	// exiting process still holds the mount, the unmount is lazy and the
+	// image would lag behind what the sandbox wrote (an archive taken right
+	// after would miss it).
+	syncfs(p.diskMnt)
+	if err := errors.Join(disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	return false, nil
@@ -742,4 +750,18 @@ func (h *Host) Info() controlplane.HostInfo {
 	_, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo"))
 	info.LXCFS = err == nil
 	return info
+}
+
+// syncfs writes a mounted filesystem's dirty data and log to its device;
+// a path that is not mounted is a no-op.
+func syncfs(mountpoint string) {
+	if !isMounted(mountpoint) {
+		return
+	}
+	f, err := os.Open(mountpoint)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	unix.Syncfs(int(f.Fd()))
 }
