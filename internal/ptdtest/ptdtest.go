@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -211,4 +213,39 @@ func RemoveCgroup(path string) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// Main runs a test package against one ptd. Outside root it runs the tests
+// with no daemon (they skip through their own check) unless CI=true, where
+// that is a failure; as root it starts ptd, calls use (to record the
+// daemon and prepare, e.g. build templates), runs the tests, prints the
+// tail of ptd's log when they fail, and stops and resets ptd.
+func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, name+": must run as root in CI")
+			return 1
+		}
+		return m.Run()
+	}
+	o.Keep = o.Keep || os.Getenv("PT_E2E_KEEP") != ""
+	d, err := Start(o)
+	defer func() {
+		if err := d.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+		}
+	}()
+	if err == nil {
+		err = use(d)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		lines := strings.Split(d.Log(), "\n")
+		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	return code
 }

@@ -28,44 +28,17 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintln(os.Stderr, "e2e: must run as root in CI")
-			return 1
-		}
-		env.skip = "e2e tests need root (they run real sandboxes)"
-		return m.Run()
-	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != "",
-		ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug"}})
-	defer func() {
-		if err := d.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-		}
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	env.url, env.token, env.dataDir, env.binDir = d.URL, d.Token, d.DataDir, d.BinDir
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "e2e: last ptd log lines:\n%s\n", tail(d.Log(), 40))
-	}
-	return code
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	env.skip = "e2e tests need root (they run real sandboxes)"
+	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug"}},
+		func(d *ptdtest.Daemon) error {
+			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
+			return nil
+		})
 }
 
 func randHex(n int) string { return ptdtest.RandHex(n) }

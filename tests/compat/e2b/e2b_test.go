@@ -37,46 +37,25 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			fmt.Fprintln(os.Stderr, "e2b compat: must run as root in CI")
-			return 1
-		}
-		env.skip = "E2B compatibility tests need root (they run real sandboxes)"
-		return m.Run()
-	}
 	root, err := filepath.Abs("../../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2b compat:", err)
 		return 1
 	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != "",
-		ExtraArgs: []string{"--pids-limit", "256"}})
-	defer func() {
-		if err := d.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2b compat:", err)
-		}
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2b compat:", err)
-		return 1
-	}
-	env.url, env.token = d.URL, d.Token
-	// Build both templates before any E2B create: a first pt-base build
-	// (≈60 s) would outlast create's wait, which is the point of that
-	// wait, not of these tests.
-	for _, tpl := range []string{"busybox", "pt-base"} {
-		if err := warmTemplate(tpl); err != nil {
-			fmt.Fprintln(os.Stderr, "e2b compat:", err)
-			return 1
-		}
-	}
-	code := m.Run()
-	if code != 0 {
-		log := strings.Split(d.Log(), "\n")
-		fmt.Fprintf(os.Stderr, "e2b compat: last ptd log lines:\n%s\n", strings.Join(log[max(0, len(log)-40):], "\n"))
-	}
-	return code
+	env.skip = "E2B compatibility tests need root (they run real sandboxes)"
+	return ptdtest.Main(m, "e2b compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+		func(d *ptdtest.Daemon) error {
+			env.url, env.token, env.skip = d.URL, d.Token, ""
+			// Build both templates before any E2B create: a first pt-base
+			// build (≈60 s) would outlast create's wait, which is the point
+			// of that wait, not of these tests.
+			for _, tpl := range []string{"busybox", "pt-base"} {
+				if err := warmTemplate(tpl); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 }
 
 // warmTemplate creates and deletes one sandbox through /v1, which builds
