@@ -76,13 +76,22 @@ fi
 
 # LXCFS serves per-cgroup /proc/meminfo, /proc/cpuinfo, … that ptd binds into
 # runc sandboxes, so they see their own size. No systemd here: start it.
-if [ ! -e /var/lib/lxcfs/proc/meminfo ]; then
-  mkdir -p /var/lib/lxcfs
+# Never fatal: without it sandboxes see the host's /proc files.
+start_lxcfs() {
+  local dir=/var/lib/lxcfs
+  stat "$dir/proc/meminfo" >/dev/null 2>&1 && return 0
+  # A dead lxcfs leaves its FUSE mount behind ("Transport endpoint is not
+  # connected"); detach it so a fresh one can mount there.
+  if grep -q " $dir " /proc/mounts; then
+    umount -l "$dir" 2>/dev/null || fusermount -uz "$dir" 2>/dev/null || true
+  fi
+  mkdir -p "$dir" 2>/dev/null || true
   [ -e /dev/fuse ] || modprobe fuse 2>/dev/null || true
-  setsid lxcfs /var/lib/lxcfs >/var/log/lxcfs.log 2>&1 </dev/null &
-  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e /var/lib/lxcfs/proc/meminfo ] && break; sleep 0.3; done
-  [ -e /var/lib/lxcfs/proc/meminfo ] || echo "setup: lxcfs did not start (see /var/log/lxcfs.log); sandboxes will see the host's /proc/meminfo" >&2
-fi
+  setsid lxcfs "$dir" >/var/log/lxcfs.log 2>&1 </dev/null &
+  for _ in $(seq 20); do stat "$dir/proc/meminfo" >/dev/null 2>&1 && return 0; sleep 0.3; done
+  echo "setup: lxcfs did not start (see /var/log/lxcfs.log); sandboxes will see the host's /proc/meminfo" >&2
+}
+start_lxcfs
 
 # Loop devices are created on demand; make sure the control device exists.
 [ -e /dev/loop-control ] || modprobe loop 2>/dev/null || true
