@@ -198,6 +198,9 @@ type Store interface {
 	// a resumable cursor.
 	Events(ctx context.Context, afterID int64, limit int) ([]Event, error)
 
+	// Snapshots and backups (snapshots.go).
+	SnapshotStore
+
 	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
 }
