@@ -19,6 +19,7 @@ const (
 	PrefixHost            = "host_"
 	PrefixSnapshot        = "snap_"
 	PrefixToken           = "tok_"
+	PrefixSession         = "ses_"
 )
 
 var (

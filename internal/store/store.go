@@ -131,6 +131,8 @@ type StateChange struct {
 
 // Store is the metadata store. All methods are safe for concurrent use.
 type Store interface {
+	SessionStore
+
 	// CreateOrg inserts an org; ErrConflict if the ID exists.
 	CreateOrg(ctx context.Context, o Org) error
 	// GetOrg returns ErrNotFound if absent.

@@ -48,7 +48,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxesInStates", testSandboxesInStates},
 		{"Events", testEvents},
 		{"Snapshots", testSnapshots},
+		{"Sessions", testSessions},
+		{"ClaimPool", testClaimPool},
 		{"CloseTwice", testCloseTwice},
+		{"Projects", testProjects},
+		{"OrgQuotasAndUsage", testOrgQuotasAndUsage},
+		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// SessionStatus is the lifecycle status of a session (seed 000).
+type SessionStatus string
+
+// Session statuses. provisioning, ready and stopping are live: a context
+// has at most one live session at a time.
+const (
+	SessionProvisioning SessionStatus = "provisioning"
+	SessionReady        SessionStatus = "ready"
+	SessionStopping     SessionStatus = "stopping"
+	SessionStopped      SessionStatus = "stopped"
+	SessionFailed       SessionStatus = "failed"
+)
+
+// Live reports whether a session in status st still holds (or is getting)
+// an execution environment.
+func (st SessionStatus) Live() bool {
+	return st == SessionProvisioning || st == SessionReady || st == SessionStopping
+}
+
+// Session is an execution session owned by a context: a vault plus either a
+// workflow or an agent session. Its sandbox is the execution environment;
+// the context's workspace outlives it.
+type Session struct {
+	ID             string // ses_…
+	OrgID          string
+	VaultID        string
+	WorkflowID     string // exactly one of WorkflowID and AgentSessionID is set
+	AgentSessionID string
+	Template       string
+	SandboxID      string // empty until a sandbox is assigned
+	Status         SessionStatus
+	Reason         string
+	// Warm is true when the session claimed a pre-provisioned sandbox.
+	Warm      bool
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ReadyAt   *time.Time
+	EndedAt   *time.Time
+}
+
+// Pool is the warm-pool setting of one template: keep MinReady sandboxes
+// ready, never more than Max pooled sandboxes in all.
+type Pool struct {
+	Template  string
+	MinReady  int
+	Max       int
+	UpdatedAt time.Time
+}
+
+// SessionStore holds sessions and warm-pool settings. Store embeds it.
+type SessionStore interface {
+	// CreateSession inserts s with Version 1; ErrConflict if its ID exists
+	// or its context already has a live session.
+	CreateSession(ctx context.Context, s Session) error
+	// GetSession returns the session with that ID in orgID (any org if
+	// orgID is empty); ErrNotFound if absent or in another org.
+	GetSession(ctx context.Context, orgID, id string) (Session, error)
+	// ContextSession returns the newest session of a context (live ones
+	// first); ErrNotFound if the context never had one.
+	ContextSession(ctx context.Context, orgID, vaultID, workflowID, agentSessionID string) (Session, error)
+	// SessionsByContextID returns the org's sessions whose workflow or
+	// agent-session ID is id, newest first (for messages that say which
+	// kind of ID a caller passed).
+	SessionsByContextID(ctx context.Context, orgID, id string) ([]Session, error)
+	// UpdateSession writes s if the stored Version equals s.Version and
+	// returns the stored record (Version+1). Only Status, Reason,
+	// SandboxID, ReadyAt and EndedAt change. ErrConflict on a version
+	// mismatch, ErrNotFound if absent.
+	UpdateSession(ctx context.Context, s Session) (Session, error)
+	// ListSessions returns the org's sessions, newest first; live only
+	// unless all.
+	ListSessions(ctx context.Context, orgID string, all bool) ([]Session, error)
+	// SessionsInStatuses returns every session in the statuses, across
+	// orgs, oldest first.
+	SessionsInStatuses(ctx context.Context, statuses ...SessionStatus) ([]Session, error)
+
+	// ClaimPoolSandbox, in one transaction, takes the oldest running
+	// sandbox of poolOrgID with that template whose metadata marks it
+	// claimable (MetaPoolReady), moves it and its sandbox-scoped tokens to
+	// s.OrgID, replaces its metadata with {MetaSessionID: s.ID}, and
+	// inserts s with SandboxID set to it. ErrNotFound if no sandbox is
+	// claimable (nothing changes); ErrConflict as CreateSession (nothing
+	// changes either).
+	ClaimPoolSandbox(ctx context.Context, poolOrgID, template string, s Session) (sandbox.Sandbox, Session, error)
+
+	// PutPool inserts or replaces a template's pool setting.
+	PutPool(ctx context.Context, p Pool) error
+	// ListPools returns every pool setting by template.
+	ListPools(ctx context.Context) ([]Pool, error)
+}
+
+// Metadata keys of pooled and session sandboxes.
+const (
+	// MetaPool names the template pool a pooled sandbox belongs to.
+	MetaPool = "pt_pool"
+	// MetaPoolReady marks a pooled sandbox claimable ("1").
+	MetaPoolReady = "pt_pool_ready"
+	// MetaSessionID names the session a sandbox serves.
+	MetaSessionID = "pt_session_id"
+)

@@ -1,0 +1,176 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+func newSession(org, vault, workflow string) store.Session {
+	return store.Session{
+		ID: sandbox.NewID(sandbox.PrefixSession), OrgID: org, VaultID: vault, WorkflowID: workflow,
+		Template: "busybox", Status: store.SessionProvisioning,
+	}
+}
+
+// testSessions pins the live-session rule (one per context), context
+// lookups, compare-and-swap updates and the kind-of-ID lookup.
+func testSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	org := sandbox.NewID(sandbox.PrefixOrg)
+	a := newSession(org, "v1", "wf-1")
+	wantErr(t, "CreateSession", s.CreateSession(ctx, a), nil)
+
+	t.Run("second live session of a context conflicts", func(t *testing.T) {
+		wantErr(t, "CreateSession", s.CreateSession(ctx, newSession(org, "v1", "wf-1")), store.ErrConflict)
+	})
+	t.Run("other contexts and orgs do not", func(t *testing.T) {
+		for _, ses := range []store.Session{
+			newSession(org, "v2", "wf-1"),
+			newSession(sandbox.NewID(sandbox.PrefixOrg), "v1", "wf-1"),
+			{ID: sandbox.NewID(sandbox.PrefixSession), OrgID: org, VaultID: "v1", AgentSessionID: "wf-1", Template: "busybox", Status: store.SessionProvisioning},
+		} {
+			wantErr(t, "CreateSession", s.CreateSession(ctx, ses), nil)
+		}
+	})
+	t.Run("get is org-scoped", func(t *testing.T) {
+		got, err := s.GetSession(ctx, org, a.ID)
+		wantErr(t, "GetSession", err, nil)
+		if got.Version != 1 || got.Status != store.SessionProvisioning || got.WorkflowID != "wf-1" {
+			t.Errorf("GetSession = %+v", got)
+		}
+		_, err = s.GetSession(ctx, sandbox.NewID(sandbox.PrefixOrg), a.ID)
+		wantErr(t, "GetSession other org", err, store.ErrNotFound)
+	})
+	t.Run("update is compare-and-swap", func(t *testing.T) {
+		cur, _ := s.GetSession(ctx, org, a.ID)
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		cur.Status, cur.SandboxID, cur.ReadyAt = store.SessionReady, "sbx_x", &now
+		got, err := s.UpdateSession(ctx, cur)
+		wantErr(t, "UpdateSession", err, nil)
+		if got.Version != 2 || got.Status != store.SessionReady || got.SandboxID != "sbx_x" || !got.ReadyAt.Equal(now) {
+			t.Errorf("UpdateSession = %+v", got)
+		}
+		_, err = s.UpdateSession(ctx, cur) // stale version
+		wantErr(t, "UpdateSession stale", err, store.ErrConflict)
+	})
+	t.Run("ended session frees its context", func(t *testing.T) {
+		cur, _ := s.GetSession(ctx, org, a.ID)
+		cur.Status = store.SessionStopped
+		if _, err := s.UpdateSession(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		b := newSession(org, "v1", "wf-1")
+		wantErr(t, "CreateSession after stop", s.CreateSession(ctx, b), nil)
+		got, err := s.ContextSession(ctx, org, "v1", "wf-1", "")
+		wantErr(t, "ContextSession", err, nil)
+		if got.ID != b.ID {
+			t.Errorf("ContextSession = %s, want the live one %s", got.ID, b.ID)
+		}
+		_, err = s.ContextSession(ctx, org, "v9", "wf-1", "")
+		wantErr(t, "ContextSession absent", err, store.ErrNotFound)
+		byID, err := s.SessionsByContextID(ctx, org, "wf-1")
+		wantErr(t, "SessionsByContextID", err, nil)
+		if len(byID) != 4 { // a, b, v2's, and the agent-session one
+			t.Errorf("SessionsByContextID = %d sessions, want 4", len(byID))
+		}
+		live, _ := s.ListSessions(ctx, org, false)
+		all, _ := s.ListSessions(ctx, org, true)
+		if len(live) != 3 || len(all) != 4 {
+			t.Errorf("ListSessions: %d live, %d all; want 3, 4", len(live), len(all))
+		}
+		stopped, _ := s.SessionsInStatuses(ctx, store.SessionStopped)
+		if len(stopped) != 1 || stopped[0].ID != a.ID {
+			t.Errorf("SessionsInStatuses(stopped) = %v", stopped)
+		}
+	})
+}
+
+// testClaimPool pins the warm-pool claim: only ready pooled sandboxes of
+// the template, never the same one twice, and the sandbox moves org.
+func testClaimPool(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	pool, org := sandbox.NewID(sandbox.PrefixOrg), sandbox.NewID(sandbox.PrefixOrg)
+	var ready []string
+	for i, meta := range []map[string]string{
+		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
+		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
+		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
+		{store.MetaPool: "busybox"}, // not ready yet
+	} {
+		sb := newSandbox(pool, base.Add(time.Duration(i)*time.Second))
+		sb.Name, sb.State, sb.Metadata = "", sandbox.StateRunning, meta
+		wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, sb), nil)
+		wantErr(t, "CreateToken", s.CreateToken(ctx, store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: pool,
+			Role: store.RoleSandbox, Hash: sb.ID, SandboxID: sb.ID}), nil)
+		if meta[store.MetaPoolReady] == "1" {
+			ready = append(ready, sb.ID)
+		}
+	}
+	_, _, err := s.ClaimPoolSandbox(ctx, pool, "other", newSession(org, "v", "w0"))
+	wantErr(t, "claim other template", err, store.ErrNotFound)
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			ses := newSession(org, "v", "w"+string(rune('a'+i)))
+			sb, out, err := s.ClaimPoolSandbox(ctx, pool, "busybox", ses)
+			if store.IsNotFound(err) {
+				return
+			}
+			if err != nil {
+				t.Errorf("claim: %v", err)
+				return
+			}
+			if sb.OrgID != org || out.SandboxID != sb.ID || sb.Metadata[store.MetaSessionID] != ses.ID {
+				t.Errorf("claimed %+v for %+v", sb, out)
+			}
+			mu.Lock()
+			got[sb.ID]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	want := map[string]int{}
+	for _, id := range ready {
+		want[id] = 1
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
+	}
+	tok, err := s.TokenByHash(ctx, ready[0])
+	wantErr(t, "TokenByHash", err, nil)
+	if tok.OrgID != org {
+		t.Errorf("claimed sandbox's token org = %s, want %s", tok.OrgID, org)
+	}
+
+	t.Run("a session that cannot be inserted leaves the pool alone", func(t *testing.T) {
+		sb := newSandbox(pool, base.Add(time.Minute))
+		sb.Name, sb.State, sb.Metadata = "", sandbox.StateRunning, map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"}
+		wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, sb), nil)
+		wantErr(t, "CreateSession", s.CreateSession(ctx, newSession(org, "v", "busy")), nil)
+		_, _, err := s.ClaimPoolSandbox(ctx, pool, "busybox", newSession(org, "v", "busy"))
+		wantErr(t, "claim for a busy context", err, store.ErrConflict)
+		back, _ := s.GetSandbox(ctx, pool, sb.ID)
+		if back.OrgID != pool || back.Version != 1 {
+			t.Errorf("sandbox changed by a failed claim: %+v", back)
+		}
+	})
+
+	t.Run("pools", func(t *testing.T) {
+		wantErr(t, "PutPool", s.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 2, Max: 4}), nil)
+		wantErr(t, "PutPool", s.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 1, Max: 3}), nil)
+		ps, err := s.ListPools(ctx)
+		wantErr(t, "ListPools", err, nil)
+		if len(ps) != 1 || ps[0].MinReady != 1 || ps[0].Max != 3 {
+			t.Errorf("ListPools = %+v", ps)
+		}
+	})
+}
