@@ -66,6 +66,9 @@ type Sandbox struct {
 	HostID   string            `json:"host_id,omitempty"`
 	// ParentID is set once at create; the parent groups its children.
 	ParentID string `json:"parent_id,omitempty"`
+	// ProjectID is the project (prj_…) the sandbox was created in; it
+	// never changes.
+	ProjectID string `json:"project_id,omitempty"`
 	// Address is the sandbox's IP on its host bridge; AgentToken guards its
 	// pt-agent. Neither is shown to API clients except the agent token where
 	// a compatibility surface needs it.

@@ -63,6 +63,9 @@ type Token struct {
 	CreatedAt time.Time
 	// SandboxID, when set, scopes the token to that sandbox's children.
 	SandboxID string
+	// ProjectID, when set, scopes the token to that project: it sees and
+	// creates sandboxes only there.
+	ProjectID string
 }
 
 // TemplateVersion is one immutable build of a template slug.
@@ -105,6 +108,8 @@ type ListOptions struct {
 	RootsOnly bool
 	// Metadata filters to sandboxes whose metadata has every pair.
 	Metadata map[string]string
+	// ProjectID filters to one project.
+	ProjectID string
 }
 
 // Event is an append-only record of something that happened to a sandbox.
@@ -131,6 +136,9 @@ type StateChange struct {
 
 // Store is the metadata store. All methods are safe for concurrent use.
 type Store interface {
+	ProjectStore
+	IdempotencyStore
+
 	SessionStore
 
 	// CreateOrg inserts an org; ErrConflict if the ID exists.

@@ -41,8 +41,8 @@ func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
 // CreateToken inserts t; ErrConflict if its ID or hash exists.
 func (s *Store) CreateToken(ctx context.Context, t store.Token) error {
 	res, err := s.w.ExecContext(ctx,
-		`INSERT INTO tokens (id, org_id, role, hash, created_at, sandbox_id) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		t.ID, t.OrgID, string(t.Role), t.Hash, formatTime(t.CreatedAt, now()), t.SandboxID)
+		`INSERT INTO tokens (id, org_id, role, hash, created_at, sandbox_id, project_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		t.ID, t.OrgID, string(t.Role), t.Hash, formatTime(t.CreatedAt, now()), t.SandboxID, t.ProjectID)
 	if err != nil {
 		return fmt.Errorf("create token %q: %w", t.ID, err)
 	}
@@ -55,8 +55,8 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (store.Token, erro
 	var t store.Token
 	var role, created string
 	err := s.r.QueryRowContext(ctx,
-		`SELECT id, org_id, role, hash, created_at, sandbox_id FROM tokens WHERE hash = ?`, hash).
-		Scan(&t.ID, &t.OrgID, &role, &t.Hash, &created, &t.SandboxID)
+		`SELECT id, org_id, role, hash, created_at, sandbox_id, project_id FROM tokens WHERE hash = ?`, hash).
+		Scan(&t.ID, &t.OrgID, &role, &t.Hash, &created, &t.SandboxID, &t.ProjectID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Token{}, fmt.Errorf("token: %w", store.ErrNotFound)
 	}

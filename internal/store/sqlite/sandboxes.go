@@ -14,7 +14,8 @@ import (
 )
 
 const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
-	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id`
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id,
+	project_id`
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
@@ -32,11 +33,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		updated = sandbox.FormatTime(sb.UpdatedAt)
 	}
 	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
 		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
-		created, updated, deletedAt(sb), lc, sb.ParentID)
+		created, updated, deletedAt(sb), lc, sb.ParentID, sb.ProjectID)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -162,6 +163,10 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	case o.RootsOnly:
 		where = append(where, "parent_id = ''")
 	}
+	if o.ProjectID != "" {
+		where = append(where, "project_id = ?")
+		args = append(args, o.ProjectID)
+	}
 	for k, v := range o.Metadata {
 		where = append(where, "json_extract(metadata, '$.' || json_quote(?)) = ?")
 		args = append(args, k, v)
@@ -280,7 +285,7 @@ func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
 	var deleted sql.NullString
 	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
 		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID); err != nil {
+		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if err := decodeLifecycle(lc, &sb); err != nil {
