@@ -46,7 +46,7 @@ type Registry struct {
 
 // Slugs returns the slugs Build knows, sorted.
 func (r Registry) Slugs() []string {
-	s := []string{SlugBusybox, SlugBase}
+	s := []string{SlugBusybox, SlugBase, SlugPythonNode, SlugNode}
 	sort.Strings(s)
 	return s
 }
@@ -64,6 +64,11 @@ func (r Registry) Build(ctx context.Context, slug, dest string, progress Progres
 		return nil
 	case SlugBase:
 		return BuildDebian(ctx, dest, DebianOptions{CacheDir: r.CacheDir, Mirror: r.Mirror}, progress)
+	case SlugPythonNode, SlugNode:
+		return BuildDerived(ctx, dest, DerivedOptions{
+			Base:     DebianOptions{CacheDir: r.CacheDir, Mirror: r.Mirror},
+			Packages: derivedPackages[slug],
+		}, progress)
 	default:
 		return fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)
 	}

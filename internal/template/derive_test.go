@@ -1,0 +1,63 @@
+package template
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/platinum-dev/platinum/internal/testenv"
+)
+
+// TestBuildDerived builds seed 003's templates from pt-base's cache entry
+// and checks that each has its runtimes, runs them, and keeps neither the
+// build host's resolver nor apt's lists and downloads.
+func TestBuildDerived(t *testing.T) {
+	testenv.RequiresRoot(t)
+	testenv.RequiresCommand(t, "debootstrap", "chroot", "tar")
+	if testing.Short() {
+		t.Skip("derived template build in -short mode")
+	}
+	r := Registry{CacheDir: debianCacheDir}
+	for _, tc := range []struct {
+		slug    string
+		run     string
+		want    []string
+		missing []string
+	}{
+		{SlugPythonNode, "python3 -c 'print(6*7)'; node -e 'console.log(6*7)'", []string{"42", "42"}, nil},
+		{SlugNode, "node -e 'console.log(typeof require)'", []string{"function"}, []string{"usr/bin/python3"}},
+	} {
+		t.Run(tc.slug, func(t *testing.T) {
+			d := filepath.Join(t.TempDir(), "rootfs")
+			var progress []string
+			if err := r.Build(context.Background(), tc.slug, d, func(l string) { progress = append(progress, l) }); err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			checkProgress(t, progress)
+			out, err := exec.Command("chroot", d, "/bin/sh", "-c", tc.run).CombinedOutput()
+			if err != nil {
+				t.Fatalf("run %q: %v: %s", tc.run, err, out)
+			}
+			if got := strings.Fields(string(out)); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("run %q = %q, want %q", tc.run, got, tc.want)
+			}
+			for _, p := range tc.missing {
+				if _, err := os.Stat(filepath.Join(d, p)); err == nil {
+					t.Errorf("%s is present in the lean template", p)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(d, "etc/resolv.conf")); len(b) != 0 {
+				t.Errorf("resolv.conf kept the build host's resolver: %q", b)
+			}
+			if m, _ := filepath.Glob(filepath.Join(d, "var/cache/apt/archives/*.deb")); len(m) > 0 {
+				t.Errorf("downloaded packages kept: %v", m)
+			}
+			if m, _ := filepath.Glob(filepath.Join(d, "var/lib/apt/lists/*_Packages*")); len(m) > 0 {
+				t.Errorf("apt lists kept: %v", m)
+			}
+		})
+	}
+}
