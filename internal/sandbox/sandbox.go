@@ -80,6 +80,12 @@ type Sandbox struct {
 	// (a TTL, e.g. E2B's timeout or seed 003's ttl_ms).
 	ExpiresAt    *time.Time   `json:"expires_at,omitempty"`
 	ExpiryAction ExpiryAction `json:"expiry_action,omitempty"`
+	// TTLMs is the lifetime last asked for (seed 003's ttl_ms, at create or
+	// by a TTL reset); ExpiresAt counts it from that request. 0: none.
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// Status is seed 003's status, derived on reads (see StatusOf); it is
+	// never stored.
+	Status Status `json:"-"`
 	// LastStart says what the latest start brought back.
 	LastStart *LastStart `json:"last_start,omitempty"`
 	// Retention holds the lifecycle timers chosen at create.

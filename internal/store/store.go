@@ -110,6 +110,9 @@ type ListOptions struct {
 	Metadata map[string]string
 	// ProjectID filters to one project.
 	ProjectID string
+	// ExcludeStates leaves out records in these states (seed 003's default
+	// list leaves out destroyed and failed ones); State wins over it.
+	ExcludeStates []sandbox.State
 }
 
 // Event is an append-only record of something that happened to a sandbox.

@@ -156,6 +156,12 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 		where = append(where, "state <> ?")
 		args = append(args, string(sandbox.StateDeleted))
 	}
+	if o.State == "" {
+		for _, st := range o.ExcludeStates {
+			where = append(where, "state <> ?")
+			args = append(args, string(st))
+		}
+	}
 	switch {
 	case o.ParentID != "":
 		where = append(where, "parent_id = ?")
@@ -354,6 +360,7 @@ func deletedAt(sb sandbox.Sandbox) any {
 type lifecycle struct {
 	ExpiresAt      *time.Time                `json:"expires_at,omitempty"`
 	ExpiryAction   sandbox.ExpiryAction      `json:"expiry_action,omitempty"`
+	TTLMs          int64                     `json:"ttl_ms,omitempty"`
 	LastStart      *sandbox.LastStart        `json:"last_start,omitempty"`
 	Retention      sandbox.Retention         `json:"retention"`
 	LastActivityAt *time.Time                `json:"last_activity_at,omitempty"`
@@ -368,7 +375,7 @@ type lifecycle struct {
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 	b, err := json.Marshal(lifecycle{
-		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, LastStart: sb.LastStart,
+		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, TTLMs: sb.TTLMs, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
 		Runtime: sb.Runtime,
@@ -390,6 +397,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.Runtime = lc.Runtime
 	return nil
 }
+	sb.TTLMs = lc.TTLMs
 
 // AddEvent appends one event row.
 func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error {

@@ -234,6 +234,12 @@ func testListFilters(t *testing.T, s store.Store) {
 		{name: "limited page, full total", opts: store.ListOptions{OrgID: "org_f", Limit: 2}, want: in("org_f", notDeleted...)},
 		{name: "limited state page", opts: store.ListOptions{OrgID: "org_f", State: sandbox.StateRunning, Limit: 2, Offset: 2}, want: in("org_f", sandbox.StateRunning)},
 		{name: "limited page with deleted", opts: store.ListOptions{IncludeDeleted: true, Limit: 4, Offset: 3}, want: all},
+		{name: "exclude failed and deleting", opts: store.ListOptions{OrgID: "org_f", ExcludeStates: []sandbox.State{sandbox.StateFailed, sandbox.StateDeleting}},
+			want: in("org_f", sandbox.StateRunning, sandbox.StateStopped)},
+		{name: "exclude with include deleted", opts: store.ListOptions{OrgID: "org_f", IncludeDeleted: true, ExcludeStates: []sandbox.State{sandbox.StateFailed}},
+			want: in("org_f", sandbox.StateRunning, sandbox.StateStopped, sandbox.StateDeleted, sandbox.StateDeleting)},
+		{name: "state wins over exclude", opts: store.ListOptions{OrgID: "org_f", State: sandbox.StateFailed, ExcludeStates: []sandbox.State{sandbox.StateFailed}},
+			want: in("org_f", sandbox.StateFailed)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
