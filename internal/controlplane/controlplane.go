@@ -39,11 +39,15 @@ type Host interface {
 	// answers.
 	Running(ctx context.Context, id string) bool
 	// Stop stops the sandbox, keeping its disk and address. With
-	// keepMemory it keeps the processes in memory where the host can
-	// (frozen) and reports whether it did; otherwise, or when it cannot,
-	// the processes end and only the disk stays. Idempotent.
+	// keepMemory it keeps the processes where the host can (frozen in RAM,
+	// or checkpointed to disk) and reports whether it did; otherwise, or
+	// when it cannot, the processes end and only the disk stays (and a
+	// checkpoint is dropped). Idempotent.
 	Stop(ctx context.Context, id string, keepMemory bool) (memoryKept bool, err error)
-	// Frozen reports whether a stopped sandbox still holds its memory.
+	// Frozen reports whether a stopped sandbox still holds its memory in
+	// RAM (the warm window and budget apply). A checkpoint on disk is not
+	// frozen: it costs no RAM and the next start restores it whenever it
+	// comes.
 	Frozen(ctx context.Context, id string) bool
 	// DiskImage stops the sandbox disk-only if needed and returns the path
 	// of its disk image, for archiving. ErrNotFound when it has none.
@@ -82,6 +86,9 @@ type Instance struct {
 	// MemoryRestored is true when the start brought the processes back
 	// (a thaw or a restore), false for a cold boot from disk.
 	MemoryRestored bool
+	// RestoreFailure says why a start that had memory to restore (a
+	// checkpoint) booted cold from disk instead; empty otherwise.
+	RestoreFailure string
 }
 
 // AgentPort is where pt-agent listens inside every sandbox.
@@ -261,7 +268,8 @@ type HostInfo struct {
 // ClassInfo is one runtime class on a host.
 type ClassInfo struct {
 	Name string
-	// StopKeepsMemory says how a stop keeps memory ("freeze").
+	// StopKeepsMemory says how a stop keeps memory: "checkpoint" (to disk,
+	// no RAM held) or "freeze" (in RAM, for the warm window).
 	StopKeepsMemory string
 	// Checkpoint is true when the class can write memory to disk
 	// (runsc; runc only with CRIU >= 4.1); CheckpointReason says why not.

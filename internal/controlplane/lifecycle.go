@@ -150,6 +150,8 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	ls := &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now}
 	if inst.MemoryRestored {
 		ls.Restore, ls.RAMRestored = sandbox.RestoreMemory, true
+	} else if inst.RestoreFailure != "" {
+		ls.Reason = inst.RestoreFailure + "; booted from disk"
 	} else {
 		ls.Reason = "memory was not kept (stopped past the warm window, under memory pressure, or the host restarted)"
 	}

@@ -149,7 +149,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	if err := h.net.Setup(ctx); err != nil {
 		return nil, fmt.Errorf("host: network: %w", err)
 	}
-	if h.rt, err = oci.New(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime")}, logger); err != nil {
+	h.adoptEndpoints(ctx)
+	// NewRuntime probes CRIU for runc: with CRIU >= 4.1 passing `criu
+	// check`, stops checkpoint; otherwise they freeze (see checkpoint.go).
+	if h.rt, err = oci.NewRuntime(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime")}, logger); err != nil {
 		return nil, fmt.Errorf("host: runtime: %w", err)
 	}
 	h.rts = map[string]runtime.Runtime{ClassRunc: h.rt}
@@ -264,13 +267,16 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	if err := errors.Join(diskErr, <-netErr); err != nil {
 		return controlplane.Instance{}, err
 	}
+	if err := h.writeAddress(spec.ID, ep.Addr); err != nil {
+		return controlplane.Instance{}, err
+	}
 	t1 := time.Now()
-	thawed, err := h.ensureContainer(ctx, spec, p, ep)
+	thawed, failure, err := h.ensureContainer(ctx, spec, p, ep)
 	if err != nil {
 		return controlplane.Instance{}, err
 	}
 	t2 := time.Now()
-	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed}
+	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
 	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
@@ -359,48 +365,55 @@ func resolvConf() string {
 }
 
 // ensureContainer makes the sandbox's container run and reports whether
-// it thawed a frozen one (memory intact) rather than booting it. A runtime
-// call left running by a ptd that was killed may create the container
-// under our feet: then the state is read again.
-func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
+// it thawed a frozen one or restored a checkpoint (memory intact) rather
+// than booting it; failure says why a checkpoint that was there could not
+// be restored (the sandbox then boots cold). A runtime call left running by
+// a ptd that was killed may create the container under our feet: then the
+// state is read again.
+func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	for attempt := 0; ; attempt++ {
-		thawed, err = h.ensureContainerOnce(ctx, spec, p, ep)
+		thawed, failure, err = h.ensureContainerOnce(ctx, spec, p, ep)
 		if !errors.Is(err, sandbox.ErrAlreadyExists) || attempt == 3 {
-			return thawed, err
+			return thawed, failure, err
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, "", ctx.Err()
 		}
 	}
 }
 
-func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, err error) {
+func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	class := spec.Runtime
 	if class == "" {
 		class = ClassRunc
 	}
 	rt, ok := h.rts[class]
 	if !ok {
-		return false, fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
+		return false, "", fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
 	}
 	st, err := rt.State(ctx, spec.ID)
 	switch {
 	case err == nil && st.Status == runtime.StatusRunning:
-		return false, nil
+		// A checkpoint next to a running container means a ptd killed
+		// between its restore and the image's removal: it was restored.
+		if _, ok := h.checkpointed(spec.ID); ok {
+			return true, "", h.removeCheckpoint(spec.ID)
+		}
+		return false, "", nil
 	case err == nil && st.Status == runtime.StatusPaused:
 		if err := rt.Resume(ctx, spec.ID); err != nil {
-			return false, fmt.Errorf("host: thaw: %w", err)
+			return false, "", fmt.Errorf("host: thaw: %w", err)
 		}
-		return true, nil
+		return true, "", nil
 	case err == nil:
 		// Created or stopped by a crash: start it again from scratch.
 		if err := rt.Delete(ctx, spec.ID); err != nil {
-			return false, fmt.Errorf("host: runtime: %w", err)
+			return false, "", fmt.Errorf("host: runtime: %w", err)
 		}
 	case !errors.Is(err, runtime.ErrNotFound):
-		return false, fmt.Errorf("host: runtime: %w", err)
+		return false, "", fmt.Errorf("host: runtime: %w", err)
 	}
 	rspec := runtime.Spec{
 		ID: spec.ID, BundleDir: p.bundle, RootFS: p.rootfs, Hostname: spec.ID,
@@ -417,34 +430,42 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 		Cwd:    "/",
 		Mounts: append([]runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}}, lxcfsMounts(class)...),
 	}
-	if err := rt.Run(ctx, rspec); err != nil {
-		return false, fmt.Errorf("host: runtime: %w", err)
+	restored, failure, err := h.restore(ctx, rt, rspec)
+	if err != nil || restored {
+		return restored, "", err
 	}
-	return false, nil
+	if err := rt.Run(ctx, rspec); err != nil {
+		return false, "", fmt.Errorf("host: runtime: %w", err)
+	}
+	return false, failure, nil
 }
 
-// Stop implements controlplane.Host. Keeping memory freezes the cgroup
-// (the runc class's "stop saves memory": a thaw is milliseconds); a
-// disk-only stop ends the container and unmounts the rootfs and disk, but
-// keeps the disk image and the network endpoint, so the next start gets
-// the same disk and address.
+// Stop implements controlplane.Host. Keeping memory checkpoints the
+// sandbox to its directory where its class can (gvisor; runc with a working
+// CRIU) and freezes its cgroup otherwise (runc's warm freeze: a thaw is
+// milliseconds); see checkpoint.go. Any other stop ends the container,
+// drops a checkpoint, and unmounts the rootfs and disk, but keeps the disk
+// image and the network endpoint, so the next start gets the same disk and
+// address. A checkpointed sandbox is unmounted the same way.
 func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
 	rt := h.runtimeOf(ctx, id)
 	st, err := rt.State(ctx, id)
-	if err == nil && keepMemory {
-		switch st.Status {
-		case runtime.StatusPaused:
-			return true, nil
-		case runtime.StatusRunning:
-			if err := rt.Pause(ctx, id); err == nil {
-				return true, nil
-			} else {
-				h.log.Warn("freeze failed; stopping disk-only", "sandbox", id, "err", err)
-			}
-		}
-	}
 	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	kept := false
+	switch {
+	case !keepMemory:
+		if err := h.removeCheckpoint(id); err != nil {
+			return false, fmt.Errorf("host: stop %s: %w", id, err)
+		}
+	case err != nil: // no container: kept only if it was checkpointed
+		kept = h.Checkpointed(id)
+	default:
+		kept = h.stopKeepingMemory(ctx, id, rt, st)
+		if kept && h.Frozen(ctx, id) {
+			return true, nil
+		}
 	}
 	p := h.paths(id)
 	if err := rt.Delete(ctx, id); err != nil {
@@ -458,10 +479,11 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 	if err := errors.Join(disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
-	return false, nil
+	return kept, nil
 }
 
-// Frozen implements controlplane.Host.
+// Frozen implements controlplane.Host: the sandbox's processes are frozen
+// in RAM. A checkpointed sandbox is not frozen (see Checkpointed).
 func (h *Host) Frozen(ctx context.Context, id string) bool {
 	rt := h.runtimeOf(ctx, id)
 	st, err := rt.State(ctx, id)
@@ -742,9 +764,12 @@ func (h *Host) Info() controlplane.HostInfo {
 		ci := controlplane.ClassInfo{Name: c}
 		ok, reason := oci.Supports(h.rts[c])
 		ci.Checkpoint, ci.CheckpointReason = ok, reason
-		// Every class can freeze a stopped sandbox in RAM; thawing it is what
-		// a start inside the warm window does.
+		// A class that can checkpoint writes a stopped sandbox's memory to
+		// disk; the others freeze it in RAM for the warm window.
 		ci.StopKeepsMemory = "freeze"
+		if ok {
+			ci.StopKeepsMemory = "checkpoint"
+		}
 		info.Classes = append(info.Classes, ci)
 	}
 	_, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo"))

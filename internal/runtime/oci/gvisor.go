@@ -41,8 +41,10 @@ import (
 //     (gvisorPids). A sandbox that reaches it, or its memory limit, is
 //     stopped as a whole: a fork bomb or memory hog ends the sandbox rather
 //     than failing inside it.
-//   - Update is not supported (runsc has no update command): it returns
-//     sandbox.ErrUnavailable. Stats report gVisor's own accounting.
+//   - Update writes the sandbox's host cgroup (runsc has no update
+//     command; see cgroup.go): the host enforces the new limits at once,
+//     while gVisor's own view (/proc/meminfo, CPU count) keeps its boot
+//     size. Stats report gVisor's own accounting.
 //   - /tmp is bound to the root filesystem's /tmp (on disk, as with runc);
 //     runsc would otherwise mount a tmpfs there.
 //   - Checkpoint, with or without LeaveRunning, resets the sandbox's

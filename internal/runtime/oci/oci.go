@@ -364,17 +364,17 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 // Update changes the limits of a running container in place. Zero fields
 // are left unchanged. Shrinking memory below current usage fails (the
 // runtime's error wraps sandbox.ErrConflict when recognised). runsc has no
-// update command: for gvisor Update returns an error wrapping
-// sandbox.ErrUnavailable (or runtime.ErrNotFound) and changes nothing.
+// update command: for gvisor Update writes the sandbox's host cgroup
+// instead (see cgroup.go), with the same effect on the host's limits.
 func (r *Runtime) Update(ctx context.Context, id string, res runtime.Resources) error {
 	if err := validateResources(res); err != nil {
 		return fmt.Errorf("update %s: %w", id, err)
 	}
 	if r.gvisor {
-		if _, err := r.state(ctx, id); err != nil {
+		if err := r.updateCgroup(ctx, id, res); err != nil {
 			return fmt.Errorf("update %s: %w", id, err)
 		}
-		return fmt.Errorf("update %s: %s cannot change limits of a running sandbox: %w", id, r.cfg.Class, sandbox.ErrUnavailable)
+		return nil
 	}
 	args := []string{"update"}
 	if res.CPU > 0 {
@@ -435,8 +435,14 @@ func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 	}
 	if st.MemoryLimitBytes == 0 && r.gvisor {
 		// runsc reports the sandbox's own accounting, without the limit;
-		// the limit is the one config.json asked for.
-		st.MemoryLimitBytes = r.configMemoryLimit(ctx, id)
+		// the limit is its host cgroup's (a live resize changes it), else
+		// the one config.json asked for.
+		if s, err := r.state(ctx, id); err == nil {
+			st.MemoryLimitBytes = cgroupMemoryLimit(s.Bundle)
+		}
+		if st.MemoryLimitBytes == 0 {
+			st.MemoryLimitBytes = r.configMemoryLimit(ctx, id)
+		}
 	}
 	return st, nil
 }

@@ -29,7 +29,6 @@ func newGVisor(t *testing.T) runtime.Runtime {
 // runc (see GVisorConfig); nothing about isolation is relaxed.
 var gvisorSemantics = runtimetest.Options{
 	HostPidsLimit:     gvisorPids,
-	NoLiveUpdate:      true,
 	LimitsStopSandbox: true,
 }
 

@@ -77,6 +77,7 @@ func RunWith(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts O
 		{"MemoryLimit", testMemoryLimit},
 		{"PidsLimit", testPidsLimit},
 		{"Update", testUpdate},
+		{"UpdateMemoryCharged", testUpdateMemoryCharged},
 		{"PauseResume", plain(testPauseResume)},
 		{"Stats", plain(testStats)},
 		{"Concurrent", plain(testConcurrent)},
@@ -531,6 +532,50 @@ func testUpdate(t *testing.T, rt runtime.Runtime, opts Options) {
 		t.Fatalf("Update(cpu): %v", err)
 	}
 	check("raised cpu", 64<<20, "200000", pids(32))
+}
+
+// testUpdateMemoryCharged checks that a raised memory limit is the one
+// enforced and that what the sandbox allocates is charged to its host
+// cgroup (for gVisor: the Sentry's memory, not only its processes'): after
+// raising the limit from 96 to 320 MiB a 160 MiB allocation succeeds and
+// the cgroup's peak shows it.
+func testUpdateMemoryCharged(t *testing.T, rt runtime.Runtime, opts Options) {
+	if opts.NoLiveUpdate {
+		t.Skip("the runtime cannot update limits")
+	}
+	ctx := context.Background()
+	spec := NewSpec(t, `
+		go=
+		trap 'go=1' USR1
+		: > /ready
+		while [ -z "$go" ]; do sleep 0.05; done
+		dd if=/dev/zero of=/dev/null bs=160M count=1 2>/dev/null
+		echo "dd=$?" > /results
+		: > /done
+		`+sleepForever)
+	spec.Resources.MemoryBytes = 96 << 20
+	c := Start(t, rt, spec)
+	c.WaitFile(t, "ready")
+	pid := c.State(t).Pid
+	if err := rt.Update(ctx, c.ID(), runtime.Resources{MemoryBytes: 320 << 20}); err != nil {
+		t.Fatalf("Update(raise memory): %v", err)
+	}
+	if err := rt.Kill(ctx, c.ID(), syscall.SIGUSR1); err != nil {
+		t.Fatalf("Kill(SIGUSR1): %v", err)
+	}
+	if c.waitDoneOrStopped(t, "done") {
+		t.Fatalf("the sandbox stopped allocating 160 MiB under a raised limit of 320 MiB")
+	}
+	if got := c.Results(t)["dd"]; got != "0" {
+		t.Errorf("160 MiB allocation under a raised limit of 320 MiB: dd exit %q, want 0", got)
+	}
+	peak, err := hostCgroupFile(pid, "memory", "memory.max_usage_in_bytes", "memory.peak")
+	if err != nil {
+		t.Fatalf("peak memory: %v", err)
+	}
+	if n, _ := strconv.ParseInt(peak, 10, 64); n < 160<<20 {
+		t.Errorf("cgroup peak memory = %s bytes after a 160 MiB allocation: the sandbox's memory is not charged to its cgroup", peak)
+	}
 }
 
 func testPauseResume(t *testing.T, rt runtime.Runtime) {

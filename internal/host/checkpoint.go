@@ -1,0 +1,237 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/oci"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Stop with memory has two forms here:
+//
+//   - freeze (runc without a working CRIU): the cgroup is frozen and the
+//     processes stay in RAM, for the control plane's warm window and within
+//     its memory budget (Frozen is true);
+//   - checkpoint (gvisor always; runc with CRIU >= 4.1 passing `criu
+//     check`): memory and process state are written to the sandbox's own
+//     directory under the data dir and the container ends, so its RAM is
+//     free. The image is on disk: it survives the warm window, a ptd restart
+//     and a host reboot, and the next start restores it. It is dropped by a
+//     disk-only stop (memory=false, a resize while stopped, an archive) and
+//     by Destroy, and after each restore (a new stop writes a new one).
+//
+// A restore that fails boots the sandbox cold from the same disk and says
+// why (Instance.RestoreFailure); it never leaves the sandbox stuck.
+
+// checkpointDirName is the image's directory inside the sandbox's dir;
+// checkpointMetaName, written last, is what makes it valid.
+const (
+	checkpointDirName  = "checkpoint"
+	checkpointPartName = "checkpoint.partial"
+	checkpointMetaName = "checkpoint.json"
+)
+
+// checkpointMeta describes a complete image.
+type checkpointMeta struct {
+	// Class is the runtime class that wrote it; only that class restores it.
+	Class string    `json:"class"`
+	At    time.Time `json:"at"`
+}
+
+func (h *Host) checkpointDir(id string) string {
+	return filepath.Join(h.paths(id).dir, checkpointDirName)
+}
+
+// checkpointer returns rt's checkpoint ability on this host, or nil.
+func checkpointer(rt runtime.Runtime) runtime.Checkpointer {
+	cp, _ := rt.(runtime.Checkpointer)
+	return cp
+}
+
+// checkpointed returns the metadata of the sandbox's complete checkpoint
+// image, if it has one.
+func (h *Host) checkpointed(id string) (checkpointMeta, bool) {
+	var m checkpointMeta
+	b, err := os.ReadFile(filepath.Join(h.paths(id).dir, checkpointMetaName))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Class == "" {
+		return checkpointMeta{}, false
+	}
+	entries, err := os.ReadDir(h.checkpointDir(id))
+	if err != nil || len(entries) == 0 {
+		return checkpointMeta{}, false
+	}
+	return m, true
+}
+
+// Checkpointed reports whether a stopped sandbox's memory is saved on disk,
+// so its next start restores it. Unlike Frozen, such a sandbox holds no
+// RAM: warm windows and budgets do not apply to it.
+func (h *Host) Checkpointed(id string) bool {
+	_, ok := h.checkpointed(id)
+	return ok
+}
+
+// removeCheckpoint drops the sandbox's image (complete or partial).
+// Idempotent.
+func (h *Host) removeCheckpoint(id string) error {
+	dir := h.paths(id).dir
+	return errors.Join(
+		ignoreNotExist(os.Remove(filepath.Join(dir, checkpointMetaName))),
+		os.RemoveAll(filepath.Join(dir, checkpointDirName)),
+		os.RemoveAll(filepath.Join(dir, checkpointPartName)),
+	)
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// checkpoint saves the running container id with cp and ends it: the image
+// goes to a partial directory first and becomes valid only once renamed
+// and described, so a crash halfway leaves no image that looks complete.
+func (h *Host) checkpoint(ctx context.Context, id, class string, cp runtime.Checkpointer) error {
+	if err := h.removeCheckpoint(id); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	dir := h.paths(id).dir
+	part := filepath.Join(dir, checkpointPartName)
+	t0 := time.Now()
+	if err := cp.Checkpoint(ctx, id, part, runtime.CheckpointOptions{}); err != nil {
+		os.RemoveAll(part)
+		return err
+	}
+	if err := os.Rename(part, h.checkpointDir(id)); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	b, _ := json.Marshal(checkpointMeta{Class: class, At: time.Now().UTC()})
+	tmp := filepath.Join(dir, checkpointMetaName+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, checkpointMetaName)); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	h.log.Debug("sandbox checkpointed", "sandbox", id, "class", class, "took", time.Since(t0))
+	return nil
+}
+
+// stopKeepingMemory keeps the sandbox's memory for its next start, by
+// checkpoint where its class can and by freezing otherwise. It reports
+// false (and the caller stops disk-only) when neither worked.
+func (h *Host) stopKeepingMemory(ctx context.Context, id string, rt runtime.Runtime, st runtime.State) bool {
+	switch st.Status {
+	case runtime.StatusPaused:
+		return true
+	case runtime.StatusRunning:
+	default:
+		return false
+	}
+	if cp := checkpointer(rt); cp != nil {
+		err := h.checkpoint(ctx, id, rt.Name(), cp)
+		if err == nil {
+			return true
+		}
+		h.log.Warn("checkpoint failed; freezing instead", "sandbox", id, "err", err)
+		if st, err = rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
+			return false
+		}
+	}
+	if err := rt.Pause(ctx, id); err != nil {
+		h.log.Warn("freeze failed; stopping disk-only", "sandbox", id, "err", err)
+		return false
+	}
+	return true
+}
+
+// restore starts the sandbox's container from its checkpoint image, if it
+// has one for class. restored is true when the processes came back; a
+// non-empty failure says why an image that was there could not be used
+// (the caller then boots cold). err is returned only when the start
+// should not go on (cancelled, or a concurrent runtime call holds the ID).
+// The image is consumed either way.
+func (h *Host) restore(ctx context.Context, rt runtime.Runtime, rspec runtime.Spec) (restored bool, failure string, err error) {
+	m, ok := h.checkpointed(rspec.ID)
+	if !ok {
+		return false, "", nil
+	}
+	cp := checkpointer(rt)
+	switch {
+	case m.Class != rt.Name():
+		failure = fmt.Sprintf("the memory image was written by runtime class %s, the sandbox runs %s", m.Class, rt.Name())
+	case cp == nil:
+		_, why := oci.Supports(rt)
+		failure = "runtime class " + rt.Name() + " cannot restore memory on this host: " + why
+	default:
+		t0 := time.Now()
+		rerr := cp.Restore(ctx, rspec, h.checkpointDir(rspec.ID))
+		if rerr == nil {
+			h.log.Debug("sandbox restored", "sandbox", rspec.ID, "took", time.Since(t0))
+			if err := h.removeCheckpoint(rspec.ID); err != nil {
+				h.log.Warn("remove used checkpoint", "sandbox", rspec.ID, "err", err)
+			}
+			return true, "", nil
+		}
+		if ctx.Err() != nil || errors.Is(rerr, sandbox.ErrAlreadyExists) {
+			return false, "", fmt.Errorf("host: restore: %w", rerr)
+		}
+		failure = "memory restore failed: " + rerr.Error()
+	}
+	h.log.Warn("memory not restored; booting from disk", "sandbox", rspec.ID, "reason", failure)
+	if err := h.removeCheckpoint(rspec.ID); err != nil {
+		return false, "", fmt.Errorf("host: restore: %w", err)
+	}
+	return false, failure, nil
+}
+
+// addressFile keeps the sandbox's address in its directory: a running
+// gVisor sandbox owns its namespace's addresses, so after a ptd restart
+// the network layer cannot read it back (see adoptEndpoints).
+const addressFile = "address"
+
+func (h *Host) writeAddress(id string, addr netip.Addr) error {
+	path := filepath.Join(h.paths(id).dir, addressFile)
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == addr.String() {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr.String()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("host: address: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// adoptEndpoints registers, after a restart, the network endpoints that
+// network.Recover could not see (running gVisor sandboxes), from the
+// address each sandbox's directory records. Run before any Attach.
+func (h *Host) adoptEndpoints(ctx context.Context) {
+	entries, _ := os.ReadDir(filepath.Join(h.cfg.DataDir, "sandboxes"))
+	for _, e := range entries {
+		id := e.Name()
+		if _, ok := h.net.Endpoint(id); ok || !sandbox.ValidID(sandbox.PrefixSandbox, id) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(h.paths(id).dir, addressFile))
+		if err != nil {
+			continue
+		}
+		addr, err := netip.ParseAddr(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		if _, err := h.net.Adopt(ctx, id, addr); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			h.log.Warn("adopt network endpoint", "sandbox", id, "err", err)
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package oci
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// runsc has no update command, but it runs the whole sandbox (the sentry,
+// the gofer and, with systrap, one stub per sandbox process) in the host
+// cgroup config.json names, and the sentry's memory (a memfd it faults in)
+// is charged to that cgroup. So a live resize of a gVisor sandbox is a
+// write to that cgroup's files: the host enforces the new CPU quota,
+// cpuset, memory and pids limits at once, as `runc update` would. What
+// gVisor shows inside (/proc/meminfo, the number of CPUs) keeps the size
+// it booted with until the next cold boot.
+
+// cgroupMount is one mounted cgroup hierarchy: v1 with its controllers, or
+// the unified (v2) one.
+type cgroupMount struct {
+	dir         string
+	v2          bool
+	controllers []string // v1 only
+}
+
+// cgroupMounts lists the cgroup hierarchies mounted on this host.
+func cgroupMounts() ([]cgroupMount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []cgroupMount
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if len(pf) < 5 || len(qf) < 3 {
+			continue
+		}
+		switch qf[0] {
+		case "cgroup2":
+			out = append(out, cgroupMount{dir: pf[4], v2: true})
+		case "cgroup":
+			var ctrls []string
+			for _, o := range strings.Split(qf[2], ",") {
+				switch o {
+				case "cpu", "cpuacct", "cpuset", "memory", "pids":
+					ctrls = append(ctrls, o)
+				}
+			}
+			if len(ctrls) > 0 {
+				out = append(out, cgroupMount{dir: pf[4], controllers: ctrls})
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// cgroupDir returns the directory of cgroup path for controller: the v1
+// hierarchy that has it, else the unified one when the controller is
+// enabled there for that cgroup. v2 reports whether it is the unified one.
+func cgroupDir(mounts []cgroupMount, controller, path string) (dir string, v2 bool, ok bool) {
+	for _, m := range mounts {
+		if !m.v2 && contains(m.controllers, controller) {
+			d := filepath.Join(m.dir, path)
+			if _, err := os.Stat(d); err == nil {
+				return d, false, true
+			}
+		}
+	}
+	for _, m := range mounts {
+		if !m.v2 {
+			continue
+		}
+		d := filepath.Join(m.dir, path)
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
+		if err == nil && contains(strings.Fields(string(b)), controller) {
+			return d, true, true
+		}
+	}
+	return "", false, false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// bundleCgroupPath reads the cgroup path config.json gave the container.
+func bundleCgroupPath(bundle string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return "", err
+	}
+	var cfg ociSpec
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", fmt.Errorf("config.json: %w", err)
+	}
+	if cfg.Linux == nil || cfg.Linux.CgroupsPath == "" {
+		return "", errors.New("config.json names no cgroup")
+	}
+	return cfg.Linux.CgroupsPath, nil
+}
+
+// updateCgroup changes the limits of a running gVisor sandbox by writing
+// its host cgroup (see the comment at the top of this file). Zero fields
+// are left unchanged. A memory limit the kernel refuses (below what the
+// sandbox uses and cannot give back) wraps sandbox.ErrConflict; the other
+// limits may already have changed then, as with `runc update`.
+func (r *Runtime) updateCgroup(ctx context.Context, id string, res runtime.Resources) error {
+	s, err := r.state(ctx, id)
+	if err != nil {
+		return err
+	}
+	if s.Status != string(runtime.StatusRunning) && s.Status != string(runtime.StatusPaused) {
+		return fmt.Errorf("container is %s: %w", s.Status, sandbox.ErrConflict)
+	}
+	path, err := bundleCgroupPath(s.Bundle)
+	if err != nil {
+		return fmt.Errorf("cgroup: %w: %w", err, sandbox.ErrUnavailable)
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return fmt.Errorf("cgroup mounts: %w: %w", err, sandbox.ErrUnavailable)
+	}
+	dir := func(controller string) (string, bool, error) {
+		d, v2, ok := cgroupDir(mounts, controller, path)
+		if !ok {
+			return "", false, fmt.Errorf("cgroup %s has no %s controller: %w", path, controller, sandbox.ErrUnavailable)
+		}
+		return d, v2, nil
+	}
+	if res.CPU > 0 {
+		d, v2, err := dir("cpu")
+		if err != nil {
+			return err
+		}
+		q := strconv.FormatInt(cpuQuota(res.CPU), 10)
+		if v2 {
+			err = writeCgroup(d, "cpu.max", q+" "+strconv.Itoa(cpuPeriod))
+		} else {
+			err = errors.Join(writeCgroup(d, "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)), writeCgroup(d, "cpu.cfs_quota_us", q))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if res.CPUs != "" {
+		d, _, err := dir("cpuset")
+		if err != nil {
+			return err
+		}
+		if err := writeCgroup(d, "cpuset.cpus", res.CPUs); err != nil {
+			return err
+		}
+	}
+	if res.Pids > 0 {
+		d, _, err := dir("pids")
+		if err != nil {
+			return err
+		}
+		if err := writeCgroup(d, "pids.max", strconv.FormatInt(gvisorPids(res.Pids), 10)); err != nil {
+			return err
+		}
+	}
+	if res.MemoryBytes > 0 {
+		d, v2, err := dir("memory")
+		if err != nil {
+			return err
+		}
+		if err := setMemoryLimit(d, v2, res.MemoryBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setMemoryLimit sets memory and memory+swap to limit (v1: memsw must stay
+// at least the memory limit, so the order depends on the direction; v2:
+// no swap).
+func setMemoryLimit(dir string, v2 bool, limit int64) error {
+	v := strconv.FormatInt(limit, 10)
+	if v2 {
+		if err := writeCgroup(dir, "memory.max", v); err != nil {
+			return err
+		}
+		return ignoreMissing(writeCgroup(dir, "memory.swap.max", "0"))
+	}
+	cur, _ := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	old, _ := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64)
+	mem := func() error { return writeCgroup(dir, "memory.limit_in_bytes", v) }
+	memsw := func() error { return ignoreMissing(writeCgroup(dir, "memory.memsw.limit_in_bytes", v)) }
+	if limit > old {
+		if err := memsw(); err != nil {
+			return err
+		}
+		return mem()
+	}
+	if err := mem(); err != nil {
+		return err
+	}
+	return memsw()
+}
+
+// writeCgroup writes one cgroup file; EBUSY (a memory limit below usage
+// the kernel cannot reclaim) wraps sandbox.ErrConflict, anything else
+// sandbox.ErrUnavailable.
+func writeCgroup(dir, file, value string) error {
+	err := os.WriteFile(filepath.Join(dir, file), []byte(value), 0)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, syscall.EBUSY):
+		return fmt.Errorf("%s = %s: the sandbox uses more than that: %w", file, value, sandbox.ErrConflict)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %w", file, err)
+	default:
+		return fmt.Errorf("%s = %s: %w: %w", file, value, err, sandbox.ErrUnavailable)
+	}
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// cgroupMemoryLimit reads a running container's memory limit from its host
+// cgroup; 0 when unknown or unlimited.
+func cgroupMemoryLimit(bundle string) uint64 {
+	path, err := bundleCgroupPath(bundle)
+	if err != nil {
+		return 0
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return 0
+	}
+	d, v2, ok := cgroupDir(mounts, "memory", path)
+	if !ok {
+		return 0
+	}
+	file := "memory.limit_in_bytes"
+	if v2 {
+		file = "memory.max"
+	}
+	b, err := os.ReadFile(filepath.Join(d, file))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n >= 1<<62 {
+		return 0
+	}
+	return n
+}
