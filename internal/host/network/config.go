@@ -31,6 +31,11 @@ type Config struct {
 	// open (ptd's API proxy for sandbox-scoped tokens); every other host
 	// port stays closed to them.
 	GatewayPorts []uint16
+	// ProxyPort and DNSPort are where the host's egress proxy and
+	// filtering DNS resolver listen on the gateway (0: none). Sandboxes
+	// reach them only through the redirects of their Policy, never by
+	// connecting to them directly.
+	ProxyPort, DNSPort uint16
 }
 
 // DefaultConfig returns the production defaults: bridge "pt0", subnet

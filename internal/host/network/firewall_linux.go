@@ -16,6 +16,14 @@ func (m *Manager) chains() (in, fwd, nat string) {
 	return b + "-IN", b + "-FWD", b + "-NAT"
 }
 
+// policyDispatch names the chains that send each sandbox's traffic to its
+// own policy chains (by source address): EGR in filter FORWARD, PRE in nat
+// PREROUTING. Setup never flushes them, so policies survive a restart.
+func (m *Manager) policyDispatch() (egr, pre string) {
+	b := "PT-" + m.cfg.Bridge
+	return b + "-EGR", b + "-PRE"
+}
+
 // hook is one jump from a built-in chain into ours.
 type hook struct {
 	table, chain string
@@ -24,12 +32,14 @@ type hook struct {
 
 func (m *Manager) hooks() []hook {
 	in, fwd, nat := m.chains()
+	_, pre := m.policyDispatch()
 	br := m.cfg.Bridge
 	return []hook{
 		{"filter", "INPUT", []string{"-i", br, "-j", in}},
 		{"filter", "FORWARD", []string{"-i", br, "-j", fwd}},
 		{"filter", "FORWARD", []string{"-o", br, "-j", fwd}},
 		{"nat", "POSTROUTING", []string{"-s", m.cfg.Subnet.String(), "-j", nat}},
+		{"nat", "PREROUTING", []string{"-i", br, "-j", pre}},
 	}
 }
 
@@ -51,21 +61,40 @@ func (m *Manager) rules() string {
 	for _, port := range m.cfg.GatewayPorts {
 		w("-A %s -d %s -p tcp --dport %d -j ACCEPT", in, m.gateway, port)
 	}
-	w("-A %s -j DROP", in)
+	// The egress proxy and DNS filter take only what a policy redirected
+	// to them (conntrack remembers the redirect).
+	if m.cfg.ProxyPort != 0 {
+		w("-A %s -d %s -p tcp --dport %d -m conntrack --ctstate DNAT -j ACCEPT", in, m.gateway, m.cfg.ProxyPort)
+	}
+	if m.cfg.DNSPort != 0 {
+		for _, proto := range []string{"udp", "tcp"} {
+			w("-A %s -d %s -p %s --dport %d -m conntrack --ctstate DNAT -j ACCEPT", in, m.gateway, proto, m.cfg.DNSPort)
+		}
+	}
+	// Everything blocked is rejected, never dropped: a blocked connect
+	// fails at once instead of hanging until the client's timeout.
+	reject := func(chain, match string) {
+		w("-A %s %s-p tcp -j REJECT --reject-with tcp-reset", chain, match)
+		w("-A %s %s-j REJECT --reject-with icmp-port-unreachable", chain, match)
+	}
+	reject(in, "")
 	// (b) No sandbox-to-sandbox traffic, even routed through the gateway
 	// (bridge ports are also isolated for the switched path).
-	w("-A %s -i %s -o %s -j DROP", fwd, br, br)
+	reject(fwd, "-i "+br+" -o "+br+" ")
 	// Nothing from outside may open a connection into a sandbox.
 	w("-A %s -o %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", fwd, br)
 	w("-A %s -o %s -j DROP", fwd, br)
 	// (c) No link-local (cloud metadata) and no other host address.
-	w("-A %s -i %s -d 169.254.0.0/16 -j DROP", fwd, br)
-	w("-A %s -i %s -m addrtype --dst-type LOCAL -j DROP", fwd, br)
-	// (d) Egress policy.
+	reject(fwd, "-i "+br+" -d 169.254.0.0/16 ")
+	reject(fwd, "-i "+br+" -m addrtype --dst-type LOCAL ")
+	// (d) Each sandbox's own policy (policy chains, by source address),
+	// then the host-wide egress switch.
+	egr, _ := m.policyDispatch()
+	w("-A %s -i %s -j %s", fwd, br, egr)
 	if m.cfg.Egress {
 		w("-A %s -i %s -j ACCEPT", fwd, br)
 	} else {
-		w("-A %s -i %s -j DROP", fwd, br)
+		reject(fwd, "-i "+br+" ")
 	}
 	w("COMMIT")
 	w("*nat")
@@ -83,6 +112,15 @@ func (m *Manager) rules() string {
 // of its built-in chain (so other software's ACCEPT rules cannot pre-empt
 // ours).
 func (m *Manager) installFirewall(ctx context.Context) error {
+	egr, pre := m.policyDispatch()
+	for _, c := range []struct{ table, chain string }{{"filter", egr}, {"nat", pre}} {
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-n", "-L", c.chain); err == nil {
+			continue
+		}
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-N", c.chain); err != nil {
+			return fmt.Errorf("firewall: %w", err)
+		}
+	}
 	if _, err := runIptables(ctx, strings.NewReader(m.rules()), "iptables-restore", "-w", "--noflush"); err != nil {
 		return fmt.Errorf("firewall: %w", err)
 	}
@@ -109,7 +147,23 @@ func (m *Manager) hookExists(ctx context.Context, h hook) bool {
 // reset with another --subnet than the one that made them still cleans up.
 func (m *Manager) removeFirewall(ctx context.Context) error {
 	in, fwd, nat := m.chains()
-	for _, t := range []struct{ table, chain string }{{"filter", "INPUT"}, {"filter", "FORWARD"}, {"nat", "POSTROUTING"}} {
+	egr, pre := m.policyDispatch()
+	// Per-sandbox policy chains first: they hang off the dispatch chains.
+	for _, c := range []struct{ table, chain string }{{"filter", egr}, {"nat", pre}} {
+		targets, err := jumpTargets(ctx, c.table, c.chain)
+		if err != nil {
+			continue // no such chain
+		}
+		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-F", c.chain); err != nil {
+			return fmt.Errorf("firewall: flush %s: %w", c.chain, err)
+		}
+		for _, t := range targets {
+			if err := deleteChain(ctx, c.table, t); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range []struct{ table, chain string }{{"filter", "INPUT"}, {"filter", "FORWARD"}, {"nat", "POSTROUTING"}, {"nat", "PREROUTING"}} {
 		out, err := runIptables(ctx, nil, "iptables", "-w", "-t", t.table, "-S", t.chain)
 		if err != nil {
 			return fmt.Errorf("firewall: list %s: %w", t.chain, err)
@@ -119,7 +173,7 @@ func (m *Manager) removeFirewall(ctx context.Context) error {
 			if len(f) < 4 || f[0] != "-A" || f[len(f)-2] != "-j" {
 				continue
 			}
-			if target := f[len(f)-1]; target != in && target != fwd && target != nat {
+			if target := f[len(f)-1]; target != in && target != fwd && target != nat && target != pre {
 				continue
 			}
 			args := append([]string{"-w", "-t", t.table, "-D"}, f[1:]...)
@@ -128,7 +182,7 @@ func (m *Manager) removeFirewall(ctx context.Context) error {
 			}
 		}
 	}
-	for _, c := range []struct{ table, chain string }{{"filter", in}, {"filter", fwd}, {"nat", nat}} {
+	for _, c := range []struct{ table, chain string }{{"filter", in}, {"filter", fwd}, {"nat", nat}, {"filter", egr}, {"nat", pre}} {
 		if _, err := runIptables(ctx, nil, "iptables", "-w", "-t", c.table, "-n", "-L", c.chain); err != nil {
 			continue // no such chain
 		}

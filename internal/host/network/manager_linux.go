@@ -456,6 +456,9 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	unlock := m.idLocks.lock(id)
 	defer unlock()
 	nsName, veth := m.names(id)
+	if err := m.removePolicy(ctx, strings.TrimPrefix(veth, vethPrefix)); err != nil {
+		return fmt.Errorf("detach %s: %w", id, err)
+	}
 	if err := m.remove(nsName, veth); err != nil {
 		return fmt.Errorf("detach %s: %w", id, err)
 	}

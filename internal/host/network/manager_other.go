@@ -26,3 +26,6 @@ func (m *Manager) Attach(ctx context.Context, id string) (Endpoint, error) {
 
 // Detach is only implemented on Linux.
 func (m *Manager) Detach(ctx context.Context, id string) error { return errUnsupported }
+
+// SetPolicy is only implemented on Linux.
+func (m *Manager) SetPolicy(ctx context.Context, id string, p Policy) error { return errUnsupported }
