@@ -43,6 +43,17 @@ var restContract = []struct {
 	{"get", "/v1/templates/{slug}", []string{"200", "401", "404"}},
 	{"post", "/v1/templates/{slug}/build", []string{"202", "401", "404"}},
 	{"post", "/v1/orgs", []string{"201", "400", "401", "403"}},
+	{"get", "/v1/events", []string{"200", "400", "401", "403"}},
+	{"post", "/v1/webhooks", []string{"201", "400", "401", "403", "409"}},
+	{"get", "/v1/webhooks", []string{"200", "401", "403"}},
+	{"get", "/v1/webhooks/{id}", []string{"200", "401", "404"}},
+	{"delete", "/v1/webhooks/{id}", []string{"204", "401", "404"}},
+	{"get", "/v1/webhooks/{id}/deliveries", []string{"200", "400", "401", "404"}},
+	{"post", "/v1/sandboxes/{id}/artifacts", []string{"201", "400", "401", "403", "404", "409", "503"}},
+	{"get", "/v1/artifacts", []string{"200", "401", "403"}},
+	{"get", "/v1/artifacts/{id}", []string{"200", "401", "404"}},
+	{"delete", "/v1/artifacts/{id}", []string{"204", "401", "404"}},
+	{"get", "/v1/artifacts/{id}/content", []string{"200", "401", "404"}},
 }
 
 // lifecycleStatuses are what stop, start, archive and their aliases answer:

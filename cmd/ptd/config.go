@@ -36,6 +36,10 @@ type config struct {
 	// sandboxAPIPort is where sandboxes reach the API on their gateway
 	// (0: no in-sandbox API).
 	sandboxAPIPort uint16
+	// webhookAllowPrivate lets webhooks reach loopback and private
+	// addresses (tests); webhookRetryBase is the first retry's wait.
+	webhookAllowPrivate bool
+	webhookRetryBase    time.Duration
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -63,6 +67,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
+	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs reach loopback, private and shared (100.64/10) addresses; link-local (metadata) stays refused. For tests and closed networks only")
+	fs.DurationVar(&c.webhookRetryBase, "webhook-retry-base", 2*time.Second, "wait before a failed webhook delivery's first retry; it doubles after each failure (capped at one hour, 12 attempts)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

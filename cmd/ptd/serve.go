@@ -45,6 +45,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
+	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
@@ -68,6 +69,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	cp.RunReconciler(ctx, 30*time.Second)
 	cp.RunTimers(ctx)
+	cp.RunWebhooks(ctx)
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -124,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", s.handleDownload)
 	mux.HandleFunc("POST /files", s.handleUpload)
+	mux.HandleFunc("GET /artifact", s.handleArtifact)
 	mux.HandleFunc("GET /envs", s.handleEnvs)
 	mux.HandleFunc("POST /init", s.handleInit)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)

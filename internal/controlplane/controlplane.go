@@ -155,6 +155,10 @@ type Config struct {
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
 	ArchiveBucket string
+	// ArtifactBucket is the bucket artifacts are written to (in Objects).
+	ArtifactBucket string
+	// Webhooks tunes webhook deliveries (webhooks.go).
+	Webhooks WebhookConfig
 }
 
 // DefaultConfig returns the production defaults.
@@ -172,6 +176,8 @@ func DefaultConfig() Config {
 		Day:                       24 * time.Hour,
 		DeletedRetention:          30 * 24 * time.Hour,
 		ArchiveBucket:             "platinum-archives",
+		ArtifactBucket:            "platinum-artifacts",
+		Webhooks:                  DefaultWebhookConfig(),
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,
 		DefaultRuntime:            "runc",
@@ -191,6 +197,7 @@ type Service struct {
 	host   Host
 	log    *slog.Logger
 	notify *notifier
+	feed   *feed // wakes event subscribers (events.go)
 	locks  keyedMutex
 	tpl    *templates
 
@@ -220,9 +227,11 @@ type Service struct {
 // New builds a Service. Call Reconcile once before serving requests.
 func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
+	fd := newFeed()
 	s := &Service{
 		cfg:      cfg,
-		store:    st,
+		store:    feedStore{Store: st, feed: fd},
+		feed:     fd,
 		host:     host,
 		log:      logger,
 		notify:   newNotifier(),

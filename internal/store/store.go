@@ -214,6 +214,9 @@ type Store interface {
 	// Snapshots and backups (snapshots.go).
 	SnapshotStore
 
+	// Feeds: the event stream, webhooks and artifacts (feeds.go).
+	Feeds
+
 	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
 }

@@ -34,7 +34,8 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "e2e tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug"}},
+	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug",
+		"--webhook-allow-private", "--webhook-retry-base", "200ms"}},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
 			return nil

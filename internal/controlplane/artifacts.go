@@ -1,0 +1,179 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// PrefixArtifact starts every artifact ID.
+const PrefixArtifact = "art_"
+
+// ArtifactRequest exports Path of a running sandbox; Name is the download
+// file name (default: the path's base name, plus ".tar" for a directory).
+type ArtifactRequest struct {
+	Path string
+	Name string
+}
+
+// Artifact is an exported file or directory.
+type Artifact = store.Artifact
+
+const maxArtifactName = 255
+
+func validArtifactName(n string) bool {
+	return n != "" && len(n) <= maxArtifactName && utf8.ValidString(n) && !strings.ContainsAny(n, "/\\\x00\r\n") &&
+		n != "." && n != ".."
+}
+
+// CreateArtifact copies a file (as is) or a directory (as a tar) out of a
+// running sandbox into the object store. The artifact belongs to the org,
+// not the sandbox: it survives the sandbox's stop, kill and deletion. It
+// answers when the copy is stored whole; a failed copy stores nothing.
+func (s *Service) CreateArtifact(ctx context.Context, p Principal, sandboxID string, r ArtifactRequest) (Artifact, error) {
+	if err := orgPrincipal(p, "artifacts"); err != nil {
+		return Artifact{}, err
+	}
+	if r.Path == "" || len(r.Path) > 4096 || strings.ContainsRune(r.Path, 0) {
+		return Artifact{}, &sandbox.FieldError{Field: "path", Reason: "must be a path in the sandbox (1 to 4096 bytes)"}
+	}
+	for _, el := range strings.Split(r.Path, "/") {
+		if el == ".." {
+			return Artifact{}, &sandbox.FieldError{Field: "path", Reason: "must not contain '..' elements"}
+		}
+	}
+	if r.Name != "" && !validArtifactName(r.Name) {
+		return Artifact{}, &sandbox.FieldError{Field: "name", Reason: fmt.Sprintf("must be a file name of 1 to %d characters without '/'", maxArtifactName)}
+	}
+	if s.cfg.Objects == nil {
+		return Artifact{}, fmt.Errorf("artifacts need an object store, and this server has none: %w", sandbox.ErrUnavailable)
+	}
+	sb, ag, err := s.running(ctx, p, sandboxID)
+	if err != nil {
+		return Artifact{}, err
+	}
+	rc, isDir, err := ag.Artifact(ctx, r.Path)
+	if err != nil {
+		return Artifact{}, err
+	}
+	defer rc.Close()
+
+	a := Artifact{ID: sandbox.NewID(PrefixArtifact), OrgID: sb.OrgID, SandboxID: sb.ID, Path: r.Path,
+		Kind: store.ArtifactFile, Bucket: s.cfg.ArtifactBucket}
+	a.Key = "artifacts/" + sb.OrgID + "/" + a.ID
+	base := path.Base(path.Clean("/" + r.Path))
+	if base == "/" || base == "." {
+		base = "root"
+	}
+	a.Name = r.Name
+	if isDir {
+		a.Kind, a.ContentType = store.ArtifactDirectory, "application/x-tar"
+		if a.Name == "" {
+			a.Name = base + ".tar"
+		}
+	} else {
+		if a.Name == "" {
+			a.Name = base
+		}
+		a.ContentType = mime.TypeByExtension(path.Ext(a.Name))
+		if a.ContentType == "" {
+			a.ContentType = "application/octet-stream"
+		}
+	}
+	if err := s.cfg.Objects.EnsureBucket(ctx, a.Bucket); err != nil {
+		return Artifact{}, fmt.Errorf("artifact bucket: %w", err)
+	}
+	h := sha256.New()
+	cr := &countingReader{r: io.TeeReader(rc, h)}
+	if err := s.cfg.Objects.Put(ctx, a.Bucket, a.Key, cr, -1); err != nil {
+		return Artifact{}, fmt.Errorf("store artifact: %w", err)
+	}
+	a.SizeBytes, a.SHA256 = cr.n, hex.EncodeToString(h.Sum(nil))
+	out, err := s.store.CreateArtifact(ctx, a)
+	if err != nil {
+		if derr := s.cfg.Objects.Delete(context.WithoutCancel(ctx), a.Bucket, a.Key); derr != nil {
+			s.log.Warn("artifact: remove orphan object", "artifact", a.ID, "err", derr)
+		}
+		return Artifact{}, err
+	}
+	s.log.Info("artifact created", "artifact", a.ID, "sandbox", sb.ID, "kind", a.Kind, "bytes", a.SizeBytes)
+	return out, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// ListArtifacts lists the org's artifacts, newest first; sandboxID keeps
+// only one sandbox's (deleted sandboxes' too).
+func (s *Service) ListArtifacts(ctx context.Context, p Principal, sandboxID string) ([]Artifact, error) {
+	if err := orgPrincipal(p, "artifacts"); err != nil {
+		return nil, err
+	}
+	return s.store.ListArtifacts(ctx, p.OrgID, sandboxID)
+}
+
+// GetArtifact returns one artifact of the caller's org.
+func (s *Service) GetArtifact(ctx context.Context, p Principal, id string) (Artifact, error) {
+	if err := orgPrincipal(p, "artifacts"); err != nil {
+		return Artifact{}, err
+	}
+	if !sandbox.ValidID(PrefixArtifact, id) {
+		return Artifact{}, fmt.Errorf("artifact %q: %w", id, sandbox.ErrNotFound)
+	}
+	return s.store.GetArtifact(ctx, p.OrgID, id)
+}
+
+// OpenArtifact returns an artifact and its content; the caller closes it.
+func (s *Service) OpenArtifact(ctx context.Context, p Principal, id string) (Artifact, io.ReadCloser, error) {
+	a, err := s.GetArtifact(ctx, p, id)
+	if err != nil {
+		return Artifact{}, nil, err
+	}
+	if s.cfg.Objects == nil {
+		return Artifact{}, nil, fmt.Errorf("artifacts need an object store, and this server has none: %w", sandbox.ErrUnavailable)
+	}
+	rc, err := s.cfg.Objects.Get(ctx, a.Bucket, a.Key)
+	if err != nil {
+		return Artifact{}, nil, fmt.Errorf("artifact %q content: %w", id, err)
+	}
+	return a, rc, nil
+}
+
+// DeleteArtifact removes an artifact's record, then its object. A failure
+// to delete the object is logged: the record is gone either way, so the
+// artifact is gone for callers.
+func (s *Service) DeleteArtifact(ctx context.Context, p Principal, id string) error {
+	if err := orgPrincipal(p, "artifacts"); err != nil {
+		return err
+	}
+	if !sandbox.ValidID(PrefixArtifact, id) {
+		return fmt.Errorf("artifact %q: %w", id, sandbox.ErrNotFound)
+	}
+	a, err := s.store.DeleteArtifact(ctx, p.OrgID, id)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Objects != nil {
+		if err := s.cfg.Objects.Delete(context.WithoutCancel(ctx), a.Bucket, a.Key); err != nil {
+			s.log.Warn("artifact: delete object", "artifact", id, "key", a.Key, "err", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+func eventTypes(evs []Event) []string {
+	out := []string{}
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestEventsFiltersAndOrgs(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	other := Principal{OrgID: "org_b", Role: store.RoleAdmin}
+	add := func(orgID, sbx, typ string, data any) {
+		t.Helper()
+		if err := s.store.AddEvent(ctx, orgID, sbx, typ, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("org_a", "sbx_1", "state_changed", map[string]string{"from": "creating", "to": "running"})
+	add("org_b", "sbx_2", "state_changed", map[string]string{"from": "creating", "to": "running"})
+	add("org_a", "", "session_status_changed", map[string]string{"session_id": "ses_1", "workflow_id": "wf_1", "vault_id": "v1", "status": "ready"})
+	add("org_a", "", "session_status_changed", map[string]string{"session_id": "ses_2", "workflow_id": "wf_2", "vault_id": "v1", "status": "ready"})
+	add("org_a", "sbx_1", "start_ram_not_restored", nil)
+
+	tests := []struct {
+		name string
+		p    Principal
+		f    EventFilter
+		want []string
+	}{
+		{"all of org a", org, EventFilter{}, []string{"state_changed", "session_status_changed", "session_status_changed", "start_ram_not_restored"}},
+		{"org b sees only its own", other, EventFilter{}, []string{"state_changed"}},
+		{"by sandbox", org, EventFilter{SandboxID: "sbx_1"}, []string{"state_changed", "start_ram_not_restored"}},
+		{"another org's sandbox", org, EventFilter{SandboxID: "sbx_2"}, []string{}},
+		{"by type", org, EventFilter{Types: []string{"session_status_changed"}}, []string{"session_status_changed", "session_status_changed"}},
+		{"by workflow", org, EventFilter{WorkflowID: "wf_2"}, []string{"session_status_changed"}},
+		{"by session and vault", org, EventFilter{SessionID: "ses_1", VaultID: "v1"}, []string{"session_status_changed"}},
+		{"context mismatch", org, EventFilter{SessionID: "ses_1", VaultID: "v2"}, []string{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, _, err := s.Events(ctx, tc.p, tc.f, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, eventTypes(evs)); diff != "" {
+				t.Errorf("types (-want +got):\n%s", diff)
+			}
+			for _, e := range evs {
+				if e.OrgID != tc.p.OrgID {
+					t.Errorf("event %d of org %s in %s's feed", e.ID, e.OrgID, tc.p.OrgID)
+				}
+			}
+		})
+	}
+
+	// The cursor resumes after what was read, even past filtered rows.
+	evs, next, err := s.Events(ctx, org, EventFilter{}, 0, 2)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("page = %v, %v", evs, err)
+	}
+	rest, _, err := s.Events(ctx, org, EventFilter{}, next, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"session_status_changed", "start_ram_not_restored"}, eventTypes(rest)); diff != "" {
+		t.Errorf("after cursor (-want +got):\n%s", diff)
+	}
+
+	if _, _, err := s.Events(ctx, Principal{OrgID: "org_a", SandboxID: "sbx_1"}, EventFilter{}, 0, 0); !errors.Is(err, sandbox.ErrForbidden) {
+		t.Errorf("sandbox token: err = %v, want forbidden", err)
+	}
+}
+
+// TestWaitEventsWakesOnCommit checks that a waiter returns the event a
+// later write commits (the wait itself is long: only the wake ends it).
+func TestWaitEventsWakesOnCommit(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	s.cfg.PollInterval = time.Hour // only the feed can wake the waiter
+	ctx := context.Background()
+	got := make(chan []Event, 1)
+	go func() {
+		evs, _, err := s.WaitEvents(ctx, org, EventFilter{}, 0, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- evs
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := s.store.AddEvent(ctx, "org_a", "sbx_1", "hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := <-got
+	if diff := cmp.Diff([]string{"hello"}, eventTypes(evs)); diff != "" {
+		t.Errorf("woken with (-want +got):\n%s", diff)
+	}
+}
+
+func TestCheckWebhookAddr(t *testing.T) {
+	tests := []struct {
+		addr         string
+		allowPrivate bool
+		ok           bool
+	}{
+		{"93.184.216.34", false, true},
+		{"2606:2800:220:1::1", false, true},
+		{"127.0.0.1", false, false},
+		{"127.0.0.1", true, true},
+		{"::1", false, false},
+		{"10.1.2.3", false, false},
+		{"192.168.1.1", true, true},
+		{"100.96.0.5", false, false}, // the sandbox subnet
+		{"169.254.169.254", false, false},
+		{"169.254.169.254", true, false}, // metadata: never
+		{"fe80::1", true, false},
+		{"0.0.0.0", true, false},
+		{"::", true, false},
+		{"224.0.0.1", true, false},
+		{"::ffff:127.0.0.1", false, false},
+	}
+	for _, tc := range tests {
+		err := CheckWebhookAddr(netip.MustParseAddr(tc.addr), tc.allowPrivate)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckWebhookAddr(%s, %v) = %v, want ok=%v", tc.addr, tc.allowPrivate, err, tc.ok)
+		}
+	}
+}
+
+func TestWebhookValidation(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		req   WebhookRequest
+		field string
+	}{
+		{"no url", WebhookRequest{}, "url"},
+		{"ftp", WebhookRequest{URL: "ftp://example.com/x"}, "url"},
+		{"loopback refused", WebhookRequest{URL: "http://127.0.0.1:9/x"}, "url"},
+		{"localhost refused", WebhookRequest{URL: "http://localhost:9/x"}, "url"},
+		{"metadata refused", WebhookRequest{URL: "http://169.254.169.254/latest"}, "url"},
+		{"credentials", WebhookRequest{URL: "https://u:p@example.com/x"}, "url"},
+		{"short secret", WebhookRequest{URL: "https://example.com/x", Secret: "short"}, "secret"},
+		{"empty type", WebhookRequest{URL: "https://example.com/x", Events: []string{""}}, "events"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.CreateWebhook(ctx, org, tc.req)
+			fe, ok := err.(*sandbox.FieldError)
+			if !ok || fe.Field != tc.field {
+				t.Fatalf("err = %v, want a FieldError on %q", err, tc.field)
+			}
+		})
+	}
+	if ws, _ := s.ListWebhooks(ctx, org); len(ws) != 0 {
+		t.Errorf("refused creates stored %d webhooks", len(ws))
+	}
+}
+
+// receiver is a webhook endpoint that fails its first `fail` requests.
+type receiver struct {
+	mu     sync.Mutex
+	fail   int
+	bodies [][]byte
+	sigs   []string
+	got    chan struct{}
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bodies = append(r.bodies, b)
+	r.sigs = append(r.sigs, req.Header.Get(SignatureHeader))
+	if len(r.bodies) <= r.fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+	select {
+	case r.got <- struct{}{}:
+	default:
+	}
+}
+
+func TestWebhookDeliveryRetriesAndSigns(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	s.cfg.Webhooks.AllowPrivate = true
+	s.cfg.Webhooks.RetryBase = 10 * time.Millisecond
+	rcv := &receiver{fail: 2, got: make(chan struct{}, 1)}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	ctx := context.Background()
+
+	wh, err := s.CreateWebhook(ctx, org, WebhookRequest{URL: srv.URL + "/hook", Events: []string{"hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(wh.Secret, "whsec_") {
+		t.Fatalf("generated secret %q", wh.Secret)
+	}
+	if got, _ := s.GetWebhook(ctx, org, wh.ID); got.Secret != "" {
+		t.Error("GetWebhook shows the secret")
+	}
+	if _, err := s.GetWebhook(ctx, Principal{OrgID: "org_b"}, wh.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("other org: %v, want not found", err)
+	}
+	s.RunWebhooks(ctx)
+	s.store.AddEvent(ctx, "org_a", "sbx_1", "other", nil) // not subscribed
+	s.store.AddEvent(ctx, "org_b", "sbx_2", "hello", nil) // another org
+	s.store.AddEvent(ctx, "org_a", "sbx_1", "hello", map[string]string{"k": "v"})
+	select {
+	case <-rcv.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no successful delivery")
+	}
+	rcv.mu.Lock()
+	defer rcv.mu.Unlock()
+	if len(rcv.bodies) != 3 {
+		t.Fatalf("%d requests, want 3 (two failures, one success)", len(rcv.bodies))
+	}
+	for i, b := range rcv.bodies {
+		var e Event
+		if err := json.Unmarshal(b, &e); err != nil || e.Type != "hello" || e.OrgID != "org_a" || string(e.Data) != `{"k":"v"}` {
+			t.Errorf("body %d = %s (%v)", i, b, err)
+		}
+		ts := strings.TrimPrefix(strings.Split(rcv.sigs[i], ",")[0], "t=")
+		sec, _ := strconv.ParseInt(ts, 10, 64)
+		if want := SignWebhook(wh.Secret, time.Unix(sec, 0), b); rcv.sigs[i] != want {
+			t.Errorf("signature %d = %q, want %q", i, rcv.sigs[i], want)
+		}
+	}
+	var ds []store.Delivery
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ds, _ = s.WebhookDeliveries(ctx, org, wh.ID, 0)
+		if len(ds) == 1 && ds[0].Status == store.DeliveryDelivered {
+			break
+		}
+	}
+	if len(ds) != 1 || ds[0].Status != store.DeliveryDelivered || ds[0].Attempts != 3 || ds[0].LastStatus != 204 {
+		t.Errorf("deliveries = %+v", ds)
+	}
+}
+
+func TestWebhookGivesUpAfterMaxAttempts(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	s.cfg.Webhooks.AllowPrivate = true
+	s.cfg.Webhooks.RetryBase = time.Millisecond
+	s.cfg.Webhooks.MaxAttempts = 3
+	rcv := &receiver{fail: 1000, got: make(chan struct{}, 1)}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+	ctx := context.Background()
+	wh, err := s.CreateWebhook(ctx, org, WebhookRequest{URL: srv.URL, Secret: strings.Repeat("s", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RunWebhooks(ctx)
+	s.store.AddEvent(ctx, "org_a", "sbx_1", "hello", nil)
+	var ds []store.Delivery
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ds, _ = s.WebhookDeliveries(ctx, org, wh.ID, 0)
+		if len(ds) == 1 && ds[0].Status == store.DeliveryFailed {
+			break
+		}
+	}
+	if len(ds) != 1 || ds[0].Status != store.DeliveryFailed || ds[0].Attempts != 3 || ds[0].LastStatus != 503 {
+		t.Fatalf("deliveries = %+v", ds)
+	}
+	rcv.mu.Lock()
+	n := len(rcv.bodies)
+	rcv.mu.Unlock()
+	if n != 3 {
+		t.Errorf("receiver got %d requests, want 3", n)
+	}
+}
+
+func TestWebhookBackoff(t *testing.T) {
+	c := WebhookConfig{RetryBase: time.Second, RetryMax: 10 * time.Second}
+	var got []time.Duration
+	for i := 1; i <= 6; i++ {
+		got = append(got, c.backoff(i))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+}

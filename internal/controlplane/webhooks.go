@@ -1,0 +1,457 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// WebhookConfig tunes webhook deliveries.
+type WebhookConfig struct {
+	// AllowPrivate lets webhook URLs reach loopback, private (RFC 1918,
+	// fc00::/7) and shared (100.64/10, where sandboxes live) addresses.
+	// Off in production: a webhook must not make ptd a proxy into the
+	// host's networks. Link-local addresses (cloud metadata) are refused
+	// even then.
+	AllowPrivate bool
+	// MaxAttempts bounds the sends of one delivery; after the last failure
+	// it is marked failed.
+	MaxAttempts int
+	// RetryBase is the wait after the first failure; it doubles after each
+	// further failure, up to RetryMax.
+	RetryBase, RetryMax time.Duration
+	// Timeout bounds one send (connect to last response byte).
+	Timeout time.Duration
+	// Workers is how many deliveries are sent at once.
+	Workers int
+	// MaxPerOrg bounds an org's webhooks.
+	MaxPerOrg int
+}
+
+// DefaultWebhookConfig returns the production defaults: 12 attempts over
+// about two hours (2 s, 4 s, … capped at one hour).
+func DefaultWebhookConfig() WebhookConfig {
+	return WebhookConfig{MaxAttempts: 12, RetryBase: 2 * time.Second, RetryMax: time.Hour,
+		Timeout: 10 * time.Second, Workers: 4, MaxPerOrg: 20}
+}
+
+// backoff is the wait after the attempts-th failed send.
+func (c WebhookConfig) backoff(attempts int) time.Duration {
+	d := c.RetryBase
+	for i := 1; i < attempts && d < c.RetryMax; i++ {
+		d *= 2
+	}
+	return min(d, c.RetryMax)
+}
+
+// Webhook is an org's webhook as callers see it. Secret is set only in
+// CreateWebhook's answer: it is never shown again.
+type Webhook struct {
+	ID        string
+	URL       string
+	Events    []string
+	Secret    string
+	CreatedAt time.Time
+}
+
+// WebhookRequest creates a webhook. Events empty means every event type;
+// Secret empty means the server generates one.
+type WebhookRequest struct {
+	URL    string
+	Events []string
+	Secret string
+}
+
+// Webhook limits.
+const (
+	maxWebhookURL    = 2048
+	maxWebhookEvents = 32
+	minWebhookSecret = 16
+	maxWebhookSecret = 256
+)
+
+// SignatureHeader is the header carrying a delivery's signature.
+const SignatureHeader = "X-Pt-Signature"
+
+// SignWebhook returns the X-Pt-Signature value of body sent at t:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<unix seconds>.<body>" keyed
+// by the webhook's secret>". Receivers recompute it, compare in constant
+// time and refuse old timestamps (replays).
+func SignWebhook(secret string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// CheckWebhookAddr reports whether a delivery may connect to addr: never
+// to unspecified, multicast, broadcast or link-local addresses (cloud
+// metadata lives there); to loopback, private and shared (CGNAT, the
+// sandbox subnet) addresses only with allowPrivate.
+func CheckWebhookAddr(addr netip.Addr, allowPrivate bool) error {
+	addr = addr.Unmap()
+	switch {
+	case !addr.IsValid(), addr.IsUnspecified(), addr.IsMulticast(), addr.IsLinkLocalUnicast(),
+		addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast(), addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}),
+		addr.Is4() && addr.As4()[0] == 0:
+		return fmt.Errorf("webhook address %s is not routable for webhooks: %w", addr, sandbox.ErrInvalidArgument)
+	case addr.IsLoopback(), addr.IsPrivate(), netip.MustParsePrefix("100.64.0.0/10").Contains(addr):
+		if !allowPrivate {
+			return fmt.Errorf("webhook address %s is loopback or private; ptd refuses those unless started with --webhook-allow-private: %w",
+				addr, sandbox.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+func (s *Service) validateWebhook(r WebhookRequest) error {
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || len(r.URL) > maxWebhookURL {
+		return &sandbox.FieldError{Field: "url", Reason: fmt.Sprintf("must be an absolute http:// or https:// URL of at most %d characters", maxWebhookURL)}
+	}
+	if u.User != nil {
+		return &sandbox.FieldError{Field: "url", Reason: "must not carry credentials; verify deliveries with the signature instead"}
+	}
+	host := u.Hostname()
+	if host == "localhost" || len(host) > len(".localhost") && host[len(host)-len(".localhost"):] == ".localhost" {
+		host = "127.0.0.1"
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if err := CheckWebhookAddr(a, s.cfg.Webhooks.AllowPrivate); err != nil {
+			return &sandbox.FieldError{Field: "url", Reason: err.Error()}
+		}
+	}
+	if len(r.Events) > maxWebhookEvents {
+		return &sandbox.FieldError{Field: "events", Reason: fmt.Sprintf("at most %d event types", maxWebhookEvents)}
+	}
+	for _, e := range r.Events {
+		if e == "" || len(e) > 64 {
+			return &sandbox.FieldError{Field: "events", Reason: "event types must be 1 to 64 characters"}
+		}
+	}
+	if r.Secret != "" && (len(r.Secret) < minWebhookSecret || len(r.Secret) > maxWebhookSecret) {
+		return &sandbox.FieldError{Field: "secret", Reason: fmt.Sprintf("must be %d to %d characters (or omitted: the server generates one)", minWebhookSecret, maxWebhookSecret)}
+	}
+	return nil
+}
+
+// orgPrincipal refuses sandbox-scoped tokens: webhooks, the event feed and
+// artifacts belong to the org.
+func orgPrincipal(p Principal, what string) error {
+	if p.SandboxID != "" {
+		return fmt.Errorf("a sandbox's token cannot manage %s: %w", what, sandbox.ErrForbidden)
+	}
+	return nil
+}
+
+// CreateWebhook registers a webhook for the caller's org. It receives the
+// events committed from now on; the answer carries the signing secret,
+// shown only this once.
+func (s *Service) CreateWebhook(ctx context.Context, p Principal, r WebhookRequest) (Webhook, error) {
+	if err := orgPrincipal(p, "webhooks"); err != nil {
+		return Webhook{}, err
+	}
+	if err := s.validateWebhook(r); err != nil {
+		return Webhook{}, err
+	}
+	existing, err := s.store.ListWebhooks(ctx, p.OrgID)
+	if err != nil {
+		return Webhook{}, err
+	}
+	if max := s.cfg.Webhooks.MaxPerOrg; max > 0 && len(existing) >= max {
+		return Webhook{}, fmt.Errorf("the org has %d webhooks, the most it may have; delete one first: %w", len(existing), sandbox.ErrConflict)
+	}
+	secret := r.Secret
+	if secret == "" {
+		b := make([]byte, 24)
+		rand.Read(b)
+		secret = "whsec_" + hex.EncodeToString(b)
+	}
+	id := sandbox.NewID("whk_")
+	stored := secret
+	if s.cfg.Sealer != nil {
+		stored = s.cfg.Sealer.Seal(secret, id+"/secret")
+	}
+	events := slices.Clone(r.Events)
+	slices.Sort(events)
+	w, err := s.store.CreateWebhook(ctx, store.Webhook{ID: id, OrgID: p.OrgID, URL: r.URL, Events: slices.Compact(events),
+		Secret: stored})
+	if err != nil {
+		return Webhook{}, err
+	}
+	out := webhookFrom(w)
+	out.Secret = secret
+	s.log.Info("webhook created", "webhook", id, "org", p.OrgID)
+	return out, nil
+}
+
+func webhookFrom(w store.Webhook) Webhook {
+	return Webhook{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt}
+}
+
+// ListWebhooks lists the caller's org's webhooks, oldest first.
+func (s *Service) ListWebhooks(ctx context.Context, p Principal) ([]Webhook, error) {
+	if err := orgPrincipal(p, "webhooks"); err != nil {
+		return nil, err
+	}
+	ws, err := s.store.ListWebhooks(ctx, p.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Webhook, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, webhookFrom(w))
+	}
+	return out, nil
+}
+
+// GetWebhook returns one webhook of the caller's org.
+func (s *Service) GetWebhook(ctx context.Context, p Principal, id string) (Webhook, error) {
+	if err := orgPrincipal(p, "webhooks"); err != nil {
+		return Webhook{}, err
+	}
+	w, err := s.store.GetWebhook(ctx, p.OrgID, id)
+	if err != nil {
+		return Webhook{}, err
+	}
+	return webhookFrom(w), nil
+}
+
+// DeleteWebhook removes a webhook and its pending deliveries.
+func (s *Service) DeleteWebhook(ctx context.Context, p Principal, id string) error {
+	if err := orgPrincipal(p, "webhooks"); err != nil {
+		return err
+	}
+	return s.store.DeleteWebhook(ctx, p.OrgID, id)
+}
+
+// WebhookDeliveries lists a webhook's deliveries, newest first.
+func (s *Service) WebhookDeliveries(ctx context.Context, p Principal, id string, limit int) ([]store.Delivery, error) {
+	if err := orgPrincipal(p, "webhooks"); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	return s.store.ListDeliveries(ctx, p.OrgID, id, limit)
+}
+
+// RunWebhooks starts the webhook dispatcher: it fans new events out into
+// deliveries stored per webhook and sends due deliveries on a few workers,
+// retrying failures with exponential backoff. It never runs on a request's
+// path; deliveries left pending by a crash are sent after the restart.
+func (s *Service) RunWebhooks(ctx context.Context) {
+	d := &dispatcher{s: s, inflight: map[int64]bool{}, client: s.webhookClient()}
+	workers := max(1, s.cfg.Webhooks.Workers)
+	d.sem = make(chan struct{}, workers)
+	s.goBackground(func(sctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { <-sctx.Done(); cancel() }()
+		tick := time.NewTicker(min(s.cfg.PollInterval, time.Second))
+		defer tick.Stop()
+		for {
+			changed := s.feed.channel()
+			d.fanOut(ctx)
+			d.sendDue(ctx)
+			select {
+			case <-ctx.Done():
+				d.wg.Wait()
+				return
+			case <-changed:
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+// dispatcher is the state of RunWebhooks's loop.
+type dispatcher struct {
+	s      *Service
+	client *http.Client
+	sem    chan struct{}
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[int64]bool
+}
+
+// fanOut queues a delivery of every new event to each webhook that wants
+// it, advancing each webhook's cursor in the same transaction.
+func (d *dispatcher) fanOut(ctx context.Context) {
+	hooks, err := d.s.store.ListWebhooks(ctx, "")
+	if err != nil {
+		d.s.log.Warn("webhooks: list", "err", err)
+		return
+	}
+	for _, w := range hooks {
+		for {
+			rows, err := d.s.store.ListEvents(ctx, store.EventQuery{OrgID: w.OrgID, AfterID: w.Cursor, Limit: eventScan})
+			if err != nil || len(rows) == 0 {
+				break
+			}
+			var ids []int64
+			for _, e := range rows {
+				if len(w.Events) == 0 || slices.Contains(w.Events, e.Type) {
+					ids = append(ids, e.ID)
+				}
+			}
+			to := rows[len(rows)-1].ID
+			if err := d.s.store.AdvanceWebhook(ctx, w.ID, w.Cursor, to, ids); err != nil {
+				if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+					d.s.log.Warn("webhooks: fan out", "webhook", w.ID, "err", err)
+				}
+				break
+			}
+			w.Cursor = to
+			if len(rows) < eventScan {
+				break
+			}
+		}
+	}
+}
+
+// sendDue starts a send of every due delivery not already in flight.
+func (d *dispatcher) sendDue(ctx context.Context) {
+	due, err := d.s.store.DueDeliveries(ctx, time.Now(), 100)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.s.log.Warn("webhooks: due deliveries", "err", err)
+		}
+		return
+	}
+	for _, dl := range due {
+		d.mu.Lock()
+		busy := d.inflight[dl.ID]
+		d.inflight[dl.ID] = true
+		d.mu.Unlock()
+		if busy {
+			continue
+		}
+		select {
+		case d.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer func() {
+				<-d.sem
+				d.mu.Lock()
+				delete(d.inflight, dl.ID)
+				d.mu.Unlock()
+			}()
+			d.send(ctx, dl)
+		}()
+	}
+}
+
+// send makes one attempt of a delivery and records its outcome.
+func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
+	cfg := d.s.cfg.Webhooks
+	w, err := d.s.store.GetWebhook(ctx, "", dl.WebhookID)
+	if err != nil {
+		return // deleted meanwhile: its deliveries went with it
+	}
+	secret := w.Secret
+	if d.s.cfg.Sealer != nil {
+		if secret, err = d.s.cfg.Sealer.Open(w.Secret, w.ID+"/secret"); err != nil {
+			d.s.log.Error("webhooks: open secret", "webhook", w.ID, "err", err)
+			return
+		}
+	}
+	body, _ := json.Marshal(eventFrom(dl.Event))
+	dl.Attempts++
+	status, sendErr := d.post(ctx, w, dl, secret, body)
+	if ctx.Err() != nil {
+		return // shutting down: the delivery stays pending, sent after the restart
+	}
+	dl.LastStatus, dl.LastError = status, ""
+	switch {
+	case sendErr == nil:
+		dl.Status = store.DeliveryDelivered
+	case dl.Attempts >= cfg.MaxAttempts:
+		dl.Status, dl.LastError = store.DeliveryFailed, sendErr.Error()
+	default:
+		dl.Status, dl.LastError = store.DeliveryPending, sendErr.Error()
+		dl.NextAttemptAt = time.Now().Add(cfg.backoff(dl.Attempts))
+	}
+	if err := d.s.store.UpdateDelivery(ctx, dl); err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.s.log.Warn("webhooks: record delivery", "delivery", dl.ID, "err", err)
+	}
+	if sendErr != nil {
+		d.s.log.Info("webhook delivery failed", "webhook", w.ID, "delivery", dl.ID, "attempt", dl.Attempts,
+			"status", dl.Status, "err", sendErr)
+	}
+}
+
+// post sends body to the webhook; only a 2xx answer is a success.
+func (d *dispatcher) post(ctx context.Context, w store.Webhook, dl store.Delivery, secret string, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.s.cfg.Webhooks.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "platinum-webhooks/1")
+	req.Header.Set(SignatureHeader, SignWebhook(secret, time.Now(), body))
+	req.Header.Set("X-Pt-Event", dl.Event.Type)
+	req.Header.Set("X-Pt-Event-Id", strconv.FormatInt(dl.EventID, 10))
+	req.Header.Set("X-Pt-Delivery", strconv.FormatInt(dl.ID, 10))
+	req.Header.Set("X-Pt-Webhook", w.ID)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("receiver answered %d", resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}
+
+// webhookClient is the HTTP client of deliveries: it checks every address
+// it connects to (after DNS, so a name that resolves to a forbidden
+// address is refused too), ignores proxies and never follows redirects.
+func (s *Service) webhookClient() *http.Client {
+	allow := s.cfg.Webhooks.AllowPrivate
+	dialer := &net.Dialer{
+		Timeout: 5 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("webhook address %q: %w", address, err)
+			}
+			return CheckWebhookAddr(ap.Addr(), allow)
+		},
+	}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, MaxIdleConnsPerHost: 2,
+			IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+type webhookView struct {
+	ID     string   `json:"id"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+	// Secret is only in the create answer.
+	Secret    string `json:"secret,omitempty"`
+	CreatedAt string `json:"created_at"`
+}
+
+func viewWebhook(w controlplane.Webhook) webhookView {
+	evs := w.Events
+	if evs == nil {
+		evs = []string{}
+	}
+	return webhookView{ID: w.ID, URL: w.URL, Events: evs, Secret: w.Secret, CreatedAt: sandbox.FormatTime(w.CreatedAt)}
+}
+
+func (a *API) createWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b struct {
+		URL    string   `json:"url"`
+		Events []string `json:"events"`
+		Secret string   `json:"secret"`
+	}
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	wh, err := a.cp.CreateWebhook(r.Context(), p, controlplane.WebhookRequest{URL: b.URL, Events: b.Events, Secret: b.Secret})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewWebhook(wh))
+	return nil
+}
+
+func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	ws, err := a.cp.ListWebhooks(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	rows := make([]webhookView, 0, len(ws))
+	for _, wh := range ws {
+		rows = append(rows, viewWebhook(wh))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
+	return nil
+}
+
+func (a *API) getWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wh, err := a.cp.GetWebhook(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewWebhook(wh))
+	return nil
+}
+
+func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	if err := a.cp.DeleteWebhook(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type deliveryView struct {
+	ID            int64  `json:"id"`
+	WebhookID     string `json:"webhook_id"`
+	EventID       int64  `json:"event_id"`
+	Status        string `json:"status"`
+	Attempts      int    `json:"attempts"`
+	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	LastStatus    int    `json:"last_status,omitempty"`
+	LastError     string `json:"last_error,omitempty"`
+	CreatedAt     string `json:"created_at"`
+	UpdatedAt     string `json:"updated_at"`
+}
+
+func (a *API) webhookDeliveries(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	limit, err := intParam(r.URL.Query().Get("limit"), "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	ds, err := a.cp.WebhookDeliveries(r.Context(), p, r.PathValue("id"), limit)
+	if err != nil {
+		return err
+	}
+	rows := make([]deliveryView, 0, len(ds))
+	for _, d := range ds {
+		v := deliveryView{ID: d.ID, WebhookID: d.WebhookID, EventID: d.EventID, Status: string(d.Status),
+			Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError,
+			CreatedAt: sandbox.FormatTime(d.CreatedAt), UpdatedAt: sandbox.FormatTime(d.UpdatedAt)}
+		if d.Status == store.DeliveryPending {
+			v.NextAttemptAt = sandbox.FormatTime(d.NextAttemptAt)
+		}
+		rows = append(rows, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
+	return nil
+}
