@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Purge", testPurge},
 		{"SandboxesInStates", testSandboxesInStates},
 		{"Events", testEvents},
+		{"Feeds", testFeeds},
 		{"Snapshots", testSnapshots},
 		{"Sessions", testSessions},
 		{"ClaimPool", testClaimPool},
