@@ -25,6 +25,7 @@ var restContract = []struct {
 	{"delete", "/v1/sandboxes/{id}", []string{"202", "401", "404", "409"}},
 	{"patch", "/v1/sandboxes/{id}", []string{"200", "400", "401", "404", "409"}},
 	{"patch", "/v1/sandboxes/{id}/env", []string{"200", "400", "401", "404", "413"}},
+	{"patch", "/v1/sandboxes/{id}/network", []string{"200", "400", "401", "404"}},
 	{"get", "/v1/sandboxes/{id}/children", []string{"200", "401", "404"}},
 	{"post", "/v1/sandboxes/{id}/resize", []string{"200", "202", "400", "401", "404", "409"}},
 	{"get", "/v1/sandboxes/{id}/metrics", []string{"200", "401", "404", "409"}},

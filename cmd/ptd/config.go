@@ -40,11 +40,18 @@ type config struct {
 	// addresses (tests); webhookRetryBase is the first retry's wait.
 	webhookAllowPrivate bool
 	webhookRetryBase    time.Duration
+	// pools are the warm-pool defaults; sessionTemplate is the template
+	// of sessions that name none.
+	pools           poolFlags
+	sessionTemplate string
+	// previewListen is the preview proxy's address ("" disables it);
+	// previewDomain the domain of host-form preview URLs.
+	previewListen, previewDomain string
 }
 
 func parseConfig(name string, args []string) (config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	c := config{}
+	c := config{pools: poolFlags{}}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/platinum", "directory holding the store, disks and sandboxes")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -57,6 +64,10 @@ func parseConfig(name string, args []string) (config, error) {
 	bridge := fs.String("bridge", def.Network.Bridge, "name of the sandbox bridge")
 	subnet := fs.String("subnet", def.Network.Subnet.String(), "sandbox address pool (CIDR); the first address is the gateway")
 	noEgress := fs.Bool("no-egress", false, "block all outbound traffic from sandboxes")
+	egressPort := fs.Uint("egress-proxy-port", uint(def.Egress.ProxyPort), "port of the egress proxy (domain rules, secret injection) on the sandbox gateway; 0 turns it and the DNS filter off")
+	egressDNS := fs.Uint("egress-dns-port", uint(def.Egress.DNSPort), "port of the filtering DNS resolver on the sandbox gateway")
+	egressCA := fs.String("egress-upstream-ca", "", "PEM file of extra roots the egress proxy trusts for upstream TLS (added to the system roots)")
+	egressHosts := fs.String("egress-hosts", "", "hosts-format file the egress proxy and DNS filter resolve names from before the system resolver")
 	fs.StringVar(&c.objects, "objects", "", "directory of the local object store for archives (default <data-dir>/objects)")
 	fs.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible endpoint for archives instead of the local object store (keys from PT_S3_ACCESS_KEY, PT_S3_SECRET_KEY)")
 	fs.StringVar(&c.s3.Region, "s3-region", "us-east-1", "S3 signing region")
@@ -69,6 +80,10 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs reach loopback, private and shared (100.64/10) addresses; link-local (metadata) stays refused. For tests and closed networks only")
 	fs.DurationVar(&c.webhookRetryBase, "webhook-retry-base", 2*time.Second, "wait before a failed webhook delivery's first retry; it doubles after each failure (capped at one hour, 12 attempts)")
+	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
+	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
+	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
+	fs.StringVar(&c.sessionTemplate, "session-template", "pt-base", "template of sessions that name none")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -85,6 +100,11 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--subnet: %w", err)
 	}
 	c.host.Network.Egress = !*noEgress
+	if *egressPort > 65535 || *egressDNS > 65535 {
+		return c, fmt.Errorf("--egress-proxy-port and --egress-dns-port must be ports")
+	}
+	c.host.Egress.ProxyPort, c.host.Egress.DNSPort = uint16(*egressPort), uint16(*egressDNS)
+	c.host.Egress.UpstreamCAFile, c.host.Egress.HostsFile = *egressCA, *egressHosts
 	if *sandboxAPI {
 		_, port, err := net.SplitHostPort(c.listen)
 		if err != nil {

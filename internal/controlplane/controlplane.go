@@ -77,6 +77,12 @@ type StartSpec struct {
 	AgentToken string
 	// Runtime is the runtime class (runc, gvisor); empty means runc.
 	Runtime string
+	// Clone, when set, starts the sandbox from a snapshot (clone, fork,
+	// restore in place) instead of its own state; see snapshots.go.
+	Clone *CloneSpec
+	// Network is the sandbox's egress policy and the secrets its egress
+	// proxy injects (network.go); nil is the default policy.
+	Network *NetworkSpec
 }
 
 // Instance is a running sandbox as its host reports it.
@@ -132,6 +138,15 @@ type Config struct {
 	TreeMaxSandboxes int
 	TreeMaxCPU       float64
 	TreeMaxRAMMB     int
+	// OrgMaxSandboxes, OrgMaxCPU and OrgMaxRAMMB bound what one org's
+	// active sandboxes (creating, restoring, starting, running, stopping)
+	// use at once; an org's overrides (PUT /v1/orgs/{id}/quotas) win.
+	// 0 disables a limit.
+	OrgMaxSandboxes int
+	OrgMaxCPU       float64
+	OrgMaxRAMMB     int
+	// Idempotency tunes Idempotency-Key handling (idempotency.go).
+	Idempotency IdempotencyConfig
 	// DefaultRuntime is the runtime class of sandboxes that do not ask.
 	DefaultRuntime string
 	// PlanMaxCPU and PlanMaxRAMMB are the per-sandbox plan limits: the
@@ -151,6 +166,9 @@ type Config struct {
 	SandboxAPIURL string
 	// Sealer encrypts secrets at rest; nil refuses secrets.
 	Sealer Sealer
+	// Preview signs preview tokens and renders preview URLs; nil when no
+	// preview proxy runs (preview-URL requests are unavailable).
+	Preview PreviewIssuer
 	// Objects is where archives go; nil disables archiving.
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
@@ -159,6 +177,12 @@ type Config struct {
 	ArtifactBucket string
 	// Webhooks tunes webhook deliveries (webhooks.go).
 	Webhooks WebhookConfig
+	// Sessions tunes sessions, warm pools and workspaces (seed 000).
+	Sessions SessionConfig
+	// TTL tunes seed 003's lifetimes and statuses (ttl.go).
+	TTL TTLConfig
+	// Templates picks the default template and the session templates.
+	Templates TemplateConfig
 }
 
 // DefaultConfig returns the production defaults.
@@ -184,8 +208,15 @@ func DefaultConfig() Config {
 		TreeMaxSandboxes:          50,
 		TreeMaxCPU:                64,
 		TreeMaxRAMMB:              128 * 1024,
+		OrgMaxSandboxes:           100,
+		OrgMaxCPU:                 256,
+		OrgMaxRAMMB:               512 * 1024,
+		Idempotency:               DefaultIdempotencyConfig(),
 		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
+		Sessions:                  DefaultSessionConfig(),
+		TTL:                       DefaultTTLConfig(),
+		Templates:                 DefaultTemplateConfig(),
 	}
 }
 
@@ -220,8 +251,17 @@ type Service struct {
 	progressMu sync.Mutex
 	progress   map[string]sandbox.Progress
 
+	// busy counts commands in flight per sandbox (status running).
+	busy inflight
+
 	// lastChunkGC is only touched by the timer loop.
 	lastChunkGC time.Time
+
+	// pools signals warm-pool refills and tracks preparations.
+	pools *poolState
+
+	// idem is the state of Idempotency-Key handling (idempotency.go).
+	idem idemState
 }
 
 // New builds a Service. Call Reconcile once before serving requests.
@@ -240,6 +280,7 @@ func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 		agents:   map[string]*agentclient.Client{},
 		activity: map[string]time.Time{},
 		progress: map[string]sandbox.Progress{},
+		pools:    newPoolState(),
 	}
 	s.tpl = newTemplates(s)
 	return s

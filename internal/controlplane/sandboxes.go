@@ -32,8 +32,15 @@ type CreateRequest struct {
 	AutoStopMinutes *int
 	AutoArchiveDays *int
 	AutoDeleteDays  *int
-	// TTL, when positive, deletes the sandbox that long after create.
+	// TTL, when positive, deletes the sandbox that long after create
+	// (compatibility surfaces; no seed 003 limits apply).
 	TTL time.Duration
+	// TTLMs is seed 003's ttl_ms: positive, at most TTLConfig.MaxCreate.
+	// Nil takes the default (see ttlFor).
+	TTLMs *int64
+	// TemplateVersionID pins an immutable template version (tplv_…)
+	// instead of the slug's newest.
+	TemplateVersionID string
 	// ParentID makes the sandbox a child of a running sandbox of the same
 	// org; it is set once and never moves.
 	ParentID     string
@@ -43,6 +50,15 @@ type CreateRequest struct {
 	Secrets map[string]SecretInput
 	// Runtime picks the runtime class; empty means the server default.
 	Runtime string
+	// FromSnapshot (snap_…) or FromBackup (bkp_…) makes the sandbox a
+	// clone: template, size and runtime come from the source (see
+	// snapshots.go, backups.go).
+	FromSnapshot, FromBackup string
+	// Network is the egress policy; nil is the default (egress allowed).
+	Network *sandbox.NetworkPolicy
+	// ProjectID picks the project (prj_…); empty means the parent's for a
+	// child, else the org's default project.
+	ProjectID string
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -176,6 +192,13 @@ func validateMetadata(md map[string]string) error {
 // Create records a new sandbox and starts provisioning it in the
 // background. It returns the record in state creating.
 func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
+	src, err := s.resolveSource(ctx, p, &r)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if err := s.resolveTemplate(ctx, &r); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	cpu, ram, disk, err := r.validate()
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -183,6 +206,15 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	ret, err := r.retention()
 	if err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	ttl, session, err := s.ttlFor(&r)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if session && r.Type == "" && r.AutoStopMinutes == nil {
+		// A seed 003 session lives until its TTL or a kill; inactivity
+		// shows as status idle instead of stopping it.
+		ret.AutoStopMinutes = 0
 	}
 	if r.Runtime == "" {
 		r.Runtime = s.cfg.DefaultRuntime
@@ -202,11 +234,13 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		}
 		r.ParentID = p.SandboxID
 	}
+	parentProject := ""
 	if r.ParentID != "" {
-		parent, err := s.Get(ctx, Principal{OrgID: p.OrgID}, r.ParentID, false)
+		parent, err := s.Get(ctx, Principal{OrgID: p.OrgID, ProjectID: p.ProjectID}, r.ParentID, false)
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
 		}
+		parentProject = parent.ProjectID
 		if parent.State != sandbox.StateRunning {
 			return sandbox.Sandbox{}, &StateError{State: parent.State, Want: "running to create children (the parent)"}
 		}
@@ -214,9 +248,14 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 			return sandbox.Sandbox{}, err
 		}
 	}
+	projectID, err := s.createProjectID(ctx, p, r.ProjectID, parentProject)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	sb := sandbox.Sandbox{
-		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: p.OrgID, Name: r.Name,
+		ProjectID: projectID,
+		ID:        sandbox.NewID(sandbox.PrefixSandbox), OrgID: p.OrgID, Name: r.Name,
 		State: sandbox.StateCreating, Template: r.Template,
 		CPU: cpu, RAMMB: ram, DiskGB: disk,
 		Env: nonNil(r.Env), Metadata: nonNil(r.Metadata),
@@ -228,14 +267,27 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	if sb.APIToken, err = s.issueSandboxToken(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if r.TTL > 0 {
-		exp := now.Add(r.TTL)
-		sb.ExpiresAt, sb.ExpiryAction = &exp, sandbox.ExpireDelete
+	sb.TemplateVersionID = r.TemplateVersionID
+	if ttl > 0 {
+		exp := now.Add(ttl)
+		sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &exp, sandbox.ExpireDelete, ttl.Milliseconds()
 	}
-	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+	if src != nil {
+		sb.SourceSnapshotID, sb.TemplateVersionID = src.ID, src.Source.TemplateVersionID
+	}
+	unlockQuota := s.lockOrgQuota(p.OrgID)
+	err = s.checkOrgQuota(ctx, p.OrgID, cpu, ram)
+	if err == nil {
+		err = s.store.CreateSandbox(ctx, sb)
+	}
+	unlockQuota()
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) && r.Name != "" {
 			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
 		}
@@ -245,6 +297,7 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	s.event(ctx, sb, "created", map[string]any{"cpu": sb.CPU, "ram_mb": sb.RAMMB, "disk_gb": sb.DiskGB})
 	s.log.Info("sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
 	s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
+	s.derive(ctx, &sb)
 	return sb, nil
 }
 
@@ -259,6 +312,10 @@ func (e *notFoundField) Field() string { return e.field }
 
 // Get returns a live sandbox of p's org; deleted ones only when asked.
 func (s *Service) Get(ctx context.Context, p Principal, id string, includeDeleted bool) (sandbox.Sandbox, error) {
+	if sandbox.ValidID(sandbox.PrefixSession, id) {
+		return sandbox.Sandbox{}, &IDKindError{Field: "id", Got: "session_id", Want: "sandbox_id (sbx_…)", ID: id,
+			Hint: "use /v1/sessions/" + id + " and its exec and files routes"}
+	}
 	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
@@ -273,11 +330,16 @@ func (s *Service) Get(ctx context.Context, p Principal, id string, includeDelete
 		// A sandbox's token reaches only that sandbox's children.
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
+	if p.ProjectID != "" && sb.ProjectID != p.ProjectID {
+		// A project token reaches only its project's sandboxes.
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+	}
 	s.progressMu.Lock()
 	if pr, ok := s.progress[id]; ok {
 		sb.Progress = &pr
 	}
 	s.progressMu.Unlock()
+	s.derive(ctx, &sb)
 	return sb, nil
 }
 
@@ -289,6 +351,11 @@ type ListRequest struct {
 	// ParentID lists one sandbox's children; "none" lists top-level ones.
 	ParentID string
 	Metadata map[string]string
+	// ProjectID lists one project's sandboxes.
+	ProjectID string
+	// Include brings back what lists leave out by default: "destroyed"
+	// (deleting and deleted) and "failed". A State filter wins over it.
+	Include []string
 }
 
 // List returns one page of p's sandboxes and the total count.
@@ -305,7 +372,13 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 	if r.Offset < 0 {
 		return nil, 0, &sandbox.FieldError{Field: "offset", Reason: "must not be negative"}
 	}
-	o := store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset, Metadata: r.Metadata}
+	o := store.ListOptions{OrgID: p.OrgID, State: r.State, Limit: r.Limit, Offset: r.Offset, Metadata: r.Metadata, ProjectID: r.ProjectID}
+	if p.ProjectID != "" {
+		if r.ProjectID != "" && r.ProjectID != p.ProjectID {
+			return []sandbox.Sandbox{}, 0, nil
+		}
+		o.ProjectID = p.ProjectID
+	}
 	if p.SandboxID != "" {
 		if r.ParentID != "" && r.ParentID != p.SandboxID {
 			return []sandbox.Sandbox{}, 0, nil
@@ -318,7 +391,15 @@ func (s *Service) List(ctx context.Context, p Principal, r ListRequest) ([]sandb
 	case r.ParentID != "":
 		o.ParentID = r.ParentID
 	}
-	return s.store.ListSandboxes(ctx, o)
+	var err error
+	if o.ExcludeStates, o.IncludeDeleted, err = listExclusions(r.Include); err != nil {
+		return nil, 0, err
+	}
+	rows, total, err := s.store.ListSandboxes(ctx, o)
+	for i := range rows {
+		s.derive(ctx, &rows[i])
+	}
+	return rows, total, err
 }
 
 // Delete marks the sandbox deleting and tears it down in the background.
@@ -481,23 +562,28 @@ func (s *Service) provision(ctx context.Context, id string) {
 			log.Error("record failure", "err", err)
 		}
 	}
-	v, err := s.tpl.ready(ctx, sb.Template)
-	if err != nil {
+	// A pinned version (template_version_id, or a retried create that
+	// was given one) runs as it is; otherwise the slug's newest ready one.
+	var v store.TemplateVersion
+	if pinned, perr := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID); sb.TemplateVersionID != "" && perr == nil && pinned.Status == store.TemplateReady {
+		v = pinned
+	} else if v, err = s.tpl.ready(ctx, sb.Template); err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: the next start reconciles
 		}
 		fail("template", err)
 		return
 	}
-	if sb.TemplateVersionID != "" && sb.TemplateVersionID != v.ID {
-		// A retried create keeps the version it was first given.
-		if pinned, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID); err == nil && pinned.Status == store.TemplateReady {
-			v = pinned
-		}
-	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
 	defer cancel()
-	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
+	spec := s.startSpec(sb, v.RootFS)
+	if spec.Clone, err = s.cloneSpec(pctx, sb); err != nil {
+		if ctx.Err() == nil {
+			fail("snapshot", err)
+		}
+		return
+	}
+	inst, err := s.host.Start(pctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -523,7 +609,8 @@ func (s *Service) provision(ctx context.Context, id string) {
 }
 
 func (s *Service) startSpec(sb sandbox.Sandbox, rootfs string) StartSpec {
-	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime}
+	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime,
+		Network: s.networkSpec(sb)}
 }
 
 // teardown destroys a deleting sandbox's host resources and marks it
@@ -558,6 +645,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.tpl.failInterruptedBuilds(ctx); err != nil {
 		return fmt.Errorf("reconcile templates: %w", err)
 	}
+	s.reconcileSnapshots(ctx)
 	return s.reconcileOnce(ctx, true)
 }
 
@@ -586,7 +674,7 @@ func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
 			}
 		case sandbox.StateRestoring:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.doUnarchive(ctx, sb.ID) })
+				s.goBackground(func(ctx context.Context) { s.doRestoring(ctx, sb.ID) })
 			}
 		case sandbox.StateCreating:
 			if stuck {
@@ -595,6 +683,11 @@ func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
 		case sandbox.StateDeleting:
 			s.goBackground(func(ctx context.Context) { s.teardown(ctx, sb.ID) })
 		case sandbox.StateRunning:
+			if startup {
+				// The host's egress proxy starts empty: hand it the
+				// sandbox's rules again (ensureRunning does on a reboot).
+				s.goBackground(func(ctx context.Context) { s.reapplyNetwork(ctx, sb.ID) })
+			}
 			s.goBackground(func(ctx context.Context) { s.ensureRunning(ctx, sb.ID) })
 		}
 	}

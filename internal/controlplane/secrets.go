@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -14,6 +15,9 @@ import (
 type SecretInput struct {
 	Value string
 	Hosts []string
+	// Body lets the egress proxy replace the placeholder in request
+	// bodies too.
+	Body bool
 }
 
 // Sealer seals secret values at rest (internal/secrets implements it).
@@ -47,15 +51,18 @@ func (s *Service) sealSecrets(id string, in map[string]SecretInput) (map[string]
 		if v.Value == "" || len(v.Value) > MaxSecretValueBytes {
 			return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("value of %s must be 1 to %d bytes", name, MaxSecretValueBytes)}
 		}
+		var hosts []string
 		for _, h := range v.Hosts {
-			if h == "" || len(h) > 253 {
-				return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("hosts of %s must be host names", name)}
+			h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+			if len(h) > 253 || !domainRE.MatchString(h) {
+				return nil, &sandbox.FieldError{Field: "secrets", Reason: fmt.Sprintf("hosts of %s must be host names (exact or *.suffix), not %q", name, h)}
 			}
+			hosts = append(hosts, h)
 		}
 		b := make([]byte, 16)
 		rand.Read(b)
 		out[name] = sandbox.Secret{
-			Sealed: s.cfg.Sealer.Seal(v.Value, id+"/"+name), Placeholder: "pt_secret_" + hex.EncodeToString(b), Hosts: v.Hosts,
+			Sealed: s.cfg.Sealer.Seal(v.Value, id+"/"+name), Placeholder: "pt_secret_" + hex.EncodeToString(b), Hosts: hosts, Body: v.Body,
 		}
 	}
 	return out, nil
@@ -76,6 +83,10 @@ func (s *Service) sandboxEnv(sb sandbox.Sandbox) map[string]string {
 	}
 	for name, sec := range sb.Secrets {
 		env[name] = sec.Placeholder
+	}
+	if len(sb.Secrets) > 0 {
+		// The host installs the sandbox's egress CA in this bundle.
+		maps.Copy(env, egressCAEnv)
 	}
 	maps.Copy(env, sb.Env)
 	return env

@@ -77,8 +77,10 @@ func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 	return &CA{cert: cert, key: key, CertPEM: certPEM, leaves: map[string]*tls.Certificate{}}, nil
 }
 
-// leaf returns a certificate for host signed by the CA (cached).
-func (ca *CA) leaf(host string) (*tls.Certificate, error) {
+// Leaf returns a server certificate for host signed by the CA (cached).
+// The proxy shows it to the sandbox; tests also use a CA of their own as
+// an upstream root.
+func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
 	if c, ok := ca.leaves[host]; ok && time.Until(c.Leaf.NotAfter) > time.Hour {

@@ -98,7 +98,7 @@ func newRig(t *testing.T) *rig {
 		io.WriteString(w, "hello from "+req.Host)
 	})
 	r.tlsUp, err = tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		return r.upCA.leaf(hi.ServerName)
+		return r.upCA.Leaf(hi.ServerName)
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestSecretInjection(t *testing.T) {
 	t.Run("upstream certificate is verified", func(t *testing.T) {
 		bad, _, _ := NewCA("impostor")
 		ln, err := tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return bad.leaf(hi.ServerName)
+			return bad.Leaf(hi.ServerName)
 		}})
 		if err != nil {
 			t.Fatal(err)

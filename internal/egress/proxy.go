@@ -99,7 +99,7 @@ func (h *conn) tls() {
 		h.splice(ctx)
 		return
 	}
-	leaf, err := h.rules.CA.leaf(sni)
+	leaf, err := h.rules.CA.Leaf(sni)
 	if err != nil {
 		h.p.log.Warn("egress leaf", "sni", sni, "err", err)
 		reset(h.c)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/egress"
 	"github.com/platinum-dev/platinum/internal/host/disk"
 	"github.com/platinum-dev/platinum/internal/host/network"
 	"github.com/platinum-dev/platinum/internal/runtime"
@@ -54,6 +55,8 @@ type Config struct {
 	TemplateCacheDir string
 	// Network configures the sandbox bridge and address pool.
 	Network network.Config
+	// Egress configures the egress proxy and DNS filter (egress.go).
+	Egress EgressConfig
 	// AgentReadyTimeout bounds the wait for a new sandbox's agent.
 	AgentReadyTimeout time.Duration
 }
@@ -67,6 +70,7 @@ func DefaultConfig(dataDir string) Config {
 		PidsLimit:         1024,
 		TemplateCacheDir:  "/var/cache/platinum/templates",
 		Network:           network.DefaultConfig(),
+		Egress:            DefaultEgressConfig(),
 		AgentReadyTimeout: 30 * time.Second,
 	}
 }
@@ -78,6 +82,7 @@ type Host struct {
 	log   *slog.Logger
 	pool  *disk.Pool
 	net   *network.Manager
+	egp   *egress.Proxy              // the egress proxy; nil when turned off
 	rt    runtime.Runtime            // the runc class, always there
 	rts   map[string]runtime.Runtime // every class this host runs, by name
 	agent string                     // the injected agent binary's path
@@ -143,11 +148,19 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	if h.pool, err = disk.Open(ctx, filepath.Join(cfg.DataDir, "disks"), disk.Options{}, logger); err != nil {
 		return nil, fmt.Errorf("host: disk pool: %w", err)
 	}
+	cfg.Network.ProxyPort, cfg.Network.DNSPort = cfg.Egress.ProxyPort, cfg.Egress.DNSPort
+	if cfg.Egress.ProxyPort == 0 {
+		cfg.Network.DNSPort = 0
+	}
+	h.cfg.Network = cfg.Network
 	if h.net, err = network.New(cfg.Network, logger); err != nil {
 		return nil, fmt.Errorf("host: network: %w", err)
 	}
 	if err := h.net.Setup(ctx); err != nil {
 		return nil, fmt.Errorf("host: network: %w", err)
+	}
+	if err := h.openEgress(ctx); err != nil {
+		return nil, err
 	}
 	h.adoptEndpoints(ctx)
 	// NewRuntime probes CRIU for runc: with CRIU >= 4.1 passing `criu
@@ -245,6 +258,9 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 			return controlplane.Instance{}, fmt.Errorf("host: %w", err)
 		}
 	}
+	if err := h.prepareClone(ctx, spec); err != nil {
+		return controlplane.Instance{}, err
+	}
 	// Disk and network do not depend on each other: set them up together.
 	t0 := time.Now()
 	var ep network.Endpoint
@@ -260,6 +276,9 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	}()
 	diskErr := h.ensureDisk(ctx, spec, p)
 	if diskErr == nil && !isMounted(p.rootfs) {
+		diskErr = h.installEgressCA(spec, p)
+	}
+	if diskErr == nil && !isMounted(p.rootfs) {
 		if err := disk.MountOverlay(ctx, spec.RootFS, p.upper, p.work, p.rootfs); err != nil {
 			diskErr = fmt.Errorf("host: rootfs: %w", err)
 		}
@@ -268,6 +287,10 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 		return controlplane.Instance{}, err
 	}
 	if err := h.writeAddress(spec.ID, ep.Addr); err != nil {
+		return controlplane.Instance{}, err
+	}
+	// The policy is in place before anything in the sandbox runs.
+	if err := h.applyNetwork(ctx, spec.ID, ep, spec.Network); err != nil {
 		return controlplane.Instance{}, err
 	}
 	t1 := time.Now()
@@ -281,6 +304,9 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	defer cancel()
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
 		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
+	}
+	if err := h.finishClone(rctx, spec, inst.Address); err != nil {
+		return controlplane.Instance{}, err
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
 	return inst, nil
@@ -430,6 +456,9 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 		Cwd:    "/",
 		Mounts: append([]runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}}, lxcfsMounts(class)...),
 	}
+	if c := spec.Clone; c != nil && c.MemoryImage != "" {
+		return h.restoreClone(ctx, rt, rspec, c.MemoryImage)
+	}
 	restored, failure, err := h.restore(ctx, rt, rspec)
 	if err != nil || restored {
 		return restored, "", err
@@ -520,6 +549,7 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 	for _, rt := range h.rts {
 		errs = append(errs, rt.Delete(ctx, id))
 	}
+	h.forgetEgress(id)
 	errs = append(errs, h.net.Detach(ctx, id))
 	errs = append(errs, disk.Unmount(ctx, p.rootfs))
 	errs = append(errs, h.pool.UnmountImage(ctx, p.diskMnt))

@@ -39,6 +39,7 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("DELETE /v1/sandboxes/{id}", a.deleteSandbox)
 	a.handle("PATCH /v1/sandboxes/{id}", a.patchSandbox)
 	a.handle("PATCH /v1/sandboxes/{id}/env", a.patchEnv)
+	a.handle("PATCH /v1/sandboxes/{id}/network", a.patchNetwork)
 	a.handle("GET /v1/sandboxes/{id}/children", a.children)
 	a.handle("POST /v1/sandboxes/{id}/resize", a.resize)
 	a.handle("GET /v1/sandboxes/{id}/metrics", a.metrics)
@@ -48,16 +49,61 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("POST /v1/sandboxes/{id}/start", a.lifecycleCall(cp.Start, sandbox.StateRunning))
 	a.handle("POST /v1/sandboxes/{id}/resume", a.lifecycleCall(cp.Start, sandbox.StateRunning))
 	a.handle("POST /v1/sandboxes/{id}/archive", a.lifecycleCall(cp.Archive, sandbox.StateArchived))
+	a.handle("POST /v1/sandboxes/{id}/snapshots", a.createSnapshot)
+	a.handle("GET /v1/sandboxes/{id}/snapshots", a.listSnapshots)
+	a.handle("GET /v1/snapshots/{snap}", a.getSnapshot)
+	a.handle("DELETE /v1/snapshots/{snap}", a.deleteSnapshot)
+	a.handle("POST /v1/sandboxes/{id}/restore", a.restoreSnapshot)
+	a.handle("POST /v1/sandboxes/{id}/fork", a.fork)
+	a.handle("POST /v1/sandboxes/{id}/backups", a.createBackup)
+	a.handle("GET /v1/sandboxes/{id}/backups", a.listBackups)
 	a.handle("POST /v1/sandboxes/{id}/exec", a.exec)
 	a.handle("GET /v1/sandboxes/{id}/files", a.download)
 	a.handle("PUT /v1/sandboxes/{id}/files", a.upload)
 	a.handle("DELETE /v1/sandboxes/{id}/files", a.removeFile)
 	a.handle("POST /v1/sandboxes/{id}/files/mkdir", a.mkdir)
+	a.handle("GET /v1/sandboxes/{id}/preview-urls/{port}", a.getPreviewURL)
+	a.handle("POST /v1/sandboxes/{id}/preview-urls/{port}", a.setPreviewURL)
+	a.handle("DELETE /v1/sandboxes/{id}/preview-urls/{port}", a.revokePreviewURL)
 	a.handle("GET /v1/templates", a.listTemplates)
 	a.handle("GET /v1/templates/{slug}", a.getTemplate)
 	a.handle("POST /v1/templates/{slug}/build", a.buildTemplate)
+	a.handle("GET /v1/templates/{slug}/versions", a.templateVersions)
+	a.handle("POST /v1/templates/{slug}/builds", a.newTemplateVersion)
+	a.handle("POST /v1/sandboxes/{id}/kill", a.kill)
+	a.handle("POST /v1/sandboxes/{id}/ttl", a.setTTL)
 	a.handle("POST /v1/orgs", a.createOrg)
+	a.handle("GET /v1/orgs/{id}/quotas", a.getOrgQuota)
+	a.handle("PUT /v1/orgs/{id}/quotas", a.setOrgQuota)
+	a.handle("POST /v1/projects", a.createProject)
+	a.handle("GET /v1/projects", a.listProjects)
+	a.handle("GET /v1/projects/{id}", a.getProject)
+	a.handle("POST /v1/tokens", a.createToken)
 	a.handle("GET /v1/hosts", a.hosts)
+	a.handle("GET /v1/events", a.events)
+	a.handle("POST /v1/webhooks", a.createWebhook)
+	a.handle("GET /v1/webhooks", a.listWebhooks)
+	a.handle("GET /v1/webhooks/{id}", a.getWebhook)
+	a.handle("DELETE /v1/webhooks/{id}", a.deleteWebhook)
+	a.handle("GET /v1/webhooks/{id}/deliveries", a.webhookDeliveries)
+	a.handle("POST /v1/sandboxes/{id}/artifacts", a.createArtifact)
+	a.handle("GET /v1/artifacts", a.listArtifacts)
+	a.handle("GET /v1/artifacts/{id}", a.getArtifact)
+	a.handle("GET /v1/artifacts/{id}/content", a.artifactContent)
+	a.handle("DELETE /v1/artifacts/{id}", a.deleteArtifact)
+	a.handle("POST /v1/sessions", a.createSession)
+	a.handle("GET /v1/sessions", a.listSessions)
+	a.handle("GET /v1/sessions/status", a.sessionStatus)
+	a.handle("GET /api/sandbox/status", a.sessionStatus)
+	a.handle("GET /v1/sessions/{id}", a.getSession)
+	a.handle("DELETE /v1/sessions/{id}", a.stopSession)
+	a.handle("POST /v1/sessions/{id}/exec", a.viaSession(a.exec))
+	a.handle("GET /v1/sessions/{id}/files", a.viaSession(a.download))
+	a.handle("PUT /v1/sessions/{id}/files", a.viaSession(a.upload))
+	a.handle("DELETE /v1/sessions/{id}/files", a.viaSession(a.removeFile))
+	a.handle("POST /v1/sessions/{id}/files/mkdir", a.viaSession(a.mkdir))
+	a.handle("GET /v1/pools", a.listPools)
+	a.handle("PUT /v1/pools/{template}", a.setPool)
 	a.handle("GET /v1/events", a.events)
 	a.handle("POST /v1/webhooks", a.createWebhook)
 	a.handle("GET /v1/webhooks", a.listWebhooks)
@@ -76,8 +122,9 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	return a
 }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Mutating calls go through the
+// idempotency layer (idempotency.go) before the router.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.serveIdempotent(w, r) }
 
 // handlerFunc is a handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error
@@ -87,11 +134,15 @@ type principalKey struct{}
 // handle registers an authenticated route.
 func (a *API) handle(pattern string, h handlerFunc) {
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		p, err := a.cp.Authenticate(r.Context(), strings.TrimSpace(tok))
-		if err != nil {
-			a.writeError(w, r, err)
-			return
+		// The idempotency layer may have authenticated the request already.
+		p, ok := r.Context().Value(principalKey{}).(controlplane.Principal)
+		if !ok {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			var err error
+			if p, err = a.cp.Authenticate(r.Context(), strings.TrimSpace(tok)); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
 		}
 		if err := h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), p); err != nil {
 			a.writeError(w, r, err)

@@ -27,11 +27,18 @@ type createBody struct {
 	ParentID        string                `json:"parent_id"`
 	AutoResume      *bool                 `json:"auto_resume"`
 	Secrets         map[string]secretBody `json:"secrets"`
+	Network         *networkBody          `json:"network"`
 	Runtime         string                `json:"runtime"`
+	FromSnapshot    string                `json:"from_snapshot"`
+	FromBackup      string                `json:"from_backup"`
+	ProjectID       string                `json:"project_id"`
 	Type            string                `json:"type"`
 	AutoStopMinutes *int                  `json:"auto_stop_minutes"`
 	AutoArchiveDays *int                  `json:"auto_archive_days"`
 	AutoDeleteDays  *int                  `json:"auto_delete_days"`
+	// Seed 003: a lifetime and a pinned template version.
+	TTLMs             *int64 `json:"ttl_ms"`
+	TemplateVersionID string `json:"template_version_id"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -83,14 +90,16 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
-		ParentID: b.ParentID, Runtime: b.Runtime}
+		ParentID: b.ParentID, Runtime: b.Runtime, Network: b.Network.policy(), ProjectID: b.ProjectID}
+	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
+	req.FromSnapshot, req.FromBackup = b.FromSnapshot, b.FromBackup
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}
 	if len(b.Secrets) > 0 {
 		req.Secrets = map[string]controlplane.SecretInput{}
 		for k, v := range b.Secrets {
-			req.Secrets[k] = controlplane.SecretInput{Value: v.Value, Hosts: v.Hosts}
+			req.Secrets[k] = controlplane.SecretInput{Value: v.Value, Hosts: v.Hosts, Body: v.Body}
 		}
 	}
 	if b.Name != nil {
@@ -132,6 +141,8 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	var req controlplane.ListRequest
 	req.State = sandbox.State(q.Get("state"))
 	req.ParentID = q.Get("parent_id")
+	req.ProjectID = q.Get("project_id")
+	req.Include = listIncludes(r)
 	if rootsOnly, _ := strconv.ParseBool(q.Get("roots_only")); rootsOnly {
 		req.ParentID = "none"
 	}
@@ -357,10 +368,12 @@ func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	return nil
 }
 
-// secretBody is a secret at create: "value", or {"value": …, "hosts": […]}.
+// secretBody is a secret at create: "value", or {"value": …, "hosts": […],
+// "body": bool}.
 type secretBody struct {
 	Value string   `json:"value"`
 	Hosts []string `json:"hosts"`
+	Body  bool     `json:"body"`
 }
 
 // UnmarshalJSON accepts both forms.
@@ -373,7 +386,7 @@ func (b *secretBody) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return badRequest("each secret is a string or {\"value\": string, \"hosts\": [string]}", "secrets")
+		return badRequest("each secret is a string or {\"value\": string, \"hosts\": [string], \"body\": bool}", "secrets")
 	}
 	*b = secretBody(p)
 	return nil

@@ -24,6 +24,7 @@ type sandboxView struct {
 	HostID            string            `json:"host_id,omitempty"`
 	Runtime           string            `json:"runtime"`
 	ParentID          *string           `json:"parent_id"`
+	ProjectID         string            `json:"project_id"`
 	AutoResume        bool              `json:"auto_resume"`
 	Reason            string            `json:"reason,omitempty"`
 	CreatedAt         string            `json:"created_at"`
@@ -42,6 +43,9 @@ type sandboxView struct {
 	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
 	// Progress shows how far an archive or restore got.
 	Progress *sandbox.Progress `json:"progress,omitempty"`
+	// Network is the egress policy (the default spelled out).
+	Network sandbox.NetworkPolicy `json:"network"`
+	seed3Fields
 }
 
 func viewSandbox(sb sandbox.Sandbox) sandboxView {
@@ -58,7 +62,9 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	if sb.ParentID != "" {
 		v.ParentID = &sb.ParentID
 	}
+	v.ProjectID = sb.ProjectID
 	v.AutoResume = !sb.NoAutoResume
+	v.Network = viewNetwork(sb)
 	v.Progress = sb.Progress
 	v.Runtime = sb.Runtime
 	if v.Runtime == "" {
@@ -86,6 +92,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	if sb.State == sandbox.StateDeleted || sb.State == sandbox.StateDeleting {
 		v.DeletedReason = sb.Reason
 	}
+	v.seed3Fields = seed3(sb)
 	r := sb.Retention
 	v.Type, v.AutoStopMinutes, v.AutoArchiveDays, v.AutoDeleteDays = r.Type, r.AutoStopMinutes, r.AutoArchiveDays, r.AutoDeleteDays
 	if sb.ExpiresAt != nil {

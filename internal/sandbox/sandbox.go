@@ -86,6 +86,9 @@ type Sandbox struct {
 	// Status is seed 003's status, derived on reads (see StatusOf); it is
 	// never stored.
 	Status Status `json:"-"`
+	// TemplateVersion is the number (1, 2, …) of TemplateVersionID among
+	// its slug's builds, derived on reads.
+	TemplateVersion int `json:"-"`
 	// LastStart says what the latest start brought back.
 	LastStart *LastStart `json:"last_start,omitempty"`
 	// Retention holds the lifecycle timers chosen at create.
@@ -104,6 +107,9 @@ type Sandbox struct {
 	Progress *Progress `json:"-"`
 	// Runtime is the sandbox's runtime class (runc, gvisor).
 	Runtime string `json:"runtime,omitempty"`
+	// Network is the outbound network policy; nil is the default (egress
+	// allowed, no lists). It is enforced on the host at every start.
+	Network *NetworkPolicy `json:"network,omitempty"`
 	// APIToken is the sandbox-scoped token (sealed) its processes get as
 	// PT_TOKEN.
 	APIToken string `json:"-"`
@@ -112,9 +118,18 @@ type Sandbox struct {
 	// NoAutoResume turns off starting the sandbox from preview traffic
 	// (seed 004 "Auto-resume"; the API field is auto_resume, default true).
 	NoAutoResume bool `json:"no_auto_resume,omitempty"`
+	// Preview holds the preview proxy's public ports and token
+	// generations; nil until a port is made public or revoked.
+	Preview *Preview `json:"-"`
 	// Archive points at the sandbox's disk in the object store while it is
 	// archived (and after, as recovery data, until disposal).
 	Archive *ArchiveRef `json:"archive,omitempty"`
+	// SourceSnapshotID is the snapshot or backup the sandbox was cloned
+	// (or forked) from; provisioning copies its disk (and memory).
+	SourceSnapshotID string `json:"source_snapshot_id,omitempty"`
+	// RestoreSnapshotID is the snapshot a restore in place (state
+	// restoring) is rolling the sandbox back to; empty otherwise.
+	RestoreSnapshotID string `json:"-"`
 	// Version increments on every update; stores use it for optimistic
 	// concurrency (compare-and-swap).
 	Version   int64      `json:"-"`
@@ -238,6 +253,9 @@ type Secret struct {
 	Placeholder string `json:"placeholder"`
 	// Hosts the value may be sent to; empty means any host.
 	Hosts []string `json:"hosts,omitempty"`
+	// Body lets the egress proxy replace the placeholder in request
+	// bodies too (headers always).
+	Body bool `json:"body,omitempty"`
 }
 
 // Progress is the progress of a long operation on a sandbox.

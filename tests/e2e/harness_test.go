@@ -20,6 +20,7 @@ import (
 // env is the one ptd every test of this package talks to.
 var env struct {
 	url, token, dataDir, binDir string
+	previewURL                  string
 	skip                        string
 }
 
@@ -34,10 +35,12 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "e2e tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256", "--log-level", "debug",
-		"--webhook-allow-private", "--webhook-retry-base", "200ms"}},
+	defer egressCleanup()
+	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
+		"--webhook-allow-private", "--webhook-retry-base", "200ms"}, egressArgs()...)},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
+			env.previewURL = d.PreviewURL
 			return nil
 		})
 }

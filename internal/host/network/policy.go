@@ -66,12 +66,14 @@ func (m *Manager) policyRules(hash string, p Policy) string {
 	w("COMMIT")
 	w("*nat")
 	w(":%s - [0:0]", nc)
-	w("-A %s -d %s/32 -j RETURN", nc, m.gateway)
 	if p.DNS && m.cfg.DNSPort != 0 {
+		// Whichever nameserver the sandbox asks (its resolv.conf, or the
+		// gateway), the filter answers.
 		for _, proto := range []string{"udp", "tcp"} {
 			w("-A %s -p %s --dport 53 -j REDIRECT --to-ports %d", nc, proto, m.cfg.DNSPort)
 		}
 	}
+	w("-A %s -d %s/32 -j RETURN", nc, m.gateway)
 	if (p.Proxy || p.ProxyAll) && m.cfg.ProxyPort != 0 {
 		// What the invariants reject never reaches the proxy.
 		w("-A %s -d 169.254.0.0/16 -j RETURN", nc)

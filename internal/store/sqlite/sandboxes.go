@@ -371,6 +371,10 @@ type lifecycle struct {
 	Secrets        map[string]sandbox.Secret `json:"secrets,omitempty"`
 	APIToken       string                    `json:"api_token,omitempty"`
 	Runtime        string                    `json:"runtime,omitempty"`
+	SourceSnapshot string                    `json:"source_snapshot,omitempty"`
+	RestoreSnap    string                    `json:"restore_snapshot,omitempty"`
+	Preview        *sandbox.Preview          `json:"preview,omitempty"`
+	Network        *sandbox.NetworkPolicy    `json:"network,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
@@ -378,7 +382,8 @@ func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, TTLMs: sb.TTLMs, LastStart: sb.LastStart,
 		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
-		Runtime: sb.Runtime,
+		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
+		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -392,12 +397,14 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 		return fmt.Errorf("lifecycle: %w", err)
 	}
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
+	sb.TTLMs = lc.TTLMs
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
 	sb.NoAutoResume, sb.Live, sb.Secrets, sb.APIToken = lc.NoAutoResume, lc.Live, lc.Secrets, lc.APIToken
-	sb.Runtime = lc.Runtime
+	sb.Runtime, sb.Preview = lc.Runtime, lc.Preview
+	sb.SourceSnapshotID, sb.RestoreSnapshotID = lc.SourceSnapshot, lc.RestoreSnap
+	sb.Network = lc.Network
 	return nil
 }
-	sb.TTLMs = lc.TTLMs
 
 // AddEvent appends one event row.
 func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error {

@@ -1,0 +1,239 @@
+package host
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/egress"
+	"github.com/platinum-dev/platinum/internal/host/network"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// EgressConfig configures the host's egress proxy and DNS filter
+// (internal/egress), which enforce domain rules and inject secrets.
+type EgressConfig struct {
+	// ProxyPort and DNSPort are where they listen on the bridge gateway;
+	// ProxyPort 0 turns both off (domain rules and secret injection then
+	// do nothing; IP rules still hold).
+	ProxyPort, DNSPort uint16
+	// UpstreamCAFile adds PEM roots to the system's for verifying upstream
+	// servers when the proxy terminates TLS (tests' own CA).
+	UpstreamCAFile string
+	// HostsFile maps names to addresses before the host's resolver
+	// ("address name…" lines), for the DNS filter and name checks.
+	HostsFile string
+}
+
+// DefaultEgressConfig returns the production defaults.
+func DefaultEgressConfig() EgressConfig {
+	return EgressConfig{ProxyPort: 15001, DNSPort: 15053}
+}
+
+// openEgress starts the proxy on the gateway.
+func (h *Host) openEgress(ctx context.Context) error {
+	c := h.cfg.Egress
+	if c.ProxyPort == 0 {
+		return nil
+	}
+	gw := h.net.Gateway()
+	cfg := egress.Config{
+		Listen:   netip.AddrPortFrom(gw, c.ProxyPort),
+		Resolver: &egress.Resolver{HostsFile: c.HostsFile},
+		Forbidden: func(a netip.Addr) bool {
+			// The packet filter keeps these away; the proxy, which dials
+			// from the host itself, must not reopen them.
+			return !a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsUnspecified() ||
+				h.cfg.Network.Subnet.Contains(a) || isLocalAddr(a)
+		},
+	}
+	if c.DNSPort != 0 {
+		cfg.DNSListen = netip.AddrPortFrom(gw, c.DNSPort)
+	}
+	if c.UpstreamCAFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		b, err := os.ReadFile(c.UpstreamCAFile)
+		if err != nil {
+			return fmt.Errorf("host: egress upstream CA: %w", err)
+		}
+		if !pool.AppendCertsFromPEM(b) {
+			return fmt.Errorf("host: egress upstream CA %s: no certificate", c.UpstreamCAFile)
+		}
+		cfg.UpstreamRoots = pool
+	}
+	h.egp = egress.New(cfg, h.log)
+	if err := h.egp.Start(ctx); err != nil {
+		h.egp = nil
+		return fmt.Errorf("host: %w", err)
+	}
+	return nil
+}
+
+// isLocalAddr reports whether a is one of this machine's addresses.
+func isLocalAddr(a netip.Addr) bool {
+	addrs, err := netInterfaceAddrs()
+	if err != nil {
+		return true // unsure: refuse
+	}
+	for _, p := range addrs {
+		if p.Addr() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// SetNetwork implements controlplane.NetworkSetter: the sandbox's packet
+// filter rules and proxy rules change at once.
+func (h *Host) SetNetwork(ctx context.Context, id string, spec *controlplane.NetworkSpec) error {
+	ep, ok := h.net.Endpoint(id)
+	if !ok {
+		return fmt.Errorf("host: network of %s: %w", id, sandbox.ErrNotFound)
+	}
+	return h.applyNetwork(ctx, id, ep, spec)
+}
+
+// applyNetwork installs spec for the sandbox at ep: proxy rules first (so
+// nothing redirected finds the proxy without them), then the filter.
+func (h *Host) applyNetwork(ctx context.Context, id string, ep network.Endpoint, spec *controlplane.NetworkSpec) error {
+	pol, rules, err := h.egressRules(id, spec)
+	if err != nil {
+		return err
+	}
+	if h.egp != nil {
+		h.egp.Set(ep.Addr, rules)
+	}
+	if err := h.net.SetPolicy(ctx, id, pol); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	return nil
+}
+
+// egressRules translates a spec into the filter's Policy and the proxy's
+// Rules (nil when the proxy has nothing to do for the sandbox).
+func (h *Host) egressRules(id string, spec *controlplane.NetworkSpec) (network.Policy, *egress.Rules, error) {
+	if spec == nil {
+		return network.Policy{}, nil, nil
+	}
+	r := &egress.Rules{Deny: spec.Policy.Egress == sandbox.EgressDeny}
+	for _, e := range spec.Policy.AllowOut {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			r.AllowCIDRs = append(r.AllowCIDRs, p)
+		} else {
+			r.AllowDomains = append(r.AllowDomains, e)
+		}
+	}
+	for _, e := range spec.Policy.DenyOut {
+		if p, err := netip.ParsePrefix(e); err == nil {
+			r.DenyCIDRs = append(r.DenyCIDRs, p)
+		}
+	}
+	for _, s := range spec.Secrets {
+		r.Secrets = append(r.Secrets, egress.Secret{Placeholder: s.Placeholder, Value: s.Value, Hosts: s.Hosts, Body: s.Body})
+	}
+	if len(r.Secrets) > 0 {
+		ca, err := h.egressCA(id)
+		if err != nil {
+			return network.Policy{}, nil, err
+		}
+		r.CA = ca
+	}
+	pol := network.Policy{Deny: r.Deny, AllowCIDRs: r.AllowCIDRs, DenyCIDRs: r.DenyCIDRs}
+	if h.egp != nil {
+		pol.ProxyAll = len(r.AllowDomains) > 0
+		pol.Proxy = len(r.Secrets) > 0
+		pol.DNS = r.Deny || pol.ProxyAll
+	}
+	if !pol.Proxy && !pol.ProxyAll && !pol.DNS {
+		r = nil
+	}
+	return pol, r, nil
+}
+
+// egressCA returns the sandbox's CA, creating it on first use. The key
+// stays in the sandbox's host directory, outside anything the sandbox
+// mounts.
+func (h *Host) egressCA(id string) (*egress.CA, error) {
+	dir := filepath.Join(h.paths(id).dir, "egress-ca")
+	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")
+	cb, cerr := os.ReadFile(certPath)
+	kb, kerr := os.ReadFile(keyPath)
+	if cerr == nil && kerr == nil {
+		return egress.LoadCA(cb, kb)
+	}
+	if !errors.Is(cerr, os.ErrNotExist) && cerr != nil {
+		return nil, fmt.Errorf("host: egress CA: %w", cerr)
+	}
+	ca, keyPEM, err := egress.NewCA(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("host: egress CA: %w", err)
+	}
+	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(certPath, ca.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	return nil
+}
+
+// Paths of the trust bundle inside sandboxes (Debian's layout, which most
+// TLS libraries read; controlplane points SSL_CERT_FILE and friends here).
+const (
+	trustBundle = "etc/ssl/certs/ca-certificates.crt"
+	trustCA     = "etc/ssl/certs/platinum-egress-ca.pem"
+)
+
+// installEgressCA writes the sandbox's trust bundle into its disk's upper
+// layer at a cold boot: the template's bundle plus the sandbox's egress
+// CA, so clients inside accept the proxy's certificates for hosts that get
+// a secret.
+func (h *Host) installEgressCA(spec controlplane.StartSpec, p paths) error {
+	if spec.Network == nil || len(spec.Network.Secrets) == 0 || h.egp == nil {
+		return nil
+	}
+	ca, err := h.egressCA(spec.ID)
+	if err != nil {
+		return err
+	}
+	base, _ := os.ReadFile(filepath.Join(spec.RootFS, trustBundle))
+	if len(base) > 0 && base[len(base)-1] != '\n' {
+		base = append(base, '\n')
+	}
+	if err := os.MkdirAll(filepath.Join(p.upper, filepath.Dir(trustBundle)), 0o755); err != nil {
+		return fmt.Errorf("host: trust bundle: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(p.upper, trustCA), ca.CertPEM, 0o644); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(p.upper, trustBundle), append(base, ca.CertPEM...), 0o644)
+}
+
+// forgetEgress removes the proxy's rules for a sandbox going away.
+func (h *Host) forgetEgress(id string) {
+	if ep, ok := h.net.Endpoint(id); ok && h.egp != nil {
+		h.egp.Set(ep.Addr, nil)
+	}
+}
