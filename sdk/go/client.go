@@ -37,6 +37,13 @@ type Client struct {
 	Templates *TemplatesService
 	// Orgs creates organizations (admin token only).
 	Orgs *OrgsService
+	// Events reads the org's event feed (list, stream, follow).
+	Events *EventsService
+	// Webhooks manages webhooks that receive the org's events.
+	Webhooks *WebhooksService
+	// Artifacts exports files and directories out of sandboxes and
+	// fetches them back.
+	Artifacts *ArtifactsService
 
 	baseURL      string
 	token        string
@@ -98,6 +105,9 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c.Sandboxes = &SandboxesService{c: c}
 	c.Templates = &TemplatesService{c: c}
 	c.Orgs = &OrgsService{c: c}
+	c.Events = &EventsService{c: c}
+	c.Webhooks = &WebhooksService{c: c}
+	c.Artifacts = &ArtifactsService{c: c}
 	return c
 }
 
