@@ -79,6 +79,10 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 	if err != nil {
 		return ExecResult{}, err
 	}
+	// Status running while the command is in flight; its end is activity.
+	done := s.busy.start(id)
+	defer s.Touch(id)
+	defer done()
 	start := time.Now()
 	res, err := ag.Exec(ctx, agentclient.ExecRequest{
 		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Timeout: r.Timeout,

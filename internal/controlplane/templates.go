@@ -23,6 +23,7 @@ type templates struct {
 	s        *Service
 	mu       sync.Mutex
 	building map[string]chan struct{} // slug → closed when the build ends
+	numbers  map[string]int           // version ID → number (template_versions.go)
 }
 
 func newTemplates(s *Service) *templates {

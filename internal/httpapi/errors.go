@@ -51,6 +51,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var nr *controlplane.NotResizableError
 	var qe *controlplane.QuotaError
 	var dg *controlplane.DiskGrowError
+	var tte *controlplane.TTLExceededError
+	var de *controlplane.DestroyedError
 	var nf interface{ Field() string }
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
@@ -67,6 +69,11 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &evt):
 		status, code, msg = http.StatusBadRequest, "env_var_too_large", evt.Error()
 		body["field"] = "env"
+	case errors.As(err, &tte):
+		status, code, msg = http.StatusBadRequest, "sandbox_ttl_exceeded", tte.Error()
+		body["field"], body["max_ttl_ms"] = "ttl_ms", tte.MaxTTLMs
+	case errors.As(err, &de):
+		status, code, msg = http.StatusConflict, "sandbox_destroyed", de.Error()
 	case errors.As(err, &dg):
 		status, code, msg = http.StatusConflict, "disk_grow_unsupported", dg.Error()
 	case errors.As(err, &qe):

@@ -93,6 +93,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		ParentID: b.ParentID, Runtime: b.Runtime, Network: b.Network.policy(), ProjectID: b.ProjectID}
 	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	req.FromSnapshot, req.FromBackup = b.FromSnapshot, b.FromBackup
+	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}
@@ -141,6 +142,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	var req controlplane.ListRequest
 	req.State = sandbox.State(q.Get("state"))
 	req.ParentID = q.Get("parent_id")
+	req.Include = listIncludes(r)
 	req.ProjectID = q.Get("project_id")
 	req.Include = listIncludes(r)
 	if rootsOnly, _ := strconv.ParseBool(q.Get("roots_only")); rootsOnly {
