@@ -89,9 +89,6 @@ type Sandbox struct {
 	// TemplateVersion is the number (1, 2, …) of TemplateVersionID among
 	// its slug's builds, derived on reads.
 	TemplateVersion int `json:"-"`
-	// TemplateVersion is the number (1, 2, …) of TemplateVersionID among
-	// its slug's builds, derived on reads.
-	TemplateVersion int `json:"-"`
 	// LastStart says what the latest start brought back.
 	LastStart *LastStart `json:"last_start,omitempty"`
 	// Retention holds the lifecycle timers chosen at create.
