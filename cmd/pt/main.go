@@ -83,6 +83,7 @@ commands:
   sandbox resize ID            change cpu, memory or disk (--cpu N --ram MB --disk GB)
   sandbox metrics ID           show live cpu, memory, disk and network figures
   sandbox usage ID             show billed usage (--from, --to)
+  sandbox preview ID PORT      print a port's preview URLs and token (--expires 1h, --public, --revoke)
   sandbox stop ID [--wait]     stop a sandbox, keeping its disk (alias: pause)
   sandbox start ID [--wait]    start a stopped or archived sandbox (alias: resume)
   sandbox archive ID [--wait]  move a stopped sandbox's disk to cold storage
@@ -117,7 +118,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
 			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a},
 			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
-			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a},
+			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
 		"org":      {"create": &orgCreate{a}},

@@ -19,6 +19,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/objstore"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
+	"github.com/platinum-dev/platinum/internal/preview"
 	"github.com/platinum-dev/platinum/internal/secrets"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
@@ -59,6 +60,13 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
 	}
+	pv, err := openPreview(cfg)
+	if err != nil {
+		return err
+	}
+	if pv != nil {
+		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
+	}
 	cp := controlplane.New(cpCfg, st, h, log)
 	defer cp.Close()
 	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
@@ -75,8 +83,26 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: e2b.Mount(httpapi.New(cp, log), cp, log), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
+	e2bCfg := e2b.DefaultConfig()
+	errc := make(chan error, 3)
+	if pv != nil {
+		ps, err := preview.New(pv.cfg, pv.signer, cp, log.With("component", "preview"))
+		if err != nil {
+			return err
+		}
+		e2bCfg.Ports = ps // E2B's E2b-Sandbox-Port traffic goes through the preview proxy
+		pctx, stop := context.WithCancel(ctx)
+		pdone := make(chan struct{})
+		defer func() { stop(); <-pdone }()
+		go func() {
+			defer close(pdone)
+			if err := ps.Serve(pctx, pv.ln); err != nil {
+				errc <- fmt.Errorf("preview proxy: %w", err)
+			}
+		}()
+		log.Info("preview proxy ready", "listen", pv.ln.Addr().String(), "domain", pv.cfg.Domain)
+	}
+	srv := &http.Server{Handler: e2b.MountConfig(httpapi.New(cp, log), cp, e2bCfg, log), ReadHeaderTimeout: 10 * time.Second}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.sandboxAPIPort != 0 {
 		// Sandboxes reach the API only here, on their gateway (the
@@ -100,6 +126,41 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// previewSetup is the preview proxy's listener, config and signer, made
+// before the control plane (which issues its URLs).
+type previewSetup struct {
+	ln     net.Listener
+	cfg    preview.Config
+	signer *preview.Signer
+}
+
+// openPreview listens for the preview proxy and loads its signing key
+// (<data-dir>/preview.key); nil when --preview-listen is empty.
+func openPreview(cfg config) (*previewSetup, error) {
+	if cfg.previewListen == "" {
+		return nil, nil
+	}
+	key, err := secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "preview.key"))
+	if err != nil {
+		return nil, fmt.Errorf("preview key: %w", err)
+	}
+	signer, err := preview.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.previewListen)
+	if err != nil {
+		return nil, fmt.Errorf("preview listener: %w", err)
+	}
+	pc := preview.DefaultConfig()
+	pc.Domain, pc.URLPort = cfg.previewDomain, ln.Addr().(*net.TCPAddr).Port
+	if err := pc.Validate(); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &previewSetup{ln: ln, cfg: pc, signer: signer}, nil
 }
 
 // bootstrapToken installs the first admin token: PT_TOKEN when set, else

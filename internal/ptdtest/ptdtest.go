@@ -23,6 +23,8 @@ import (
 // Daemon is a running ptd.
 type Daemon struct {
 	URL, Token, DataDir, BinDir string
+	// PreviewURL is the preview proxy's listener (http://127.0.0.1:port).
+	PreviewURL string
 	Bridge, Subnet, Cgroup      string
 	cmd                         *exec.Cmd
 	logf                        *os.File
@@ -99,8 +101,15 @@ func Start(o Options) (*Daemon, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	d.URL = "http://" + addr
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return d, err
+	}
+	paddr := pln.Addr().String()
+	pln.Close()
+	d.PreviewURL = "http://" + paddr
 	d.args = append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
-		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup}, o.ExtraArgs...)
+		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr}, o.ExtraArgs...)
 	if d.logf, err = os.Create(filepath.Join(bin, "ptd.log")); err != nil {
 		return d, err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // Header names of E2B's envd routing (sent by the SDK on every envd call).
@@ -46,6 +47,16 @@ type Config struct {
 	// pt-agent has; ≥ 0.6.2 would make the SDK send file metadata headers
 	// pt-agent ignores.
 	EnvdVersion string
+	// Ports, when set, forwards traffic to sandbox ports other than
+	// envd's (E2b-Sandbox-Port) once this handler has checked the token:
+	// the preview proxy, so that traffic streams and counts as activity
+	// the same way.
+	Ports PortForwarder
+}
+
+// PortForwarder proxies a request to a port of a running sandbox.
+type PortForwarder interface {
+	ForwardPort(w http.ResponseWriter, r *http.Request, sb sandbox.Sandbox, port int)
 }
 
 // DefaultConfig returns the production defaults.
@@ -86,7 +97,12 @@ func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
 // carrying E2b-Sandbox-Id, and E2B control-plane paths) go to the E2B
 // surface, everything else (/v1, /healthz) to next unchanged.
 func Mount(next http.Handler, cp *controlplane.Service, logger *slog.Logger) http.Handler {
-	h := New(cp, DefaultConfig(), logger)
+	return MountConfig(next, cp, DefaultConfig(), logger)
+}
+
+// MountConfig is Mount with a Config.
+func MountConfig(next http.Handler, cp *controlplane.Service, cfg Config, logger *slog.Logger) http.Handler {
+	h := New(cp, cfg, logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsE2B(r) {
 			h.ServeHTTP(w, r)

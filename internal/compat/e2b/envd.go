@@ -115,6 +115,10 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if n, _ := strconv.Atoi(port); port != EnvdPort && h.cfg.Ports != nil {
+		h.cfg.Ports.ForwardPort(w, r, sb, n)
+		return
+	}
 	// pt-agent for envd, else the sandbox's own service on that port.
 	addr := net.JoinHostPort(sb.Address, strconv.Itoa(controlplane.AgentPort))
 	if port != EnvdPort {
