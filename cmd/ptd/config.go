@@ -31,6 +31,8 @@ type config struct {
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
 	defaultRuntime string
+	// defaultTemplate is the template of creates that name none.
+	defaultTemplate string
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
 	diskAutogrowMaxGB int
 	// sandboxAPIPort is where sandboxes reach the API on their gateway
@@ -78,6 +80,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
 	sandboxAPI := fs.Bool("sandbox-api", true, "serve the API to sandboxes on their gateway address (same port as --listen), so agents inside can manage their own children with PT_API_URL and their sandbox-scoped PT_TOKEN")
 	fs.StringVar(&c.defaultRuntime, "default-runtime", "runc", "runtime class of sandboxes that do not ask: runc or gvisor")
+	fs.StringVar(&c.defaultTemplate, "default-template", "python-node", "template of creates that name neither a template nor a template_version_id")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
