@@ -92,6 +92,11 @@ commands:
   template list                list templates
   template build SLUG          build a new version of a template
   org create NAME              create an organization (admin token)
+  events [--follow]            print the org's events (--sandbox ID, --type T, --json); follow resumes after drops
+  artifact create ID PATH      export a file or directory (as a tar) out of a sandbox; it outlives the sandbox
+  artifact list|get|download|rm  list, show, download (-o FILE) or delete artifacts
+  webhook create URL           send the org's events to URL, HMAC-signed (--event TYPE, --secret S)
+  webhook list|rm|deliveries   list or delete webhooks, or show one's deliveries
   version                      print pt's version
 
 environment:
@@ -122,6 +127,14 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
 		"org":      {"create": &orgCreate{a}},
+		"artifact": {
+			"create": &artifactCreate{a}, "list": &artifactList{a}, "ls": &artifactList{a}, "get": &artifactGet{a},
+			"download": &artifactDownload{a}, "rm": &artifactRm{a}, "delete": &artifactRm{a},
+		},
+		"webhook": {
+			"create": &webhookCreate{a}, "list": &webhookList{a}, "ls": &webhookList{a}, "rm": &webhookRm{a},
+			"delete": &webhookRm{a}, "deliveries": &webhookDeliveries{a},
+		},
 	}
 	for verb := range lifecycleVerbs {
 		groups["sandbox"][verb] = &sandboxLifecycle{app: a, verb: verb}
@@ -133,6 +146,12 @@ func (a *app) lookup(args []string) (command, []string, error) {
 	switch group {
 	case "version", "--version":
 		return &versionCmd{a}, rest, nil
+	case "events", "event":
+		return &eventsCmd{a}, rest, nil
+	case "artifacts":
+		group = "artifact"
+	case "webhooks":
+		group = "webhook"
 	case "help", "-h", "-help", "--help":
 		return nil, nil, errHelp(topUsage)
 	}

@@ -38,6 +38,10 @@ type config struct {
 	// sandboxAPIPort is where sandboxes reach the API on their gateway
 	// (0: no in-sandbox API).
 	sandboxAPIPort uint16
+	// webhookAllowPrivate lets webhooks reach loopback and private
+	// addresses (tests); webhookRetryBase is the first retry's wait.
+	webhookAllowPrivate bool
+	webhookRetryBase    time.Duration
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
