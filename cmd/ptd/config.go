@@ -45,10 +45,6 @@ type config struct {
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
-	// webhookAllowPrivate lets webhooks reach loopback and private
-	// addresses (tests); webhookRetryBase is the first retry's wait.
-	webhookAllowPrivate bool
-	webhookRetryBase    time.Duration
 	// pools are the warm-pool defaults; sessionTemplate is the template
 	// of sessions that name none.
 	pools           poolFlags

@@ -48,7 +48,6 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
 	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
 	cpCfg.Templates.Default = cfg.defaultTemplate
-	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
