@@ -6,6 +6,7 @@ import (
 	"iter"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -71,6 +72,22 @@ type Sandbox struct {
 	AutoDeleteDays  int `json:"auto_delete_days"`
 	// ExpiresAt is when the sandbox expires; nil when it does not.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// TTLMs is the lifetime last asked for (at create or by SetTTL), in
+	// milliseconds; ExpiresAt counts it from that request. 0: no TTL.
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// Status is seed 003's status (StatusReady, StatusIdle, …), next to
+	// State.
+	Status Status `json:"status,omitempty"`
+	// OrgID is the sandbox's organization.
+	OrgID string `json:"org_id,omitempty"`
+	// TemplateSlug is Template; TemplateVersion numbers TemplateVersionID
+	// among the template's builds (0 until known).
+	TemplateSlug    string `json:"template_slug,omitempty"`
+	TemplateVersion int    `json:"template_version,omitempty"`
+	// DestroyedAt and DestroyedReason (DestroyedUserKilled,
+	// DestroyedTTLExpired, …) are set once the sandbox is destroyed.
+	DestroyedAt     *time.Time `json:"destroyed_at,omitempty"`
+	DestroyedReason string     `json:"destroyed_reason,omitempty"`
 
 	// Restore and RAMRestored say what the latest start brought back. They
 	// are set only while the sandbox is running after a start (nil before
@@ -85,7 +102,17 @@ type Sandbox struct {
 // zero numeric fields take the server's defaults (1 CPU, 512 MB RAM, 2 GB
 // disk).
 type CreateSandboxRequest struct {
-	Template string            `json:"template"`
+	// Template is a slug; empty takes the server's default (python-node
+	// unless configured otherwise).
+	Template string `json:"template,omitempty"`
+	// TemplateVersionID (tplv_…) pins an immutable template version
+	// instead of the slug's newest.
+	TemplateVersionID string `json:"template_version_id,omitempty"`
+	// TTLMs is the lifetime in milliseconds: positive, at most 3600000 at
+	// creation (more is an APIError with code sandbox_ttl_exceeded). Zero
+	// takes the default: 1 hour for python-node and node sandboxes, none
+	// for others (seed 004 retention applies). Extend with SetTTL.
+	TTLMs    int64             `json:"ttl_ms,omitempty"`
 	CPU      float64           `json:"cpu,omitempty"`
 	RAMMB    int               `json:"ram_mb,omitempty"`
 	DiskGB   int               `json:"disk_gb,omitempty"`
@@ -232,6 +259,9 @@ type ListOptions struct {
 	RootsOnly bool
 	// Metadata lists only sandboxes whose metadata has every given pair.
 	Metadata map[string]string
+	// Include brings back what lists leave out by default:
+	// IncludeDestroyed and IncludeFailed.
+	Include  []string
 	Limit    int
 	Offset   int
 }
@@ -265,6 +295,9 @@ func (s *SandboxesService) list(ctx context.Context, opts ListOptions, paginated
 	}
 	for k, v := range opts.Metadata {
 		q.Set("metadata["+k+"]", v)
+	}
+	if len(opts.Include) > 0 {
+		q.Set("include", strings.Join(opts.Include, ","))
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
