@@ -261,9 +261,9 @@ type ListOptions struct {
 	Metadata map[string]string
 	// Include brings back what lists leave out by default:
 	// IncludeDestroyed and IncludeFailed.
-	Include  []string
-	Limit    int
-	Offset   int
+	Include []string
+	Limit   int
+	Offset  int
 }
 
 // SandboxList is one page of sandboxes, newest first, with the total number
