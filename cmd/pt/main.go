@@ -92,6 +92,10 @@ commands:
   template list                list templates
   template build SLUG          build a new version of a template
   org create NAME              create an organization (admin token)
+  session create               start a context's session (--vault, --workflow | --agent-session)
+  session status               look a context's session up without starting one
+  session get|rm|list          show, stop (workspace kept) or list sessions
+  pool list|set                show or configure warm pools (set: admin token)
   events [--follow]            print the org's events (--sandbox ID, --type T, --json); follow resumes after drops
   artifact create ID PATH      export a file or directory (as a tar) out of a sandbox; it outlives the sandbox
   artifact list|get|download|rm  list, show, download (-o FILE) or delete artifacts
@@ -127,6 +131,11 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
 		"org":      {"create": &orgCreate{a}},
+		"session": {
+			"create": &sessionCreate{a}, "get": &sessionGet{a}, "status": &sessionStatus{a},
+			"rm": &sessionRm{a}, "stop": &sessionRm{a}, "list": &sessionList{a}, "ls": &sessionList{a},
+		},
+		"pool": {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
 		"artifact": {
 			"create": &artifactCreate{a}, "list": &artifactList{a}, "ls": &artifactList{a}, "get": &artifactGet{a},
 			"download": &artifactDownload{a}, "rm": &artifactRm{a}, "delete": &artifactRm{a},
@@ -139,7 +148,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 	for verb := range lifecycleVerbs {
 		groups["sandbox"][verb] = &sandboxLifecycle{app: a, verb: verb}
 	}
-	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org"}
+	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org", "sessions": "session", "pools": "pool"}
 	if g, ok := aliases[group]; ok {
 		group = g
 	}

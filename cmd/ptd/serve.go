@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string) error {
 	if pv != nil {
 		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
 	}
+	cpCfg.Sessions.Pools, cpCfg.Sessions.DefaultTemplate = cfg.pools, cfg.sessionTemplate
 	cp := controlplane.New(cpCfg, st, h, log)
 	defer cp.Close()
 	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
@@ -78,6 +79,9 @@ func serve(ctx context.Context, args []string) error {
 	}
 	cp.RunReconciler(ctx, 30*time.Second)
 	cp.RunTimers(ctx)
+	if err := cp.RunSessions(ctx); err != nil {
+		return err
+	}
 	cp.RunWebhooks(ctx)
 
 	ln, err := net.Listen("tcp", cfg.listen)

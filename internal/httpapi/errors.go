@@ -10,6 +10,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // apiError is a request-level error with a stable code, built by handlers
@@ -54,6 +55,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var tte *controlplane.TTLExceededError
 	var de *controlplane.DestroyedError
 	var nf interface{ Field() string }
+	var ik *controlplane.IDKindError
+	var snr *controlplane.SessionNotReadyError
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
 	case errors.As(err, &ae):
@@ -87,6 +90,18 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &ce):
 		status, code, msg = http.StatusConflict, "conflict", ce.Error()
 		body["children"] = ce.Children
+	case errors.As(err, &ik):
+		status, code, msg = http.StatusNotFound, "not_found", ik.Error()
+		body["field"], body["expected"] = ik.Field, ik.Want
+		if ik.Got != "" {
+			body["got"] = ik.Got
+		}
+	case errors.As(err, &snr):
+		status, code, msg = http.StatusConflict, "not_ready", snr.Error()
+		if snr.Status != store.SessionProvisioning {
+			code = "session_ended"
+		}
+		body["status"] = snr.Status
 	case errors.As(err, &se):
 		status, code, msg = http.StatusConflict, "sandbox_not_ready", se.Error()
 		if se.Want != "" {

@@ -87,11 +87,11 @@ type SessionStore interface {
 	// ClaimPoolSandbox, in one transaction, takes the oldest running
 	// sandbox of poolOrgID with that template whose metadata marks it
 	// claimable (MetaPoolReady), moves it and its sandbox-scoped tokens to
-	// s.OrgID, replaces its metadata with {MetaSessionID: s.ID}, and
+	// s.OrgID and projectID, replaces its metadata with {MetaSessionID: s.ID}, and
 	// inserts s with SandboxID set to it. ErrNotFound if no sandbox is
 	// claimable (nothing changes); ErrConflict as CreateSession (nothing
 	// changes either).
-	ClaimPoolSandbox(ctx context.Context, poolOrgID, template string, s Session) (sandbox.Sandbox, Session, error)
+	ClaimPoolSandbox(ctx context.Context, poolOrgID, template, projectID string, s Session) (sandbox.Sandbox, Session, error)
 
 	// PutPool inserts or replaces a template's pool setting.
 	PutPool(ctx context.Context, p Pool) error

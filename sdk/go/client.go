@@ -37,6 +37,11 @@ type Client struct {
 	Templates *TemplatesService
 	// Orgs creates organizations (admin token only).
 	Orgs *OrgsService
+	// Sessions starts, looks up and stops context-owned sessions and runs
+	// commands in them.
+	Sessions *SessionsService
+	// Pools lists and configures warm pools.
+	Pools *PoolsService
 	// Events reads the org's event feed (list, stream, follow).
 	Events *EventsService
 	// Webhooks manages webhooks that receive the org's events.
@@ -105,6 +110,8 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c.Sandboxes = &SandboxesService{c: c}
 	c.Templates = &TemplatesService{c: c}
 	c.Orgs = &OrgsService{c: c}
+	c.Sessions = &SessionsService{c: c}
+	c.Pools = &PoolsService{c: c}
 	c.Events = &EventsService{c: c}
 	c.Webhooks = &WebhooksService{c: c}
 	c.Artifacts = &ArtifactsService{c: c}

@@ -136,7 +136,7 @@ func (s *Store) SessionsInStatuses(ctx context.Context, statuses ...store.Sessio
 // and inserts ses, in one write transaction: two claims never get the
 // same sandbox, and a claim whose session cannot be inserted changes
 // nothing.
-func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template string, ses store.Session) (sandbox.Sandbox, store.Session, error) {
+func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, projectID string, ses store.Session) (sandbox.Sandbox, store.Session, error) {
 	var sb sandbox.Sandbox
 	var out store.Session
 	err := s.write(ctx, func(tx *sql.Tx) error {
@@ -155,11 +155,11 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template string
 			return err
 		}
 		t := sandbox.FormatTime(now())
-		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, metadata = ?, version = version + 1, updated_at = ?
-			WHERE id = ?`, ses.OrgID, string(meta), t, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, project_id = ?, metadata = ?, version = version + 1, updated_at = ?
+			WHERE id = ?`, ses.OrgID, projectID, string(meta), t, id); err != nil {
 			return fmt.Errorf("claim %q: %w", id, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET org_id = ? WHERE sandbox_id = ?`, ses.OrgID, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET org_id = ?, project_id = ? WHERE sandbox_id = ?`, ses.OrgID, projectID, id); err != nil {
 			return fmt.Errorf("claim %q: tokens: %w", id, err)
 		}
 		ses.SandboxID = id

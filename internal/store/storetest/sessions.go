@@ -112,7 +112,7 @@ func testClaimPool(t *testing.T, s store.Store) {
 			ready = append(ready, sb.ID)
 		}
 	}
-	_, _, err := s.ClaimPoolSandbox(ctx, pool, "other", newSession(org, "v", "w0"))
+	_, _, err := s.ClaimPoolSandbox(ctx, pool, "other", "prj_x", newSession(org, "v", "w0"))
 	wantErr(t, "claim other template", err, store.ErrNotFound)
 
 	var mu sync.Mutex
@@ -121,7 +121,7 @@ func testClaimPool(t *testing.T, s store.Store) {
 	for i := range 6 {
 		wg.Go(func() {
 			ses := newSession(org, "v", "w"+string(rune('a'+i)))
-			sb, out, err := s.ClaimPoolSandbox(ctx, pool, "busybox", ses)
+			sb, out, err := s.ClaimPoolSandbox(ctx, pool, "busybox", "prj_x", ses)
 			if store.IsNotFound(err) {
 				return
 			}
@@ -129,7 +129,7 @@ func testClaimPool(t *testing.T, s store.Store) {
 				t.Errorf("claim: %v", err)
 				return
 			}
-			if sb.OrgID != org || out.SandboxID != sb.ID || sb.Metadata[store.MetaSessionID] != ses.ID {
+			if sb.OrgID != org || sb.ProjectID != "prj_x" || out.SandboxID != sb.ID || sb.Metadata[store.MetaSessionID] != ses.ID {
 				t.Errorf("claimed %+v for %+v", sb, out)
 			}
 			mu.Lock()
@@ -156,7 +156,7 @@ func testClaimPool(t *testing.T, s store.Store) {
 		sb.Name, sb.State, sb.Metadata = "", sandbox.StateRunning, map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"}
 		wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, sb), nil)
 		wantErr(t, "CreateSession", s.CreateSession(ctx, newSession(org, "v", "busy")), nil)
-		_, _, err := s.ClaimPoolSandbox(ctx, pool, "busybox", newSession(org, "v", "busy"))
+		_, _, err := s.ClaimPoolSandbox(ctx, pool, "busybox", "prj_x", newSession(org, "v", "busy"))
 		wantErr(t, "claim for a busy context", err, store.ErrConflict)
 		back, _ := s.GetSandbox(ctx, pool, sb.ID)
 		if back.OrgID != pool || back.Version != 1 {

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// sessionContextFlags are the flags naming a session's owning context.
+type sessionContextFlags struct {
+	vault, workflow, agentSession *string
+}
+
+func addContextFlags(fs interface {
+	String(name, value, usage string) *string
+}) sessionContextFlags {
+	return sessionContextFlags{
+		vault:        fs.String("vault", "", "vault ID of the owning context (required)"),
+		workflow:     fs.String("workflow", "", "workflow ID of the owning context"),
+		agentSession: fs.String("agent-session", "", "agent-session ID of the owning context (instead of --workflow)"),
+	}
+}
+
+func (f sessionContextFlags) context() platinum.SessionContext {
+	return platinum.SessionContext{VaultID: *f.vault, WorkflowID: *f.workflow, AgentSessionID: *f.agentSession}
+}
+
+// sessionCreate is `pt session create`.
+type sessionCreate struct{ app *app }
+
+const sessionCreateSynopsis = "pt session create --vault ID (--workflow ID | --agent-session ID) [--template SLUG] [--wait DURATION] [--json]"
+
+// Run starts (or returns) the context's session; with --wait it waits for
+// readiness and fails unless the session becomes ready in time.
+func (c *sessionCreate) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session create")
+	cf := addContextFlags(fs)
+	tpl := fs.String("template", "", "template (default: the server's session template)")
+	wait := fs.Duration("wait", 0, "wait up to this long for the session to be ready (e.g. 2m)")
+	asJSON := fs.Bool("json", false, "print the session as JSON")
+	pos, err := parseArgs(fs, sessionCreateSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, sessionCreateSynopsis), "unexpected argument %q", pos[0])
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	ses, err := cl.Sessions.Create(ctx, platinum.SessionCreateRequest{SessionContext: cf.context(), Template: *tpl})
+	if err != nil {
+		return err
+	}
+	if *wait > 0 && !ses.Ready() {
+		if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, *wait); err != nil {
+			if ses != nil {
+				printSession(c.app.stdout, ses, *asJSON)
+			}
+			return err
+		}
+	}
+	return printSession(c.app.stdout, ses, *asJSON)
+}
+
+// sessionGet is `pt session get SESSION_ID`.
+type sessionGet struct{ app *app }
+
+const sessionGetSynopsis = "pt session get SESSION_ID [--json]"
+
+// Run prints one session.
+func (c *sessionGet) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session get")
+	asJSON := fs.Bool("json", false, "print the session as JSON")
+	pos, err := parseArgs(fs, sessionGetSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr(usageText(fs, sessionGetSynopsis), "want exactly one session ID (ses_…)")
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	ses, err := cl.Sessions.Get(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return printSession(c.app.stdout, ses, *asJSON)
+}
+
+// sessionStatus is `pt session status`: a passive lookup by context.
+type sessionStatus struct{ app *app }
+
+const sessionStatusSynopsis = "pt session status --vault ID (--workflow ID | --agent-session ID) [--json]"
+
+// Run prints the context's session status; it never starts anything.
+func (c *sessionStatus) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session status")
+	cf := addContextFlags(fs)
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	pos, err := parseArgs(fs, sessionStatusSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, sessionStatusSynopsis), "unexpected argument %q", pos[0])
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	ses, err := cl.Sessions.Status(ctx, cf.context())
+	if err != nil {
+		return err
+	}
+	return printSession(c.app.stdout, ses, *asJSON)
+}
+
+// sessionRm is `pt session rm SESSION_ID`.
+type sessionRm struct{ app *app }
+
+const sessionRmSynopsis = "pt session rm SESSION_ID [--wait DURATION] [--json]"
+
+// Run stops a session: its workspace is saved, its sandbox disposed of.
+func (c *sessionRm) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session rm")
+	wait := fs.Duration("wait", time.Minute, "wait up to this long for the session to be stopped (0: do not wait)")
+	asJSON := fs.Bool("json", false, "print the session as JSON")
+	pos, err := parseArgs(fs, sessionRmSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr(usageText(fs, sessionRmSynopsis), "want exactly one session ID (ses_…)")
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	ses, err := cl.Sessions.Stop(ctx, pos[0], *wait)
+	if err != nil {
+		return err
+	}
+	return printSession(c.app.stdout, ses, *asJSON)
+}
+
+// sessionList is `pt session list`.
+type sessionList struct{ app *app }
+
+const sessionListSynopsis = "pt session list [--all] [--json]"
+
+// Run lists the org's live sessions (every one with --all).
+func (c *sessionList) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session list")
+	all := fs.Bool("all", false, "include stopped and failed sessions")
+	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
+	pos, err := parseArgs(fs, sessionListSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, sessionListSynopsis), "unexpected argument %q", pos[0])
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	rows, err := cl.Sessions.List(ctx, *all)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.app.stdout, struct {
+			Rows []platinum.Session `json:"rows"`
+		}{rows})
+	}
+	tw := table(c.app.stdout)
+	fmt.Fprintln(tw, "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED")
+	for _, s := range rows {
+		fmt.Fprintln(tw, strings.Join([]string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(&s),
+			s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}, "\t"))
+	}
+	return tw.Flush()
+}
+
+func sessionContextLabel(s *platinum.Session) string {
+	if s.WorkflowID != "" {
+		return "workflow:" + s.WorkflowID
+	}
+	return "agent_session:" + s.AgentSessionID
+}
+
+// printSession shows one session, as JSON or as a field list.
+func printSession(w io.Writer, s *platinum.Session, asJSON bool) error {
+	if asJSON {
+		return writeJSON(w, s)
+	}
+	tw := table(w)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	field("Session", orDash(s.SessionID))
+	field("Status", s.Status)
+	if s.Reason != "" {
+		field("Reason", s.Reason)
+	}
+	field("Vault", s.VaultID)
+	field("Context", sessionContextLabel(s))
+	if s.SessionID == "" {
+		return tw.Flush()
+	}
+	field("Template", s.Template)
+	field("Sandbox", orDash(s.SandboxID))
+	field("Warm", fmt.Sprint(s.Warm))
+	field("Workspace", s.Workspace.Name+" at "+s.Workspace.Path)
+	field("Created", formatTime(s.CreatedAt))
+	if s.ReadyAt != nil {
+		field("Ready", formatTime(*s.ReadyAt))
+	}
+	if s.EndedAt != nil {
+		field("Ended", formatTime(*s.EndedAt))
+	}
+	return tw.Flush()
+}
+
+// poolList is `pt pool list`.
+type poolList struct{ app *app }
+
+const poolListSynopsis = "pt pool list [--json]"
+
+// Run prints every warm pool with its counts.
+func (c *poolList) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt pool list")
+	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
+	pos, err := parseArgs(fs, poolListSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, poolListSynopsis), "unexpected argument %q", pos[0])
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	rows, err := cl.Pools.List(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.app.stdout, struct {
+			Rows []platinum.Pool `json:"rows"`
+		}{rows})
+	}
+	tw := table(c.app.stdout)
+	fmt.Fprintln(tw, "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE")
+	for _, p := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning, p.Source)
+	}
+	return tw.Flush()
+}
+
+// poolSet is `pt pool set TEMPLATE`.
+type poolSet struct{ app *app }
+
+const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--json]"
+
+// Run configures a template's warm pool (platform admin token).
+func (c *poolSet) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt pool set")
+	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
+	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
+	asJSON := fs.Bool("json", false, "print the pool as JSON")
+	pos, err := parseArgs(fs, poolSetSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr(usageText(fs, poolSetSynopsis), "want exactly one template")
+	}
+	if *minReady < 0 {
+		return usageErr(usageText(fs, poolSetSynopsis), "--min-ready is required")
+	}
+	if *mx < 0 {
+		*mx = *minReady
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	p, err := cl.Pools.Set(ctx, pos[0], *minReady, *mx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.app.stdout, p)
+	}
+	fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
+	return nil
+}

@@ -1,0 +1,317 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Warm pools keep fresh sandboxes of a template running under PoolOrgID so
+// a session can claim one in a single store transaction. A pooled sandbox
+// is claimable once its workspace directory exists (metadata
+// pt_pool_ready=1); a claimed sandbox never returns to the pool, and a
+// session's sandbox is disposed of when the session stops.
+
+// poolState is the in-memory side of the pools: the refill signal and the
+// pooled sandboxes being prepared by this process.
+type poolState struct {
+	kick chan struct{}
+
+	mu        sync.Mutex
+	preparing map[string]bool
+}
+
+func newPoolState() *poolState {
+	return &poolState{kick: make(chan struct{}, 1), preparing: map[string]bool{}}
+}
+
+// kickPool asks the pool loop to refill now.
+func (s *Service) kickPool() {
+	select {
+	case s.pools.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PoolStatus is one template's pool: its setting and what it holds.
+type PoolStatus struct {
+	Template string
+	MinReady int
+	Max      int
+	// Ready sandboxes can be claimed now; Provisioning ones are on
+	// their way.
+	Ready        int
+	Provisioning int
+	// Source says where the setting comes from: "default" (ptd flags) or
+	// "api" (PUT /v1/pools/{template}).
+	Source string
+}
+
+// poolSettings merges the flag defaults with the stored settings.
+func (s *Service) poolSettings(ctx context.Context) (map[string]PoolStatus, error) {
+	out := map[string]PoolStatus{}
+	for tpl, sz := range s.cfg.Sessions.Pools {
+		out[tpl] = PoolStatus{Template: tpl, MinReady: sz.MinReady, Max: sz.Max, Source: "default"}
+	}
+	stored, err := s.store.ListPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range stored {
+		out[p.Template] = PoolStatus{Template: p.Template, MinReady: p.MinReady, Max: p.Max, Source: "api"}
+	}
+	return out, nil
+}
+
+// pooled lists the live pooled sandboxes by template.
+func (s *Service) pooled(ctx context.Context) (map[string][]sandbox.Sandbox, error) {
+	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: PoolOrgID})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]sandbox.Sandbox{}
+	for _, sb := range rows {
+		out[sb.Template] = append(out[sb.Template], sb)
+	}
+	return out, nil
+}
+
+func poolReady(sb sandbox.Sandbox) bool {
+	return sb.State == sandbox.StateRunning && sb.Metadata[store.MetaPoolReady] == "1"
+}
+
+// Pools lists every template pool with its counts.
+func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) {
+	settings, err := s.poolSettings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pooled, err := s.pooled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for tpl := range pooled {
+		if _, ok := settings[tpl]; !ok {
+			settings[tpl] = PoolStatus{Template: tpl, Source: "api"} // draining
+		}
+	}
+	out := make([]PoolStatus, 0, len(settings))
+	for _, tpl := range slices.Sorted(maps.Keys(settings)) {
+		ps := settings[tpl]
+		for _, sb := range pooled[tpl] {
+			switch {
+			case poolReady(sb):
+				ps.Ready++
+			case sb.State == sandbox.StateCreating || sb.State == sandbox.StateRunning || sb.State == sandbox.StateStarting:
+				ps.Provisioning++
+			}
+		}
+		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// SetPool sets a template's warm pool (platform admins only) and refills
+// or drains it in the background.
+func (s *Service) SetPool(ctx context.Context, p Principal, template string, minReady, max int) (PoolStatus, error) {
+	if p.Role != store.RoleAdmin || p.OrgID != DefaultOrgID || p.SandboxID != "" {
+		return PoolStatus{}, fmt.Errorf("warm pools are platform-wide; setting one needs a platform admin token: %w", sandbox.ErrForbidden)
+	}
+	if !s.tpl.known(template) {
+		return PoolStatus{}, fmt.Errorf("template %q: %w", template, &notFoundField{field: "template"})
+	}
+	if minReady < 0 || minReady > s.cfg.Sessions.MaxPoolSize {
+		return PoolStatus{}, &sandbox.FieldError{Field: "min_ready", Reason: fmt.Sprintf("must be between 0 and %d", s.cfg.Sessions.MaxPoolSize)}
+	}
+	if max < minReady || max > s.cfg.Sessions.MaxPoolSize {
+		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: fmt.Sprintf("must be between min_ready and %d", s.cfg.Sessions.MaxPoolSize)}
+	}
+	if err := s.store.PutPool(ctx, store.Pool{Template: template, MinReady: minReady, Max: max}); err != nil {
+		return PoolStatus{}, err
+	}
+	s.kickPool()
+	all, err := s.Pools(ctx, p)
+	if err != nil {
+		return PoolStatus{}, err
+	}
+	for _, ps := range all {
+		if ps.Template == template {
+			return ps, nil
+		}
+	}
+	return PoolStatus{Template: template, MinReady: minReady, Max: max, Source: "api"}, nil
+}
+
+// RunSessions resumes sessions left in flight and starts the loop that
+// refills warm pools and ends ready sessions whose sandbox is gone.
+func (s *Service) RunSessions(ctx context.Context) error {
+	if err := s.ensurePoolOrg(ctx); err != nil {
+		return err
+	}
+	if err := s.reconcileSessions(ctx); err != nil {
+		return err
+	}
+	s.goBackground(func(sctx context.Context) {
+		t := time.NewTicker(s.cfg.Sessions.PoolInterval)
+		defer t.Stop()
+		for {
+			s.refillPools(sctx)
+			s.sweepSessions(sctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			case <-s.pools.kick:
+			}
+		}
+	})
+	return nil
+}
+
+// ensurePoolOrg creates the org that owns pooled sandboxes.
+func (s *Service) ensurePoolOrg(ctx context.Context) error {
+	err := s.store.CreateOrg(ctx, store.Org{ID: PoolOrgID, Name: "warm pools", CreatedAt: time.Now().UTC()})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("pool org: %w", err)
+	}
+	return nil
+}
+
+// refillPools creates pooled sandboxes up to each pool's min_ready (never
+// past max), prepares running ones, and drains sandboxes beyond max or of
+// templates without a pool.
+func (s *Service) refillPools(ctx context.Context) {
+	settings, err := s.poolSettings(ctx)
+	if err != nil {
+		s.log.Warn("pools", "err", err)
+		return
+	}
+	pooled, err := s.pooled(ctx)
+	if err != nil {
+		s.log.Warn("pools", "err", err)
+		return
+	}
+	tpls := slices.Collect(maps.Keys(settings))
+	for tpl := range pooled {
+		if _, ok := settings[tpl]; !ok {
+			tpls = append(tpls, tpl)
+		}
+	}
+	sort.Strings(tpls)
+	for _, tpl := range tpls {
+		ps := settings[tpl]
+		var live, ready []sandbox.Sandbox
+		for _, sb := range pooled[tpl] {
+			switch sb.State {
+			case sandbox.StateFailed, sandbox.StateStopped, sandbox.StateArchived:
+				// A pooled sandbox that is not on its way to running is
+				// of no use: dispose of it and make a fresh one.
+				s.deleteWithReason(ctx, sb.ID, "pool_discarded")
+				continue
+			case sandbox.StateDeleting:
+				continue
+			}
+			live = append(live, sb)
+			if poolReady(sb) {
+				ready = append(ready, sb)
+			} else if sb.State == sandbox.StateRunning {
+				s.preparePooled(sb.ID)
+			}
+		}
+		// Drain: beyond max, ready ones go first (oldest first).
+		for excess := len(live) - ps.Max; excess > 0 && len(ready) > 0; excess-- {
+			s.deleteWithReason(ctx, ready[0].ID, "pool_drained")
+			ready = ready[1:]
+		}
+		need := min(ps.MinReady, ps.Max) - len(live)
+		for range max(need, 0) {
+			if err := s.addPooled(ctx, tpl); err != nil {
+				s.log.Warn("pool refill", "template", tpl, "err", err)
+				break
+			}
+		}
+	}
+}
+
+// addPooled creates one pooled sandbox; the pool loop prepares it once it
+// runs.
+func (s *Service) addPooled(ctx context.Context, tpl string) error {
+	zero := 0
+	sb, err := s.Create(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, CreateRequest{
+		Template: tpl, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
+		Metadata: map[string]string{store.MetaPool: tpl},
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Debug("pooled sandbox created", "template", tpl, "sandbox", sb.ID)
+	return nil
+}
+
+// preparePooled makes a running pooled sandbox claimable: it creates the
+// workspace directory, then sets pt_pool_ready. At most one preparation
+// per sandbox runs at a time.
+func (s *Service) preparePooled(id string) {
+	s.pools.mu.Lock()
+	if s.pools.preparing[id] {
+		s.pools.mu.Unlock()
+		return
+	}
+	s.pools.preparing[id] = true
+	s.pools.mu.Unlock()
+	s.goBackground(func(ctx context.Context) {
+		defer func() {
+			s.pools.mu.Lock()
+			delete(s.pools.preparing, id)
+			s.pools.mu.Unlock()
+		}()
+		sb, err := s.store.GetSandbox(ctx, PoolOrgID, id)
+		if err != nil || sb.State != sandbox.StateRunning || poolReady(sb) {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+		defer cancel()
+		if err := s.makeWorkspaceDir(pctx, sb); err != nil {
+			s.log.Warn("prepare pooled sandbox", "sandbox", id, "err", err)
+			s.deleteWithReason(ctx, id, "pool_discarded")
+			return
+		}
+		for {
+			sb, err := s.store.GetSandbox(ctx, PoolOrgID, id)
+			if err != nil || sb.State != sandbox.StateRunning {
+				return
+			}
+			sb.Metadata[store.MetaPoolReady] = "1"
+			if _, err := s.update(ctx, sb); err == nil {
+				s.log.Debug("pooled sandbox ready", "sandbox", id, "template", sb.Template)
+				return
+			} else if !errors.Is(err, store.ErrConflict) {
+				s.log.Warn("mark pooled sandbox ready", "sandbox", id, "err", err)
+				return
+			}
+		}
+	})
+}
+
+// sweepSessions ends ready sessions whose sandbox is gone, so their
+// status (and its event) does not wait for someone to look.
+func (s *Service) sweepSessions(ctx context.Context) {
+	ready, err := s.store.SessionsInStatuses(ctx, store.SessionReady)
+	if err != nil {
+		s.log.Warn("sweep sessions", "err", err)
+		return
+	}
+	for _, ses := range ready {
+		s.syncSession(ctx, ses)
+	}
+}

@@ -1,0 +1,658 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Sessions (seed 000): an execution session is owned by a context — a
+// vault plus a workflow or an agent session — and runs in one sandbox.
+// The session ID (ses_…) and the context's IDs are different kinds and
+// never accepted for each other. A context has at most one live session;
+// its workspace (/workspace) outlives each session's sandbox.
+
+// SessionConfig tunes sessions, warm pools and workspaces.
+type SessionConfig struct {
+	// DefaultTemplate is the template of sessions that name none.
+	DefaultTemplate string
+	// Pools are the warm-pool defaults per template (ptd --warm-pool);
+	// PUT /v1/pools/{template} overrides them.
+	Pools map[string]PoolSize
+	// PoolInterval is how often pools are refilled and ready sessions
+	// checked against their sandboxes (claims also refill at once).
+	PoolInterval time.Duration
+	// MaxPoolSize caps any pool's max.
+	MaxPoolSize int
+	// WorkspaceBucket is the object-store bucket of workspaces.
+	WorkspaceBucket string
+	// WorkspacePath is where a session's workspace is inside its sandbox.
+	WorkspacePath string
+	// StopTimeout bounds saving a workspace and disposing of a sandbox.
+	StopTimeout time.Duration
+}
+
+// PoolSize is one template's warm-pool setting: keep MinReady sandboxes
+// ready, never more than Max pooled sandboxes (ready or provisioning).
+type PoolSize struct {
+	MinReady int
+	Max      int
+}
+
+// DefaultSessionConfig returns the production defaults.
+func DefaultSessionConfig() SessionConfig {
+	return SessionConfig{
+		DefaultTemplate: "pt-base",
+		PoolInterval:    time.Second,
+		MaxPoolSize:     64,
+		WorkspaceBucket: "platinum-workspaces",
+		WorkspacePath:   "/workspace",
+		StopTimeout:     5 * time.Minute,
+	}
+}
+
+// PoolOrgID owns pooled sandboxes until a session claims one; the claim
+// moves the sandbox (and its sandbox-scoped token) to the session's org.
+// Pools are platform-wide: every org draws from the same ready sandboxes,
+// each fresh and used by at most one session.
+const PoolOrgID = "org_pool"
+
+// SessionRequest asks for a session of a context.
+type SessionRequest struct {
+	VaultID        string
+	WorkflowID     string
+	AgentSessionID string
+	Template       string
+}
+
+// Session is a session as callers see it.
+type Session = store.Session
+
+// SessionEventType is the event type of every session status change; its
+// data is a SessionEvent.
+const SessionEventType = "session_status_changed"
+
+// SessionEvent is the data of a session_status_changed event, carrying
+// the context so subscribers filter by session or by context.
+type SessionEvent struct {
+	SessionID      string `json:"session_id"`
+	WorkflowID     string `json:"workflow_id"`
+	AgentSessionID string `json:"agent_session_id"`
+	VaultID        string `json:"vault_id"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason"`
+}
+
+// IDKindError says an ID of one kind was passed where another kind is
+// expected (a workflow ID as a session ID, or the reverse). It is a
+// not-found error: the thing asked for does not exist under that ID.
+type IDKindError struct {
+	// Field is the request field or path parameter at fault.
+	Field string
+	// Got is the kind of ID passed (workflow_id, agent_session_id,
+	// session_id, sandbox_id), or "" when unknown.
+	Got string
+	// Want is the kind expected.
+	Want string
+	// ID is the value passed.
+	ID string
+	// Hint says what to do instead.
+	Hint string
+}
+
+func (e *IDKindError) Error() string {
+	msg := fmt.Sprintf("%s %q: ", e.Field, e.ID)
+	if e.Got != "" {
+		msg += fmt.Sprintf("that is a %s, not a %s; ", e.Got, e.Want)
+	} else {
+		msg += "no such " + e.Want + "; "
+	}
+	msg += fmt.Sprintf("%s expects a %s", e.Field, e.Want)
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrNotFound) hold.
+func (e *IDKindError) Unwrap() error { return sandbox.ErrNotFound }
+
+// SessionNotReadyError refuses a command to a session that is not ready.
+type SessionNotReadyError struct {
+	ID     string
+	Status store.SessionStatus
+	Reason string
+}
+
+func (e *SessionNotReadyError) Error() string {
+	switch e.Status {
+	case store.SessionProvisioning:
+		return fmt.Sprintf("session %s is provisioning; commands run only once it is ready (wait with GET /v1/sessions/%s?wait_timeout_ms=…)", e.ID, e.ID)
+	case store.SessionFailed:
+		return fmt.Sprintf("session %s failed (%s); start a new session of its context", e.ID, e.Reason)
+	}
+	return fmt.Sprintf("session %s is %s; start a new session of its context", e.ID, e.Status)
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
+func (e *SessionNotReadyError) Unwrap() error { return sandbox.ErrConflict }
+
+var contextIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$`)
+
+// validate checks the context fields and the kinds of IDs in them.
+func (r *SessionRequest) validate() error {
+	if r.VaultID == "" {
+		return &sandbox.FieldError{Field: "vault_id", Reason: "is required"}
+	}
+	if !contextIDRE.MatchString(r.VaultID) {
+		return &sandbox.FieldError{Field: "vault_id", Reason: "must be 1-128 letters, digits or ._:@/- starting with a letter or digit"}
+	}
+	if (r.WorkflowID == "") == (r.AgentSessionID == "") {
+		return &sandbox.FieldError{Field: "workflow_id", Reason: "exactly one of workflow_id and agent_session_id is required"}
+	}
+	field, v := "workflow_id", r.WorkflowID
+	if v == "" {
+		field, v = "agent_session_id", r.AgentSessionID
+	}
+	if err := notSessionID(field, v); err != nil {
+		return err
+	}
+	if !contextIDRE.MatchString(v) {
+		return &sandbox.FieldError{Field: field, Reason: "must be 1-128 letters, digits or ._:@/- starting with a letter or digit"}
+	}
+	return nil
+}
+
+// notSessionID refuses a session or sandbox ID given as a context ID.
+func notSessionID(field, v string) error {
+	switch {
+	case sandbox.ValidID(sandbox.PrefixSession, v):
+		return &IDKindError{Field: field, Got: "session_id", Want: field, ID: v,
+			Hint: "a session_id names an execution session; pass the id of the context that owns it"}
+	case sandbox.ValidID(sandbox.PrefixSandbox, v):
+		return &IDKindError{Field: field, Got: "sandbox_id", Want: field, ID: v,
+			Hint: "a sandbox_id names an execution environment; pass the id of the owning context"}
+	}
+	return nil
+}
+
+// CreateSession returns the context's live session, or starts one: from
+// the warm pool of its template when a pooled sandbox is ready (the
+// session is ready at once), else by provisioning a sandbox in the
+// background (the session is provisioning). created is false when the
+// context already had a live session.
+func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionRequest) (ses Session, created bool, err error) {
+	if p.SandboxID != "" {
+		return Session{}, false, fmt.Errorf("a sandbox's token cannot manage sessions: %w", sandbox.ErrForbidden)
+	}
+	if err := r.validate(); err != nil {
+		return Session{}, false, err
+	}
+	if r.Template == "" {
+		r.Template = s.cfg.Sessions.DefaultTemplate
+	}
+	if !s.tpl.known(r.Template) {
+		return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
+	}
+	for attempt := 0; ; attempt++ {
+		cur, err := s.store.ContextSession(ctx, p.OrgID, r.VaultID, r.WorkflowID, r.AgentSessionID)
+		switch {
+		case err == nil && cur.Status == store.SessionStopping:
+			// The previous session is saving the workspace: the new one
+			// must see what it saved.
+			if _, err := s.WaitSession(ctx, p, cur.ID, s.cfg.Sessions.StopTimeout); err != nil {
+				return Session{}, false, err
+			}
+			continue
+		case err == nil && cur.Status.Live():
+			return cur, false, nil
+		case err != nil && !store.IsNotFound(err):
+			return Session{}, false, err
+		}
+		ses, err = s.startSession(ctx, p, r)
+		if errors.Is(err, store.ErrConflict) && attempt < 3 {
+			continue // a concurrent create of the same context won; return its session
+		}
+		return ses, err == nil, err
+	}
+}
+
+// startSession claims a pooled sandbox or provisions one.
+func (s *Service) startSession(ctx context.Context, p Principal, r SessionRequest) (Session, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ses := Session{
+		ID: sandbox.NewID(sandbox.PrefixSession), OrgID: p.OrgID, VaultID: r.VaultID,
+		WorkflowID: r.WorkflowID, AgentSessionID: r.AgentSessionID, Template: r.Template,
+		Status: store.SessionProvisioning, CreatedAt: now, UpdatedAt: now,
+	}
+	hasWorkspace, err := s.workspaceExists(ctx, ses)
+	if err != nil {
+		return Session{}, err
+	}
+
+	// Warm path: one transaction claims a pooled sandbox and records the
+	// session; with nothing to restore the session is ready at once.
+	warm := ses
+	warm.Warm = true
+	if !hasWorkspace {
+		warm.Status, warm.ReadyAt = store.SessionReady, &now
+	}
+	projectID, err := s.sessionProject(ctx, p)
+	if err != nil {
+		return Session{}, err
+	}
+	sb, claimed, err := s.store.ClaimPoolSandbox(ctx, PoolOrgID, r.Template, projectID, warm)
+	switch {
+	case err == nil:
+		s.kickPool()
+		s.sessionEvent(ctx, claimed)
+		s.log.Info("session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
+		if hasWorkspace {
+			return s.readySession(ctx, claimed, sb), nil
+		}
+		return claimed, nil
+	case !store.IsNotFound(err):
+		return Session{}, err
+	}
+
+	// Cold path: record the session, then create its sandbox.
+	if err := s.store.CreateSession(ctx, ses); err != nil {
+		return Session{}, err
+	}
+	ses.Version = 1
+	s.kickPool()
+	zero := 0
+	sb, err = s.Create(ctx, p, CreateRequest{
+		Template: r.Template, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
+		Metadata: map[string]string{store.MetaSessionID: ses.ID},
+	})
+	if err != nil {
+		s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, "create: "+err.Error(), nil)
+		return Session{}, err
+	}
+	ses.SandboxID = sb.ID
+	ses, err = s.store.UpdateSession(ctx, ses)
+	if err != nil {
+		return Session{}, err
+	}
+	s.sessionEvent(ctx, ses)
+	s.goBackground(func(ctx context.Context) { s.provisionSession(ctx, ses.ID) })
+	return ses, nil
+}
+
+// sessionProject is the project a claimed sandbox moves into: the org's
+// default project (empty until the org has one; start-up assigns
+// sandboxes without a project to it).
+func (s *Service) sessionProject(ctx context.Context, p Principal) (string, error) {
+	prj, err := s.store.DefaultProject(ctx, p.OrgID)
+	if store.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return prj.ID, nil
+}
+
+// provisionSession waits for a cold session's sandbox, prepares its
+// workspace and marks the session ready, or failed with a reason.
+func (s *Service) provisionSession(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	ses, err := s.store.GetSession(ctx, "", id)
+	if err != nil || ses.Status != store.SessionProvisioning {
+		return
+	}
+	if ses.SandboxID == "" {
+		s.setSession(ctx, ses, store.SessionFailed, "provisioning interrupted before a sandbox was created", nil)
+		return
+	}
+	p := Principal{OrgID: ses.OrgID}
+	sb, ok, err := s.WaitFor(ctx, p, ses.SandboxID, sandbox.StateRunning, s.cfg.ProvisionTimeout+s.cfg.TemplateBuildTimeout)
+	if ctx.Err() != nil {
+		return // shutting down: Reconcile resumes it
+	}
+	if err != nil || !ok {
+		reason := "sandbox never became ready"
+		switch {
+		case err != nil:
+			reason = "sandbox: " + err.Error()
+		case sb.State == sandbox.StateFailed:
+			reason = "sandbox failed: " + sb.Reason
+		case sb.State != sandbox.StateCreating:
+			reason = fmt.Sprintf("sandbox is %s (%s)", sb.State, sb.Reason)
+		default:
+			reason = "provisioning timed out"
+		}
+		s.failSession(ctx, ses, reason)
+		return
+	}
+	s.readySession(ctx, ses, sb)
+}
+
+// readySession prepares the workspace of a provisioning session's running
+// sandbox and marks it ready (or failed). It returns the session as
+// stored.
+func (s *Service) readySession(ctx context.Context, ses Session, sb sandbox.Sandbox) Session {
+	if err := s.restoreWorkspace(ctx, ses, sb); err != nil {
+		s.failSession(context.WithoutCancel(ctx), ses, "workspace restore: "+err.Error())
+		out, _ := s.store.GetSession(context.WithoutCancel(ctx), "", ses.ID)
+		return out
+	}
+	now := time.Now().UTC()
+	out, err := s.setSession(ctx, ses, store.SessionReady, "", func(x *Session) { x.ReadyAt = &now })
+	if err != nil {
+		s.log.Info("session did not become ready", "session", ses.ID, "err", err)
+		out, _ = s.store.GetSession(context.WithoutCancel(ctx), "", ses.ID)
+	}
+	return out
+}
+
+// failSession marks a session failed and disposes of its sandbox.
+func (s *Service) failSession(ctx context.Context, ses Session, reason string) {
+	if _, err := s.setSession(ctx, ses, store.SessionFailed, reason, func(x *Session) {
+		now := time.Now().UTC()
+		x.EndedAt = &now
+	}); err != nil {
+		s.log.Info("session failure not recorded", "session", ses.ID, "err", err)
+		return
+	}
+	s.log.Warn("session failed", "session", ses.ID, "reason", reason)
+	if ses.SandboxID != "" {
+		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_failed"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			s.log.Warn("dispose of a failed session's sandbox", "session", ses.ID, "err", err)
+		}
+	}
+}
+
+// setSession moves ses (as read) to status with a compare-and-swap, writes
+// the session_status_changed event and wakes waiters. ErrConflict when the
+// session changed meanwhile.
+func (s *Service) setSession(ctx context.Context, ses Session, status store.SessionStatus, reason string, mutate func(*Session)) (Session, error) {
+	ses.Status, ses.Reason = status, reason
+	if mutate != nil {
+		mutate(&ses)
+	}
+	out, err := s.store.UpdateSession(ctx, ses)
+	if err != nil {
+		return Session{}, err
+	}
+	s.sessionEvent(ctx, out)
+	return out, nil
+}
+
+// sessionEvent records a session's status as a session_status_changed
+// event (the SSE feed and webhooks read events) and wakes its waiters.
+func (s *Service) sessionEvent(ctx context.Context, ses Session) {
+	s.notify.broadcast(ses.ID)
+	err := s.store.AddEvent(context.WithoutCancel(ctx), ses.OrgID, ses.SandboxID, SessionEventType, SessionEvent{
+		SessionID: ses.ID, WorkflowID: ses.WorkflowID, AgentSessionID: ses.AgentSessionID,
+		VaultID: ses.VaultID, Status: string(ses.Status), Reason: ses.Reason,
+	})
+	if err != nil {
+		s.log.Warn("session event", "session", ses.ID, "err", err)
+	}
+}
+
+// GetSession returns a session of p's org. An ID of another kind (a
+// workflow, agent-session or sandbox ID) is not found with a message that
+// says which kind it is.
+func (s *Service) GetSession(ctx context.Context, p Principal, id string) (Session, error) {
+	if p.SandboxID != "" {
+		return Session{}, fmt.Errorf("session %q: %w", id, sandbox.ErrNotFound)
+	}
+	if !sandbox.ValidID(sandbox.PrefixSession, id) {
+		return Session{}, s.wrongSessionID(ctx, p, id)
+	}
+	ses, err := s.store.GetSession(ctx, p.OrgID, id)
+	if err != nil {
+		return Session{}, fmt.Errorf("session %q: %w", id, err)
+	}
+	return s.syncSession(ctx, ses), nil
+}
+
+// wrongSessionID explains a non-session ID passed as a session ID.
+func (s *Service) wrongSessionID(ctx context.Context, p Principal, id string) error {
+	e := &IDKindError{Field: "session_id", Want: "session_id (ses_…)", ID: id}
+	if sandbox.ValidID(sandbox.PrefixSandbox, id) {
+		e.Got, e.Hint = "sandbox_id", "use /v1/sandboxes/"+id+" for the sandbox itself"
+		return e
+	}
+	owned, err := s.store.SessionsByContextID(ctx, p.OrgID, id)
+	if err != nil {
+		return err
+	}
+	if len(owned) > 0 {
+		o := owned[0]
+		kind, q := "workflow_id", "workflow_id="+id
+		if o.AgentSessionID == id {
+			kind, q = "agent_session_id", "agent_session_id="+id
+		}
+		e.Got = kind
+		e.Hint = fmt.Sprintf("its newest session is %s; look a context up with GET /v1/sessions/status?vault_id=%s&%s", o.ID, o.VaultID, q)
+		return e
+	}
+	e.Hint = "session ids start with ses_; a workflow_id or agent_session_id names the owning context instead"
+	return e
+}
+
+// syncSession ends a ready session whose sandbox is gone (deleted,
+// failed) and returns the session as stored.
+func (s *Service) syncSession(ctx context.Context, ses Session) Session {
+	if ses.Status != store.SessionReady || ses.SandboxID == "" {
+		return ses
+	}
+	sb, err := s.store.GetSandbox(ctx, ses.OrgID, ses.SandboxID)
+	if err != nil && !store.IsNotFound(err) {
+		return ses
+	}
+	var reason string
+	switch {
+	case err != nil:
+		reason = "environment lost: its sandbox no longer exists"
+	case sb.State == sandbox.StateDeleting || sb.State == sandbox.StateDeleted || sb.State == sandbox.StateFailed:
+		reason = fmt.Sprintf("environment lost: its sandbox is %s (%s)", sb.State, sb.Reason)
+	default:
+		return ses
+	}
+	out, err := s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, reason, func(x *Session) {
+		now := time.Now().UTC()
+		x.EndedAt = &now
+	})
+	if err != nil {
+		cur, gerr := s.store.GetSession(ctx, "", ses.ID)
+		if gerr != nil {
+			return ses
+		}
+		return cur
+	}
+	return out
+}
+
+// WaitSession waits until the session is settled (ready, stopped or
+// failed) or timeout runs out, and returns it as last read.
+func (s *Service) WaitSession(ctx context.Context, p Principal, id string, timeout time.Duration) (Session, error) {
+	if timeout <= 0 {
+		timeout = s.cfg.DefaultWait
+	}
+	timeout = min(timeout, s.cfg.MaxWait)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		changed := s.notify.channel(id)
+		ses, err := s.GetSession(ctx, p, id)
+		if err != nil {
+			return Session{}, err
+		}
+		if ses.Status != store.SessionProvisioning && ses.Status != store.SessionStopping {
+			return ses, nil
+		}
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-deadline.C:
+			return ses, nil
+		case <-ctx.Done():
+			return ses, ctx.Err()
+		}
+	}
+}
+
+// SessionStatusRequest names a context for a passive status lookup.
+type SessionStatusRequest struct {
+	VaultID        string
+	WorkflowID     string
+	AgentSessionID string
+}
+
+// SessionStatus returns the context's session (its live one, else its
+// newest); ok is false when the context never had one. It never starts
+// an environment.
+func (s *Service) SessionStatus(ctx context.Context, p Principal, r SessionStatusRequest) (ses Session, ok bool, err error) {
+	if p.SandboxID != "" {
+		return Session{}, false, fmt.Errorf("a sandbox's token cannot read sessions: %w", sandbox.ErrForbidden)
+	}
+	req := SessionRequest{VaultID: r.VaultID, WorkflowID: r.WorkflowID, AgentSessionID: r.AgentSessionID}
+	if err := req.validate(); err != nil {
+		return Session{}, false, err
+	}
+	ses, err = s.store.ContextSession(ctx, p.OrgID, r.VaultID, r.WorkflowID, r.AgentSessionID)
+	if store.IsNotFound(err) {
+		return Session{}, false, nil
+	}
+	if err != nil {
+		return Session{}, false, err
+	}
+	return s.syncSession(ctx, ses), true, nil
+}
+
+// ListSessions returns p's org's sessions, newest first; live ones only
+// unless all.
+func (s *Service) ListSessions(ctx context.Context, p Principal, all bool) ([]Session, error) {
+	if p.SandboxID != "" {
+		return []Session{}, nil
+	}
+	return s.store.ListSessions(ctx, p.OrgID, all)
+}
+
+// SessionSandbox returns the sandbox ID of a ready session, for commands
+// and file operations; a session that is not ready refuses them.
+func (s *Service) SessionSandbox(ctx context.Context, p Principal, id string) (string, error) {
+	ses, err := s.GetSession(ctx, p, id)
+	if err != nil {
+		return "", err
+	}
+	if ses.Status != store.SessionReady {
+		return "", &SessionNotReadyError{ID: ses.ID, Status: ses.Status, Reason: ses.Reason}
+	}
+	return ses.SandboxID, nil
+}
+
+// StopSession stops a session: the workspace is saved to the workspace
+// store, then the sandbox is disposed of, in the background. Stopping an
+// ended session returns it unchanged.
+func (s *Service) StopSession(ctx context.Context, p Principal, id string) (Session, error) {
+	for {
+		ses, err := s.GetSession(ctx, p, id)
+		if err != nil {
+			return Session{}, err
+		}
+		if !ses.Status.Live() || ses.Status == store.SessionStopping {
+			return ses, nil
+		}
+		out, err := s.setSession(ctx, ses, store.SessionStopping, "user_stopped", nil)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return Session{}, err
+		}
+		s.goBackground(func(ctx context.Context) { s.stopSession(ctx, id) })
+		return out, nil
+	}
+}
+
+// stopSession saves a stopping session's workspace (when it was ever
+// ready), disposes of its sandbox and marks it stopped.
+func (s *Service) stopSession(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	ses, err := s.store.GetSession(ctx, "", id)
+	if err != nil || ses.Status != store.SessionStopping {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Sessions.StopTimeout)
+	defer cancel()
+	reason := ses.Reason
+	if ses.SandboxID != "" {
+		sb, err := s.store.GetSandbox(ctx, "", ses.SandboxID)
+		if err == nil && sb.State == sandbox.StateRunning && ses.ReadyAt != nil {
+			var serr error
+			for try := 0; try < 3; try++ {
+				if serr = s.saveWorkspace(ctx, ses, sb); serr == nil {
+					break
+				}
+				time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+			}
+			if serr != nil {
+				s.log.Error("workspace save", "session", id, "err", serr)
+				reason = "workspace save failed: " + serr.Error()
+			}
+		}
+		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_stopped"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			s.log.Error("dispose of session sandbox", "session", id, "err", err)
+			return // stays stopping; Reconcile retries
+		}
+		if _, ok, err := s.WaitFor(ctx, Principal{OrgID: ses.OrgID}, ses.SandboxID, sandbox.StateDeleted, s.cfg.Sessions.StopTimeout); err == nil && !ok {
+			s.log.Warn("session sandbox still being deleted", "session", id, "sandbox", ses.SandboxID)
+		}
+	}
+	now := time.Now().UTC()
+	if _, err := s.setSession(context.WithoutCancel(ctx), ses, store.SessionStopped, reason, func(x *Session) { x.EndedAt = &now }); err != nil {
+		s.log.Error("record session stopped", "session", id, "err", err)
+		return
+	}
+	s.log.Info("session stopped", "session", id)
+}
+
+// reconcileSessions resumes sessions a restart left in flight.
+func (s *Service) reconcileSessions(ctx context.Context) error {
+	sess, err := s.store.SessionsInStatuses(ctx, store.SessionProvisioning, store.SessionStopping)
+	if err != nil {
+		return fmt.Errorf("reconcile sessions: %w", err)
+	}
+	for _, ses := range sess {
+		id := ses.ID
+		if ses.Status == store.SessionStopping {
+			s.goBackground(func(ctx context.Context) { s.stopSession(ctx, id) })
+			continue
+		}
+		if ses.Warm && ses.SandboxID != "" {
+			// A warm claim interrupted while restoring its workspace.
+			s.goBackground(func(ctx context.Context) {
+				unlock := s.locks.lock(id)
+				defer unlock()
+				cur, err := s.store.GetSession(ctx, "", id)
+				if err != nil || cur.Status != store.SessionProvisioning {
+					return
+				}
+				sb, err := s.store.GetSandbox(ctx, "", cur.SandboxID)
+				if err != nil || sb.State != sandbox.StateRunning {
+					s.failSession(ctx, cur, "environment lost during provisioning")
+					return
+				}
+				s.readySession(ctx, cur, sb)
+			})
+			continue
+		}
+		s.goBackground(func(ctx context.Context) { s.provisionSession(ctx, id) })
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+func TestSessionProvisioningFailureEndsFailedWithReason(t *testing.T) {
+	h := &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
+		return Instance{}, errors.New("no room on this host")
+	}}
+	s, st := newTestService(t, h)
+	ctx := context.Background()
+	mustOrgs(t, s)
+	ses, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	if err != nil || !created || ses.Status != store.SessionProvisioning || ses.Warm {
+		t.Fatalf("CreateSession = %+v %v %v; want a cold provisioning session", ses, created, err)
+	}
+	got, err := s.WaitSession(ctx, org, ses.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.SessionFailed || !strings.Contains(got.Reason, "no room on this host") || got.EndedAt == nil {
+		t.Fatalf("after a failed start: %+v; want failed with the host's reason", got)
+	}
+	if _, err := s.SessionSandbox(ctx, org, ses.ID); !errors.As(err, new(*SessionNotReadyError)) {
+		t.Errorf("SessionSandbox of a failed session = %v; want SessionNotReadyError", err)
+	}
+
+	// Every status change is an event carrying the session's context.
+	evs, err := st.Events(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, e := range evs {
+		if e.Type != SessionEventType {
+			continue
+		}
+		var d SessionEvent
+		if err := json.Unmarshal([]byte(e.Data), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.SessionID != ses.ID || d.VaultID != "v1" || d.WorkflowID != "wf-1" || e.OrgID != org.OrgID {
+			t.Errorf("event %+v of %s", d, e.OrgID)
+		}
+		statuses = append(statuses, d.Status)
+	}
+	if diff := cmp.Diff([]string{"provisioning", "failed"}, statuses); diff != "" {
+		t.Errorf("session events (-want +got):\n%s", diff)
+	}
+
+	// The context is free again: a new create starts a new session.
+	again, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	if err != nil || !created || again.ID == ses.ID {
+		t.Fatalf("create after failure = %+v %v %v; want a new session", again, created, err)
+	}
+}
+
+func TestSessionRequestValidation(t *testing.T) {
+	s, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sesID := sandbox.NewID(sandbox.PrefixSession)
+	tests := []struct {
+		name      string
+		req       SessionRequest
+		field     string
+		notFound  bool
+		wantInMsg string
+	}{
+		{"no vault", SessionRequest{WorkflowID: "w"}, "vault_id", false, "required"},
+		{"no context", SessionRequest{VaultID: "v"}, "workflow_id", false, "exactly one"},
+		{"both contexts", SessionRequest{VaultID: "v", WorkflowID: "w", AgentSessionID: "a"}, "workflow_id", false, "exactly one"},
+		{"bad characters", SessionRequest{VaultID: "v", WorkflowID: "w w"}, "workflow_id", false, "letters"},
+		{"session id as workflow", SessionRequest{VaultID: "v", WorkflowID: sesID}, "workflow_id", true, "is a session_id"},
+		{"sandbox id as agent session", SessionRequest{VaultID: "v", AgentSessionID: sandbox.NewID(sandbox.PrefixSandbox)}, "agent_session_id", true, "is a sandbox_id"},
+		{"unknown template", SessionRequest{VaultID: "v", WorkflowID: "w", Template: "nope"}, "template", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := s.CreateSession(ctx, org, tc.req)
+			var fe *sandbox.FieldError
+			var ik *IDKindError
+			var nf interface{ Field() string }
+			switch {
+			case tc.notFound && errors.As(err, &ik):
+				if ik.Field != tc.field || !strings.Contains(err.Error(), tc.wantInMsg) {
+					t.Errorf("err = %v (field %s); want %s and %q", err, ik.Field, tc.field, tc.wantInMsg)
+				}
+			case tc.notFound && errors.As(err, &nf):
+				if nf.Field() != tc.field {
+					t.Errorf("err = %v on %s; want %s", err, nf.Field(), tc.field)
+				}
+			case !tc.notFound && errors.As(err, &fe):
+				if fe.Field != tc.field || !strings.Contains(fe.Reason, tc.wantInMsg) {
+					t.Errorf("err = %v; want field %s with %q", err, tc.field, tc.wantInMsg)
+				}
+			default:
+				t.Fatalf("err = %v; want a %s error", err, tc.field)
+			}
+			if tc.notFound && !errors.Is(err, sandbox.ErrNotFound) {
+				t.Errorf("err = %v; want a not-found error", err)
+			}
+		})
+	}
+	if all, _ := st.ListSessions(ctx, org.OrgID, true); len(all) != 0 {
+		t.Errorf("refused requests left %d sessions", len(all))
+	}
+}
+
+func TestSessionStatusNeverStartsAnything(t *testing.T) {
+	s, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	_, ok, err := s.SessionStatus(ctx, org, SessionStatusRequest{VaultID: "v", AgentSessionID: "chat-1"})
+	if err != nil || ok {
+		t.Fatalf("SessionStatus = %v %v; want no session", ok, err)
+	}
+	if sbs, total, _ := st.ListSandboxes(ctx, store.ListOptions{}); total != 0 {
+		t.Errorf("status lookup created sandboxes: %v", sbs)
+	}
+	if all, _ := st.ListSessions(ctx, org.OrgID, true); len(all) != 0 {
+		t.Errorf("status lookup created sessions: %v", all)
+	}
+}
+
+func TestGetSessionSaysWhichIDKindItExpects(t *testing.T) {
+	h := &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
+		return Instance{}, errors.New("no")
+	}}
+	s, _ := newTestService(t, h)
+	ctx := context.Background()
+	mustOrgs(t, s)
+	ses, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "wf-9", Template: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetSession(ctx, org, "wf-9")
+	var ik *IDKindError
+	if !errors.As(err, &ik) || ik.Got != "workflow_id" || !strings.Contains(err.Error(), ses.ID) {
+		t.Fatalf("GetSession(workflow id) = %v; want an IDKindError naming the workflow and its session", err)
+	}
+	// Another org learns nothing about the workflow.
+	_, err = s.GetSession(ctx, Principal{OrgID: "org_b", Role: store.RoleAdmin}, "wf-9")
+	if !errors.As(err, &ik) || ik.Got != "" {
+		t.Fatalf("GetSession from another org = %v; want a plain not-found", err)
+	}
+	if _, err := s.Get(ctx, org, ses.ID, false); !errors.As(err, &ik) || ik.Got != "session_id" {
+		t.Fatalf("Get(sandbox) with a session id = %v; want an IDKindError", err)
+	}
+}
+
+// mustOrgs creates the test orgs and the pool org.
+func mustOrgs(t *testing.T, s *Service) {
+	t.Helper()
+	for _, id := range []string{org.OrgID, "org_b"} {
+		if err := s.store.CreateOrg(context.Background(), store.Org{ID: id, Name: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ensurePoolOrg(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,266 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// sessionBody is POST /v1/sessions. The seed's camelCase names are
+// accepted too.
+type sessionBody struct {
+	VaultID        string `json:"vault_id"`
+	WorkflowID     string `json:"workflow_id"`
+	AgentSessionID string `json:"agent_session_id"`
+	Template       string `json:"template"`
+
+	VaultIDCamel        string `json:"vaultId"`
+	WorkflowIDCamel     string `json:"workflowId"`
+	AgentSessionIDCamel string `json:"agentSessionId"`
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+type workspaceView struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+}
+
+// sessionView is a session on the wire. There is no "id" field on
+// purpose: session_id (ses_…) is the only ID that commands accept, and
+// the context's IDs are returned under their own names.
+type sessionView struct {
+	SessionID string `json:"session_id"`
+	// SessionIDCamel mirrors session_id under the seed's name.
+	SessionIDCamel string        `json:"sessionId"`
+	Status         string        `json:"status"`
+	Reason         string        `json:"reason,omitempty"`
+	VaultID        string        `json:"vault_id"`
+	WorkflowID     string        `json:"workflow_id,omitempty"`
+	AgentSessionID string        `json:"agent_session_id,omitempty"`
+	Template       string        `json:"template"`
+	SandboxID      string        `json:"sandbox_id,omitempty"`
+	Warm           bool          `json:"warm"`
+	Workspace      workspaceView `json:"workspace"`
+	CreatedAt      string        `json:"created_at"`
+	UpdatedAt      string        `json:"updated_at"`
+	ReadyAt        *string       `json:"ready_at"`
+	EndedAt        *string       `json:"ended_at"`
+}
+
+func optTimeView(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	v := sandbox.FormatTime(*t)
+	return &v
+}
+
+func (a *API) sessionView(s controlplane.Session) sessionView {
+	return sessionView{
+		SessionID: s.ID, SessionIDCamel: s.ID, Status: string(s.Status), Reason: s.Reason,
+		VaultID: s.VaultID, WorkflowID: s.WorkflowID, AgentSessionID: s.AgentSessionID,
+		Template: s.Template, SandboxID: s.SandboxID, Warm: s.Warm,
+		Workspace: workspaceView{Name: controlplane.WorkspaceName(s), Path: a.cp.WorkspacePath()},
+		CreatedAt: sandbox.FormatTime(s.CreatedAt), UpdatedAt: sandbox.FormatTime(s.UpdatedAt),
+		ReadyAt: optTimeView(s.ReadyAt), EndedAt: optTimeView(s.EndedAt),
+	}
+}
+
+// sessionWait reads ?wait_timeout_ms= (0: do not wait).
+func sessionWait(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait_timeout_ms")
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, badRequest("wait_timeout_ms must be a positive integer", "wait_timeout_ms")
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// sessionStatusCode is 200 for a settled session and 202 while it is
+// provisioning or stopping.
+func sessionStatusCode(s controlplane.Session) int {
+	if s.Status == store.SessionProvisioning || s.Status == store.SessionStopping {
+		return http.StatusAccepted
+	}
+	return http.StatusOK
+}
+
+func (a *API) createSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b sessionBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	wait, err := sessionWait(r)
+	if err != nil {
+		return err
+	}
+	ses, _, err := a.cp.CreateSession(r.Context(), p, controlplane.SessionRequest{
+		VaultID:        firstOf(b.VaultID, b.VaultIDCamel),
+		WorkflowID:     firstOf(b.WorkflowID, b.WorkflowIDCamel),
+		AgentSessionID: firstOf(b.AgentSessionID, b.AgentSessionIDCamel),
+		Template:       b.Template,
+	})
+	if err != nil {
+		return err
+	}
+	if wait > 0 && ses.Status == store.SessionProvisioning {
+		if ses, err = a.cp.WaitSession(r.Context(), p, ses.ID, wait); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, sessionStatusCode(ses), a.sessionView(ses))
+	return nil
+}
+
+func (a *API) getSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wait, err := sessionWait(r)
+	if err != nil {
+		return err
+	}
+	var ses controlplane.Session
+	if wait > 0 {
+		ses, err = a.cp.WaitSession(r.Context(), p, r.PathValue("id"), wait)
+	} else {
+		ses, err = a.cp.GetSession(r.Context(), p, r.PathValue("id"))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a.sessionView(ses))
+	return nil
+}
+
+func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wait, err := sessionWait(r)
+	if err != nil {
+		return err
+	}
+	ses, err := a.cp.StopSession(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if wait > 0 && ses.Status == store.SessionStopping {
+		if ses, err = a.cp.WaitSession(r.Context(), p, ses.ID, wait); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, sessionStatusCode(ses), a.sessionView(ses))
+	return nil
+}
+
+func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	all, _ := strconv.ParseBool(r.URL.Query().Get("all"))
+	sess, err := a.cp.ListSessions(r.Context(), p, all)
+	if err != nil {
+		return err
+	}
+	out := make([]sessionView, 0, len(sess))
+	for _, s := range sess {
+		out = append(out, a.sessionView(s))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+	return nil
+}
+
+// sessionStatus is the passive lookup by context: it reads, never starts.
+func (a *API) sessionStatus(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	q := r.URL.Query()
+	req := controlplane.SessionStatusRequest{
+		VaultID:        firstOf(q.Get("vault_id"), q.Get("vaultId")),
+		WorkflowID:     firstOf(q.Get("workflow_id"), q.Get("workflowId")),
+		AgentSessionID: firstOf(q.Get("agent_session_id"), q.Get("agentSessionId")),
+	}
+	ses, ok, err := a.cp.SessionStatus(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"status": "none", "session_id": nil, "sessionId": nil, "vault_id": req.VaultID,
+			"workflow_id": req.WorkflowID, "agent_session_id": req.AgentSessionID,
+		})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, a.sessionView(ses))
+	return nil
+}
+
+// viaSession runs a sandbox handler (exec, files) against a ready
+// session's sandbox; a session that is not ready refuses with not_ready.
+func (a *API) viaSession(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+		sbx, err := a.cp.SessionSandbox(r.Context(), p, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		r.SetPathValue("id", sbx)
+		return h(w, r, p)
+	}
+}
+
+type poolBody struct {
+	MinReady *int `json:"min_ready"`
+	Max      *int `json:"max"`
+}
+
+type poolView struct {
+	Template     string `json:"template"`
+	MinReady     int    `json:"min_ready"`
+	Max          int    `json:"max"`
+	Ready        int    `json:"ready"`
+	Provisioning int    `json:"provisioning"`
+	Source       string `json:"source"`
+}
+
+func toPoolView(ps controlplane.PoolStatus) poolView {
+	return poolView{Template: ps.Template, MinReady: ps.MinReady, Max: ps.Max, Ready: ps.Ready,
+		Provisioning: ps.Provisioning, Source: ps.Source}
+}
+
+func (a *API) listPools(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	pools, err := a.cp.Pools(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := make([]poolView, 0, len(pools))
+	for _, ps := range pools {
+		out = append(out, toPoolView(ps))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
+	return nil
+}
+
+func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b poolBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	if b.MinReady == nil {
+		return badRequest("min_ready is required", "min_ready")
+	}
+	mx := *b.MinReady
+	if b.Max != nil {
+		mx = *b.Max
+	}
+	ps, err := a.cp.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPoolView(ps))
+	return nil
+}
