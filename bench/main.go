@@ -36,8 +36,16 @@ func run() error {
 	n := flag.Int("n", 50, "runs per measurement")
 	tpls := flag.String("templates", "busybox,pt-base", "templates to measure create→first exec on")
 	archiveRuns := flag.Int("archive-runs", 3, "runs of the archive throughput bench (0 skips it)")
+	runtimes := flag.Bool("runtimes", true, "measure runc and gvisor side by side (create, stop/start with 256 MB of memory)")
+	onlyRuntimes := flag.Bool("only-runtimes", false, "measure only the runtime classes (gvisor.go)")
+	previewRuns := flag.Bool("preview", true, "measure the preview proxy against direct access (preview.go)")
+	onlyPreview := flag.Bool("only-preview", false, "measure only the preview proxy (preview.go)")
+	onlyEgress := flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
 	flag.Parse()
-	if *archiveRuns > 0 {
+	if *onlyEgress {
+		return egressBench(*n)
+	}
+	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview {
 		defer func() {
 			if err := archiveBench(*archiveRuns); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: archive:", err)
@@ -55,6 +63,22 @@ func run() error {
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
 	fmt.Printf("Platinum bench: %d runs each, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
+	if *previewRuns || *onlyPreview {
+		if err := previewBench(c, d, *n); err != nil {
+			return fmt.Errorf("preview: %w", err)
+		}
+		if *onlyPreview {
+			return nil
+		}
+	}
+	if *runtimes || *onlyRuntimes {
+		if err := runtimeBench(c, *n, d.DataDir); err != nil {
+			return fmt.Errorf("runtime classes: %w", err)
+		}
+		if *onlyRuntimes {
+			return nil
+		}
+	}
 
 	base, err := runcBaseline(*n)
 	if err != nil {

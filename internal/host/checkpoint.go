@@ -60,16 +60,24 @@ func checkpointer(rt runtime.Runtime) runtime.Checkpointer {
 // checkpointed returns the metadata of the sandbox's complete checkpoint
 // image, if it has one.
 func (h *Host) checkpointed(id string) (checkpointMeta, bool) {
+	m, ok := h.checkpointMeta(id)
+	return m, ok && h.imagePresent(id)
+}
+
+// checkpointMeta returns what the last complete checkpoint recorded; the
+// image itself may since have gone (see imagePresent).
+func (h *Host) checkpointMeta(id string) (checkpointMeta, bool) {
 	var m checkpointMeta
 	b, err := os.ReadFile(filepath.Join(h.paths(id).dir, checkpointMetaName))
 	if err != nil || json.Unmarshal(b, &m) != nil || m.Class == "" {
 		return checkpointMeta{}, false
 	}
-	entries, err := os.ReadDir(h.checkpointDir(id))
-	if err != nil || len(entries) == 0 {
-		return checkpointMeta{}, false
-	}
 	return m, true
+}
+
+func (h *Host) imagePresent(id string) bool {
+	entries, err := os.ReadDir(h.checkpointDir(id))
+	return err == nil && len(entries) > 0
 }
 
 // Checkpointed reports whether a stopped sandbox's memory is saved on disk,
@@ -162,12 +170,14 @@ func (h *Host) stopKeepingMemory(ctx context.Context, id string, rt runtime.Runt
 // should not go on (cancelled, or a concurrent runtime call holds the ID).
 // The image is consumed either way.
 func (h *Host) restore(ctx context.Context, rt runtime.Runtime, rspec runtime.Spec) (restored bool, failure string, err error) {
-	m, ok := h.checkpointed(rspec.ID)
+	m, ok := h.checkpointMeta(rspec.ID)
 	if !ok {
 		return false, "", nil
 	}
 	cp := checkpointer(rt)
 	switch {
+	case !h.imagePresent(rspec.ID):
+		failure = "the memory image written at stop is missing"
 	case m.Class != rt.Name():
 		failure = fmt.Sprintf("the memory image was written by runtime class %s, the sandbox runs %s", m.Class, rt.Name())
 	case cp == nil:

@@ -9,68 +9,82 @@ import (
 	"testing"
 )
 
-// Every test here fails if the isolation it names breaks.
+// Every test here fails if the isolation it names breaks, and runs on
+// every runtime class (eachRuntime).
+
+// runtimeClasses are the classes every isolation test runs on.
+var runtimeClasses = []string{"runc", "gvisor"}
+
+// eachRuntime runs fn once per runtime class, as a subtest named after it.
+func eachRuntime(t *testing.T, fn func(t *testing.T, c *client, class string)) {
+	for _, class := range runtimeClasses {
+		t.Run(class, func(t *testing.T) { fn(t, newClient(t), class) })
+	}
+}
 
 func TestIsolationOwnProcessesOnly(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox"})
-	out := c.mustSh(id, "ps -o pid,comm")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) > 6 {
-		t.Errorf("sandbox sees %d processes, want only its own:\n%s", len(lines)-1, out)
-	}
-	if !strings.Contains(out, "1 pt-agent") {
-		t.Errorf("pid 1 is not the sandbox's agent:\n%s", out)
-	}
-	if strings.Contains(out, "ptd") {
-		t.Errorf("sandbox sees ptd:\n%s", out)
-	}
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		out := c.mustSh(id, "ps -o pid,comm")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) > 6 {
+			t.Errorf("sandbox sees %d processes, want only its own:\n%s", len(lines)-1, out)
+		}
+		if !strings.Contains(out, "1 pt-agent") {
+			t.Errorf("pid 1 is not the sandbox's agent:\n%s", out)
+		}
+		if strings.Contains(out, "ptd") {
+			t.Errorf("sandbox sees ptd:\n%s", out)
+		}
+	})
 }
 
 func TestIsolationHostFilesInvisible(t *testing.T) {
-	c := newClient(t)
-	secret := "host-secret-" + randHex(8)
-	f, err := os.CreateTemp("/var/tmp", "pt-e2e-secret-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(secret)
-	f.Close()
-	t.Cleanup(func() { os.Remove(f.Name()) })
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		secret := "host-secret-" + randHex(8)
+		f, err := os.CreateTemp("/var/tmp", "pt-e2e-secret-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(secret)
+		f.Close()
+		t.Cleanup(func() { os.Remove(f.Name()) })
 
-	id := c.create(map[string]any{"template": "busybox"})
-	res := c.sh(id, fmt.Sprintf("cat %s; grep -rs %s /etc /var /root /tmp /proc/1/root/var 2>/dev/null | head -1", f.Name(), secret))
-	if strings.Contains(res.Stdout, secret) {
-		t.Fatalf("sandbox read a host file: %q", res.Stdout)
-	}
-	// The host's own files are not there at all.
-	if out := c.mustSh(id, "ls /var/tmp | grep -c pt-e2e-secret || true"); strings.TrimSpace(out) != "0" {
-		t.Errorf("host's /var/tmp visible: %q", out)
-	}
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		res := c.sh(id, fmt.Sprintf("cat %s; grep -rs %s /etc /var /root /tmp /proc/1/root/var 2>/dev/null | head -1", f.Name(), secret))
+		if strings.Contains(res.Stdout, secret) {
+			t.Fatalf("sandbox read a host file: %q", res.Stdout)
+		}
+		// The host's own files are not there at all.
+		if out := c.mustSh(id, "ls /var/tmp | grep -c pt-e2e-secret || true"); strings.TrimSpace(out) != "0" {
+			t.Errorf("host's /var/tmp visible: %q", out)
+		}
+	})
 }
 
 func TestIsolationNoPrivilegedOperations(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox"})
-	for _, tc := range []struct{ name, script string }{
-		{"mount", "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x"},
-		{"remount root", "mount -o remount,ro /"},
-		{"proc sys write", "echo evil > /proc/sys/kernel/hostname"},
-		{"ip_forward", "echo 1 > /proc/sys/net/ipv4/ip_forward"},
-		{"load module", "head -c 4096 /dev/zero > /tmp/m.ko && insmod /tmp/m.ko"},
-		{"mknod", "mknod /tmp/sda b 8 0"},
-		{"sysrq", "echo b > /proc/sysrq-trigger"},
-		{"set time", `date -s 2000-01-01 >/dev/null 2>&1; [ "$(date +%Y)" = 2000 ]`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if res := c.sh(id, tc.script); res.ExitCode == 0 {
-				t.Errorf("%q succeeded inside the sandbox; stdout %q stderr %q", tc.script, res.Stdout, res.Stderr)
-			}
-		})
-	}
-	if out := c.mustSh(id, "cat /proc/sys/kernel/hostname"); strings.TrimSpace(out) != id {
-		t.Errorf("hostname changed: %q", out)
-	}
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		for _, tc := range []struct{ name, script string }{
+			{"mount", "mkdir -p /mnt/x && mount -t tmpfs none /mnt/x"},
+			{"remount root", "mount -o remount,ro /"},
+			{"proc sys write", "echo evil > /proc/sys/kernel/hostname"},
+			{"ip_forward", "echo 1 > /proc/sys/net/ipv4/ip_forward"},
+			{"load module", "head -c 4096 /dev/zero > /tmp/m.ko && insmod /tmp/m.ko"},
+			{"mknod", "mknod /tmp/sda b 8 0"},
+			{"sysrq", "echo b > /proc/sysrq-trigger"},
+			{"set time", `date -s 2000-01-01 >/dev/null 2>&1; [ "$(date +%Y)" = 2000 ]`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if res := c.sh(id, tc.script); res.ExitCode == 0 {
+					t.Errorf("%q succeeded inside the sandbox; stdout %q stderr %q", tc.script, res.Stdout, res.Stderr)
+				}
+			})
+		}
+		if out := c.mustSh(id, "cat /proc/sys/kernel/hostname"); strings.TrimSpace(out) != id {
+			t.Errorf("hostname changed: %q", out)
+		}
+	})
 }
 
 // sandboxAddr returns the sandbox's own IPv4 address and its gateway.
@@ -92,151 +106,179 @@ func sandboxAddr(t *testing.T, c *client, id string) (addr, gw string) {
 }
 
 func TestIsolationNetwork(t *testing.T) {
-	c := newClient(t)
-	a := c.create(map[string]any{"template": "busybox"})
-	b := c.create(map[string]any{"template": "busybox"})
-	bAddr, gw := sandboxAddr(t, c, b)
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		a := c.create(map[string]any{"template": "busybox", "runtime": class})
+		b := c.create(map[string]any{"template": "busybox", "runtime": class})
+		bAddr, gw := sandboxAddr(t, c, b)
 
-	// B serves on 8080; the host can reach it (that is how ptd reaches agents)...
-	c.mustSh(b, "nc -ll -p 8080 -e echo hi </dev/null >/dev/null 2>&1 &")
-	sleep(300)
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(bAddr, "8080"), 2e9)
-	if err != nil {
-		t.Fatalf("host cannot reach a sandbox port: %v", err)
-	}
-	conn.Close()
-	// ...but sandbox A cannot, by address...
-	if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 8080"); res.ExitCode == 0 || strings.Contains(res.Stdout, "hi") {
-		t.Errorf("sandbox A reached sandbox B: %+v", res)
-	}
-	// ...nor B's agent.
-	if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 49983"); res.ExitCode == 0 {
-		t.Errorf("sandbox A reached sandbox B's agent: %+v", res)
-	}
-
-	// The host's own ports: a listener this test opens on every address,
-	// and ptd's API port.
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("host\n"))
-			c.Close()
+		// B serves on 8080; the host can reach it (that is how ptd reaches agents)...
+		c.mustSh(b, "nc -ll -p 8080 -e echo hi </dev/null >/dev/null 2>&1 &")
+		sleep(300)
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(bAddr, "8080"), 2e9)
+		if err != nil {
+			t.Fatalf("host cannot reach a sandbox port: %v", err)
 		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	if res := c.sh(a, "echo x | nc -w 2 "+gw+" "+port); res.ExitCode == 0 || strings.Contains(res.Stdout, "host") {
-		t.Errorf("sandbox reached a host port via the gateway: %+v", res)
-	}
-	_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(env.url, "http://"))
-	// ptd's own listener (loopback) is out of reach; on the gateway the
-	// only open port is the API proxy for sandbox-scoped tokens, which
-	// answers nothing without a token.
-	if res := c.sh(a, "echo x | nc -w 2 127.0.0.1 "+apiPort); res.ExitCode == 0 {
-		t.Errorf("sandbox reached ptd's loopback port: %+v", res)
-	}
-	if res := c.sh(a, "wget -qO- http://"+gw+":"+apiPort+"/v1/sandboxes"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "401") {
-		t.Errorf("gateway API without a token: %+v", res)
-	}
-	// Link-local metadata addresses are dropped.
-	if res := c.sh(a, "echo x | nc -w 1 169.254.169.254 80"); res.ExitCode == 0 {
-		t.Errorf("sandbox reached 169.254.169.254: %+v", res)
-	}
+		conn.Close()
+		// ...but sandbox A cannot, by address...
+		if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 8080"); res.ExitCode == 0 || strings.Contains(res.Stdout, "hi") {
+			t.Errorf("sandbox A reached sandbox B: %+v", res)
+		}
+		// ...nor B's agent.
+		if res := c.sh(a, "echo x | nc -w 2 "+bAddr+" 49983"); res.ExitCode == 0 {
+			t.Errorf("sandbox A reached sandbox B's agent: %+v", res)
+		}
+
+		// The host's own ports: a listener this test opens on every address,
+		// and ptd's API port.
+		ln, err := net.Listen("tcp", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("host\n"))
+				c.Close()
+			}
+		}()
+		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		if res := c.sh(a, "echo x | nc -w 2 "+gw+" "+port); res.ExitCode == 0 || strings.Contains(res.Stdout, "host") {
+			t.Errorf("sandbox reached a host port via the gateway: %+v", res)
+		}
+		_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(env.url, "http://"))
+		// ptd's own listener (loopback) is out of reach; on the gateway the
+		// only open port is the API proxy for sandbox-scoped tokens, which
+		// answers nothing without a token.
+		if res := c.sh(a, "echo x | nc -w 2 127.0.0.1 "+apiPort); res.ExitCode == 0 {
+			t.Errorf("sandbox reached ptd's loopback port: %+v", res)
+		}
+		if res := c.sh(a, "wget -qO- http://"+gw+":"+apiPort+"/v1/sandboxes"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "401") {
+			t.Errorf("gateway API without a token: %+v", res)
+		}
+		// Link-local metadata addresses are dropped.
+		if res := c.sh(a, "echo x | nc -w 1 169.254.169.254 80"); res.ExitCode == 0 {
+			t.Errorf("sandbox reached 169.254.169.254: %+v", res)
+		}
+	})
 }
 
 func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox", "ram_mb": 128})
-	// dd allocates its whole 600 MB block: more than the sandbox has.
-
-	res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=600M count=1")
-	if res.ExitCode == 0 {
-		t.Fatalf("a 1 GB allocation in a 128 MB sandbox succeeded: %+v", res)
-	}
-	// The sandbox, and ptd, live on.
-	if out := c.mustSh(id, "echo alive"); out != "alive\n" {
-		t.Errorf("sandbox after OOM: %q", out)
-	}
-	if r := c.do("GET", "/healthz", nil); r.Status != 200 {
-		t.Errorf("ptd after OOM: %d", r.Status)
-	}
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 128})
+		// dd allocates its whole 600 MB block: more than the sandbox has.
+		if class == "gvisor" {
+			// gVisor (runsc 2024-07) has no OOM killer of its own: the host
+			// cgroup holds one kernel, the Sentry, and the host's OOM killer
+			// ends the whole sandbox. The limit holds, ptd lives on, and the
+			// reconciler boots the sandbox again from its disk.
+			r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "dd if=/dev/zero of=/dev/null bs=600M count=1", "timeout_ms": 60000})
+			if r.Status == 200 && r.JSON()["exit_code"] == 0.0 {
+				t.Fatalf("a 600 MB allocation in a 128 MB sandbox succeeded: %s", r.Body)
+			}
+			if r := c.do("GET", "/healthz", nil); r.Status != 200 {
+				t.Errorf("ptd after OOM: %d", r.Status)
+			}
+			for i := 0; ; i++ {
+				r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "echo alive"})
+				if r.Status == 200 && r.JSON()["stdout"] == "alive\n" {
+					break
+				}
+				if i == 180 {
+					t.Fatalf("sandbox not back 90 s after its OOM: %d %s", r.Status, r.Body)
+				}
+				sleep(500)
+			}
+			return
+		}
+		res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=600M count=1")
+		if res.ExitCode == 0 {
+			t.Fatalf("a 1 GB allocation in a 128 MB sandbox succeeded: %+v", res)
+		}
+		// The sandbox, and ptd, live on.
+		if out := c.mustSh(id, "echo alive"); out != "alive\n" {
+			t.Errorf("sandbox after OOM: %q", out)
+		}
+		if r := c.do("GET", "/healthz", nil); r.Status != 200 {
+			t.Errorf("ptd after OOM: %d", r.Status)
+		}
+	})
 }
 
 func TestIsolationForkBombStopsAtPidsLimit(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox"})
-	// ptd runs with --pids-limit 256 in these tests.
-	// Counting and killing use shell builtins: at the limit nothing can fork.
-	// ash gives up on the first failed fork, so the bomb runs in a subshell.
-	res := c.sh(id, `(n=0; while [ $n -lt 600 ]; do sleep 60 & n=$((n+1)); done) 2>/tmp/err; set -- /proc/[0-9]*; echo $#; kill -9 -1; wait; grep -c "fork" /tmp/err || true`)
-	lines := strings.Fields(res.Stdout)
-	if len(lines) < 2 {
-		t.Fatalf("fork bomb output: %+v", res)
-	}
-	procs, _ := strconv.Atoi(lines[0])
-	if procs > 256 || procs < 100 {
-		t.Errorf("sandbox reached %d processes; want the pids limit of 256 to stop it (threads count too)", procs)
-	}
-	if lines[1] == "0" {
-		t.Errorf("no fork failed: %+v", res)
-	}
-	if out := c.mustSh(id, "echo alive"); out != "alive\n" {
-		t.Errorf("sandbox after fork bomb: %q", out)
-	}
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		// ptd runs with --pids-limit 256 in these tests.
+		// Counting and killing use shell builtins: at the limit nothing can fork.
+		// ash gives up on the first failed fork, so the bomb runs in a subshell.
+		res := c.sh(id, `(n=0; while [ $n -lt 600 ]; do sleep 60 & n=$((n+1)); done) 2>/tmp/err; set -- /proc/[0-9]*; echo $#; kill -9 -1; wait; grep -c "fork" /tmp/err || true`)
+		lines := strings.Fields(res.Stdout)
+		if len(lines) < 2 {
+			t.Fatalf("fork bomb output: %+v", res)
+		}
+		procs, _ := strconv.Atoi(lines[0])
+		if procs > 256 || procs < 100 {
+			t.Errorf("sandbox reached %d processes; want the pids limit of 256 to stop it (threads count too)", procs)
+		}
+		if lines[1] == "0" {
+			t.Errorf("no fork failed: %+v", res)
+		}
+		if out := c.mustSh(id, "echo alive"); out != "alive\n" {
+			t.Errorf("sandbox after fork bomb: %q", out)
+		}
+	})
 }
 
 func TestIsolationDiskQuota(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox", "disk_gb": 1})
-	res := c.sh(id, "dd if=/dev/zero of=/fill bs=1M count=1500 2>&1; sync; ls -l /fill")
-	if res.ExitCode == 0 && !strings.Contains(res.Stdout, "No space left") {
-		t.Fatalf("writing 1.5 GB on a 1 GB disk did not fail: %+v", res)
-	}
-	if !strings.Contains(res.Stdout+res.Stderr, "No space left") {
-		t.Errorf("want ENOSPC, got %+v", res)
-	}
-	// Uploads past the quota fail with 507 and the sandbox keeps working.
-	r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/more.bin", make([]byte, 64<<20))
-	if r.Status != 507 || r.JSON()["code"] != "no_space" {
-		t.Errorf("upload on a full disk: %d %s", r.Status, r.Body)
-	}
-	c.mustSh(id, "rm -f /fill /more.bin && echo ok > /tmp/ok && cat /tmp/ok")
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class, "disk_gb": 1})
+		res := c.sh(id, "dd if=/dev/zero of=/fill bs=1M count=1500 2>&1; sync; ls -l /fill")
+		if res.ExitCode == 0 && !strings.Contains(res.Stdout, "No space left") {
+			t.Fatalf("writing 1.5 GB on a 1 GB disk did not fail: %+v", res)
+		}
+		if !strings.Contains(res.Stdout+res.Stderr, "No space left") {
+			t.Errorf("want ENOSPC, got %+v", res)
+		}
+		// Uploads past the quota fail with 507 and the sandbox keeps working.
+		r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/more.bin", make([]byte, 64<<20))
+		if r.Status != 507 || r.JSON()["code"] != "no_space" {
+			t.Errorf("upload on a full disk: %d %s", r.Status, r.Body)
+		}
+		c.mustSh(id, "rm -f /fill /more.bin && echo ok > /tmp/ok && cat /tmp/ok")
+	})
 }
 
 func TestFilesPathSafety(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox"})
-	for _, p := range []string{"/tmp/../etc/passwd", "../../etc/shadow", "/a/b/../../.."} {
-		if r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil); r.Status != 400 || r.JSON()["code"] != "invalid_request" {
-			t.Errorf("GET %s: %d %s", p, r.Status, r.Body)
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		for _, p := range []string{"/tmp/../etc/passwd", "../../etc/shadow", "/a/b/../../.."} {
+			if r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil); r.Status != 400 || r.JSON()["code"] != "invalid_request" {
+				t.Errorf("GET %s: %d %s", p, r.Status, r.Body)
+			}
+			if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path="+p, "x"); r.Status != 400 {
+				t.Errorf("PUT %s: %d %s", p, r.Status, r.Body)
+			}
 		}
-		if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path="+p, "x"); r.Status != 400 {
-			t.Errorf("PUT %s: %d %s", p, r.Status, r.Body)
+		// Symlinks resolve inside the sandbox, never to the host's files.
+		hostName, _ := os.Hostname()
+		c.mustSh(id, "ln -s /etc/hostname /tmp/abs; ln -s ../../../../../../../etc/hostname /tmp/rel")
+		for _, p := range []string{"/tmp/abs", "/tmp/rel"} {
+			r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil)
+			if r.Status != 200 || strings.TrimSpace(string(r.Body)) != id || (hostName != id && strings.Contains(string(r.Body), hostName)) {
+				t.Errorf("GET %s: %d %q (want the sandbox's hostname %s)", p, r.Status, r.Body, id)
+			}
 		}
-	}
-	// Symlinks resolve inside the sandbox, never to the host's files.
-	hostName, _ := os.Hostname()
-	c.mustSh(id, "ln -s /etc/hostname /tmp/abs; ln -s ../../../../../../../etc/hostname /tmp/rel")
-	for _, p := range []string{"/tmp/abs", "/tmp/rel"} {
-		r := c.do("GET", "/v1/sandboxes/"+id+"/files?path="+p, nil)
-		if r.Status != 200 || strings.TrimSpace(string(r.Body)) != id || (hostName != id && strings.Contains(string(r.Body), hostName)) {
-			t.Errorf("GET %s: %d %q (want the sandbox's hostname %s)", p, r.Status, r.Body, id)
+		// Writing through a symlink that points at the host's paths stays inside.
+		c.mustSh(id, "ln -s /var/tmp /tmp/hostvar")
+		name := "pt-e2e-escape-" + randHex(4)
+		if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/tmp/hostvar/"+name, "x"); r.Status == 200 {
+			if _, err := os.Stat("/var/tmp/" + name); err == nil {
+				os.Remove("/var/tmp/" + name)
+				t.Fatal("upload through a symlink wrote a host file")
+			}
 		}
-	}
-	// Writing through a symlink that points at the host's paths stays inside.
-	c.mustSh(id, "ln -s /var/tmp /tmp/hostvar")
-	name := "pt-e2e-escape-" + randHex(4)
-	if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/tmp/hostvar/"+name, "x"); r.Status == 200 {
-		if _, err := os.Stat("/var/tmp/" + name); err == nil {
-			os.Remove("/var/tmp/" + name)
-			t.Fatal("upload through a symlink wrote a host file")
-		}
-	}
+	})
 }

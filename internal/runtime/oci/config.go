@@ -224,7 +224,7 @@ func buildConfig(s runtime.Spec, pl platform) (*ociSpec, error) {
 				Bounding: caps(), Effective: caps(), Permitted: caps(),
 				Inheritable: []string{}, Ambient: []string{},
 			},
-			Rlimits:         []ociRlim{{Type: "RLIMIT_NOFILE", Hard: pl.nofile, Soft: pl.nofile}},
+			Rlimits:         rlimits(s.Resources, pl),
 			NoNewPrivileges: true,
 		},
 		Root:     &ociRoot{Path: s.RootFS, Readonly: false},

@@ -146,3 +146,18 @@ func ensureTmpDir(s runtime.Spec) error {
 	}
 	return nil
 }
+
+// rlimits are the init process's limits, inherited by everything the
+// sandbox runs: RLIMIT_NOFILE always and, for gVisor, RLIMIT_NPROC at the
+// sandbox's pids limit. gVisor's own kernel counts the sandbox's tasks
+// against it (per user, as Linux does), so a fork bomb gets EAGAIN inside
+// the sandbox and the sandbox lives on, as with runc's pids cgroup; the
+// host cgroup's scaled limit (gvisorPids) stays as the backstop. runc
+// shares the host kernel's per-user count, so it relies on the cgroup only.
+func rlimits(r runtime.Resources, pl platform) []ociRlim {
+	out := []ociRlim{{Type: "RLIMIT_NOFILE", Hard: pl.nofile, Soft: pl.nofile}}
+	if pl.gvisor && r.Pids > 0 {
+		out = append(out, ociRlim{Type: "RLIMIT_NPROC", Hard: uint64(r.Pids), Soft: uint64(r.Pids)})
+	}
+	return out
+}
