@@ -124,12 +124,13 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		"sandbox": {
 			"create": &sandboxCreate{a}, "list": &sandboxList{a}, "ls": &sandboxList{a},
 			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
+			"kill": &sandboxKill{a}, "ttl": &sandboxTTL{a},
 			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
 			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a},
 			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
 			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
 		},
-		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}},
+		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}, "versions": &templateVersions{a}},
 		"org":      {"create": &orgCreate{a}},
 		"session": {
 			"create": &sessionCreate{a}, "get": &sessionGet{a}, "status": &sessionStatus{a},

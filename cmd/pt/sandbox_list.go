@@ -25,6 +25,7 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&state, "state", "", "only sandboxes in `STATE` (e.g. running, stopped, failed)")
 	fs.StringVar(&opts.ParentID, "parent", "", "only the children of sandbox `ID`")
 	fs.BoolVar(&opts.RootsOnly, "roots", false, "only top-level sandboxes (those without a parent)")
+	fs.Var(includeFlag{&opts.Include}, "include", "also list `KINDS` left out by default: destroyed, failed (comma-separated)")
 	fs.Var(md, "metadata", "only sandboxes whose metadata has `K=V` (repeatable; all must match)")
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` sandboxes, 1..200 (default 50)")
 	fs.IntVar(&opts.Offset, "offset", 0, "skip the first `N` sandboxes")
