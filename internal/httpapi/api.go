@@ -104,17 +104,6 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("POST /v1/sessions/{id}/files/mkdir", a.viaSession(a.mkdir))
 	a.handle("GET /v1/pools", a.listPools)
 	a.handle("PUT /v1/pools/{template}", a.setPool)
-	a.handle("GET /v1/events", a.events)
-	a.handle("POST /v1/webhooks", a.createWebhook)
-	a.handle("GET /v1/webhooks", a.listWebhooks)
-	a.handle("GET /v1/webhooks/{id}", a.getWebhook)
-	a.handle("DELETE /v1/webhooks/{id}", a.deleteWebhook)
-	a.handle("GET /v1/webhooks/{id}/deliveries", a.webhookDeliveries)
-	a.handle("POST /v1/sandboxes/{id}/artifacts", a.createArtifact)
-	a.handle("GET /v1/artifacts", a.listArtifacts)
-	a.handle("GET /v1/artifacts/{id}", a.getArtifact)
-	a.handle("GET /v1/artifacts/{id}/content", a.artifactContent)
-	a.handle("DELETE /v1/artifacts/{id}", a.deleteArtifact)
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found",
 			msg: fmt.Sprintf("no route %s %s; see /v1/openapi.json", r.Method, r.URL.Path)})
