@@ -42,9 +42,6 @@ type config struct {
 	// addresses (tests); webhookRetryBase is the first retry's wait.
 	webhookAllowPrivate bool
 	webhookRetryBase    time.Duration
-	// previewListen is the preview proxy's address ("" disables it);
-	// previewDomain the domain of host-form preview URLs.
-	previewListen, previewDomain string
 	// pools are the warm-pool defaults; sessionTemplate is the template
 	// of sessions that name none.
 	pools           poolFlags
@@ -90,8 +87,6 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
 	fs.StringVar(&c.sessionTemplate, "session-template", "pt-base", "template of sessions that name none")
-	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
-	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
