@@ -274,3 +274,51 @@ func cgroupMemoryLimit(bundle string) uint64 {
 	}
 	return n
 }
+
+// prepareCpusetParents creates the v1 cpuset ancestors of cgroup path
+// that are missing and fills their empty cpuset.cpus and cpuset.mems from
+// their own parent, as runc does. runsc does not: when it is the first to
+// create the ancestors, the sandbox's cgroup cannot get a cpuset ("write
+// cpuset.cpus: permission denied"). Without a v1 cpuset hierarchy it does
+// nothing (v2 cpusets inherit).
+func prepareCpusetParents(path string) error {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	var root string
+	for _, m := range mounts {
+		if !m.v2 && contains(m.controllers, "cpuset") {
+			root = m.dir
+		}
+	}
+	if root == "" {
+		return nil
+	}
+	parts := strings.Split(strings.Trim(filepath.Clean(path), "/"), "/")
+	dir := root
+	for _, p := range parts[:max(len(parts)-1, 0)] {
+		parent := dir
+		dir = filepath.Join(dir, p)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("cpuset %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				return fmt.Errorf("cpuset %s: %w", dir, err)
+			}
+			if strings.TrimSpace(string(cur)) != "" {
+				continue
+			}
+			v, err := os.ReadFile(filepath.Join(parent, f))
+			if err != nil {
+				return fmt.Errorf("cpuset %s: %w", parent, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), v, 0); err != nil {
+				return fmt.Errorf("cpuset %s: %s: %w", dir, f, err)
+			}
+		}
+	}
+	return nil
+}

@@ -227,6 +227,11 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 func (r *Runtime) start(ctx context.Context, spec runtime.Spec, logPath string, args []string) error {
 	cmd := exec.CommandContext(ctx, r.binary, args...)
 	var err error
+	if r.gvisor && spec.Resources.CPUs != "" && spec.CgroupPath != "" {
+		if err := prepareCpusetParents(spec.CgroupPath); err != nil {
+			return fmt.Errorf("%w: %w", err, sandbox.ErrUnavailable)
+		}
+	}
 	if r.gvisor && spec.NetNSPath != "" {
 		if err := prepareNetns(spec); err != nil {
 			return fmt.Errorf("network namespace: %w: %w", err, sandbox.ErrUnavailable)

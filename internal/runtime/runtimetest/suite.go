@@ -78,6 +78,7 @@ func RunWith(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts O
 		{"PidsLimit", testPidsLimit},
 		{"Update", testUpdate},
 		{"UpdateMemoryCharged", testUpdateMemoryCharged},
+		{"NestedCgroupCpuset", plain(testNestedCgroupCpuset)},
 		{"PauseResume", plain(testPauseResume)},
 		{"Stats", plain(testStats)},
 		{"Concurrent", plain(testConcurrent)},
@@ -575,6 +576,27 @@ func testUpdateMemoryCharged(t *testing.T, rt runtime.Runtime, opts Options) {
 	}
 	if n, _ := strconv.ParseInt(peak, 10, 64); n < 160<<20 {
 		t.Errorf("cgroup peak memory = %s bytes after a 160 MiB allocation: the sandbox's memory is not charged to its cgroup", peak)
+	}
+}
+
+// testNestedCgroupCpuset runs a container with a cpuset under a parent
+// cgroup nobody made yet (the host's layout: <parent>/<sandbox>): the
+// runtime must create the parent usable (on cgroup v1 a fresh cpuset has
+// no CPUs until someone copies them in) and the container gets its cpuset.
+func testNestedCgroupCpuset(t *testing.T, rt runtime.Runtime) {
+	spec := NewSpec(t, ": > /done; "+sleepForever)
+	parent := "/platinum-" + spec.ID + "-parent"
+	spec.CgroupPath = parent + "/" + spec.ID
+	spec.Resources.CPUs = "0"
+	t.Cleanup(func() {
+		for _, d := range cgroupDirs(parent) {
+			removeCgroupTree(d)
+		}
+	})
+	c := Start(t, rt, spec)
+	c.WaitFile(t, "done")
+	if got, err := hostCgroupFile(c.State(t).Pid, "cpuset", "cpuset.cpus", "cpuset.cpus.effective"); err != nil || got != "0" {
+		t.Errorf("cpuset of the container = %q, %v; want 0", got, err)
 	}
 }
 
