@@ -289,6 +289,24 @@ func TestPreviewProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("pt sandbox preview", func(t *testing.T) {
+		out, errOut, code := pt(t, nil, "sandbox", "preview", id, "8080", "--expires", "1h", "--json")
+		var got previewURLs
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.ExpiresAt == nil || got.Token == "" || got.URL != u.URL {
+			t.Fatalf("pt sandbox preview --json: %d %s %s", code, out, errOut)
+		}
+		if r := pdo(t, hc, "GET", got.URL+"hello", nil, map[string]string{"X-Pt-Preview-Token": got.Token}); r.status != 200 {
+			t.Errorf("token from the CLI: %d %s", r.status, r.body)
+		}
+		out, errOut, code = pt(t, nil, "sandbox", "preview", id, "8081", "--public")
+		if code != 0 || !strings.Contains(out, "public:       true") || !strings.Contains(out, "url:") {
+			t.Errorf("pt sandbox preview --public: %d %s %s", code, out, errOut)
+		}
+		if _, errOut, code := pt(t, nil, "sandbox", "preview", id, "nope"); code == 0 || !strings.Contains(errOut, "PORT") {
+			t.Errorf("bad port: %d %s", code, errOut)
+		}
+	})
+
 	t.Run("websocket echo", func(t *testing.T) {
 		for _, form := range []struct{ host, path string }{
 			{label + ".localhost", "/ws"},
@@ -534,15 +552,14 @@ func TestPreviewAutoResume(t *testing.T) {
 		}
 	})
 
-	t.Run("disk-only stopped: waits for the port", func(t *testing.T) {
-		stop("&memory=false")
-		// After a cold boot the server is gone until something starts
-		// it again: the proxy starts the sandbox and waits for the port.
+	// After a cold boot the server is gone until something starts it
+	// again: the proxy starts the sandbox and waits for the port, while
+	// this restarts the server once the sandbox runs.
+	restartSrvWhenRunning := func() (wait func()) {
 		done := make(chan struct{})
-		defer func() { <-done }()
 		go func() {
 			defer close(done)
-			for range 1200 {
+			for range 2400 {
 				if apiNoFatal("GET", "/v1/sandboxes/"+id, "")["state"] == "running" {
 					apiNoFatal("POST", "/v1/sandboxes/"+id+"/exec", fmt.Sprintf(`{"cmd": "(/root/previewsrv -listen :%d </dev/null >/tmp/previewsrv.log 2>&1 &)"}`, previewPort))
 					return
@@ -550,12 +567,33 @@ func TestPreviewAutoResume(t *testing.T) {
 				sleep(50)
 			}
 		}()
+		return func() { <-done }
+	}
+
+	t.Run("disk-only stopped: waits for the port", func(t *testing.T) {
+		stop("&memory=false")
+		defer restartSrvWhenRunning()()
 		r := pdo(t, hc, "GET", u.PathURL+"hello", nil, auth)
 		if r.status != 200 || !strings.HasPrefix(r.body, "hello from GET /hello") {
 			t.Errorf("disk-only auto-resume: %d %s", r.status, r.body)
 		}
 		if m := sandboxState(t, c, id); m["state"] != "running" || m["restore"] != "disk_only" {
 			t.Errorf("after auto-resume: state %v restore %v", m["state"], m["restore"])
+		}
+	})
+
+	t.Run("archived: unarchived, then forwarded", func(t *testing.T) {
+		stop("")
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/archive?wait_for_state=archived&wait_timeout_ms=120000", nil); r.Status != 200 || r.JSON()["state"] != "archived" {
+			t.Fatalf("archive: %d %s", r.Status, r.Body)
+		}
+		defer restartSrvWhenRunning()()
+		r := pdo(t, hc, "GET", u.URL+"hello", nil, auth)
+		if r.status != 200 || !strings.HasPrefix(r.body, "hello from GET /hello") {
+			t.Errorf("auto-resume from archived: %d %s", r.status, r.body)
+		}
+		if m := sandboxState(t, c, id); m["state"] != "running" {
+			t.Errorf("after auto-resume from archived: state %v", m["state"])
 		}
 	})
 
