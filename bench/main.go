@@ -62,6 +62,16 @@ func run() error {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *sessionsOnly {
+		return sessionsBench(c, *sessionRuns)
+	}
+	if *sessionRuns > 0 {
+		defer func() {
+			if err := sessionsBench(c, *sessionRuns); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: sessions:", err)
+			}
+		}()
+	}
 	fmt.Printf("Platinum bench: %d runs each, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
 	if *previewRuns || *onlyPreview {
 		if err := previewBench(c, d, *n); err != nil {

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+var (
+	sessionRuns  = flag.Int("session-runs", 30, "runs of the session bench: warm-path vs cold session create (0 skips it)")
+	sessionsOnly = flag.Bool("sessions-only", false, "run only the session bench")
+)
+
+// sessionsBench measures, in one run against one ptd, POST /v1/sessions
+// on the warm path (a pooled busybox sandbox is claimed: 200, ready) and
+// on the cold path (202, provisioning), plus create → ready for both, so
+// the warm path's latency is read against the cold one's.
+func sessionsBench(c *benchkit.Client, runs int) error {
+	const tpl = "busybox"
+	if err := c.EnsureTemplate(tpl); err != nil {
+		return err
+	}
+	type session struct {
+		SessionID string `json:"session_id"`
+		Status    string `json:"status"`
+		Warm      bool   `json:"warm"`
+	}
+	create := func(want int) (session, time.Duration, error) {
+		body := map[string]any{"vault_id": "bench", "workflow_id": "wf-" + ptdtest.RandHex(6), "template": tpl}
+		t0 := time.Now()
+		st, b, err := c.Do("POST", "/v1/sessions", body)
+		d := time.Since(t0)
+		var s session
+		json.Unmarshal(b, &s)
+		if err != nil || st != want {
+			return s, d, fmt.Errorf("create session: %d (want %d) %s %v", st, want, b, err)
+		}
+		return s, d, nil
+	}
+	setPool := func(minReady, max int) error {
+		st, b, err := c.Do("PUT", "/v1/pools/"+tpl, map[string]any{"min_ready": minReady, "max": max})
+		if err != nil || st != 200 {
+			return fmt.Errorf("set pool: %d %s %v", st, b, err)
+		}
+		return nil
+	}
+	poolReady := func(n int) error {
+		for i := 0; i < 6000; i++ {
+			_, b, err := c.Do("GET", "/v1/pools", nil)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Pools []struct {
+					Template     string `json:"template"`
+					Ready        int    `json:"ready"`
+					Provisioning int    `json:"provisioning"`
+				} `json:"pools"`
+			}
+			json.Unmarshal(b, &out)
+			for _, p := range out.Pools {
+				if p.Template == tpl && ((n > 0 && p.Ready >= n) || (n == 0 && p.Ready+p.Provisioning == 0)) {
+					return nil
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("pool never reached %d ready", n)
+	}
+	stop := func(id string) {
+		c.Do("DELETE", "/v1/sessions/"+id+"?wait_timeout_ms=60000", nil)
+	}
+	exec := func(id string) error {
+		st, b, err := c.Do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"cmd": []string{"true"}})
+		if err != nil || st != 200 {
+			return fmt.Errorf("session exec: %d %s %v", st, b, err)
+		}
+		return nil
+	}
+
+	// Cold: no pool; the API answers 202 and the session becomes ready
+	// once its sandbox is provisioned.
+	if err := setPool(0, 0); err != nil {
+		return err
+	}
+	if err := poolReady(0); err != nil {
+		return err
+	}
+	var coldAPI, coldReady []time.Duration
+	for range runs {
+		t0 := time.Now()
+		s, d, err := create(202)
+		if err != nil {
+			return err
+		}
+		st, b, err := c.Do("GET", "/v1/sessions/"+s.SessionID+"?wait_timeout_ms=120000", nil)
+		if err != nil || st != 200 || json.Unmarshal(b, &s) != nil || s.Status != "ready" {
+			return fmt.Errorf("cold session never ready: %d %s %v", st, b, err)
+		}
+		if err := exec(s.SessionID); err != nil {
+			return err
+		}
+		coldAPI, coldReady = append(coldAPI, d), append(coldReady, time.Since(t0))
+		stop(s.SessionID)
+	}
+
+	// Warm: a pool of 2; between runs (untimed) wait for a ready sandbox.
+	if err := setPool(2, 2); err != nil {
+		return err
+	}
+	var warmAPI, warmReady []time.Duration
+	for range runs {
+		if err := poolReady(1); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		s, d, err := create(200)
+		if err != nil {
+			return err
+		}
+		if !s.Warm || s.Status != "ready" {
+			return fmt.Errorf("warm create answered %+v", s)
+		}
+		if err := exec(s.SessionID); err != nil {
+			return err
+		}
+		warmAPI, warmReady = append(warmAPI, d), append(warmReady, time.Since(t0))
+		stop(s.SessionID)
+	}
+	if err := setPool(0, 0); err != nil {
+		return err
+	}
+
+	fmt.Println()
+	benchkit.Report("session create, cold (202 answer)", coldAPI, nil)
+	benchkit.Report("session create → first exec, cold", coldReady, nil)
+	benchkit.Report("session create, warm (200 ready)", warmAPI, coldReady)
+	benchkit.Report("session create → first exec, warm", warmReady, coldReady)
+	return nil
+}
