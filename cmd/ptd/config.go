@@ -86,7 +86,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
-	fs.StringVar(&c.sessionTemplate, "session-template", "pt-base", "template of sessions that name none")
+	fs.StringVar(&c.sessionTemplate, "session-template", "", "template of sessions that name none (default: --default-template)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

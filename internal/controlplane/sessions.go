@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,8 @@ import (
 
 // SessionConfig tunes sessions, warm pools and workspaces.
 type SessionConfig struct {
-	// DefaultTemplate is the template of sessions that name none.
+	// DefaultTemplate is the template of sessions that name none; empty
+	// means the server's default template (Templates.Default).
 	DefaultTemplate string
 	// Pools are the warm-pool defaults per template (ptd --warm-pool);
 	// PUT /v1/pools/{template} overrides them.
@@ -47,7 +49,6 @@ type PoolSize struct {
 // DefaultSessionConfig returns the production defaults.
 func DefaultSessionConfig() SessionConfig {
 	return SessionConfig{
-		DefaultTemplate: "pt-base",
 		PoolInterval:    time.Second,
 		MaxPoolSize:     64,
 		WorkspaceBucket: "platinum-workspaces",
@@ -193,9 +194,7 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionReque
 	if err := r.validate(); err != nil {
 		return Session{}, false, err
 	}
-	if r.Template == "" {
-		r.Template = s.cfg.Sessions.DefaultTemplate
-	}
+	r.Template = cmp.Or(r.Template, s.cfg.Sessions.DefaultTemplate, s.cfg.Templates.Default)
 	if !s.tpl.known(r.Template) {
 		return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
 	}
