@@ -204,8 +204,12 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionReque
 		case err == nil && cur.Status == store.SessionStopping:
 			// The previous session is saving the workspace: the new one
 			// must see what it saved.
-			if _, err := s.WaitSession(ctx, p, cur.ID, s.cfg.Sessions.StopTimeout); err != nil {
+			prev, err := s.WaitSession(ctx, p, cur.ID, s.cfg.Sessions.StopTimeout)
+			if err != nil {
 				return Session{}, false, err
+			}
+			if prev.Status == store.SessionStopping {
+				return Session{}, false, fmt.Errorf("the context's previous session %s is still saving its workspace; retry: %w", prev.ID, sandbox.ErrConflict)
 			}
 			continue
 		case err == nil && cur.Status.Live():

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+)
+
+func TestPoolFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    poolFlags
+		wantErr bool
+	}{
+		{[]string{"busybox=2"}, poolFlags{"busybox": {MinReady: 2, Max: 2}}, false},
+		{[]string{"busybox=2:5", "pt-base=0:1"}, poolFlags{"busybox": {MinReady: 2, Max: 5}, "pt-base": {MinReady: 0, Max: 1}}, false},
+		{[]string{"busybox=1", "busybox=3:4"}, poolFlags{"busybox": {MinReady: 3, Max: 4}}, false},
+		{[]string{"busybox"}, nil, true},
+		{[]string{"=2"}, nil, true},
+		{[]string{"busybox=-1"}, nil, true},
+		{[]string{"busybox=3:2"}, nil, true},
+		{[]string{"busybox=x:2"}, nil, true},
+	}
+	for _, tc := range tests {
+		got := poolFlags{}
+		var err error
+		for _, a := range tc.args {
+			if err = got.Set(a); err != nil {
+				break
+			}
+		}
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("%v: no error, want one", tc.args)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if diff := cmp.Diff(map[string]controlplane.PoolSize(tc.want), map[string]controlplane.PoolSize(got)); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tc.args, diff)
+		}
+	}
+}
