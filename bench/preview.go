@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/preview"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // previewBench measures the preview proxy against going straight to the
@@ -129,6 +134,9 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:8080/hello && exit
 	benchkit.Report("100 MB download direct", dlDirect, nil)
 	benchkit.Report("100 MB download through the proxy", dlProxy, dlDirect)
 	fmt.Printf("%-42s p50 %.0f MB/s through the proxy, %.0f MB/s direct\n", "  throughput", mbps(dlProxy), mbps(dlDirect))
+	if err := proxyAloneBench(); err != nil {
+		return err
+	}
 
 	// Auto-resume: warm stop, then a request through the proxy, timed to
 	// its first response byte; the baseline is an explicit API start
@@ -198,5 +206,82 @@ func uploadFile(c *benchkit.Client, id, dst, src string) error {
 		b, _ := io.ReadAll(resp.Body)
 		return fmt.Errorf("upload %s: %d %s", dst, resp.StatusCode, b)
 	}
+	return nil
+}
+
+// loopbackBackend routes every preview request to a public port on
+// 127.0.0.1, for measuring the proxy alone.
+type loopbackBackend struct{ sb sandbox.Sandbox }
+
+func (b loopbackBackend) PreviewTarget(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	return b.sb, nil
+}
+
+func (b loopbackBackend) AutoResume(ctx context.Context, id string, timeout time.Duration) (sandbox.Sandbox, error) {
+	return b.sb, nil
+}
+
+func (loopbackBackend) Touch(string) {}
+
+// proxyAloneBench measures 100 MB downloads from a loopback server, direct
+// and through an in-process preview proxy: what the proxy itself sustains,
+// apart from the sandbox's veth and the server inside it.
+func proxyAloneBench() error {
+	chunk := make([]byte, 256<<10)
+	const size = 100 << 20
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		for n := size; n > 0; n -= len(chunk) {
+			if _, err := w.Write(chunk[:min(n, len(chunk))]); err != nil {
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	port := up.Listener.Addr().(*net.TCPAddr).Port
+	id := sandbox.NewID(sandbox.PrefixSandbox)
+	be := loopbackBackend{sb: sandbox.Sandbox{ID: id, State: sandbox.StateRunning, Address: "127.0.0.1",
+		Preview: &sandbox.Preview{Public: []int{port}}}}
+	key := make([]byte, 32)
+	signer, err := preview.NewSigner(key)
+	if err != nil {
+		return err
+	}
+	srv, err := preview.New(preview.DefaultConfig(), signer, be, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	hc := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	var direct, proxied []time.Duration
+	for i := 0; i < 10; i++ {
+		for _, v := range []struct {
+			url  string
+			into *[]time.Duration
+		}{{up.URL + "/", &direct}, {fmt.Sprintf("http://%s/%s/%d/", ln.Addr(), id, port), &proxied}} {
+			t0 := time.Now()
+			resp, err := hc.Get(v.url)
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != size {
+				return fmt.Errorf("loopback download: %d bytes, %v", n, err)
+			}
+			*v.into = append(*v.into, time.Since(t0))
+		}
+	}
+	mbps := func(ds []time.Duration) float64 { return float64(size) / benchkit.Percentiles(ds)[0].Seconds() / 1e6 }
+	benchkit.Report("100 MB loopback download direct", direct, nil)
+	benchkit.Report("100 MB loopback download via proxy alone", proxied, direct)
+	fmt.Printf("%-42s p50 %.0f MB/s through the proxy, %.0f MB/s direct\n", "  throughput (proxy alone)", mbps(proxied), mbps(direct))
 	return nil
 }
