@@ -509,3 +509,55 @@ func TestUpgradePassesThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCOverH2C: a gRPC-shaped call (HTTP/2, application/grpc, a
+// trailer) goes to the sandbox over h2c and its trailer comes back.
+func TestGRPCOverH2C(t *testing.T) {
+	r := &rig{be: &fakeBackend{sbs: map[string]sandbox.Sandbox{}}, id: sandbox.NewID(sandbox.PrefixSandbox), seen: make(chan *http.Request, 10)}
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		fmt.Fprintf(w, "HTTP/%d got %s", req.ProtoMajor, b)
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	up.Config.Protocols = new(http.Protocols)
+	up.Config.Protocols.SetHTTP1(true)
+	up.Config.Protocols.SetUnencryptedHTTP2(true)
+	up.Start()
+	t.Cleanup(up.Close)
+	r.port = up.Listener.Addr().(*net.TCPAddr).Port
+	r.be.set(sandbox.Sandbox{ID: r.id, State: sandbox.StateRunning, Address: "127.0.0.1", Preview: &sandbox.Preview{Public: []int{r.port}}})
+	signer, _ := NewSigner(testKey)
+	srv, err := New(DefaultConfig(), signer, r.be, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	h2 := &http.Transport{Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	for _, tc := range []struct {
+		ctype, want string
+	}{{"application/grpc", "HTTP/2 got ping"}, {"text/plain", "HTTP/1 got ping"}} {
+		req, _ := http.NewRequest("POST", fmt.Sprintf("http://%s/%s/%d/svc/Method", ln.Addr(), r.id, r.port), strings.NewReader("ping"))
+		req.Header.Set("Content-Type", tc.ctype)
+		req.Header.Set("TE", "trailers")
+		resp, err := h2.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != tc.want {
+			t.Errorf("%s: body %q, want %q", tc.ctype, b, tc.want)
+		}
+		if tc.ctype == "application/grpc" && resp.Trailer.Get("Grpc-Status") != "0" {
+			t.Errorf("trailer Grpc-Status = %q", resp.Trailer.Get("Grpc-Status"))
+		}
+	}
+}
