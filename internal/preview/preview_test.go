@@ -198,6 +198,7 @@ func newRig(t *testing.T, upstream http.Handler) *rig {
 	cfg := DefaultConfig()
 	cfg.URLPort = ln.Addr().(*net.TCPAddr).Port
 	cfg.ResumeTimeout = 5 * time.Second
+	cfg.ActivityInterval = 20 * time.Millisecond
 	r.issuer = NewIssuer(cfg, signer)
 	if r.srv, err = New(cfg, signer, r.be, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -507,6 +508,15 @@ func TestUpgradePassesThrough(t *testing.T) {
 		if err != nil || got != msg {
 			t.Fatalf("echo %q, %v", got, err)
 		}
+	}
+	// While the connection stays open the sandbox keeps being marked
+	// active, so auto-stop cannot cut it.
+	before := r.be.touches.Load()
+	for deadline := time.Now().Add(10 * time.Second); r.be.touches.Load() < before+3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("an open upgraded connection was not counted as activity (%d touches)", r.be.touches.Load()-before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
