@@ -24,6 +24,9 @@ type Principal struct {
 	// SandboxID scopes a sandbox's own token: it sees and manages only
 	// that sandbox's children; everything else is not found.
 	SandboxID string
+	// ProjectID scopes a project token: it sees and creates sandboxes only
+	// in that project; everything else is not found.
+	ProjectID string
 }
 
 // NewToken returns a fresh random API token ("pt_" + 40 hex chars).
@@ -51,6 +54,9 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (installed bool, 
 	} else if err != nil {
 		return false, fmt.Errorf("bootstrap org: %w", err)
 	}
+	if err := s.ensureDefaultProjects(ctx); err != nil {
+		return false, err
+	}
 	if _, err := s.store.TokenByHash(ctx, hashToken(token)); err == nil {
 		return false, nil
 	}
@@ -76,7 +82,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, err
 	}
-	return Principal{OrgID: t.OrgID, Role: t.Role, TokenID: t.ID, SandboxID: t.SandboxID}, nil
+	return Principal{OrgID: t.OrgID, Role: t.Role, TokenID: t.ID, SandboxID: t.SandboxID, ProjectID: t.ProjectID}, nil
 }
 
 // CreateOrg makes a new org with a member-admin token of its own. Only
@@ -90,6 +96,9 @@ func (s *Service) CreateOrg(ctx context.Context, p Principal, name string) (stor
 	}
 	o := store.Org{ID: sandbox.NewID(sandbox.PrefixOrg), Name: name, CreatedAt: time.Now().UTC()}
 	if err := s.store.CreateOrg(ctx, o); err != nil {
+		return store.Org{}, "", err
+	}
+	if _, err := s.defaultProject(ctx, o.ID); err != nil {
 		return store.Org{}, "", err
 	}
 	tok := NewToken()
@@ -112,7 +121,7 @@ func (s *Service) issueSandboxToken(ctx context.Context, sb sandbox.Sandbox) (st
 	tok := "pt_sbx_" + NewToken()[3:]
 	err := s.store.CreateToken(ctx, store.Token{
 		ID: sandbox.NewID(sandbox.PrefixToken), OrgID: sb.OrgID, Role: store.RoleSandbox,
-		Hash: hashToken(tok), CreatedAt: time.Now().UTC(), SandboxID: sb.ID,
+		Hash: hashToken(tok), CreatedAt: time.Now().UTC(), SandboxID: sb.ID, ProjectID: sb.ProjectID,
 	})
 	if err != nil {
 		return "", fmt.Errorf("sandbox token: %w", err)

@@ -109,8 +109,14 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sa
 		default:
 			return sb, &StateError{State: sb.State, Want: "stopped, archived or failed"}
 		}
+		unlockQuota := s.lockOrgQuota(sb.OrgID)
+		if err := s.checkOrgQuota(ctx, sb.OrgID, sb.CPU, sb.RAMMB); err != nil {
+			unlockQuota()
+			return sandbox.Sandbox{}, err
+		}
 		sb.Reason = ""
 		sb, err = s.update(ctx, sb)
+		unlockQuota()
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}

@@ -11,12 +11,18 @@ import (
 // QuotaError is a request that would take a tree of sandboxes (a
 // top-level sandbox and all its descendants) over its limits.
 type QuotaError struct {
+	// Scope is "tree" (a sandbox and its descendants) or "org" (an org's
+	// active sandboxes).
+	Scope  string
 	Limit  string // sandboxes, cpu, ram_mb
 	Max    float64
 	Wanted float64
 }
 
 func (e *QuotaError) Error() string {
+	if e.Scope == "org" {
+		return fmt.Sprintf("this org's active sandboxes would use %g %s; the org's limit is %g: stop or delete sandboxes, or ask for less", e.Wanted, e.Limit, e.Max)
+	}
 	return fmt.Sprintf("this sandbox tree would use %g %s; its limit is %g: delete children first or ask for less", e.Wanted, e.Limit, e.Max)
 }
 
@@ -69,11 +75,11 @@ func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cp
 	}
 	switch {
 	case s.cfg.TreeMaxSandboxes > 0 && count > s.cfg.TreeMaxSandboxes:
-		return &QuotaError{Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}
+		return &QuotaError{Scope: "tree", Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}
 	case s.cfg.TreeMaxCPU > 0 && sumCPU > s.cfg.TreeMaxCPU:
-		return &QuotaError{Limit: "cpu", Max: s.cfg.TreeMaxCPU, Wanted: sumCPU}
+		return &QuotaError{Scope: "tree", Limit: "cpu", Max: s.cfg.TreeMaxCPU, Wanted: sumCPU}
 	case s.cfg.TreeMaxRAMMB > 0 && sumRAM > s.cfg.TreeMaxRAMMB:
-		return &QuotaError{Limit: "ram_mb", Max: float64(s.cfg.TreeMaxRAMMB), Wanted: float64(sumRAM)}
+		return &QuotaError{Scope: "tree", Limit: "ram_mb", Max: float64(s.cfg.TreeMaxRAMMB), Wanted: float64(sumRAM)}
 	}
 	return nil
 }

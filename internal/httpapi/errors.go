@@ -82,6 +82,14 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &qe):
 		status, code, msg = http.StatusTooManyRequests, "quota_exceeded", qe.Error()
 		body["limit"], body["max"] = qe.Limit, qe.Max
+		if qe.Scope != "" {
+			body["scope"] = qe.Scope
+		}
+	case errors.Is(err, controlplane.ErrIdempotencyKeyReused):
+		status, code, msg = http.StatusConflict, "idempotency_key_reused", err.Error()
+	case errors.Is(err, controlplane.ErrIdempotencyKeyInProgress):
+		status, code, msg = http.StatusConflict, "idempotency_key_in_progress", err.Error()
+		body["retry_after_ms"] = 1000
 	case errors.As(err, &nr):
 		status, code, msg = http.StatusConflict, "sandbox_not_resizable", nr.Error()
 		body["live_resize"] = map[string]any{"supported": false, "reason": nr.Reason}

@@ -142,6 +142,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	var req controlplane.ListRequest
 	req.State = sandbox.State(q.Get("state"))
 	req.ParentID = q.Get("parent_id")
+	req.ProjectID = q.Get("project_id")
 	req.Include = listIncludes(r)
 	req.ProjectID = q.Get("project_id")
 	req.Include = listIncludes(r)

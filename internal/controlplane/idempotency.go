@@ -1,0 +1,175 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// IdempotencyConfig tunes Idempotency-Key handling.
+type IdempotencyConfig struct {
+	// TTL is how long a key answers retries with the first result (seed
+	// 003: 24 hours).
+	TTL time.Duration
+	// Lock is how long an in-progress claim holds before it counts as
+	// abandoned (its process died) and a retry may run the request again.
+	// It exceeds the longest request (a create that waits up to MaxWait).
+	Lock time.Duration
+	// Wait bounds how long a concurrent retry waits for the first request
+	// to finish before it answers 409 idempotency_key_in_progress.
+	Wait time.Duration
+	// PurgeInterval is how often expired keys are deleted (from the
+	// claim path, so an idle server does no work).
+	PurgeInterval time.Duration
+}
+
+// DefaultIdempotencyConfig returns the production defaults.
+func DefaultIdempotencyConfig() IdempotencyConfig {
+	return IdempotencyConfig{TTL: 24 * time.Hour, Lock: 15 * time.Minute, Wait: 30 * time.Second, PurgeInterval: time.Hour}
+}
+
+// MaxIdempotencyKeyLen bounds a key's length.
+const MaxIdempotencyKeyLen = 255
+
+// Errors of idempotent requests.
+var (
+	// ErrIdempotencyKeyReused is a key sent again with another request.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
+	// ErrIdempotencyKeyInProgress is a retry that waited past
+	// IdempotencyConfig.Wait for the first request to finish.
+	ErrIdempotencyKeyInProgress = errors.New("idempotency key in progress")
+)
+
+// idemState is the Service's idempotency bookkeeping.
+type idemState struct {
+	mu        sync.Mutex
+	lastPurge time.Time
+}
+
+// IdempotentResponse is a stored answer.
+type IdempotentResponse struct {
+	Status int
+	Header map[string][]string
+	Body   []byte
+}
+
+// IdempotencyBegin is what BeginIdempotent decided: either the caller
+// runs the request under Claim (and must Finish or Release it), or it
+// answers with Replay.
+type IdempotencyBegin struct {
+	Claim  string
+	Replay *IdempotentResponse
+}
+
+// ValidateIdempotencyKey checks a key: 1 to 255 printable ASCII characters.
+func ValidateIdempotencyKey(key string) error {
+	if key == "" || len(key) > MaxIdempotencyKeyLen {
+		return &sandbox.FieldError{Field: "idempotency_key", Reason: fmt.Sprintf("must be 1 to %d characters", MaxIdempotencyKeyLen)}
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return &sandbox.FieldError{Field: "idempotency_key", Reason: "must be printable ASCII"}
+		}
+	}
+	return nil
+}
+
+// idemScope is whose key it is: the token. A replay must never show one
+// token an answer another token got (project tokens see less).
+func idemScope(p Principal) string { return p.OrgID + "/" + p.TokenID }
+
+// BeginIdempotent claims key for the request identified by requestHash.
+// A key already finished with the same request replays its answer; one
+// still running is waited for (up to IdempotencyConfig.Wait, then
+// ErrIdempotencyKeyInProgress); one used with another request is
+// ErrIdempotencyKeyReused. A claim that is released while waiting is
+// claimed again, so the retry runs the request itself.
+func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, requestHash string) (IdempotencyBegin, error) {
+	if err := ValidateIdempotencyKey(key); err != nil {
+		return IdempotencyBegin{}, err
+	}
+	s.maybePurgeIdempotency(ctx)
+	cfg := s.cfg.Idempotency
+	scope := idemScope(p)
+	wake := "idem/" + scope + "/" + key
+	deadline := time.NewTimer(cfg.Wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(min(s.cfg.PollInterval, 100*time.Millisecond))
+	defer poll.Stop()
+	for {
+		changed := s.notify.channel(wake)
+		now := time.Now().UTC()
+		claim := randomToken()
+		held, claimed, err := s.store.ClaimIdempotencyKey(ctx, store.IdempotencyRecord{
+			Scope: scope, Key: key, RequestHash: requestHash, Claim: claim,
+			CreatedAt: now, LockedUntil: now.Add(cfg.Lock), ExpiresAt: now.Add(cfg.TTL),
+		}, now)
+		if err != nil {
+			return IdempotencyBegin{}, err
+		}
+		switch {
+		case claimed:
+			return IdempotencyBegin{Claim: claim}, nil
+		case held.RequestHash != requestHash:
+			return IdempotencyBegin{}, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
+		case held.Done:
+			return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
+		}
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-deadline.C:
+			return IdempotencyBegin{}, fmt.Errorf("a request with idempotency key %q is still running; retry in a moment: %w", key, ErrIdempotencyKeyInProgress)
+		case <-ctx.Done():
+			return IdempotencyBegin{}, ctx.Err()
+		}
+	}
+}
+
+// FinishIdempotent stores the answer of the request that holds claim, so
+// retries replay it.
+func (s *Service) FinishIdempotent(ctx context.Context, p Principal, key, claim string, r IdempotentResponse) error {
+	scope := idemScope(p)
+	err := s.store.FinishIdempotencyKey(ctx, store.IdempotencyRecord{Scope: scope, Key: key, Claim: claim, Status: r.Status, Header: r.Header, Body: r.Body})
+	s.notify.broadcast("idem/" + scope + "/" + key)
+	return err
+}
+
+// ReleaseIdempotent forgets the claim of a request whose answer is not
+// kept (a server error, a transient refusal), so a retry runs it again.
+func (s *Service) ReleaseIdempotent(ctx context.Context, p Principal, key, claim string) error {
+	scope := idemScope(p)
+	err := s.store.ReleaseIdempotencyKey(ctx, scope, key, claim)
+	s.notify.broadcast("idem/" + scope + "/" + key)
+	return err
+}
+
+// maybePurgeIdempotency deletes expired keys at most once per
+// PurgeInterval, in the background.
+func (s *Service) maybePurgeIdempotency(ctx context.Context) {
+	now := time.Now().UTC()
+	s.idem.mu.Lock()
+	due := now.Sub(s.idem.lastPurge) >= s.cfg.Idempotency.PurgeInterval
+	if due {
+		s.idem.lastPurge = now
+	}
+	s.idem.mu.Unlock()
+	if !due {
+		return
+	}
+	s.goBackground(func(ctx context.Context) {
+		n, err := s.store.PurgeIdempotencyKeys(ctx, now)
+		if err != nil {
+			s.log.Warn("purge idempotency keys", "err", err)
+			return
+		}
+		if n > 0 {
+			s.log.Debug("purged expired idempotency keys", "count", n)
+		}
+	})
+}
