@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"time"
 )
 
@@ -22,7 +21,7 @@ type IdempotencyRecord struct {
 	// Done is false while the first request runs.
 	Done   bool
 	Status int
-	Header http.Header
+	Header map[string][]string
 	Body   []byte
 
 	CreatedAt time.Time

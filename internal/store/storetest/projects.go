@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
@@ -192,7 +191,7 @@ func testIdempotencyKeys(t *testing.T, s store.Store) {
 	}
 
 	done := first
-	done.Status, done.Header, done.Body = 201, http.Header{"Content-Type": {"application/json"}}, []byte(`{"id":"x"}`)
+	done.Status, done.Header, done.Body = 201, map[string][]string{"Content-Type": {"application/json"}}, []byte(`{"id":"x"}`)
 	wrong := done
 	wrong.Claim = "not-mine"
 	wantErr(t, "Finish with another claim", s.FinishIdempotencyKey(ctx, wrong), store.ErrNotFound)
