@@ -256,7 +256,10 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 		s.sessionEvent(ctx, claimed)
 		s.log.Info("session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
 		if hasWorkspace {
-			return s.readySession(ctx, claimed, sb), nil
+			// The restore finishes even if the caller goes away.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProvisionTimeout)
+			defer cancel()
+			return s.readySession(rctx, claimed, sb), nil
 		}
 		return claimed, nil
 	case !store.IsNotFound(err):
