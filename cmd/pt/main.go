@@ -95,6 +95,7 @@ commands:
   session create               start a context's session (--vault, --workflow | --agent-session)
   session status               look a context's session up without starting one
   session get|rm|list          show, stop (workspace kept) or list sessions
+  session exec ID -- CMD...    run a command in a ready session
   pool list|set                show or configure warm pools (set: admin token)
   events [--follow]            print the org's events (--sandbox ID, --type T, --json); follow resumes after drops
   artifact create ID PATH      export a file or directory (as a tar) out of a sandbox; it outlives the sandbox
@@ -135,6 +136,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		"session": {
 			"create": &sessionCreate{a}, "get": &sessionGet{a}, "status": &sessionStatus{a},
 			"rm": &sessionRm{a}, "stop": &sessionRm{a}, "list": &sessionList{a}, "ls": &sessionList{a},
+			"exec": &sessionExec{a},
 		},
 		"pool": {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
 		"artifact": {

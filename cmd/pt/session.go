@@ -303,3 +303,53 @@ func (c *poolSet) Run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
 	return nil
 }
+
+// sessionExec is `pt session exec SESSION_ID -- CMD ARGS...`.
+type sessionExec struct{ app *app }
+
+const sessionExecSynopsis = "pt session exec SESSION_ID [--cwd DIR] [--timeout D] -- CMD [ARGS...]\n       pt session exec SESSION_ID [flags] --shell 'SHELL COMMAND'"
+
+// Run runs a command in a ready session, prints its output and exits with
+// its exit code; a session that is not ready is an error (not_ready).
+func (c *sessionExec) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt session exec")
+	var req platinum.ExecRequest
+	fs.StringVar(&req.Cwd, "cwd", "", "working `DIR`ectory")
+	fs.DurationVar(&req.Timeout, "timeout", 0, "kill the command after this long (default: ptd's)")
+	fs.StringVar(&req.Shell, "shell", "", "run `COMMAND` with /bin/sh -c instead of an argv")
+	pos, err := parseArgs(fs, sessionExecSynopsis, args)
+	if err != nil {
+		return err
+	}
+	usage := usageText(fs, sessionExecSynopsis)
+	switch {
+	case len(pos) == 0:
+		return usageErr(usage, "want a session ID and a command")
+	case len(pos) == 1 && req.Shell == "":
+		return usageErr(usage, "no command given: put it after --, e.g. pt session exec %s -- ls -la", pos[0])
+	case len(pos) > 1 && req.Shell != "":
+		return usageErr(usage, "give either --shell or a command after --, not both")
+	}
+	if len(pos) > 1 {
+		req.Cmd = pos[1:]
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Sessions.Exec(ctx, pos[0], req)
+	if err != nil {
+		return err
+	}
+	io.WriteString(c.app.stdout, res.Stdout)
+	io.WriteString(c.app.stderr, res.Stderr)
+	switch {
+	case res.TimedOut:
+		return &exitError{code: exitTimedOut, msg: "the command timed out and was killed"}
+	case res.ExitCode < 0:
+		return &exitError{code: exitSignaled, msg: "the command was killed by a signal"}
+	case res.ExitCode != 0:
+		return &exitError{code: min(res.ExitCode, 255)}
+	}
+	return nil
+}

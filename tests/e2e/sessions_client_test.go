@@ -77,6 +77,12 @@ func TestSessionSDKAndCLI(t *testing.T) {
 	if out, _, code := pt(t, nil, "session", "status", "--vault", sc.VaultID, "--agent-session", sc.AgentSessionID); code != 0 || !strings.Contains(out, got.SessionID) || !strings.Contains(out, "ready") {
 		t.Fatalf("pt session status: %d %s", code, out)
 	}
+	if out, _, code := pt(t, nil, "session", "exec", got.SessionID, "--", "sh", "-c", "cat /workspace/from-sdk.txt; exit 3"); code != 3 || out != "kept" {
+		t.Fatalf("pt session exec: exit %d, %q; want exit 3 and the file", code, out)
+	}
+	if _, errOut, code := pt(t, nil, "session", "exec", sc.AgentSessionID, "--", "true"); code == 0 || !strings.Contains(errOut, "session_id") {
+		t.Fatalf("pt session exec with the context's ID: exit %d, %q; want a not-found naming session_id", code, errOut)
+	}
 	if out, _, code := pt(t, nil, "session", "list"); code != 0 || !strings.Contains(out, got.SessionID) {
 		t.Fatalf("pt session list: %d %s", code, out)
 	}
