@@ -249,7 +249,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 	if err != nil {
 		return Session{}, err
 	}
-	sb, claimed, err := s.store.ClaimPoolSandbox(ctx, PoolOrgID, r.Template, projectID, warm)
+	sb, claimed, err := s.claimPooled(ctx, p, r.Template, projectID, warm)
 	switch {
 	case err == nil:
 		s.kickPool()
@@ -291,18 +291,29 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 	return ses, nil
 }
 
-// sessionProject is the project a claimed sandbox moves into: the org's
-// default project (empty until the org has one; start-up assigns
-// sandboxes without a project to it).
+// sessionProject is the project a claimed sandbox moves into: the
+// caller's project for a project-scoped token, else the org's default.
 func (s *Service) sessionProject(ctx context.Context, p Principal) (string, error) {
-	prj, err := s.store.DefaultProject(ctx, p.OrgID)
-	if store.IsNotFound(err) {
-		return "", nil
+	if p.ProjectID != "" {
+		return p.ProjectID, nil
 	}
+	prj, err := s.defaultProject(ctx, p.OrgID)
 	if err != nil {
 		return "", err
 	}
 	return prj.ID, nil
+}
+
+// claimPooled claims a pooled sandbox for ses if the org's quotas allow
+// one more sandbox of the pool's size (the claim is the moment it starts
+// counting against them).
+func (s *Service) claimPooled(ctx context.Context, p Principal, template, projectID string, ses Session) (sandbox.Sandbox, Session, error) {
+	unlock := s.lockOrgQuota(p.OrgID)
+	defer unlock()
+	if err := s.checkOrgQuota(ctx, p.OrgID, sandbox.DefaultCPU, sandbox.DefaultRAM); err != nil {
+		return sandbox.Sandbox{}, Session{}, err
+	}
+	return s.store.ClaimPoolSandbox(ctx, PoolOrgID, template, projectID, ses)
 }
 
 // provisionSession waits for a cold session's sandbox, prepares its

@@ -170,3 +170,41 @@ func mustOrgs(t *testing.T, s *Service) {
 		t.Fatal(err)
 	}
 }
+
+func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
+	s, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	mustOrgs(t, s)
+	pooled := sandbox.Sandbox{
+		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, State: sandbox.StateRunning, Template: "busybox",
+		CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk,
+		Metadata: map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
+	}
+	mine := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: org.OrgID, State: sandbox.StateRunning,
+		Template: "busybox", CPU: 1, RAMMB: 512, DiskGB: 1}
+	for _, sb := range []sandbox.Sandbox{pooled, mine} {
+		if err := st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.cfg.OrgMaxSandboxes = 1
+	_, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	var qe *QuotaError
+	if !errors.As(err, &qe) {
+		t.Fatalf("claim over the org's sandbox quota = %v; want a QuotaError", err)
+	}
+	if back, _ := st.GetSandbox(ctx, "", pooled.ID); back.OrgID != PoolOrgID {
+		t.Fatalf("refused claim moved the pooled sandbox to %s", back.OrgID)
+	}
+
+	s.cfg.OrgMaxSandboxes = 2
+	ses, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	if err != nil || !created || !ses.Warm || ses.Status != store.SessionReady || ses.SandboxID != pooled.ID {
+		t.Fatalf("warm claim = %+v %v %v; want the pooled sandbox, ready", ses, created, err)
+	}
+	sb, err := st.GetSandbox(ctx, org.OrgID, pooled.ID)
+	prj, perr := st.DefaultProject(ctx, org.OrgID)
+	if err != nil || perr != nil || sb.ProjectID != prj.ID {
+		t.Fatalf("claimed sandbox = %+v (%v); want it in %s's default project %v (%v)", sb, err, org.OrgID, prj.ID, perr)
+	}
+}
