@@ -1,0 +1,91 @@
+package platinum_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// sessionServer answers session calls: a create that is provisioning,
+// gets that report the statuses in order, and a status lookup.
+func sessionServer(t *testing.T, statuses ...string) (*httptest.Server, *atomic.Int32) {
+	var gets atomic.Int32
+	mux := http.NewServeMux()
+	write := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		var in map[string]any
+		json.NewDecoder(r.Body).Decode(&in)
+		if in["vault_id"] != "v" || in["workflow_id"] != "wf" || r.URL.Query().Get("wait_timeout_ms") != "1500" {
+			t.Errorf("create body %v query %v", in, r.URL.RawQuery)
+		}
+		write(w, 202, map[string]any{"session_id": "ses_1", "sessionId": "ses_1", "status": "provisioning", "vault_id": "v", "workflow_id": "wf"})
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait_timeout_ms") == "" {
+			t.Errorf("Wait did not ask the server to wait: %s", r.URL.RawQuery)
+		}
+		i := min(int(gets.Add(1))-1, len(statuses)-1)
+		write(w, 200, map[string]any{"session_id": r.PathValue("id"), "status": statuses[i], "reason": "because"})
+	})
+	mux.HandleFunc("GET /v1/sessions/status", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("agent_session_id") != "chat" || r.URL.Query().Has("workflow_id") {
+			t.Errorf("status query %v", r.URL.RawQuery)
+		}
+		write(w, 200, map[string]any{"status": "none", "session_id": nil})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, &gets
+}
+
+func TestSessionsCreateAndWait(t *testing.T) {
+	tests := []struct {
+		name     string
+		statuses []string
+		wantErr  bool
+		status   string
+	}{
+		{"becomes ready", []string{"provisioning", "ready"}, false, "ready"},
+		{"fails with a reason", []string{"provisioning", "failed"}, true, "failed"},
+		{"never ready within the timeout", []string{"provisioning"}, true, "provisioning"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := sessionServer(t, tc.statuses...)
+			cl := platinum.New(srv.URL, "tok")
+			ctx := context.Background()
+			ses, err := cl.Sessions.Create(ctx, platinum.SessionCreateRequest{
+				SessionContext: platinum.SessionContext{VaultID: "v", WorkflowID: "wf"}, Wait: 1500 * time.Millisecond})
+			if err != nil || ses.SessionID != "ses_1" || ses.Ready() {
+				t.Fatalf("Create = %+v, %v; want provisioning ses_1", ses, err)
+			}
+			got, err := cl.Sessions.Wait(ctx, ses.SessionID, 50*time.Millisecond)
+			if (err != nil) != tc.wantErr || got == nil || got.Status != tc.status {
+				t.Fatalf("Wait = %+v, %v; want status %s (error %v)", got, err, tc.status, tc.wantErr)
+			}
+			if tc.wantErr && !errors.Is(err, platinum.ErrSessionNotReady) {
+				t.Errorf("Wait error %v does not wrap ErrSessionNotReady", err)
+			}
+		})
+	}
+}
+
+func TestSessionsStatusOfUnknownContext(t *testing.T) {
+	srv, _ := sessionServer(t, "ready")
+	cl := platinum.New(srv.URL, "tok")
+	got, err := cl.Sessions.Status(context.Background(), platinum.SessionContext{VaultID: "v", AgentSessionID: "chat"})
+	if err != nil || got.Status != platinum.SessionNone || got.SessionID != "" {
+		t.Fatalf("Status = %+v, %v; want none", got, err)
+	}
+}
