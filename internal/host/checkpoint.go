@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Stop with memory has two forms here:
@@ -116,6 +119,9 @@ func (h *Host) checkpoint(ctx context.Context, id, class string, cp runtime.Chec
 	dir := h.paths(id).dir
 	part := filepath.Join(dir, checkpointPartName)
 	t0 := time.Now()
+	if ep, ok := h.net.Endpoint(id); ok {
+		h.resetConnections(ep.Addr)
+	}
 	if err := cp.Checkpoint(ctx, id, part, runtime.CheckpointOptions{}); err != nil {
 		os.RemoveAll(part)
 		return err
@@ -243,5 +249,40 @@ func (h *Host) adoptEndpoints(ctx context.Context) {
 		if _, err := h.net.Adopt(ctx, id, addr); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			h.log.Warn("adopt network endpoint", "sandbox", id, "err", err)
 		}
+	}
+}
+
+// resetConnections ends every TCP connection between this host and the
+// sandbox at addr before a checkpoint: keep-alive connections to pt-agent
+// (ours and the control plane's) would otherwise be saved established, and
+// gVisor (runsc 2024-07, even with --net-disconnect-ok) restores such a
+// sandbox with a network stack that no longer answers. Destroying the
+// host's end sends the sandbox a reset, which it handles before it is
+// saved; clients reconnect after the start.
+func (h *Host) resetConnections(addr netip.Addr) {
+	h.hc.CloseIdleConnections()
+	socks, err := netlink.SocketDiagTCP(unix.AF_INET)
+	if err != nil {
+		h.log.Warn("list connections to a sandbox", "addr", addr, "err", err)
+		return
+	}
+	ip := net.IP(addr.AsSlice())
+	n := 0
+	for _, s := range socks {
+		if !s.ID.Destination.Equal(ip) {
+			continue
+		}
+		local := &net.TCPAddr{IP: s.ID.Source, Port: int(s.ID.SourcePort)}
+		remote := &net.TCPAddr{IP: s.ID.Destination, Port: int(s.ID.DestinationPort)}
+		if err := netlink.SocketDestroy(local, remote); err != nil {
+			h.log.Warn("reset a connection to a sandbox", "addr", addr, "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		// The resets cross the veth at once; let the sandbox's network
+		// stack take them in before it is paused.
+		time.Sleep(20 * time.Millisecond)
 	}
 }

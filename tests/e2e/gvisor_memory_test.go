@@ -28,11 +28,25 @@ func gvisorState(t *testing.T) string {
 func startGVisorWorkload(t *testing.T, c *client, id, token string) (counterPid, holderPid string) {
 	t.Helper()
 	c.mustSh(id, `(i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done) </dev/null >/dev/null 2>&1 & echo $! > /tmp/counter.pid`)
-	c.mustSh(id, `nc -ll -p 8080 -e echo pong </dev/null >/dev/null 2>&1 &`)
+	c.mustSh(id, "mkdir -p /www && echo "+token+" > /www/index.html && httpd -p 8080 -h /www")
 	c.mustSh(id, "echo "+token+" > /tmp/held && echo "+token+" > /tmp/tmpfile && echo "+token+" > /root/diskfile")
 	c.mustSh(id, `(exec 3</tmp/held; while true; do sleep 1; done) </dev/null >/dev/null 2>&1 & echo $! > /tmp/holder.pid`)
 	sleep(300)
+	if got := httpGet(t, c, id); got != token {
+		t.Fatalf("TCP server on 8080 before any stop: %q", got)
+	}
 	return strings.TrimSpace(c.mustSh(id, "cat /tmp/counter.pid")), strings.TrimSpace(c.mustSh(id, "cat /tmp/holder.pid"))
+}
+
+// httpGet asks the sandbox's own HTTP server on 8080 for / with a client
+// exec'd inside the sandbox, and returns the body.
+func httpGet(t *testing.T, c *client, id string) string {
+	t.Helper()
+	out := c.sh(id, `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 8080`).Stdout
+	if _, body, ok := strings.Cut(out, "\r\n\r\n"); ok {
+		return strings.TrimSpace(body)
+	}
+	return out
 }
 
 // TestGVisorStopStartKeepsMemoryFiveCycles: each stop of a gVisor sandbox
@@ -86,8 +100,8 @@ func TestGVisorStopStartKeepsMemoryFiveCycles(t *testing.T) {
 		if out := c.mustSh(id, "kill -0 "+counterPid+" && kill -0 "+holderPid+" && cat /proc/"+holderPid+"/fd/3 /tmp/tmpfile /root/diskfile"); out != strings.Repeat(token+"\n", 3) {
 			t.Errorf("cycle %d: open file, /tmp and disk: %q", cycle, out)
 		}
-		if out := c.mustSh(id, "echo x | nc -w 2 127.0.0.1 8080"); out != "pong\n" {
-			t.Errorf("cycle %d: TCP server on 8080 answered %q", cycle, out)
+		if got := httpGet(t, c, id); got != token {
+			t.Errorf("cycle %d: TCP server on 8080 answered %q", cycle, got)
 		}
 		if out := c.mustSh(id, "echo $CYCLE"); out != val+"\n" {
 			t.Errorf("cycle %d: env CYCLE = %q, want %s (patched while stopped)", cycle, out, val)
@@ -142,7 +156,7 @@ func TestGVisorFailedRestoreBootsFromDisk(t *testing.T) {
 			if out := c.mustSh(id, "cat /root/diskfile /tmp/tmpfile"); out != token+"\n"+token+"\n" {
 				t.Errorf("disk after a cold boot: %q", out)
 			}
-			if out := c.mustSh(id, "pidof nc || echo none"); out != "none\n" {
+			if out := c.mustSh(id, "pidof httpd || echo none"); out != "none\n" {
 				t.Errorf("a cold boot kept processes: %q", out)
 			}
 			// The next cycle keeps memory again.
