@@ -37,6 +37,10 @@ type Client struct {
 	Templates *TemplatesService
 	// Orgs creates organizations (admin token only).
 	Orgs *OrgsService
+	// Projects creates and lists projects.
+	Projects *ProjectsService
+	// Tokens issues API tokens (org admins only).
+	Tokens *TokensService
 	// Sessions starts, looks up and stops context-owned sessions and runs
 	// commands in them.
 	Sessions *SessionsService
@@ -55,6 +59,9 @@ type Client struct {
 	httpClient   *http.Client
 	userAgent    string
 	pollInterval time.Duration
+	// retries and noAutoKeys: see WithRetries, WithoutIdempotencyKeys.
+	retries    int
+	noAutoKeys bool
 }
 
 // Option configures a Client built by New or NewFromEnv.
@@ -103,6 +110,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		httpClient:   &http.Client{},
 		userAgent:    "platinum-go/" + Version,
 		pollInterval: 500 * time.Millisecond,
+		retries:      2,
 	}
 	for _, o := range opts {
 		o(c)
@@ -110,6 +118,8 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c.Sandboxes = &SandboxesService{c: c}
 	c.Templates = &TemplatesService{c: c}
 	c.Orgs = &OrgsService{c: c}
+	c.Projects = &ProjectsService{c: c}
+	c.Tokens = &TokensService{c: c}
 	c.Sessions = &SessionsService{c: c}
 	c.Pools = &PoolsService{c: c}
 	c.Events = &EventsService{c: c}
@@ -165,13 +175,14 @@ func (c *Client) newRequest(ctx context.Context, method, path string, query url.
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("User-Agent", c.userAgent)
+	c.setIdempotencyKey(ctx, req)
 	return req, nil
 }
 
 // send performs req and turns non-2xx answers into *APIError. On success the
 // caller owns resp.Body.
 func (c *Client) send(req *http.Request) (*http.Response, error) {
-	resp, err := c.httpClient.Do(req)
+	resp, err := c.doRetrying(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
 	}

@@ -36,6 +36,7 @@ type Sandbox struct {
 	// Progress shows how far an archive or restore got (nil otherwise).
 	Progress          *Progress         `json:"progress,omitempty"`
 	ID                string            `json:"id"`
+	ProjectID         string            `json:"project_id,omitempty"`
 	Name              string            `json:"name,omitempty"`
 	State             State             `json:"state"`
 	Template          string            `json:"template"`
@@ -119,6 +120,13 @@ type CreateSandboxRequest struct {
 	Name     string            `json:"name,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// ProjectID (prj_…) creates the sandbox in that project; empty takes
+	// the parent's project for a child, else the org's default project.
+	// An unknown project (or another org's) is an APIError not_found.
+	ProjectID string `json:"project_id,omitempty"`
+	// IdempotencyKey is the call's idempotency key (24-hour retry
+	// window); empty lets the Client generate one.
+	IdempotencyKey string `json:"-"`
 	// ParentID makes the sandbox a child of that one, which must be
 	// running and in the same organization (a missing parent gives an
 	// APIError with code not_found, Field "parent_id"; one that is not
@@ -213,6 +221,9 @@ func (s *SandboxesService) Create(ctx context.Context, req CreateSandboxRequest,
 		return nil, fmt.Errorf("create sandbox: a create can wait for %s only, not %s", StateRunning, o.state)
 	}
 	var out waitResponse
+	if req.IdempotencyKey != "" {
+		ctx = WithIdempotencyKey(ctx, req.IdempotencyKey)
+	}
 	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes", waitQuery(o), req, &out); err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
@@ -259,6 +270,8 @@ type ListOptions struct {
 	RootsOnly bool
 	// Metadata lists only sandboxes whose metadata has every given pair.
 	Metadata map[string]string
+	// ProjectID lists only that project's sandboxes.
+	ProjectID string
 	// Include brings back what lists leave out by default:
 	// IncludeDestroyed and IncludeFailed.
 	Include []string
@@ -295,6 +308,9 @@ func (s *SandboxesService) list(ctx context.Context, opts ListOptions, paginated
 	}
 	for k, v := range opts.Metadata {
 		q.Set("metadata["+k+"]", v)
+	}
+	if opts.ProjectID != "" {
+		q.Set("project_id", opts.ProjectID)
 	}
 	if len(opts.Include) > 0 {
 		q.Set("include", strings.Join(opts.Include, ","))
