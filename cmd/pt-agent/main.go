@@ -25,6 +25,17 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "identity" || os.Args[1] == "sync") {
+		cmd := identity
+		if os.Args[1] == "sync" {
+			cmd = func([]string) error { return syncAll() }
+		}
+		if err := cmd(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "pt-agent:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "pt-agent:", err)
 		os.Exit(1)

@@ -87,6 +87,11 @@ commands:
   sandbox stop ID [--wait]     stop a sandbox, keeping its disk (alias: pause)
   sandbox start ID [--wait]    start a stopped or archived sandbox (alias: resume)
   sandbox archive ID [--wait]  move a stopped sandbox's disk to cold storage
+  sandbox snapshot ID          snapshot a sandbox (disk, and memory where it can; --memory on|off)
+  sandbox restore ID SNAP      roll a sandbox back to a snapshot (--wait)
+  sandbox fork ID -n N         make N running copies with their own identity (--wait)
+  sandbox backup ID [--wait]   copy a sandbox's disk off-host (create --from-backup restores it)
+  snapshot list|rm             list a sandbox's snapshots (--backups) or delete them
   sandbox exec ID -- CMD...    run a command in a sandbox
   sandbox cp SRC DST           copy a file to or from a sandbox (ID:PATH)
   template list                list templates
@@ -130,6 +135,8 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a},
 			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
 			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
+			"snapshot": &sandboxSnapshot{a}, "restore": &sandboxRestore{a}, "fork": &sandboxFork{a},
+			"backup": &sandboxBackup{a},
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}, "versions": &templateVersions{a}},
 		"org":      {"create": &orgCreate{a}},
@@ -139,6 +146,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"exec": &sessionExec{a},
 		},
 		"pool": {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
+		"snapshot": {"list": &snapshotList{a}, "ls": &snapshotList{a}, "rm": &snapshotRm{a}, "delete": &snapshotRm{a}},
 		"artifact": {
 			"create": &artifactCreate{a}, "list": &artifactList{a}, "ls": &artifactList{a}, "get": &artifactGet{a},
 			"download": &artifactDownload{a}, "rm": &artifactRm{a}, "delete": &artifactRm{a},
@@ -151,7 +159,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 	for verb := range lifecycleVerbs {
 		groups["sandbox"][verb] = &sandboxLifecycle{app: a, verb: verb}
 	}
-	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org", "sessions": "session", "pools": "pool"}
+	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org", "sessions": "session", "pools": "pool", "snapshots": "snapshot", "snap": "snapshot"}
 	if g, ok := aliases[group]; ok {
 		group = g
 	}

@@ -36,6 +36,8 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&req.Template, "template", "", "template `SLUG`, e.g. pt-base (required)")
 	fs.StringVar(&req.TemplateVersionID, "template-version", "", "pin template version `TPLV_ID` (instead of --template; see `pt template versions`)")
 	fs.Var(durationMsFlag{&req.TTLMs}, "ttl", "lifetime `DURATION`, e.g. 10m, at most 1h; the sandbox is destroyed when it runs out (default 1h for python-node and node, none for others)")
+	fs.StringVar(&req.FromSnapshot, "from-snapshot", "", "make the sandbox from snapshot `SNAP_ID` (template and size come from it)")
+	fs.StringVar(&req.FromBackup, "from-backup", "", "make the sandbox from backup `BKP_ID`, on any host sharing the object store")
 	fs.Float64Var(&req.CPU, "cpu", 0, "vCPUs (default 1)")
 	fs.IntVar(&req.RAMMB, "ram", 0, "memory in `MB` (default 512)")
 	fs.IntVar(&req.DiskGB, "disk", 0, "disk in `GB` (default 2)")
@@ -59,7 +61,7 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	switch {
 	case len(pos) > 0:
 		return usageErr(usage, "unexpected argument %q", pos[0])
-	case req.Template == "" && req.TemplateVersionID == "":
+	case req.Template == "" && req.TemplateVersionID == "" && req.FromSnapshot == "" && req.FromBackup == "":
 		return usageErr(usage, "--template is required (see `pt template list`)")
 	case timeout <= 0:
 		return usageErr(usage, "--timeout must be positive")

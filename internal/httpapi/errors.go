@@ -50,6 +50,7 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var evt *controlplane.EnvVarTooLargeError
 	var ce *controlplane.ChildrenError
 	var nr *controlplane.NotResizableError
+	var ms *controlplane.MemorySnapshotError
 	var qe *controlplane.QuotaError
 	var dg *controlplane.DiskGrowError
 	var tte *controlplane.TTLExceededError
@@ -90,6 +91,9 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.Is(err, controlplane.ErrIdempotencyKeyInProgress):
 		status, code, msg = http.StatusConflict, "idempotency_key_in_progress", err.Error()
 		body["retry_after_ms"] = 1000
+	case errors.As(err, &ms):
+		status, code, msg = http.StatusConflict, "memory_snapshot_unsupported", ms.Error()
+		body["runtime"], body["reason"] = ms.Class, ms.Reason
 	case errors.As(err, &nr):
 		status, code, msg = http.StatusConflict, "sandbox_not_resizable", nr.Error()
 		body["live_resize"] = map[string]any{"supported": false, "reason": nr.Reason}

@@ -8,15 +8,15 @@ package sandbox
 var transitions = map[State][]State{
 	StateCreating:  {StateRunning, StateFailed, StateDeleting},
 	StateStarting:  {StateRunning, StateFailed, StateDeleting},
-	StateRunning:   {StateStopping, StateFailed, StateDeleting},
+	StateRunning:   {StateStopping, StateRestoring, StateFailed, StateDeleting},
 	StateStopping:  {StateStopped, StateFailed, StateDeleting},
-	StateStopped:   {StateStarting, StateArchiving, StateDeleting},
+	StateStopped:   {StateStarting, StateArchiving, StateRestoring, StateDeleting},
 	StateArchiving: {StateArchived, StateStopped, StateFailed, StateDeleting},
 	StateArchived:  {StateRestoring, StateDeleting},
-	StateRestoring: {StateStarting, StateArchived, StateFailed, StateDeleting},
+	StateRestoring: {StateStarting, StateRunning, StateArchived, StateFailed, StateDeleting},
 	StateDeleting:  {StateDeleted},
 	StateDeleted:   {},
-	StateFailed:    {StateStarting, StateStopped, StateDeleting},
+	StateFailed:    {StateStarting, StateStopped, StateRestoring, StateDeleting},
 }
 
 // CanTransition reports whether a sandbox may go from one state to another.

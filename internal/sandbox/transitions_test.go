@@ -9,14 +9,14 @@ func TestTransitionsExhaustive(t *testing.T) {
 	for _, p := range [][2]State{
 		{StateCreating, StateRunning}, {StateCreating, StateFailed}, {StateCreating, StateDeleting},
 		{StateStarting, StateRunning}, {StateStarting, StateFailed}, {StateStarting, StateDeleting},
-		{StateRunning, StateStopping}, {StateRunning, StateFailed}, {StateRunning, StateDeleting},
+		{StateRunning, StateStopping}, {StateRunning, StateRestoring}, {StateRunning, StateFailed}, {StateRunning, StateDeleting},
 		{StateStopping, StateStopped}, {StateStopping, StateFailed}, {StateStopping, StateDeleting},
-		{StateStopped, StateStarting}, {StateStopped, StateArchiving}, {StateStopped, StateDeleting},
+		{StateStopped, StateStarting}, {StateStopped, StateArchiving}, {StateStopped, StateRestoring}, {StateStopped, StateDeleting},
 		{StateArchiving, StateArchived}, {StateArchiving, StateStopped}, {StateArchiving, StateFailed}, {StateArchiving, StateDeleting},
 		{StateArchived, StateRestoring}, {StateArchived, StateDeleting},
-		{StateRestoring, StateStarting}, {StateRestoring, StateArchived}, {StateRestoring, StateFailed}, {StateRestoring, StateDeleting},
+		{StateRestoring, StateStarting}, {StateRestoring, StateRunning}, {StateRestoring, StateArchived}, {StateRestoring, StateFailed}, {StateRestoring, StateDeleting},
 		{StateDeleting, StateDeleted},
-		{StateFailed, StateStarting}, {StateFailed, StateStopped}, {StateFailed, StateDeleting},
+		{StateFailed, StateStarting}, {StateFailed, StateStopped}, {StateFailed, StateRestoring}, {StateFailed, StateDeleting},
 	} {
 		allowed[p] = true
 	}

@@ -142,6 +142,11 @@ type CreateSandboxRequest struct {
 	AutoStopMinutes *int `json:"auto_stop_minutes,omitempty"`
 	AutoArchiveDays *int `json:"auto_archive_days,omitempty"`
 	AutoDeleteDays  *int `json:"auto_delete_days,omitempty"`
+	// FromSnapshot (snap_…) or FromBackup (bkp_…) makes the sandbox a copy
+	// of a snapshot or backup with its own identity: leave Template, CPU,
+	// RAMMB and Runtime empty (they come from the source).
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+	FromBackup   string `json:"from_backup,omitempty"`
 }
 
 // CreateOption changes how Create behaves. WaitForRunning is one.

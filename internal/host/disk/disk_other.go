@@ -54,3 +54,6 @@ func Freeze(ctx context.Context, mountpoint string) error { return errUnsupporte
 
 // Thaw is only implemented on Linux.
 func Thaw(ctx context.Context, mountpoint string) error { return errUnsupported }
+
+// ReplaceImage is only implemented on Linux.
+func (p *Pool) ReplaceImage(ctx context.Context, src, dst string) error { return errUnsupported }

@@ -1,0 +1,591 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// CloneSpec says how a sandbox starts from a snapshot instead of from its
+// own state: a clone or fork (a new sandbox) or a restore in place.
+type CloneSpec struct {
+	// SnapshotID names the snapshot whose disk image becomes the sandbox's
+	// disk when it has none yet; empty when the disk is in place already
+	// (restore in place, a backup restored into the sandbox's image).
+	SnapshotID string
+	// MemoryImage is the checkpoint directory to restore the processes
+	// from; empty for a cold boot on the copied disk.
+	MemoryImage string
+	// SourceAgentToken is the agent token held in the memory image (the
+	// source sandbox's): the host re-keys the restored agent with it.
+	SourceAgentToken string
+	// NewIdentity gives the copy its own hostname, /etc/machine-id and
+	// fresh entropy once it runs.
+	NewIdentity bool
+}
+
+// SnapshotFiles are where a host keeps one snapshot.
+type SnapshotFiles struct {
+	DiskImage   string
+	MemoryImage string
+	SizeBytes   int64
+}
+
+// Snapshotter is a host's ability to snapshot sandboxes (internal/host has
+// it; test fakes may not, and then every snapshot call is unavailable).
+type Snapshotter interface {
+	// MemorySnapshots reports whether a running sandbox of class can have
+	// its memory snapshotted (checkpointed while it keeps running) on this
+	// host and, when not, why.
+	MemorySnapshots(class string) (ok bool, reason string)
+	// Snapshot copies the sandbox's disk (filesystem freeze + reflink) and,
+	// with memory, checkpoints its processes while they keep running. It
+	// returns sandbox.ErrConflict when memory is asked of a sandbox that
+	// does not run.
+	Snapshot(ctx context.Context, id, snapID string, memory bool) (SnapshotFiles, error)
+	// RemoveSnapshot deletes a snapshot's files. Idempotent.
+	RemoveSnapshot(ctx context.Context, snapID string) error
+	// RestoreDisk stops the sandbox disk-only and replaces its disk with
+	// the snapshot's, atomically. Idempotent.
+	RestoreDisk(ctx context.Context, id, snapID string) error
+}
+
+// MemorySnapshotError answers a memory snapshot the sandbox's runtime
+// class cannot take on this host (runc without CRIU >= 4.1).
+type MemorySnapshotError struct {
+	Class, Reason string
+}
+
+func (e *MemorySnapshotError) Error() string {
+	return fmt.Sprintf("runtime class %s cannot snapshot memory on this host (%s); snapshot with memory: false for the disk only", e.Class, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
+func (e *MemorySnapshotError) Unwrap() error { return sandbox.ErrConflict }
+
+// SnapshotRequest is a snapshot call.
+type SnapshotRequest struct {
+	Name string
+	// Memory: nil takes memory where the sandbox's class can (and it
+	// runs); true insists (MemorySnapshotError when it cannot); false
+	// copies the disk only.
+	Memory *bool
+}
+
+func (s *Service) snapshotter() (Snapshotter, error) {
+	sn, ok := s.host.(Snapshotter)
+	if !ok {
+		return nil, fmt.Errorf("snapshots: this host cannot take them: %w", sandbox.ErrUnavailable)
+	}
+	return sn, nil
+}
+
+// Snapshot takes a snapshot of a running or stopped sandbox: its disk,
+// and its memory where the class can. The sandbox keeps running; it is
+// paused no longer than the copy needs. It answers once the snapshot is
+// ready (milliseconds for the disk, a checkpoint's time with memory).
+func (s *Service) Snapshot(ctx context.Context, p Principal, id string, r SnapshotRequest) (sandbox.Snapshot, error) {
+	if r.Name != "" && !nameRE.MatchString(r.Name) {
+		return sandbox.Snapshot{}, &sandbox.FieldError{Field: "name", Reason: "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	return s.snapshot(ctx, p, id, r, sandbox.PrefixSnapshot)
+}
+
+func (s *Service) snapshot(ctx context.Context, p Principal, id string, r SnapshotRequest, prefix string) (sandbox.Snapshot, error) {
+	snapper, err := s.snapshotter()
+	if err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	sb, err := s.Get(ctx, p, id, false)
+	if err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	unlock := s.locks.lock(id)
+	defer unlock()
+	// Re-read under the lock: a stop or start may have just finished.
+	if sb, err = s.Get(ctx, p, id, false); err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	if sb.State != sandbox.StateRunning && sb.State != sandbox.StateStopped {
+		return sandbox.Snapshot{}, &StateError{State: sb.State, Want: "running or stopped"}
+	}
+	canMem, why := snapper.MemorySnapshots(sb.Runtime)
+	memory := canMem && sb.State == sandbox.StateRunning
+	switch {
+	case r.Memory == nil:
+	case !*r.Memory:
+		memory = false
+	case !canMem:
+		return sandbox.Snapshot{}, &MemorySnapshotError{Class: sb.Runtime, Reason: why}
+	case sb.State != sandbox.StateRunning:
+		return sandbox.Snapshot{}, &StateError{State: sb.State, Want: "running for a memory snapshot"}
+	}
+	now := s.now()
+	snap := sandbox.Snapshot{
+		ID: sandbox.NewID(prefix), OrgID: sb.OrgID, SandboxID: sb.ID, Name: r.Name,
+		Kind: sandbox.KindSnapshot, State: sandbox.SnapshotCreating, Memory: memory, HostID: s.host.ID(),
+		Source: sandbox.SnapshotSource{Template: sb.Template, TemplateVersionID: sb.TemplateVersionID,
+			CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, Runtime: sb.Runtime},
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if prefix == sandbox.PrefixBackup {
+		snap.Kind = sandbox.KindBackup
+	}
+	// The record exists before any file: after a crash the reconciler
+	// finds it creating and removes what was made.
+	if err := s.store.CreateSnapshot(ctx, snap); err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	t0 := time.Now()
+	files, err := snapper.Snapshot(ctx, id, snap.ID, memory)
+	if err != nil {
+		s.store.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID)
+		return sandbox.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	snap.DiskImage, snap.MemoryImage, snap.SizeBytes = files.DiskImage, files.MemoryImage, files.SizeBytes
+	if prefix == sandbox.PrefixSnapshot {
+		snap.State = sandbox.SnapshotReady
+	}
+	out, err := s.store.UpdateSnapshot(ctx, snap)
+	if err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	s.event(ctx, sb, "snapshot_created", map[string]any{"snapshot_id": snap.ID, "memory": memory, "took_ms": time.Since(t0).Milliseconds()})
+	s.log.Info("snapshot taken", "sandbox", id, "snapshot", snap.ID, "memory", memory, "took", time.Since(t0))
+	return out, nil
+}
+
+// ListSnapshots returns a sandbox's snapshots (or backups), newest first.
+// Snapshots of a deleted sandbox stay listed until deleted.
+func (s *Service) ListSnapshots(ctx context.Context, p Principal, id string, kind sandbox.SnapshotKind) ([]sandbox.Snapshot, error) {
+	if _, err := s.Get(ctx, p, id, true); err != nil {
+		return nil, err
+	}
+	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: p.OrgID, SandboxID: id, Kind: kind})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l {
+		s.fillProgress(&l[i])
+	}
+	return l, nil
+}
+
+// GetSnapshot returns a snapshot or backup of p's org. A sandbox-scoped
+// principal sees only snapshots of the sandboxes it sees.
+func (s *Service) GetSnapshot(ctx context.Context, p Principal, snapID string) (sandbox.Snapshot, error) {
+	if !sandbox.ValidID(sandbox.PrefixSnapshot, snapID) && !sandbox.ValidID(sandbox.PrefixBackup, snapID) {
+		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", snapID, sandbox.ErrNotFound)
+	}
+	snap, err := s.store.GetSnapshot(ctx, p.OrgID, snapID)
+	if err != nil {
+		return sandbox.Snapshot{}, err
+	}
+	// Scoped principals (sandbox or project tokens) see the snapshots of
+	// the sandboxes they see; a purged sandbox's snapshots stay visible to
+	// its org only.
+	if _, err := s.Get(ctx, p, snap.SandboxID, true); err != nil {
+		if _, gerr := s.store.GetSandbox(ctx, p.OrgID, snap.SandboxID); gerr == nil || p.SandboxID != "" {
+			return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", snapID, sandbox.ErrNotFound)
+		}
+	}
+	s.fillProgress(&snap)
+	return snap, nil
+}
+
+func (s *Service) fillProgress(snap *sandbox.Snapshot) {
+	s.progressMu.Lock()
+	defer s.progressMu.Unlock()
+	if pr, ok := s.progress[snap.ID]; ok {
+		snap.Progress = &pr
+	}
+}
+
+// DeleteSnapshot removes a snapshot's files (a backup's manifest and
+// descriptor; shared chunks stay for chunk GC) and its record. A snapshot
+// a restore in place is using answers a conflict.
+func (s *Service) DeleteSnapshot(ctx context.Context, p Principal, snapID string) error {
+	snap, err := s.GetSnapshot(ctx, p, snapID)
+	if err != nil {
+		return err
+	}
+	busy, err := s.store.SandboxesInStates(ctx, sandbox.StateRestoring, sandbox.StateCreating)
+	if err != nil {
+		return err
+	}
+	for _, sb := range busy {
+		if sb.RestoreSnapshotID == snapID || sb.SourceSnapshotID == snapID && sb.State == sandbox.StateCreating {
+			return fmt.Errorf("snapshot %s is in use by %s (%s): %w", snapID, sb.ID, sb.State, sandbox.ErrConflict)
+		}
+	}
+	switch snap.Kind {
+	case sandbox.KindBackup:
+		if snap.State == sandbox.SnapshotCreating {
+			return fmt.Errorf("backup %s is still uploading: %w", snapID, sandbox.ErrConflict)
+		}
+		if err := s.deleteBackupObjects(ctx, snap); err != nil {
+			return err
+		}
+	default:
+		if snap.HostID == s.host.ID() {
+			snapper, err := s.snapshotter()
+			if err != nil {
+				return err
+			}
+			if err := snapper.RemoveSnapshot(ctx, snapID); err != nil {
+				return err
+			}
+		}
+	}
+	return s.store.DeleteSnapshot(ctx, snapID)
+}
+
+// Restore rolls a running, stopped or failed sandbox back to one of its
+// snapshots in place: its disk, and its memory when the snapshot has it.
+// The sandbox goes through restoring to running; the work happens in the
+// background (wait with WaitFor(…, StateRunning, …)). If ptd dies midway
+// the reconciler runs the restore again: the disk is swapped in one rename
+// and every step can be repeated.
+func (s *Service) Restore(ctx context.Context, p Principal, id, snapID string) (sandbox.Sandbox, error) {
+	if _, err := s.snapshotter(); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if snapID == "" {
+		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "snapshot_id", Reason: "is required"}
+	}
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		snap, err := s.GetSnapshot(ctx, p, snapID)
+		if err != nil || snap.SandboxID != id || snap.Kind != sandbox.KindSnapshot {
+			return sandbox.Sandbox{}, fmt.Errorf("snapshot %q of sandbox %s: %w", snapID, id, &notFoundField{field: "snapshot_id"})
+		}
+		if snap.State != sandbox.SnapshotReady || snap.HostID != s.host.ID() {
+			return sandbox.Sandbox{}, fmt.Errorf("snapshot %s is %s: %w", snapID, snap.State, sandbox.ErrConflict)
+		}
+		switch sb.State {
+		case sandbox.StateRunning, sandbox.StateStopped, sandbox.StateFailed:
+		default:
+			return sb, &StateError{State: sb.State, Want: "running, stopped or failed"}
+		}
+		sb.State, sb.Reason, sb.RestoreSnapshotID = sandbox.StateRestoring, "", snapID
+		sb, err = s.update(ctx, sb)
+		if isConflict(err) && !errors.As(err, new(*StateError)) {
+			continue
+		}
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		s.log.Info("sandbox restoring from snapshot", "sandbox", id, "snapshot", snapID)
+		s.goBackground(func(ctx context.Context) { s.doRestoreSnapshot(ctx, id) })
+		return sb, nil
+	}
+}
+
+// doRestoring drives a restoring sandbox: a restore in place from a
+// snapshot, or an archive coming back.
+func (s *Service) doRestoring(ctx context.Context, id string) {
+	if sb, err := s.store.GetSandbox(ctx, "", id); err == nil && sb.RestoreSnapshotID != "" {
+		s.doRestoreSnapshot(ctx, id)
+		return
+	}
+	s.doUnarchive(ctx, id)
+}
+
+// doRestoreSnapshot swaps the snapshot's disk in and starts the sandbox on
+// it, from the snapshot's memory when it has some. A failure leaves the
+// sandbox failed with the reason (start it to boot whatever disk it has:
+// the old one or the snapshot's, never a mix).
+func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
+	unlock := s.locks.lock(id)
+	defer unlock()
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateRestoring || sb.RestoreSnapshotID == "" {
+		return
+	}
+	log := s.log.With("sandbox", id, "snapshot", sb.RestoreSnapshotID)
+	fail := func(err error) {
+		log.Error("restore from snapshot failed", "err", err)
+		s.transition(context.WithoutCancel(ctx), id, sandbox.StateRestoring, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+			sb.Reason = "restore from snapshot " + sb.RestoreSnapshotID + ": " + err.Error()
+			sb.RestoreSnapshotID = ""
+		})
+	}
+	snapper, err := s.snapshotter()
+	if err != nil {
+		fail(err)
+		return
+	}
+	snap, err := s.store.GetSnapshot(ctx, sb.OrgID, sb.RestoreSnapshotID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	s.forgetAgent(id)
+	if err := snapper.RestoreDisk(ctx, id, snap.ID); err != nil {
+		if ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	spec := s.startSpec(sb, v.RootFS)
+	if snap.Memory && snap.MemoryImage != "" && snap.Source.Runtime == sb.Runtime {
+		spec.Clone = &CloneSpec{MemoryImage: snap.MemoryImage, SourceAgentToken: sb.AgentToken}
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
+	defer cancel()
+	inst, err := s.host.Start(pctx, spec)
+	if err == nil {
+		err = s.initAgent(pctx, sb, inst)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	now := s.now()
+	ls := &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now, Reason: "restored from disk snapshot " + snap.ID}
+	if inst.MemoryRestored {
+		ls.Restore, ls.RAMRestored, ls.Reason = sandbox.RestoreMemory, true, ""
+	} else if spec.Clone != nil {
+		ls.Reason = "the snapshot's memory could not be restored; booted from its disk"
+	}
+	_, ok, err := s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
+		sb.RestoreSnapshotID = ""
+		if !inst.MemoryRestored {
+			sb.Live = s.headroom(*sb)
+		}
+	})
+	if err != nil || !ok {
+		return
+	}
+	s.forgetAgent(id)
+	s.event(ctx, sb, "restored_from_snapshot", map[string]any{"snapshot_id": snap.ID, "memory": inst.MemoryRestored})
+	log.Info("sandbox restored from snapshot", "memory", inst.MemoryRestored)
+}
+
+// resolveSource fills a create from a snapshot (from_snapshot) or a backup
+// (from_backup) with the source's template, size and runtime, and returns
+// the snapshot record the sandbox is made from (nil for a plain create).
+// A backup this host has never seen is read from the object store.
+func (s *Service) resolveSource(ctx context.Context, p Principal, r *CreateRequest) (*sandbox.Snapshot, error) {
+	if r.FromSnapshot == "" && r.FromBackup == "" {
+		return nil, nil
+	}
+	if r.FromSnapshot != "" && r.FromBackup != "" {
+		return nil, &sandbox.FieldError{Field: "from_snapshot", Reason: "give from_snapshot or from_backup, not both"}
+	}
+	var snap sandbox.Snapshot
+	var err error
+	if r.FromSnapshot != "" {
+		if !sandbox.ValidID(sandbox.PrefixSnapshot, r.FromSnapshot) {
+			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &notFoundField{field: "from_snapshot"})
+		}
+		if snap, err = s.GetSnapshot(ctx, p, r.FromSnapshot); err != nil {
+			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &notFoundField{field: "from_snapshot"})
+		}
+		if snap.HostID != s.host.ID() {
+			return nil, fmt.Errorf("snapshot %s is on host %s: %w", snap.ID, snap.HostID, sandbox.ErrUnavailable)
+		}
+	} else {
+		if snap, err = s.backupForClone(ctx, p, r.FromBackup); err != nil {
+			return nil, err
+		}
+	}
+	if snap.State != sandbox.SnapshotReady {
+		return nil, fmt.Errorf("%s %s is %s: %w", snap.Kind, snap.ID, snap.State, sandbox.ErrConflict)
+	}
+	src := snap.Source
+	if r.Template != "" && r.Template != src.Template {
+		return nil, &sandbox.FieldError{Field: "template", Reason: fmt.Sprintf("must be empty or %q (the snapshot's)", src.Template)}
+	}
+	if r.Runtime != "" && r.Runtime != src.Runtime {
+		return nil, &sandbox.FieldError{Field: "runtime", Reason: fmt.Sprintf("must be empty or %q (the snapshot's)", src.Runtime)}
+	}
+	if r.DiskGB != nil && *r.DiskGB < src.DiskGB {
+		return nil, &sandbox.FieldError{Field: "disk_gb", Reason: fmt.Sprintf("must be at least %d (the snapshot's)", src.DiskGB)}
+	}
+	if snap.Memory && (r.CPU != nil && *r.CPU != src.CPU || r.RAMMB != nil && *r.RAMMB != src.RAMMB) {
+		return nil, &sandbox.FieldError{Field: "ram_mb", Reason: "a snapshot with memory keeps its cpu and ram_mb; leave them out"}
+	}
+	r.Template, r.Runtime = src.Template, src.Runtime
+	if r.CPU == nil {
+		r.CPU = &src.CPU
+	}
+	if r.RAMMB == nil {
+		r.RAMMB = &src.RAMMB
+	}
+	if r.DiskGB == nil {
+		r.DiskGB = &src.DiskGB
+	}
+	if r.Env == nil {
+		if from, err := s.store.GetSandbox(ctx, snap.OrgID, snap.SandboxID); err == nil {
+			r.Env = from.Env
+		}
+	}
+	return &snap, nil
+}
+
+// cloneSpec tells the host how to start a sandbox made from a snapshot or
+// backup: the snapshot's disk, its memory where it has some and the class
+// can restore it, and a new identity either way. A backup's disk is
+// brought back from the object store first (again after a crash).
+func (s *Service) cloneSpec(ctx context.Context, sb sandbox.Sandbox) (*CloneSpec, error) {
+	if sb.SourceSnapshotID == "" {
+		return nil, nil
+	}
+	snap, err := s.store.GetSnapshot(ctx, sb.OrgID, sb.SourceSnapshotID)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Kind == sandbox.KindBackup {
+		if err := s.restoreBackupDisk(ctx, sb, snap); err != nil {
+			return nil, err
+		}
+		return &CloneSpec{NewIdentity: true}, nil
+	}
+	c := &CloneSpec{SnapshotID: snap.ID, NewIdentity: true}
+	if snap.Memory && snap.MemoryImage != "" && snap.Source.Runtime == sb.Runtime {
+		if from, err := s.store.GetSandbox(ctx, "", snap.SandboxID); err == nil {
+			c.MemoryImage, c.SourceAgentToken = snap.MemoryImage, from.AgentToken
+		}
+	}
+	return c, nil
+}
+
+// ForkRequest is a fork call.
+type ForkRequest struct {
+	// Count is how many copies to make (1 to MaxForks).
+	Count int
+	// NoParent makes the copies top-level sandboxes instead of children of
+	// the source (a sandbox-scoped caller's copies are always its children).
+	NoParent bool
+}
+
+// MaxForks bounds one fork call.
+const MaxForks = 20
+
+// ForkResult is what a fork made.
+type ForkResult struct {
+	SourceID string
+	// Memory is true when the copies start from the source's memory; when
+	// false, MemoryReason says why they cold-boot on copies of its disk.
+	Memory       bool
+	MemoryReason string
+	Sandboxes    []sandbox.Sandbox
+}
+
+// Fork makes Count new sandboxes from the current state of a running one:
+// one snapshot (memory where the class can checkpoint while running, else
+// the disk), then Count clones of it, each with its own identity
+// (hostname, machine-id, entropy), address and tokens. The copies are
+// created at once and start in the background; the internal snapshot is
+// removed once none of them needs it.
+func (s *Service) Fork(ctx context.Context, p Principal, id string, r ForkRequest) (ForkResult, error) {
+	if r.Count < 1 || r.Count > MaxForks {
+		return ForkResult{}, &sandbox.FieldError{Field: "count", Reason: fmt.Sprintf("must be between 1 and %d", MaxForks)}
+	}
+	src, err := s.Get(ctx, p, id, false)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	if src.State != sandbox.StateRunning {
+		return ForkResult{}, &StateError{State: src.State}
+	}
+	snapper, err := s.snapshotter()
+	if err != nil {
+		return ForkResult{}, err
+	}
+	res := ForkResult{SourceID: id}
+	canMem, why := snapper.MemorySnapshots(src.Runtime)
+	if !canMem {
+		res.MemoryReason = fmt.Sprintf("runtime class %s cannot checkpoint on this host (%s): the forks boot on copies of the disk", src.Runtime, why)
+	}
+	snap, err := s.snapshot(ctx, p, id, SnapshotRequest{Name: "fork", Memory: &canMem}, sandbox.PrefixSnapshot)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	res.Memory = snap.Memory
+	parent := id
+	if r.NoParent {
+		parent = ""
+	}
+	var made []string
+	for range r.Count {
+		sb, err := s.Create(ctx, p, CreateRequest{
+			FromSnapshot: snap.ID, ParentID: parent, Metadata: src.Metadata, Type: src.Retention.Type,
+			AutoStopMinutes: &src.Retention.AutoStopMinutes, AutoArchiveDays: &src.Retention.AutoArchiveDays,
+			AutoDeleteDays: &src.Retention.AutoDeleteDays, NoAutoResume: src.NoAutoResume,
+		})
+		if err != nil {
+			if len(made) == 0 {
+				s.DeleteSnapshot(context.WithoutCancel(ctx), Principal{OrgID: p.OrgID}, snap.ID)
+				return ForkResult{}, err
+			}
+			res.MemoryReason += fmt.Sprintf(" (made %d of %d: %v)", len(made), r.Count, err)
+			break
+		}
+		made = append(made, sb.ID)
+		res.Sandboxes = append(res.Sandboxes, sb)
+	}
+	s.goBackground(func(ctx context.Context) { s.dropWhenProvisioned(ctx, snap, made) })
+	s.log.Info("sandbox forked", "sandbox", id, "count", len(made), "memory", snap.Memory)
+	return res, nil
+}
+
+// dropWhenProvisioned deletes a fork's internal snapshot once none of its
+// copies is still being created from it.
+func (s *Service) dropWhenProvisioned(ctx context.Context, snap sandbox.Snapshot, ids []string) {
+	for _, id := range ids {
+		for {
+			sb, _, err := s.WaitFor(ctx, Principal{OrgID: snap.OrgID}, id, sandbox.StateRunning, s.cfg.MaxWait)
+			if err != nil || sb.State != sandbox.StateCreating {
+				break
+			}
+			if ctx.Err() != nil {
+				return // the snapshot stays; the next start re-provisions from it
+			}
+		}
+	}
+	if err := s.DeleteSnapshot(ctx, Principal{OrgID: snap.OrgID}, snap.ID); err != nil {
+		s.log.Warn("drop fork snapshot", "snapshot", snap.ID, "err", err)
+	}
+}
+
+// reconcileSnapshots cleans up after a crash: a local snapshot left
+// creating is removed (its caller got an error), and a backup left
+// creating is uploaded again.
+func (s *Service) reconcileSnapshots(ctx context.Context) {
+	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{State: sandbox.SnapshotCreating})
+	if err != nil {
+		s.log.Warn("reconcile snapshots", "err", err)
+		return
+	}
+	snapper, _ := s.snapshotter()
+	for _, snap := range l {
+		if snap.HostID != s.host.ID() {
+			continue
+		}
+		if snap.Kind == sandbox.KindBackup {
+			s.goBackground(func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
+			continue
+		}
+		if snapper != nil {
+			snapper.RemoveSnapshot(ctx, snap.ID)
+		}
+		s.store.DeleteSnapshot(ctx, snap.ID)
+	}
+}

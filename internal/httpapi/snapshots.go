@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// snapshotView is a snapshot or backup as the API shows it: host paths
+// never appear.
+type snapshotView struct {
+	ID          string                 `json:"id"`
+	Kind        sandbox.SnapshotKind   `json:"kind"`
+	SandboxID   string                 `json:"sandbox_id"`
+	Name        *string                `json:"name"`
+	State       sandbox.SnapshotState  `json:"state"`
+	Memory      bool                   `json:"memory"`
+	SizeBytes   int64                  `json:"size_bytes"`
+	Source      sandbox.SnapshotSource `json:"source"`
+	HostID      string                 `json:"host_id,omitempty"`
+	Bucket      string                 `json:"bucket,omitempty"`
+	ManifestKey string                 `json:"manifest_key,omitempty"`
+	Complete    *bool                  `json:"complete,omitempty"`
+	Reason      string                 `json:"reason,omitempty"`
+	Progress    *sandbox.Progress      `json:"progress,omitempty"`
+	CreatedAt   string                 `json:"created_at"`
+	UpdatedAt   string                 `json:"updated_at"`
+}
+
+func viewSnapshot(s sandbox.Snapshot) snapshotView {
+	v := snapshotView{
+		ID: s.ID, Kind: s.Kind, SandboxID: s.SandboxID, State: s.State, Memory: s.Memory, SizeBytes: s.SizeBytes,
+		Source: s.Source, HostID: s.HostID, Bucket: s.Bucket, ManifestKey: s.ManifestKey, Reason: s.Reason,
+		Progress: s.Progress, CreatedAt: sandbox.FormatTime(s.CreatedAt), UpdatedAt: sandbox.FormatTime(s.UpdatedAt),
+	}
+	if s.Name != "" {
+		v.Name = &s.Name
+	}
+	if s.Kind == sandbox.KindBackup {
+		// A backup is complete once its manifest and descriptor are written.
+		c := s.State == sandbox.SnapshotReady
+		v.Complete = &c
+	}
+	return v
+}
+
+func viewSnapshots(l []sandbox.Snapshot) map[string]any {
+	rows := make([]snapshotView, 0, len(l))
+	for _, s := range l {
+		rows = append(rows, viewSnapshot(s))
+	}
+	return map[string]any{"rows": rows}
+}
+
+type snapshotBody struct {
+	Name   string `json:"name"`
+	Memory *bool  `json:"memory"`
+}
+
+func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b snapshotBody
+	if err := decodeJSON(r, &b, true); err != nil {
+		return err
+	}
+	snap, err := a.cp.Snapshot(r.Context(), p, r.PathValue("id"), controlplane.SnapshotRequest{Name: b.Name, Memory: b.Memory})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, viewSnapshot(snap))
+	return nil
+}
+
+func (a *API) listSnapshots(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	l, err := a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindSnapshot)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSnapshots(l))
+	return nil
+}
+
+func (a *API) getSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	snap, err := a.cp.GetSnapshot(r.Context(), p, r.PathValue("snap"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSnapshot(snap))
+	return nil
+}
+
+func (a *API) deleteSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	if err := a.cp.DeleteSnapshot(r.Context(), p, r.PathValue("snap")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type restoreBody struct {
+	SnapshotID string `json:"snapshot_id"`
+}
+
+func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wait, timeout, err := waitParams(r, sandbox.StateRunning)
+	if err != nil {
+		return err
+	}
+	var b restoreBody
+	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	sb, err := a.cp.Restore(r.Context(), p, r.PathValue("id"), b.SnapshotID)
+	if err != nil {
+		return err
+	}
+	if wait == "" {
+		writeJSON(w, http.StatusAccepted, viewSandbox(sb))
+		return nil
+	}
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+}
+
+type forkBody struct {
+	Count  *int  `json:"count"`
+	Parent *bool `json:"parent"`
+	Wait   bool  `json:"wait"`
+}
+
+// forkView is a fork's answer: the new sandboxes, and whether they start
+// from the source's memory (and why not).
+type forkView struct {
+	SourceID     string        `json:"source_id"`
+	Memory       bool          `json:"memory"`
+	MemoryReason string        `json:"memory_reason,omitempty"`
+	Sandboxes    []sandboxView `json:"sandboxes"`
+	WaitTimedOut *bool         `json:"wait_timed_out,omitempty"`
+}
+
+func (a *API) fork(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	wait, timeout, err := waitParams(r, sandbox.StateRunning)
+	if err != nil {
+		return err
+	}
+	var b forkBody
+	if err := decodeJSON(r, &b, true); err != nil {
+		return err
+	}
+	req := controlplane.ForkRequest{Count: 1}
+	if b.Count != nil {
+		req.Count = *b.Count
+	}
+	if b.Parent != nil {
+		req.NoParent = !*b.Parent
+	}
+	if b.Wait {
+		wait = sandbox.StateRunning
+	}
+	res, err := a.cp.Fork(r.Context(), p, r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	v := forkView{SourceID: res.SourceID, Memory: res.Memory, MemoryReason: res.MemoryReason, Sandboxes: []sandboxView{}}
+	status := http.StatusCreated
+	for _, sb := range res.Sandboxes {
+		if wait != "" {
+			got, reached, err := a.cp.WaitFor(r.Context(), p, sb.ID, wait, timeout)
+			if err != nil {
+				return err
+			}
+			if !reached && got.State != sandbox.StateFailed {
+				t := true
+				v.WaitTimedOut, status = &t, http.StatusAccepted
+			}
+			sb = got
+		}
+		v.Sandboxes = append(v.Sandboxes, viewSandbox(sb))
+	}
+	writeJSON(w, status, v)
+	return nil
+}
+
+type backupBody struct {
+	Name string `json:"name"`
+}
+
+func (a *API) createBackup(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b backupBody
+	if err := decodeJSON(r, &b, true); err != nil {
+		return err
+	}
+	snap, err := a.cp.Backup(r.Context(), p, r.PathValue("id"), b.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, viewSnapshot(snap))
+	return nil
+}
+
+func (a *API) listBackups(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	l, err := a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindBackup)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewSnapshots(l))
+	return nil
+}
