@@ -67,7 +67,10 @@ type Snapshot struct {
 	Bucket      string `json:"bucket,omitempty"`
 	ManifestKey string `json:"manifest_key,omitempty"`
 	// Reason says why a snapshot failed.
-	Reason    string    `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Progress is how far a backup's upload got (in memory only, filled
+	// in by reads).
+	Progress  *Progress `json:"progress,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
