@@ -97,6 +97,8 @@ commands:
   template list                list templates
   template build SLUG          build a new version of a template
   org create NAME              create an organization (admin token)
+  project list|create NAME     list projects or create one (org admin token)
+  token create                 issue a token of your org (--project ID scopes it; --role member|admin)
   session create               start a context's session (--vault, --workflow | --agent-session)
   session status               look a context's session up without starting one
   session get|rm|list          show, stop (workspace kept) or list sessions
@@ -140,6 +142,8 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}, "versions": &templateVersions{a}},
 		"org":      {"create": &orgCreate{a}},
+		"project":  {"list": &projectList{a}, "ls": &projectList{a}, "create": &projectCreate{a}},
+		"token":    {"create": &tokenCreate{a}},
 		"session": {
 			"create": &sessionCreate{a}, "get": &sessionGet{a}, "status": &sessionStatus{a},
 			"rm": &sessionRm{a}, "stop": &sessionRm{a}, "list": &sessionList{a}, "ls": &sessionList{a},

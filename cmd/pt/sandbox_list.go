@@ -11,7 +11,7 @@ import (
 // sandboxList is `pt sandbox list`: one page of sandboxes, newest first.
 type sandboxList struct{ app *app }
 
-const sandboxListSynopsis = "pt sandbox list [--state STATE] [--parent ID | --roots] [--metadata K=V]... [--limit N] [--offset N] [--json]"
+const sandboxListSynopsis = "pt sandbox list [--state STATE] [--parent ID | --roots] [--project PRJ_ID] [--metadata K=V]... [--limit N] [--offset N] [--json]"
 
 // Run lists sandboxes as a table, or as the API's JSON page with --json.
 func (c *sandboxList) Run(ctx context.Context, args []string) error {
@@ -24,6 +24,7 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	)
 	fs.StringVar(&state, "state", "", "only sandboxes in `STATE` (e.g. running, stopped, failed)")
 	fs.StringVar(&opts.ParentID, "parent", "", "only the children of sandbox `ID`")
+	fs.StringVar(&opts.ProjectID, "project", "", "only sandboxes of project `PRJ_ID`")
 	fs.BoolVar(&opts.RootsOnly, "roots", false, "only top-level sandboxes (those without a parent)")
 	fs.Var(includeFlag{&opts.Include}, "include", "also list `KINDS` left out by default: destroyed, failed (comma-separated)")
 	fs.Var(md, "metadata", "only sandboxes whose metadata has `K=V` (repeatable; all must match)")
