@@ -317,10 +317,11 @@ func (s *Service) claimPooled(ctx context.Context, p Principal, template, projec
 }
 
 // provisionSession waits for a cold session's sandbox, prepares its
-// workspace and marks the session ready, or failed with a reason.
+// workspace and marks the session ready, or failed with a reason. It holds
+// no lock while it waits, so a stop does not wait for provisioning; every
+// status write is a compare-and-swap, so a stale provisioner changes
+// nothing.
 func (s *Service) provisionSession(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
-	defer unlock()
 	ses, err := s.store.GetSession(ctx, "", id)
 	if err != nil || ses.Status != store.SessionProvisioning {
 		return

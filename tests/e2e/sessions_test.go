@@ -393,3 +393,26 @@ func TestSessionWorkspaceSurvivesAcrossSessionsOfOneContext(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionStopWhileProvisioning(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, sessionTemplate)
+	drainPool(t, c)
+	r := c.createSession(newSessionCtx())
+	m := r.JSON()
+	if r.Status != 202 {
+		t.Fatalf("cold create: %d %s", r.Status, r.Body)
+	}
+	id, sbx := m["session_id"].(string), m["sandbox_id"].(string)
+	st := c.do("DELETE", "/v1/sessions/"+id+"?wait_timeout_ms=120000", nil)
+	if st.Status != 200 || st.JSON()["status"] != "stopped" || st.JSON()["ready_at"] != nil {
+		t.Fatalf("stop while provisioning: %d %s; want stopped, never ready", st.Status, st.Body)
+	}
+	if g := c.do("GET", "/v1/sandboxes/"+sbx, nil); g.Status != 404 {
+		t.Errorf("sandbox after stop: %d %s; want 404", g.Status, g.Body)
+	}
+	sleep(300) // a stale provisioner must not bring it back
+	if g := c.do("GET", "/v1/sessions/"+id, nil); g.JSON()["status"] != "stopped" {
+		t.Errorf("session after stop: %s", g.Body)
+	}
+}
