@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 )
@@ -35,6 +36,10 @@ type config struct {
 	defaultTemplate string
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
 	diskAutogrowMaxGB int
+	// orgMaxSandboxes, orgMaxCPU and orgMaxRAMMB are the per-org quotas
+	// on active sandboxes (0: no limit).
+	orgMaxSandboxes, orgMaxRAMMB int
+	orgMaxCPU                    float64
 	// sandboxAPIPort is where sandboxes reach the API on their gateway
 	// (0: no in-sandbox API).
 	sandboxAPIPort uint16
@@ -77,6 +82,10 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
 	sandboxAPI := fs.Bool("sandbox-api", true, "serve the API to sandboxes on their gateway address (same port as --listen), so agents inside can manage their own children with PT_API_URL and their sandbox-scoped PT_TOKEN")
 	fs.StringVar(&c.defaultRuntime, "default-runtime", "runc", "runtime class of sandboxes that do not ask: runc or gvisor")
+	cpDef := controlplane.DefaultConfig()
+	fs.IntVar(&c.orgMaxSandboxes, "org-max-sandboxes", cpDef.OrgMaxSandboxes, "per-org limit on active sandboxes (creating, starting, running, stopping; 0: none); PUT /v1/orgs/{id}/quotas overrides it per org")
+	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", cpDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")
+	fs.IntVar(&c.orgMaxRAMMB, "org-max-ram-mb", cpDef.OrgMaxRAMMB, "per-org limit on the memory (MB) of active sandboxes (0: none)")
 	fs.StringVar(&c.defaultTemplate, "default-template", "python-node", "template of creates that name neither a template nor a template_version_id")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")

@@ -46,6 +46,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
+	cpCfg.OrgMaxSandboxes, cpCfg.OrgMaxCPU, cpCfg.OrgMaxRAMMB = cfg.orgMaxSandboxes, cfg.orgMaxCPU, cfg.orgMaxRAMMB
 	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
 	cpCfg.Templates.Default = cfg.defaultTemplate
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
