@@ -80,6 +80,7 @@ commands:
   sandbox rename ID NAME       rename a sandbox (--clear removes the name)
   sandbox update ID            turn auto-resume on or off (--auto-resume on|off)
   sandbox env ID K=V...        set environment variables (--unset K removes one)
+  sandbox network ID           replace the network policy (--egress deny, --allow-out X, --deny-out CIDR)
   sandbox resize ID            change cpu, memory or disk (--cpu N --ram MB --disk GB)
   sandbox metrics ID           show live cpu, memory, disk and network figures
   sandbox usage ID             show billed usage (--from, --to)
@@ -134,7 +135,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
 			"kill": &sandboxKill{a}, "ttl": &sandboxTTL{a},
 			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
-			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a},
+			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a}, "network": &sandboxNetwork{a},
 			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
 			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
 			"snapshot": &sandboxSnapshot{a}, "restore": &sandboxRestore{a}, "fork": &sandboxFork{a},

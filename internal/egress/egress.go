@@ -62,6 +62,7 @@ type Proxy struct {
 
 	mu    sync.RWMutex
 	rules map[netip.Addr]*Rules
+	conns map[net.Conn]struct{} // open client connections, closed by Close
 
 	ln    net.Listener
 	dns   *dnsServer
@@ -91,7 +92,7 @@ func New(cfg Config, logger *slog.Logger) *Proxy {
 		cfg.Forbidden = func(netip.Addr) bool { return false }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Proxy{cfg: cfg, log: logger.With("component", "egress"), rules: map[netip.Addr]*Rules{}, ctx: ctx, close: cancel}
+	return &Proxy{cfg: cfg, log: logger.With("component", "egress"), rules: map[netip.Addr]*Rules{}, conns: map[net.Conn]struct{}{}, ctx: ctx, close: cancel}
 }
 
 // Start listens on the configured addresses and serves until Close.
@@ -121,9 +122,14 @@ func (p *Proxy) Start(ctx context.Context) error {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
+			if !p.track(c, true) {
+				c.Close()
+				return
+			}
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
+				defer p.track(c, false)
 				p.handle(c)
 			}()
 		}
@@ -147,6 +153,11 @@ func (p *Proxy) Close() error {
 	if p.dns != nil {
 		p.dns.close()
 	}
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 	return err
 }
@@ -161,6 +172,22 @@ func (p *Proxy) Set(addr netip.Addr, r *Rules) {
 		return
 	}
 	p.rules[addr] = r
+}
+
+// track adds or removes an open client connection; it refuses to add
+// once the proxy is closing.
+func (p *Proxy) track(c net.Conn, add bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !add {
+		delete(p.conns, c)
+		return true
+	}
+	if p.ctx.Err() != nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
 }
 
 func (p *Proxy) lookup(addr netip.Addr) *Rules {

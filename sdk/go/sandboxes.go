@@ -97,6 +97,11 @@ type Sandbox struct {
 	// LastStart keeps the same facts while the sandbox is stopped.
 	Restore     *RestoreKind `json:"restore,omitempty"`
 	RAMRestored *bool        `json:"ram_restored,omitempty"`
+
+	// SecretNames are the sandbox's secrets (values are never returned).
+	SecretNames []string `json:"secret_names,omitempty"`
+	// Network is the outbound network policy (the default spelled out).
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // CreateSandboxRequest is the body of a create. Only Template is required;
@@ -147,6 +152,10 @@ type CreateSandboxRequest struct {
 	// RAMMB and Runtime empty (they come from the source).
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	FromBackup   string `json:"from_backup,omitempty"`
+	// Secrets are sealed at rest and never returned; see Secret.
+	Secrets map[string]Secret `json:"secrets,omitempty"`
+	// Network is the outbound policy; nil is the default (egress allowed).
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // CreateOption changes how Create behaves. WaitForRunning is one.
