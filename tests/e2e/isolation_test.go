@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +79,20 @@ func TestIsolationNoPrivilegedOperations(t *testing.T) {
 			{"set time", `date -s 2000-01-01 >/dev/null 2>&1; [ "$(date +%Y)" = 2000 ]`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
+				if class == "gvisor" && tc.name == "ip_forward" {
+					// gVisor lets the sandbox set ip_forward of its own
+					// user-space network stack (one interface: nothing to
+					// forward to). The kernel's setting of the sandbox's
+					// network namespace (inherited from the host) must not
+					// move.
+					before := netnsSysctl(t, id, "net/ipv4/ip_forward")
+					flip := map[string]string{"0": "1", "1": "0"}[before]
+					c.sh(id, "echo "+flip+" > /proc/sys/net/ipv4/ip_forward")
+					if got := netnsSysctl(t, id, "net/ipv4/ip_forward"); got != before {
+						t.Errorf("ip_forward of the sandbox's network namespace went from %q to %q after a write inside gVisor", before, got)
+					}
+					return
+				}
 				if res := c.sh(id, tc.script); res.ExitCode == 0 {
 					t.Errorf("%q succeeded inside the sandbox; stdout %q stderr %q", tc.script, res.Stdout, res.Stderr)
 				}
@@ -85,6 +102,35 @@ func TestIsolationNoPrivilegedOperations(t *testing.T) {
 			t.Errorf("hostname changed: %q", out)
 		}
 	})
+}
+
+// netnsSysctl reads a sysctl (e.g. "net/ipv4/ip_forward") of the kernel
+// in the sandbox's network namespace, found in its bundle's config.json.
+func netnsSysctl(t *testing.T, id, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.dataDir, "sandboxes", id, "bundle", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Linux struct {
+			Namespaces []struct{ Type, Path string }
+		}
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range cfg.Linux.Namespaces {
+		if ns.Type == "network" && ns.Path != "" {
+			out, err := exec.Command("nsenter", "--net="+ns.Path, "cat", "/proc/sys/"+name).CombinedOutput()
+			if err != nil {
+				t.Fatalf("nsenter %s: %v: %s", ns.Path, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+	}
+	t.Fatalf("sandbox %s has no network namespace path in its config.json", id)
+	return ""
 }
 
 // sandboxAddr returns the sandbox's own IPv4 address and its gateway.
