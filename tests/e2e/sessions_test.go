@@ -180,6 +180,32 @@ func TestSessionColdPathRefusesCommandsUntilReady(t *testing.T) {
 	if after.Status != 409 || after.JSON()["code"] != "session_ended" {
 		t.Errorf("exec after stop: %d %s; want 409 session_ended", after.Status, after.Body)
 	}
+
+	// Every status change was broadcast, findable by session and by context.
+	for _, q := range []string{"session_id=" + id, "vault_id=" + sc.vault + "&workflow_id=" + sc.workflow} {
+		ev := c.do("GET", "/v1/events?format=json&limit=1000&"+q, nil)
+		var page struct {
+			Rows []struct {
+				Type string `json:"type"`
+				Data struct {
+					SessionID string `json:"session_id"`
+					Status    string `json:"status"`
+				} `json:"data"`
+			} `json:"rows"`
+		}
+		if ev.Status != 200 || json.Unmarshal(ev.Body, &page) != nil {
+			t.Fatalf("events %s: %d %s", q, ev.Status, ev.Body)
+		}
+		var statuses []string
+		for _, e := range page.Rows {
+			if e.Type == "session_status_changed" && e.Data.SessionID == id {
+				statuses = append(statuses, e.Data.Status)
+			}
+		}
+		if want := "provisioning ready stopping stopped"; strings.Join(statuses, " ") != want {
+			t.Errorf("session events by %s: %v; want %s", q, statuses, want)
+		}
+	}
 }
 
 func TestSessionWarmPathAndRefill(t *testing.T) {
