@@ -64,10 +64,15 @@ func TestHostsReportsClasses(t *testing.T) {
 	if classes["runc"] == nil || classes["gvisor"] == nil {
 		t.Fatalf("classes: %s", r.Body)
 	}
-	if classes["gvisor"]["checkpoint"] != true {
-		t.Errorf("gvisor cannot checkpoint: %s", r.Body)
+	if classes["gvisor"]["checkpoint"] != true || classes["gvisor"]["stop_keeps_memory"] != "checkpoint" {
+		t.Errorf("gvisor does not checkpoint on stop: %s", r.Body)
 	}
-	if classes["runc"]["checkpoint"] == false && classes["runc"]["checkpoint_unavailable_reason"] == nil {
-		t.Errorf("runc cannot checkpoint and does not say why: %s", r.Body)
+	// runc: CRIU checkpoints where `criu check` passes (CRIU >= 4.1),
+	// else the warm freeze, and it says why.
+	switch runc := classes["runc"]; {
+	case runc["checkpoint"] == true && runc["stop_keeps_memory"] != "checkpoint":
+		t.Errorf("runc can checkpoint but a stop does not: %s", r.Body)
+	case runc["checkpoint"] == false && (runc["stop_keeps_memory"] != "freeze" || runc["checkpoint_unavailable_reason"] == nil):
+		t.Errorf("runc cannot checkpoint: want the warm freeze and the reason: %s", r.Body)
 	}
 }
