@@ -150,7 +150,9 @@ func (h *Host) egressRules(id string, spec *controlplane.NetworkSpec) (network.P
 	if h.egp != nil {
 		pol.ProxyAll = len(r.AllowDomains) > 0
 		pol.Proxy = len(r.Secrets) > 0
-		pol.DNS = r.Deny || pol.ProxyAll
+		// With the proxy in the path, names resolve through the same
+		// resolver that checks them (and under deny, only allowed ones).
+		pol.DNS = r.Deny || pol.ProxyAll || pol.Proxy
 	}
 	if !pol.Proxy && !pol.ProxyAll && !pol.DNS {
 		r = nil

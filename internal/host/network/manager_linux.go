@@ -102,6 +102,15 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 	if err := writeSysctl(filepath.Join("/proc/sys/net/ipv6/conf", name, "disable_ipv6"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("bridge %s: %w", name, err)
 	}
+	// Isolated ports do not pass ARP between sandboxes, so a connect to
+	// another sandbox would wait for ARP and fail as "unreachable" seconds
+	// later. With private-VLAN proxy ARP the host answers for them, the
+	// packet is routed through it, and the firewall refuses it at once.
+	for _, k := range []string{"proxy_arp_pvlan", "proxy_arp"} {
+		if err := writeSysctl(filepath.Join("/proc/sys/net/ipv4/conf", name, k), "1"); err != nil {
+			return nil, fmt.Errorf("bridge %s: %s: %w", name, k, err)
+		}
+	}
 	gw := &netlink.Addr{IPNet: &net.IPNet{
 		IP:   net.IP(m.gateway.AsSlice()),
 		Mask: net.CIDRMask(m.cfg.Subnet.Bits(), 32),
