@@ -18,6 +18,11 @@ import (
 // PrefixArtifact starts every artifact ID.
 const PrefixArtifact = "art_"
 
+// EventArtifactCreated is the event type written when an artifact is
+// stored; its data names the artifact (artifact_id, name, path, kind,
+// size_bytes).
+const EventArtifactCreated = "artifact_created"
+
 // ArtifactRequest exports Path of a running sandbox; Name is the download
 // file name (default: the path's base name, plus ".tar" for a directory).
 type ArtifactRequest struct {
@@ -105,6 +110,8 @@ func (s *Service) CreateArtifact(ctx context.Context, p Principal, sandboxID str
 		}
 		return Artifact{}, err
 	}
+	s.event(ctx, sb, EventArtifactCreated, map[string]any{"artifact_id": a.ID, "name": a.Name, "path": a.Path,
+		"kind": a.Kind, "size_bytes": a.SizeBytes})
 	s.log.Info("artifact created", "artifact", a.ID, "sandbox", sb.ID, "kind", a.Kind, "bytes", a.SizeBytes)
 	return out, nil
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 func eventTypes(evs []Event) []string {
@@ -306,5 +309,65 @@ func TestWebhookBackoff(t *testing.T) {
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
+}
+
+// TestWebhookDeliveryResumesAfterRestart checks that a delivery that
+// failed before the service stopped is sent by the next service on the
+// same store (the delivery and its backoff live in the store).
+func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Service, store.Store) {
+		st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.PollInterval = 20 * time.Millisecond
+		cfg.Webhooks.AllowPrivate, cfg.Webhooks.RetryBase = true, 10*time.Millisecond
+		s := New(cfg, st, &fakeHost{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.noAgentInit = true
+		return s, st
+	}
+	ctx := context.Background()
+	rcv := &receiver{fail: 1, got: make(chan struct{}, 1)}
+	srv := httptest.NewServer(rcv)
+	defer srv.Close()
+
+	s1, st1 := open()
+	wh, err := s1.CreateWebhook(ctx, org, WebhookRequest{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.RunWebhooks(ctx)
+	s1.store.AddEvent(ctx, "org_a", "sbx_1", "hello", nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ds, _ := s1.WebhookDeliveries(ctx, org, wh.ID, 0)
+		if len(ds) == 1 && ds[0].Attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first attempt never recorded: %+v", ds)
+		}
+	}
+	s1.Close()
+	st1.Close()
+
+	s2, st2 := open()
+	defer func() { s2.Close(); st2.Close() }()
+	s2.RunWebhooks(ctx)
+	select {
+	case <-rcv.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pending delivery was not sent after the restart")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ds, _ := s2.WebhookDeliveries(ctx, org, wh.ID, 0)
+		if len(ds) == 1 && ds[0].Status == store.DeliveryDelivered && ds[0].Attempts == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries after restart: %+v", ds)
+		}
 	}
 }
