@@ -16,9 +16,9 @@ import (
 )
 
 // Idempotency (seed 003): every mutating /v1 call (POST, PUT, PATCH,
-// DELETE) takes an Idempotency-Key header, or an "idempotency_key" field
-// in a JSON object body (stripped before the handler's strict decoder
-// sees it). The first request with a key runs and its answer is kept for
+// DELETE) takes an Idempotency-Key header, or an "idempotency_key" (or
+// "idempotencyKey") field in a JSON object body (stripped before the
+// handler's strict decoder sees it). The first request with a key runs and its answer is kept for
 // 24 hours; a retry with the same key and the same request (method, path,
 // query and canonical body, by the same token) gets that answer again with
 // Idempotent-Replayed: true. The same key with another request is 409
@@ -37,6 +37,8 @@ const (
 	headerIdempotencyKey = "Idempotency-Key"
 	headerReplayed       = "Idempotent-Replayed"
 	bodyIdempotencyKey   = "idempotency_key"
+	// bodyIdempotencyKeyCamel is seed 003's SDK spelling, accepted too.
+	bodyIdempotencyKeyCamel = "idempotencyKey"
 )
 
 // maxReplayBody bounds an answer kept for replay.
@@ -186,16 +188,24 @@ func readKeyedBody(r *http.Request, key *string) (*keyedBody, error) {
 	if looksJSONObject(head) {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(head, &obj) == nil {
-			if raw, ok := obj[bodyIdempotencyKey]; ok {
+			stripped := false
+			for _, name := range []string{bodyIdempotencyKey, bodyIdempotencyKeyCamel} {
+				raw, ok := obj[name]
+				if !ok {
+					continue
+				}
 				var k string
 				if err := json.Unmarshal(raw, &k); err != nil {
-					return nil, badRequest("idempotency_key must be a string", bodyIdempotencyKey)
+					return nil, badRequest(name+" must be a string", name)
 				}
 				if *key != "" && *key != k {
-					return nil, badRequest("the Idempotency-Key header and the idempotency_key field differ; send one", bodyIdempotencyKey)
+					return nil, badRequest("the Idempotency-Key header and the "+name+" field differ; send one", name)
 				}
 				*key = k
-				delete(obj, bodyIdempotencyKey)
+				delete(obj, name)
+				stripped = true
+			}
+			if stripped {
 				if b.mem, err = json.Marshal(obj); err != nil {
 					return nil, err
 				}

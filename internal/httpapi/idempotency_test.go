@@ -113,6 +113,8 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 			wantRetryStatus: 409, wantRetryCode: "idempotency_key_reused", wantSandboxes: 1},
 		{name: "body field works like the header and is stripped", firstKey: "", firstBody: `{"template":"busybox","idempotency_key":"k2"}`,
 			retryKey: "k2", retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantReplay: true, wantSandboxes: 1},
+		{name: "seed 003's idempotencyKey body field", firstBody: `{"template":"busybox","idempotencyKey":"k5"}`,
+			retryKey: "k5", retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantReplay: true, wantSandboxes: 1},
 		{name: "other keys make other sandboxes", firstKey: "k1", firstBody: `{"template":"busybox"}`, retryKey: "k3", retryBody: `{"template":"busybox"}`,
 			wantRetryStatus: 201, wantSandboxes: 2},
 		{name: "no key: no replay", firstBody: `{"template":"busybox"}`, retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantSandboxes: 2},

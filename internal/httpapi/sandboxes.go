@@ -32,6 +32,7 @@ type createBody struct {
 	FromSnapshot    string                `json:"from_snapshot"`
 	FromBackup      string                `json:"from_backup"`
 	ProjectID       string                `json:"project_id"`
+	ProjectIDCamel  string                `json:"projectId"` // seed 003's SDK spelling
 	Type            string                `json:"type"`
 	AutoStopMinutes *int                  `json:"auto_stop_minutes"`
 	AutoArchiveDays *int                  `json:"auto_archive_days"`
@@ -88,12 +89,14 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Wait {
 		wait = sandbox.StateRunning
 	}
+	if b.ProjectID == "" {
+		b.ProjectID = b.ProjectIDCamel
+	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
 		ParentID: b.ParentID, Runtime: b.Runtime, Network: b.Network.policy(), ProjectID: b.ProjectID}
 	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	req.FromSnapshot, req.FromBackup = b.FromSnapshot, b.FromBackup
-	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}
@@ -143,8 +146,9 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	req.State = sandbox.State(q.Get("state"))
 	req.ParentID = q.Get("parent_id")
 	req.ProjectID = q.Get("project_id")
-	req.Include = listIncludes(r)
-	req.ProjectID = q.Get("project_id")
+	if req.ProjectID == "" {
+		req.ProjectID = q.Get("projectId")
+	}
 	req.Include = listIncludes(r)
 	if rootsOnly, _ := strconv.ParseBool(q.Get("roots_only")); rootsOnly {
 		req.ParentID = "none"
