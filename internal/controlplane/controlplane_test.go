@@ -269,6 +269,11 @@ func TestValidation(t *testing.T) {
 			}
 		})
 	}
+	// No template: the server's default (python-node), which this host
+	// cannot build.
+	if _, err := s.Create(context.Background(), org, CreateRequest{}); !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "python-node") {
+		t.Errorf("no template = %v, want the default template, not found here", err)
+	}
 	var tooBig *EnvVarTooLargeError
 	if _, err := s.Create(context.Background(), org, CreateRequest{Template: "busybox", Env: map[string]string{"A": string(make([]byte, 128*1024))}}); !errors.As(err, &tooBig) {
 		t.Errorf("huge env var: %v", err)
