@@ -255,7 +255,6 @@ func TestValidation(t *testing.T) {
 		req   CreateRequest
 		field string
 	}{
-		{"no template", CreateRequest{}, "template"},
 		{"cpu 0", CreateRequest{Template: "busybox", CPU: f(0)}, "cpu"},
 		{"ram 64", CreateRequest{Template: "busybox", RAMMB: i(64)}, "ram_mb"},
 		{"disk 0", CreateRequest{Template: "busybox", DiskGB: i(0)}, "disk_gb"},
