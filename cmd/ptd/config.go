@@ -81,7 +81,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.bucket, "archive-bucket", "platinum-archives", "bucket archives are written to")
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
 	sandboxAPI := fs.Bool("sandbox-api", true, "serve the API to sandboxes on their gateway address (same port as --listen), so agents inside can manage their own children with PT_API_URL and their sandbox-scoped PT_TOKEN")
-	fs.StringVar(&c.defaultRuntime, "default-runtime", "runc", "runtime class of sandboxes that do not ask: runc or gvisor")
+	fs.StringVar(&c.defaultRuntime, "default-runtime", "", "runtime class of sandboxes that do not ask: runc or gvisor (default: gvisor when runsc runs sandboxes on this host, else runc)")
 	cpDef := controlplane.DefaultConfig()
 	fs.IntVar(&c.orgMaxSandboxes, "org-max-sandboxes", cpDef.OrgMaxSandboxes, "per-org limit on active sandboxes (creating, starting, running, stopping; 0: none); PUT /v1/orgs/{id}/quotas overrides it per org")
 	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", cpDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")

@@ -42,6 +42,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.defaultRuntime, err = defaultRuntime(ctx, cfg.defaultRuntime, h, log); err != nil {
+		return err
+	}
 	cpCfg := controlplane.DefaultConfig()
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention

@@ -598,6 +598,7 @@ func (s *Service) provision(ctx context.Context, id string) {
 	_, ok, err := s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.Reason, sb.TemplateVersionID = inst.Address, "", v.ID
 		sb.Live = s.headroom(*sb)
+		sb.LastStart = cloneStart(spec.Clone, inst, s.now())
 	})
 	if err != nil {
 		log.Error("record running", "err", err)

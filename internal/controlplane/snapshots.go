@@ -466,6 +466,22 @@ func (s *Service) cloneSpec(ctx context.Context, sb sandbox.Sandbox) (*CloneSpec
 	return c, nil
 }
 
+// cloneStart is what the first start of a clone or fork brought back
+// (nil for a sandbox made from a template).
+func cloneStart(c *CloneSpec, inst Instance, now time.Time) *sandbox.LastStart {
+	if c == nil {
+		return nil
+	}
+	if inst.MemoryRestored {
+		return &sandbox.LastStart{Restore: sandbox.RestoreMemory, RAMRestored: true, At: now}
+	}
+	ls := &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now, Reason: "booted on a copy of the snapshot's disk"}
+	if c.MemoryImage != "" {
+		ls.Reason = "the snapshot's memory could not be restored; " + ls.Reason
+	}
+	return ls
+}
+
 // ForkRequest is a fork call.
 type ForkRequest struct {
 	// Count is how many copies to make (1 to MaxForks).

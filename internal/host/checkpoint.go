@@ -286,3 +286,18 @@ func (h *Host) resetConnections(addr netip.Addr) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// ClassWorks reports whether runtime class runs sandboxes on this host: it
+// is installed and (for gvisor) a throwaway sandbox runs. ptd uses it to
+// pick the default class.
+func (h *Host) ClassWorks(ctx context.Context, class string) error {
+	rt, ok := h.rts[class]
+	if !ok {
+		return fmt.Errorf("runtime class %s is not installed: %w", class, sandbox.ErrUnavailable)
+	}
+	// *oci.Runtime, and *oci.CheckpointRuntime which embeds it, probe.
+	if p, ok := rt.(interface{ Probe(context.Context) error }); ok {
+		return p.Probe(ctx)
+	}
+	return nil
+}

@@ -66,6 +66,11 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID string, memory bool) (co
 		}
 		files.MemoryImage = filepath.Join(h.snapshotDir(snapID), "memory")
 		t0 := time.Now()
+		// Established connections in the image leave restored copies with a
+		// dead network stack (see resetConnections): end them first.
+		if ep, ok := h.net.Endpoint(id); ok {
+			h.resetConnections(ep.Addr)
+		}
 		if err := cp.Checkpoint(ctx, id, files.MemoryImage, runtime.CheckpointOptions{LeaveRunning: true}); err != nil {
 			h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
 			return controlplane.SnapshotFiles{}, fmt.Errorf("host: snapshot %s: %w", id, err)

@@ -37,7 +37,11 @@ type Daemon struct {
 type Options struct {
 	// RepoRoot is the module root to build from.
 	RepoRoot string
-	// ExtraArgs go to `ptd serve`.
+	// ExtraArgs go to `ptd serve`, after the harness's own flags (a flag
+	// given again wins). The harness pins --default-runtime runc: the
+	// suites include tests of runc-only behaviour (LXCFS /proc sizes, nproc
+	// after a live resize, the warm freeze), and tests of gvisor name their
+	// runtime in the create request.
 	ExtraArgs []string
 	// Keep leaves the data and binary dirs behind for inspection.
 	Keep bool
@@ -109,7 +113,7 @@ func Start(o Options) (*Daemon, error) {
 	pln.Close()
 	d.PreviewURL = "http://" + paddr
 	d.args = append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
-		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr}, o.ExtraArgs...)
+		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--default-runtime", "runc"}, o.ExtraArgs...)
 	if d.logf, err = os.Create(filepath.Join(bin, "ptd.log")); err != nil {
 		return d, err
 	}

@@ -211,7 +211,7 @@ func TestForkIdentity(t *testing.T) {
 // count to /root/count ten times a second.
 func startCounter(c *client, id string) {
 	c.t.Helper()
-	c.mustSh(id, "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /root/count; sleep 0.1; done' >/dev/null 2>&1 &")
+	c.mustSh(id, `(i=0; while true; do i=$((i+1)); echo $i > /root/count.new; mv /root/count.new /root/count; sleep 0.1; done) </dev/null >/dev/null 2>&1 &`)
 	waitCount(c, id, 3)
 }
 

@@ -1,9 +1,11 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -160,4 +162,32 @@ func rlimits(r runtime.Resources, pl platform) []ociRlim {
 		out = append(out, ociRlim{Type: "RLIMIT_NPROC", Hard: uint64(r.Pids), Soft: uint64(r.Pids)})
 	}
 	return out
+}
+
+// Probe runs a throwaway sandbox (`runsc do /bin/true` with loopback-only
+// networking and its own state dir) to tell whether this binary actually
+// runs sandboxes here, not only answers --version: the platform may be
+// missing (systrap needs a recent kernel, KVM a usable /dev/kvm). For runc
+// it returns nil: runc runs wherever it is installed.
+func (r *Runtime) Probe(ctx context.Context) error {
+	if !r.gvisor {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "pt-runsc-probe-")
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"--root", dir}
+	for _, a := range r.cfg.GlobalArgs {
+		if !strings.HasPrefix(a, "--network") {
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--network=none", "do", "/bin/true")
+	out, err := exec.CommandContext(ctx, r.binary, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s do /bin/true: %w: %s", r.cfg.Binary, err, strings.TrimSpace(lastError(out)))
+	}
+	return nil
 }
