@@ -56,12 +56,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root})
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--webhook-allow-private"}})
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *eventsOnly {
+		return eventsBench(c, *eventRuns)
+	}
+	if *eventRuns > 0 {
+		defer func() {
+			if err := eventsBench(c, *eventRuns); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: events:", err)
+			}
+		}()
+	}
 	if *sessionsOnly {
 		return sessionsBench(c, *sessionRuns)
 	}
