@@ -68,13 +68,15 @@ type TTLExceededError struct {
 	// Limit names the limit: "create" (1 hour at creation) or "session"
 	// (24 hours since creation).
 	Limit string
+	// Max is that limit's duration.
+	Max time.Duration
 }
 
 func (e *TTLExceededError) Error() string {
 	if e.Limit == "session" {
-		return fmt.Sprintf("ttl_ms would take the session past its total limit since creation; at most %d ms from now", e.MaxTTLMs)
+		return fmt.Sprintf("ttl_ms would take the sandbox past %s since its creation (the session limit); at most %d ms from now", e.Max, e.MaxTTLMs)
 	}
-	return fmt.Sprintf("ttl_ms exceeds the plan limit at creation: at most %d ms", e.MaxTTLMs)
+	return fmt.Sprintf("ttl_ms exceeds the plan limit at creation (%s): at most %d ms", e.Max, e.MaxTTLMs)
 }
 
 // Unwrap makes errors.Is(err, sandbox.ErrInvalidArgument) hold.
@@ -104,7 +106,7 @@ func (s *Service) ttlFor(r *CreateRequest) (ttl time.Duration, session bool, err
 			return 0, false, &sandbox.FieldError{Field: "ttl_ms", Reason: "must be a positive integer (milliseconds)"}
 		}
 		if max := s.cfg.TTL.MaxCreate; time.Duration(ms)*time.Millisecond > max {
-			return 0, false, &TTLExceededError{MaxTTLMs: max.Milliseconds(), Limit: "create"}
+			return 0, false, &TTLExceededError{MaxTTLMs: max.Milliseconds(), Limit: "create", Max: max}
 		}
 		return time.Duration(ms) * time.Millisecond, true, nil
 	}
@@ -138,7 +140,7 @@ func (s *Service) SetTTL(ctx context.Context, p Principal, id string, ttlMs int6
 		limit := sb.CreatedAt.Add(s.cfg.TTL.MaxSession)
 		exp := now.Add(ttl).Truncate(time.Microsecond)
 		if exp.After(limit) {
-			return sandbox.Sandbox{}, &TTLExceededError{MaxTTLMs: max(0, limit.Sub(now).Milliseconds()), Limit: "session"}
+			return sandbox.Sandbox{}, &TTLExceededError{MaxTTLMs: max(0, limit.Sub(now).Milliseconds()), Limit: "session", Max: s.cfg.TTL.MaxSession}
 		}
 		sb.ExpiresAt, sb.TTLMs = &exp, ttlMs
 		if sb.ExpiryAction == "" {
