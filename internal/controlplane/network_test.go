@@ -198,3 +198,31 @@ func TestChildrenGetTheParentsNetwork(t *testing.T) {
 		t.Errorf("org admin: %v", err)
 	}
 }
+
+// TestReconcileReappliesNetwork: after a restart the host's egress proxy is
+// empty, so the startup reconcile hands every running sandbox's network to
+// the host again.
+func TestReconcileReappliesNetwork(t *testing.T) {
+	s, h := newNetService(t)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox", Network: &sandbox.NetworkPolicy{Egress: "deny"}})
+	if _, ok := h.last(h.sets, sb.ID); ok {
+		t.Fatal("SetNetwork called before any reconcile")
+	}
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if spec, ok := h.last(h.sets, sb.ID); ok {
+			if spec == nil || spec.Policy.Egress != "deny" {
+				t.Errorf("reapplied %+v, want the stored deny policy", spec)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the startup reconcile never reapplied the running sandbox's network")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -95,6 +96,14 @@ func newRig(t *testing.T) *rig {
 		r.seenBody = append(r.seenBody, string(b))
 		r.mu.Unlock()
 		w.Header().Set("X-Echo", req.Header.Get("Authorization"))
+		if req.URL.Path == "/echo" {
+			// A server that reflects what it got, split over writes.
+			a := req.Header.Get("Authorization")
+			io.WriteString(w, "you sent: "+a[:len(a)/2])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, a[len(a)/2:]+" and "+string(b))
+			return
+		}
 		io.WriteString(w, "hello from "+req.Host)
 	})
 	r.tlsUp, err = tls.Listen("tcp4", "127.0.0.1:0", &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -214,6 +223,32 @@ func TestSecretInjection(t *testing.T) {
 			t.Errorf("sandbox saw issuer %v, want its egress CA", resp.TLS.PeerCertificates[0].Issuer)
 		}
 	})
+	t.Run("values echoed in a response go back as placeholders", func(t *testing.T) {
+		r.to(r.tlsUp)
+		_, body, err := get(t, c, "POST", "https://api.test/echo", placeholder, "x"+placeholder+"y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "you sent: Bearer " + placeholder + " and x" + placeholder + "y"; body != want {
+			t.Errorf("sandbox got %q, want %q", body, want)
+		}
+		if _, got := r.last(); got != "x"+value+"y" {
+			t.Errorf("upstream got body %q", got)
+		}
+	})
+	t.Run("expect 100-continue", func(t *testing.T) {
+		r.to(r.tlsUp)
+		req, _ := http.NewRequest("POST", "https://api.test/", strings.NewReader(placeholder))
+		req.Header.Set("Expect", "100-continue")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if _, got := r.last(); resp.StatusCode != 200 || got != value {
+			t.Errorf("status %d, upstream body %q", resp.StatusCode, got)
+		}
+	})
 	t.Run("https unbound host gets the placeholder, end to end TLS", func(t *testing.T) {
 		r.to(r.tlsUp)
 		resp, _, err := get(t, c, "POST", "https://other.test/", placeholder, placeholder)
@@ -266,6 +301,34 @@ func TestSecretInjection(t *testing.T) {
 			t.Fatalf("request through an impostor upstream succeeded")
 		}
 	})
+}
+
+func TestScrubReader(t *testing.T) {
+	secrets := []Secret{{Value: "SECRET-VALUE", Placeholder: "pt_secret_1"}, {Value: "xy", Placeholder: "pt_secret_2"}}
+	for _, in := range []string{
+		"",
+		"nothing here",
+		"SECRET-VALUE",
+		"a SECRET-VALUE b SECRET-VALUExy SECRET-VALU",
+		strings.Repeat("z", 70000) + "SECRET-VALUE" + strings.Repeat("x", 5) + "y",
+	} {
+		want := strings.NewReplacer("SECRET-VALUE", "pt_secret_1", "xy", "pt_secret_2").Replace(in)
+		for _, oneByte := range []bool{false, true} {
+			var src io.Reader = strings.NewReader(in)
+			if oneByte {
+				src = iotest.OneByteReader(src)
+			}
+			resp := &http.Response{Body: io.NopCloser(src), Header: http.Header{}}
+			scrubBody(resp, secrets)
+			got, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != want {
+				t.Errorf("scrub(%.40q, one byte reads %v) = %.60q, want %.60q", in, oneByte, got, want)
+			}
+		}
+	}
 }
 
 func TestDomainRules(t *testing.T) {

@@ -19,8 +19,12 @@ import (
 )
 
 // handshakeTimeout bounds how long a client may take to send its first
-// bytes (HTTP request line or TLS ClientHello).
-const handshakeTimeout = 30 * time.Second
+// bytes (HTTP request line or TLS ClientHello); idleTimeout how long a
+// kept-alive connection may wait for its next request.
+const (
+	handshakeTimeout = 30 * time.Second
+	idleTimeout      = 2 * time.Minute
+)
 
 // conn is one redirected connection being handled.
 type conn struct {
@@ -166,7 +170,11 @@ func (h *conn) serveHTTP(client net.Conn, br *bufio.Reader, sni string, isTLS bo
 			up.Close()
 		}
 	}()
-	for {
+	for first := true; ; first = false {
+		if !first {
+			// An idle kept-alive connection does not hold the proxy forever.
+			h.c.SetReadDeadline(time.Now().Add(idleTimeout))
+		}
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -196,6 +204,15 @@ func (h *conn) serveHTTP(client net.Conn, br *bufio.Reader, sni string, isTLS bo
 			// only to an address the name really has.
 			secrets = nil
 		}
+		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+			// The proxy reads the body before the upstream sees the
+			// request: let the client send it now.
+			req.Header.Del("Expect")
+			if _, err := io.WriteString(client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+				cancel()
+				return
+			}
+		}
 		if err := h.inject(req, secrets); err != nil {
 			cancel()
 			reset(h.c)
@@ -219,10 +236,20 @@ func (h *conn) serveHTTP(client net.Conn, br *bufio.Reader, sni string, isTLS bo
 			return
 		}
 		resp, err := http.ReadResponse(upr, req)
+		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			// Interim answers (100 Continue, 103 Early Hints) pass on;
+			// the final one follows.
+			scrub(resp.Header, secrets)
+			if err := resp.Write(client); err != nil {
+				return
+			}
+			resp, err = http.ReadResponse(upr, req)
+		}
 		if err != nil {
 			return
 		}
 		scrub(resp.Header, secrets)
+		scrubBody(resp, secrets)
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			if err := resp.Write(client); err != nil {
 				return
@@ -322,6 +349,91 @@ func scrub(hdr http.Header, secrets []Secret) {
 		}
 	}
 }
+
+// scrubBody puts placeholders back where a response body from a host that
+// got secrets echoes a value (an API that reflects the request, an error
+// that quotes a header). The body streams through; its length may change,
+// so it is re-framed as chunked. Compressed bodies are not looked into.
+func scrubBody(resp *http.Response, secrets []Secret) {
+	if len(secrets) == 0 || resp.Body == nil || resp.Body == http.NoBody || resp.Header.Get("Content-Encoding") != "" {
+		return
+	}
+	r := &scrubReader{src: resp.Body}
+	for _, s := range secrets {
+		r.values = append(r.values, []byte(s.Value))
+		r.placeholders = append(r.placeholders, []byte(s.Placeholder))
+		r.keep = max(r.keep, len(s.Value)-1)
+	}
+	resp.Body = r
+	resp.ContentLength = -1
+	resp.TransferEncoding = []string{"chunked"}
+	resp.Header.Del("Content-Length")
+}
+
+// scrubReader replaces values with placeholders in a stream. It holds back
+// the last keep bytes of what it read (one less than the longest value),
+// so a value split across reads is still found: any value that starts
+// before the held-back tail lies wholly in the buffer.
+type scrubReader struct {
+	src                  io.ReadCloser
+	values, placeholders [][]byte
+	keep                 int
+	buf, out             []byte
+	eof                  bool
+}
+
+func (r *scrubReader) Read(p []byte) (int, error) {
+	for len(r.out) == 0 {
+		if r.eof && len(r.buf) == 0 {
+			return 0, io.EOF
+		}
+		if !r.eof {
+			chunk := make([]byte, 32<<10)
+			n, err := r.src.Read(chunk)
+			r.buf = append(r.buf, chunk[:n]...)
+			if err == io.EOF {
+				r.eof = true
+			} else if err != nil {
+				return 0, err
+			}
+		}
+		limit := len(r.buf) - r.keep
+		if r.eof {
+			limit = len(r.buf)
+		}
+		r.process(limit)
+	}
+	n := copy(p, r.out)
+	r.out = r.out[n:]
+	return n, nil
+}
+
+// process moves buf[:limit] (and any value starting there) to out, with
+// values replaced.
+func (r *scrubReader) process(limit int) {
+	i := 0
+	for i < limit {
+		best, which := -1, -1
+		for k, v := range r.values {
+			if j := bytes.Index(r.buf[i:], v); j >= 0 && i+j < limit && (best < 0 || i+j < best) {
+				best, which = i+j, k
+			}
+		}
+		if best < 0 {
+			r.out = append(r.out, r.buf[i:limit]...)
+			i = limit
+			break
+		}
+		r.out = append(r.out, r.buf[i:best]...)
+		r.out = append(r.out, r.placeholders[which]...)
+		i = best + len(r.values[which])
+	}
+	if i > 0 {
+		r.buf = append([]byte(nil), r.buf[i:]...)
+	}
+}
+
+func (r *scrubReader) Close() error { return r.src.Close() }
 
 func writeError(c net.Conn, code int, msg string) {
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",

@@ -22,6 +22,16 @@ func chainExists(table, chain string) bool {
 func TestPolicy(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, true)
+	// Registered before the manager's cleanup, so it runs after Teardown:
+	// a policy still installed then is removed with everything else.
+	var kept []string
+	t.Cleanup(func() {
+		for _, c := range kept {
+			if chainExists("filter", c) || chainExists("nat", c) {
+				t.Errorf("chain %s outlives Teardown", c)
+			}
+		}
+	})
 	m := newTestManager(t, cfg)
 	ctx := context.Background()
 	target, _ := outsideHost(t)
@@ -74,4 +84,14 @@ func TestPolicy(t *testing.T) {
 	if err := m.SetPolicy(ctx, id, Policy{Deny: true}); err == nil {
 		t.Errorf("SetPolicy of a detached sandbox succeeded")
 	}
+	id2 := "sbx_p_" + randHex(t, 8)
+	ep2, err := m.Attach(ctx, id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPolicy(ctx, id2, Policy{Deny: true, Proxy: true}); err != nil {
+		t.Fatal(err)
+	}
+	fc2, nc2 := policyChains(strings.TrimPrefix(ep2.HostVeth, vethPrefix))
+	kept = append(kept, fc2, nc2)
 }
