@@ -45,13 +45,15 @@ type WebhookConfig struct {
 	Workers int
 	// MaxPerOrg bounds an org's webhooks.
 	MaxPerOrg int
+	// Retention is how long finished deliveries stay listed.
+	Retention time.Duration
 }
 
 // DefaultWebhookConfig returns the production defaults: 12 attempts over
 // about two hours (2 s, 4 s, … capped at one hour).
 func DefaultWebhookConfig() WebhookConfig {
 	return WebhookConfig{MaxAttempts: 12, RetryBase: 2 * time.Second, RetryMax: time.Hour,
-		Timeout: 10 * time.Second, Workers: 4, MaxPerOrg: 20}
+		Timeout: 10 * time.Second, Workers: 4, MaxPerOrg: 20, Retention: 7 * 24 * time.Hour}
 }
 
 // backoff is the wait after the attempts-th failed send.
@@ -275,6 +277,7 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 			changed := s.feed.channel()
 			d.fanOut(ctx)
 			d.sendDue(ctx)
+			d.prune(ctx)
 			select {
 			case <-ctx.Done():
 				d.wg.Wait()
@@ -295,6 +298,22 @@ type dispatcher struct {
 
 	mu       sync.Mutex
 	inflight map[int64]bool
+
+	lastPrune time.Time // only the loop touches it
+}
+
+// prune drops finished deliveries past the retention, once an hour.
+func (d *dispatcher) prune(ctx context.Context) {
+	ret := d.s.cfg.Webhooks.Retention
+	if ret <= 0 || time.Since(d.lastPrune) < time.Hour {
+		return
+	}
+	d.lastPrune = time.Now()
+	if n, err := d.s.store.PruneDeliveries(ctx, time.Now().Add(-ret)); err != nil {
+		d.s.log.Warn("webhooks: prune deliveries", "err", err)
+	} else if n > 0 {
+		d.s.log.Info("webhooks: pruned finished deliveries", "count", n)
+	}
 }
 
 // fanOut queues a delivery of every new event to each webhook that wants

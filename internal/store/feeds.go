@@ -127,6 +127,9 @@ type Feeds interface {
 	// limit (<= 0: no limit); ErrNotFound if the webhook is absent or in
 	// another org.
 	ListDeliveries(ctx context.Context, orgID, webhookID string, limit int) ([]Delivery, error)
+	// PruneDeliveries deletes finished (delivered or failed) deliveries
+	// last updated before `before` and returns how many it deleted.
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
 
 	// CreateArtifact inserts a; a zero CreatedAt is set to now. It returns
 	// the stored artifact. ErrConflict if the ID exists.

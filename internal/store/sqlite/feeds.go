@@ -258,6 +258,16 @@ func (s *Store) ListDeliveries(ctx context.Context, orgID, webhookID string, lim
 		WHERE d.webhook_id = ? ORDER BY d.id DESC LIMIT ?`, webhookID, limit)
 }
 
+// PruneDeliveries implements store.Store.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE status != 'pending' AND updated_at < ?`,
+		sandbox.FormatTime(before))
+	if err != nil {
+		return 0, fmt.Errorf("prune deliveries: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 const artifactCols = `id, org_id, sandbox_id, name, path, kind, content_type, size_bytes, sha256, bucket, object_key, created_at`
 
 func scanArtifact(sc scanner) (store.Artifact, error) {

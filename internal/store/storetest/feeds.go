@@ -126,6 +126,15 @@ func testFeeds(t *testing.T, s store.Store) {
 	if err != nil || len(ds) != 1 || ds[0].Status != store.DeliveryDelivered || ds[0].LastStatus != 503 {
 		t.Errorf("ListDeliveries = %+v, %v", ds, err)
 	}
+	if n, err := s.PruneDeliveries(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Errorf("prune of recent deliveries = %d, %v; want 0", n, err)
+	}
+	if n, err := s.PruneDeliveries(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Errorf("prune of finished deliveries = %d, %v; want 1", n, err)
+	}
+	if ds, _ := s.ListDeliveries(ctx, "org_a", "whk_1", 0); len(ds) != 0 {
+		t.Errorf("after prune: %+v", ds)
+	}
 	if _, err := s.ListDeliveries(ctx, "org_b", "whk_1", 0); !store.IsNotFound(err) {
 		t.Errorf("other org's deliveries: %v, want not found", err)
 	}
