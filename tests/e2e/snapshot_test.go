@@ -367,21 +367,74 @@ type client2 struct {
 
 func (c *client2) do2(method, path string, body any) response {
 	c.t.Helper()
+	return rawDo(c.t, c.url, c.token, method, path, body, nil)
+}
+
+// rawDo is one API call to base with extra headers.
+func rawDo(t *testing.T, base, token, method, path string, body any, hdr map[string]string) response {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(context.Background(), method, c.url+path, rd)
+	req, err := http.NewRequestWithContext(context.Background(), method, base+path, rd)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// TestSnapshotForkIdempotent: a snapshot or fork retried with the same
+// Idempotency-Key answers the first call's result and makes nothing more.
+func TestSnapshotForkIdempotent(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	key := map[string]string{"Idempotency-Key": "snap-" + randHex(8)}
+	first := rawDo(t, env.url, env.token, "POST", "/v1/sandboxes/"+id+"/snapshots", map[string]any{"name": "once"}, key)
+	again := rawDo(t, env.url, env.token, "POST", "/v1/sandboxes/"+id+"/snapshots", map[string]any{"name": "once"}, key)
+	if first.Status != 201 || again.Status != 201 || first.JSON()["id"] == nil || first.JSON()["id"] != again.JSON()["id"] {
+		t.Fatalf("retried snapshot: %d %s / %d %s", first.Status, first.Body, again.Status, again.Body)
+	}
+	if again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retried snapshot not marked replayed: %v", again.Header)
+	}
+	sid := first.JSON()["id"].(string)
+	t.Cleanup(func() { c.do("DELETE", "/v1/snapshots/"+sid, nil) })
+	if r := c.do("GET", "/v1/sandboxes/"+id+"/snapshots", nil); len(r.JSON()["rows"].([]any)) != 1 {
+		t.Errorf("snapshots after a retried call: %s", r.Body)
+	}
+
+	key = map[string]string{"Idempotency-Key": "fork-" + randHex(8)}
+	first = rawDo(t, env.url, env.token, "POST", "/v1/sandboxes/"+id+"/fork?wait_for_state=running&wait_timeout_ms=300000", map[string]any{"count": 2}, key)
+	if first.Status != 201 {
+		t.Fatalf("fork: %d %s", first.Status, first.Body)
+	}
+	ids := func(r response) []string {
+		var out []string
+		for _, v := range r.JSON()["sandboxes"].([]any) {
+			out = append(out, v.(map[string]any)["id"].(string))
+		}
+		return out
+	}
+	for _, fid := range ids(first) {
+		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+fid, nil) })
+	}
+	again = rawDo(t, env.url, env.token, "POST", "/v1/sandboxes/"+id+"/fork?wait_for_state=running&wait_timeout_ms=300000", map[string]any{"count": 2}, key)
+	if again.Status != 201 || strings.Join(ids(first), ",") != strings.Join(ids(again), ",") {
+		t.Fatalf("retried fork: %s / %s", first.Body, again.Body)
+	}
+	if r := c.do("GET", "/v1/sandboxes/"+id+"/children", nil); strings.Count(string(r.Body), `"id":"sbx_`) != 2 {
+		t.Errorf("children after a retried fork: %s", r.Body)
+	}
 }
