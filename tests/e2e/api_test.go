@@ -19,7 +19,8 @@ func TestCreateBadInput(t *testing.T) {
 		{"trailing data", `{"template":"busybox"} {}`, 400, "invalid_request", ""},
 		{"empty body", ``, 400, "invalid_request", ""},
 		{"unknown field", `{"template":"busybox","bogus":1}`, 400, "invalid_request", "bogus"},
-		{"missing template", `{"cpu":1}`, 400, "invalid_request", "template"},
+		// A create without template takes the server's default (seed 003);
+		// see TestSeed003Templates.
 		{"template wrong type", `{"template":5}`, 400, "invalid_request", "template"},
 		{"unknown template", `{"template":"no-such-template"}`, 404, "not_found", "template"},
 		{"cpu zero", `{"template":"busybox","cpu":0}`, 400, "invalid_request", "cpu"},
