@@ -25,12 +25,22 @@ import (
 func TestEgressSecretInjection(t *testing.T) {
 	c := newClient(t)
 	out := newOutside(t, 1)
+	runtimes := []string{"runc"}
+	if hasRuntime(t, c, "gvisor") {
+		runtimes = append(runtimes, "gvisor")
+	}
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) { testSecretInjection(t, c, out, rt) })
+	}
+}
+
+func testSecretInjection(t *testing.T, c *client, out *outside, runtime string) {
 	srv := out.Addrs[0]
 	sfx := randHex(4)
 	bound, unbound := "api-"+sfx+".example.test", "other-"+sfx+".example.test"
 	mapHosts(t, srv, bound, unbound)
 	value := "sk-live-" + randHex(16)
-	id := c.create(map[string]any{"template": "busybox",
+	id := c.create(map[string]any{"template": "busybox", "runtime": runtime,
 		"secrets": map[string]any{"API_KEY": map[string]any{"value": value, "hosts": []string{bound}, "body": true}}})
 	installNetprobe(t, c, id)
 
@@ -113,9 +123,11 @@ func TestEgressSecretInjection(t *testing.T) {
 	}
 
 	// Memory of every process of the sandbox, read from the host.
+	// (Under gVisor these are the sentry and gofer: the sandbox's whole
+	// memory is the sentry's.)
 	pids := sandboxPids(t, id)
-	if len(pids) < 2 {
-		t.Fatalf("found %d sandbox processes, want the agent and netprobe at least", len(pids))
+	if len(pids) < 1 {
+		t.Fatalf("found no sandbox processes")
 	}
 	sawPlaceholder := false
 	for _, pid := range pids {
