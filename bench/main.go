@@ -62,6 +62,16 @@ func run() error {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *idemOnly {
+		return idemBench(c, *idemRuns)
+	}
+	if *idemRuns > 0 {
+		defer func() {
+			if err := idemBench(c, *idemRuns); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: idempotency:", err)
+			}
+		}()
+	}
 	if *eventsOnly {
 		return eventsBench(c, *eventRuns)
 	}

@@ -101,6 +101,14 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 	defer deadline.Stop()
 	poll := time.NewTicker(min(s.cfg.PollInterval, 100*time.Millisecond))
 	defer poll.Stop()
+	// A retry of a finished request is the common case: answer it from a
+	// read, without a write transaction.
+	if held, err := s.store.GetIdempotencyKey(ctx, scope, key); err == nil && held.Done && held.ExpiresAt.After(time.Now()) {
+		if held.RequestHash != requestHash {
+			return IdempotencyBegin{}, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
+		}
+		return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
+	}
 	for {
 		changed := s.notify.channel(wake)
 		now := time.Now().UTC()
