@@ -104,6 +104,12 @@ func printSandbox(w io.Writer, s *platinum.Sandbox, asJSON bool) error {
 	field("ID", s.ID)
 	field("Name", orDash(s.Name))
 	field("State", string(s.State))
+	if s.Status != "" {
+		field("Status", string(s.Status))
+	}
+	if s.DestroyedReason != "" {
+		field("Destroyed", s.DestroyedReason)
+	}
 	if s.Reason != "" {
 		field("Reason", s.Reason)
 	}
