@@ -310,3 +310,55 @@ func runPTLines(t *testing.T, args ...string) <-chan string {
 	}()
 	return lines
 }
+
+// TestEventsSessionFilter follows a session's status changes by its
+// context (workflow and vault) and by session ID; another context's
+// stream stays empty.
+func TestEventsSessionFilter(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, "busybox")
+	start := strconv.FormatInt(lastEventID(t, c), 10)
+	wf, vault := "wf-ev-"+randHex(4), "vault-ev-"+randHex(4)
+	byCtx := openEvents(t, env.token, "workflow_id="+wf+"&vault_id="+vault+"&heartbeat_ms=500", start)
+	otherCtx := openEvents(t, env.token, "workflow_id=wf-none-"+randHex(4)+"&heartbeat_ms=500", start)
+
+	r := c.do("POST", "/v1/sessions", map[string]any{"workflow_id": wf, "vault_id": vault, "template": "busybox"})
+	if r.Status != 200 && r.Status != 202 {
+		t.Fatalf("create session: %d %s", r.Status, r.Body)
+	}
+	sid := r.JSON()["session_id"].(string)
+	t.Cleanup(func() { c.do("DELETE", "/v1/sessions/"+sid+"?wait_timeout_ms=60000", nil) })
+
+	type sessionData struct {
+		SessionID  string `json:"session_id"`
+		WorkflowID string `json:"workflow_id"`
+		VaultID    string `json:"vault_id"`
+		Status     string `json:"status"`
+	}
+	var statuses []string
+	for {
+		e := byCtx.next()
+		var d sessionData
+		json.Unmarshal(e.Data, &d)
+		if e.Type != "session_status_changed" || d.SessionID != sid || d.WorkflowID != wf || d.VaultID != vault {
+			t.Fatalf("context filter let through %s %s", e.Type, e.Data)
+		}
+		statuses = append(statuses, d.Status)
+		if d.Status == "ready" || d.Status == "failed" {
+			break
+		}
+	}
+	if statuses[len(statuses)-1] != "ready" {
+		t.Fatalf("session statuses %v, want it to end ready", statuses)
+	}
+	otherCtx.none()
+
+	r = c.do("GET", "/v1/events?format=json&session_id="+sid+"&after="+start, nil)
+	var page struct {
+		Rows []sseEvent `json:"rows"`
+	}
+	json.Unmarshal(r.Body, &page)
+	if len(page.Rows) != len(statuses) {
+		t.Errorf("session_id filter: %d events, the context stream had %d: %s", len(page.Rows), len(statuses), r.Body)
+	}
+}
