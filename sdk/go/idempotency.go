@@ -65,7 +65,8 @@ func isMutating(method string) bool {
 }
 
 // setIdempotencyKey gives a mutating request its key: the context's, or
-// a generated one. The key stays on the request, so retries reuse it.
+// a generated one (not for streamed bodies). The key stays on the
+// request, so retries reuse it.
 func (c *Client) setIdempotencyKey(ctx context.Context, req *http.Request) {
 	if !isMutating(req.Method) {
 		return
@@ -74,7 +75,10 @@ func (c *Client) setIdempotencyKey(ctx context.Context, req *http.Request) {
 		req.Header.Set(IdempotencyKeyHeader, k)
 		return
 	}
-	if !c.noAutoKeys {
+	// A streamed body (a file upload) cannot be sent twice, so the Client
+	// never retries it, and a key would only make ptd spool it to hash it.
+	streamed := req.Body != nil && req.Body != http.NoBody && req.GetBody == nil
+	if !c.noAutoKeys && !streamed {
 		req.Header.Set(IdempotencyKeyHeader, NewIdempotencyKey())
 	}
 }

@@ -127,3 +127,16 @@ func TestSDKKeyPerCall(t *testing.T) {
 		t.Errorf("in-progress: %d requests, want 3 (two retries)", n)
 	}
 }
+
+// TestSDKNoKeyOnStreamedUploads: an upload streams its body once, so the
+// Client neither retries it nor gives it a generated key (which would
+// make ptd spool it to hash it); a caller's key is still sent.
+func TestSDKNoKeyOnStreamedUploads(t *testing.T) {
+	ks := &keyServer{}
+	c := ks.client(t)
+	c.Sandboxes.Upload(context.Background(), "sbx_1", "/tmp/x", strings.NewReader("data"))
+	c.Sandboxes.Upload(platinum.WithIdempotencyKey(context.Background(), "up-1"), "sbx_1", "/tmp/x", strings.NewReader("data"))
+	if len(ks.keys) != 2 || ks.keys[0] != "" || ks.keys[1] != "up-1" {
+		t.Errorf("upload keys = %q, want none then the caller's", ks.keys)
+	}
+}
