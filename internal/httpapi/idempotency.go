@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"strings"
@@ -185,7 +186,7 @@ func readKeyedBody(r *http.Request, key *string) (*keyedBody, error) {
 	}
 	b.mem = head
 	canon := head
-	if looksJSONObject(head) {
+	if jsonBody(r) && looksJSONObject(head) {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(head, &obj) == nil {
 			stripped := false
@@ -238,6 +239,18 @@ func spool(head []byte, body io.Reader) (*keyedBody, error) {
 		return nil, badRequest("reading the request body: "+err.Error(), "")
 	}
 	return &keyedBody{file: f, hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// jsonBody reports whether r's body is a JSON document the idempotency
+// layer may look into (and strip the key field from): a JSON, form (curl
+// -d) or unset Content-Type, and never a file upload (PUT …/files), whose
+// bytes are the file's and pass untouched.
+func jsonBody(r *http.Request) bool {
+	if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/files") {
+		return false
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "" || mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "application/x-www-form-urlencoded"
 }
 
 func looksJSONObject(b []byte) bool {

@@ -284,3 +284,36 @@ func TestIdempotencyOnOtherMutations(t *testing.T) {
 		t.Errorf("delete retry = %+v, first %+v", d2, d1)
 	}
 }
+
+// TestIdempotencyLeavesRawBodiesAlone: only JSON request bodies lose an
+// idempotency_key field; a file upload's bytes (even a JSON file with
+// such a field) and an octet-stream body pass untouched.
+func TestIdempotencyLeavesRawBodiesAlone(t *testing.T) {
+	doc := `{"idempotency_key":"not-mine","x":1}`
+	tests := []struct {
+		name, method, path, contentType string
+		wantKey                         string // what the router sees as the body's field
+	}{
+		{"upload", "PUT", "/v1/sandboxes/sbx_1/files", "application/x-www-form-urlencoded", "not-mine"},
+		{"octet-stream", "POST", "/v1/anything", "application/octet-stream", "not-mine"},
+		{"json", "POST", "/v1/anything", "application/json", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(doc))
+			r.Header.Set("Content-Type", tc.contentType)
+			key := ""
+			b, err := readKeyedBody(r, &key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(b.reader())
+			var m map[string]any
+			json.Unmarshal(got, &m)
+			field, _ := m["idempotency_key"].(string)
+			if field != tc.wantKey || (tc.wantKey != "" && string(got) != doc) {
+				t.Errorf("body = %s (key taken: %q)", got, key)
+			}
+		})
+	}
+}
