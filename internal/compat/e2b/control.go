@@ -136,14 +136,14 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			action = sandbox.ExpireStop
 		}
 		ctx := r.Context()
-		slug, err := h.resolveTemplate(ctx, req.TemplateID)
+		slug, versionID, err := h.resolveTemplate(ctx, req.TemplateID)
 		if err != nil {
 			return err
 		}
 		noIdleStop := 0
 		start := time.Now()
 		sb, err := h.cp.Create(ctx, p, controlplane.CreateRequest{
-			Template: slug, Env: req.EnvVars, Metadata: req.Metadata,
+			Template: slug, TemplateVersionID: versionID, Env: req.EnvVars, Metadata: req.Metadata,
 			// E2B's timeout is the only bound on a running sandbox's
 			// life: no idle auto-stop behind the caller's back.
 			AutoStopMinutes: &noIdleStop,
@@ -194,23 +194,20 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 }
 
 // resolveTemplate maps an E2B template ID onto a Platinum slug: aliases
-// ("base"), our slugs as they are, and our version IDs when the version is
-// the one a create would run (its template's newest ready version).
-func (h *Handler) resolveTemplate(ctx context.Context, id string) (string, error) {
+// ("base"), our slugs as they are, and our version IDs (tplv_…), which pin
+// that immutable version (the create refuses one that is not ready).
+func (h *Handler) resolveTemplate(ctx context.Context, id string) (slug, versionID string, err error) {
 	if !strings.HasPrefix(id, sandbox.PrefixTemplateVersion) {
-		return templateSlug(id), nil
+		return templateSlug(id), "", nil
 	}
-	slug, newest, err := h.cp.TemplateVersionSlug(ctx, id)
+	slug, _, err = h.cp.TemplateVersionSlug(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("template '%s' not found", id)}
+		return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("template '%s' not found", id)}
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if !newest {
-		return "", badRequest("template version %s is not the newest ready version of %s; sandboxes are created from a template's newest version (templateID %q)", id, slug, slug)
-	}
-	return slug, nil
+	return slug, id, nil
 }
 
 // notReady is the answer when a wait for running ended elsewhere: failed
