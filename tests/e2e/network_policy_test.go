@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // patchNetwork replaces a sandbox's policy and checks it applied at once.
@@ -67,19 +70,49 @@ func TestNetworkPolicyIPRules(t *testing.T) {
 			wantProbe(t, c, id, "ok", "dial", port(a))
 			wantProbe(t, c, id, "refused", "dial", port(b))
 
-			// deny_out, with allow_out winning for an address in both
-			patchNetwork(t, c, id, map[string]any{"egress": "allow",
-				"deny_out": []string{b.String() + "/32", cc.String() + "/31"}, "allow_out": []string{cc.String()}})
+			// deny_out, with allow_out winning for an address in both (the
+			// CLI this time)
+			stdout, stderr, code := pt(t, nil, "sandbox", "network", id, "--egress", "allow",
+				"--deny-out", b.String()+"/32,"+cc.String()+"/31", "--allow-out", cc.String())
+			if code != 0 || !strings.Contains(stdout, "applies: now") || !strings.Contains(stdout, "deny out: "+b.String()+"/32") {
+				t.Fatalf("pt sandbox network: %d %s %s", code, stdout, stderr)
+			}
 			wantProbe(t, c, id, "ok", "dial", port(a))
 			wantProbe(t, c, id, "refused", "dial", port(b))
 			wantProbe(t, c, id, "ok", "dial", port(cc))
 
-			// back to the default: everything reachable again
-			patchNetwork(t, c, id, map[string]any{})
+			// back to the default (the SDK): everything reachable again
+			res, err := platinum.New(env.url, env.token).Sandboxes.SetNetwork(context.Background(), id, platinum.NetworkPolicy{})
+			if err != nil || res.Applies != platinum.NetworkAppliesNow || res.Network.Egress != "allow" {
+				t.Fatalf("SDK SetNetwork: %+v %v", res, err)
+			}
 			wantProbe(t, c, id, "ok", "dial", port(b))
 
 			// deny all
 			patchNetwork(t, c, id, map[string]any{"egress": "deny"})
+			wantProbe(t, c, id, "refused", "dial", port(a))
+
+			// A bad policy is refused and changes nothing.
+			if r := c.do("PATCH", "/v1/sandboxes/"+id+"/network", map[string]any{"deny_out": []string{"example.com"}}); r.Status != 400 || !strings.Contains(string(r.Body), "deny_out") {
+				t.Errorf("bad policy: %d %s", r.Status, r.Body)
+			}
+			if _, _, code := pt(t, nil, "sandbox", "network", id, "--egress", "sometimes"); code == 0 {
+				t.Errorf("pt sandbox network --egress sometimes succeeded")
+			}
+			wantProbe(t, c, id, "refused", "dial", port(a))
+
+			// Stopped: stored, applied by the next start.
+			if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 {
+				t.Fatalf("stop: %d %s", r.Status, r.Body)
+			}
+			r = c.do("PATCH", "/v1/sandboxes/"+id+"/network", map[string]any{"egress": "deny", "allow_out": []string{b.String()}})
+			if r.Status != 200 || r.JSON()["applies"] != "next_start" {
+				t.Fatalf("patch a stopped sandbox: %d %s", r.Status, r.Body)
+			}
+			if r := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil); r.Status != 200 {
+				t.Fatalf("start: %d %s", r.Status, r.Body)
+			}
+			wantProbe(t, c, id, "ok", "dial", port(b))
 			wantProbe(t, c, id, "refused", "dial", port(a))
 		})
 	}
