@@ -98,6 +98,7 @@ commands:
   template list                list templates
   template build SLUG          build a new version of a template
   org create NAME              create an organization (admin token)
+  org quota ORG_ID             show an org's quotas and usage; --max-sandboxes/--max-cpu/--max-ram-mb set them (platform admin)
   project list|create NAME     list projects or create one (org admin token)
   token create                 issue a token of your org (--project ID scopes it; --role member|admin)
   session create               start a context's session (--vault, --workflow | --agent-session)
@@ -142,7 +143,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"backup": &sandboxBackup{a},
 		},
 		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}, "versions": &templateVersions{a}},
-		"org":      {"create": &orgCreate{a}},
+		"org":      {"create": &orgCreate{a}, "quota": &orgQuota{a}},
 		"project":  {"list": &projectList{a}, "ls": &projectList{a}, "create": &projectCreate{a}},
 		"token":    {"create": &tokenCreate{a}},
 		"session": {

@@ -117,3 +117,67 @@ func (c *tokenCreate) Run(ctx context.Context, args []string) error {
 	fmt.Fprintln(c.app.stderr, "save the token now: it is not shown again")
 	return nil
 }
+
+// orgQuota is `pt org quota ORG_ID [--max-sandboxes N] [--max-cpu N]
+// [--max-ram-mb N]`: show an org's quotas, or set its overrides (platform
+// admin token; a flag set to -1 returns that limit to the server default).
+type orgQuota struct{ app *app }
+
+const orgQuotaSynopsis = "pt org quota ORG_ID [--max-sandboxes N] [--max-cpu N] [--max-ram-mb N] [--json]"
+
+// Run prints the org's limits and usage, after setting any given flags.
+func (c *orgQuota) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt org quota")
+	maxSbx := fs.Int("max-sandboxes", -2, "set the org's limit on active sandboxes (`N`; 0 none, -1 server default)")
+	maxCPU := fs.Float64("max-cpu", -2, "set the org's limit on active vCPUs (`N`; 0 none, -1 server default)")
+	maxRAM := fs.Int("max-ram-mb", -2, "set the org's limit on active memory in MB (`N`; 0 none, -1 server default)")
+	asJSON := fs.Bool("json", false, "print the quota as JSON")
+	pos, err := parseArgs(fs, orgQuotaSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return usageErr(usageText(fs, orgQuotaSynopsis), "want exactly one ORG_ID")
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	q, err := cl.Orgs.Quota(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *maxSbx != -2 || *maxCPU != -2 || *maxRAM != -2 {
+		o := q.Overrides
+		if *maxSbx != -2 {
+			o.MaxSandboxes = nil
+			if *maxSbx >= 0 {
+				o.MaxSandboxes = maxSbx
+			}
+		}
+		if *maxCPU != -2 {
+			o.MaxCPU = nil
+			if *maxCPU >= 0 {
+				o.MaxCPU = maxCPU
+			}
+		}
+		if *maxRAM != -2 {
+			o.MaxRAMMB = nil
+			if *maxRAM >= 0 {
+				o.MaxRAMMB = maxRAM
+			}
+		}
+		if q, err = cl.Orgs.SetQuota(ctx, pos[0], o); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return writeJSON(c.app.stdout, q)
+	}
+	tw := table(c.app.stdout)
+	fmt.Fprintln(tw, "LIMIT\tMAX\tUSED")
+	fmt.Fprintf(tw, "sandboxes\t%d\t%d\n", q.Limits.MaxSandboxes, q.Usage.Sandboxes)
+	fmt.Fprintf(tw, "cpu\t%g\t%g\n", q.Limits.MaxCPU, q.Usage.CPU)
+	fmt.Fprintf(tw, "ram_mb\t%d\t%d\n", q.Limits.MaxRAMMB, q.Usage.RAMMB)
+	return tw.Flush()
+}
