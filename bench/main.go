@@ -45,7 +45,7 @@ func run() error {
 	if *onlyEgress {
 		return egressBench(*n)
 	}
-	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview {
+	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview && !*snapOnly {
 		defer func() {
 			if err := archiveBench(*archiveRuns); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: archive:", err)
@@ -62,6 +62,16 @@ func run() error {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *snapOnly {
+		return snapshotBench(c, *snapRuns, d.DataDir)
+	}
+	if *snapRuns > 0 {
+		defer func() {
+			if err := snapshotBench(c, *snapRuns, d.DataDir); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: snapshots:", err)
+			}
+		}()
+	}
 	if *idemOnly {
 		return idemBench(c, *idemRuns)
 	}
