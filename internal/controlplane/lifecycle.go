@@ -220,10 +220,11 @@ func (s *Service) SetExpiry(ctx context.Context, p Principal, id string, at time
 			return sb, &StateError{State: sb.State, Want: "not deleted"}
 		}
 		if at.IsZero() {
-			sb.ExpiresAt, sb.ExpiryAction = nil, ""
+			sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = nil, "", 0
 		} else {
 			at = at.UTC()
-			sb.ExpiresAt, sb.ExpiryAction = &at, action
+			// ttl_ms is the lifetime asked for, counted from now.
+			sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &at, action, max(1, time.Until(at).Milliseconds())
 		}
 		out, err := s.update(ctx, sb)
 		if errors.Is(err, store.ErrConflict) {
