@@ -93,8 +93,7 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 	if _, err := os.Stat(snap.DiskImage); err != nil {
 		// The local copy is gone (a crash before it was recorded): take it
 		// again if the sandbox still has a disk.
-		no := false
-		if _, err := s.host.(Snapshotter).Snapshot(ctx, snap.SandboxID, id, no); err != nil {
+		if _, err := snapper.Snapshot(ctx, snap.SandboxID, id, snap.Source.Runtime, false); err != nil {
 			fail(fmt.Errorf("copy the disk again: %w", err))
 			return
 		}

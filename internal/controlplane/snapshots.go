@@ -46,7 +46,7 @@ type Snapshotter interface {
 	// with memory, checkpoints its processes while they keep running. It
 	// returns sandbox.ErrConflict when memory is asked of a sandbox that
 	// does not run.
-	Snapshot(ctx context.Context, id, snapID string, memory bool) (SnapshotFiles, error)
+	Snapshot(ctx context.Context, id, snapID, class string, memory bool) (SnapshotFiles, error)
 	// RemoveSnapshot deletes a snapshot's files. Idempotent.
 	RemoveSnapshot(ctx context.Context, snapID string) error
 	// RestoreDisk stops the sandbox disk-only and replaces its disk with
@@ -141,7 +141,7 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 		return sandbox.Snapshot{}, err
 	}
 	t0 := time.Now()
-	files, err := snapper.Snapshot(ctx, id, snap.ID, memory)
+	files, err := snapper.Snapshot(ctx, id, snap.ID, sb.Runtime, memory)
 	if err != nil {
 		s.store.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID)
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)

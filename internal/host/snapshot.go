@@ -47,7 +47,7 @@ type privileged interface {
 // reflink copy of its image, milliseconds. The disk copy may be a little
 // ahead of the memory image, never behind it: restored processes never
 // miss a write they made. A stopped sandbox's disk is copied as it is.
-func (h *Host) Snapshot(ctx context.Context, id, snapID string, memory bool) (controlplane.SnapshotFiles, error) {
+func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (controlplane.SnapshotFiles, error) {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
 		return controlplane.SnapshotFiles{}, fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
 	}
@@ -56,9 +56,13 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID string, memory bool) (co
 	if err := h.RemoveSnapshot(ctx, snapID); err != nil {
 		return files, err
 	}
-	rt := h.runtimeOf(ctx, id)
-	st, stErr := rt.State(ctx, id)
-	running := stErr == nil && st.Status == runtime.StatusRunning
+	// The caller names the class: asking each runtime would cost a runtime
+	// call per class. A running sandbox has its disk mounted.
+	rt, ok := h.rts[class]
+	if !ok {
+		rt = h.runtimeOf(ctx, id)
+	}
+	running := isMounted(h.paths(id).diskMnt)
 	if memory {
 		cp, ok := rt.(runtime.Checkpointer)
 		if !ok || !running {

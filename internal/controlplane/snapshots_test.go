@@ -1,0 +1,244 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+// snapHost is a fakeHost that can snapshot: gvisor checkpoints, runc
+// does not (as on these machines without CRIU).
+type snapHost struct {
+	*fakeHost
+	mu       sync.Mutex
+	restored []string // sandbox IDs whose disk RestoreDisk replaced
+	removed  []string
+}
+
+var _ Snapshotter = (*snapHost)(nil)
+
+func (h *snapHost) MemorySnapshots(class string) (bool, string) {
+	if class == "gvisor" {
+		return true, ""
+	}
+	return false, "criu is not installed"
+}
+
+func (h *snapHost) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (SnapshotFiles, error) {
+	f := SnapshotFiles{DiskImage: "/pool/" + snapID + ".img", SizeBytes: 1 << 30}
+	if memory {
+		f.MemoryImage = "/snapshots/" + snapID + "/memory"
+	}
+	return f, nil
+}
+
+func (h *snapHost) RemoveSnapshot(ctx context.Context, snapID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.removed = append(h.removed, snapID)
+	return nil
+}
+
+func (h *snapHost) RestoreDisk(ctx context.Context, id, snapID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.restored = append(h.restored, id)
+	return nil
+}
+
+func newSnapService(t *testing.T, h *snapHost, path string) *Service {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.PollInterval = 20 * time.Millisecond
+	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(func() { s.Close(); st.Close() })
+	s.noAgentInit = true
+	return s
+}
+
+func runningSandbox(t *testing.T, s *Service, class string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := s.Create(context.Background(), org, CreateRequest{Template: "busybox", Runtime: class})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.WaitFor(context.Background(), org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("wait running: %+v %v", got, err)
+	}
+	return got
+}
+
+func TestSnapshotMemoryChoice(t *testing.T) {
+	s := newSnapService(t, &snapHost{fakeHost: &fakeHost{}}, filepath.Join(t.TempDir(), "db"))
+	yes, no := true, false
+	for _, tc := range []struct {
+		class   string
+		memory  *bool
+		want    bool
+		wantErr bool
+	}{
+		{"gvisor", nil, true, false},
+		{"gvisor", &yes, true, false},
+		{"gvisor", &no, false, false},
+		{"runc", nil, false, false},
+		{"runc", &no, false, false},
+		{"runc", &yes, false, true},
+	} {
+		sb := runningSandbox(t, s, tc.class)
+		snap, err := s.Snapshot(context.Background(), org, sb.ID, SnapshotRequest{Memory: tc.memory})
+		var me *MemorySnapshotError
+		switch {
+		case tc.wantErr:
+			if !errors.As(err, &me) || me.Class != "runc" || !errors.Is(err, sandbox.ErrConflict) {
+				t.Errorf("%s memory=%v: err = %v, want MemorySnapshotError", tc.class, *tc.memory, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.class, err)
+		case snap.Memory != tc.want || snap.State != sandbox.SnapshotReady || snap.Source.Runtime != tc.class:
+			t.Errorf("%s memory=%v: snapshot %+v, want memory %v, ready", tc.class, tc.memory, snap, tc.want)
+		}
+	}
+	// Another org sees nothing; bad names are refused.
+	sb := runningSandbox(t, s, "runc")
+	snap, err := s.Snapshot(context.Background(), org, sb.ID, SnapshotRequest{Name: "ok-name"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSnapshot(context.Background(), Principal{OrgID: "org_b"}, snap.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("another org's GetSnapshot = %v, want not found", err)
+	}
+	var fe *sandbox.FieldError
+	if _, err := s.Snapshot(context.Background(), org, sb.ID, SnapshotRequest{Name: "bad name"}); !errors.As(err, &fe) || fe.Field != "name" {
+		t.Errorf("bad name: %v", err)
+	}
+}
+
+// TestRestoreSurvivesCrash: a restore in place interrupted by ptd dying
+// (the service closes while the host start hangs) is finished by the
+// next service's reconciler: the disk is replaced again and the sandbox
+// runs, never stuck in restoring.
+func TestRestoreSurvivesCrash(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	block := make(chan struct{})
+	var blocking sync.Once
+	h := &snapHost{fakeHost: &fakeHost{}}
+	s1 := newSnapService(t, h, db)
+	sb := runningSandbox(t, s1, "runc")
+	snap, err := s1.Snapshot(context.Background(), org, sb.ID, SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	h.StartFunc = func(ctx context.Context, spec StartSpec) (Instance, error) {
+		blocking.Do(func() { close(started) })
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return Instance{}, ctx.Err()
+		}
+		return Instance{Address: "127.0.0.1"}, nil
+	}
+	got, err := s1.Restore(context.Background(), org, sb.ID, snap.ID)
+	if err != nil || got.State != sandbox.StateRestoring {
+		t.Fatalf("Restore = %+v, %v", got, err)
+	}
+	<-started
+	s1.Close() // ptd dies mid-restore
+
+	close(block)
+	s2 := newSnapService(t, h, db)
+	if err := s2.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s2.WaitFor(context.Background(), org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if err != nil || !ok || got.RestoreSnapshotID != "" || got.LastStart == nil || got.LastStart.Restore != sandbox.RestoreDiskOnly {
+		t.Fatalf("after the reconciler: %+v %v %v", got, ok, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.restored) != 2 {
+		t.Errorf("disk replaced %d times, want 2 (once before the crash, once after)", len(h.restored))
+	}
+}
+
+func TestRestoreAndForkValidation(t *testing.T) {
+	h := &snapHost{fakeHost: &fakeHost{}}
+	s := newSnapService(t, h, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	a, b := runningSandbox(t, s, "runc"), runningSandbox(t, s, "runc")
+	snapB, err := s.Snapshot(ctx, org, b.ID, SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nf interface{ Field() string }
+	if _, err := s.Restore(ctx, org, a.ID, snapB.ID); !errors.As(err, &nf) || nf.Field() != "snapshot_id" {
+		t.Errorf("restore to another sandbox's snapshot: %v", err)
+	}
+	var fe *sandbox.FieldError
+	if _, err := s.Restore(ctx, org, a.ID, ""); !errors.As(err, &fe) {
+		t.Errorf("restore without a snapshot: %v", err)
+	}
+	for _, n := range []int{0, MaxForks + 1} {
+		if _, err := s.Fork(ctx, org, a.ID, ForkRequest{Count: n}); !errors.As(err, &fe) || fe.Field != "count" {
+			t.Errorf("fork count %d: %v", n, err)
+		}
+	}
+	if _, err := s.Create(ctx, org, CreateRequest{FromSnapshot: snapB.ID, Runtime: "gvisor"}); !errors.As(err, &fe) || fe.Field != "runtime" {
+		t.Errorf("clone into another class: %v", err)
+	}
+
+	res, err := s.Fork(ctx, org, b.ID, ForkRequest{Count: 3})
+	if err != nil || len(res.Sandboxes) != 3 || res.Memory || res.MemoryReason == "" {
+		t.Fatalf("fork = %+v, %v", res, err)
+	}
+	for _, f := range res.Sandboxes {
+		got, ok, err := s.WaitFor(ctx, org, f.ID, sandbox.StateRunning, 5*time.Second)
+		if err != nil || !ok || got.ParentID != b.ID || got.SourceSnapshotID == "" || got.LastStart == nil {
+			t.Errorf("fork %s: %+v", f.ID, got)
+		}
+	}
+	// The fork's internal snapshot goes once every fork runs.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, _ := s.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: b.ID})
+		if len(l) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshots of the source after the fork: %d, want only the user's", len(l))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A stopped sandbox can be restored; a snapshot in use cannot go.
+	if _, err := s.Stop(ctx, org, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitFor(ctx, org, b.ID, sandbox.StateStopped, 5*time.Second)
+	if _, err := s.Restore(ctx, org, b.ID, snapB.ID); err != nil {
+		t.Fatalf("restore of a stopped sandbox: %v", err)
+	}
+	if got, ok, _ := s.WaitFor(ctx, org, b.ID, sandbox.StateRunning, 5*time.Second); !ok {
+		t.Fatalf("restore of a stopped sandbox ended %s (%s)", got.State, got.Reason)
+	}
+	if err := s.DeleteSnapshot(ctx, org, snapB.ID); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := s.GetSnapshot(ctx, org, snapB.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+}
