@@ -16,6 +16,10 @@ import (
 type Template struct {
 	Slug    string
 	Version *store.TemplateVersion // nil when never built
+	// Number is Version's number among the slug's builds; Default is true
+	// for the server's default template.
+	Number  int
+	Default bool
 }
 
 // templates builds template versions on first use, once per slug at a time.
@@ -164,12 +168,12 @@ func (s *Service) GetTemplate(ctx context.Context, slug string) (Template, error
 	}
 	v, err := s.store.LatestTemplateVersion(ctx, slug)
 	if store.IsNotFound(err) {
-		return Template{Slug: slug}, nil
+		return Template{Slug: slug, Default: slug == s.cfg.Templates.Default}, nil
 	}
 	if err != nil {
 		return Template{}, err
 	}
-	return Template{Slug: slug, Version: &v}, nil
+	return Template{Slug: slug, Version: &v, Number: s.tpl.number(ctx, v.ID), Default: slug == s.cfg.Templates.Default}, nil
 }
 
 // failInterruptedBuilds marks versions left "building" by a crash as

@@ -123,10 +123,17 @@ type templateView struct {
 	SizeBytes int64   `json:"size_bytes"`
 	Error     string  `json:"error,omitempty"`
 	CreatedAt *string `json:"created_at"`
+	// Version numbers version_id among the slug's builds; Default marks
+	// the server's default template (creates that name none).
+	Version *int `json:"version"`
+	Default bool `json:"default"`
 }
 
 func viewTemplate(t controlplane.Template) templateView {
-	v := templateView{Slug: t.Slug, Status: "not_built"}
+	v := templateView{Slug: t.Slug, Status: "not_built", Default: t.Default}
+	if t.Number > 0 {
+		v.Version = &t.Number
+	}
 	if t.Version != nil {
 		tv := t.Version
 		c := sandbox.FormatTime(tv.CreatedAt)
