@@ -162,6 +162,9 @@ func (m *Manager) removeFirewall(ctx context.Context) error {
 				return err
 			}
 		}
+		m.polMu.Lock()
+		clear(m.dispatch)
+		m.polMu.Unlock()
 	}
 	for _, t := range []struct{ table, chain string }{{"filter", "INPUT"}, {"filter", "FORWARD"}, {"nat", "POSTROUTING"}, {"nat", "PREROUTING"}} {
 		out, err := runIptables(ctx, nil, "iptables", "-w", "-t", t.table, "-S", t.chain)

@@ -44,6 +44,9 @@ func (m *Manager) Setup(ctx context.Context) error {
 	if err := m.installFirewall(ctx); err != nil {
 		return err
 	}
+	if err := m.loadDispatch(ctx); err != nil {
+		return err
+	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		return fmt.Errorf("bridge %s: up: %w", m.cfg.Bridge, err)
 	}
@@ -465,8 +468,10 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	unlock := m.idLocks.lock(id)
 	defer unlock()
 	nsName, veth := m.names(id)
-	if err := m.removePolicy(ctx, strings.TrimPrefix(veth, vethPrefix)); err != nil {
-		return fmt.Errorf("detach %s: %w", id, err)
+	if ep, ok := m.Endpoint(id); ok {
+		if err := m.detachPolicy(ctx, ep.Addr); err != nil {
+			return fmt.Errorf("detach %s: %w", id, err)
+		}
 	}
 	if err := m.remove(nsName, veth); err != nil {
 		return fmt.Errorf("detach %s: %w", id, err)

@@ -50,6 +50,12 @@ type Manager struct {
 	mu        sync.Mutex
 	endpoints map[string]Endpoint   // by sandbox ID
 	used      map[netip.Addr]string // address -> sandbox ID, including attaches in progress
+
+	// dispatch mirrors the policy dispatch rules installed on the host:
+	// sandbox address -> hash naming its policy chains. Setup reads it back,
+	// so a start with the default policy costs no iptables call at all.
+	polMu    sync.Mutex
+	dispatch map[netip.Addr]string
 }
 
 // New validates cfg and returns a Manager. It changes nothing on the host:
@@ -67,6 +73,7 @@ func New(cfg Config, logger *slog.Logger) (*Manager, error) {
 		gateway:   cfg.gateway(),
 		endpoints: map[string]Endpoint{},
 		used:      map[netip.Addr]string{},
+		dispatch:  map[netip.Addr]string{},
 	}, nil
 }
 

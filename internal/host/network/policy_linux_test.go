@@ -95,3 +95,41 @@ func TestPolicy(t *testing.T) {
 	fc2, nc2 := policyChains(strings.TrimPrefix(ep2.HostVeth, vethPrefix))
 	kept = append(kept, fc2, nc2)
 }
+
+// TestPolicySurvivesRestart: a new manager (ptd restarted) finds the
+// policies in place and can change and remove them.
+func TestPolicySurvivesRestart(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, true)
+	m := newTestManager(t, cfg)
+	ctx := context.Background()
+	target, _ := outsideHost(t)
+	id := "sbx_r_" + randHex(t, 8)
+	ep, err := m.Attach(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPolicy(ctx, id, Policy{Deny: true}); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dial(t, ep.NetNSPath, target, 10*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("after a restart: dial err %v, want the policy still refusing", err)
+	}
+	if err := m2.SetPolicy(ctx, id, Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	fc, _ := policyChains(strings.TrimPrefix(ep.HostVeth, vethPrefix))
+	if chainExists("filter", fc) {
+		t.Errorf("the restarted manager did not remove the policy chains")
+	}
+	if _, err := dial(t, ep.NetNSPath, target, 10*time.Second); err != nil {
+		t.Errorf("after removing the policy: %v", err)
+	}
+}
