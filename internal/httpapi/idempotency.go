@@ -105,6 +105,10 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 			a.log.Warn("release idempotency key", "err", err)
 		}
 	}()
+	// The request runs to its end even if the client goes away: a client
+	// that timed out retries with the same key, and must find this
+	// answer, not a second sandbox. Handlers bound their own waits.
+	r = r.WithContext(context.WithoutCancel(ctx))
 	r.Body = body.reader()
 	a.mux.ServeHTTP(rec, r)
 	done = true

@@ -317,3 +317,27 @@ func TestIdempotencyLeavesRawBodiesAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestIdempotencyClientGoesAway: a client that gives up on a create (its
+// wait outlasted the client's timeout) and retries with the same key gets
+// the first sandbox, never a second one.
+func TestIdempotencyClientGoesAway(t *testing.T) {
+	srv, h := newIdemServer(t, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=60000", strings.NewReader(`{"template":"busybox"}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Idempotency-Key", "gone")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the first request answered %d before the host started", resp.StatusCode)
+	}
+	close(h.release)
+	r := idemCall(t, srv, "tok", "POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=60000", "gone", `{"template":"busybox"}`)
+	if r.Status != 201 || r.Replayed != "true" {
+		t.Errorf("retry = %d %q %s, want the first request's 201 replayed", r.Status, r.Replayed, r.Body)
+	}
+	if n := countSandboxes(t, srv); n != 1 {
+		t.Errorf("%d sandboxes, want 1", n)
+	}
+}
