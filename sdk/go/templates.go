@@ -33,6 +33,11 @@ type Template struct {
 	// Error says why the last build failed.
 	Error     string    `json:"error,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// Version numbers VersionID among the template's builds (1, 2, …).
+	Version int `json:"version,omitempty"`
+	// Default is true for the server's default template, which creates
+	// that name no template get.
+	Default bool `json:"default"`
 }
 
 // TemplatesService groups the template calls. Get it from Client.Templates.

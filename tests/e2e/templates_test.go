@@ -145,6 +145,12 @@ func TestSeed003Templates(t *testing.T) {
 			t.Errorf("GET /v1/templates lacks %s: %s", slug, r.Body)
 		}
 	}
+	if d := c.do("GET", "/v1/templates/python-node", nil).JSON()["default"]; d != true {
+		t.Errorf("python-node default = %v, want true", d)
+	}
+	if d := c.do("GET", "/v1/templates/busybox", nil).JSON()["default"]; d != false {
+		t.Errorf("busybox default = %v, want false", d)
+	}
 	ensureTemplate(t, c, "python-node")
 	ensureTemplate(t, c, "node")
 
