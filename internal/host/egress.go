@@ -77,20 +77,6 @@ func (h *Host) openEgress(ctx context.Context) error {
 	return nil
 }
 
-// isLocalAddr reports whether a is one of this machine's addresses.
-func isLocalAddr(a netip.Addr) bool {
-	addrs, err := netInterfaceAddrs()
-	if err != nil {
-		return true // unsure: refuse
-	}
-	for _, p := range addrs {
-		if p.Addr() == a {
-			return true
-		}
-	}
-	return false
-}
-
 // SetNetwork implements controlplane.NetworkSetter: the sandbox's packet
 // filter rules and proxy rules change at once.
 func (h *Host) SetNetwork(ctx context.Context, id string, spec *controlplane.NetworkSpec) error {
