@@ -34,6 +34,8 @@ type config struct {
 	defaultRuntime string
 	// defaultTemplate is the template of creates that name none.
 	defaultTemplate string
+	// ttl tunes seed 003's lifetimes (default, plan limits).
+	ttl controlplane.TTLConfig
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
 	diskAutogrowMaxGB int
 	// orgMaxSandboxes, orgMaxCPU and orgMaxRAMMB are the per-org quotas
@@ -87,6 +89,10 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", cpDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")
 	fs.IntVar(&c.orgMaxRAMMB, "org-max-ram-mb", cpDef.OrgMaxRAMMB, "per-org limit on the memory (MB) of active sandboxes (0: none)")
 	fs.StringVar(&c.defaultTemplate, "default-template", "python-node", "template of creates that name neither a template nor a template_version_id")
+	c.ttl = controlplane.DefaultTTLConfig()
+	fs.DurationVar(&c.ttl.Default, "default-ttl", c.ttl.Default, "TTL of python-node and node sandboxes created without ttl_ms or a retention field")
+	fs.DurationVar(&c.ttl.MaxCreate, "max-create-ttl", c.ttl.MaxCreate, "plan limit of ttl_ms at create (more is sandbox_ttl_exceeded)")
+	fs.DurationVar(&c.ttl.MaxSession, "max-session-ttl", c.ttl.MaxSession, "how long after its creation a TTL reset may make a sandbox expire")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")

@@ -52,6 +52,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.OrgMaxSandboxes, cpCfg.OrgMaxCPU, cpCfg.OrgMaxRAMMB = cfg.orgMaxSandboxes, cfg.orgMaxCPU, cfg.orgMaxRAMMB
 	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
 	cpCfg.Templates.Default = cfg.defaultTemplate
+	cpCfg.TTL = cfg.ttl
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
