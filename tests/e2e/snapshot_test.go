@@ -438,3 +438,56 @@ func TestSnapshotForkIdempotent(t *testing.T) {
 		t.Errorf("children after a retried fork: %s", r.Body)
 	}
 }
+
+// TestSnapshotCLI drives snapshots, restore, fork and backups through pt:
+// --json answers, --wait with progress on stderr, list and rm.
+func TestSnapshotCLI(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	c.mustSh(id, "echo v1 > /root/v")
+	out, errOut, code := pt(t, nil, "sandbox", "snapshot", id, "--name", "cli", "--json")
+	var snap struct {
+		ID, State string
+		Memory    bool
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &snap) != nil || !strings.HasPrefix(snap.ID, "snap_") || snap.State != "ready" {
+		t.Fatalf("pt sandbox snapshot: %d %q %q", code, out, errOut)
+	}
+	if out, _, code := pt(t, nil, "snapshot", "list", id); code != 0 || !strings.Contains(out, snap.ID) || !strings.Contains(out, "disk only") {
+		t.Errorf("pt snapshot list: %d %q", code, out)
+	}
+	c.mustSh(id, "echo v2 > /root/v")
+	if out, errOut, code := pt(t, nil, "sandbox", "restore", id, snap.ID, "--wait"); code != 0 || !strings.Contains(out, "running") {
+		t.Errorf("pt sandbox restore --wait: %d %q %q", code, out, errOut)
+	}
+	if got := c.mustSh(id, "cat /root/v"); got != "v1\n" {
+		t.Errorf("after pt sandbox restore: %q", got)
+	}
+	out, errOut, code = pt(t, nil, "sandbox", "fork", id, "-n", "2", "--wait", "--json")
+	var fork struct {
+		Sandboxes []struct{ ID, State string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &fork) != nil || len(fork.Sandboxes) != 2 {
+		t.Fatalf("pt sandbox fork: %d %q %q", code, out, errOut)
+	}
+	for _, f := range fork.Sandboxes {
+		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+f.ID, nil) })
+		if f.State != "running" {
+			t.Errorf("fork %s: %s", f.ID, f.State)
+		}
+	}
+	out, errOut, code = pt(t, nil, "sandbox", "backup", id, "--wait")
+	if code != 0 || !strings.Contains(out, "ready") || !strings.Contains(errOut, "backup bkp_") {
+		t.Errorf("pt sandbox backup --wait: %d %q %q", code, out, errOut)
+	}
+	bid := strings.Fields(out)[1]
+	if out, _, code := pt(t, nil, "snapshot", "list", id, "--backups", "--json"); code != 0 || !strings.Contains(out, bid) {
+		t.Errorf("pt snapshot list --backups: %d %q", code, out)
+	}
+	if out, _, code := pt(t, nil, "snapshot", "rm", snap.ID, bid); code != 0 || strings.Count(out, "deleted") != 2 {
+		t.Errorf("pt snapshot rm: %d %q", code, out)
+	}
+	if _, errOut, code := pt(t, nil, "snapshot", "rm", snap.ID); code != 1 || !strings.Contains(errOut, "not found") {
+		t.Errorf("pt snapshot rm of a deleted snapshot: %d %q", code, errOut)
+	}
+}
