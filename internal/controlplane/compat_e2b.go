@@ -54,10 +54,10 @@ func (s *Service) AgentSandbox(ctx context.Context, id, token string, checkToken
 }
 
 // TemplateVersionSlug returns the slug of template version versionID and
-// whether it is the slug's newest version and ready: a create takes a slug
-// and runs its newest ready version, so only that version can be honoured
-// when a caller names a version (E2B callers may pass template IDs). It
-// returns ErrNotFound for an unknown version.
+// whether it is the slug's newest version and ready (E2B callers may pass
+// version IDs as template IDs; a create pins the version with
+// CreateRequest.TemplateVersionID). It returns ErrNotFound for an unknown
+// version.
 func (s *Service) TemplateVersionSlug(ctx context.Context, versionID string) (slug string, newest bool, err error) {
 	v, err := s.store.GetTemplateVersion(ctx, versionID)
 	if err != nil {
