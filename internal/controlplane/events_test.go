@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/webhook"
 )
 
 func eventTypes(evs []Event) []string {
@@ -121,36 +121,6 @@ func TestWaitEventsWakesOnCommit(t *testing.T) {
 	}
 }
 
-func TestCheckWebhookAddr(t *testing.T) {
-	tests := []struct {
-		addr         string
-		allowPrivate bool
-		ok           bool
-	}{
-		{"93.184.216.34", false, true},
-		{"2606:2800:220:1::1", false, true},
-		{"127.0.0.1", false, false},
-		{"127.0.0.1", true, true},
-		{"::1", false, false},
-		{"10.1.2.3", false, false},
-		{"192.168.1.1", true, true},
-		{"100.96.0.5", false, false}, // the sandbox subnet
-		{"169.254.169.254", false, false},
-		{"169.254.169.254", true, false}, // metadata: never
-		{"fe80::1", true, false},
-		{"0.0.0.0", true, false},
-		{"::", true, false},
-		{"224.0.0.1", true, false},
-		{"::ffff:127.0.0.1", false, false},
-	}
-	for _, tc := range tests {
-		err := CheckWebhookAddr(netip.MustParseAddr(tc.addr), tc.allowPrivate)
-		if (err == nil) != tc.ok {
-			t.Errorf("CheckWebhookAddr(%s, %v) = %v, want ok=%v", tc.addr, tc.allowPrivate, err, tc.ok)
-		}
-	}
-}
-
 func TestWebhookValidation(t *testing.T) {
 	s, _ := newTestService(t, &fakeHost{})
 	ctx := context.Background()
@@ -196,7 +166,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.bodies = append(r.bodies, b)
-	r.sigs = append(r.sigs, req.Header.Get(SignatureHeader))
+	r.sigs = append(r.sigs, req.Header.Get(webhook.SignatureHeader))
 	if len(r.bodies) <= r.fail {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
@@ -251,7 +221,7 @@ func TestWebhookDeliveryRetriesAndSigns(t *testing.T) {
 		}
 		ts := strings.TrimPrefix(strings.Split(rcv.sigs[i], ",")[0], "t=")
 		sec, _ := strconv.ParseInt(ts, 10, 64)
-		if want := SignWebhook(wh.Secret, time.Unix(sec, 0), b); rcv.sigs[i] != want {
+		if want := webhook.Sign(wh.Secret, time.Unix(sec, 0), b); rcv.sigs[i] != want {
 			t.Errorf("signature %d = %q, want %q", i, rcv.sigs[i], want)
 		}
 	}

@@ -1,28 +1,22 @@
 package controlplane
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/webhook"
 )
 
 // WebhookConfig tunes webhook deliveries.
@@ -91,42 +85,6 @@ const (
 	maxWebhookSecret = 256
 )
 
-// SignatureHeader is the header carrying a delivery's signature.
-const SignatureHeader = "X-Pt-Signature"
-
-// SignWebhook returns the X-Pt-Signature value of body sent at t:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<unix seconds>.<body>" keyed
-// by the webhook's secret>". Receivers recompute it, compare in constant
-// time and refuse old timestamps (replays).
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte("."))
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// CheckWebhookAddr reports whether a delivery may connect to addr: never
-// to unspecified, multicast, broadcast or link-local addresses (cloud
-// metadata lives there); to loopback, private and shared (CGNAT, the
-// sandbox subnet) addresses only with allowPrivate.
-func CheckWebhookAddr(addr netip.Addr, allowPrivate bool) error {
-	addr = addr.Unmap()
-	switch {
-	case !addr.IsValid(), addr.IsUnspecified(), addr.IsMulticast(), addr.IsLinkLocalUnicast(),
-		addr.IsLinkLocalMulticast(), addr.IsInterfaceLocalMulticast(), addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}),
-		addr.Is4() && addr.As4()[0] == 0:
-		return fmt.Errorf("webhook address %s is not routable for webhooks: %w", addr, sandbox.ErrInvalidArgument)
-	case addr.IsLoopback(), addr.IsPrivate(), netip.MustParsePrefix("100.64.0.0/10").Contains(addr):
-		if !allowPrivate {
-			return fmt.Errorf("webhook address %s is loopback or private; ptd refuses those unless started with --webhook-allow-private: %w",
-				addr, sandbox.ErrInvalidArgument)
-		}
-	}
-	return nil
-}
-
 func (s *Service) validateWebhook(r WebhookRequest) error {
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || len(r.URL) > maxWebhookURL {
@@ -140,7 +98,7 @@ func (s *Service) validateWebhook(r WebhookRequest) error {
 		host = "127.0.0.1"
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if err := CheckWebhookAddr(a, s.cfg.Webhooks.AllowPrivate); err != nil {
+		if err := webhook.CheckAddr(a, s.cfg.Webhooks.AllowPrivate); err != nil {
 			return &sandbox.FieldError{Field: "url", Reason: err.Error()}
 		}
 	}
@@ -264,7 +222,7 @@ func (s *Service) WebhookDeliveries(ctx context.Context, p Principal, id string,
 // retrying failures with exponential backoff. It never runs on a request's
 // path; deliveries left pending by a crash are sent after the restart.
 func (s *Service) RunWebhooks(ctx context.Context) {
-	d := &dispatcher{s: s, inflight: map[int64]bool{}, client: s.webhookClient()}
+	d := &dispatcher{s: s, inflight: map[int64]bool{}, client: webhook.NewClient(s.cfg.Webhooks.AllowPrivate, s.cfg.Webhooks.Timeout)}
 	workers := max(1, s.cfg.Webhooks.Workers)
 	d.sem = make(chan struct{}, workers)
 	s.goBackground(func(sctx context.Context) {
@@ -292,11 +250,13 @@ func (s *Service) RunWebhooks(ctx context.Context) {
 // dispatcher is the state of RunWebhooks's loop.
 type dispatcher struct {
 	s      *Service
-	client *http.Client
+	client *webhook.Client
 	sem    chan struct{}
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// inflight maps a delivery to true while a send runs, false once it
+	// finished until the next sendDue clears it.
 	inflight map[int64]bool
 
 	lastPrune time.Time // only the loop touches it
@@ -351,8 +311,18 @@ func (d *dispatcher) fanOut(ctx context.Context) {
 	}
 }
 
-// sendDue starts a send of every due delivery not already in flight.
+// sendDue starts a send of every due delivery not already in flight. A
+// finished send stays listed until the next call has cleared it before
+// its read, so a read taken before the send recorded its outcome never
+// sends the delivery again.
 func (d *dispatcher) sendDue(ctx context.Context) {
+	d.mu.Lock()
+	for id, running := range d.inflight {
+		if !running {
+			delete(d.inflight, id)
+		}
+	}
+	d.mu.Unlock()
 	due, err := d.s.store.DueDeliveries(ctx, time.Now(), 100)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -362,8 +332,10 @@ func (d *dispatcher) sendDue(ctx context.Context) {
 	}
 	for _, dl := range due {
 		d.mu.Lock()
-		busy := d.inflight[dl.ID]
-		d.inflight[dl.ID] = true
+		_, busy := d.inflight[dl.ID]
+		if !busy {
+			d.inflight[dl.ID] = true
+		}
 		d.mu.Unlock()
 		if busy {
 			continue
@@ -379,7 +351,7 @@ func (d *dispatcher) sendDue(ctx context.Context) {
 			defer func() {
 				<-d.sem
 				d.mu.Lock()
-				delete(d.inflight, dl.ID)
+				d.inflight[dl.ID] = false // finished; cleared before the next read
 				d.mu.Unlock()
 			}()
 			d.send(ctx, dl)
@@ -403,7 +375,12 @@ func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
 	}
 	body, _ := json.Marshal(eventFrom(dl.Event))
 	dl.Attempts++
-	status, sendErr := d.post(ctx, w, dl, secret, body)
+	status, sendErr := d.client.Post(ctx, w.URL, secret, map[string]string{
+		"X-Pt-Event":    dl.Event.Type,
+		"X-Pt-Event-Id": strconv.FormatInt(dl.EventID, 10),
+		"X-Pt-Delivery": strconv.FormatInt(dl.ID, 10),
+		"X-Pt-Webhook":  w.ID,
+	}, body)
 	if ctx.Err() != nil {
 		return // shutting down: the delivery stays pending, sent after the restart
 	}
@@ -423,54 +400,5 @@ func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
 	if sendErr != nil {
 		d.s.log.Info("webhook delivery failed", "webhook", w.ID, "delivery", dl.ID, "attempt", dl.Attempts,
 			"status", dl.Status, "err", sendErr)
-	}
-}
-
-// post sends body to the webhook; only a 2xx answer is a success.
-func (d *dispatcher) post(ctx context.Context, w store.Webhook, dl store.Delivery, secret string, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.s.cfg.Webhooks.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "platinum-webhooks/1")
-	req.Header.Set(SignatureHeader, SignWebhook(secret, time.Now(), body))
-	req.Header.Set("X-Pt-Event", dl.Event.Type)
-	req.Header.Set("X-Pt-Event-Id", strconv.FormatInt(dl.EventID, 10))
-	req.Header.Set("X-Pt-Delivery", strconv.FormatInt(dl.ID, 10))
-	req.Header.Set("X-Pt-Webhook", w.ID)
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("receiver answered %d", resp.StatusCode)
-	}
-	return resp.StatusCode, nil
-}
-
-// webhookClient is the HTTP client of deliveries: it checks every address
-// it connects to (after DNS, so a name that resolves to a forbidden
-// address is refused too), ignores proxies and never follows redirects.
-func (s *Service) webhookClient() *http.Client {
-	allow := s.cfg.Webhooks.AllowPrivate
-	dialer := &net.Dialer{
-		Timeout: 5 * time.Second,
-		Control: func(network, address string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(address)
-			if err != nil {
-				return fmt.Errorf("webhook address %q: %w", address, err)
-			}
-			return CheckWebhookAddr(ap.Addr(), allow)
-		},
-	}
-	return &http.Client{
-		Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, MaxIdleConnsPerHost: 2,
-			IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
