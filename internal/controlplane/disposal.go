@@ -17,7 +17,7 @@ import (
 // An incomplete backup does not qualify, and only the platform's own
 // deletions get the extension.
 func (s *Service) retentionOf(sb sandbox.Sandbox) time.Duration {
-	if sb.Reason == "platform_deleted" && sb.Archive != nil && sb.Archive.Complete {
+	if sb.Reason == "platform_deleted" && (sb.Archive != nil && sb.Archive.Complete || s.hasCompleteBackup(sb)) {
 		return s.cfg.PlatformRecoveryRetention
 	}
 	return s.cfg.DeletedRetention
@@ -48,11 +48,12 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 		if sb.DeletedAt == nil || now.Sub(*sb.DeletedAt) < s.retentionOf(sb) {
 			continue
 		}
-		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: ownObjects(sb)}
+		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: append(ownObjects(sb), s.snapshotObjects(ctx, sb)...)}
 		if err := s.store.PurgeSandbox(ctx, sb.ID, l); err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("purge", "sandbox", sb.ID, "err", err)
 			continue
 		}
+		s.dropSnapshots(ctx, sb)
 		s.log.Info("sandbox record disposed", "sandbox", sb.ID, "reason", sb.Reason, "objects", len(l.Objects))
 	}
 	if s.cfg.Objects == nil {

@@ -605,3 +605,56 @@ func (s *Service) reconcileSnapshots(ctx context.Context) {
 		s.store.DeleteSnapshot(ctx, snap.ID)
 	}
 }
+
+// hasCompleteBackup reports whether the sandbox has a complete backup:
+// like a complete archive, it extends a platform deletion's retention
+// (seed 004: 90 days). Only ready backups count.
+func (s *Service) hasCompleteBackup(sb sandbox.Sandbox) bool {
+	l, err := s.store.ListSnapshots(s.ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,
+		Kind: sandbox.KindBackup, State: sandbox.SnapshotReady})
+	return err == nil && len(l) > 0
+}
+
+// snapshotObjects lists the objects a sandbox's backups own (manifest and
+// descriptor, in their recorded buckets) for the deletion ledger of its
+// final disposal. Chunks are shared and never listed.
+func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []store.ObjectRef {
+	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID, Kind: sandbox.KindBackup})
+	if err != nil {
+		s.log.Warn("disposal: list backups", "sandbox", sb.ID, "err", err)
+		return nil
+	}
+	var refs []store.ObjectRef
+	for _, b := range l {
+		if b.ManifestKey == "" {
+			continue
+		}
+		refs = append(refs,
+			store.ObjectRef{Bucket: b.Bucket, Key: b.ManifestKey, Kind: "backup_manifest"},
+			store.ObjectRef{Bucket: b.Bucket, Key: BackupDescriptorKey(b.ID), Kind: "backup_descriptor"})
+	}
+	return refs
+}
+
+// dropSnapshots removes a purged sandbox's snapshot files on this host
+// and every snapshot record of it (its backups' objects are queued in
+// the ledger entry).
+func (s *Service) dropSnapshots(ctx context.Context, sb sandbox.Sandbox) {
+	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID})
+	if err != nil {
+		s.log.Warn("disposal: list snapshots", "sandbox", sb.ID, "err", err)
+		return
+	}
+	snapper, _ := s.snapshotter()
+	for _, snap := range l {
+		if snap.Kind == sandbox.KindSnapshot && snap.HostID == s.host.ID() && snapper != nil {
+			if err := snapper.RemoveSnapshot(ctx, snap.ID); err != nil {
+				s.log.Warn("disposal: remove snapshot", "snapshot", snap.ID, "err", err)
+				continue
+			}
+		}
+		if err := s.store.DeleteSnapshot(ctx, snap.ID); err != nil {
+			s.log.Warn("disposal: snapshot record", "snapshot", snap.ID, "err", err)
+		}
+	}
+}

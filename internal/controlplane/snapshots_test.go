@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,71 @@ func TestRestoreAndForkValidation(t *testing.T) {
 	}
 	if _, err := s.GetSnapshot(ctx, org, snapB.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("get after delete: %v", err)
+	}
+}
+
+// TestDisposalOfSnapshots: final disposal queues a purged sandbox's
+// backup manifest and descriptor (never chunks) in the ledger, removes its
+// local snapshots, and a complete backup extends a platform deletion's
+// retention as a complete archive does; an incomplete one does not.
+func TestDisposalOfSnapshots(t *testing.T) {
+	h := &snapHost{fakeHost: &fakeHost{}}
+	s := newSnapService(t, h, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	s.cfg.DeletedRetention, s.cfg.PlatformRecoveryRetention = time.Hour, 3*time.Hour
+	mk := func(reason string, backup sandbox.SnapshotState) (sandbox.Sandbox, sandbox.Snapshot) {
+		sb := runningSandbox(t, s, "runc")
+		if _, err := s.Snapshot(ctx, org, sb.ID, SnapshotRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		bk := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), OrgID: org.OrgID, SandboxID: sb.ID,
+			Kind: sandbox.KindBackup, State: backup, Bucket: "arch"}
+		if backup == sandbox.SnapshotReady {
+			bk.ManifestKey = "manifests/" + bk.ID + ".json"
+		}
+		if err := s.store.CreateSnapshot(ctx, bk); err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := s.store.GetSandbox(ctx, "", sb.ID)
+		cur.State, cur.Reason = sandbox.StateDeleting, reason
+		cur, _ = s.store.UpdateSandbox(ctx, cur)
+		at := time.Now().Add(-2 * time.Hour)
+		cur.State, cur.DeletedAt = sandbox.StateDeleted, &at
+		if _, err := s.store.UpdateSandbox(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		return cur, bk
+	}
+	user, userBackup := mk("user_deleted", sandbox.SnapshotReady)
+	platform, _ := mk("platform_deleted", sandbox.SnapshotReady)
+	platformFailed, _ := mk("platform_deleted", sandbox.SnapshotFailed)
+	s.dispose(ctx, time.Now())
+
+	gone := func(id string) bool { _, err := s.store.GetSandbox(ctx, "", id); return errors.Is(err, store.ErrNotFound) }
+	if !gone(user.ID) || gone(platform.ID) || !gone(platformFailed.ID) {
+		t.Errorf("purged: user %v, platform with a complete backup %v (want kept), platform with a failed backup %v",
+			gone(user.ID), gone(platform.ID), gone(platformFailed.ID))
+	}
+	led, _ := s.store.Ledger(ctx)
+	var kinds []string
+	for _, e := range led {
+		if e.SandboxID == user.ID {
+			for _, o := range e.Objects {
+				kinds = append(kinds, o.Kind+" "+o.Key)
+			}
+		}
+	}
+	want := []string{"backup_manifest " + userBackup.ManifestKey, "backup_descriptor " + BackupDescriptorKey(userBackup.ID)}
+	if strings.Join(kinds, ",") != strings.Join(want, ",") {
+		t.Errorf("ledger objects of the purged sandbox: %v, want %v", kinds, want)
+	}
+	if l, _ := s.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: user.ID}); len(l) != 0 {
+		t.Errorf("snapshot records of a purged sandbox: %d", len(l))
+	}
+	h.mu.Lock()
+	removed := len(h.removed)
+	h.mu.Unlock()
+	if removed != 2 {
+		t.Errorf("local snapshot files removed for %d purged sandboxes, want 2", removed)
 	}
 }
