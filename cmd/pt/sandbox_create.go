@@ -44,6 +44,10 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&req.Name, "name", "", "a `NAME` for the sandbox")
 	fs.Var(env, "env", "environment variable `K=V` (repeatable)")
 	fs.Var(md, "metadata", "metadata `K=V` (repeatable)")
+	var allowOut, denyOut listFlag
+	egress := fs.String("egress", "", "network egress `allow|deny` for traffic no list matches (default allow; see `pt sandbox network`)")
+	fs.Var(&allowOut, "allow-out", "allow outbound to an IPv4 `CIDR`, address or domain (repeatable, or comma-separated)")
+	fs.Var(&denyOut, "deny-out", "deny outbound to an IPv4 `CIDR` or address (repeatable, or comma-separated)")
 	fs.StringVar(&typ, "type", "", "retention `TYPE`: persistent, ephemeral (deleted when it stops) or dev (default persistent)")
 	fs.IntVar(timers["auto-stop"], "auto-stop", 0, "stop after `M` idle minutes; 0 never (default by type: persistent 60, ephemeral 15, dev 120)")
 	fs.IntVar(timers["auto-archive"], "auto-archive", 0, "archive `D` days after it stops; 0 never (default by type: persistent 7, dev 30)")
@@ -69,6 +73,9 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 		return usageErr(usage, "--timeout must be positive")
 	}
 	req.Env, req.Metadata, req.Type = env.orNil(), md.orNil(), platinum.SandboxType(typ)
+	if *egress != "" || len(allowOut) > 0 || len(denyOut) > 0 {
+		req.Network = &platinum.NetworkPolicy{Egress: *egress, AllowOut: splitList(allowOut), DenyOut: splitList(denyOut)}
+	}
 	if noAuto {
 		req.AutoResume = new(false)
 	}

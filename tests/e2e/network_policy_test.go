@@ -188,8 +188,26 @@ func TestNetworkPolicyDomains(t *testing.T) {
 	sfx := randHex(4)
 	allowed, blocked := "api."+sfx+".allowed.test", "evil-"+sfx+".test"
 	mapHosts(t, srv, allowed, blocked)
-	id := c.create(map[string]any{"template": "busybox",
-		"network": map[string]any{"egress": "deny", "allow_out": []string{"*." + sfx + ".allowed.test"}}})
+	// Created through the CLI's network flags.
+	stdout, stderr, code := pt(t, nil, "sandbox", "create", "-t", "busybox", "--egress", "deny", "--allow-out", "*."+sfx+".allowed.test", "--json")
+	if code != 0 {
+		t.Fatalf("pt sandbox create: %d %s", code, stderr)
+	}
+	var created struct {
+		ID      string `json:"id"`
+		Network struct {
+			Egress   string   `json:"egress"`
+			AllowOut []string `json:"allow_out"`
+		} `json:"network"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &created); err != nil || created.ID == "" {
+		t.Fatalf("pt sandbox create --json: %v %s", err, stdout)
+	}
+	id := created.ID
+	t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
+	if created.Network.Egress != "deny" || !cmp.Equal(created.Network.AllowOut, []string{"*." + sfx + ".allowed.test"}) {
+		t.Errorf("created network: %s", stdout)
+	}
 	installNetprobe(t, c, id)
 
 	wantProbe(t, c, id, "ok", "resolve", allowed)
