@@ -58,7 +58,8 @@ func (a *API) exec(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 	}
 	var stdout, stderr bytes.Buffer
 	var mu sync.Mutex
-	res, err := a.cp.Exec(r.Context(), p, r.PathValue("id"), req,
+	// A command lives as long as its client listens, keyed or not.
+	res, err := a.cp.Exec(clientContext(r), p, r.PathValue("id"), req,
 		func(b []byte) { mu.Lock(); stdout.Write(b); mu.Unlock() },
 		func(b []byte) { mu.Lock(); stderr.Write(b); mu.Unlock() })
 	if err != nil {
@@ -92,7 +93,7 @@ func (a *API) execStream(w http.ResponseWriter, r *http.Request, p controlplane.
 			flusher.Flush()
 		}
 	}
-	res, err := a.cp.Exec(r.Context(), p, r.PathValue("id"), req,
+	res, err := a.cp.Exec(clientContext(r), p, r.PathValue("id"), req,
 		func(b []byte) { emit(map[string]any{"type": "stdout", "data": string(b)}) },
 		func(b []byte) { emit(map[string]any{"type": "stderr", "data": string(b)}) })
 	if err != nil {

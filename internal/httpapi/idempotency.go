@@ -108,7 +108,7 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 	// The request runs to its end even if the client goes away: a client
 	// that timed out retries with the same key, and must find this
 	// answer, not a second sandbox. Handlers bound their own waits.
-	r = r.WithContext(context.WithoutCancel(ctx))
+	r = r.WithContext(context.WithValue(context.WithoutCancel(ctx), clientCtxKey{}, ctx))
 	r.Body = body.reader()
 	a.mux.ServeHTTP(rec, r)
 	done = true
@@ -130,6 +130,19 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 	if err := a.cp.FinishIdempotent(cctx, p, key, begin.Claim, controlplane.IdempotentResponse{Status: rec.status, Header: header, Body: rec.buf.Bytes()}); err != nil {
 		a.log.Warn("keep idempotent answer", "err", err)
 	}
+}
+
+type clientCtxKey struct{}
+
+// clientContext is the request's context as its client holds it:
+// cancelled when the client goes away, even for a keyed request that
+// otherwise runs to its end. Work that only makes sense while the client
+// listens (a command whose output streams to it) uses it.
+func clientContext(r *http.Request) context.Context {
+	if ctx, ok := r.Context().Value(clientCtxKey{}).(context.Context); ok {
+		return ctx
+	}
+	return r.Context()
 }
 
 // keepAnswer reports whether an answer with status is final, so a retry

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -230,5 +232,34 @@ func TestSDKIdempotencyE2E(t *testing.T) {
 	var ae *platinum.APIError
 	if !errors.As(err, &ae) || ae.Code != platinum.CodeIdempotencyKeyReused {
 		t.Errorf("same caller key, other request: %v, want %s", err, platinum.CodeIdempotencyKeyReused)
+	}
+}
+
+// TestIdempotentExecStopsWithClientE2E: a keyed request runs to its end
+// when its client goes away, except a command, which lives only as long as
+// its client listens (as without a key).
+func TestIdempotentExecStopsWithClientE2E(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, "busybox")
+	id := c.create(map[string]any{"template": "busybox"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"cmd": "sleep 3001", "timeout_ms": 600000})
+	req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/v1/sandboxes/"+id+"/exec", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Idempotency-Key", "exec-"+randHex(8))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("sleep 3001 answered %d", resp.StatusCode)
+	}
+	for i := 0; ; i++ {
+		out := c.mustSh(id, "ps -o args | grep -c '^sleep 3001' || true")
+		if strings.TrimSpace(out) == "0" {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("the command outlived its client: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
