@@ -148,10 +148,16 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	if h.pool, err = disk.Open(ctx, filepath.Join(cfg.DataDir, "disks"), disk.Options{}, logger); err != nil {
 		return nil, fmt.Errorf("host: disk pool: %w", err)
 	}
+	if !cfg.Network.Egress {
+		// No egress at all: the proxy, which dials from the host, must not
+		// reopen it.
+		cfg.Egress.ProxyPort = 0
+	}
 	cfg.Network.ProxyPort, cfg.Network.DNSPort = cfg.Egress.ProxyPort, cfg.Egress.DNSPort
 	if cfg.Egress.ProxyPort == 0 {
 		cfg.Network.DNSPort = 0
 	}
+	h.cfg.Egress = cfg.Egress
 	h.cfg.Network = cfg.Network
 	if h.net, err = network.New(cfg.Network, logger); err != nil {
 		return nil, fmt.Errorf("host: network: %w", err)
@@ -305,7 +311,7 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
 		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
 	}
-	if err := h.finishClone(rctx, spec, inst.Address); err != nil {
+	if err := h.finishClone(rctx, spec, inst); err != nil {
 		return controlplane.Instance{}, err
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -155,17 +157,62 @@ func (h *Host) RestoreDisk(ctx context.Context, id, snapID string) error {
 }
 
 // prepareClone gives a sandbox started from a snapshot its copy of the
-// snapshot's disk, unless it has a disk already (a retried start).
+// snapshot's disk, unless it has a disk already (a retried start). A copy
+// that will boot cold gets its identity files written on the disk before
+// it boots (hostname, hosts, a fresh machine-id): that saves a runtime
+// exec per copy, and a cold boot has fresh kernel entropy anyway.
 func (h *Host) prepareClone(ctx context.Context, spec controlplane.StartSpec) error {
 	c := spec.Clone
-	if c == nil || c.SnapshotID == "" {
+	if c == nil {
 		return nil
 	}
-	if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err == nil {
+	if c.SnapshotID != "" {
+		if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
+			if err := h.pool.CloneImage(ctx, c.SnapshotID, spec.ID); err != nil && !errors.Is(err, sandbox.ErrAlreadyExists) {
+				return fmt.Errorf("host: clone of %s: %w", c.SnapshotID, err)
+			}
+		}
+	}
+	if !c.NewIdentity || c.MemoryImage != "" || h.identityDone(spec.ID) {
 		return nil
 	}
-	if err := h.pool.CloneImage(ctx, c.SnapshotID, spec.ID); err != nil && !errors.Is(err, sandbox.ErrAlreadyExists) {
-		return fmt.Errorf("host: clone of %s: %w", c.SnapshotID, err)
+	p := h.paths(spec.ID)
+	if err := os.MkdirAll(p.diskMnt, 0o700); err != nil {
+		return fmt.Errorf("host: clone: %w", err)
+	}
+	if err := h.pool.MountImage(ctx, spec.ID, p.diskMnt); err != nil {
+		return fmt.Errorf("host: clone: %w", err)
+	}
+	etc := filepath.Join(p.upper, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return fmt.Errorf("host: clone identity: %w", err)
+	}
+	mid := make([]byte, 16)
+	rand.Read(mid)
+	for name, content := range map[string]string{
+		"hostname":   spec.ID + "\n",
+		"hosts":      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + spec.ID + "\n",
+		"machine-id": hex.EncodeToString(mid) + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("host: clone identity: %w", err)
+		}
+	}
+	return h.markIdentity(spec.ID)
+}
+
+// identityMark records in the sandbox's directory that the copy has its
+// own identity, so a retried start never gives it another.
+const identityMark = "identity"
+
+func (h *Host) identityDone(id string) bool {
+	_, err := os.Stat(filepath.Join(h.paths(id).dir, identityMark))
+	return err == nil
+}
+
+func (h *Host) markIdentity(id string) error {
+	if err := os.WriteFile(filepath.Join(h.paths(id).dir, identityMark), nil, 0o600); err != nil {
+		return fmt.Errorf("host: clone identity: %w", err)
 	}
 	return nil
 }
@@ -199,21 +246,23 @@ func (h *Host) restoreClone(ctx context.Context, rt runtime.Runtime, rspec runti
 }
 
 // finishClone runs once a copy's agent answers: a copy restored from
-// another sandbox's memory gets its own agent token, and every copy gets
-// its own identity (hostname, machine-id, entropy; see pt-agent identity).
-func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, addr string) error {
+// another sandbox's memory gets its own agent token, and a copy that still
+// has the source's identity (restored from memory: hostname and entropy
+// live in its kernel) gets its own through `pt-agent identity` run with
+// CAP_SYS_ADMIN (hostname, machine-id, entropy).
+func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance) error {
 	c := spec.Clone
 	if c == nil {
 		return nil
 	}
 	if c.SourceAgentToken != "" && c.SourceAgentToken != spec.AgentToken {
 		// Re-key with the source's token; a retried start finds it done.
-		err := h.agentClient(addr, c.SourceAgentToken).SetAccessToken(ctx, spec.AgentToken)
-		if err != nil && h.agentClient(addr, spec.AgentToken).SetAccessToken(ctx, spec.AgentToken) != nil {
+		err := h.agentClient(inst.Address, c.SourceAgentToken).SetAccessToken(ctx, spec.AgentToken)
+		if err != nil && h.agentClient(inst.Address, spec.AgentToken).SetAccessToken(ctx, spec.AgentToken) != nil {
 			return fmt.Errorf("host: clone agent token: %w", err)
 		}
 	}
-	if !c.NewIdentity {
+	if !c.NewIdentity || h.identityDone(spec.ID) && !inst.MemoryRestored {
 		return nil
 	}
 	rt := h.runtimeOf(ctx, spec.ID)
@@ -224,5 +273,5 @@ func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, add
 	if out, err := p.ExecPrivileged(ctx, spec.ID, []string{"CAP_SYS_ADMIN"}, agentPath, "identity", spec.ID); err != nil {
 		return fmt.Errorf("host: clone identity: %w (%s)", err, out)
 	}
-	return nil
+	return h.markIdentity(spec.ID)
 }
