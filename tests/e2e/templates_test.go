@@ -99,6 +99,16 @@ func TestTemplateVersions(t *testing.T) {
 		t.Errorf("old sandbox now mounts %s, want %s", lowerDir(t, old), v1)
 	}
 	c.mustSh(old, "true")
+	// A cold boot (disk-only stop, then start) boots v1 again.
+	if r := c.do("POST", "/v1/sandboxes/"+old+"/stop?memory=false&wait_for_state=stopped&wait_timeout_ms=120000", nil); r.Status != 200 {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/v1/sandboxes/"+old+"/start?wait_for_state=running&wait_timeout_ms=120000", nil); r.Status != 200 {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	if !strings.Contains(lowerDir(t, old), v1) {
+		t.Errorf("after a cold boot the old sandbox mounts %s, want %s", lowerDir(t, old), v1)
+	}
 
 	fresh := c.create(map[string]any{"template": "busybox"})
 	if got := decodeSandbox(t, c.do("GET", "/v1/sandboxes/"+fresh, nil)); *got.TemplateVersionID != v2.ID {
