@@ -112,7 +112,9 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("preview proxy ready", "listen", pv.ln.Addr().String(), "domain", pv.cfg.Domain)
 	}
-	srv := &http.Server{Handler: e2b.MountConfig(httpapi.New(cp, log), cp, e2bCfg, log), ReadHeaderTimeout: 10 * time.Second}
+	api := httpapi.New(cp, log)
+	srv := &http.Server{Handler: e2b.MountConfig(api, cp, e2bCfg, log), ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.sandboxAPIPort != 0 {
 		// Sandboxes reach the API only here, on their gateway (the

@@ -23,6 +23,8 @@ type API struct {
 	cp  *controlplane.Service
 	log *slog.Logger
 	mux *http.ServeMux
+	// streams ends open event streams at shutdown (events.go).
+	streams streams
 }
 
 // New builds the handler tree.

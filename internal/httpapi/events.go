@@ -1,15 +1,46 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 )
+
+// streams lets Shutdown end every open event stream: http.Server's
+// Shutdown waits for active requests, and a stream is active forever.
+type streams struct {
+	mu     sync.Mutex
+	done   chan struct{}
+	closed bool
+}
+
+func (s *streams) ch() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
+
+// Shutdown ends open event streams (clients reconnect with Last-Event-ID
+// to the next server). Register it with http.Server.RegisterOnShutdown.
+func (a *API) Shutdown() {
+	a.streams.ch()
+	a.streams.mu.Lock()
+	defer a.streams.mu.Unlock()
+	if !a.streams.closed {
+		a.streams.closed = true
+		close(a.streams.done)
+	}
+}
 
 // heartbeat is how often an idle event stream writes a comment line, so
 // proxies and load balancers do not close it.
@@ -93,6 +124,15 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	if _, err := fmt.Fprint(w, "retry: 2000\n: connected\n\n"); err != nil {
 		return nil
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.streams.ch():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		if len(evs) == 0 {
 			_, err = fmt.Fprint(w, ": heartbeat\n\n")
@@ -107,9 +147,9 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 		}
 		flusher.Flush()
 		after = next
-		evs, next, err = a.cp.WaitEvents(r.Context(), p, f, after, beat)
+		evs, next, err = a.cp.WaitEvents(ctx, p, f, after, beat)
 		if err != nil {
-			if r.Context().Err() == nil {
+			if ctx.Err() == nil {
 				a.log.Warn("event stream", "err", err)
 			}
 			return nil
