@@ -166,6 +166,9 @@ func TestNetworkPolicyInvariants(t *testing.T) {
 		wantProbe(t, c, id, "refused", "dial", net.JoinHostPort(hostOutside.String(), strconv.Itoa(hostPort)))
 		wantProbe(t, c, id, "refused", "dial", "169.254.169.254:80")
 		wantProbe(t, c, id, "refused", "dial", "169.254.169.254:9000")
+		// The egress proxy and DNS filter take only redirected traffic.
+		wantProbe(t, c, id, "refused", "dial", net.JoinHostPort(gw, "15001"))
+		wantProbe(t, c, id, "refused", "dial", net.JoinHostPort(gw, "15053"))
 		// The API on the gateway stays reachable (it answers HTTP, not a
 		// banner: the connection opens and the read times out or ends).
 		if got := probe(t, c, id, "get", "http://"+net.JoinHostPort(gw, apiPort)+"/healthz"); !strings.HasPrefix(got, "ok 200") {
