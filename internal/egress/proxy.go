@@ -133,7 +133,16 @@ func (h *conn) splice(ctx context.Context) {
 	}
 	defer up.Close()
 	h.c.SetReadDeadline(time.Time{})
-	pipe(&prefixConn{Conn: h.c, r: h.br}, up)
+	// Send what was read ahead, then copy socket to socket (the kernel
+	// splices TCP to TCP without copying through user space).
+	if n := h.br.Buffered(); n > 0 {
+		b, _ := h.br.Peek(n)
+		if _, err := up.Write(b); err != nil {
+			return
+		}
+		h.br.Discard(n)
+	}
+	pipe(h.c, up)
 }
 
 // pipe copies both ways until both directions end.
@@ -378,7 +387,7 @@ type scrubReader struct {
 	src                  io.ReadCloser
 	values, placeholders [][]byte
 	keep                 int
-	buf, out             []byte
+	buf, out, chunk      []byte
 	eof                  bool
 }
 
@@ -388,9 +397,11 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		if !r.eof {
-			chunk := make([]byte, 32<<10)
-			n, err := r.src.Read(chunk)
-			r.buf = append(r.buf, chunk[:n]...)
+			if r.chunk == nil {
+				r.chunk = make([]byte, 64<<10)
+			}
+			n, err := r.src.Read(r.chunk)
+			r.buf = append(r.buf, r.chunk[:n]...)
 			if err == io.EOF {
 				r.eof = true
 			} else if err != nil {
@@ -429,7 +440,7 @@ func (r *scrubReader) process(limit int) {
 		i = best + len(r.values[which])
 	}
 	if i > 0 {
-		r.buf = append([]byte(nil), r.buf[i:]...)
+		r.buf = r.buf[:copy(r.buf, r.buf[i:])]
 	}
 }
 
