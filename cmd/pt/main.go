@@ -110,7 +110,7 @@ commands:
   artifact create ID PATH      export a file or directory (as a tar) out of a sandbox; it outlives the sandbox
   artifact list|get|download|rm  list, show, download (-o FILE) or delete artifacts
   webhook create URL           send the org's events to URL, HMAC-signed (--event TYPE, --secret S)
-  webhook list|rm|deliveries   list or delete webhooks, or show one's deliveries
+  webhook list|get|rm|deliveries  list, show or delete webhooks, or show one's deliveries
   version                      print pt's version
 
 environment:
@@ -159,7 +159,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		},
 		"webhook": {
 			"create": &webhookCreate{a}, "list": &webhookList{a}, "ls": &webhookList{a}, "rm": &webhookRm{a},
-			"delete": &webhookRm{a}, "deliveries": &webhookDeliveries{a},
+			"delete": &webhookRm{a}, "deliveries": &webhookDeliveries{a}, "get": &webhookGet{a},
 		},
 	}
 	for verb := range lifecycleVerbs {

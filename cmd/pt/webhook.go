@@ -155,3 +155,41 @@ func (c *webhookDeliveries) Run(ctx context.Context, args []string) error {
 	}
 	return tw.Flush()
 }
+
+// webhookGet is `pt webhook get ID`.
+type webhookGet struct{ app *app }
+
+const webhookGetSynopsis = "pt webhook get ID [--json]"
+
+// Run prints one webhook (its secret is never shown again).
+func (c *webhookGet) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt webhook get")
+	asJSON := fs.Bool("json", false, "print the webhook as JSON")
+	pos, err := parseArgs(fs, webhookGetSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr(usageText(fs, webhookGetSynopsis), "want one webhook ID")
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	w, err := cl.Webhooks.Get(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(c.app.stdout, w)
+	}
+	evs := strings.Join(w.Events, ",")
+	if evs == "" {
+		evs = "all"
+	}
+	tw := table(c.app.stdout)
+	for _, kv := range [][2]string{{"id", w.ID}, {"url", w.URL}, {"events", evs}, {"created", formatTime(w.CreatedAt)}} {
+		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
+	}
+	return tw.Flush()
+}
