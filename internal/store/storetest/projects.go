@@ -72,6 +72,16 @@ func testProjects(t *testing.T, s store.Store) {
 		t.Errorf("ListProjects order (-want +got):\n%s", diff)
 	}
 
+	t.Run("project token", func(t *testing.T) {
+		tok := store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: org, Role: store.RoleMember, Hash: "h-" + ml.ID, ProjectID: ml.ID, CreatedAt: base}
+		wantErr(t, "CreateToken", s.CreateToken(ctx, tok), nil)
+		got, err := s.TokenByHash(ctx, tok.Hash)
+		wantErr(t, "TokenByHash", err, nil)
+		if got.ProjectID != ml.ID {
+			t.Errorf("token ProjectID = %q, want %s", got.ProjectID, ml.ID)
+		}
+	})
+
 	t.Run("assign and filter", func(t *testing.T) {
 		old := newSandbox(org, base) // made before projects: no project
 		inML := newSandbox(org, base.Add(time.Millisecond))
