@@ -192,6 +192,9 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 const (
 	trustBundle = "etc/ssl/certs/ca-certificates.crt"
 	trustCA     = "etc/ssl/certs/platinum-egress-ca.pem"
+	// trustLocal is where update-ca-certificates looks for local roots,
+	// so regenerating the bundle inside the sandbox keeps the CA.
+	trustLocal = "usr/local/share/ca-certificates/platinum-egress-ca.crt"
 )
 
 // installEgressCA writes the sandbox's trust bundle into its disk's upper
@@ -210,11 +213,13 @@ func (h *Host) installEgressCA(spec controlplane.StartSpec, p paths) error {
 	if len(base) > 0 && base[len(base)-1] != '\n' {
 		base = append(base, '\n')
 	}
-	if err := os.MkdirAll(filepath.Join(p.upper, filepath.Dir(trustBundle)), 0o755); err != nil {
-		return fmt.Errorf("host: trust bundle: %w", err)
-	}
-	if err := writeFileAtomic(filepath.Join(p.upper, trustCA), ca.CertPEM, 0o644); err != nil {
-		return err
+	for _, f := range []string{trustCA, trustLocal} {
+		if err := os.MkdirAll(filepath.Join(p.upper, filepath.Dir(f)), 0o755); err != nil {
+			return fmt.Errorf("host: trust bundle: %w", err)
+		}
+		if err := writeFileAtomic(filepath.Join(p.upper, f), ca.CertPEM, 0o644); err != nil {
+			return err
+		}
 	}
 	return writeFileAtomic(filepath.Join(p.upper, trustBundle), append(base, ca.CertPEM...), 0o644)
 }
