@@ -391,3 +391,45 @@ func TestDNSFilter(t *testing.T) {
 		t.Errorf("egress allow: %v", err)
 	}
 }
+
+// TestOtherProtocols: bytes that are neither TLS nor HTTP pass untouched
+// to an address the IP rules allow, and are reset otherwise.
+func TestOtherProtocols(t *testing.T) {
+	r := newRig(t)
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	r.to(echo)
+	talk := func() (string, error) {
+		c, err := net.Dial("tcp4", r.p.Addr().String())
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "SSH-2.0-test\r\n"); err != nil {
+			return "", err
+		}
+		c.(*net.TCPConn).CloseWrite()
+		b, err := io.ReadAll(c)
+		return string(b), err
+	}
+	r.p.Set(netip.MustParseAddr("127.0.0.1"), &Rules{})
+	if got, err := talk(); err != nil || got != "SSH-2.0-test\r\n" {
+		t.Errorf("allowed address: %q %v, want the bytes echoed", got, err)
+	}
+	r.p.Set(netip.MustParseAddr("127.0.0.1"), &Rules{Deny: true, AllowDomains: []string{"api.test"}})
+	if _, err := talk(); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("denied address: %v, want a reset", err)
+	}
+}

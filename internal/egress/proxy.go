@@ -51,11 +51,35 @@ func (p *Proxy) handle(c net.Conn) {
 	if err != nil {
 		return
 	}
-	if first[0] == 0x16 { // TLS handshake record
+	switch {
+	case first[0] == 0x16: // TLS handshake record
 		h.tls()
-	} else {
+	case looksHTTP(h.br):
 		h.plain()
+	case rules.allowIP(dst.Addr()):
+		// Another protocol on port 80 or 443: no name to judge by, so the
+		// IP rules decide, and bytes pass untouched.
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+		defer cancel()
+		h.splice(ctx)
+	default:
+		reset(c)
 	}
+}
+
+// httpMethods start every HTTP/1 request line the proxy handles.
+var httpMethods = []string{"GET ", "HEAD ", "POST ", "PUT ", "DELETE ", "PATCH ", "OPTIONS ", "TRACE ", "CONNECT "}
+
+// looksHTTP reports whether the bytes read so far can start an HTTP/1
+// request.
+func looksHTTP(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	for _, m := range httpMethods {
+		if strings.HasPrefix(string(b), m) || strings.HasPrefix(m, string(b)) {
+			return true
+		}
+	}
+	return false
 }
 
 // reset closes c with a TCP RST: the client sees "connection reset", at
