@@ -55,9 +55,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Projects", testProjects},
 		{"OrgQuotasAndUsage", testOrgQuotasAndUsage},
 		{"IdempotencyKeys", testIdempotencyKeys},
-		{"Projects", testProjects},
-		{"OrgQuotasAndUsage", testOrgQuotasAndUsage},
-		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
