@@ -28,7 +28,7 @@ func goPackages(t *testing.T) map[string]struct {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata" || path == "sdk") {
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata" || path == "sdk") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -51,6 +51,12 @@ func goPackages(t *testing.T) map[string]struct {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A walk that finds nothing would make every guard rail pass.
+	for _, must := range []string{"internal/controlplane", "internal/sandbox", "cmd/ptd"} {
+		if _, ok := pkgs[must]; !ok {
+			t.Fatalf("package walk did not find %s", must)
+		}
 	}
 	return pkgs
 }
