@@ -69,8 +69,6 @@ func isNull(m json.RawMessage) bool {
 func (n *newSandbox) unsupported() error {
 	const later = "is not supported by Platinum's E2B surface yet"
 	switch {
-	case n.AllowInternetAccess != nil && !*n.AllowInternetAccess:
-		return badRequest("allow_internet_access: false %s; sandboxes have internet access", later)
 	case n.AutoPauseMemory != nil && !*n.AutoPauseMemory:
 		return badRequest("autoPauseMemory: false %s; pause keeps memory where the host can", later)
 	case len(n.VolumeMounts) > 0:
@@ -82,8 +80,10 @@ func (n *newSandbox) unsupported() error {
 	}
 	if nw := n.Network; nw != nil {
 		switch {
-		case len(nw.AllowOut) > 0 || len(nw.DenyOut) > 0 || len(nw.Rules) > 0 || !isNull(nw.EgressProxy):
-			return badRequest("network egress rules (allowOut, denyOut, rules, egressProxy) %s", later)
+		case len(nw.Rules) > 0 || !isNull(nw.EgressProxy):
+			// allowOut and denyOut map onto the network policy
+			// (network.go); per-host rules and an egress proxy do not.
+			return badRequest("network egress rules and egressProxy %s", later)
 		case nw.AllowPublicTraffic != nil && !*nw.AllowPublicTraffic:
 			return badRequest("network.allowPublicTraffic: false %s", later)
 		case nw.MaskRequestHost != nil || len(nw.HTTPSPorts) > 0:
@@ -144,6 +144,7 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 		start := time.Now()
 		sb, err := h.cp.Create(ctx, p, controlplane.CreateRequest{
 			Template: slug, TemplateVersionID: versionID, Env: req.EnvVars, Metadata: req.Metadata,
+			Network: req.networkPolicy(),
 			// E2B's timeout is the only bound on a running sandbox's
 			// life: no idle auto-stop behind the caller's back.
 			AutoStopMinutes: &noIdleStop,

@@ -128,12 +128,13 @@ func TestUnsupportedCreateOptions(t *testing.T) {
 	}{
 		{`{"templateID":"base"}`, ""},
 		{`{"templateID":"base","allow_internet_access":true,"autoPause":true,"autoResume":{"enabled":false},"mcp":null,"network":{"allowPublicTraffic":true}}`, ""},
-		{`{"templateID":"base","allow_internet_access":false}`, "allow_internet_access"},
+		{`{"templateID":"base","allow_internet_access":false}`, ""},
 		{`{"templateID":"base","autoPause":true,"autoResume":{"enabled":true}}`, ""},
 		{`{"templateID":"base","autoPauseMemory":false}`, "autoPauseMemory"},
 		{`{"templateID":"base","volumeMounts":[{"name":"v","path":"/data"}]}`, "volumeMounts"},
 		{`{"templateID":"base","mcp":{"x":{}}}`, "mcp"},
-		{`{"templateID":"base","network":{"allowOut":["1.1.1.1"]}}`, "egress"},
+		{`{"templateID":"base","network":{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"]}}`, ""},
+		{`{"templateID":"base","network":{"rules":{"api.example.com":{}}}}`, "egress"},
 		{`{"templateID":"base","network":{"allowPublicTraffic":false}}`, "allowPublicTraffic"},
 	} {
 		var n newSandbox
