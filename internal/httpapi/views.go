@@ -45,6 +45,9 @@ type sandboxView struct {
 	Progress *sandbox.Progress `json:"progress,omitempty"`
 	// Network is the egress policy (the default spelled out).
 	Network sandbox.NetworkPolicy `json:"network"`
+	// SourceSnapshotID is the snapshot or backup a clone or fork was made
+	// from.
+	SourceSnapshotID string `json:"source_snapshot_id,omitempty"`
 	seed3Fields
 }
 
@@ -56,6 +59,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		HostID: sb.HostID, Reason: sb.Reason,
 		CreatedAt: sandbox.FormatTime(sb.CreatedAt), UpdatedAt: sandbox.FormatTime(sb.UpdatedAt),
 	}
+	v.SourceSnapshotID = sb.SourceSnapshotID
 	if sb.Name != "" {
 		v.Name = &sb.Name
 	}
