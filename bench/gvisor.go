@@ -41,8 +41,9 @@ func runtimeBench(c *benchkit.Client, n int, dataDir string) error {
 	benchkit.Report("create → first exec (busybox, runc)", create["runc"], nil)
 	benchkit.Report("create → first exec (busybox, gvisor)", create["gvisor"], create["runc"])
 
-	// awk doubles a string to 256 MiB and keeps it while it waits.
-	const hog = `awk 'BEGIN { s = "0123456789abcdef"; while (length(s) < 268435456) s = s s; print "ok" > "/tmp/hog.ready"; close("/tmp/hog.ready"); system("sleep 100000") }' </dev/null >/dev/null 2>&1 &`
+	// awk doubles a string to 256 MiB and keeps it while it waits on a
+	// FIFO nobody writes (awk's system() does not keep it alive in gVisor).
+	const hog = `mkfifo /tmp/hog.fifo; awk 'BEGIN { s = "0123456789abcdef"; while (length(s) < 268435456) s = s s; print "ok" > "/tmp/hog.ready"; close("/tmp/hog.ready"); getline x < "/tmp/hog.fifo"; print length(s) }' </dev/null >/dev/null 2>&1 &`
 	restore := map[string][]time.Duration{}
 	stop := map[string][]time.Duration{}
 	for _, class := range []string{"runc", "gvisor"} {
@@ -55,6 +56,13 @@ func runtimeBench(c *benchkit.Client, n int, dataDir string) error {
 		}
 		if err := waitFile(c, id, "/tmp/hog.ready"); err != nil {
 			return err
+		}
+		if _, b, err := c.Do("GET", "/v1/sandboxes/"+id+"/metrics", nil); err == nil {
+			var m struct {
+				MemoryUsedBytes int64 `json:"memory_used_bytes"`
+			}
+			json.Unmarshal(b, &m)
+			fmt.Printf("%s sandbox memory in use before the stops: %d MB\n", class, m.MemoryUsedBytes>>20)
 		}
 		for i := 0; i < n; i++ {
 			t0 := time.Now()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -321,4 +322,32 @@ func prepareCpusetParents(path string) error {
 		}
 	}
 	return nil
+}
+
+// waitCgroupEmpty waits (at most timeout) until no process is left in the
+// memory cgroup config.json in bundle names. After `runsc checkpoint` the
+// Sentry exits by itself, freeing the sandbox's memory; `runsc delete`
+// right then finds the cgroup busy and retries its removal with a backoff
+// of about a second, so waiting here in small steps saves most of it.
+func waitCgroupEmpty(ctx context.Context, bundle string, timeout time.Duration) {
+	path, err := bundleCgroupPath(bundle)
+	if err != nil {
+		return
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return
+	}
+	d, _, ok := cgroupDir(mounts, "memory", path)
+	if !ok {
+		return
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -80,8 +81,15 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 		args = append(args, "--leave-running")
 	}
 	args = append(args, c.checkpointFlags()...)
+	t0 := time.Now()
 	if _, err := c.run(ctx, append(args, id)...); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", id, err)
+	}
+	saved := time.Since(t0)
+	if !opts.LeaveRunning && c.gvisor {
+		if s, err := c.state(ctx, id); err == nil {
+			waitCgroupEmpty(ctx, s.Bundle, 5*time.Second)
+		}
 	}
 	if !opts.LeaveRunning {
 		// runsc leaves the container stopped, runc removes it: make both
@@ -90,7 +98,8 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 			return fmt.Errorf("checkpoint %s: saved, but %w", id, err)
 		}
 	}
-	c.logger.DebugContext(ctx, "container checkpointed", "container", id, "leave_running", opts.LeaveRunning)
+	c.logger.DebugContext(ctx, "container checkpointed", "container", id, "leave_running", opts.LeaveRunning,
+		"save", saved, "total", time.Since(t0))
 	return nil
 }
 
