@@ -63,7 +63,16 @@ type counter struct {
 
 func startCounter(t *testing.T, rt runtime.Runtime, withNet bool) *counter {
 	t.Helper()
+	return startCounterWith(t, rt, withNet, nil)
+}
+
+// startCounterWith is startCounter with the spec adjusted by mod first.
+func startCounterWith(t *testing.T, rt runtime.Runtime, withNet bool, mod func(*runtime.Spec)) *counter {
+	t.Helper()
 	spec := NewSpec(t, counterScript)
+	if mod != nil {
+		mod(&spec)
+	}
 	token := randHex(t, 8)
 	spec.Env = append(spec.Env, "PT_TOKEN="+token)
 	c := &counter{token: token}
@@ -162,6 +171,31 @@ func testCheckpoint(t *testing.T, rt runtime.Runtime, cp runtime.Checkpointer) {
 	c := startCounter(t, rt, true)
 	c.report(t, rt, 1)
 	c.stopAndRestore(t, rt, cp, filepath.Join(t.TempDir(), "image"))
+}
+
+// testCheckpointAsHostRuns checkpoints and restores, twice, a container set
+// up the way the host runs sandboxes: its cgroup under a parent made for it
+// (nothing else there yet), a cpuset, a pids limit and a network
+// namespace. Restore goes through the same cgroup set-up as Run.
+func testCheckpointAsHostRuns(t *testing.T, rt runtime.Runtime, cp runtime.Checkpointer) {
+	var parent string
+	c := startCounterWith(t, rt, true, func(s *runtime.Spec) {
+		parent = "/platinum-" + s.ID + "-parent"
+		s.CgroupPath = parent + "/" + s.ID
+		s.Resources = runtime.Resources{CPU: 1, MemoryBytes: 256 << 20, Pids: 256, CPUs: "0"}
+	})
+	t.Cleanup(func() {
+		for _, d := range cgroupDirs(parent) {
+			removeCgroupTree(d)
+		}
+	})
+	dir := t.TempDir()
+	for i := range 2 {
+		c.stopAndRestore(t, rt, cp, filepath.Join(dir, fmt.Sprintf("image-%d", i)))
+	}
+	if got, err := hostCgroupFile(c.State(t).Pid, "cpuset", "cpuset.cpus", "cpuset.cpus.effective"); err != nil || got != "0" {
+		t.Errorf("cpuset after restore = %q, %v; want 0", got, err)
+	}
 }
 
 // testCheckpointFiveCycles is the resume-twice bug class: every cycle must

@@ -84,6 +84,7 @@ func RunWith(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, opts O
 		{"Concurrent", plain(testConcurrent)},
 		{"Checkpoint", checkpointer(testCheckpoint)},
 		{"CheckpointFiveCycles", checkpointer(testCheckpointFiveCycles)},
+		{"CheckpointAsHostRuns", checkpointer(testCheckpointAsHostRuns)},
 		{"CheckpointLeaveRunning", checkpointer(testCheckpointLeaveRunning)},
 		{"CheckpointErrors", checkpointer(testCheckpointErrors)},
 	}
