@@ -536,7 +536,9 @@ func (s *Service) Fork(ctx context.Context, p Principal, id string, r ForkReques
 	}
 	res.Memory = snap.Memory
 	parent := id
-	if r.NoParent {
+	if r.NoParent || p.SandboxID != "" {
+		// A sandbox-scoped caller's copies are its own children (Create
+		// makes them so).
 		parent = ""
 	}
 	var made []string

@@ -309,3 +309,28 @@ func TestDisposalOfSnapshots(t *testing.T) {
 		t.Errorf("local snapshot files removed for %d purged sandboxes, want 2", removed)
 	}
 }
+
+// TestForkBySandboxToken: a sandbox's own token forks its child; the
+// copies are the caller's children (all it may see), and it cannot fork
+// a sandbox it does not see.
+func TestForkBySandboxToken(t *testing.T) {
+	s := newSnapService(t, &snapHost{fakeHost: &fakeHost{}}, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	parent := runningSandbox(t, s, "runc")
+	child, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: parent.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.WaitFor(ctx, org, child.ID, sandbox.StateRunning, 5*time.Second); !ok {
+		t.Fatal("child never ran")
+	}
+	scoped := Principal{OrgID: org.OrgID, Role: store.RoleSandbox, SandboxID: parent.ID}
+	res, err := s.Fork(ctx, scoped, child.ID, ForkRequest{Count: 1})
+	if err != nil || len(res.Sandboxes) != 1 || res.Sandboxes[0].ParentID != parent.ID {
+		t.Fatalf("fork by the parent's token = %+v, %v", res, err)
+	}
+	other := runningSandbox(t, s, "runc")
+	if _, err := s.Fork(ctx, scoped, other.ID, ForkRequest{Count: 1}); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("fork of an unrelated sandbox by a sandbox token = %v, want not found", err)
+	}
+}
