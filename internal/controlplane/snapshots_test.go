@@ -281,7 +281,10 @@ func TestDisposalOfSnapshots(t *testing.T) {
 	platformFailed, _ := mk("platform_deleted", sandbox.SnapshotFailed)
 	s.dispose(ctx, time.Now())
 
-	gone := func(id string) bool { _, err := s.store.GetSandbox(ctx, "", id); return errors.Is(err, store.ErrNotFound) }
+	gone := func(id string) bool {
+		_, err := s.store.GetSandbox(ctx, "", id)
+		return errors.Is(err, store.ErrNotFound)
+	}
 	if !gone(user.ID) || gone(platform.ID) || !gone(platformFailed.ID) {
 		t.Errorf("purged: user %v, platform with a complete backup %v (want kept), platform with a failed backup %v",
 			gone(user.ID), gone(platform.ID), gone(platformFailed.ID))
