@@ -336,4 +336,8 @@ func TestForkBySandboxToken(t *testing.T) {
 	if _, err := s.Fork(ctx, scoped, other.ID, ForkRequest{Count: 1}); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("fork of an unrelated sandbox by a sandbox token = %v, want not found", err)
 	}
+	top, err := s.Fork(ctx, org, child.ID, ForkRequest{Count: 1, NoParent: true})
+	if err != nil || len(top.Sandboxes) != 1 || top.Sandboxes[0].ParentID != "" {
+		t.Errorf("fork with parent false = %+v, %v; want a top-level sandbox", top, err)
+	}
 }
