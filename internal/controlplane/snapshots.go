@@ -159,20 +159,32 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 	return out, nil
 }
 
-// ListSnapshots returns a sandbox's snapshots (or backups), newest first.
+// ListSnapshots returns a sandbox's snapshots (or backups), newest first, or,
+// with an empty id, those of every sandbox p sees.
 // Snapshots of a deleted sandbox stay listed until deleted.
 func (s *Service) ListSnapshots(ctx context.Context, p Principal, id string, kind sandbox.SnapshotKind) ([]sandbox.Snapshot, error) {
-	if _, err := s.Get(ctx, p, id, true); err != nil {
-		return nil, err
+	if id != "" {
+		if _, err := s.Get(ctx, p, id, true); err != nil {
+			return nil, err
+		}
 	}
 	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: p.OrgID, SandboxID: id, Kind: kind})
 	if err != nil {
 		return nil, err
 	}
-	for i := range l {
-		s.fillProgress(&l[i])
+	out := l[:0]
+	for _, snap := range l {
+		// Across the org, a scoped principal sees the snapshots of the
+		// sandboxes it sees (as GetSnapshot decides).
+		if id == "" && (p.SandboxID != "" || p.ProjectID != "") {
+			if _, err := s.GetSnapshot(ctx, p, snap.ID); err != nil {
+				continue
+			}
+		}
+		s.fillProgress(&snap)
+		out = append(out, snap)
 	}
-	return l, nil
+	return out, nil
 }
 
 // GetSnapshot returns a snapshot or backup of p's org. A sandbox-scoped

@@ -136,14 +136,22 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			action = sandbox.ExpireStop
 		}
 		ctx := r.Context()
-		slug, versionID, err := h.resolveTemplate(ctx, req.TemplateID)
+		// E2B snapshots are templates: a snapshot's ID or name as
+		// templateID clones it.
+		snapID, err := h.snapshotTemplate(ctx, p, req.TemplateID)
 		if err != nil {
 			return err
+		}
+		var slug, versionID string
+		if snapID == "" {
+			if slug, versionID, err = h.resolveTemplate(ctx, req.TemplateID); err != nil {
+				return err
+			}
 		}
 		noIdleStop := 0
 		start := time.Now()
 		sb, err := h.cp.Create(ctx, p, controlplane.CreateRequest{
-			Template: slug, TemplateVersionID: versionID, Env: req.EnvVars, Metadata: req.Metadata,
+			Template: slug, TemplateVersionID: versionID, FromSnapshot: snapID, Env: req.EnvVars, Metadata: req.Metadata,
 			Network: req.networkPolicy(),
 			// E2B's timeout is the only bound on a running sandbox's
 			// life: no idle auto-stop behind the caller's back.
@@ -163,35 +171,44 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			}
 			return err
 		}
-		// From here on a sandbox exists; every failure deletes it.
-		fail := func(err error) error {
-			dctx, cancel := background(ctx)
-			defer cancel()
-			if _, derr := h.cp.Delete(dctx, p, sb.ID); derr != nil && !errors.Is(derr, sandbox.ErrNotFound) {
-				h.log.Error("e2b create: delete after failure", "sandbox", sb.ID, "err", derr)
-			}
-			return err
-		}
-		sb, ok, err := h.cp.WaitFor(ctx, p, sb.ID, sandbox.StateRunning, h.cfg.CreateWait)
+		sb, err = h.ready(ctx, p, sb, timeout, action, start)
 		if err != nil {
-			return fail(err)
-		}
-		if !ok {
-			return fail(notReady(sb, "create"))
-		}
-		// The TTL counts from when the sandbox is ready: rewrite it when
-		// getting ready took long enough to matter (a template's first
-		// build), or when it must pause rather than kill. A fast create
-		// keeps the one it was made with (at most a second early) and
-		// saves a store write.
-		if action != sandbox.ExpireDelete || time.Since(start) > time.Second {
-			if sb, err = h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(timeout), action); err != nil {
-				return fail(err)
-			}
+			return err
 		}
 		writeJSON(w, http.StatusCreated, h.sandboxView(sb, false))
 		return nil
 	}
+}
+
+// ready waits until a sandbox this handler just made runs, then starts its
+// E2B timeout. A sandbox that does not get there in time is deleted, so a
+// failed create or fork leaves nothing behind.
+func (h *Handler) ready(ctx context.Context, p controlplane.Principal, sb sandbox.Sandbox, timeout time.Duration, action sandbox.ExpiryAction, start time.Time) (sandbox.Sandbox, error) {
+	fail := func(err error) (sandbox.Sandbox, error) {
+		dctx, cancel := background(ctx)
+		defer cancel()
+		if _, derr := h.cp.Delete(dctx, p, sb.ID); derr != nil && !errors.Is(derr, sandbox.ErrNotFound) {
+			h.log.Error("e2b: delete after failure", "sandbox", sb.ID, "err", derr)
+		}
+		return sandbox.Sandbox{}, err
+	}
+	sb, ok, err := h.cp.WaitFor(ctx, p, sb.ID, sandbox.StateRunning, h.cfg.CreateWait)
+	if err != nil {
+		return fail(err)
+	}
+	if !ok {
+		return fail(notReady(sb, "create"))
+	}
+	// The TTL counts from when the sandbox is ready: rewrite it when
+	// getting ready took long enough to matter (a template's first build),
+	// or when it must pause rather than kill. A fast create keeps the one
+	// it was made with (at most a second early) and saves a store write.
+	if action != sandbox.ExpireDelete || time.Since(start) > time.Second {
+		if sb, err = h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(timeout), action); err != nil {
+			return fail(err)
+		}
+	}
+	return sb, nil
 }
 
 // resolveTemplate maps an E2B template ID onto a Platinum slug: aliases

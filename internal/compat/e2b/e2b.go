@@ -184,19 +184,16 @@ func (h *Handler) routes() {
 	h.handle("POST /v2/sandboxes/{id}/connect", h.connect(2))
 	h.handle("GET /sandboxes/{id}/metrics", h.metrics)
 
-	// Snapshots, forks, network updates and logs have no Platinum mapping
-	// yet; they answer 501 so callers learn it at once.
-	for _, route := range []string{
-		"POST /sandboxes/{id}/snapshots", "GET /snapshots", "POST /sandboxes/{id}/fork",
-		"PUT /sandboxes/{id}/network", "GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs",
-	} {
+	h.handle("POST /sandboxes/{id}/snapshots", h.createSnapshot)
+	h.handle("GET /snapshots", h.listSnapshots)
+	h.handle("DELETE /templates/{id}", h.deleteSnapshot)
+	h.handle("POST /sandboxes/{id}/fork", h.fork)
+	h.handle("PUT /sandboxes/{id}/network", h.updateNetwork)
+	// Logs have no Platinum mapping yet (pt-agent keeps no log of the
+	// sandbox's processes); they answer 501 so callers learn it at once.
+	for _, route := range []string{"GET /sandboxes/{id}/logs", "GET /v2/sandboxes/{id}/logs"} {
 		h.handle(route, h.unsupported)
 	}
-	// Sandbox.deleteSnapshot: no snapshot exists, so every id is unknown
-	// (the SDK then returns false).
-	h.handle("DELETE /templates/{id}", func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-		return &apiError{status: http.StatusNotFound, msg: "snapshot '" + r.PathValue("id") + "' not found"}
-	})
 }
 
 // handle registers a route that needs X-API-Key (or a bearer token): E2B

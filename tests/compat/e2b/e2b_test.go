@@ -895,3 +895,85 @@ func TestSDK(t *testing.T) {
 		t.Fatalf("node --test: %v", err)
 	}
 }
+
+// TestSnapshotsAndFork drives E2B's snapshot and fork routes with raw
+// HTTP: a snapshot is a template (create from its ID clones it), lists
+// page with X-Next-Token, forks are running sandboxes of their own, and
+// DELETE /templates/:id deletes a snapshot once.
+func TestSnapshotsAndFork(t *testing.T) {
+	c := newClient(t)
+	s := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
+	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	if r := ev.upload("/root/snap.txt", "one"); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	var snaps []string
+	for _, name := range []string{"first", "second"} {
+		r := c.do("POST", "/sandboxes/"+s.SandboxID+"/snapshots", map[string]any{"name": name})
+		if r.Status != 201 {
+			t.Fatalf("snapshot: %d %s", r.Status, r.Body)
+		}
+		m := r.JSON()
+		id, _ := m["snapshotID"].(string)
+		if !strings.HasPrefix(id, "snap_") || fmt.Sprint(m["names"]) != "["+name+"]" {
+			t.Fatalf("snapshot answer %s", r.Body)
+		}
+		snaps = append(snaps, id)
+		t.Cleanup(func() { c.do("DELETE", "/templates/"+id, nil) })
+		ev.upload("/root/snap.txt", "two")
+	}
+	// Two pages of one, newest first.
+	r := c.do("GET", "/snapshots?sandboxID="+s.SandboxID+"&limit=1", nil)
+	next := r.Header.Get("X-Next-Token")
+	if r.Status != 200 || len(r.List()) != 1 || r.List()[0]["snapshotID"] != snaps[1] || next == "" {
+		t.Fatalf("first page: %d %s (next %q)", r.Status, r.Body, next)
+	}
+	r = c.do("GET", "/snapshots?sandboxID="+s.SandboxID+"&limit=1&nextToken="+next, nil)
+	if r.Status != 200 || len(r.List()) != 1 || r.List()[0]["snapshotID"] != snaps[0] {
+		t.Fatalf("second page: %d %s", r.Status, r.Body)
+	}
+	wantError(t, c.do("GET", "/snapshots?nextToken=snap_nope", nil), 400)
+
+	clone := c.create(map[string]any{"templateID": snaps[0], "timeout": 120})
+	if got := (envd{t: t, id: clone.SandboxID, token: clone.EnvdAccessToken}).download("/root/snap.txt"); got != "one" {
+		t.Errorf("clone of the first snapshot has %q", got)
+	}
+
+	r = c.do("POST", "/sandboxes/"+s.SandboxID+"/fork", map[string]any{"count": 2, "timeout": 120})
+	if r.Status != 201 {
+		t.Fatalf("fork: %d %s", r.Status, r.Body)
+	}
+	var forks []struct {
+		Sandbox *created
+		Error   *struct{ Code int }
+	}
+	if err := json.Unmarshal(r.Body, &forks); err != nil || len(forks) != 2 {
+		t.Fatalf("fork answer %s (%v)", r.Body, err)
+	}
+	for _, f := range forks {
+		if f.Sandbox == nil {
+			t.Fatalf("a fork failed: %s", r.Body)
+		}
+		id := f.Sandbox.SandboxID
+		t.Cleanup(func() { c.do("DELETE", "/sandboxes/"+id, nil) })
+		if id == s.SandboxID || f.Sandbox.EnvdAccessToken == s.EnvdAccessToken {
+			t.Errorf("fork %s shares the source's id or token", id)
+		}
+		if got := (envd{t: t, id: id, token: f.Sandbox.EnvdAccessToken}).download("/root/snap.txt"); got != "two" {
+			t.Errorf("fork %s has %q", id, got)
+		}
+	}
+	// The source can be killed while its forks live: they are not its
+	// children.
+	if r := c.do("DELETE", "/sandboxes/"+s.SandboxID, nil); r.Status != 204 {
+		t.Errorf("kill the fork source: %d %s", r.Status, r.Body)
+	}
+
+	if r := c.do("DELETE", "/templates/"+snaps[0], nil); r.Status != 204 {
+		t.Errorf("delete snapshot: %d %s", r.Status, r.Body)
+	}
+	wantError(t, c.do("DELETE", "/templates/"+snaps[0], nil), 404)
+	wantError(t, c.do("POST", "/v2/sandboxes", map[string]any{"templateID": snaps[0]}), 404)
+	wantError(t, c.do("POST", "/sandboxes/sbx_01KA0000000000000000000000/fork", `{}`), 404)
+	wantError(t, c.do("POST", "/sandboxes/"+clone.SandboxID+"/fork", `{"count":0}`), 400)
+}

@@ -240,6 +240,62 @@ describe('e2b SDK against ptd', () => {
     }
   })
 
+  test('createSnapshot → create from it (by ID and name), listSnapshots, fork, deleteSnapshot', async () => {
+    const s = await Sandbox.create('base', { metadata: { suite: tag, role: 'snap' } })
+    const made = []
+    try {
+      await s.files.write('/root/snap.txt', 'in snapshot')
+      const name = `snap-${tag}`
+      const snap = await s.createSnapshot({ name })
+      assert.match(snap.snapshotId, /^snap_/)
+      assert.deepEqual(snap.names, [name])
+      assert.equal(await s.isRunning(), true) // the source keeps running
+      await s.files.write('/root/snap.txt', 'after snapshot')
+
+      const listed = []
+      const pages = Sandbox.listSnapshots({ sandboxId: s.sandboxId, limit: 1 })
+      while (pages.hasNext) listed.push(...(await pages.nextItems()))
+      assert.ok(listed.some((x) => x.snapshotId === snap.snapshotId), JSON.stringify(listed))
+
+      for (const ref of [snap.snapshotId, name]) {
+        const clone = await Sandbox.create(ref)
+        made.push(clone)
+        assert.notEqual(clone.sandboxId, s.sandboxId)
+        assert.equal(await clone.files.read('/root/snap.txt'), 'in snapshot')
+      }
+
+      const forks = await s.fork({ count: 2 })
+      assert.equal(forks.length, 2)
+      const srcHost = (await s.commands.run('cat /etc/hostname')).stdout.trim()
+      const hosts = new Set([srcHost])
+      for (const f of forks) {
+        assert.ok(f instanceof Sandbox, `fork failed: ${f}`)
+        made.push(f)
+        assert.equal(await f.files.read('/root/snap.txt'), 'after snapshot')
+        hosts.add((await f.commands.run('cat /etc/hostname')).stdout.trim())
+      }
+      assert.equal(hosts.size, 3, `forks need their own hostnames: ${[...hosts]}`)
+
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+      assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+      await assert.rejects(Sandbox.create(snap.snapshotId), (err) => err instanceof SandboxError)
+    } finally {
+      for (const m of made) await m.kill().catch(() => {})
+      await s.kill().catch(() => {})
+    }
+  })
+
+  test('updateNetwork replaces the egress policy of a running sandbox', async () => {
+    await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: ['10.0.0.0/8'] })
+    const res = await fetch(`${process.env.E2B_API_URL}/v1/sandboxes/${sbx.sandboxId}`, {
+      headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` },
+    })
+    const rec = await res.json()
+    assert.deepEqual(rec.network?.deny_out, ['10.0.0.0/8'], JSON.stringify(rec.network))
+    await Sandbox.updateNetwork(sbx.sandboxId, {})
+    await assert.rejects(Sandbox.updateNetwork(unknownId, {}), (err) => err instanceof SandboxNotFoundError)
+  })
+
   test('kill, then the sandbox is gone', async () => {
     const s = await Sandbox.create('busybox')
     assert.equal(await s.kill(), true)
