@@ -93,11 +93,16 @@ func (n *newSandbox) unsupported() error {
 	return nil
 }
 
-func ttl(seconds int64, field string) (time.Duration, error) {
-	if seconds < 0 || seconds > maxTimeout {
-		return 0, badRequest("%s must be between 0 and %d seconds", field, maxTimeout)
+// timeout is a request's timeout field in seconds (def when absent) as a
+// duration, refused outside 0..maxTimeout.
+func timeout(seconds *int64, def int64) (time.Duration, error) {
+	if seconds == nil {
+		seconds = &def
 	}
-	return time.Duration(seconds) * time.Second, nil
+	if *seconds < 0 || *seconds > maxTimeout {
+		return 0, badRequest("timeout must be between 0 and %d seconds", maxTimeout)
+	}
+	return time.Duration(*seconds) * time.Second, nil
 }
 
 // create is POST /sandboxes (v1) and POST /v2/sandboxes. It answers 201
@@ -117,18 +122,15 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 		if err := req.unsupported(); err != nil {
 			return err
 		}
-		seconds := int64(defaultTimeoutV2)
+		def := int64(defaultTimeoutV2)
 		if apiVersion == 1 {
-			seconds = defaultTimeoutV1
+			def = defaultTimeoutV1
 		}
-		if req.Timeout != nil {
-			seconds = *req.Timeout
-		}
-		timeout, err := ttl(seconds, "timeout")
+		ttl, err := timeout(req.Timeout, def)
 		if err != nil {
 			return err
 		}
-		if timeout == 0 {
+		if ttl == 0 {
 			return badRequest("timeout must be at least 1 second")
 		}
 		action := sandbox.ExpireDelete
@@ -159,7 +161,7 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			// The TTL is in the record from the start, so a crash of ptd
 			// before the answer cannot leave an immortal sandbox. TTLs
 			// do not fire while a sandbox is being created.
-			TTL: timeout,
+			TTL: ttl,
 			// E2B resumes a paused sandbox on traffic only when asked.
 			NoAutoResume: req.AutoResume == nil || !req.AutoResume.Enabled,
 		})
@@ -171,7 +173,7 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 			}
 			return err
 		}
-		sb, err = h.ready(ctx, p, sb, timeout, action, start)
+		sb, err = h.ready(ctx, p, sb, ttl, action, start)
 		if err != nil {
 			return err
 		}
@@ -328,7 +330,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, p controlpl
 	if req.Timeout == nil {
 		return badRequest("timeout (seconds) is required")
 	}
-	d, err := ttl(*req.Timeout, "timeout")
+	d, err := timeout(req.Timeout, 0)
 	if err != nil {
 		return err
 	}
@@ -451,11 +453,7 @@ func (h *Handler) connect(apiVersion int) handlerFunc {
 		if apiVersion == 1 && req.Timeout == nil {
 			return badRequest("timeout (seconds) is required")
 		}
-		seconds := int64(defaultConnectTimeout)
-		if req.Timeout != nil {
-			seconds = *req.Timeout
-		}
-		d, err := ttl(seconds, "timeout")
+		d, err := timeout(req.Timeout, defaultConnectTimeout)
 		if err != nil {
 			return err
 		}
@@ -490,11 +488,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err := decodeJSON(r, &req, true); err != nil {
 		return err
 	}
-	seconds := int64(defaultTimeoutV1)
-	if req.Timeout != nil {
-		seconds = *req.Timeout
-	}
-	d, err := ttl(seconds, "timeout")
+	d, err := timeout(req.Timeout, defaultTimeoutV1)
 	if err != nil {
 		return err
 	}

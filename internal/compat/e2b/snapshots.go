@@ -163,15 +163,11 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	if err := decodeJSON(r, &req, true); err != nil {
 		return err
 	}
-	seconds := int64(defaultTimeoutV2)
-	if req.Timeout != nil {
-		seconds = *req.Timeout
-	}
-	timeout, err := ttl(seconds, "timeout")
+	ttl, err := timeout(req.Timeout, defaultTimeoutV2)
 	if err != nil {
 		return err
 	}
-	if timeout == 0 {
+	if ttl == 0 {
 		return badRequest("timeout must be at least 1 second")
 	}
 	count := 1
@@ -192,7 +188,7 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	var wg sync.WaitGroup
 	for i, sb := range res.Sandboxes {
 		wg.Go(func() {
-			sb, err := h.ready(ctx, p, sb, timeout, sandbox.ExpireDelete, start)
+			sb, err := h.ready(ctx, p, sb, ttl, sandbox.ExpireDelete, start)
 			if err != nil {
 				_, body, _ := errorStatus(err)
 				out[i].Error = &body
