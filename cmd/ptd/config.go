@@ -49,6 +49,10 @@ type config struct {
 	// addresses (tests); webhookRetryBase is the first retry's wait.
 	webhookAllowPrivate bool
 	webhookRetryBase    time.Duration
+	// eventRetention is how long events are kept; artifactMaxBytes caps
+	// one artifact.
+	eventRetention   time.Duration
+	artifactMaxBytes int64
 	// pools are the warm-pool defaults; sessionTemplate is the template
 	// of sessions that name none.
 	pools           poolFlags
@@ -98,6 +102,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs reach loopback, private and shared (100.64/10) addresses; link-local (metadata) stays refused. For tests and closed networks only")
 	fs.DurationVar(&c.webhookRetryBase, "webhook-retry-base", 2*time.Second, "wait before a failed webhook delivery's first retry; it doubles after each failure (capped at one hour, 12 attempts)")
+	fs.DurationVar(&c.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept (0: forever); pending webhook deliveries' events and live sandboxes' usage history are kept regardless")
+	fs.Int64Var(&c.artifactMaxBytes, "artifact-max-bytes", 5<<30, "largest artifact an export may store (0: no cap); larger is 413 artifact_too_large")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")

@@ -51,6 +51,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
 	cpCfg.OrgMaxSandboxes, cpCfg.OrgMaxCPU, cpCfg.OrgMaxRAMMB = cfg.orgMaxSandboxes, cfg.orgMaxCPU, cfg.orgMaxRAMMB
 	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
+	cpCfg.Webhooks.EventRetention, cpCfg.ArtifactMaxBytes = cfg.eventRetention, cfg.artifactMaxBytes
 	cpCfg.Templates.Default = cfg.defaultTemplate
 	cpCfg.TTL = cfg.ttl
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
@@ -84,10 +85,10 @@ func serve(ctx context.Context, args []string) error {
 	}
 	cp.RunReconciler(ctx, 30*time.Second)
 	cp.RunTimers(ctx)
+	cp.RunWebhooks(ctx)
 	if err := cp.RunSessions(ctx); err != nil {
 		return err
 	}
-	cp.RunWebhooks(ctx)
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -208,6 +209,7 @@ func reset(ctx context.Context, args []string) error {
 		return err
 	}
 	log := cfg.logger()
+	cfg.host.Egress.ProxyPort = 0 // a reset serves nothing
 	h, err := host.Open(ctx, cfg.host, log)
 	if err != nil {
 		return err

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
+	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -98,10 +102,14 @@ func (s *Service) CreateArtifact(ctx context.Context, p Principal, sandboxID str
 		return Artifact{}, fmt.Errorf("artifact bucket: %w", err)
 	}
 	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(rc, h)}
+	cr := &countingReader{r: io.TeeReader(rc, h), max: s.cfg.ArtifactMaxBytes}
 	if err := s.cfg.Objects.Put(ctx, a.Bucket, a.Key, cr, -1); err != nil {
+		if cr.tooLarge {
+			return Artifact{}, &ArtifactTooLargeError{Max: cr.max}
+		}
 		return Artifact{}, fmt.Errorf("store artifact: %w", err)
 	}
+	crashpoint.Hit("artifact.stored")
 	a.SizeBytes, a.SHA256 = cr.n, hex.EncodeToString(h.Sum(nil))
 	out, err := s.store.CreateArtifact(ctx, a)
 	if err != nil {
@@ -116,15 +124,73 @@ func (s *Service) CreateArtifact(ctx context.Context, p Principal, sandboxID str
 	return out, nil
 }
 
-type countingReader struct {
-	r io.Reader
-	n int64
+// ArtifactTooLargeError is an export past Config.ArtifactMaxBytes: nothing
+// is stored.
+type ArtifactTooLargeError struct{ Max int64 }
+
+func (e *ArtifactTooLargeError) Error() string {
+	return fmt.Sprintf("the artifact is larger than this server's limit of %d bytes; export a smaller file or directory", e.Max)
 }
+
+// countingReader counts what it reads and fails once past max (> 0).
+type countingReader struct {
+	r        io.Reader
+	n, max   int64
+	tooLarge bool
+	crashed  bool
+}
+
+var errArtifactTooLarge = errors.New("artifact too large")
 
 func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
+	if c.max > 0 && c.n > c.max {
+		c.tooLarge = true
+		return 0, errArtifactTooLarge
+	}
+	if !c.crashed && c.n >= 1<<20 {
+		c.crashed = true
+		crashpoint.Hit("artifact.streaming") // a MiB in: the object is half written
+	}
 	return n, err
+}
+
+// sweepArtifacts removes what a crash left of exports: objects in the
+// artifact bucket without a record (stored whole, but the record was never
+// written). Only objects older than this process are considered, so an
+// export in flight is never touched.
+func (s *Service) sweepArtifacts(ctx context.Context, startedAt time.Time) {
+	if s.cfg.Objects == nil || s.cfg.ArtifactBucket == "" {
+		return
+	}
+	n := 0
+	for info, err := range s.cfg.Objects.List(ctx, s.cfg.ArtifactBucket, "artifacts/") {
+		if err != nil {
+			if !errors.Is(err, objstore.ErrNotFound) {
+				s.log.Warn("artifacts: sweep", "err", err)
+			}
+			return
+		}
+		if !info.ModTime.Before(startedAt) {
+			continue
+		}
+		parts := strings.Split(info.Key, "/") // artifacts/<org>/<id>
+		if len(parts) != 3 || !sandbox.ValidID(PrefixArtifact, parts[2]) {
+			continue
+		}
+		if _, err := s.store.GetArtifact(ctx, parts[1], parts[2]); !store.IsNotFound(err) {
+			continue
+		}
+		if err := s.cfg.Objects.Delete(ctx, s.cfg.ArtifactBucket, info.Key); err != nil {
+			s.log.Warn("artifacts: remove orphan object", "key", info.Key, "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		s.log.Info("artifacts: removed objects of exports a crash interrupted", "count", n)
+	}
 }
 
 // ListArtifacts lists the org's artifacts, newest first; sandboxID keeps

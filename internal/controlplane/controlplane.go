@@ -175,6 +175,9 @@ type Config struct {
 	ArchiveBucket string
 	// ArtifactBucket is the bucket artifacts are written to (in Objects).
 	ArtifactBucket string
+	// ArtifactMaxBytes caps one artifact (0: no cap); a larger export
+	// stores nothing and fails with ArtifactTooLargeError.
+	ArtifactMaxBytes int64
 	// Webhooks tunes webhook deliveries (webhooks.go).
 	Webhooks WebhookConfig
 	// Sessions tunes sessions, warm pools and workspaces (seed 000).
@@ -201,6 +204,7 @@ func DefaultConfig() Config {
 		DeletedRetention:          30 * 24 * time.Hour,
 		ArchiveBucket:             "platinum-archives",
 		ArtifactBucket:            "platinum-artifacts",
+		ArtifactMaxBytes:          5 << 30,
 		Webhooks:                  DefaultWebhookConfig(),
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,

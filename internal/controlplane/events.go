@@ -89,6 +89,9 @@ func (s *Service) Events(ctx context.Context, p Principal, f EventFilter, after 
 	if limit <= 0 || limit > MaxEventPage {
 		limit = MaxEventPage
 	}
+	if err := s.checkCursor(ctx, after); err != nil {
+		return nil, after, err
+	}
 	out := []Event{}
 	for len(out) < limit {
 		rows, err := s.store.ListEvents(ctx, store.EventQuery{OrgID: p.OrgID, AfterID: after, SandboxID: f.SandboxID,

@@ -2,9 +2,15 @@ package controlplane
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -51,6 +57,66 @@ type idemState struct {
 	lastPurge time.Time
 }
 
+// idemOwner names this process in the claims it makes: "<host>:<pid>:<boot>",
+// boot being random per process. A claim whose owner is this host but not
+// this process, and whose pid is gone (or is ours: a restart that got the
+// same pid, as PID 1 in a container does), belongs to a ptd that crashed:
+// a retry takes it over at once instead of waiting out the lock.
+var idemOwner = func() string {
+	host, _ := os.Hostname()
+	return strings.ReplaceAll(host, "/", "_") + ":" + strconv.Itoa(os.Getpid()) + ":" + randomToken()[:16]
+}()
+
+// idemClaimDead reports whether claim was made by a process of this host
+// that no longer runs.
+func idemClaimDead(claim string) bool {
+	owner, _, ok := strings.Cut(claim, "/")
+	if !ok || owner == idemOwner {
+		return false
+	}
+	parts := strings.Split(owner, ":")
+	mine := strings.Split(idemOwner, ":")
+	if len(parts) != 3 || parts[0] != mine[0] {
+		return false // another host's: only its lock tells
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true // this pid, another boot
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// idemTagKey carries a keyed request's tag (see IdempotencyBegin.Tag).
+type idemTagKey struct{}
+
+type idemTag struct {
+	tag      string
+	tookOver bool
+}
+
+// WithIdempotency marks ctx as running under begin's claim, so operations
+// that create records (a sandbox create) tag them, and a retry that took
+// over a dead claim finds what the first attempt committed.
+func WithIdempotency(ctx context.Context, begin IdempotencyBegin) context.Context {
+	if begin.Tag == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, idemTagKey{}, idemTag{tag: begin.Tag, tookOver: begin.TookOver})
+}
+
+func idempotencyFrom(ctx context.Context) (tag string, tookOver bool) {
+	v, _ := ctx.Value(idemTagKey{}).(idemTag)
+	return v.tag, v.tookOver
+}
+
+func idemTagOf(scope, key string) string {
+	h := sha256.Sum256([]byte(scope + "\x00" + key))
+	return hex.EncodeToString(h[:16])
+}
+
 // IdempotentResponse is a stored answer.
 type IdempotentResponse struct {
 	Status int
@@ -64,6 +130,11 @@ type IdempotentResponse struct {
 type IdempotencyBegin struct {
 	Claim  string
 	Replay *IdempotentResponse
+	// Tag names the key (a hash of token scope and key) on records the
+	// request creates; TookOver says the claim was taken from a process
+	// that died holding it, so the first attempt may have committed.
+	Tag      string
+	TookOver bool
 }
 
 // ValidateIdempotencyKey checks a key: 1 to 255 printable ASCII characters.
@@ -109,10 +180,11 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 		}
 		return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
 	}
+	tookOver := false
 	for {
 		changed := s.notify.channel(wake)
 		now := time.Now().UTC()
-		claim := randomToken()
+		claim := idemOwner + "/" + randomToken()
 		held, claimed, err := s.store.ClaimIdempotencyKey(ctx, store.IdempotencyRecord{
 			Scope: scope, Key: key, RequestHash: requestHash, Claim: claim,
 			CreatedAt: now, LockedUntil: now.Add(cfg.Lock), ExpiresAt: now.Add(cfg.TTL),
@@ -122,11 +194,20 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 		}
 		switch {
 		case claimed:
-			return IdempotencyBegin{Claim: claim}, nil
+			return IdempotencyBegin{Claim: claim, Tag: idemTagOf(scope, key), TookOver: tookOver}, nil
 		case held.RequestHash != requestHash:
 			return IdempotencyBegin{}, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
 		case held.Done:
 			return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
+		case idemClaimDead(held.Claim):
+			// Its process crashed: free the claim (a compare-and-swap on
+			// it) and claim the key at once.
+			s.log.Info("idempotency key taken over from a dead process", "key", key, "claim_owner", strings.SplitN(held.Claim, "/", 2)[0])
+			if err := s.store.ReleaseIdempotencyKey(ctx, scope, key, held.Claim); err != nil {
+				return IdempotencyBegin{}, err
+			}
+			tookOver = true
+			continue
 		}
 		select {
 		case <-changed:

@@ -192,6 +192,14 @@ func validateMetadata(md map[string]string) error {
 // Create records a new sandbox and starts provisioning it in the
 // background. It returns the record in state creating.
 func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
+	idemTag, tookOver := idempotencyFrom(ctx)
+	if tookOver {
+		// The key's first attempt died with its process: if it committed
+		// the sandbox, this retry answers with it.
+		if sb, ok, err := s.idempotentSandbox(ctx, p, idemTag); err != nil || ok {
+			return sb, err
+		}
+	}
 	src, err := s.resolveSource(ctx, p, &r)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -262,7 +270,7 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		HostID: s.host.ID(), AgentToken: randomToken(),
 		CreatedAt: now, UpdatedAt: now,
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
-		Runtime: r.Runtime,
+		Runtime: r.Runtime, IdempotencyTag: idemTag,
 	}
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
 		return sandbox.Sandbox{}, err
@@ -299,6 +307,23 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 	s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
 	s.derive(ctx, &sb)
 	return sb, nil
+}
+
+// idempotentSandbox finds the sandbox of p's org a keyed create tagged
+// tag. It scans the org's sandboxes, newest first: it runs only for a
+// retry that took over a crashed request's key.
+func (s *Service) idempotentSandbox(ctx context.Context, p Principal, tag string) (sandbox.Sandbox, bool, error) {
+	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: p.OrgID, IncludeDeleted: true})
+	if err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	for _, sb := range rows {
+		if sb.IdempotencyTag == tag {
+			s.derive(ctx, &sb)
+			return sb, true, nil
+		}
+	}
+	return sandbox.Sandbox{}, false, nil
 }
 
 // notFoundField is a not-found error that names the request field at fault.
@@ -647,6 +672,8 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("reconcile templates: %w", err)
 	}
 	s.reconcileSnapshots(ctx)
+	started := time.Now()
+	s.goBackground(func(ctx context.Context) { s.sweepArtifacts(ctx, started) })
 	return s.reconcileOnce(ctx, true)
 }
 

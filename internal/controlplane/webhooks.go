@@ -41,13 +41,19 @@ type WebhookConfig struct {
 	MaxPerOrg int
 	// Retention is how long finished deliveries stay listed.
 	Retention time.Duration
+	// EventRetention is how long events are kept (0: forever). Pruning
+	// spares events a pending delivery needs and the usage history of
+	// sandboxes whose record exists; a feed cursor older than what was
+	// pruned is refused with ErrEventsPruned.
+	EventRetention time.Duration
 }
 
 // DefaultWebhookConfig returns the production defaults: 12 attempts over
 // about two hours (2 s, 4 s, … capped at one hour).
 func DefaultWebhookConfig() WebhookConfig {
 	return WebhookConfig{MaxAttempts: 12, RetryBase: 2 * time.Second, RetryMax: time.Hour,
-		Timeout: 10 * time.Second, Workers: 4, MaxPerOrg: 20, Retention: 7 * 24 * time.Hour}
+		Timeout: 10 * time.Second, Workers: 4, MaxPerOrg: 20, Retention: 7 * 24 * time.Hour,
+		EventRetention: 30 * 24 * time.Hour}
 }
 
 // backoff is the wait after the attempts-th failed send.
@@ -262,13 +268,18 @@ type dispatcher struct {
 	lastPrune time.Time // only the loop touches it
 }
 
-// prune drops finished deliveries past the retention, once an hour.
+// prune drops finished deliveries and events past their retention, once
+// an hour.
 func (d *dispatcher) prune(ctx context.Context) {
-	ret := d.s.cfg.Webhooks.Retention
-	if ret <= 0 || time.Since(d.lastPrune) < time.Hour {
+	if time.Since(d.lastPrune) < time.Hour {
 		return
 	}
 	d.lastPrune = time.Now()
+	d.s.pruneEvents(ctx)
+	ret := d.s.cfg.Webhooks.Retention
+	if ret <= 0 {
+		return
+	}
 	if n, err := d.s.store.PruneDeliveries(ctx, time.Now().Add(-ret)); err != nil {
 		d.s.log.Warn("webhooks: prune deliveries", "err", err)
 	} else if n > 0 {

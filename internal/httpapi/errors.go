@@ -58,6 +58,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var nf interface{ Field() string }
 	var ik *controlplane.IDKindError
 	var snr *controlplane.SessionNotReadyError
+	var epe *controlplane.EventsPrunedError
+	var atl *controlplane.ArtifactTooLargeError
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
 	case errors.As(err, &ae):
@@ -86,6 +88,12 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 		if qe.Scope != "" {
 			body["scope"] = qe.Scope
 		}
+	case errors.As(err, &epe):
+		status, code, msg = http.StatusGone, "events_pruned", epe.Error()
+		body["pruned_through"] = epe.PrunedThrough
+	case errors.As(err, &atl):
+		status, code, msg = http.StatusRequestEntityTooLarge, "artifact_too_large", atl.Error()
+		body["max_bytes"] = atl.Max
 	case errors.Is(err, controlplane.ErrIdempotencyKeyReused):
 		status, code, msg = http.StatusConflict, "idempotency_key_reused", err.Error()
 	case errors.Is(err, controlplane.ErrIdempotencyKeyInProgress):

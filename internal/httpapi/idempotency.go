@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 )
 
 // Idempotency (seed 003): every mutating /v1 call (POST, PUT, PATCH,
@@ -108,10 +109,12 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 	// The request runs to its end even if the client goes away: a client
 	// that timed out retries with the same key, and must find this
 	// answer, not a second sandbox. Handlers bound their own waits.
-	r = r.WithContext(context.WithValue(context.WithoutCancel(ctx), clientCtxKey{}, ctx))
+	r = r.WithContext(context.WithValue(controlplane.WithIdempotency(context.WithoutCancel(ctx), begin), clientCtxKey{}, ctx))
 	r.Body = body.reader()
+	crashpoint.Hit("idempotency.claimed")
 	a.mux.ServeHTTP(rec, r)
 	done = true
+	crashpoint.Hit("idempotency.answered")
 	cctx := context.WithoutCancel(ctx)
 	if !keepAnswer(rec.status) || rec.overflow {
 		if err := a.cp.ReleaseIdempotent(cctx, p, key, begin.Claim); err != nil {
@@ -217,7 +220,8 @@ func readKeyedBody(r *http.Request, key *string) (*keyedBody, error) {
 					return nil, badRequest(name+" must be a string", name)
 				}
 				if *key != "" && *key != k {
-					return nil, badRequest("the Idempotency-Key header and the "+name+" field differ; send one", name)
+					// A header and a field, or both spellings of the field.
+					return nil, badRequest("the idempotency keys given (Idempotency-Key header, idempotency_key, idempotencyKey) differ; send one", name)
 				}
 				*key = k
 				delete(obj, name)

@@ -24,13 +24,16 @@ import (
 type Daemon struct {
 	URL, Token, DataDir, BinDir string
 	// PreviewURL is the preview proxy's listener (http://127.0.0.1:port).
-	PreviewURL string
-	Bridge, Subnet, Cgroup      string
-	cmd                         *exec.Cmd
-	logf                        *os.File
-	exited                      chan struct{}
-	keep                        bool
-	args                        []string
+	PreviewURL             string
+	Bridge, Subnet, Cgroup string
+	cmd                    *exec.Cmd
+	logf                   *os.File
+	exited                 chan struct{}
+	keep                   bool
+	args                   []string
+	// Env is added to ptd's environment at each (re)start, e.g.
+	// crashpoint's PT_CRASH_AT; set it to nil before Restart to drop it.
+	Env []string
 }
 
 // Options tune the daemon.
@@ -45,6 +48,8 @@ type Options struct {
 	ExtraArgs []string
 	// Keep leaves the data and binary dirs behind for inspection.
 	Keep bool
+	// Env is added to ptd's environment (see Daemon.Env).
+	Env []string
 }
 
 // RandHex returns n random bytes as hex.
@@ -86,7 +91,7 @@ func Start(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{BinDir: bin, keep: o.Keep}
+	d := &Daemon{BinDir: bin, keep: o.Keep, Env: o.Env}
 	if d.DataDir, err = os.MkdirTemp("/var/tmp", "pt-data-"); err != nil {
 		return d, err
 	}
@@ -123,7 +128,7 @@ func Start(o Options) (*Daemon, error) {
 // launch starts the ptd process and waits until it is healthy.
 func (d *Daemon) launch() error {
 	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
-	d.cmd.Env = append(os.Environ(), "PT_TOKEN="+d.Token)
+	d.cmd.Env = append(append(os.Environ(), "PT_TOKEN="+d.Token), d.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
 	if err := d.cmd.Start(); err != nil {
 		return err
@@ -153,6 +158,17 @@ func (d *Daemon) launch() error {
 func (d *Daemon) Kill() {
 	d.cmd.Process.Kill()
 	<-d.exited
+}
+
+// WaitExit waits up to timeout for ptd to end by itself (a crashpoint
+// killing it) and reports whether it did.
+func (d *Daemon) WaitExit(timeout time.Duration) bool {
+	select {
+	case <-d.exited:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // Restart starts ptd again on the same data dir, address and token.

@@ -113,6 +113,11 @@ type Sandbox struct {
 	// APIToken is the sandbox-scoped token (sealed) its processes get as
 	// PT_TOKEN.
 	APIToken string `json:"-"`
+	// IdempotencyTag names the keyed create that made the sandbox (a hash
+	// of token scope and key), written with the record, so a retry that
+	// takes over a crashed request's key finds it instead of creating a
+	// second sandbox.
+	IdempotencyTag string `json:"-"`
 	// Live is the live-resize headroom recorded at the last boot.
 	Live *LiveHeadroom `json:"live,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic

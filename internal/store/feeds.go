@@ -130,6 +130,15 @@ type Feeds interface {
 	// PruneDeliveries deletes finished (delivered or failed) deliveries
 	// last updated before `before` and returns how many it deleted.
 	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
+	// PruneEvents deletes up to limit events created before `before`,
+	// oldest first, except events a pending webhook delivery still needs
+	// and the usage history (created, state_changed, resized) of sandboxes
+	// whose record exists; it raises the pruned-through watermark to the
+	// highest ID it deleted and returns how many it deleted.
+	PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error)
+	// EventsPrunedThrough returns the highest event ID PruneEvents ever
+	// deleted (0 when none): a cursor below it may have missed events.
+	EventsPrunedThrough(ctx context.Context) (int64, error)
 
 	// CreateArtifact inserts a; a zero CreatedAt is set to now. It returns
 	// the stored artifact. ErrConflict if the ID exists.

@@ -47,7 +47,9 @@ type Store struct {
 var _ objstore.Store = (*Store)(nil)
 
 // Open returns a store rooted at dir, creating dir if needed, and removes
-// temporary files a crashed Put left behind more than a day ago.
+// temporary files a crashed Put left behind: at once when the process that
+// wrote one is gone (temporary files are named after their writer's pid
+// and process boot), else after a day.
 func Open(dir string) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("objstore fs: empty directory: %w", objstore.ErrInvalidArgument)
@@ -73,10 +75,39 @@ func (s *Store) sweepTemps(before time.Time) {
 		return
 	}
 	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && fi.ModTime().Before(before) {
+		if fi, err := e.Info(); err == nil && (fi.ModTime().Before(before) || writerGone(e.Name())) {
 			os.Remove(filepath.Join(s.dir, tmpDir, e.Name()))
 		}
 	}
+}
+
+// tempOwner prefixes this process's temporary files: "<pid>-<boot>-".
+var tempOwner = func() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%d-%s-", os.Getpid(), hex.EncodeToString(b[:]))
+}()
+
+// writerGone reports whether the temporary file name was written by a
+// process that no longer runs: its pid is gone, or is ours with another
+// boot (a restart that got the same pid).
+func writerGone(name string) bool {
+	pidStr, rest, ok := strings.Cut(name, "-")
+	if !ok || strings.HasPrefix(name, tempOwner) {
+		return false
+	}
+	boot, _, ok := strings.Cut(rest, "-")
+	if !ok || boot == "" {
+		return false
+	}
+	var pid int
+	if _, err := fmt.Sscanf(pidStr, "%d", &pid); err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 func (s *Store) bucketDir(bucket string) string { return filepath.Join(s.dir, bucket) }
@@ -127,7 +158,7 @@ func (s *Store) Put(ctx context.Context, bucket, key string, r io.Reader, size i
 func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64) (path string, err error) {
 	var rnd [12]byte
 	rand.Read(rnd[:])
-	path = filepath.Join(s.dir, tmpDir, hex.EncodeToString(rnd[:]))
+	path = filepath.Join(s.dir, tmpDir, tempOwner+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
 		return "", err

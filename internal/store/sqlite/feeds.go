@@ -268,6 +268,48 @@ func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, e
 	return res.RowsAffected()
 }
 
+// PruneEvents implements store.Store.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var top sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT max(id) FROM (SELECT id FROM events e WHERE created_at < ?
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+			AND NOT (type IN ('created', 'state_changed', 'resized') AND EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = e.sandbox_id))
+			ORDER BY id LIMIT ?)`, sandbox.FormatTime(before), limit).Scan(&top); err != nil {
+			return err
+		}
+		if !top.Valid {
+			return nil
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id <= ? AND created_at < ? AND id IN (SELECT id FROM events e WHERE id <= ?
+			AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.status = 'pending')
+			AND NOT (type IN ('created', 'state_changed', 'resized') AND EXISTS (SELECT 1 FROM sandboxes s WHERE s.id = e.sandbox_id)))`,
+			top.Int64, sandbox.FormatTime(before), top.Int64)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE event_retention SET pruned_through = max(pruned_through, ?) WHERE id = 1`, top.Int64)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	return n, nil
+}
+
+// EventsPrunedThrough implements store.Store.
+func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.r.QueryRowContext(ctx, `SELECT pruned_through FROM event_retention WHERE id = 1`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("events pruned through: %w", err)
+	}
+	return id, nil
+}
+
 const artifactCols = `id, org_id, sandbox_id, name, path, kind, content_type, size_bytes, sha256, bucket, object_key, created_at`
 
 func scanArtifact(sc scanner) (store.Artifact, error) {

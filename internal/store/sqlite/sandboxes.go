@@ -375,6 +375,7 @@ type lifecycle struct {
 	RestoreSnap    string                    `json:"restore_snapshot,omitempty"`
 	Preview        *sandbox.Preview          `json:"preview,omitempty"`
 	Network        *sandbox.NetworkPolicy    `json:"network,omitempty"`
+	IdemTag        string                    `json:"idempotency_tag,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
@@ -384,6 +385,7 @@ func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
 		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
 		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
+		IdemTag: sb.IdempotencyTag,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -403,6 +405,7 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.Runtime, sb.Preview = lc.Runtime, lc.Preview
 	sb.SourceSnapshotID, sb.RestoreSnapshotID = lc.SourceSnapshot, lc.RestoreSnap
 	sb.Network = lc.Network
+	sb.IdempotencyTag = lc.IdemTag
 	return nil
 }
 
