@@ -45,8 +45,10 @@ func (r ResizeRequest) validate(cur sandbox.Sandbox) error {
 	if r.CPU == nil && r.RAMMB == nil && r.DiskGB == nil {
 		return &sandbox.FieldError{Field: "cpu", Reason: "give at least one of cpu, ram_mb, disk_gb"}
 	}
-	if r.DiskGB != nil && (r.CPU != nil || r.RAMMB != nil) {
-		return &sandbox.FieldError{Field: "disk_gb", Reason: "change disk_gb in a separate request from cpu and ram_mb"}
+	// Only a live resize splits them (seed 004); a stopped sandbox takes
+	// all three in one request and boots at them next time.
+	if r.DiskGB != nil && (r.CPU != nil || r.RAMMB != nil) && cur.State == sandbox.StateRunning {
+		return &sandbox.FieldError{Field: "disk_gb", Reason: "a running sandbox changes disk_gb in a separate request from cpu and ram_mb"}
 	}
 	if r.CPU != nil && (math.IsNaN(*r.CPU) || *r.CPU <= 0 || *r.CPU > sandbox.MaxCPU) {
 		return &sandbox.FieldError{Field: "cpu", Reason: fmt.Sprintf("must be greater than 0 and at most %d", sandbox.MaxCPU)}

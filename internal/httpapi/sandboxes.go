@@ -40,6 +40,10 @@ type createBody struct {
 	// Seed 003: a lifetime and a pinned template version.
 	TTLMs             *int64 `json:"ttl_ms"`
 	TemplateVersionID string `json:"template_version_id"`
+	// Seed 003's SDK spellings of the same fields (aliases.go).
+	TTLMsCamel             *int64 `json:"ttlMs"`
+	TemplateVersionIDCamel string `json:"templateVersionId"`
+	ParentIDCamel          string `json:"parentId"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -89,8 +93,17 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Wait {
 		wait = sandbox.StateRunning
 	}
-	if b.ProjectID == "" {
-		b.ProjectID = b.ProjectIDCamel
+	if b.ProjectID, err = aliasString(b.ProjectID, b.ProjectIDCamel, "project_id", "projectId"); err != nil {
+		return err
+	}
+	if b.TemplateVersionID, err = aliasString(b.TemplateVersionID, b.TemplateVersionIDCamel, "template_version_id", "templateVersionId"); err != nil {
+		return err
+	}
+	if b.ParentID, err = aliasString(b.ParentID, b.ParentIDCamel, "parent_id", "parentId"); err != nil {
+		return err
+	}
+	if b.TTLMs, err = aliasPtr(b.TTLMs, b.TTLMsCamel, "ttl_ms", "ttlMs"); err != nil {
+		return err
 	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
@@ -144,13 +157,20 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	q := r.URL.Query()
 	var req controlplane.ListRequest
 	req.State = sandbox.State(q.Get("state"))
-	req.ParentID = q.Get("parent_id")
-	req.ProjectID = q.Get("project_id")
-	if req.ProjectID == "" {
-		req.ProjectID = q.Get("projectId")
+	var err error
+	if req.ParentID, err = aliasQuery(q, "parent_id", "parentId"); err != nil {
+		return err
+	}
+	if req.ProjectID, err = aliasQuery(q, "project_id", "projectId"); err != nil {
+		return err
 	}
 	req.Include = listIncludes(r)
-	if rootsOnly, _ := strconv.ParseBool(q.Get("roots_only")); rootsOnly {
+	// roots_only (rootsOnly in seed 004's SDK) is parent_id=none.
+	roots, err := aliasQuery(q, "roots_only", "rootsOnly")
+	if err != nil {
+		return err
+	}
+	if rootsOnly, _ := strconv.ParseBool(roots); rootsOnly {
 		req.ParentID = "none"
 	}
 	for k, vs := range q {
@@ -187,7 +207,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	out := map[string]any{}
 	views := make([]sandboxView, 0, len(rows))
 	for _, sb := range rows {
-		views = append(views, viewSandbox(sb))
+		views = append(views, listView(sb))
 	}
 	out["rows"] = views
 	if paginated {
@@ -369,7 +389,7 @@ func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	}
 	views := make([]sandboxView, 0, len(rows))
 	for _, sb := range rows {
-		views = append(views, viewSandbox(sb))
+		views = append(views, listView(sb))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"rows": views})
 	return nil

@@ -23,13 +23,18 @@ type sessionBody struct {
 	AgentSessionIDCamel string `json:"agentSessionId"`
 }
 
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
+// sessionContext fills req's vault, workflow and agent-session IDs from
+// their snake_case and camelCase spellings (aliases.go).
+func sessionContext(req *controlplane.SessionRequest, v [3][2]string) error {
+	var err error
+	if req.VaultID, err = aliasString(v[0][0], v[0][1], "vault_id", "vaultId"); err != nil {
+		return err
 	}
-	return ""
+	if req.WorkflowID, err = aliasString(v[1][0], v[1][1], "workflow_id", "workflowId"); err != nil {
+		return err
+	}
+	req.AgentSessionID, err = aliasString(v[2][0], v[2][1], "agent_session_id", "agentSessionId")
+	return err
 }
 
 type workspaceView struct {
@@ -109,12 +114,12 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	ses, _, err := a.cp.CreateSession(r.Context(), p, controlplane.SessionRequest{
-		VaultID:        firstOf(b.VaultID, b.VaultIDCamel),
-		WorkflowID:     firstOf(b.WorkflowID, b.WorkflowIDCamel),
-		AgentSessionID: firstOf(b.AgentSessionID, b.AgentSessionIDCamel),
-		Template:       b.Template,
-	})
+	var req controlplane.SessionRequest
+	if err := sessionContext(&req, [3][2]string{{b.VaultID, b.VaultIDCamel}, {b.WorkflowID, b.WorkflowIDCamel}, {b.AgentSessionID, b.AgentSessionIDCamel}}); err != nil {
+		return err
+	}
+	req.Template = b.Template
+	ses, _, err := a.cp.CreateSession(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
@@ -180,11 +185,12 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplan
 // sessionStatus is the passive lookup by context: it reads, never starts.
 func (a *API) sessionStatus(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	q := r.URL.Query()
-	req := controlplane.SessionStatusRequest{
-		VaultID:        firstOf(q.Get("vault_id"), q.Get("vaultId")),
-		WorkflowID:     firstOf(q.Get("workflow_id"), q.Get("workflowId")),
-		AgentSessionID: firstOf(q.Get("agent_session_id"), q.Get("agentSessionId")),
+	var sr controlplane.SessionRequest
+	if err := sessionContext(&sr, [3][2]string{{q.Get("vault_id"), q.Get("vaultId")}, {q.Get("workflow_id"), q.Get("workflowId")},
+		{q.Get("agent_session_id"), q.Get("agentSessionId")}}); err != nil {
+		return err
 	}
+	req := controlplane.SessionStatusRequest{VaultID: sr.VaultID, WorkflowID: sr.WorkflowID, AgentSessionID: sr.AgentSessionID}
 	ses, ok, err := a.cp.SessionStatus(r.Context(), p, req)
 	if err != nil {
 		return err

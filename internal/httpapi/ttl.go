@@ -29,8 +29,14 @@ func (a *API) kill(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 func (a *API) setTTL(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	var b struct {
 		TTLMs *int64 `json:"ttl_ms"`
+		// TTLMsCamel is seed 003's setTtl({ ttlMs }) spelling.
+		TTLMsCamel *int64 `json:"ttlMs"`
 	}
 	if err := decodeJSON(r, &b, false); err != nil {
+		return err
+	}
+	var err error
+	if b.TTLMs, err = aliasPtr(b.TTLMs, b.TTLMsCamel, "ttl_ms", "ttlMs"); err != nil {
 		return err
 	}
 	if b.TTLMs == nil {

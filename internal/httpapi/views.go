@@ -48,7 +48,18 @@ type sandboxView struct {
 	// SourceSnapshotID is the snapshot or backup a clone or fork was made
 	// from.
 	SourceSnapshotID string `json:"source_snapshot_id,omitempty"`
+	// CreatedAtList is created_at under seed 004's name for list and
+	// child-list rows ("createdAt values … six fractional-second
+	// digits"); set by listView only.
+	CreatedAtList string `json:"createdAt,omitempty"`
 	seed3Fields
+}
+
+// listView is a sandbox as a list or child-list row.
+func listView(sb sandbox.Sandbox) sandboxView {
+	v := viewSandbox(sb)
+	v.CreatedAtList = v.CreatedAt
+	return v
 }
 
 func viewSandbox(sb sandbox.Sandbox) sandboxView {

@@ -26,9 +26,10 @@ const (
 // derivedPackages are the Debian packages each derived slug adds to
 // pt-base. npm is left out on purpose: in bookworm it pulls in ~350
 // node-* packages (+180 MB, +35 s per build); `apt-get install npm`
-// inside a sandbox adds it when needed.
+// inside a sandbox adds it when needed. python-is-python3 makes
+// `python` run Python 3, as seed 003's `python --version` example expects.
 var derivedPackages = map[string][]string{
-	SlugPythonNode: {"python3", "nodejs"},
+	SlugPythonNode: {"python3", "python-is-python3", "nodejs"},
 	SlugNode:       {"nodejs"},
 }
 
