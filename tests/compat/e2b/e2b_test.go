@@ -337,7 +337,11 @@ func TestErrors(t *testing.T) {
 		{"list bad state", c, "GET", "/v2/sandboxes?state=sleeping", nil, 400, "state"},
 		{"list bad limit", c, "GET", "/v2/sandboxes?limit=0", nil, 400, "limit"},
 		{"list bad token", c, "GET", "/v2/sandboxes?nextToken=xyz", nil, 400, "nextToken"},
-		{"snapshots unsupported", c, "POST", "/sandboxes/" + unknown + "/snapshots", `{}`, 501, "not supported"},
+		{"snapshot unknown", c, "POST", "/sandboxes/" + unknown + "/snapshots", `{}`, 404, "not found"},
+		{"fork unknown", c, "POST", "/sandboxes/" + unknown + "/fork", `{}`, 404, "not found"},
+		{"network unknown", c, "PUT", "/sandboxes/" + unknown + "/network", `{}`, 404, "not found"},
+		{"network rules unsupported", c, "PUT", "/sandboxes/" + unknown + "/network", `{"rules":{"a.com":[]}}`, 400, "not supported"},
+		{"logs unsupported", c, "GET", "/sandboxes/" + unknown + "/logs", nil, 501, "not supported"},
 		{"unknown route", c, "GET", "/sandboxes/" + unknown + "/nope", nil, 404, "no E2B route"},
 		{"wrong method", c, "PATCH", "/v2/sandboxes", nil, 405, "not allowed"},
 	} {
