@@ -183,8 +183,11 @@ func TestRoundTripSparse(t *testing.T) {
 				t.Fatalf("WriteFile: %v", err)
 			}
 			m := res.Manifest
-			if m.SHA256 != want {
-				t.Errorf("manifest sha256 %s, file's %s", m.SHA256, want)
+			if m.SHA256 != chunkListDigest(t, src, archive.DefaultChunkSize) {
+				t.Errorf("manifest sha256 %s, want the digest of the file's chunk digests", m.SHA256)
+			}
+			if m.Version != archive.FormatVersion {
+				t.Errorf("manifest version %d, want %d", m.Version, archive.FormatVersion)
 			}
 			if m.Size != size || m.ChunkSize != archive.DefaultChunkSize || len(m.Chunks) != 51 {
 				t.Errorf("manifest size %d chunk %d chunks %d", m.Size, m.ChunkSize, len(m.Chunks))
@@ -429,6 +432,46 @@ func TestWriteExistingID(t *testing.T) {
 	_, err := archive.Write(ctx, store, bucket, bytes.NewReader(data), 5, archive.Options{ID: "same"})
 	if !errors.Is(err, sandbox.ErrAlreadyExists) {
 		t.Fatalf("second Write with the same ID = %v, want ErrAlreadyExists", err)
+	}
+}
+
+// TestRestoreVersion1 restores manifests of the first format, whose digest
+// is the whole file's SHA-256, and still rejects a wrong one.
+func TestRestoreVersion1(t *testing.T) {
+	tests := []struct {
+		name    string
+		sha     func(fileSHA string) string
+		wantErr error
+	}{
+		{"file's sha256", func(s string) string { return s }, nil},
+		{"other sha256", func(string) string { return strings.Repeat("ab", 32) }, archive.ErrCorrupt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, bucket := newFS(t)
+			dir := t.TempDir()
+			src := filepath.Join(dir, "disk.img")
+			size, regions, _ := sparseLayout()
+			want := makeSparse(t, src, size, regions, 5)
+			ctx := context.Background()
+			res, err := archive.WriteFile(ctx, store, bucket, src, archive.Options{ID: "old"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := res.Manifest
+			m.Version, m.SHA256 = 1, tt.sha(want)
+			putManifest(t, store, bucket, m)
+			dst := filepath.Join(dir, "restored.img")
+			_, err = archive.Restore(ctx, store, bucket, m.Key(), dst, archive.RestoreOptions{})
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("Restore = %v, want %v", err, tt.wantErr)
+			}
+			if err == nil {
+				if got := fileSHA(t, dst); got != want {
+					t.Fatalf("restored sha256 %s, want %s", got, want)
+				}
+			}
+		})
 	}
 }
 
@@ -859,4 +902,20 @@ func TestEncodeChoosesRawOnlyForIncompressible(t *testing.T) {
 			t.Errorf("%s: raw %v (%d → %d bytes), want raw %v", tc.name, raw, len(tc.data), len(out), tc.wantRaw)
 		}
 	}
+}
+
+// chunkListDigest computes a version 2 manifest digest from the file
+// itself: SHA-256 over the SHA-256 of each chunkSize piece, in order.
+func chunkListDigest(t *testing.T, path string, chunkSize int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := sha256.New()
+	for off := 0; off < len(b); off += int(chunkSize) {
+		sum := sha256.Sum256(b[off:min(off+int(chunkSize), len(b))])
+		list.Write(sum[:])
+	}
+	return hex.EncodeToString(list.Sum(nil))
 }

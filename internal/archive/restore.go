@@ -34,8 +34,9 @@ type RestoreOptions struct {
 // Restore recreates the archive whose manifest is at manifestKey as the
 // file path, and returns the manifest. The file is sparse: holes, and every
 // all-zero 4 KiB block inside chunks, are left unwritten. Every chunk's
-// SHA-256 is checked before it is written and the whole file's SHA-256 at
-// the end; the file is fsynced and only then renamed onto path, so path
+// SHA-256 is checked before it is written, and the manifest's digest
+// against its chunk list (version 2) or the whole file's SHA-256 at the end
+// (version 1); the file is fsynced and only then renamed onto path, so path
 // holds either what it held before or the complete, verified archive. A
 // crash mid-restore leaves a ".<name>.restore-*" file beside path, which
 // the caller's recovery should remove.
@@ -139,6 +140,7 @@ func (r *restorer) run(ctx context.Context) error {
 
 	prog := &progress{fn: r.opts.Progress, total: r.m.Size}
 	whole := sha256.New()
+	v1 := r.m.Version == formatVersion1
 	pending := make(map[int]piece, inflight)
 	for next := 0; next < n; {
 		select {
@@ -155,10 +157,16 @@ func (r *restorer) run(ctx context.Context) error {
 			}
 			delete(pending, next)
 			size := r.m.ChunkLen(next)
-			if p.data == nil {
+			// Version 2's digest was checked against the chunk list by
+			// Validate and every chunk against its name by fetch; only
+			// version 1 hashes the whole file.
+			switch {
+			case p.data == nil && v1:
 				writeZeros(whole, size)
-			} else {
-				whole.Write(p.data)
+			case p.data != nil:
+				if v1 {
+					whole.Write(p.data)
+				}
 				free <- p.data[:cap(p.data)]
 			}
 			<-tokens
@@ -170,7 +178,7 @@ func (r *restorer) run(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(whole.Sum(nil)); got != r.m.SHA256 {
+	if got := hex.EncodeToString(whole.Sum(nil)); v1 && got != r.m.SHA256 {
 		return fmt.Errorf("file sha256 %s, manifest says %s: %w", got, r.m.SHA256, ErrCorrupt)
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -167,8 +166,7 @@ func Write(ctx context.Context, store objstore.Store, bucket string, src io.Read
 	for range opts.Workers {
 		wg.Go(func() { w.work(wctx, cancel, jobs, free) })
 	}
-	whole := sha256.New()
-	w.read(wctx, cancel, src, size, jobs, free, whole)
+	w.read(wctx, cancel, src, size, jobs, free)
 	wg.Wait()
 	if err := context.Cause(wctx); err != nil {
 		return Result{}, fmt.Errorf("archive %s: %w", opts.ID, err)
@@ -181,7 +179,7 @@ func Write(ctx context.Context, store objstore.Store, bucket string, src io.Read
 		Size:        size,
 		ChunkSize:   opts.ChunkSize,
 		Compression: CompressionZstd,
-		SHA256:      hex.EncodeToString(whole.Sum(nil)),
+		SHA256:      ListDigest(w.hashes, size, opts.ChunkSize),
 		DataBytes:   w.dataBytes.Load(),
 		StoredBytes: w.storedBytes.Load(),
 		Chunks:      w.hashes,
@@ -231,16 +229,15 @@ type writer struct {
 	dataBytes, storedBytes, bytesUploaded atomic.Int64
 }
 
-// read feeds chunks to the workers in order and hashes the whole input.
-// Chunks that SEEK_HOLE says are holes are not read. It closes jobs.
-func (w *writer) read(ctx context.Context, fail context.CancelCauseFunc, src io.ReaderAt, size int64, jobs chan<- chunkJob, free chan []byte, whole hash.Hash) {
+// read feeds chunks to the workers in order. Chunks that SEEK_HOLE says
+// are holes are neither read nor hashed. It closes jobs.
+func (w *writer) read(ctx context.Context, fail context.CancelCauseFunc, src io.ReaderAt, size int64, jobs chan<- chunkJob, free chan []byte) {
 	defer close(jobs)
 	ex := dataExtents(src, size)
 	for i := range w.hashes {
 		off := int64(i) * w.opts.ChunkSize
 		n := min(w.opts.ChunkSize, size-off)
 		if !ex.hasData(off, off+n) {
-			writeZeros(whole, n)
 			w.holes.Add(1)
 			w.prog.add(n)
 			continue
@@ -259,7 +256,6 @@ func (w *writer) read(ctx context.Context, fail context.CancelCauseFunc, src io.
 			fail(fmt.Errorf("read at %d: %w", off, err))
 			return
 		}
-		whole.Write(buf[:n])
 		select {
 		case jobs <- chunkJob{i: i, buf: buf, n: n}:
 		case <-ctx.Done():
