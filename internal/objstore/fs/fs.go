@@ -163,12 +163,13 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64) (path st
 	if err != nil {
 		return "", err
 	}
+	tmp := path // the error returns below clear path
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
 		if err != nil {
-			os.Remove(path)
+			os.Remove(tmp)
 		}
 	}()
 	if err := copyExact(ctx, f, r, size); err != nil {

@@ -109,3 +109,37 @@ func TestOpenSweepsStaleTemps(t *testing.T) {
 		t.Errorf("fresh temporary file (a Put in flight) removed: %v", err)
 	}
 }
+
+// failingReader fails after a few reads, as a source that dies mid-stream.
+type failingReader struct{ n int }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n++; r.n > 3 {
+		return 0, errors.New("source died")
+	}
+	return copy(p, bytes.Repeat([]byte("x"), 100)), nil
+}
+
+// TestPutFailureLeavesNoTemp: a Put whose reader fails stores nothing and
+// removes its temporary file at once (it used to wait a day for Open).
+func TestPutFailureLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	s, err := fs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.EnsureBucket(ctx, "bkt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, "bkt", "k", &failingReader{}, -1); err == nil {
+		t.Fatal("Put of a failing reader succeeded")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, ".tmp"))
+	if err != nil || len(ents) != 0 {
+		t.Errorf("temporary files after a failed Put: %d (%v)", len(ents), err)
+	}
+	if _, err := s.Stat(ctx, "bkt", "k"); err == nil {
+		t.Error("a failed Put stored the object")
+	}
+}
