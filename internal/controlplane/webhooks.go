@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/webhook"
@@ -314,6 +315,9 @@ func (d *dispatcher) fanOut(ctx context.Context) {
 				}
 				break
 			}
+			if len(ids) > 0 {
+				crashpoint.Hit("webhook.queued")
+			}
 			w.Cursor = to
 			if len(rows) < eventScan {
 				break
@@ -392,6 +396,9 @@ func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
 		"X-Pt-Delivery": strconv.FormatInt(dl.ID, 10),
 		"X-Pt-Webhook":  w.ID,
 	}, body)
+	if sendErr == nil {
+		crashpoint.Hit("webhook.sent") // delivered, not yet recorded: sent again after the restart
+	}
 	if ctx.Err() != nil {
 		return // shutting down: the delivery stays pending, sent after the restart
 	}
