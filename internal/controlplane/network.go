@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -201,6 +202,7 @@ func (s *Service) SetNetwork(ctx context.Context, p Principal, id string, policy
 		if err != nil {
 			return NetworkResult{}, err
 		}
+		crashpoint.Hit("network.stored") // stored, not yet on the host
 		res := NetworkResult{Sandbox: out, Applies: "next_start"}
 		if out.State == sandbox.StateRunning {
 			if ns, ok := s.host.(NetworkSetter); ok {
