@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -256,6 +257,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 		s.sessionEvent(ctx, claimed)
 		s.log.Info("session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
 		if hasWorkspace {
+			crashpoint.Hit("session.warm.claimed") // claimed, workspace not restored
 			// The restore finishes even if the caller goes away.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ProvisionTimeout)
 			defer cancel()
@@ -271,6 +273,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 		return Session{}, err
 	}
 	ses.Version = 1
+	crashpoint.Hit("session.cold.recorded") // no sandbox yet
 	s.kickPool()
 	zero := 0
 	sb, err = s.Create(ctx, p, CreateRequest{
@@ -281,6 +284,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 		s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, "create: "+err.Error(), nil)
 		return Session{}, err
 	}
+	crashpoint.Hit("session.cold.created") // the sandbox exists, the session does not name it
 	ses.SandboxID = sb.ID
 	ses, err = s.store.UpdateSession(ctx, ses)
 	if err != nil {
@@ -327,8 +331,24 @@ func (s *Service) provisionSession(ctx context.Context, id string) {
 		return
 	}
 	if ses.SandboxID == "" {
-		s.setSession(ctx, ses, store.SessionFailed, "provisioning interrupted before a sandbox was created", nil)
-		return
+		// A crash between the sandbox's create and the session naming it
+		// leaves a sandbox tagged with the session: adopt it, so it is
+		// neither lost to the session nor left running unowned.
+		sb, ok, err := s.sessionOrphan(ctx, ses)
+		if err != nil {
+			s.log.Warn("session: look for its sandbox", "session", ses.ID, "err", err)
+			return // Reconcile retries at the next start
+		}
+		if !ok {
+			s.failSession(ctx, ses, "provisioning interrupted before a sandbox was created")
+			return
+		}
+		ses.SandboxID = sb.ID
+		if ses, err = s.store.UpdateSession(ctx, ses); err != nil {
+			s.log.Info("session: adopt its sandbox", "session", id, "err", err)
+			return
+		}
+		s.log.Info("session adopted the sandbox a crash left unnamed", "session", id, "sandbox", sb.ID)
 	}
 	p := Principal{OrgID: ses.OrgID}
 	sb, ok, err := s.WaitFor(ctx, p, ses.SandboxID, sandbox.StateRunning, s.cfg.ProvisionTimeout+s.cfg.TemplateBuildTimeout)
@@ -351,6 +371,16 @@ func (s *Service) provisionSession(ctx context.Context, id string) {
 		return
 	}
 	s.readySession(ctx, ses, sb)
+}
+
+// sessionOrphan finds the live sandbox created for ses (tagged with its
+// ID) that ses does not name yet.
+func (s *Service) sessionOrphan(ctx context.Context, ses Session) (sandbox.Sandbox, bool, error) {
+	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: ses.OrgID, Metadata: map[string]string{store.MetaSessionID: ses.ID}})
+	if err != nil || len(rows) == 0 {
+		return sandbox.Sandbox{}, false, err
+	}
+	return rows[0], true, nil
 }
 
 // readySession prepares the workspace of a provisioning session's running

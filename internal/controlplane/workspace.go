@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -107,6 +108,7 @@ func (s *Service) saveWorkspace(ctx context.Context, ses Session, sb sandbox.San
 	if err := s.sessionShell(ctx, sb, fmt.Sprintf("mkdir -p %s /tmp && tar -C %s -cf %s .", dir, dir, tmp)); err != nil {
 		return err
 	}
+	crashpoint.Hit("session.stop.saving") // the tar is made, not yet stored
 	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
 	rc, err := ag.Download(ctx, tmp)
 	if err != nil {
