@@ -153,9 +153,12 @@ func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, 
 			}
 		},
 		Transport: upstreamTransport{h1: tr, h2: h2},
-		// Flush every write at once: server-sent events, chunked
-		// progress and long polls arrive as they are written.
-		FlushInterval: -1,
+		// No periodic flush for bodies of known length (a download goes
+		// out in buffer-sized writes). ReverseProxy itself flushes every
+		// write at once for text/event-stream and for bodies of unknown
+		// length (chunked progress, long polls, gRPC streams), so those
+		// arrive as they are written (TestStreamingAndH2C).
+		FlushInterval: 0,
 		BufferPool:    bufferPool{},
 		ErrorLog:      slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
