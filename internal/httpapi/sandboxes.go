@@ -44,6 +44,9 @@ type createBody struct {
 	TTLMsCamel             *int64 `json:"ttlMs"`
 	TemplateVersionIDCamel string `json:"templateVersionId"`
 	ParentIDCamel          string `json:"parentId"`
+	// GPUs is accepted as seed 004 says; no host has GPUs, so only 0
+	// (or leaving it out) can be honoured.
+	GPUs *int `json:"gpus"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -104,6 +107,9 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	}
 	if b.TTLMs, err = aliasPtr(b.TTLMs, b.TTLMsCamel, "ttl_ms", "ttlMs"); err != nil {
 		return err
+	}
+	if b.GPUs != nil && *b.GPUs != 0 {
+		return badRequest(fmt.Sprintf("gpus: %d requested, but no host of this platform has GPUs; give 0 or leave it out", *b.GPUs), "gpus")
 	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,

@@ -459,3 +459,60 @@ func TestSeed004CLIExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestSeed004Sentences checks seed 004's normative sentences that have no
+// example of their own.
+func TestSeed004Sentences(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, "pt-base")
+	id := c.create(map[string]any{"template": "pt-base"})
+	big := func(n int) string { return strings.Repeat("x", n) }
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		status             int
+		code, field        string
+	}{
+		// "Each KEY=VALUE string including its terminating NUL must also
+		// fit Linux's 128 KiB per-string limit": 400 env_var_too_large.
+		{"patch: one var over 128 KiB", "PATCH", "/v1/sandboxes/" + id + "/env", map[string]any{"env": map[string]any{"BIG": big(128 * 1024)}}, 400, "env_var_too_large", "env"},
+		{"create: one var over 128 KiB", "POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "env": map[string]any{"BIG": big(128 * 1024)}}, 400, "env_var_too_large", "env"},
+		// "… can return 413 env_too_large when their combined values would
+		// exceed 256 KiB."
+		{"patch: total over 256 KiB", "PATCH", "/v1/sandboxes/" + id + "/env", map[string]any{"env": map[string]any{"A": big(100 << 10), "B": big(100 << 10), "C": big(100 << 10)}}, 413, "env_too_large", ""},
+		// "parent_id is set once at create."
+		{"parent_id cannot change", "PATCH", "/v1/sandboxes/" + id, map[string]any{"parent_id": "sbx_01K0000000000000000000000"}, 400, "invalid_request", "parent_id"},
+		// "The create body also accepts … gpus" (no host has GPUs).
+		{"gpus over what hosts have", "POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "gpus": 1}, 400, "invalid_request", "gpus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.do(tc.method, tc.path, tc.body)
+			m := r.JSON()
+			if r.Status != tc.status || m["code"] != tc.code || (tc.field != "" && m["field"] != tc.field) {
+				t.Errorf("%d %s, want %d %s (field %q)", r.Status, r.Body, tc.status, tc.code, tc.field)
+			}
+		})
+	}
+	// A rejected patch changes nothing.
+	if m := c.do("GET", "/v1/sandboxes/"+id, nil).JSON(); len(m["env_keys"].([]any)) != 0 {
+		t.Errorf("rejected env patches left keys: %v", m["env_keys"])
+	}
+	// gpus: 0 is accepted.
+	r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "gpus": 0, "ttl_ms": 60000})
+	if r.Status != 201 {
+		t.Errorf("gpus 0: %d %s", r.Status, r.Body)
+	} else {
+		c.do("DELETE", "/v1/sandboxes/"+r.JSON()["id"].(string), nil)
+	}
+	// "The parent must be running": a stopped parent is 409.
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "parent_id": id}); r.Status != 409 {
+		t.Errorf("child of a stopped parent: %d %s", r.Status, r.Body)
+	}
+	// "applies is … next_start for a stopped one."
+	if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]any{"K": "v"}}); r.Status != 200 || r.JSON()["applies"] != "next_start" {
+		t.Errorf("env patch of a stopped sandbox: %d %s", r.Status, r.Body)
+	}
+}
