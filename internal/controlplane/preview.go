@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -205,6 +206,7 @@ func (s *Service) AutoResume(ctx context.Context, id string, timeout time.Durati
 				return sb, err
 			}
 			s.log.Info("sandbox auto-resumed by preview traffic", "sandbox", id, "from", sb.State)
+			crashpoint.Hit("preview.resuming") // the start is recorded, the sandbox not yet running
 		case sandbox.StateStarting, sandbox.StateRestoring, sandbox.StateCreating:
 		case sandbox.StateStopping, sandbox.StateArchiving:
 			// Let the stop (or archive) finish, then start it. WaitFor
