@@ -319,6 +319,10 @@ func TestSeed004CurlExamples(t *testing.T) {
 				if ls, _ := md["last_start"].(string); !strings.Contains(ls, "disk_only") {
 					t.Errorf("metadata.last_start %q", ls)
 				}
+				// "A disk_only start is recorded as a start_ram_not_restored host event."
+				if rows := rowsOf(t, c, "/v1/events?format=json&type=start_ram_not_restored&sandbox_id="+vars["SBX"]); len(rows) == 0 {
+					t.Error("no start_ram_not_restored event for the disk-only start")
+				}
 				if got := strings.TrimSpace(c.mustSh(vars["SBX"], "df -k / | awk 'NR==2{print $2}'")); got == "" {
 					t.Error("df printed nothing")
 				} else if kb, _ := strconv.Atoi(got); kb < 7*1024*1024 {
@@ -510,6 +514,24 @@ func TestSeed004Sentences(t *testing.T) {
 	}
 	if r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "parent_id": id}); r.Status != 409 {
 		t.Errorf("child of a stopped parent: %d %s", r.Status, r.Body)
+	}
+	// "Pass auto_stop_minutes … at create to override one. 0 disables that timer."
+	r = c.do("POST", "/v1/sandboxes", map[string]any{"template": "pt-base", "auto_stop_minutes": 0})
+	if m := r.JSON(); r.Status != 201 || m["auto_stop_minutes"] != 0.0 || m["auto_archive_days"] != 7.0 || m["type"] != "persistent" {
+		t.Errorf("auto_stop_minutes 0: %d %s", r.Status, r.Body)
+	}
+	if id, ok := r.JSON()["id"].(string); ok {
+		c.do("DELETE", "/v1/sandboxes/"+id, nil)
+	}
+	// A create whose wait runs out answers 202 with wait_timed_out and
+	// Retry-After: 5, naming the sandbox (poll it; do not create again).
+	r = c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=1", map[string]any{"template": "pt-base"})
+	if m := r.JSON(); r.Status != 202 || m["wait_timed_out"] != true || r.Header.Get("Retry-After") != "5" || m["id"] == nil {
+		t.Errorf("create with a wait that runs out: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if tid, ok := r.JSON()["id"].(string); ok {
+		seedWaitState(t, c, tid, "running")
+		c.do("DELETE", "/v1/sandboxes/"+tid, nil)
 	}
 	// "applies is … next_start for a stopped one."
 	if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]any{"K": "v"}}); r.Status != 200 || r.JSON()["applies"] != "next_start" {
