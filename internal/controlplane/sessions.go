@@ -641,6 +641,21 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 	reason := ses.Reason
 	if ses.SandboxID != "" {
 		sb, err := s.store.GetSandbox(ctx, "", ses.SandboxID)
+		if err == nil && ses.ReadyAt != nil && (sb.State == sandbox.StateStarting || sb.State == sandbox.StateRestoring) {
+			// Coming back (a restart drives it): save once it runs.
+			if got, _, werr := s.WaitFor(ctx, Principal{OrgID: ses.OrgID}, sb.ID, sandbox.StateRunning, s.cfg.Sessions.StopTimeout/2); werr == nil {
+				sb = got
+			}
+		}
+		if ses.ReadyAt != nil && (err != nil || sb.State != sandbox.StateRunning) && !s.workspaceSavedSince(ctx, ses, ses.UpdatedAt) {
+			// Nothing to save from: the session says its workspace was not
+			// saved rather than ending as if it had been.
+			state := "gone"
+			if err == nil {
+				state = string(sb.State)
+			}
+			reason = "workspace not saved: the sandbox is " + state
+		}
 		if err == nil && sb.State == sandbox.StateRunning && ses.ReadyAt != nil {
 			var serr error
 			for try := 0; try < 3; try++ {

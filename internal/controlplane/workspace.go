@@ -56,6 +56,16 @@ func (s *Service) workspaceExists(ctx context.Context, ses Session) (bool, error
 	return true, nil
 }
 
+// workspaceSavedSince reports whether the context's workspace was written
+// at or after t (a stop that a crash interrupted after its save).
+func (s *Service) workspaceSavedSince(ctx context.Context, ses Session, t time.Time) bool {
+	if s.cfg.Objects == nil {
+		return false
+	}
+	info, err := s.cfg.Objects.Stat(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses))
+	return err == nil && !info.ModTime.Before(t.Truncate(time.Second))
+}
+
 // makeWorkspaceDir creates the (empty) workspace directory.
 func (s *Service) makeWorkspaceDir(ctx context.Context, sb sandbox.Sandbox) error {
 	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
