@@ -8,7 +8,8 @@
 // that name exists yet: identical chunks are stored once per bucket and
 // shared by every archive (and every sandbox) that contains them. Last, the
 // manifest manifests/<id>.json lists the chunk names in order, with holes,
-// and the SHA-256 of the whole input. An archive exists once its manifest
+// and a digest binding the whole input (since version 2 the SHA-256 of the
+// chunk digests, so holes are never hashed byte by byte). An archive exists once its manifest
 // does: a write that fails or is killed halfway leaves at most some chunks,
 // which a retry reuses and GC eventually removes.
 //

@@ -98,8 +98,8 @@ type restorer struct {
 	opts   RestoreOptions
 }
 
-// piece is one chunk ready to be hashed into the whole-file digest, in
-// order. data is nil for a hole.
+// piece is one chunk, written, to be hashed into the whole-file digest
+// (version 1) and its buffer freed, in order. data is nil for a hole.
 type piece struct {
 	i    int
 	data []byte
