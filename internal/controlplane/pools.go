@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -254,6 +255,7 @@ func (s *Service) addPooled(ctx context.Context, tpl string) error {
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit("pool.created") // recorded, not yet provisioned nor claimable
 	s.log.Debug("pooled sandbox created", "template", tpl, "sandbox", sb.ID)
 	return nil
 }

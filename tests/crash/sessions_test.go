@@ -103,17 +103,26 @@ func TestKillDuringSessions(t *testing.T) {
 		t.Errorf("stop interrupted by a crash ended %v (%v)", stopped["status"], stopped["reason"])
 	}
 
-	// Warm claim of a context with a workspace, crash before the restore.
-	st, m := a.do("PUT", "/v1/pools/busybox", map[string]any{"min_ready": 1, "max": 2})
-	if st != 200 {
+	// The pool's first sandbox is recorded when ptd dies: after the
+	// restart the pool fills without going past its max.
+	armCrash(t, d, "pool.created")
+	st, m, err := a.try("PUT", "/v1/pools/busybox", map[string]any{"min_ready": 1, "max": 2}, nil)
+	if err == nil && st != 200 {
 		t.Fatalf("set pool: %d %v", st, m)
 	}
+	crashed(t, d, "pool.created")
 	t.Cleanup(func() { a.try("PUT", "/v1/pools/busybox", map[string]any{"min_ready": 0, "max": 0}, nil) })
 	poolReady := func() string {
 		_, m := a.do("GET", "/v1/pools", nil)
 		for _, p := range m["pools"].([]any) {
 			p := p.(map[string]any)
-			if p["template"] == "busybox" && p["ready"].(float64) >= 1 {
+			if p["template"] != "busybox" {
+				continue
+			}
+			if n := p["ready"].(float64) + p["provisioning"].(float64); n > p["max"].(float64) {
+				t.Errorf("pool holds %v sandboxes, over its max: %v", n, p)
+			}
+			if p["ready"].(float64) >= 1 {
 				return ""
 			}
 		}
