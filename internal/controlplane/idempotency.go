@@ -95,6 +95,7 @@ type idemTagKey struct{}
 type idemTag struct {
 	tag      string
 	tookOver bool
+	since    time.Time
 }
 
 // WithIdempotency marks ctx as running under begin's claim, so operations
@@ -104,12 +105,14 @@ func WithIdempotency(ctx context.Context, begin IdempotencyBegin) context.Contex
 	if begin.Tag == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, idemTagKey{}, idemTag{tag: begin.Tag, tookOver: begin.TookOver})
+	return context.WithValue(ctx, idemTagKey{}, idemTag{tag: begin.Tag, tookOver: begin.TookOver, since: begin.DeadSince})
 }
 
-func idempotencyFrom(ctx context.Context) (tag string, tookOver bool) {
+// idempotencyFrom returns ctx's tag; after a takeover, since is when the
+// dead claim was made (records it committed are not older).
+func idempotencyFrom(ctx context.Context) (tag string, tookOver bool, since time.Time) {
 	v, _ := ctx.Value(idemTagKey{}).(idemTag)
-	return v.tag, v.tookOver
+	return v.tag, v.tookOver, v.since
 }
 
 func idemTagOf(scope, key string) string {
@@ -135,6 +138,8 @@ type IdempotencyBegin struct {
 	// that died holding it, so the first attempt may have committed.
 	Tag      string
 	TookOver bool
+	// DeadSince is when the taken-over claim was made.
+	DeadSince time.Time
 }
 
 // ValidateIdempotencyKey checks a key: 1 to 255 printable ASCII characters.
@@ -180,7 +185,7 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 		}
 		return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
 	}
-	tookOver := false
+	tookOver, deadSince := false, time.Time{}
 	for {
 		changed := s.notify.channel(wake)
 		now := time.Now().UTC()
@@ -194,7 +199,7 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 		}
 		switch {
 		case claimed:
-			return IdempotencyBegin{Claim: claim, Tag: idemTagOf(scope, key), TookOver: tookOver}, nil
+			return IdempotencyBegin{Claim: claim, Tag: idemTagOf(scope, key), TookOver: tookOver, DeadSince: deadSince}, nil
 		case held.RequestHash != requestHash:
 			return IdempotencyBegin{}, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
 		case held.Done:
@@ -206,7 +211,7 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 			if err := s.store.ReleaseIdempotencyKey(ctx, scope, key, held.Claim); err != nil {
 				return IdempotencyBegin{}, err
 			}
-			tookOver = true
+			tookOver, deadSince = true, held.CreatedAt
 			continue
 		}
 		select {

@@ -192,11 +192,11 @@ func validateMetadata(md map[string]string) error {
 // Create records a new sandbox and starts provisioning it in the
 // background. It returns the record in state creating.
 func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
-	idemTag, tookOver := idempotencyFrom(ctx)
+	idemTag, tookOver, since := idempotencyFrom(ctx)
 	if tookOver {
 		// The key's first attempt died with its process: if it committed
 		// the sandbox, this retry answers with it.
-		if sb, ok, err := s.idempotentSandbox(ctx, p, idemTag); err != nil || ok {
+		if sb, ok, err := s.idempotentSandbox(ctx, p, idemTag, since); err != nil || ok {
 			return sb, err
 		}
 	}
@@ -310,14 +310,19 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 }
 
 // idempotentSandbox finds the sandbox of p's org a keyed create tagged
-// tag. It scans the org's sandboxes, newest first: it runs only for a
+// tag at or after since (an older one is an earlier, expired use of the
+// key). It scans the org's sandboxes, newest first: it runs only for a
 // retry that took over a crashed request's key.
-func (s *Service) idempotentSandbox(ctx context.Context, p Principal, tag string) (sandbox.Sandbox, bool, error) {
+func (s *Service) idempotentSandbox(ctx context.Context, p Principal, tag string, since time.Time) (sandbox.Sandbox, bool, error) {
 	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: p.OrgID, IncludeDeleted: true})
 	if err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
+	since = since.Truncate(time.Second)
 	for _, sb := range rows {
+		if sb.CreatedAt.Before(since) {
+			break // newest first: the rest are older still
+		}
 		if sb.IdempotencyTag == tag {
 			s.derive(ctx, &sb)
 			return sb, true, nil
