@@ -324,12 +324,13 @@ func prepareCpusetParents(path string) error {
 	return nil
 }
 
-// waitCgroupEmpty waits (at most timeout) until no process is left in the
-// memory cgroup config.json in bundle names. After `runsc checkpoint` the
-// Sentry exits by itself, freeing the sandbox's memory; `runsc delete`
-// right then finds the cgroup busy and retries its removal with a backoff
-// of about a second, so waiting here in small steps saves most of it.
-func waitCgroupEmpty(ctx context.Context, bundle string, timeout time.Duration) {
+// killCgroupAndWait ends (SIGKILL) every process left in the memory cgroup
+// config.json in bundle names and waits (at most timeout) until none is
+// left. After `runsc checkpoint` has returned, the image is complete and
+// the sandbox is stopped, but its Sentry takes about a second to exit on
+// its own, and `runsc delete` meanwhile finds the cgroup busy and retries
+// its removal with a backoff; delete would kill it anyway.
+func killCgroupAndWait(ctx context.Context, bundle string, timeout time.Duration) {
 	path, err := bundleCgroupPath(bundle)
 	if err != nil {
 		return
@@ -347,6 +348,11 @@ func waitCgroupEmpty(ctx context.Context, bundle string, timeout time.Duration) 
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
 			return
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -88,9 +88,10 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 	saved := time.Since(t0)
 	if !opts.LeaveRunning && c.gvisor {
 		if s, err := c.state(ctx, id); err == nil {
-			waitCgroupEmpty(ctx, s.Bundle, 5*time.Second)
+			killCgroupAndWait(ctx, s.Bundle, 5*time.Second)
 		}
 	}
+	reaped := time.Since(t0)
 	if !opts.LeaveRunning {
 		// runsc leaves the container stopped, runc removes it: make both
 		// free the ID (and, for runsc, the namespace's addresses).
@@ -99,7 +100,7 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 		}
 	}
 	c.logger.DebugContext(ctx, "container checkpointed", "container", id, "leave_running", opts.LeaveRunning,
-		"save", saved, "total", time.Since(t0))
+		"save", saved, "reap", reaped-saved, "total", time.Since(t0))
 	return nil
 }
 

@@ -349,20 +349,23 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 			bundle = s.Bundle
 		}
 	}
+	t0 := time.Now()
 	// Errors are expected here (already stopped, absent); delete decides.
 	r.run(ctx, "kill", "--all", id, "KILL")
+	t1 := time.Now()
 	if _, err := r.run(ctx, "delete", "--force", id); err != nil {
 		if errors.Is(err, runtime.ErrNotFound) {
 			return nil
 		}
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
+	t2 := time.Now()
 	if bundle != "" {
 		if err := restoreNetns(bundle); err != nil {
 			return fmt.Errorf("delete %s: network namespace: %w", id, err)
 		}
 	}
-	r.logger.DebugContext(ctx, "container deleted", "container", id)
+	r.logger.DebugContext(ctx, "container deleted", "container", id, "kill", t1.Sub(t0), "delete", t2.Sub(t1), "netns", time.Since(t2))
 	return nil
 }
 
