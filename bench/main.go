@@ -45,6 +45,10 @@ func run() error {
 	if *onlyEgress {
 		return egressBench(*n)
 	}
+	if *onlyPreview {
+		// The other sections run from defers below: skip them.
+		*snapRuns, *idemRuns, *eventRuns, *sessionRuns = 0, 0, 0, 0
+	}
 	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview && !*snapOnly {
 		defer func() {
 			if err := archiveBench(*archiveRuns); err != nil {
