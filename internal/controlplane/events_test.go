@@ -287,14 +287,16 @@ func TestWebhookBackoff(t *testing.T) {
 // same store (the delivery and its backoff live in the store).
 func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
 	dir := t.TempDir()
-	open := func() (*Service, store.Store) {
+	// The first process retries only after a few seconds, so the test sees
+	// the failed first attempt before any retry; the second retries at once.
+	open := func(retryBase time.Duration) (*Service, store.Store) {
 		st, err := sqlite.Open(context.Background(), filepath.Join(dir, "db"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := DefaultConfig()
 		cfg.PollInterval = 20 * time.Millisecond
-		cfg.Webhooks.AllowPrivate, cfg.Webhooks.RetryBase = true, 10*time.Millisecond
+		cfg.Webhooks.AllowPrivate, cfg.Webhooks.RetryBase = true, retryBase
 		s := New(cfg, st, &fakeHost{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.noAgentInit = true
 		return s, st
@@ -304,7 +306,7 @@ func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
 
-	s1, st1 := open()
+	s1, st1 := open(3 * time.Second)
 	wh, err := s1.CreateWebhook(ctx, org, WebhookRequest{URL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +325,7 @@ func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
 	s1.Close()
 	st1.Close()
 
-	s2, st2 := open()
+	s2, st2 := open(10 * time.Millisecond)
 	defer func() { s2.Close(); st2.Close() }()
 	s2.RunWebhooks(ctx)
 	select {
