@@ -135,10 +135,21 @@ func BuildDebian(ctx context.Context, dest string, opts DebianOptions, progress 
 }
 
 func buildCached(ctx context.Context, dir string, opts DebianOptions, progress Progress) error {
-	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+	return cachedBuild(ctx, dir, opts.CacheDir, opts.cacheName(), progress, func() error {
+		return debootstrap(ctx, dir, opts, progress)
+	})
+}
+
+// cachedBuild fills dir from the cache entry name in cacheDir, or runs
+// build into dir and stores the result as that entry. Concurrent builds of
+// one entry, even from different processes, wait on its flock instead of
+// building twice; an entry that does not extract is dropped so the next
+// build starts clean.
+func cachedBuild(ctx context.Context, dir, cacheDir, entry string, progress Progress, build func() error) error {
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return fmt.Errorf("template cache: %w", err)
 	}
-	name := filepath.Join(opts.CacheDir, opts.cacheName())
+	name := filepath.Join(cacheDir, entry)
 	tarball := name + ".tar"
 	report(progress, 0, "waiting for template cache lock")
 	unlock, err := lockFile(ctx, name+".lock")
@@ -146,19 +157,16 @@ func buildCached(ctx context.Context, dir string, opts DebianOptions, progress P
 		return fmt.Errorf("template cache: %w", err)
 	}
 	defer unlock()
-
 	if _, err := os.Stat(tarball); err == nil {
-		report(progress, 10, "extracting cached "+opts.Suite+" rootfs")
+		report(progress, 10, "extracting cached rootfs")
 		if err := untar(ctx, tarball, dir); err != nil {
-			// A cache entry that does not extract is useless: drop it so
-			// the next build starts clean.
 			os.Remove(tarball)
 			return fmt.Errorf("template cache %s: %w", tarball, err)
 		}
 		report(progress, 100, "template ready (from cache)")
 		return nil
 	}
-	if err := debootstrap(ctx, dir, opts, progress); err != nil {
+	if err := build(); err != nil {
 		return err
 	}
 	report(progress, 98, "caching rootfs")

@@ -68,45 +68,13 @@ func BuildDerived(ctx context.Context, dest string, opts DerivedOptions, progres
 }
 
 func buildDerivedCached(ctx context.Context, dir string, opts DerivedOptions, progress Progress) error {
-	if err := os.MkdirAll(opts.Base.CacheDir, 0o755); err != nil {
-		return fmt.Errorf("template cache: %w", err)
-	}
-	name := filepath.Join(opts.Base.CacheDir, opts.cacheName())
-	tarball := name + ".tar"
-	report(progress, 0, "waiting for template cache lock")
-	unlock, err := lockFile(ctx, name+".lock")
-	if err != nil {
-		return fmt.Errorf("template cache: %w", err)
-	}
-	defer unlock()
-	if _, err := os.Stat(tarball); err == nil {
-		report(progress, 10, "extracting cached rootfs")
-		if err := untar(ctx, tarball, dir); err != nil {
-			os.Remove(tarball)
-			return fmt.Errorf("template cache %s: %w", tarball, err)
+	return cachedBuild(ctx, dir, opts.Base.CacheDir, opts.cacheName(), progress, func() error {
+		// The base (pt-base) from its own cache entry, built once if missing.
+		if err := buildCached(ctx, dir, opts.Base, scaled(progress, 0, 50)); err != nil {
+			return err
 		}
-		report(progress, 100, "template ready (from cache)")
-		return nil
-	}
-	// The base (pt-base) from its own cache entry, built once if missing.
-	if err := buildCached(ctx, dir, opts.Base, scaled(progress, 0, 50)); err != nil {
-		return err
-	}
-	if err := aptInstall(ctx, dir, opts, progress); err != nil {
-		return err
-	}
-	report(progress, 95, "caching rootfs")
-	tmp := fmt.Sprintf("%s.tar.tmp-%d", name, os.Getpid())
-	if err := tarDir(ctx, dir, tmp); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("template cache: %w", err)
-	}
-	if err := os.Rename(tmp, tarball); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("template cache: %w", err)
-	}
-	report(progress, 100, "template ready")
-	return nil
+		return aptInstall(ctx, dir, opts, progress)
+	})
 }
 
 // aptInstall installs opts.Packages in the rootfs root with the chroot's
