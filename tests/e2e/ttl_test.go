@@ -101,7 +101,7 @@ func TestTTLLifecycle(t *testing.T) {
 		{`{"ttl_ms":86400000}`, 400, "sandbox_ttl_exceeded"},
 		{`{"ttl_ms":0}`, 400, "invalid_request"},
 		{`{}`, 400, "invalid_request"},
-		{`{"ttlMs":1000}`, 400, "invalid_request"},
+		{`{"ttl_ms":1000,"ttlMs":2000}`, 400, "invalid_request"}, // the seed's name is accepted, but not two different values
 	} {
 		r := c.do("POST", "/v1/sandboxes/"+id+"/ttl", tc.body)
 		if r.Status != tc.status || r.JSON()["code"] != tc.code {
