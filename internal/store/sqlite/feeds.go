@@ -103,21 +103,9 @@ func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook
 
 // ListWebhooks implements store.Store.
 func (s *Store) ListWebhooks(ctx context.Context, orgID string) ([]store.Webhook, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`,
+	out, err := queryAll(ctx, s.r, scanWebhook, `SELECT `+webhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`,
 		orgID, orgID)
 	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	defer rows.Close()
-	out := []store.Webhook{}
-	for rows.Next() {
-		w, err := scanWebhook(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list webhooks: %w", err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
 	return out, nil
@@ -200,20 +188,9 @@ func scanDelivery(sc scanner, withEvent bool) (store.Delivery, error) {
 }
 
 func (s *Store) queryDeliveries(ctx context.Context, withEvent bool, query string, args ...any) ([]store.Delivery, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	scan := func(sc scanner) (store.Delivery, error) { return scanDelivery(sc, withEvent) }
+	out, err := queryAll(ctx, s.r, scan, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("deliveries: %w", err)
-	}
-	defer rows.Close()
-	out := []store.Delivery{}
-	for rows.Next() {
-		d, err := scanDelivery(rows, withEvent)
-		if err != nil {
-			return nil, fmt.Errorf("deliveries: %w", err)
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
 	}
 	return out, nil
@@ -355,21 +332,9 @@ func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifa
 
 // ListArtifacts implements store.Store.
 func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]store.Artifact, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+artifactCols+` FROM artifacts
+	out, err := queryAll(ctx, s.r, scanArtifact, `SELECT `+artifactCols+` FROM artifacts
 		WHERE org_id = ? AND (? = '' OR sandbox_id = ?) ORDER BY created_at DESC, id DESC`, orgID, sandboxID, sandboxID)
 	if err != nil {
-		return nil, fmt.Errorf("list artifacts: %w", err)
-	}
-	defer rows.Close()
-	out := []store.Artifact{}
-	for rows.Next() {
-		a, err := scanArtifact(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list artifacts: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
 	}
 	return out, nil

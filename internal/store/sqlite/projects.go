@@ -64,20 +64,11 @@ func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project
 
 // ListProjects returns the org's projects, oldest first.
 func (s *Store) ListProjects(ctx context.Context, orgID string) ([]store.Project, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	out, err := queryAll(ctx, s.r, scanProject, `SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
-	defer rows.Close()
-	out := []store.Project{}
-	for rows.Next() {
-		p, err := scanProject(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list projects: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AssignProject moves the org's sandboxes without a project into projectID.

@@ -263,26 +263,8 @@ func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]s
 	return evs, nil
 }
 
-// rowsQueryer is what querySandboxes needs from a pool or a transaction.
-type rowsQueryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []sandbox.Sandbox{}
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, sb)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanSandbox, query, args...)
 }
 
 func scanSandbox(sc scanner) (sandbox.Sandbox, error) {

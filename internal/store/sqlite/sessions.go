@@ -212,20 +212,11 @@ func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
 }
 
 func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, s.r, scanSession, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	defer rows.Close()
-	out := []store.Session{}
-	for rows.Next() {
-		ses, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		out = append(out, ses)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func scanSession(sc scanner) (store.Session, error) {

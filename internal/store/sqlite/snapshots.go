@@ -86,20 +86,11 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	rows, err := s.r.QueryContext(ctx, q+` ORDER BY created_at DESC, id DESC`, args...)
+	out, err := queryAll(ctx, s.r, scanSnapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	defer rows.Close()
-	out := []sandbox.Snapshot{}
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list snapshots: %w", err)
-		}
-		out = append(out, sn)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteSnapshot implements store.Store.

@@ -63,21 +63,9 @@ func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.T
 
 // ListTemplateVersions returns every version of every slug, newest first.
 func (s *Store) ListTemplateVersions(ctx context.Context) ([]store.TemplateVersion, error) {
-	rows, err := s.r.QueryContext(ctx,
+	vs, err := queryAll(ctx, s.r, scanTemplate,
 		`SELECT `+templateCols+` FROM template_versions ORDER BY created_at DESC, id DESC`)
 	if err != nil {
-		return nil, fmt.Errorf("list template versions: %w", err)
-	}
-	defer rows.Close()
-	vs := []store.TemplateVersion{}
-	for rows.Next() {
-		v, err := scanTemplate(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list template versions: %w", err)
-		}
-		vs = append(vs, v)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list template versions: %w", err)
 	}
 	return vs, nil
