@@ -90,15 +90,8 @@ func scanWebhook(sc scanner) (store.Webhook, error) {
 
 // GetWebhook implements store.Store.
 func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook, error) {
-	w, err := scanWebhook(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id = ? AND (? = '' OR org_id = ?)`,
-		id, orgID, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Webhook{}, fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Webhook{}, fmt.Errorf("get webhook %q: %w", id, err)
-	}
-	return w, nil
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id = ? AND (? = '' OR org_id = ?)`,
+		id, orgID, orgID), scanWebhook, "webhook", id)
 }
 
 // ListWebhooks implements store.Store.
@@ -320,14 +313,7 @@ func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Art
 
 // GetArtifact implements store.Store.
 func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
-	a, err := scanArtifact(s.r.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Artifact{}, fmt.Errorf("artifact %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Artifact{}, fmt.Errorf("get artifact %q: %w", id, err)
-	}
-	return a, nil
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID), scanArtifact, "artifact", id)
 }
 
 // ListArtifacts implements store.Store.

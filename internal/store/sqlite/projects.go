@@ -40,14 +40,7 @@ func scanProject(sc scanner) (store.Project, error) {
 // GetProject returns the project with that ID in orgID; ErrNotFound if
 // absent or in another org.
 func (s *Store) GetProject(ctx context.Context, orgID, id string) (store.Project, error) {
-	p, err := scanProject(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = ? AND org_id = ?`, id, orgID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Project{}, fmt.Errorf("project %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Project{}, fmt.Errorf("get project %q: %w", id, err)
-	}
-	return p, nil
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = ? AND org_id = ?`, id, orgID), scanProject, "project", id)
 }
 
 // DefaultProject returns the org's default project; ErrNotFound if none.

@@ -3,6 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // rowsQueryer is what queryAll needs from a pool or a transaction.
@@ -30,4 +34,20 @@ func queryAll[T any](ctx context.Context, q rowsQueryer, scan func(scanner) (T, 
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// getOne scans the one row a read by ID returns, with the errors every Get
+// shares: no row is store.ErrNotFound named by kind and id, any other
+// failure is prefixed "get <kind> <id>".
+func getOne[T any](row scanner, scan func(scanner) (T, error), kind, id string) (T, error) {
+	v, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		var zero T
+		return zero, fmt.Errorf("%s %q: %w", kind, id, store.ErrNotFound)
+	}
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("get %s %q: %w", kind, id, err)
+	}
+	return v, nil
 }

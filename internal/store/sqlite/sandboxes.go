@@ -63,14 +63,7 @@ type queryer interface {
 }
 
 func getSandbox(ctx context.Context, q queryer, id string) (sandbox.Sandbox, error) {
-	sb, err := scanSandbox(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("get sandbox %q: %w", id, err)
-	}
-	return sb, nil
+	return getOne(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id), scanSandbox, "sandbox", id)
 }
 
 // UpdateSandbox writes sb if the stored version equals sb.Version, bumps the

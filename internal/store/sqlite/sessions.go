@@ -43,14 +43,11 @@ func insertSession(ctx context.Context, tx *sql.Tx, ses store.Session) error {
 
 // GetSession returns the session with that ID in orgID (any org if empty).
 func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session, error) {
-	ses, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && orgID != "" && ses.OrgID != orgID) {
+	ses, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id), scanSession, "session", id)
+	if err == nil && orgID != "" && ses.OrgID != orgID {
 		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrNotFound)
 	}
-	if err != nil {
-		return store.Session{}, fmt.Errorf("get session %q: %w", id, err)
-	}
-	return ses, nil
+	return ses, err
 }
 
 // ContextSession returns the context's live session, else its newest one.

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -38,14 +36,11 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 
 // GetSnapshot implements store.Store.
 func (s *Store) GetSnapshot(ctx context.Context, orgID, id string) (sandbox.Snapshot, error) {
-	sn, err := scanSnapshot(s.r.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && orgID != "" && sn.OrgID != orgID {
+	sn, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id), scanSnapshot, "snapshot", id)
+	if err == nil && orgID != "" && sn.OrgID != orgID {
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", id, store.ErrNotFound)
 	}
-	if err != nil {
-		return sandbox.Snapshot{}, fmt.Errorf("get snapshot %q: %w", id, err)
-	}
-	return sn, nil
+	return sn, err
 }
 
 // UpdateSnapshot implements store.Store.

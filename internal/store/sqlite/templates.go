@@ -35,15 +35,8 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 
 // GetTemplateVersion returns the version with that ID; ErrNotFound if absent.
 func (s *Store) GetTemplateVersion(ctx context.Context, id string) (store.TemplateVersion, error) {
-	v, err := scanTemplate(s.r.QueryRowContext(ctx,
-		`SELECT `+templateCols+` FROM template_versions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.TemplateVersion{}, fmt.Errorf("template version %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.TemplateVersion{}, fmt.Errorf("get template version %q: %w", id, err)
-	}
-	return v, nil
+	return getOne(s.r.QueryRowContext(ctx,
+		`SELECT `+templateCols+` FROM template_versions WHERE id = ?`, id), scanTemplate, "template version", id)
 }
 
 // LatestTemplateVersion returns slug's newest version in any status;
