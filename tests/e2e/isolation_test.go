@@ -151,6 +151,30 @@ func sandboxAddr(t *testing.T, c *client, id string) (addr, gw string) {
 	return addr, gw
 }
 
+// hostListener listens on every address of the host (network "tcp" or
+// "tcp4") and answers "host\n" to each connection, so a test can tell a
+// sandbox that reached a host port from one that was refused. It returns
+// the port; the listener closes at the test's cleanup.
+func hostListener(t *testing.T, network string) int {
+	t.Helper()
+	ln, err := net.Listen(network, "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("host\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 func TestIsolationNetwork(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		a := c.create(map[string]any{"template": "busybox", "runtime": class})
@@ -176,22 +200,7 @@ func TestIsolationNetwork(t *testing.T) {
 
 		// The host's own ports: a listener this test opens on every address,
 		// and ptd's API port.
-		ln, err := net.Listen("tcp", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("host\n"))
-				c.Close()
-			}
-		}()
-		port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+		port := strconv.Itoa(hostListener(t, "tcp"))
 		if res := c.sh(a, "echo x | nc -w 2 "+gw+" "+port); res.ExitCode == 0 || strings.Contains(res.Stdout, "host") {
 			t.Errorf("sandbox reached a host port via the gateway: %+v", res)
 		}

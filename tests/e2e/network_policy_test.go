@@ -139,22 +139,7 @@ func TestNetworkPolicyInvariants(t *testing.T) {
 	c.mustSh(other, "nc -ll -p 8080 -e echo hi </dev/null >/dev/null 2>&1 &")
 
 	// A host listener on every address.
-	ln, err := net.Listen("tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("host\n"))
-			c.Close()
-		}
-	}()
-	hostPort := ln.Addr().(*net.TCPAddr).Port
+	hostPort := hostListener(t, "tcp4")
 	hostOutside := out.Addrs[0].Prev() // the host's end of the outside veth
 	_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(env.url, "http://"))
 
