@@ -49,13 +49,24 @@ func (h *slowHost) Destroy(ctx context.Context, id string) error    { return nil
 
 func newServer(t *testing.T) (*httptest.Server, *slowHost, string) {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with the control plane's defaults changed by
+// tune (when not nil) before it starts.
+func newServerWith(t *testing.T, tune func(*controlplane.Config)) (*httptest.Server, *slowHost, string) {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &slowHost{release: make(chan struct{})}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
+	cfg := controlplane.DefaultConfig()
+	if tune != nil {
+		tune(&cfg)
+	}
+	cp := controlplane.New(cfg, st, h, log)
 	cp.SkipAgentInit()
 	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
 		t.Fatal(err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,37 +14,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // newIdemServer is newServer with a short in-progress wait, so a retry
 // that outwaits a blocked request answers within the test.
 func newIdemServer(t *testing.T, wait time.Duration) (*httptest.Server, *slowHost) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &slowHost{release: make(chan struct{})}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := controlplane.DefaultConfig()
-	cfg.Idempotency.Wait = wait
-	cfg.PollInterval = 20 * time.Millisecond
-	cp := controlplane.New(cfg, st, h, log)
-	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(cp, log))
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case <-h.release:
-		default:
-			close(h.release)
-		}
-		cp.Close()
-		st.Close()
+	srv, h, _ := newServerWith(t, func(cfg *controlplane.Config) {
+		cfg.Idempotency.Wait = wait
+		cfg.PollInterval = 20 * time.Millisecond
 	})
 	return srv, h
 }
