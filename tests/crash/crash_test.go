@@ -4,10 +4,6 @@
 package crash
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +11,6 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
-	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 type api struct {
@@ -23,23 +18,15 @@ type api struct {
 	d *ptdtest.Daemon
 }
 
+// do sends a request and decodes its JSON answer; a transport error fails
+// the test.
 func (a *api) do(method, path string, body any) (int, map[string]any) {
 	a.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, a.d.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+a.d.Token)
-	resp, err := http.DefaultClient.Do(req)
+	st, m, err := a.try(method, path, body, nil)
 	if err != nil {
 		a.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	return st, m
 }
 
 func (a *api) waitState(id, want string, d time.Duration) map[string]any {
@@ -83,18 +70,7 @@ func (a *api) sh(id, script string) string {
 }
 
 func TestKillDuringLifecycleOperations(t *testing.T) {
-	testenv.RequiresRoot(t)
-	root, _ := filepath.Abs("../..")
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != ""})
-	t.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &api{t: t, d: d}
+	d, a := startDaemon(t)
 	create := func(wait bool) string {
 		path := "/v1/sandboxes"
 		if wait {

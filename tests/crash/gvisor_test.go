@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
@@ -20,17 +19,7 @@ import (
 func TestGVisorSurvivesPtdCrash(t *testing.T) {
 	testenv.RequiresRoot(t)
 	testenv.RequiresCommand(t, "runsc")
-	root, _ := filepath.Abs("../..")
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != ""})
-	t.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &api{t: t, d: d}
+	d, a := startDaemon(t)
 	create := func() (id, addr string) {
 		st, m := a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "runtime": "gvisor", "disk_gb": 1})
 		if st != 201 || m["state"] != "running" {

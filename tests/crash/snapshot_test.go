@@ -1,13 +1,8 @@
 package crash
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/platinum-dev/platinum/internal/ptdtest"
-	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // TestKillDuringRestoreAndFork kills ptd while a restore in place, a fork
@@ -16,18 +11,7 @@ import (
 // backup ends complete or failed (never stuck), and nothing stays in a
 // transitional state.
 func TestKillDuringRestoreAndFork(t *testing.T) {
-	testenv.RequiresRoot(t)
-	root, _ := filepath.Abs("../..")
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != ""})
-	t.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &api{t: t, d: d}
+	d, a := startDaemon(t)
 	for round, delay := range []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond, 150 * time.Millisecond} {
 		st, m := a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "disk_gb": 1})
 		if st != 201 {
