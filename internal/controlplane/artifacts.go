@@ -128,6 +128,7 @@ func (s *Service) CreateArtifact(ctx context.Context, p Principal, sandboxID str
 // is stored.
 type ArtifactTooLargeError struct{ Max int64 }
 
+// Error implements error.
 func (e *ArtifactTooLargeError) Error() string {
 	return fmt.Sprintf("the artifact is larger than this server's limit of %d bytes; export a smaller file or directory", e.Max)
 }

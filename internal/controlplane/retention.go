@@ -21,6 +21,7 @@ type EventsPrunedError struct {
 	After, PrunedThrough int64
 }
 
+// Error implements error.
 func (e *EventsPrunedError) Error() string {
 	return fmt.Sprintf("events after %d were pruned by retention up to ID %d; resync, then resume with after=%d", e.After, e.PrunedThrough, e.PrunedThrough)
 }

@@ -107,6 +107,7 @@ type IDKindError struct {
 	Hint string
 }
 
+// Error implements error.
 func (e *IDKindError) Error() string {
 	msg := fmt.Sprintf("%s %q: ", e.Field, e.ID)
 	if e.Got != "" {
@@ -131,6 +132,7 @@ type SessionNotReadyError struct {
 	Reason string
 }
 
+// Error implements error.
 func (e *SessionNotReadyError) Error() string {
 	switch e.Status {
 	case store.SessionProvisioning:

@@ -60,6 +60,7 @@ type MemorySnapshotError struct {
 	Class, Reason string
 }
 
+// Error implements error.
 func (e *MemorySnapshotError) Error() string {
 	return fmt.Sprintf("runtime class %s cannot snapshot memory on this host (%s); snapshot with memory: false for the disk only", e.Class, e.Reason)
 }

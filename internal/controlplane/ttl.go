@@ -72,6 +72,7 @@ type TTLExceededError struct {
 	Max time.Duration
 }
 
+// Error implements error.
 func (e *TTLExceededError) Error() string {
 	if e.Limit == "session" {
 		return fmt.Sprintf("ttl_ms would take the sandbox past %s since its creation (the session limit); at most %d ms from now", e.Max, e.MaxTTLMs)
@@ -88,6 +89,7 @@ type DestroyedError struct {
 	ID, Reason string
 }
 
+// Error implements error.
 func (e *DestroyedError) Error() string {
 	return fmt.Sprintf("sandbox %s is destroyed (%s)", e.ID, e.Reason)
 }

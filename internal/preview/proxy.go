@@ -77,6 +77,7 @@ type ConfigError struct {
 	Err   error
 }
 
+// Error implements error.
 func (e *ConfigError) Error() string { return fmt.Sprintf("preview config %s: %v", e.Field, e.Err) }
 
 // Unwrap returns the cause.
