@@ -1,82 +1,26 @@
 package crash
 
 import (
-	"crypto/rand"
 	"fmt"
-	"math/big"
-	"net"
 	"net/netip"
-	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 // outsideBanner makes a network namespace reached from the host over a
-// veth pair, with one address serving "hi" on TCP port 9000: a
+// veth pair (ptdtest.Outside), with one address serving "hi" on TCP port 9000: a
 // destination a sandbox's policy can allow or block. Everything is
 // removed in t.Cleanup.
 func outsideBanner(t *testing.T) netip.Addr {
 	t.Helper()
-	suffix := ptdtest.RandHex(3)
-	ns, veth := "ptc-out-"+suffix, "ptc"+suffix
-	r, _ := rand.Int(rand.Reader, big.NewInt(1<<13))
-	base := netip.AddrFrom4([4]byte{198, 18 + byte(r.Int64()>>12), byte(r.Int64() >> 4 & 0xff), byte(r.Int64() & 0xf << 4)})
-	hostAddr := base.Next()
-	addr := hostAddr.Next()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", veth).Run()
-		exec.Command("ip", "netns", "del", ns).Run()
-	})
-	run("netns", "add", ns)
-	run("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	run("addr", "add", hostAddr.String()+"/28", "dev", veth)
-	run("link", "set", veth, "up")
-	run("-n", ns, "link", "set", "lo", "up")
-	run("-n", ns, "link", "set", "eth0", "up")
-	run("-n", ns, "addr", "add", addr.String()+"/28", "dev", "eth0")
-	run("-n", ns, "route", "add", "default", "via", hostAddr.String())
-
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result)
-	go func() {
-		// This thread enters the namespace: it dies with the goroutine.
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp4", "0.0.0.0:9000")
-		ch <- result{ln, err}
-	}()
-	res := <-ch
-	if res.err != nil {
-		t.Fatalf("listen in %s: %v", ns, res.err)
-	}
-	t.Cleanup(func() { res.ln.Close() })
+	o := ptdtest.NewOutside(t, "ptc", 1)
+	ln := o.Listen(t, "0.0.0.0:9000")
 	go func() {
 		for {
-			c, err := res.ln.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
@@ -84,7 +28,7 @@ func outsideBanner(t *testing.T) netip.Addr {
 			c.Close()
 		}
 	}()
-	return addr
+	return o.Addrs[0]
 }
 
 // TestKillDuringNetworkPatch kills ptd after a PATCH /network stored the

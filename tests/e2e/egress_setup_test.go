@@ -2,25 +2,21 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/platinum-dev/platinum/internal/egress"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 // egressFixture is what ptd is started with for the egress tests: a root
@@ -78,15 +74,12 @@ func mapHosts(t *testing.T, addr netip.Addr, names ...string) {
 	})
 }
 
-// outside is "the internet" for a test: a network namespace the test
-// creates, reached from the host over a veth pair, holding a few
-// addresses that each serve a TCP banner (port 9000), HTTP (80) and HTTPS
-// (443, certificates from the fixture's CA for whatever SNI is asked).
-// Sandbox egress is NATed to the host's end, so replies find their way.
+// outside is "the internet" for a test (ptdtest.Outside) whose addresses
+// each serve a TCP banner (port 9000), HTTP (80) and HTTPS (443,
+// certificates from the fixture's CA for whatever SNI is asked). Sandbox
+// egress is NATed to the host's end, so replies find their way.
 type outside struct {
-	ns    string
-	veth  string
-	Addrs []netip.Addr
+	*ptdtest.Outside
 
 	mu   sync.Mutex
 	reqs []seenRequest
@@ -105,37 +98,8 @@ type seenRequest struct {
 func newOutside(t *testing.T, n int) *outside {
 	t.Helper()
 	requireEnv(t)
-	suffix := randHex(3)
-	o := &outside{ns: "ptt-out-" + suffix, veth: "pto" + suffix}
-	// A random /28 in 198.18.0.0/15 (the benchmarking range, never routed).
-	r, _ := rand.Int(rand.Reader, big.NewInt(1<<13))
-	base := netip.AddrFrom4([4]byte{198, 18 + byte(r.Int64()>>12), byte(r.Int64() >> 4 & 0xff), byte(r.Int64() & 0xf << 4)})
-	hostAddr := base.Next()
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", o.veth).Run()
-		exec.Command("ip", "netns", "del", o.ns).Run()
-	})
-	run("netns", "add", o.ns)
-	run("link", "add", o.veth, "type", "veth", "peer", "name", "eth0", "netns", o.ns)
-	run("addr", "add", hostAddr.String()+"/28", "dev", o.veth)
-	run("link", "set", o.veth, "up")
-	run("-n", o.ns, "link", "set", "lo", "up")
-	run("-n", o.ns, "link", "set", "eth0", "up")
-	a := hostAddr
-	for range n {
-		a = a.Next()
-		run("-n", o.ns, "addr", "add", a.String()+"/28", "dev", "eth0")
-		o.Addrs = append(o.Addrs, a)
-	}
-	run("-n", o.ns, "route", "add", "default", "via", hostAddr.String())
-
-	banner := o.listen(t, "0.0.0.0:9000")
+	o := &outside{Outside: ptdtest.NewOutside(t, "pto", n)}
+	banner := o.Listen(t, "0.0.0.0:9000")
 	go func() {
 		for {
 			c, err := banner.Accept()
@@ -154,8 +118,8 @@ func newOutside(t *testing.T, n int) *outside {
 		fmt.Fprintf(w, "hello %s", req.Host)
 	})
 	for _, ln := range []net.Listener{
-		o.listen(t, "0.0.0.0:80"),
-		tls.NewListener(o.listen(t, "0.0.0.0:443"), &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		o.Listen(t, "0.0.0.0:80"),
+		tls.NewListener(o.Listen(t, "0.0.0.0:443"), &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return egressFixture.ca.Leaf(hi.ServerName)
 		}}),
 	} {
@@ -164,39 +128,6 @@ func newOutside(t *testing.T, n int) *outside {
 		t.Cleanup(func() { srv.Close() })
 	}
 	return o
-}
-
-// listen opens a TCP listener inside the namespace.
-func (o *outside) listen(t *testing.T, addr string) net.Listener {
-	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result)
-	go func() {
-		// This thread's namespace changes: lock it and let it die with the
-		// goroutine instead of returning to the pool.
-		runtime.LockOSThread()
-		ns, err := netns.GetFromName(o.ns)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			ch <- result{err: err}
-			return
-		}
-		ln, err := net.Listen("tcp4", addr)
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listen in %s: %v", o.ns, r.err)
-	}
-	t.Cleanup(func() { r.ln.Close() })
-	return r.ln
 }
 
 // requests returns what the outside servers received so far.
