@@ -718,6 +718,10 @@ func TestArchiveFailsHalfwayThenRetries(t *testing.T) {
 	objs.down.Store(false)
 	s.Archive(ctx, org, sb.ID)
 	got, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateArchived, 5*time.Second)
+	// The local disk is freed right after the archived state is committed.
+	for deadline := time.Now().Add(5 * time.Second); !h.removedDisk.Load() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !ok || got.Archive == nil || !got.Archive.Complete || !h.removedDisk.Load() {
 		t.Fatalf("retry: %v %+v removed=%v", got.State, got.Archive, h.removedDisk.Load())
 	}

@@ -437,9 +437,9 @@ func (s *Service) setSession(ctx context.Context, ses Session, status store.Sess
 }
 
 // sessionEvent records a session's status as a session_status_changed
-// event (the SSE feed and webhooks read events) and wakes its waiters.
+// event (the SSE feed and webhooks read events), then wakes its waiters,
+// so a waiter that sees the status also finds its event.
 func (s *Service) sessionEvent(ctx context.Context, ses Session) {
-	s.notify.broadcast(ses.ID)
 	err := s.store.AddEvent(context.WithoutCancel(ctx), ses.OrgID, ses.SandboxID, SessionEventType, SessionEvent{
 		SessionID: ses.ID, WorkflowID: ses.WorkflowID, AgentSessionID: ses.AgentSessionID,
 		VaultID: ses.VaultID, Status: string(ses.Status), Reason: ses.Reason,
@@ -447,6 +447,7 @@ func (s *Service) sessionEvent(ctx context.Context, ses Session) {
 	if err != nil {
 		s.log.Warn("session event", "session", ses.ID, "err", err)
 	}
+	s.notify.broadcast(ses.ID)
 }
 
 // GetSession returns a session of p's org. An ID of another kind (a
