@@ -266,16 +266,8 @@ func customizeDebian(ctx context.Context, root string) error {
 	if err != nil {
 		return fmt.Errorf("useradd: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	for _, pattern := range []string{"var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb"} {
-		matches, _ := filepath.Glob(filepath.Join(root, pattern))
-		for _, m := range matches {
-			if filepath.Base(m) == "partial" || filepath.Base(m) == "lock" {
-				continue
-			}
-			if err := os.RemoveAll(m); err != nil {
-				return fmt.Errorf("clean apt: %w", err)
-			}
-		}
+	if err := cleanApt(root); err != nil {
+		return err
 	}
 	files := map[string]string{
 		"etc/hostname":    "sandbox\n",

@@ -129,6 +129,8 @@ func chrootRun(ctx context.Context, root, name string, args ...string) error {
 	return nil
 }
 
+// cleanApt removes the apt lists and package caches a build left in root
+// (apt fetches fresh ones), keeping the partial/ and lock entries apt expects.
 func cleanApt(root string) error {
 	for _, pattern := range []string{"var/lib/apt/lists/*", "var/cache/apt/*.bin", "var/cache/apt/archives/*.deb"} {
 		matches, _ := filepath.Glob(filepath.Join(root, pattern))
