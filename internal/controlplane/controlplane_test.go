@@ -97,12 +97,27 @@ func (f *fakeHost) Destroy(ctx context.Context, id string) error {
 
 func newTestService(t *testing.T, h *fakeHost) (*Service, store.Store) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
+	return newServiceWith(t, h, "", nil)
+}
+
+// newServiceWith opens a SQLite store at path (in a fresh temp dir when
+// empty) and a Service over it and h with a 20 ms poll and no agent
+// init; tune, when not nil, changes the config first. Both close at the
+// test's cleanup.
+func newServiceWith(t *testing.T, h Host, path string, tune func(*Config)) (*Service, store.Store) {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "db")
+	}
+	st, err := sqlite.Open(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
 	cfg.PollInterval = 20 * time.Millisecond
+	if tune != nil {
+		tune(&cfg)
+	}
 	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() { s.Close(); st.Close() })
 	s.noAgentInit = true

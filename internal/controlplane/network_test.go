@@ -3,9 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 func TestValidateNetwork(t *testing.T) {
@@ -99,17 +95,8 @@ func (plainSealer) Open(s, aad string) (string, error) {
 
 func newNetService(t *testing.T) (*Service, *netHost) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &netHost{fakeHost: &fakeHost{}, starts: map[string]*NetworkSpec{}, sets: map[string]*NetworkSpec{}}
-	cfg := DefaultConfig()
-	cfg.PollInterval = 20 * time.Millisecond
-	cfg.Sealer = plainSealer{}
-	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(func() { s.Close(); st.Close() })
-	s.noAgentInit = true
+	s, _ := newServiceWith(t, h, "", func(cfg *Config) { cfg.Sealer = plainSealer{} })
 	return s, h
 }
 

@@ -3,8 +3,6 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // snapHost is a fakeHost that can snapshot: gvisor checkpoints, runc
@@ -58,15 +55,7 @@ func (h *snapHost) RestoreDisk(ctx context.Context, id, snapID string) error {
 
 func newSnapService(t *testing.T, h *snapHost, path string) *Service {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.PollInterval = 20 * time.Millisecond
-	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(func() { s.Close(); st.Close() })
-	s.noAgentInit = true
+	s, _ := newServiceWith(t, h, path, nil)
 	return s
 }
 

@@ -3,39 +3,28 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // newTTLService is newTestService with busybox as the session template
 // and default template, and cfg changes on top.
 func newTTLService(t *testing.T, h *fakeHost, change func(*Config)) *Service {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, st := newServiceWith(t, h, "", func(cfg *Config) {
+		cfg.Templates = TemplateConfig{Default: "busybox", SessionTemplates: []string{"busybox"}}
+		if change != nil {
+			change(cfg)
+		}
+	})
 	for _, o := range []string{"org_a", "org_b"} {
 		if err := st.CreateOrg(context.Background(), store.Org{ID: o, Name: o}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg := DefaultConfig()
-	cfg.PollInterval = 20 * time.Millisecond
-	cfg.Templates = TemplateConfig{Default: "busybox", SessionTemplates: []string{"busybox"}}
-	if change != nil {
-		change(&cfg)
-	}
-	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(func() { s.Close(); st.Close() })
-	s.noAgentInit = true
 	return s
 }
 
