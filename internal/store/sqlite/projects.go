@@ -76,24 +76,20 @@ func (s *Store) AssignProject(ctx context.Context, orgID, projectID string) (int
 
 // ListOrgs returns every org, oldest first.
 func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
+	out, err := queryAll(ctx, s.r, func(sc scanner) (store.Org, error) {
+		var o store.Org
+		var created string
+		if err := sc.Scan(&o.ID, &o.Name, &created); err != nil {
+			return store.Org{}, err
+		}
+		var err error
+		o.CreatedAt, err = parseTime(created)
+		return o, err
+	}, `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list orgs: %w", err)
 	}
-	defer rows.Close()
-	out := []store.Org{}
-	for rows.Next() {
-		var o store.Org
-		var created string
-		if err := rows.Scan(&o.ID, &o.Name, &created); err != nil {
-			return nil, fmt.Errorf("list orgs: %w", err)
-		}
-		if o.CreatedAt, err = parseTime(created); err != nil {
-			return nil, fmt.Errorf("list orgs: %w", err)
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // OrgQuotas returns the org's quota overrides.

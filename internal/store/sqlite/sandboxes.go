@@ -233,27 +233,22 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Ev
 }
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	evs, err := queryAll(ctx, s.r, scanEvent, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	defer rows.Close()
-	evs := []store.Event{}
-	for rows.Next() {
-		var e store.Event
-		var created string
-		if err := rows.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &created); err != nil {
-			return nil, fmt.Errorf("events: %w", err)
-		}
-		if e.CreatedAt, err = parseTime(created); err != nil {
-			return nil, fmt.Errorf("events: %w", err)
-		}
-		evs = append(evs, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
 	return evs, nil
+}
+
+func scanEvent(sc scanner) (store.Event, error) {
+	var e store.Event
+	var created string
+	if err := sc.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &created); err != nil {
+		return store.Event{}, err
+	}
+	var err error
+	e.CreatedAt, err = parseTime(created)
+	return e, err
 }
 
 func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {

@@ -188,24 +188,20 @@ func (s *Store) PutPool(ctx context.Context, p store.Pool) error {
 
 // ListPools returns every pool setting by template.
 func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT template, min_ready, max, updated_at FROM pools ORDER BY template`)
+	out, err := queryAll(ctx, s.r, func(sc scanner) (store.Pool, error) {
+		var p store.Pool
+		var updated string
+		if err := sc.Scan(&p.Template, &p.MinReady, &p.Max, &updated); err != nil {
+			return store.Pool{}, err
+		}
+		var err error
+		p.UpdatedAt, err = parseTime(updated)
+		return p, err
+	}, `SELECT template, min_ready, max, updated_at FROM pools ORDER BY template`)
 	if err != nil {
 		return nil, fmt.Errorf("list pools: %w", err)
 	}
-	defer rows.Close()
-	out := []store.Pool{}
-	for rows.Next() {
-		var p store.Pool
-		var updated string
-		if err := rows.Scan(&p.Template, &p.MinReady, &p.Max, &updated); err != nil {
-			return nil, fmt.Errorf("list pools: %w", err)
-		}
-		if p.UpdatedAt, err = parseTime(updated); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
