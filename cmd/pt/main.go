@@ -151,7 +151,7 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"rm": &sessionRm{a}, "stop": &sessionRm{a}, "list": &sessionList{a}, "ls": &sessionList{a},
 			"exec": &sessionExec{a},
 		},
-		"pool": {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
+		"pool":     {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
 		"snapshot": {"list": &snapshotList{a}, "ls": &snapshotList{a}, "rm": &snapshotRm{a}, "delete": &snapshotRm{a}},
 		"artifact": {
 			"create": &artifactCreate{a}, "list": &artifactList{a}, "ls": &artifactList{a}, "get": &artifactGet{a},
