@@ -45,7 +45,7 @@ func run() error {
 	if *onlyEgress {
 		return egressBench(*n)
 	}
-	if *onlyPreview {
+	if *onlyPreview || *onlyRuntimes {
 		// The other sections run from defers below: skip them.
 		*snapRuns, *idemRuns, *eventRuns, *sessionRuns = 0, 0, 0, 0
 	}

@@ -109,8 +109,14 @@ func (h *Host) Classes() []string {
 }
 
 // runtimeOf returns the runtime holding the sandbox's container (runc when
-// none does: every operation on an absent container is a no-op there).
+// none does: every operation on an absent container is a no-op there). The
+// class recorded in the sandbox's directory at its last start answers
+// without a runtime call; only sandboxes without one (made before the
+// record existed) are looked for with a `runsc state` per class.
 func (h *Host) runtimeOf(ctx context.Context, id string) runtime.Runtime {
+	if rt, ok := h.rts[h.recordedClass(id)]; ok {
+		return rt
+	}
 	for c, rt := range h.rts {
 		if c == ClassRunc {
 			continue
@@ -120,6 +126,34 @@ func (h *Host) runtimeOf(ctx context.Context, id string) runtime.Runtime {
 		}
 	}
 	return h.rt
+}
+
+// classFile records, in the sandbox's directory, the runtime class its
+// container was last started with (see runtimeOf).
+const classFile = "class"
+
+func (h *Host) recordedClass(id string) string {
+	b, err := os.ReadFile(filepath.Join(h.paths(id).dir, classFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// recordClass writes the class before the container starts, so a crash
+// right after leaves the record naming the class that may hold it.
+func (h *Host) recordClass(id, class string) error {
+	if h.recordedClass(id) == class {
+		return nil
+	}
+	path := filepath.Join(h.paths(id).dir, classFile)
+	if err := os.WriteFile(path+".tmp", []byte(class+"\n"), 0o600); err != nil {
+		return fmt.Errorf("host: class: %w", err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return fmt.Errorf("host: class: %w", err)
+	}
+	return nil
 }
 
 // agentPath is where pt-agent appears inside every sandbox.
@@ -175,6 +209,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 		return nil, fmt.Errorf("host: runtime: %w", err)
 	}
 	h.rts = map[string]runtime.Runtime{ClassRunc: h.rt}
+	// Container processes re-parented when a runtime command exits become
+	// ours to reap at once rather than PID 1's (see oci.StartReaper).
+	oci.StartReaper(logger)
 	// The gvisor class runs wherever runsc is installed (scripts/setup.sh
 	// installs it from bookworm-backports).
 	if _, err := exec.LookPath("runsc"); err == nil {
@@ -308,10 +345,14 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
 	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
+	// A copy's new identity is a runtime exec, which needs no agent: run
+	// it while the agent comes up (and is re-keyed), not after.
+	identity := h.startIdentity(rctx, spec, inst)
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
+		<-identity
 		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
 	}
-	if err := h.finishClone(rctx, spec, inst); err != nil {
+	if err := h.finishClone(rctx, spec, inst, identity); err != nil {
 		return controlplane.Instance{}, err
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
@@ -424,6 +465,9 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 	rt, ok := h.rts[class]
 	if !ok {
 		return false, "", fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
+	}
+	if err := h.recordClass(spec.ID, class); err != nil {
+		return false, "", err
 	}
 	st, err := rt.State(ctx, spec.ID)
 	switch {
@@ -552,7 +596,16 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 	}
 	p := h.paths(id)
 	var errs []error
-	for _, rt := range h.rts {
+	recorded := h.recordedClass(id)
+	for c, rt := range h.rts {
+		// Another class than the recorded one can hold a container only
+		// by accident (a crash mid-change): State says so without running
+		// the runtime when it does not, which saves runsc's three calls.
+		if c != recorded && recorded != "" {
+			if _, err := rt.State(ctx, id); errors.Is(err, runtime.ErrNotFound) {
+				continue
+			}
+		}
 		errs = append(errs, rt.Delete(ctx, id))
 	}
 	h.forgetEgress(id)

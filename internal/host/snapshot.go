@@ -246,32 +246,57 @@ func (h *Host) restoreClone(ctx context.Context, rt runtime.Runtime, rspec runti
 }
 
 // finishClone runs once a copy's agent answers: a copy restored from
-// another sandbox's memory gets its own agent token, and a copy that still
-// has the source's identity (restored from memory: hostname and entropy
-// live in its kernel) gets its own through `pt-agent identity` run with
-// CAP_SYS_ADMIN (hostname, machine-id, entropy).
-func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance) error {
+// another sandbox's memory gets its own agent token, and waits for its new
+// identity (startIdentity), recorded once it is done.
+func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance, identity <-chan error) error {
 	c := spec.Clone
-	if c == nil {
-		return nil
-	}
-	if c.SourceAgentToken != "" && c.SourceAgentToken != spec.AgentToken {
+	if c != nil && c.SourceAgentToken != "" && c.SourceAgentToken != spec.AgentToken {
 		// Re-key with the source's token; a retried start finds it done.
 		err := h.agentClient(inst.Address, c.SourceAgentToken).SetAccessToken(ctx, spec.AgentToken)
 		if err != nil && h.agentClient(inst.Address, spec.AgentToken).SetAccessToken(ctx, spec.AgentToken) != nil {
+			<-identity
 			return fmt.Errorf("host: clone agent token: %w", err)
 		}
 	}
-	if !c.NewIdentity || h.identityDone(spec.ID) && !inst.MemoryRestored {
+	if err := <-identity; err != nil {
+		return err
+	}
+	if !identityNeeded(h, spec, inst) {
 		return nil
+	}
+	return h.markIdentity(spec.ID)
+}
+
+// identityNeeded reports whether a copy still has the source's identity:
+// restored from memory (hostname and entropy live in its kernel) or not
+// yet given its own on disk (prepareClone).
+func identityNeeded(h *Host, spec controlplane.StartSpec, inst controlplane.Instance) bool {
+	c := spec.Clone
+	return c != nil && c.NewIdentity && !(h.identityDone(spec.ID) && !inst.MemoryRestored)
+}
+
+// startIdentity gives a copy that needs it its own identity through
+// `pt-agent identity` run with CAP_SYS_ADMIN (hostname, machine-id,
+// entropy), in the background. The channel receives the result once (nil
+// at once when there is nothing to do).
+func (h *Host) startIdentity(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance) <-chan error {
+	done := make(chan error, 1)
+	if !identityNeeded(h, spec, inst) {
+		done <- nil
+		return done
 	}
 	rt := h.runtimeOf(ctx, spec.ID)
 	p, ok := rt.(privileged)
 	if !ok {
-		return fmt.Errorf("host: runtime %s cannot exec: %w", rt.Name(), sandbox.ErrUnavailable)
+		done <- fmt.Errorf("host: runtime %s cannot exec: %w", rt.Name(), sandbox.ErrUnavailable)
+		return done
 	}
-	if out, err := p.ExecPrivileged(ctx, spec.ID, []string{"CAP_SYS_ADMIN"}, agentPath, "identity", spec.ID); err != nil {
-		return fmt.Errorf("host: clone identity: %w (%s)", err, out)
-	}
-	return h.markIdentity(spec.ID)
+	go func() {
+		if out, err := p.ExecPrivileged(ctx, spec.ID, []string{"CAP_SYS_ADMIN"}, agentPath, "identity", spec.ID); err != nil {
+			done <- fmt.Errorf("host: clone identity: %w (%s)", err, out)
+			return
+		}
+		done <- nil
+	}()
+	return done
 }

@@ -87,8 +87,8 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 	}
 	saved := time.Since(t0)
 	if !opts.LeaveRunning && c.gvisor {
-		if s, err := c.state(ctx, id); err == nil {
-			killCgroupAndWait(ctx, s.Bundle, 5*time.Second)
+		if b := c.bundleOf(ctx, id); b != "" {
+			killCgroupAndWait(ctx, b, 5*time.Second)
 		}
 	}
 	reaped := time.Since(t0)

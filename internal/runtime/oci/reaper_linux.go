@@ -1,0 +1,123 @@
+package oci
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Container processes outlive the runtime command that started them: runc's
+// container init and runsc's sandbox and gofer processes are re-parented
+// when `runc run --detach` / `runsc run|restore --detach` exits. By default
+// they go to PID 1, and here PID 1 (the VM's init) reaps only every second
+// or two. Meanwhile the dead process is a zombie that still answers
+// kill(pid, 0), and `runsc delete` waits for exactly that: every stop of a
+// gVisor sandbox waited ≈1.9 s for PID 1.
+//
+// StartReaper makes this process their child subreaper and reaps them
+// itself, at once. It reaps only zombies whose command name marks them as
+// container processes (reapComms), each with its own wait4(pid): never
+// wait4(-1), which would steal the exit status of the commands os/exec runs
+// (exec.Cmd.Wait would then fail with ECHILD). A child os/exec started
+// never has one of those names: ptd runs runc, runsc, mount, mkfs…, by
+// their own names.
+//
+// reapComms: runsc re-executes itself through /proc/self/exe for its
+// sandbox and gofer (comm "exe"); a runc container's init is pt-agent.
+var reapComms = map[string]bool{"exe": true, "pt-agent": true}
+
+var reaperOnce sync.Once
+
+// StartReaper makes the process a child subreaper and starts reaping
+// orphaned container processes for the life of the process; later calls do
+// nothing. Without it (or when the prctl fails) they stay PID 1's.
+func StartReaper(logger *slog.Logger) {
+	reaperOnce.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			if logger == nil {
+				logger = slog.Default()
+			}
+			logger.Warn("child subreaper unavailable; PID 1 reaps container processes", "err", err)
+			return
+		}
+		go runReaper()
+	})
+}
+
+func runReaper() {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		reapOrphans()
+		select {
+		case <-sigs:
+		case <-tick.C:
+		}
+	}
+}
+
+// reapOrphans reaps every child that is a zombie and a container process.
+func reapOrphans() {
+	for _, pid := range children() {
+		if !reapable(pid) {
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			_, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+	}
+}
+
+// children lists this process's child pids (every thread's).
+func children() []int {
+	files, _ := filepath.Glob("/proc/self/task/*/children")
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(s); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// reapable reports whether pid is a zombie with one of reapComms.
+func reapable(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	comm, state, ok := parseStat(b)
+	return ok && state == 'Z' && reapComms[comm]
+}
+
+// parseStat returns the command name and state from /proc/<pid>/stat
+// ("pid (comm) S …"; comm may itself hold spaces and parentheses).
+func parseStat(b []byte) (comm string, state byte, ok bool) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open || end+2 >= len(b) {
+		return "", 0, false
+	}
+	return string(b[open+1 : end]), b[end+2], true
+}
