@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,15 +92,49 @@ func (h *Host) Checkpointed(id string) bool {
 	return ok
 }
 
-// removeCheckpoint drops the sandbox's image (complete or partial).
-// Idempotent.
+// removeCheckpoint drops the sandbox's image (complete or partial, and
+// any a discardCheckpoint left behind). Idempotent.
 func (h *Host) removeCheckpoint(id string) error {
 	dir := h.paths(id).dir
-	return errors.Join(
+	errs := []error{
 		ignoreNotExist(os.Remove(filepath.Join(dir, checkpointMetaName))),
 		os.RemoveAll(filepath.Join(dir, checkpointDirName)),
 		os.RemoveAll(filepath.Join(dir, checkpointPartName)),
-	)
+	}
+	used, _ := filepath.Glob(filepath.Join(dir, checkpointUsedPrefix+"*"))
+	for _, u := range used {
+		errs = append(errs, os.RemoveAll(u))
+	}
+	return errors.Join(errs...)
+}
+
+// checkpointUsedPrefix names images a restore has consumed, waiting for
+// their removal in the background.
+const checkpointUsedPrefix = "checkpoint.used-"
+
+// discardCheckpoint drops a restored sandbox's image without making the
+// start wait for it: unlinking a 256 MB image takes ~0.3 s here. The
+// metadata goes first (the image is then invalid), the directory is
+// renamed out of the way of the next stop's image and removed in the
+// background; what a crash leaves is removed by the next removeCheckpoint.
+func (h *Host) discardCheckpoint(id string) error {
+	dir := h.paths(id).dir
+	if err := ignoreNotExist(os.Remove(filepath.Join(dir, checkpointMetaName))); err != nil {
+		return err
+	}
+	used := filepath.Join(dir, checkpointUsedPrefix+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Rename(h.checkpointDir(id), used); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return h.removeCheckpoint(id)
+	}
+	go func() {
+		if err := os.RemoveAll(used); err != nil {
+			h.log.Warn("remove used checkpoint", "sandbox", id, "err", err)
+		}
+	}()
+	return nil
 }
 
 func ignoreNotExist(err error) error {
@@ -194,7 +229,7 @@ func (h *Host) restore(ctx context.Context, rt runtime.Runtime, rspec runtime.Sp
 		rerr := cp.Restore(ctx, rspec, h.checkpointDir(rspec.ID))
 		if rerr == nil {
 			h.log.Debug("sandbox restored", "sandbox", rspec.ID, "took", time.Since(t0))
-			if err := h.removeCheckpoint(rspec.ID); err != nil {
+			if err := h.discardCheckpoint(rspec.ID); err != nil {
 				h.log.Warn("remove used checkpoint", "sandbox", rspec.ID, "err", err)
 			}
 			return true, "", nil
