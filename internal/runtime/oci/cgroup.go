@@ -330,24 +330,29 @@ func prepareCpusetParents(path string) error {
 // the sandbox is stopped, but its Sentry takes about a second to exit on
 // its own, and `runsc delete` meanwhile finds the cgroup busy and retries
 // its removal with a backoff; delete would kill it anyway.
-func killCgroupAndWait(ctx context.Context, bundle string, timeout time.Duration) {
+//
+// It reports whether the cgroup was seen empty (or gone).
+func killCgroupAndWait(ctx context.Context, bundle string, timeout time.Duration) bool {
 	path, err := bundleCgroupPath(bundle)
 	if err != nil {
-		return
+		return false
 	}
 	mounts, err := cgroupMounts()
 	if err != nil {
-		return
+		return false
 	}
 	d, _, ok := cgroupDir(mounts, "memory", path)
 	if !ok {
-		return
+		return false
 	}
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
-			return
+		if errors.Is(err, fs.ErrNotExist) || err == nil && len(strings.TrimSpace(string(b))) == 0 {
+			return true
+		}
+		if err != nil {
+			return false
 		}
 		for _, f := range strings.Fields(string(b)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
@@ -356,4 +361,5 @@ func killCgroupAndWait(ctx context.Context, bundle string, timeout time.Duration
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return false
 }

@@ -86,16 +86,18 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 		return fmt.Errorf("checkpoint %s: %w", id, err)
 	}
 	saved := time.Since(t0)
+	// Once the cgroup is empty (runsc) nothing is left to kill.
+	emptied := false
 	if !opts.LeaveRunning && c.gvisor {
 		if b := c.bundleOf(ctx, id); b != "" {
-			killCgroupAndWait(ctx, b, 5*time.Second)
+			emptied = killCgroupAndWait(ctx, b, 5*time.Second)
 		}
 	}
 	reaped := time.Since(t0)
 	if !opts.LeaveRunning {
 		// runsc leaves the container stopped, runc removes it: make both
 		// free the ID (and, for runsc, the namespace's addresses).
-		if err := c.Delete(context.WithoutCancel(ctx), id); err != nil {
+		if err := c.delete(context.WithoutCancel(ctx), id, !emptied); err != nil {
 			return fmt.Errorf("checkpoint %s: saved, but %w", id, err)
 		}
 	}

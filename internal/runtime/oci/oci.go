@@ -365,6 +365,12 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal) error
 // namespace back the addresses gVisor took from it, so the namespace is
 // again as the host layer made it.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
+	return r.delete(ctx, id, true)
+}
+
+// delete is Delete; kill false skips `kill --all` for a container known to
+// have no process left (saves a runtime call).
+func (r *Runtime) delete(ctx context.Context, id string, kill bool) error {
 	// Without its state under --root there is nothing to delete: save the
 	// runtime calls (Stop after a checkpoint, Destroy of a stopped sandbox).
 	if validID.MatchString(id) && !r.hasStateFile(id) {
@@ -376,7 +382,9 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	}
 	t0 := time.Now()
 	// Errors are expected here (already stopped, absent); delete decides.
-	r.run(ctx, "kill", "--all", id, "KILL")
+	if kill {
+		r.run(ctx, "kill", "--all", id, "KILL")
+	}
 	t1 := time.Now()
 	if _, err := r.run(ctx, "delete", "--force", id); err != nil {
 		if errors.Is(err, runtime.ErrNotFound) {
