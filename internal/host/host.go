@@ -780,10 +780,8 @@ func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, er
 	if dt := time.Since(t1); s2.CPUUsageNanos >= s1.CPUUsageNanos && dt > 0 {
 		m.CPUPercent = 100 * float64(s2.CPUUsageNanos-s1.CPUUsageNanos) / float64(dt.Nanoseconds())
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(h.paths(id).diskMnt, &st); err == nil {
-		m.DiskSizeBytes = st.Blocks * uint64(st.Bsize)
-		m.DiskUsedBytes = (st.Blocks - st.Bfree) * uint64(st.Bsize)
+	if used, size, err := mountedUsage(h.paths(id).diskMnt); err == nil {
+		m.DiskUsedBytes, m.DiskSizeBytes = used, size
 	}
 	if ep, ok := h.net.Endpoint(id); ok {
 		if l, err := netlink.LinkByName(ep.HostVeth); err == nil && l.Attrs().Statistics != nil {
