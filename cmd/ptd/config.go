@@ -97,6 +97,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.Default, "default-ttl", c.ttl.Default, "TTL of python-node and node sandboxes created without ttl_ms or a retention field")
 	fs.DurationVar(&c.ttl.MaxCreate, "max-create-ttl", c.ttl.MaxCreate, "plan limit of ttl_ms at create (more is sandbox_ttl_exceeded)")
 	fs.DurationVar(&c.ttl.MaxSession, "max-session-ttl", c.ttl.MaxSession, "how long after its creation a TTL reset may make a sandbox expire")
+	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")

@@ -37,7 +37,7 @@ func runMain(m *testing.M) int {
 	env.skip = "e2e tests need root (they run real sandboxes)"
 	defer egressCleanup()
 	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
-		"--webhook-allow-private", "--webhook-retry-base", "200ms"}, egressArgs()...)},
+		"--webhook-allow-private", "--webhook-retry-base", "200ms", "--idle-after", e2eIdleAfter.String()}, egressArgs()...)},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
 			env.previewURL = d.PreviewURL
