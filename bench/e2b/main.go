@@ -54,9 +54,10 @@ func run() error {
 	// during the run (other tests on the machine) hits all of them alike.
 	var native, nativeBash times
 	var sdk struct {
-		CreateRun []float64 `json:"create_run_ms"`
-		Create    []float64 `json:"create_ms"`
-		Kill      []float64 `json:"kill_ms"`
+		CreateRun  []float64 `json:"create_run_ms"`
+		Create     []float64 `json:"create_ms"`
+		Kill       []float64 `json:"kill_ms"`
+		NativeNode []float64 `json:"native_node_create_run_ms"`
 	}
 	const chunk = 10
 	for done := 0; done < *n; done += chunk {
@@ -78,20 +79,27 @@ func run() error {
 			return fmt.Errorf("node bench.mjs: %w", err)
 		}
 		var part struct {
-			CreateRun []float64 `json:"create_run_ms"`
-			Create    []float64 `json:"create_ms"`
-			Kill      []float64 `json:"kill_ms"`
+			CreateRun  []float64 `json:"create_run_ms"`
+			Create     []float64 `json:"create_ms"`
+			Kill       []float64 `json:"kill_ms"`
+			NativeNode []float64 `json:"native_node_create_run_ms"`
 		}
 		if err := json.Unmarshal(out, &part); err != nil {
 			return fmt.Errorf("node bench.mjs output %q: %w", out, err)
 		}
 		sdk.CreateRun, sdk.Create, sdk.Kill = append(sdk.CreateRun, part.CreateRun...), append(sdk.Create, part.Create...), append(sdk.Kill, part.Kill...)
+		sdk.NativeNode = append(sdk.NativeNode, part.NativeNode...)
 	}
 	benchkit.Report("native create → exec true", native.createRun, nil)
 	benchkit.Report("native create → exec bash -l -c true", nativeBash.createRun, nil)
 	benchkit.Report("SDK create → commands.run(\"true\")", millis(sdk.CreateRun), native.createRun)
 	fmt.Printf("%-42s (the SDK runs every command as /bin/bash -l -c; vs the bash line: %.2fx)\n", "",
 		benchkit.Ratio(millis(sdk.CreateRun), nativeBash.createRun))
+	// The same native bash loop through node's fetch: the SDK against it
+	// separates what ptd's E2B layer and the SDK's JS add from the gap
+	// between node's and Go's HTTP clients.
+	benchkit.Report("native bash loop via node fetch", millis(sdk.NativeNode), nil)
+	fmt.Printf("%-42s (SDK vs the same loop from node: %.2fx)\n", "", benchkit.Ratio(millis(sdk.CreateRun), millis(sdk.NativeNode)))
 	benchkit.Report("native create alone (wait_for_state)", native.create, nil)
 	benchkit.Report("SDK create alone (POST /v2/sandboxes)", millis(sdk.Create), native.create)
 	benchkit.Report("native delete (202)", native.kill, nil)

@@ -32,9 +32,27 @@ async function waitGone(id) {
   throw new Error(`sandbox ${id} was not torn down`)
 }
 
+// nativeRun is the native loop (create → exec `bash -l -c true`) through
+// node's own fetch: the same client runtime as the SDK, so the SDK's ratio
+// against it is what ptd's E2B layer and the SDK's JS add, without the
+// gap between node's and Go's HTTP clients.
+async function nativeRun() {
+  const h = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' }
+  const t0 = performance.now()
+  const sb = await (await fetch(`${api}/v1/sandboxes?wait_for_state=running`, { method: 'POST', headers: h, body: JSON.stringify({ template: args.template }) })).json()
+  const res = await fetch(`${api}/v1/sandboxes/${sb.id}/exec`, { method: 'POST', headers: h, body: JSON.stringify({ cmd: ['/bin/bash', '-l', '-c', 'true'] }) })
+  const body = await res.text()
+  const t1 = performance.now()
+  if (!body.includes('"exit_code":0')) throw new Error(`native exec: ${res.status} ${body}`)
+  await (await fetch(`${api}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers: h })).text()
+  await waitGone(sb.id)
+  return t1 - t0
+}
+
 const createRun = []
 const create = []
 const kill = []
+const nativeNode = []
 for (let i = -Number(args.warmup); i < n; i++) {
   const t0 = performance.now()
   const sbx = await Sandbox.create(args.template)
@@ -50,6 +68,8 @@ for (let i = -Number(args.warmup); i < n; i++) {
     create.push(tc - t0)
     kill.push(t2 - t1)
   }
+  const tn = await nativeRun()
+  if (i >= 0) nativeNode.push(tn)
 }
 
 function pct(xs) {
@@ -59,9 +79,9 @@ function pct(xs) {
 }
 
 if (args.json) {
-  console.log(JSON.stringify({ create_run_ms: createRun, create_ms: create, kill_ms: kill }))
+  console.log(JSON.stringify({ create_run_ms: createRun, create_ms: create, kill_ms: kill, native_node_create_run_ms: nativeNode }))
 } else {
-  for (const [name, xs] of [['SDK create → commands.run("true")', createRun], ['SDK create alone', create], ['SDK kill', kill]]) {
+  for (const [name, xs] of [['SDK create → commands.run("true")', createRun], ['SDK create alone', create], ['SDK kill', kill], ['native (node fetch) create → bash -l -c true', nativeNode]]) {
     const p = pct(xs)
     console.log(`${name.padEnd(40)} p50 ${p.p50.toFixed(2)}ms  p95 ${p.p95.toFixed(2)}ms  p99 ${p.p99.toFixed(2)}ms  (n=${xs.length})`)
   }
