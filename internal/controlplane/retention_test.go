@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -22,6 +23,11 @@ func TestEventRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Let provisioning finish first, so no background event lands between
+	// the ones this test adds (the watermark is the newest pruned one).
+	if _, ok, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 10*time.Second); err != nil || !ok {
+		t.Fatalf("sandbox never ran: %v", err)
+	}
 	add := func(sbx, typ string) int64 {
 		t.Helper()
 		if err := st.AddEvent(ctx, "org_a", sbx, typ, map[string]string{"k": "v"}); err != nil {
@@ -31,7 +37,15 @@ func TestEventRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return evs[len(evs)-1].ID
+		// The newest event of this kind: the sandbox's own provisioning
+		// writes state changes in the background meanwhile.
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].SandboxID == sbx && evs[i].Type == typ {
+				return evs[i].ID
+			}
+		}
+		t.Fatalf("event %s of %q not listed", typ, sbx)
+		return 0
 	}
 	gone := add("sbx_gone", "state_changed") // usage of a purged sandbox: pruned
 	art := add(sb.ID, "artifact_created")    // not usage history: pruned
