@@ -102,6 +102,10 @@ func Start(o Options) (*Daemon, error) {
 	// used by a real ptd) and from the network package's own tests.
 	d.Subnet = fmt.Sprintf("100.%d.%d.0/24", 70+n.Int64()%26, n.Int64()>>8)
 	d.Cgroup = "/platinum-test-" + suffix
+	if err := d.writeOwner(); err != nil {
+		return d, err
+	}
+	sweepDead(filepath.Join(bin, "ptd"))
 	d.Token = "pt_test_" + RandHex(16)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
