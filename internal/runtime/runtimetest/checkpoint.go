@@ -178,16 +178,18 @@ func testCheckpoint(t *testing.T, rt runtime.Runtime, cp runtime.Checkpointer) {
 // (nothing else there yet), a cpuset, a pids limit and a network
 // namespace. Restore goes through the same cgroup set-up as Run.
 func testCheckpointAsHostRuns(t *testing.T, rt runtime.Runtime, cp runtime.Checkpointer) {
-	var parent string
 	c := startCounterWith(t, rt, true, func(s *runtime.Spec) {
-		parent = "/platinum-" + s.ID + "-parent"
+		parent := "/platinum-" + s.ID + "-parent"
 		s.CgroupPath = parent + "/" + s.ID
 		s.Resources = runtime.Resources{CPU: 1, MemoryBytes: 256 << 20, Pids: 256, CPUs: "0"}
-	})
-	t.Cleanup(func() {
-		for _, d := range cgroupDirs(parent) {
-			removeCgroupTree(d)
-		}
+		// Registered before the container starts, so it runs after the
+		// container's own cleanup (cleanups run last-in first-out): an
+		// occupied cgroup cannot be removed.
+		t.Cleanup(func() {
+			for _, d := range cgroupDirs(parent) {
+				removeCgroupTree(d)
+			}
+		})
 	})
 	dir := t.TempDir()
 	for i := range 2 {
