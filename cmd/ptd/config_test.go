@@ -1,0 +1,52 @@
+package main
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// TestServeDefaults pins what `ptd serve` with no flags uses: other issues,
+// the README and outside checks rely on these exact values.
+func TestServeDefaults(t *testing.T) {
+	c, err := parseConfig("ptd serve", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"--listen", c.listen, "127.0.0.1:7070"},
+		{"--data-dir", c.dataDir, "/var/lib/platinum"},
+		{"--objects", c.objects, "/var/lib/platinum/objects"},
+		{"host data dir", c.host.DataDir, "/var/lib/platinum"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if c.s3.Endpoint != "" {
+		t.Errorf("default object store is S3 at %q, want the local directory", c.s3.Endpoint)
+	}
+	// The sandbox address pool lies inside the shared address space
+	// 100.64.0.0/10, never in the host's private ranges.
+	shared := netip.MustParsePrefix("100.64.0.0/10")
+	sub := c.host.Network.Subnet
+	if !sub.IsValid() || !shared.Contains(sub.Addr()) || sub.Bits() < shared.Bits() {
+		t.Errorf("default --subnet %v is not inside %v", sub, shared)
+	}
+	if !c.host.Network.Egress {
+		t.Error("outbound traffic is blocked by default; want NAT egress on")
+	}
+}
+
+// TestSubnetFlag: the address pool is configurable.
+func TestSubnetFlag(t *testing.T) {
+	c, err := parseConfig("ptd serve", []string{"--subnet", "100.100.7.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.host.Network.Subnet.String(); got != "100.100.7.0/24" {
+		t.Errorf("subnet = %s", got)
+	}
+	if _, err := parseConfig("ptd serve", []string{"--subnet", "not-a-cidr"}); err == nil {
+		t.Error("--subnet not-a-cidr accepted")
+	}
+}
