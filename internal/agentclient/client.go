@@ -131,6 +131,9 @@ type ExecRequest struct {
 	// process is killed and Exec returns a result with TimedOut set (and a
 	// nil error).
 	Timeout time.Duration
+	// OnStart, when set, is called with the process's pid once it runs,
+	// before any output (streaming clients announce the start).
+	OnStart func(pid uint32)
 }
 
 // ExitResult is how a process ended.
@@ -174,6 +177,9 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr f
 		return ExitResult{}, fmt.Errorf("agent exec: first event is not start: %w", sandbox.ErrUnavailable)
 	}
 	pid := start.GetPid()
+	if req.OnStart != nil {
+		req.OnStart(pid)
+	}
 	stdinDone := make(chan struct{})
 	if withStdin {
 		go func() {

@@ -20,6 +20,9 @@ type ExecRequest struct {
 	Cwd     string
 	Stdin   []byte
 	Timeout time.Duration
+	// OnStart, when set, receives the command's pid once it runs, before
+	// any output.
+	OnStart func(pid uint32)
 }
 
 // ExecResult is how a command ended.
@@ -86,6 +89,7 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 	start := time.Now()
 	res, err := ag.Exec(ctx, agentclient.ExecRequest{
 		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, Stdin: r.Stdin, Timeout: r.Timeout,
+		OnStart: r.OnStart,
 	}, stdout, stderr)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("exec: %w", err)

@@ -93,6 +93,7 @@ func (a *API) execStream(w http.ResponseWriter, r *http.Request, p controlplane.
 			flusher.Flush()
 		}
 	}
+	req.OnStart = func(pid uint32) { emit(map[string]any{"type": "start", "pid": pid}) }
 	res, err := a.cp.Exec(clientContext(r), p, r.PathValue("id"), req,
 		func(b []byte) { emit(map[string]any{"type": "stdout", "data": string(b)}) },
 		func(b []byte) { emit(map[string]any{"type": "stderr", "data": string(b)}) })

@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+// TestExecStreamNDJSON: the streaming form of exec answers NDJSON events
+// as the command produces them — start (with its pid), output while the
+// command still runs, then exactly one exit — both with ?stream=true and
+// with Accept: application/x-ndjson.
+func TestExecStreamNDJSON(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	// The ctx deadline only keeps a buffering server from hanging the test:
+	// the command below cannot end before the test has read "first".
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	open := func(query string, header map[string]string, cmd string) (*http.Response, *bufio.Scanner) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"cmd": cmd})
+		req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/v1/sandboxes/"+id+"/exec"+query, strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+env.token)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson") {
+			t.Fatalf("stream exec: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		return resp, bufio.NewScanner(resp.Body)
+	}
+	type event struct {
+		Type     string `json:"type"`
+		PID      int    `json:"pid"`
+		Data     string `json:"data"`
+		ExitCode *int   `json:"exit_code"`
+		TimedOut bool   `json:"timed_out"`
+	}
+	next := func(sc *bufio.Scanner) (event, bool) {
+		t.Helper()
+		if !sc.Scan() {
+			return event{}, false
+		}
+		var ev event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		return ev, true
+	}
+
+	_, sc := open("?stream=true", nil, `echo first; while [ ! -e /tmp/go ]; do sleep 0.05; done; echo second >&2; exit 5`)
+	if ev, ok := next(sc); !ok || ev.Type != "start" || ev.PID <= 0 {
+		t.Fatalf("first event = %+v (%v), want start with a pid", ev, sc.Err())
+	}
+	var stdout string
+	for !strings.Contains(stdout, "first\n") {
+		ev, ok := next(sc)
+		if !ok || ev.Type != "stdout" {
+			t.Fatalf("before the command can end: event %+v (%v), want stdout", ev, sc.Err())
+		}
+		stdout += ev.Data
+	}
+	// Only now can the command finish.
+	c.mustSh(id, "touch /tmp/go")
+	var stderr string
+	var exits []event
+	for {
+		ev, ok := next(sc)
+		if !ok {
+			break
+		}
+		switch ev.Type {
+		case "stdout":
+			stdout += ev.Data
+		case "stderr":
+			stderr += ev.Data
+		case "exit":
+			exits = append(exits, ev)
+		default:
+			t.Errorf("unexpected event %+v", ev)
+		}
+	}
+	if sc.Err() != nil || stdout != "first\n" || stderr != "second\n" || len(exits) != 1 || exits[0].ExitCode == nil || *exits[0].ExitCode != 5 {
+		t.Errorf("stream: stdout %q stderr %q exits %+v err %v", stdout, stderr, exits, sc.Err())
+	}
+
+	_, sc = open("", map[string]string{"Accept": "application/x-ndjson"}, "echo hi")
+	var types []string
+	for ev, ok := next(sc); ok; ev, ok = next(sc) {
+		types = append(types, ev.Type)
+	}
+	if strings.Join(types, ",") != "start,stdout,exit" {
+		t.Errorf("Accept: application/x-ndjson events %v, want start,stdout,exit", types)
+	}
+}
+
+// TestAdminTokenGenerated: a first start without PT_TOKEN generates the
+// default org's admin token, saves it in <data-dir>/admin-token (0600) and
+// prints it once; it works as a bearer token, and a restart neither
+// replaces nor prints it again.
+func TestAdminTokenGenerated(t *testing.T) {
+	requireEnv(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The harness sets PT_TOKEN; an empty one (added last, so it wins) is
+	// a start without it.
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Env: []string{"PT_TOKEN="}, ExtraArgs: []string{"--pids-limit", "256"}})
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Errorf("second ptd: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("second ptd: %v", err)
+	}
+	path := filepath.Join(d.DataDir, "admin-token")
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("no admin-token file: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin-token mode %v, want 0600", fi.Mode().Perm())
+	}
+	b, _ := os.ReadFile(path)
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 20 {
+		t.Fatalf("admin-token %q", tok)
+	}
+	if n := strings.Count(d.Log(), tok); n != 1 {
+		t.Errorf("token printed %d times at first start, want once:\n%s", n, d.Log())
+	}
+	get := func(token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", d.URL+"/v1/sandboxes", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get(tok); s != 200 {
+		t.Errorf("generated token: %d", s)
+	}
+	if s := get(d.Token); s != 401 {
+		t.Errorf("the harness's token (never given to this ptd): %d, want 401", s)
+	}
+	// An admin token can make orgs.
+	req, _ := http.NewRequest("POST", d.URL+"/v1/orgs", strings.NewReader(`{"name":"from-generated"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Errorf("admin token creating an org: %d", resp.StatusCode)
+	}
+
+	d.Kill()
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if b2, _ := os.ReadFile(path); strings.TrimSpace(string(b2)) != tok {
+		t.Errorf("restart replaced the admin token: %q → %q", tok, b2)
+	}
+	if n := strings.Count(d.Log(), tok); n != 1 {
+		t.Errorf("token printed %d times after a restart, want only at first start", n)
+	}
+	if s := get(tok); s != 200 {
+		t.Errorf("generated token after a restart: %d", s)
+	}
+}
