@@ -35,6 +35,14 @@ func TestCreateBadInput(t *testing.T) {
 		{"env bad key", `{"template":"busybox","env":{"1X":"v"}}`, 400, "invalid_request", "env"},
 		{"env not strings", `{"template":"busybox","env":{"A":1}}`, 400, "invalid_request", "env"},
 		{"metadata too many", `{"template":"busybox","metadata":{` + manyKeys(17) + `}}`, 400, "invalid_request", "metadata"},
+		// Every field with a value of the wrong type.
+		{"ram string", `{"template":"busybox","ram_mb":"256"}`, 400, "invalid_request", "ram_mb"},
+		{"disk string", `{"template":"busybox","disk_gb":"1"}`, 400, "invalid_request", "disk_gb"},
+		{"disk fraction", `{"template":"busybox","disk_gb":1.5}`, 400, "invalid_request", "disk_gb"},
+		{"name wrong type", `{"template":"busybox","name":5}`, 400, "invalid_request", "name"},
+		{"env not an object", `{"template":"busybox","env":"A=1"}`, 400, "invalid_request", "env"},
+		{"metadata not an object", `{"template":"busybox","metadata":["a"]}`, 400, "invalid_request", "metadata"},
+		{"metadata not strings", `{"template":"busybox","metadata":{"a":1}}`, 400, "invalid_request", "metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := c.do("POST", "/v1/sandboxes", tc.body)
