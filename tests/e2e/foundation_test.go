@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -187,4 +188,71 @@ func TestAdminTokenGenerated(t *testing.T) {
 	if s := get(tok); s != 200 {
 		t.Errorf("generated token after a restart: %d", s)
 	}
+}
+
+// TestAgentInSandbox: pt-agent is the sandbox's init, a static binary
+// bound read-only (the sandbox cannot change or remove it), listening on
+// 49983 at the sandbox's address, where /health answers 204 to anyone and
+// everything else needs the sandbox's access token.
+func TestAgentInSandbox(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class})
+		hostAgent := filepath.Join(env.dataDir, "bin", "pt-agent")
+		before, err := os.ReadFile(hostAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, script := range []string{
+			"echo x > /.pt/pt-agent",
+			"rm -f /.pt/pt-agent && [ ! -e /.pt/pt-agent ]",
+			"mv /.pt/pt-agent /.pt/x",
+			"chmod 777 /.pt/pt-agent && [ \"$(stat -c %a /.pt/pt-agent)\" = 777 ]",
+		} {
+			if res := c.sh(id, script); res.ExitCode == 0 {
+				t.Errorf("%q succeeded inside the sandbox: %+v", script, res)
+			}
+		}
+		if after, _ := os.ReadFile(hostAgent); string(after) != string(before) {
+			t.Error("the host's pt-agent binary changed")
+		}
+		// PID 1 runs the injected binary.
+		if out := c.mustSh(id, "readlink /proc/1/exe; cat /proc/1/cmdline | tr '\\0' ' '"); !strings.Contains(out, "pt-agent") {
+			t.Errorf("pid 1 is not pt-agent: %q", out)
+		}
+		// Static: the ELF has no program interpreter (busybox has no libc to load one).
+		f, err := elf.Open(hostAgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+				t.Errorf("pt-agent is dynamically linked (%v)", p.Type)
+			}
+		}
+		f.Close()
+
+		addr, _ := sandboxAddr(t, c, id)
+		base := "http://" + addr + ":49983"
+		get := func(path, token string) int {
+			t.Helper()
+			req, _ := http.NewRequest("GET", base+path, nil)
+			if token != "" {
+				req.Header.Set("X-Access-Token", token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if s := get("/health", ""); s != 204 {
+			t.Errorf("agent /health: %d, want 204", s)
+		}
+		for _, tok := range []string{"", "wrong-token", env.token} {
+			if s := get("/files?path=/etc/hostname", tok); s != 401 {
+				t.Errorf("agent /files with token %q: %d, want 401", tok, s)
+			}
+		}
+	})
 }
