@@ -128,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /envs", s.handleEnvs)
 	mux.HandleFunc("POST /init", s.handleInit)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
+	mux.HandleFunc("GET /size", s.handleSize)
 	s.mux = mux
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -25,6 +26,16 @@ type ResizeResult struct {
 	AppliesAt string // now | next_start
 	Requested ResizeRequest
 	Partial   bool
+	// Guest is the size the sandbox sees from inside after a live cpu or
+	// ram_mb change (nproc, /proc/meminfo's MemTotal); nil when it was not
+	// measured (no live change, or its agent did not answer).
+	Guest *GuestSize
+}
+
+// GuestSize is a running sandbox's own view of its size.
+type GuestSize struct {
+	CPUsOnline int
+	MemTotalMB int
 }
 
 // NotResizableError is a live resize the sandbox cannot do; the user must
@@ -172,7 +183,26 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 		return fmt.Errorf("live resize: %w", err)
 	}
 	sb.CPU, sb.RAMMB = cpu, ram
+	res.Guest = s.guestSize(ctx, *sb)
 	return nil
+}
+
+// guestSize asks the sandbox's agent what it sees now, so the answer to a
+// live resize reports the guest's view (a sandbox cannot have more CPUs
+// online than the host has cores, whatever it asked for). nil when the
+// agent does not answer within a second; the resize itself is done.
+func (s *Service) guestSize(ctx context.Context, sb sandbox.Sandbox) *GuestSize {
+	if sb.Address == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	g, err := s.agent(sb.ID, sb.Address, sb.AgentToken).Size(ctx)
+	if err != nil || g.CPUsOnline < 1 || g.MemTotalMB == 0 {
+		s.log.Debug("guest size after a live resize", "sandbox", sb.ID, "err", err)
+		return nil
+	}
+	return &GuestSize{CPUsOnline: g.CPUsOnline, MemTotalMB: int(g.MemTotalMB)}
 }
 
 // autogrow grows the disk of a running sandbox that passed 90% used, by

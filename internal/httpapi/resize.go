@@ -40,8 +40,13 @@ func (a *API) resize(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	if l := sb.Live; l != nil && res.AppliesAt == "now" {
 		// What the sandbox's cgroup grants: whole CPUs of quota and the
 		// memory limit.
-		out["live"] = map[string]any{"max_cpu": l.MaxCPU, "max_ram_mb": l.MaxRAMMB,
+		live := map[string]any{"max_cpu": l.MaxCPU, "max_ram_mb": l.MaxRAMMB,
 			"guest_cpus_online": int(math.Ceil(sb.CPU)), "guest_mem_total_mb": sb.RAMMB}
+		if g := res.Guest; g != nil {
+			// What the guest itself sees (nproc, MemTotal).
+			live["guest_cpus_online"], live["guest_mem_total_mb"] = g.CPUsOnline, g.MemTotalMB
+		}
+		out["live"] = live
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -18,6 +18,17 @@ func memLimit(t *testing.T, c *client, id string) int64 {
 	return n
 }
 
+// memUsed reads what the sandbox's cgroup charges now (v1 or v2).
+func memUsed(t *testing.T, c *client, id string) int64 {
+	t.Helper()
+	out := c.mustSh(id, "cat /sys/fs/cgroup/memory/memory.usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.current")
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("memory usage %q: %v", out, err)
+	}
+	return n
+}
+
 func memTotalKB(t *testing.T, c *client, id string) int64 {
 	t.Helper()
 	f := strings.Fields(c.mustSh(id, "grep MemTotal /proc/meminfo"))
@@ -54,8 +65,9 @@ func TestResize(t *testing.T) {
 	if r.Status != 200 || m["applies_at"] != "now" || m["ram_mb"] != 512.0 || m["cpu"] != 2.0 || m["partial"] != false {
 		t.Fatalf("live resize: %d %s", r.Status, r.Body)
 	}
-	if live, _ := m["live"].(map[string]any); live == nil || live["max_cpu"] == nil {
-		t.Errorf("live headroom missing: %s", r.Body)
+	live, _ := m["live"].(map[string]any)
+	if live == nil || live["max_cpu"] == nil || live["max_ram_mb"] == nil {
+		t.Fatalf("live headroom missing: %s", r.Body)
 	}
 	if got := memLimit(t, c, id); got != 512<<20 {
 		t.Errorf("memory limit after resize %d", got)
@@ -66,9 +78,31 @@ func TestResize(t *testing.T) {
 	if kb := memTotalKB(t, c, id); kb != 512*1024 {
 		t.Errorf("MemTotal after resize to 512 MB = %d kB", kb)
 	}
+	// The answer's guest view is what nproc and /proc/meminfo say inside.
+	nproc, _ := strconv.Atoi(strings.TrimSpace(c.mustSh(id, "nproc")))
+	if live["guest_cpus_online"] != float64(nproc) || live["guest_mem_total_mb"] != float64(memTotalKB(t, c, id)/1024) {
+		t.Errorf("live %v, inside: nproc %d, MemTotal %d kB", live, nproc, memTotalKB(t, c, id))
+	}
 	if out := c.mustSh(id, "pidof sleep"); strings.TrimSpace(out) == "" {
 		t.Error("processes did not survive a live resize")
 	}
+	// Memory the sandbox cannot free (anonymous, no swap) stays: a shrink
+	// to the boot size answers partial with what it still has.
+	c.mustSh(id, `awk 'BEGIN { s = sprintf("%300000000s", ""); system("sleep 600") }' </dev/null >/dev/null 2>&1 &`)
+	for i := 0; memUsed(t, c, id) < 300<<20; i++ {
+		if i == 1200 {
+			t.Fatalf("the sandbox never used 300 MB: %s", c.mustSh(id, "ps; cat /sys/fs/cgroup/memory/memory.usage_in_bytes"))
+		}
+		sleep(50)
+	}
+	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"ram_mb": 256})
+	if m := r.JSON(); r.Status != 200 || m["ram_mb"] != 512.0 || m["partial"] != true {
+		t.Errorf("shrink below what the sandbox uses: %d %s", r.Status, r.Body)
+	}
+	if got := memLimit(t, c, id); got != 512<<20 {
+		t.Errorf("memory limit after a partial shrink %d", got)
+	}
+	c.mustSh(id, "kill $(pidof awk); while pidof awk >/dev/null; do sleep 0.1; done")
 	// Below the boot size: only back down to it, and partial says so.
 	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"ram_mb": 128})
 	if m := r.JSON(); r.Status != 200 || m["ram_mb"] != 256.0 || m["partial"] != true {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -253,8 +254,14 @@ func TestSeed004CurlExamples(t *testing.T) {
 			req, _ := m["requested"].(map[string]any)
 			live, _ := m["live"].(map[string]any)
 			if m["state"] != "running" || m["cpu"] != 4.0 || m["ram_mb"] != 8192.0 || m["applies_at"] != "now" || m["partial"] != false ||
-				req["cpu"] != 4.0 || req["ram_mb"] != 8192.0 || live["guest_cpus_online"] != 4.0 {
+				req["cpu"] != 4.0 || req["ram_mb"] != 8192.0 {
 				t.Errorf("live resize: %v", m)
+			}
+			// guest_cpus_online is what the guest sees: 4, or every core of
+			// a smaller host (nproc inside says the same).
+			nproc := strings.TrimSpace(c.mustSh(vars["SBX"], "nproc"))
+			if want := float64(min(4, runtime.NumCPU())); live["guest_cpus_online"] != want || nproc != strconv.Itoa(int(want)) {
+				t.Errorf("guest_cpus_online %v, nproc %s, want %v", live["guest_cpus_online"], nproc, want)
 			}
 			for _, k := range []string{"max_cpu", "max_ram_mb", "guest_mem_total_mb"} {
 				if _, ok := live[k].(float64); !ok {

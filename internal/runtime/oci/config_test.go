@@ -181,6 +181,7 @@ func TestClassify(t *testing.T) {
 		{"container not running", sandbox.ErrConflict},
 		{"cannot pause a stopped container", sandbox.ErrConflict},
 		{"unable to set memory limit to 1048576 (current usage: 3035136, peak usage: 3231744): device or resource busy", sandbox.ErrConflict},
+		{"unable to set memory limit to 268435456 (current usage: 350822400, peak usage: 350883840)", sandbox.ErrConflict},
 		{"exec format error", sandbox.ErrUnavailable},
 		// runsc
 		{`loading container "x": file does not exist`, runtime.ErrNotFound},

@@ -561,7 +561,10 @@ func classify(msg string) error {
 	case strings.Contains(m, "already exists") || strings.Contains(m, "id exists"):
 		return sandbox.ErrAlreadyExists
 	case strings.Contains(m, "not running") || strings.Contains(m, "not paused") || strings.Contains(m, "stopped") ||
-		strings.Contains(m, "is paused") || strings.Contains(m, "device or resource busy"):
+		strings.Contains(m, "is paused") || strings.Contains(m, "device or resource busy") ||
+		// runc's EBUSY on a memory limit below what the container uses
+		// (runc 1.1 names no errno).
+		strings.Contains(m, "unable to set memory limit"):
 		return sandbox.ErrConflict
 	default:
 		return sandbox.ErrUnavailable
