@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,21 @@ func TestGoSDK(t *testing.T) {
 	}
 	if _, err := cl.Sandboxes.Get(ctx, "sbx_01KZZZZZZZZZZZZZZZZZZZZZZZ"); !platinum.IsNotFound(err) {
 		t.Errorf("missing sandbox: %v", err)
+	}
+	page, err := cl.Sandboxes.List(ctx, platinum.ListOptions{State: platinum.StateRunning, Limit: 200})
+	if err != nil || !slices.ContainsFunc(page.Rows, func(s platinum.Sandbox) bool { return s.ID == sb.ID }) {
+		t.Errorf("List(running) = %+v, %v; want it to hold %s", page, err, sb.ID)
+	}
+	// Errors are typed and carry the API's code.
+	var ae *platinum.APIError
+	if _, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", RAMMB: 64}); !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Code != "invalid_request" {
+		t.Errorf("create with ram_mb 64: %v, want an APIError invalid_request", err)
+	}
+	if _, err := cl.Sandboxes.List(ctx, platinum.ListOptions{Limit: 201}); !errors.As(err, &ae) || ae.Code != "invalid_request" {
+		t.Errorf("List(limit 201): %v, want an APIError invalid_request", err)
+	}
+	if _, err := platinum.New(env.url, "pt_wrong").Sandboxes.Get(ctx, sb.ID); !errors.As(err, &ae) || ae.StatusCode != 401 || ae.Code != "unauthorized" {
+		t.Errorf("wrong token: %v, want an APIError unauthorized", err)
 	}
 	if _, err := cl.Sandboxes.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
