@@ -256,3 +256,67 @@ func TestAgentInSandbox(t *testing.T) {
 		}
 	})
 }
+
+// hostResources returns the network namespace and cgroup path a running
+// sandbox's OCI bundle names.
+func hostResources(t *testing.T, id string) (netns, cgroup string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.dataDir, "sandboxes", id, "bundle", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Linux struct {
+			CgroupsPath string
+			Namespaces  []struct{ Type, Path string }
+		}
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range cfg.Linux.Namespaces {
+		if ns.Type == "network" {
+			netns = ns.Path
+		}
+	}
+	if netns == "" || cfg.Linux.CgroupsPath == "" {
+		t.Fatalf("bundle of %s names no netns or cgroup: %s", id, b)
+	}
+	return netns, cfg.Linux.CgroupsPath
+}
+
+// hostLeftovers lists what of sandbox id is still on the host: its
+// network namespace, mounts, cgroups in any hierarchy, loop devices backed
+// by its disk, and its directory under the data dir.
+func hostLeftovers(t *testing.T, id, netns, cgroup string) []string {
+	t.Helper()
+	var left []string
+	if _, err := os.Stat(netns); err == nil {
+		left = append(left, "netns "+netns)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, id) {
+			left = append(left, "mount "+line)
+		}
+	}
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range append(hier, "/sys/fs/cgroup") {
+		if _, err := os.Stat(filepath.Join(h, cgroup)); err == nil {
+			left = append(left, "cgroup "+filepath.Join(h, cgroup))
+		}
+	}
+	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range loops {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), id) {
+			left = append(left, "loop "+f+" → "+strings.TrimSpace(string(b)))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(env.dataDir, "sandboxes", id)); err == nil {
+		left = append(left, "dir "+filepath.Join(env.dataDir, "sandboxes", id))
+	}
+	return left
+}

@@ -99,6 +99,10 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			// Delete answers at once; the record ends deleted; GET says 404.
+			netns, cgroup := hostResources(t, id)
+			if left := hostLeftovers(t, id, netns, cgroup); len(left) == 0 {
+				t.Fatalf("a running sandbox shows nothing on the host (the check below could not fail)")
+			}
 			r = c.do("DELETE", "/v1/sandboxes/"+id, nil)
 			if r.Status != 202 || r.JSON()["state"] != "deleting" {
 				t.Fatalf("delete: %d %s", r.Status, r.Body)
@@ -109,6 +113,10 @@ func TestLifecycle(t *testing.T) {
 			}
 			if _, err := os.Stat(env.dataDir + "/sandboxes/" + id); !os.IsNotExist(err) {
 				t.Errorf("sandbox dir still on the host: %v", err)
+			}
+			// Teardown removed every namespace, mount, cgroup and loop device.
+			if left := hostLeftovers(t, id, netns, cgroup); len(left) > 0 {
+				t.Errorf("deleted sandbox left on the host:\n%s", strings.Join(left, "\n"))
 			}
 		})
 	}
