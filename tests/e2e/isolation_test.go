@@ -249,9 +249,33 @@ func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
 			}
 			return
 		}
+		_, cgroup := hostResources(t, id)
+		oomKills := func() int {
+			t.Helper()
+			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgroup, "memory.oom_control"))
+			if err != nil {
+				b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", cgroup, "memory.events"))
+			}
+			if err != nil {
+				t.Fatalf("sandbox memory cgroup: %v", err)
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					n, _ := strconv.Atoi(v)
+					return n
+				}
+			}
+			t.Fatalf("no oom_kill counter in %q", b)
+			return 0
+		}
+		before := oomKills()
 		res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=600M count=1")
 		if res.ExitCode == 0 {
 			t.Fatalf("a 1 GB allocation in a 128 MB sandbox succeeded: %+v", res)
+		}
+		// Killed by the OOM killer of the sandbox's own cgroup.
+		if res.ExitCode != -1 || oomKills() <= before {
+			t.Errorf("dd ended with %+v and the sandbox cgroup's oom_kill went %d → %d; want an OOM kill inside", res, before, oomKills())
 		}
 		// The sandbox, and ptd, live on.
 		if out := c.mustSh(id, "echo alive"); out != "alive\n" {
