@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -48,7 +49,23 @@ func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cp
 		}
 		root = sb.ParentID
 	}
+	members, err := s.treeMembers(ctx, orgID, root)
+	if err != nil {
+		return err
+	}
 	count, sumCPU, sumRAM := 1, cpu, ram // the new sandbox
+	for _, sb := range members {
+		count++
+		sumCPU += sb.CPU
+		sumRAM += sb.RAMMB
+	}
+	return s.treeWithin(count, sumCPU, sumRAM)
+}
+
+// treeMembers lists the live sandboxes of the tree under root, root
+// included.
+func (s *Service) treeMembers(ctx context.Context, orgID, root string) ([]sandbox.Sandbox, error) {
+	var out []sandbox.Sandbox
 	queue := []string{root}
 	for len(queue) > 0 {
 		id := queue[0]
@@ -58,21 +75,55 @@ func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cp
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
-			return err
+			return nil, err
 		}
 		if sb.State.Live() {
-			count++
-			sumCPU += sb.CPU
-			sumRAM += sb.RAMMB
+			out = append(out, sb)
 		}
 		kids, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: orgID, ParentID: id})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, k := range kids {
 			queue = append(queue, k.ID)
 		}
 	}
+	return out, nil
+}
+
+// checkTreeResize keeps a resize of a tree member (a child, or a parent
+// with children) within its tree's cpu and ram limits, as at create: a
+// child created small cannot grow its tree past them afterwards. A
+// top-level sandbox without children is in no tree.
+func (s *Service) checkTreeResize(ctx context.Context, sb sandbox.Sandbox, cpu float64, ram int) error {
+	if cpu <= sb.CPU && ram <= sb.RAMMB {
+		return nil
+	}
+	root := sb.ID
+	for i := 0; i < 64; i++ {
+		cur, err := s.store.GetSandbox(ctx, sb.OrgID, root)
+		if err != nil || cur.ParentID == "" {
+			break
+		}
+		root = cur.ParentID
+	}
+	members, err := s.treeMembers(ctx, sb.OrgID, root)
+	if err != nil || len(members) < 2 {
+		return err
+	}
+	sumCPU, sumRAM := cpu, ram
+	for _, m := range members {
+		if m.ID != sb.ID {
+			sumCPU += m.CPU
+			sumRAM += m.RAMMB
+		}
+	}
+	// The count does not change: only cpu and ram can go over.
+	return s.treeWithin(0, sumCPU, sumRAM)
+}
+
+// treeWithin checks a tree's totals against the tree limits.
+func (s *Service) treeWithin(count int, sumCPU float64, sumRAM int) error {
 	switch {
 	case s.cfg.TreeMaxSandboxes > 0 && count > s.cfg.TreeMaxSandboxes:
 		return &QuotaError{Scope: "tree", Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}

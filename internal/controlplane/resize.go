@@ -100,6 +100,16 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 		if err := r.validate(sb); err != nil {
 			return ResizeResult{}, err
 		}
+		cpu, ram := sb.CPU, sb.RAMMB
+		if r.CPU != nil {
+			cpu = *r.CPU
+		}
+		if r.RAMMB != nil {
+			ram = *r.RAMMB
+		}
+		if err := s.checkTreeResize(ctx, sb, cpu, ram); err != nil {
+			return ResizeResult{}, err
+		}
 		res := ResizeResult{Requested: r, AppliesAt: "now"}
 		switch sb.State {
 		case sandbox.StateRunning:
