@@ -3,11 +3,16 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -319,4 +324,63 @@ func hostLeftovers(t *testing.T, id, netns, cgroup string) []string {
 		left = append(left, "dir "+filepath.Join(env.dataDir, "sandboxes", id))
 	}
 	return left
+}
+
+// TestUploadStreams: PUT /files streams the body into the sandbox as it
+// arrives (a server that buffered the upload would write nothing before
+// the body ends), and the file is byte-identical at the end.
+func TestUploadStreams(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox"})
+	chunk := make([]byte, 8<<20)
+	for i := range chunk {
+		chunk[i] = byte(i*31 + i>>12)
+	}
+	pr, pw := io.Pipe()
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("PUT", env.url+"/v1/sandboxes/"+id+"/files?path=/root/stream.bin", pr)
+		req.Header.Set("Authorization", "Bearer "+env.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- answer{status: resp.StatusCode, body: string(b)}
+	}()
+	t.Cleanup(func() { pw.CloseWithError(io.ErrUnexpectedEOF) })
+	if _, err := pw.Write(chunk); err != nil {
+		t.Fatal(err)
+	}
+	// The first half is in the sandbox while the upload is still open. The
+	// bound only keeps a buffering server from hanging the test.
+	for i := 0; ; i++ {
+		out := strings.TrimSpace(c.mustSh(id, "stat -c %s /root/stream.bin 2>/dev/null || echo 0"))
+		if n, _ := strconv.Atoi(out); n >= len(chunk)/2 {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("nothing of an open upload reached the sandbox (size %s): the upload is buffered, not streamed", out)
+		}
+		sleep(100)
+	}
+	if _, err := pw.Write(chunk); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	a := <-done
+	if a.err != nil || a.status != 200 || !strings.Contains(a.body, fmt.Sprintf(`"size":%d`, 2*len(chunk))) {
+		t.Fatalf("upload: %d %s %v", a.status, a.body, a.err)
+	}
+	sum := sha256.Sum256(append(append([]byte{}, chunk...), chunk...))
+	if out := c.mustSh(id, "sha256sum /root/stream.bin"); !strings.HasPrefix(out, hex.EncodeToString(sum[:])) {
+		t.Errorf("uploaded file differs: %q", out)
+	}
 }
