@@ -56,6 +56,14 @@ func TestLifecycle(t *testing.T) {
 			if !res.TimedOut {
 				t.Errorf("timeout: %s", r.Body)
 			}
+			// pt-base is Debian bookworm; busybox is busybox-static's.
+			if tpl == "pt-base" {
+				if out := c.mustSh(id, ". /etc/os-release; echo $ID $VERSION_CODENAME"); out != "debian bookworm\n" {
+					t.Errorf("pt-base is %q, want debian bookworm", out)
+				}
+			} else if out := c.mustSh(id, "readlink -f /bin/sh; busybox 2>&1 | head -1"); !strings.Contains(out, "BusyBox") {
+				t.Errorf("busybox template: %q", out)
+			}
 			// The hostname is the sandbox id.
 			if out := strings.TrimSpace(c.mustSh(id, "hostname")); out != id {
 				t.Errorf("hostname = %q, want %q", out, id)
