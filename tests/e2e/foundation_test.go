@@ -384,3 +384,34 @@ func TestUploadStreams(t *testing.T) {
 		t.Errorf("uploaded file differs: %q", out)
 	}
 }
+
+// TestTemplateVersionImmutable: a sandbox's writes, deletes included, go to
+// its own disk; the template version it boots from (the overlay's lower
+// dir) and every other sandbox of that version are untouched.
+func TestTemplateVersionImmutable(t *testing.T) {
+	c := newClient(t)
+	a := c.create(map[string]any{"template": "busybox"})
+	b := c.create(map[string]any{"template": "busybox"})
+	lower := lowerDir(t, a)
+	if lower != lowerDir(t, b) {
+		t.Fatalf("two creates of one version mount %s and %s", lower, lowerDir(t, b))
+	}
+	c.mustSh(a, "echo changed > /etc/passwd && rm /bin/ls && echo new > /etc/pt-mark")
+	if out := c.mustSh(b, "head -c 4 /etc/passwd; echo; [ -e /bin/ls ] && echo ls; [ -e /etc/pt-mark ] || echo nomark"); out != "root\nls\nnomark\n" {
+		t.Errorf("another sandbox of the version sees the writes: %q", out)
+	}
+	for _, dir := range strings.Split(lower, ":") {
+		if b, err := os.ReadFile(filepath.Join(dir, "etc/passwd")); err == nil && strings.HasPrefix(string(b), "changed") {
+			t.Errorf("template version's /etc/passwd changed in %s", dir)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "etc/pt-mark")); err == nil {
+			t.Errorf("a sandbox's new file is in the template version %s", dir)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(lower, "bin/ls")); strings.Count(lower, ":") == 0 && err != nil {
+		t.Errorf("a sandbox's delete removed bin/ls from the template version: %v", err)
+	}
+	if out := c.mustSh(a, "cat /etc/passwd; [ -e /bin/ls ] || echo gone"); out != "changed\ngone\n" {
+		t.Errorf("the writing sandbox lost its own changes: %q", out)
+	}
+}
