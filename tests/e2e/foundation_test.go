@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -413,5 +414,55 @@ func TestTemplateVersionImmutable(t *testing.T) {
 	}
 	if out := c.mustSh(a, "cat /etc/passwd; [ -e /bin/ls ] || echo gone"); out != "changed\ngone\n" {
 		t.Errorf("the writing sandbox lost its own changes: %q", out)
+	}
+}
+
+// TestSandboxDisk: each sandbox's disk is its own sparse XFS image of
+// disk_gb in the data dir's XFS reflink pool, mounted at
+// sandboxes/<id>/disk and holding the overlay's upper and work dirs; the
+// sandbox sees its size.
+func TestSandboxDisk(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "disk_gb": 3})
+	img := filepath.Join(env.dataDir, "disks", "pool", "images", id+".img")
+	var st syscall.Stat_t
+	if err := syscall.Stat(img, &st); err != nil {
+		t.Fatalf("sandbox image: %v", err)
+	}
+	if st.Size != 3<<30 {
+		t.Errorf("image size %d, want disk_gb 3 = %d", st.Size, int64(3<<30))
+	}
+	if used := st.Blocks * 512; used > st.Size/4 {
+		t.Errorf("image uses %d of %d bytes: not sparse", used, st.Size)
+	}
+	mounts := map[string]string{} // mount point → "fstype options"
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		for i, w := range f {
+			if w == "-" && i+3 < len(f) {
+				mounts[f[4]] = f[i+1] + " " + f[i+3]
+			}
+		}
+	}
+	pool := filepath.Join(env.dataDir, "disks", "pool")
+	if !strings.HasPrefix(mounts[pool], "xfs ") {
+		t.Errorf("pool %s is mounted as %q, want xfs", pool, mounts[pool])
+	}
+	disk := filepath.Join(env.dataDir, "sandboxes", id, "disk")
+	if !strings.HasPrefix(mounts[disk], "xfs ") {
+		t.Errorf("sandbox disk %s is mounted as %q, want xfs", disk, mounts[disk])
+	}
+	root := mounts[filepath.Join(env.dataDir, "sandboxes", id, "rootfs")]
+	if !strings.HasPrefix(root, "overlay ") || !strings.Contains(root, "upperdir="+disk+"/upper") || !strings.Contains(root, "workdir="+disk+"/work") {
+		t.Errorf("rootfs mount %q, want overlay with upper and work on the sandbox disk", root)
+	}
+	// The sandbox sees a disk of about 3 GB (XFS keeps some for itself).
+	out := strings.Fields(c.mustSh(id, "df -k / | tail -1"))
+	if len(out) < 2 {
+		t.Fatalf("df: %q", out)
+	}
+	if kb, _ := strconv.Atoi(out[1]); kb < 2800000 || kb > 3<<20 {
+		t.Errorf("sandbox / is %d KiB, want about 3 GiB", kb)
 	}
 }
