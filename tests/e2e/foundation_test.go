@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -464,5 +465,34 @@ func TestSandboxDisk(t *testing.T) {
 	}
 	if kb, _ := strconv.Atoi(out[1]); kb < 2800000 || kb > 3<<20 {
 		t.Errorf("sandbox / is %d KiB, want about 3 GiB", kb)
+	}
+}
+
+// TestDefaultEgressIsNAT: a sandbox created without a network policy
+// reaches outside hosts, masqueraded behind the host (the outside never
+// sees the sandbox's own address).
+func TestDefaultEgressIsNAT(t *testing.T) {
+	c := newClient(t)
+	out := ptdtest.NewOutside(t, "ptn", 1)
+	ln := out.Listen(t, "0.0.0.0:9100")
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(conn, "from %s\n", conn.RemoteAddr().(*net.TCPAddr).IP)
+			conn.Close()
+		}
+	}()
+	id := c.create(map[string]any{"template": "busybox"})
+	addr, _ := sandboxAddr(t, c, id)
+	res := c.sh(id, "nc -w 5 "+out.Addrs[0].String()+" 9100 </dev/null")
+	seen, ok := strings.CutPrefix(strings.TrimSpace(res.Stdout), "from ")
+	if res.ExitCode != 0 || !ok {
+		t.Fatalf("sandbox could not reach an outside host by default: %+v", res)
+	}
+	if seen == addr {
+		t.Errorf("the outside host saw the sandbox's own address %s: not NATed", addr)
 	}
 }
