@@ -496,3 +496,31 @@ func TestDefaultEgressIsNAT(t *testing.T) {
 		t.Errorf("the outside host saw the sandbox's own address %s: not NATed", addr)
 	}
 }
+
+// TestSandboxLimits: cpu, ram_mb and the pids limit become the sandbox's
+// own cgroup limits (cpu as a CFS quota, ram as memory and memory+swap).
+func TestSandboxLimits(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "cpu": 1.5, "ram_mb": 384})
+	_, cgroup := hostResources(t, id)
+	read := func(ctrl, file string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", ctrl, cgroup, file))
+		if err != nil {
+			return "missing"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if q, p := read("cpu", "cpu.cfs_quota_us"), read("cpu", "cpu.cfs_period_us"); q+"/"+p != "150000/100000" {
+		t.Errorf("cpu quota %s/%s, want 150000/100000 for cpu 1.5", q, p)
+	}
+	if m := read("memory", "memory.limit_in_bytes"); m != strconv.Itoa(384<<20) {
+		t.Errorf("memory limit %s, want %d", m, 384<<20)
+	}
+	if sw := read("memory", "memory.memsw.limit_in_bytes"); sw != "missing" && sw != strconv.Itoa(384<<20) {
+		t.Errorf("memory+swap limit %s, want %d", sw, 384<<20)
+	}
+	if p := read("pids", "pids.max"); p != "256" {
+		t.Errorf("pids.max %s, want the --pids-limit 256", p)
+	}
+}
