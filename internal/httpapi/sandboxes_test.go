@@ -93,3 +93,19 @@ func TestListPagesAndOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateWaitBodyField: "wait": true in the body waits like
+// ?wait_for_state=running — 202 with wait_timed_out and Retry-After when
+// the wait runs out while provisioning, 201 running once it gets there.
+func TestCreateWaitBodyField(t *testing.T) {
+	srv, h, tok := newServer(t)
+	resp, m := call(t, srv, tok, "POST", "/v1/sandboxes?wait_timeout_ms=100", `{"template":"busybox","wait":true}`)
+	if resp.StatusCode != 202 || m["wait_timed_out"] != true || m["state"] != "creating" || resp.Header.Get("Retry-After") != "5" || m["id"] == nil {
+		t.Fatalf("wait:true that runs out: %d %v %v", resp.StatusCode, resp.Header, m)
+	}
+	close(h.release)
+	resp, m = call(t, srv, tok, "POST", "/v1/sandboxes?wait_timeout_ms=10000", `{"template":"busybox","wait":true}`)
+	if resp.StatusCode != 201 || m["state"] != "running" || m["wait_timed_out"] != nil {
+		t.Fatalf("wait:true: %d %v", resp.StatusCode, m)
+	}
+}
