@@ -298,7 +298,8 @@ func hostResources(t *testing.T, id string) (netns, cgroup string) {
 
 // hostLeftovers lists what of sandbox id is still on the host: its
 // network namespace, mounts, cgroups in any hierarchy, loop devices backed
-// by its disk, and its directory under the data dir.
+// by its disk, its directory under the data dir and processes in its
+// cgroup.
 func hostLeftovers(t *testing.T, id, netns, cgroup string) []string {
 	t.Helper()
 	var left []string
@@ -328,6 +329,12 @@ func hostLeftovers(t *testing.T, id, netns, cgroup string) []string {
 	}
 	if _, err := os.Stat(filepath.Join(env.dataDir, "sandboxes", id)); err == nil {
 		left = append(left, "dir "+filepath.Join(env.dataDir, "sandboxes", id))
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, f := range procs {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), id) {
+			left = append(left, "process "+filepath.Base(filepath.Dir(f)))
+		}
 	}
 	return left
 }
