@@ -535,3 +535,32 @@ func TestSandboxLimits(t *testing.T) {
 		t.Errorf("pids.max %s, want the --pids-limit 256", p)
 	}
 }
+
+// TestSandboxNamespaces: a runc sandbox's init runs in its own pid, mount,
+// network, uts, ipc and cgroup namespaces (none shared with the host).
+func TestSandboxNamespaces(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "runtime": "runc"})
+	var pid string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, f := range procs {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), id) {
+			if comm, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "comm")); strings.TrimSpace(string(comm)) == "pt-agent" {
+				pid = filepath.Base(filepath.Dir(f))
+			}
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no pt-agent process in %s's cgroup", id)
+	}
+	for _, ns := range []string{"pid", "mnt", "net", "uts", "ipc", "cgroup"} {
+		host, err1 := os.Readlink("/proc/self/ns/" + ns)
+		sbx, err2 := os.Readlink("/proc/" + pid + "/ns/" + ns)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s namespace: %v %v", ns, err1, err2)
+		}
+		if host == sbx {
+			t.Errorf("the sandbox shares the host's %s namespace (%s)", ns, sbx)
+		}
+	}
+}
