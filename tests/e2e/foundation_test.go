@@ -564,3 +564,43 @@ func TestSandboxNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxPrivileges: processes in a runc sandbox run with no_new_privs,
+// under a seccomp filter, without the dangerous capabilities, and with
+// /proc's sensitive files masked.
+func TestSandboxPrivileges(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "runtime": "runc"})
+	status := c.mustSh(id, "cat /proc/self/status")
+	field := func(name string) string {
+		for _, line := range strings.Split(status, "\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatalf("no %s in /proc/self/status", name)
+		return ""
+	}
+	if v := field("NoNewPrivs"); v != "1" {
+		t.Errorf("NoNewPrivs = %s, want 1", v)
+	}
+	if v := field("Seccomp"); v != "2" {
+		t.Errorf("Seccomp = %s, want 2 (filter)", v)
+	}
+	eff, err := strconv.ParseUint(field("CapEff"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bit := range map[string]uint{"CAP_SYS_ADMIN": 21, "CAP_SYS_MODULE": 16, "CAP_NET_ADMIN": 12, "CAP_NET_RAW": 13, "CAP_SYS_PTRACE": 19, "CAP_SYS_TIME": 25, "CAP_MKNOD": 27, "CAP_SYS_RAWIO": 17} {
+		if eff&(1<<bit) != 0 {
+			t.Errorf("sandbox processes have %s (CapEff %x)", name, eff)
+		}
+	}
+	// Masked: what the host shows in /proc/timer_list reads empty inside.
+	if b, err := os.ReadFile("/proc/timer_list"); err != nil || len(b) == 0 {
+		t.Fatalf("host /proc/timer_list: %v (the check below could not fail)", err)
+	}
+	if out := c.mustSh(id, "wc -c < /proc/timer_list; grep ' /proc/sys ' /proc/mounts | grep -c ' ro,'"); out != "0\n1\n" {
+		t.Errorf("/proc/timer_list not masked or /proc/sys not read-only: %q", out)
+	}
+}
