@@ -41,11 +41,16 @@ func run() error {
 	previewRuns := flag.Bool("preview", true, "measure the preview proxy against direct access (preview.go)")
 	onlyPreview := flag.Bool("only-preview", false, "measure only the preview proxy (preview.go)")
 	onlyEgress := flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
+	onlyCreate := flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
+	logLevel := flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
 	flag.Parse()
 	if *onlyEgress {
 		return egressBench(*n)
 	}
-	if *onlyPreview || *onlyRuntimes {
+	if *onlyCreate {
+		*archiveRuns, *runtimes, *previewRuns = 0, false, false
+	}
+	if *onlyPreview || *onlyRuntimes || *onlyCreate {
 		// The other sections run from defers below: skip them.
 		*snapRuns, *idemRuns, *eventRuns, *sessionRuns = 0, 0, 0, 0
 	}
@@ -60,7 +65,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--webhook-allow-private"}})
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--webhook-allow-private", "--log-level", *logLevel}})
 	defer d.Stop()
 	if err != nil {
 		return err
@@ -124,37 +129,54 @@ func run() error {
 		}
 	}
 
-	base, err := runcBaseline(*n)
+	// The raw runc baseline runs interleaved with ptd's creates, one of
+	// each in turn, so both see the same load on a shared machine.
+	base, err := newRuncBaseline()
 	if err != nil {
 		return fmt.Errorf("runc baseline: %w", err)
 	}
-	benchkit.Report("raw runc run -d (busybox bundle)", base.run, nil)
-	benchkit.Report("raw runc exec true", base.exec, nil)
-
+	defer base.close()
+	type createRuns struct {
+		tpl         string
+		create, del []time.Duration
+	}
+	var runs []*createRuns
 	for _, tpl := range strings.Split(*tpls, ",") {
 		if err := c.EnsureTemplate(tpl); err != nil {
 			return err
 		}
-		var create, del []time.Duration
-		for i := 0; i < *n; i++ {
+		runs = append(runs, &createRuns{tpl: tpl})
+	}
+	for i := 0; i < *n; i++ {
+		for _, r := range runs {
+			if err := base.once(); err != nil {
+				return fmt.Errorf("runc baseline: %w", err)
+			}
 			t0 := time.Now()
-			id, err := c.Create(tpl)
+			id, err := c.Create(r.tpl)
 			if err != nil {
 				return err
 			}
 			if _, err := c.Exec(id, []string{"true"}); err != nil {
 				return err
 			}
-			create = append(create, time.Since(t0))
+			r.create = append(r.create, time.Since(t0))
 			t1 := time.Now()
 			if err := c.Delete(id); err != nil {
 				return err
 			}
-			del = append(del, time.Since(t1))
+			r.del = append(r.del, time.Since(t1))
 			c.WaitGone(id)
 		}
-		benchkit.Report("create → first exec ("+tpl+")", create, base.run)
-		benchkit.Report("delete API call ("+tpl+")", del, nil)
+	}
+	benchkit.Report("raw runc run -d (busybox bundle)", base.run, nil)
+	benchkit.Report("raw runc exec true", base.exec, nil)
+	for _, r := range runs {
+		benchkit.Report("create → first exec ("+r.tpl+")", r.create, base.run)
+		benchkit.Report("delete API call ("+r.tpl+")", r.del, nil)
+	}
+	if *logLevel == "debug" {
+		reportCreateSteps(d.Log())
 	}
 
 	id, err := c.Create("busybox")
@@ -170,6 +192,9 @@ func run() error {
 		execs = append(execs, time.Since(t0))
 	}
 	benchkit.Report("API exec round trip of true", execs, base.exec)
+	if *onlyCreate {
+		return c.Delete(id)
+	}
 
 	// stop → start: warm (frozen in RAM, processes intact) and disk-only
 	// (cold boot from the same disk), each timed from the start call to
@@ -231,53 +256,85 @@ func run() error {
 	return c.Delete(id)
 }
 
-type baseline struct{ run, exec []time.Duration }
-
 // runcBaseline times `runc run -d` and `runc exec true` on a bundle made
 // by the same config generator ptd uses, over a plain busybox rootfs.
-func runcBaseline(n int) (baseline, error) {
-	var b baseline
+type runcBaseline struct {
+	dir, rootfs, stateRoot, cg string
+	rt                         *oci.Runtime
+	run, exec                  []time.Duration
+}
+
+func newRuncBaseline() (*runcBaseline, error) {
 	dir, err := os.MkdirTemp("/var/tmp", "pt-bench-runc-")
 	if err != nil {
-		return b, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	rootfs := filepath.Join(dir, "rootfs")
-	if err := template.BuildBusybox(context.Background(), rootfs); err != nil {
-		return b, err
+	b := &runcBaseline{dir: dir, rootfs: filepath.Join(dir, "rootfs"), stateRoot: filepath.Join(dir, "state"),
+		cg: "/platinum-bench-" + ptdtest.RandHex(3)}
+	if err := template.BuildBusybox(context.Background(), b.rootfs); err != nil {
+		b.close()
+		return nil, err
 	}
-	stateRoot := filepath.Join(dir, "state")
-	rt, err := oci.New(oci.Config{Root: stateRoot}, nil)
-	if err != nil {
-		return b, err
-	}
-	cg := "/platinum-bench-" + ptdtest.RandHex(3)
-	defer ptdtest.RemoveCgroup(cg)
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("bench-%d", i)
-		bundle := filepath.Join(dir, id)
-		os.MkdirAll(bundle, 0o700)
-		spec := runtime.Spec{ID: id, BundleDir: bundle, RootFS: rootfs, Hostname: id, CgroupPath: cg + "/" + id,
-			Resources: runtime.Resources{CPU: 1, MemoryBytes: 512 << 20, Pids: 1024},
-			Args:      []string{"/bin/sleep", "1000"}}
-		if err := rt.WriteConfig(spec); err != nil {
-			return b, err
-		}
-		// Stdio stays on /dev/null: the detached container would inherit
-		// pipes and hold them open forever.
-		t0 := time.Now()
-		logFile := filepath.Join(bundle, "runc.log")
-		if err := exec.Command("runc", "--root", stateRoot, "--log", logFile, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
-			out, _ := os.ReadFile(logFile)
-			return b, fmt.Errorf("runc run: %v: %s", err, out)
-		}
-		b.run = append(b.run, time.Since(t0))
-		t1 := time.Now()
-		if out, err := exec.Command("runc", "--root", stateRoot, "exec", id, "/bin/true").CombinedOutput(); err != nil {
-			return b, fmt.Errorf("runc exec: %v: %s", err, out)
-		}
-		b.exec = append(b.exec, time.Since(t1))
-		rt.Delete(context.Background(), id)
+	if b.rt, err = oci.New(oci.Config{Root: b.stateRoot}, nil); err != nil {
+		b.close()
+		return nil, err
 	}
 	return b, nil
+}
+
+func (b *runcBaseline) close() {
+	ptdtest.RemoveCgroup(b.cg)
+	os.RemoveAll(b.dir)
+}
+
+// once runs, execs in and deletes one container.
+func (b *runcBaseline) once() error {
+	id := fmt.Sprintf("bench-%d", len(b.run))
+	bundle := filepath.Join(b.dir, id)
+	os.MkdirAll(bundle, 0o700)
+	spec := runtime.Spec{ID: id, BundleDir: bundle, RootFS: b.rootfs, Hostname: id, CgroupPath: b.cg + "/" + id,
+		Resources: runtime.Resources{CPU: 1, MemoryBytes: 512 << 20, Pids: 1024},
+		Args:      []string{"/bin/sleep", "1000"}}
+	if err := b.rt.WriteConfig(spec); err != nil {
+		return err
+	}
+	// Stdio stays on /dev/null: the detached container would inherit
+	// pipes and hold them open forever.
+	t0 := time.Now()
+	logFile := filepath.Join(bundle, "runc.log")
+	if err := exec.Command("runc", "--root", b.stateRoot, "--log", logFile, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
+		out, _ := os.ReadFile(logFile)
+		return fmt.Errorf("runc run: %v: %s", err, out)
+	}
+	b.run = append(b.run, time.Since(t0))
+	t1 := time.Now()
+	if out, err := exec.Command("runc", "--root", b.stateRoot, "exec", id, "/bin/true").CombinedOutput(); err != nil {
+		return fmt.Errorf("runc exec: %v: %s", err, out)
+	}
+	b.exec = append(b.exec, time.Since(t1))
+	return b.rt.Delete(context.Background(), id)
+}
+
+// reportCreateSteps prints p50s of where ptd's creates spent their time,
+// from its debug log's "sandbox started" lines.
+func reportCreateSteps(log string) {
+	steps := map[string][]time.Duration{}
+	var order []string
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "sandbox started") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			k, v, ok := strings.Cut(f, "=")
+			if dur, err := time.ParseDuration(v); ok && err == nil {
+				if steps[k] == nil {
+					order = append(order, k)
+				}
+				steps[k] = append(steps[k], dur)
+			}
+		}
+	}
+	for _, k := range order {
+		benchkit.Report("  ptd create step: "+k, steps[k], nil)
+	}
 }
