@@ -461,6 +461,33 @@ func TestSandboxDisk(t *testing.T) {
 	if !strings.HasPrefix(mounts[pool], "xfs ") {
 		t.Errorf("pool %s is mounted as %q, want xfs", pool, mounts[pool])
 	}
+	// On a data dir without reflink (ext4 here) the pool is a sparse XFS
+	// file under the data dir, loop-mounted.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(env.dataDir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	const xfsMagic = 0x58465342
+	if fs.Type != xfsMagic {
+		poolImg := filepath.Join(env.dataDir, "disks", "pool.img")
+		var ps syscall.Stat_t
+		if err := syscall.Stat(poolImg, &ps); err != nil {
+			t.Fatalf("no pool file on a non-XFS data dir: %v", err)
+		}
+		if ps.Blocks*512 >= ps.Size {
+			t.Errorf("pool file %s is not sparse (%d of %d bytes)", poolImg, ps.Blocks*512, ps.Size)
+		}
+		backed := false
+		loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		for _, f := range loops {
+			if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == poolImg {
+				backed = true
+			}
+		}
+		if !backed {
+			t.Errorf("no loop device is backed by %s", poolImg)
+		}
+	}
 	disk := filepath.Join(env.dataDir, "sandboxes", id, "disk")
 	if !strings.HasPrefix(mounts[disk], "xfs ") {
 		t.Errorf("sandbox disk %s is mounted as %q, want xfs", disk, mounts[disk])
