@@ -202,7 +202,8 @@ func TestAdminTokenGenerated(t *testing.T) {
 }
 
 // TestAgentInSandbox: pt-agent is the sandbox's init, a static binary
-// bound read-only (the sandbox cannot change or remove it), listening on
+// bound read-only (the sandbox cannot change or remove it), reaping
+// orphaned zombies, listening on
 // 49983 at the sandbox's address, where /health answers 204 to anyone and
 // everything else needs the sandbox's access token.
 func TestAgentInSandbox(t *testing.T) {
@@ -241,6 +242,20 @@ func TestAgentInSandbox(t *testing.T) {
 			}
 		}
 		f.Close()
+
+		// As init it reaps orphans: children of exited parents never stay
+		// zombies (the bound only keeps a broken reaper from hanging).
+		c.mustSh(id, "for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 0.5")
+		for i := 0; ; i++ {
+			z := strings.TrimSpace(c.mustSh(id, "ps -o stat | grep -c '^Z' || true"))
+			if z == "0" {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s zombies stay in the sandbox: pt-agent does not reap", z)
+			}
+			sleep(100)
+		}
 
 		addr, _ := sandboxAddr(t, c, id)
 		base := "http://" + addr + ":49983"
