@@ -60,6 +60,8 @@ type config struct {
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
+	// spareDisks is how many mounted disks of each size are kept ready.
+	spareDisks int
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -73,6 +75,7 @@ func parseConfig(name string, args []string) (config, error) {
 	rt := fs.String("runtime-binary", def.RuntimeBinary, "OCI runtime binary for the runc class")
 	cg := fs.String("cgroup-parent", def.CgroupParent, "parent cgroup of every sandbox's cgroup")
 	pids := fs.Int64("pids-limit", def.PidsLimit, "maximum tasks per sandbox")
+	fs.IntVar(&c.spareDisks, "spare-disks", 2, "sandbox disks of each recently used size kept formatted and mounted ahead of creates (0 disables)")
 	cache := fs.String("template-cache", def.TemplateCacheDir, "cache of built template images, shared by data dirs")
 	bridge := fs.String("bridge", def.Network.Bridge, "name of the sandbox bridge")
 	subnet := fs.String("subnet", def.Network.Subnet.String(), "sandbox address pool (CIDR); the first address is the gateway")

@@ -20,6 +20,7 @@ import (
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/preview"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
@@ -40,6 +41,9 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	h, err := host.Open(ctx, cfg.host, log)
 	if err != nil {
+		return err
+	}
+	if err := h.KeepSpareDisks(ctx, cfg.spareDisks, sandbox.DefaultDisk); err != nil {
 		return err
 	}
 	if cfg.defaultRuntime, err = defaultRuntime(ctx, cfg.defaultRuntime, h, log); err != nil {

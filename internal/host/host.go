@@ -363,13 +363,21 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 // upper layer), and seeds the files that make it this sandbox.
 func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
 	if !isMounted(p.diskMnt) {
+		took := false
 		if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
-			if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
+			if took, err = h.pool.TakeSpare(ctx, spec.ID, spec.DiskGB, p.diskMnt); err != nil {
 				return fmt.Errorf("host: disk: %w", err)
 			}
+			if !took {
+				if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
+					return fmt.Errorf("host: disk: %w", err)
+				}
+			}
 		}
-		if err := h.pool.MountImage(ctx, spec.ID, p.diskMnt); err != nil {
-			return fmt.Errorf("host: disk: %w", err)
+		if !took {
+			if err := h.pool.MountImage(ctx, spec.ID, p.diskMnt); err != nil {
+				return fmt.Errorf("host: disk: %w", err)
+			}
 		}
 	}
 	if fi, err := os.Stat(h.pool.ImagePath(spec.ID)); err == nil && fi.Size() < int64(spec.DiskGB)<<30 {
@@ -641,6 +649,18 @@ func (h *Host) Reset(ctx context.Context) error {
 	}
 	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
 	return errors.Join(errs...)
+}
+
+// KeepSpareDisks keeps n formatted, mounted disks of each recently used
+// size (and of each size in warmGB from the start) ready for creates,
+// after dropping what an earlier ptd left; see disk.Pool.EnableSpares.
+// ptd serve calls it; `ptd reset` does not.
+func (h *Host) KeepSpareDisks(ctx context.Context, n int, warmGB ...int) error {
+	// The overlay's upper (with the /etc seedIdentity writes) and work dirs.
+	if err := h.pool.EnableSpares(ctx, n, []string{"upper/etc", "work"}, warmGB...); err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	return nil
 }
 
 func loadOrCreateID(path string) (string, error) {

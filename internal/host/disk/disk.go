@@ -52,6 +52,15 @@ type Pool struct {
 
 	blankMu sync.Mutex
 	blanks  map[int]*sync.Mutex // per size, so one slow format does not block others
+
+	// Spare disks (spare_linux.go), guarded by spareMu.
+	spareMu      sync.Mutex
+	spareWant    int              // spares to keep per size; 0 = off
+	spares       map[int][]string // size → ready spare ids
+	spareFilling map[int]bool     // size → a refill goroutine runs
+	spareStop    bool
+	spareDirs    []string // made in every spare
+	spareWG      sync.WaitGroup
 }
 
 // Path returns the reflink-capable directory. Images live in Path()/images,

@@ -57,3 +57,16 @@ func Thaw(ctx context.Context, mountpoint string) error { return errUnsupported 
 
 // ReplaceImage is only implemented on Linux.
 func (p *Pool) ReplaceImage(ctx context.Context, src, dst string) error { return errUnsupported }
+
+// EnableSpares is only implemented on Linux.
+func (p *Pool) EnableSpares(ctx context.Context, n int, dirs []string, warm ...int) error {
+	return errUnsupported
+}
+
+// TakeSpare is only implemented on Linux.
+func (p *Pool) TakeSpare(ctx context.Context, name string, sizeGB int, mountpoint string) (bool, error) {
+	return false, nil
+}
+
+// DropSpares is only implemented on Linux.
+func (p *Pool) DropSpares(ctx context.Context) error { return nil }

@@ -122,9 +122,13 @@ func (p *Pool) sweepTmp() {
 }
 
 // Close unmounts the pool (which frees its loop device) if Open mounted
-// it. ptd does not call it: the pool stays mounted across restarts. It
-// fails while images in the pool are still mounted.
+// it, after dropping its spare disks. ptd does not call it: the pool stays
+// mounted across restarts. It fails while images in the pool are still
+// mounted.
 func (p *Pool) Close(ctx context.Context) error {
+	if err := p.DropSpares(ctx); err != nil {
+		return err
+	}
 	if !p.loopMounted {
 		return nil
 	}

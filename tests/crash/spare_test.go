@@ -1,0 +1,53 @@
+package crash
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A ptd killed while giving a create a spare disk (the image renamed to the
+// sandbox's, still mounted as a spare) restarts, finishes the create on
+// that disk, and leaves no spare of the dead process mounted.
+func TestKillWhileTakingSpareDisk(t *testing.T) {
+	d, a := startDaemon(t)
+	// The first create of a size makes spares of it for the next ones.
+	st, m := a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "disk_gb": 1})
+	if st != 201 {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	a.sh(m["id"].(string), "true")
+	time.Sleep(time.Second) // the refill
+	armCrash(t, d, "disk.spare.renamed")
+	// A restart drops the old spares; the next ones are made on demand.
+	a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "disk_gb": 1})
+	time.Sleep(time.Second)
+	st, m, _ = a.try("POST", "/v1/sandboxes", map[string]any{"template": "busybox", "disk_gb": 1}, nil)
+	crashed(t, d, "disk.spare.renamed")
+	if st != 201 {
+		t.Fatalf("create before the crash: %d %v", st, m)
+	}
+	id := m["id"].(string)
+	a.waitState(id, "running", 60*time.Second)
+	a.sh(id, "echo kept > /root/f")
+	if out := a.sh(id, "cat /root/f; df -k / | tail -1"); !strings.HasPrefix(out, "kept\n") {
+		t.Fatalf("sandbox after the crash: %q", out)
+	}
+	// The restart unmounted the dead process's spare (now the sandbox's
+	// image) before the start mounted it at its own place: one loop
+	// device, one mount. Two would be one XFS mounted twice.
+	out, err := exec.Command("losetup", "-a").CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v %s", err, out)
+	}
+	if n := strings.Count(string(out), "/images/"+id+".img"); n != 1 {
+		t.Errorf("the sandbox's image is on %d loop devices, want 1:\n%s", n, out)
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	if !strings.Contains(string(mounts), filepath.Join(d.DataDir, "sandboxes", id, "disk")+" ") {
+		t.Errorf("the sandbox's disk is not mounted at its own place")
+	}
+}
