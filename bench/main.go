@@ -43,7 +43,11 @@ func run() error {
 	onlyEgress := flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
 	onlyCreate := flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
 	logLevel := flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
+	onlyArchive := flag.Bool("only-archive", false, "measure only archive/unarchive throughput against plain zstd (archive.go)")
 	flag.Parse()
+	if *onlyArchive {
+		return archiveBench(max(*archiveRuns, 1))
+	}
 	if *onlyEgress {
 		return egressBench(*n)
 	}
