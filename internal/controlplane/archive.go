@@ -159,7 +159,12 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 	}
 }
 
-func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+// isConflict reports a lost compare-and-swap, worth a re-read and a retry.
+// A transition the table refuses is a conflict too (409), but retrying it
+// would spin: the state it was refused in is the current one.
+func isConflict(err error) bool {
+	return errors.Is(err, store.ErrConflict) && !errors.As(err, new(*StateError))
+}
 
 // setProgress records (or, with nil, clears) a long operation's progress.
 func (s *Service) setProgress(id string, p *sandbox.Progress) {

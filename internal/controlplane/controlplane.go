@@ -111,6 +111,10 @@ type Config struct {
 	ProvisionTimeout time.Duration
 	// TemplateBuildTimeout bounds one template build.
 	TemplateBuildTimeout time.Duration
+	// TransitionDeadline is how long a sandbox may stay in a transitional
+	// state (starting, stopping, archiving, …) before the periodic
+	// reconciler drives it again; 0 means ProvisionTimeout plus a minute.
+	TransitionDeadline time.Duration
 	// PollInterval is the backstop poll of waits, covering writers this
 	// process does not see (other API nodes).
 	PollInterval time.Duration

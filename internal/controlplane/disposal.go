@@ -35,6 +35,18 @@ func ownObjects(sb sandbox.Sandbox) []store.ObjectRef {
 	return refs
 }
 
+// recordedBucket is the bucket its snapshots' objects were recorded in,
+// for the ledger's snapshot bucket; empty (unknown) when none was
+// recorded: it is never inferred from the current storage configuration.
+func recordedBucket(refs []store.ObjectRef) string {
+	for _, r := range refs {
+		if r.Bucket != "" {
+			return r.Bucket
+		}
+	}
+	return ""
+}
+
 // dispose purges deleted records past their retention and carries out
 // queued object deletions. A purged-row count is not proof that storage
 // cleanup finished: object deletion is asynchronous and retried.
@@ -48,7 +60,8 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 		if sb.DeletedAt == nil || now.Sub(*sb.DeletedAt) < s.retentionOf(sb) {
 			continue
 		}
-		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: append(ownObjects(sb), s.snapshotObjects(ctx, sb)...)}
+		snaps := s.snapshotObjects(ctx, sb)
+		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: append(ownObjects(sb), snaps...), SnapshotBucket: recordedBucket(snaps)}
 		if err := s.store.PurgeSandbox(ctx, sb.ID, l); err != nil && !errors.Is(err, store.ErrNotFound) {
 			s.log.Warn("purge", "sandbox", sb.ID, "err", err)
 			continue

@@ -2,7 +2,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -41,7 +40,7 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keep
 		from := sb.State
 		sb.State, sb.Reason = sandbox.StateStopping, reason
 		sb, err = s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue
 		}
 		if err != nil {
@@ -117,7 +116,7 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sa
 		sb.Reason = ""
 		sb, err = s.update(ctx, sb)
 		unlockQuota()
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue
 		}
 		if err != nil {
@@ -141,6 +140,21 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	if err != nil || sb.State != sandbox.StateStarting {
 		return
 	}
+	// A sandbox that failed before its first boot (template build, host
+	// start) has no version yet: resolve its template as its create would.
+	var pinned string
+	if sb.TemplateVersionID == "" {
+		v, verr := s.tpl.ready(ctx, sb.Template)
+		if verr != nil {
+			if ctx.Err() == nil {
+				s.transition(ctx, id, sandbox.StateStarting, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
+					sb.Reason = "template: " + verr.Error()
+				})
+			}
+			return
+		}
+		sb.TemplateVersionID, pinned = v.ID, v.ID
+	}
 	inst, err := s.boot(ctx, sb)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -163,6 +177,9 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	}
 	_, ok, err := s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
+		if pinned != "" {
+			sb.TemplateVersionID = pinned
+		}
 		if !inst.MemoryRestored {
 			sb.Live = s.headroom(*sb) // a cold boot gets new room to grow live
 		}
@@ -227,7 +244,7 @@ func (s *Service) SetExpiry(ctx context.Context, p Principal, id string, at time
 			sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &at, action, max(1, time.Until(at).Milliseconds())
 		}
 		out, err := s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue
 		}
 		return out, err
@@ -302,8 +319,10 @@ func (s *Service) runTimers(ctx context.Context) {
 			now.Sub(s.lastActivity(sb)) >= time.Duration(r.AutoStopMinutes)*s.cfg.Minute:
 			s.log.Info("auto-stop after inactivity", "sandbox", sb.ID)
 			s.stop(ctx, p, sb.ID, "auto_stopped", true)
-		case sb.State == sandbox.StateStopped && r.AutoDeleteDays > 0 && sb.StoppedAt != nil &&
+		case (sb.State == sandbox.StateStopped || sb.State == sandbox.StateArchived) && r.AutoDeleteDays > 0 && sb.StoppedAt != nil &&
 			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoDeleteDays)*s.cfg.Day:
+			// Counted from the stop: an auto-archive on the way does not
+			// restart (or cancel) the delete timer.
 			s.log.Info("auto-delete", "sandbox", sb.ID)
 			s.deleteWithReason(ctx, sb.ID, "auto_deleted")
 		case sb.State == sandbox.StateStopped && r.AutoArchiveDays > 0 && sb.StoppedAt != nil &&

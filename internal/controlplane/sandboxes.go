@@ -462,7 +462,7 @@ func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sand
 		}
 		sb.State, sb.Reason = sandbox.StateDeleting, reason
 		sb, err = s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue // someone else moved it; re-read and try again
 		}
 		if err != nil {
@@ -560,7 +560,7 @@ func (s *Service) transition(ctx context.Context, id string, from, to sandbox.St
 			mutate(&sb)
 		}
 		out, err := s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue
 		}
 		if err != nil {
@@ -688,10 +688,14 @@ func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
+	deadline := s.cfg.TransitionDeadline
+	if deadline <= 0 {
+		deadline = s.cfg.ProvisionTimeout + time.Minute
+	}
 	for _, sb := range sbs {
 		// A transitional state left by a crash (or stuck past its
 		// deadline) is driven again: each step is idempotent.
-		stuck := startup || time.Since(sb.UpdatedAt) > s.cfg.ProvisionTimeout+time.Minute
+		stuck := startup || time.Since(sb.UpdatedAt) > deadline
 		switch sb.State {
 		case sandbox.StateStarting:
 			if stuck {

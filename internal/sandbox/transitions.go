@@ -16,7 +16,7 @@ var transitions = map[State][]State{
 	StateRestoring: {StateStarting, StateRunning, StateArchived, StateFailed, StateDeleting},
 	StateDeleting:  {StateDeleted},
 	StateDeleted:   {},
-	StateFailed:    {StateStarting, StateStopped, StateRestoring, StateDeleting},
+	StateFailed:    {StateStarting, StateStopping, StateStopped, StateRestoring, StateDeleting},
 }
 
 // CanTransition reports whether a sandbox may go from one state to another.

@@ -16,7 +16,7 @@ func TestTransitionsExhaustive(t *testing.T) {
 		{StateArchived, StateRestoring}, {StateArchived, StateDeleting},
 		{StateRestoring, StateStarting}, {StateRestoring, StateRunning}, {StateRestoring, StateArchived}, {StateRestoring, StateFailed}, {StateRestoring, StateDeleting},
 		{StateDeleting, StateDeleted},
-		{StateFailed, StateStarting}, {StateFailed, StateStopped}, {StateFailed, StateRestoring}, {StateFailed, StateDeleting},
+		{StateFailed, StateStarting}, {StateFailed, StateStopping}, {StateFailed, StateStopped}, {StateFailed, StateRestoring}, {StateFailed, StateDeleting},
 	} {
 		allowed[p] = true
 	}
