@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,8 +75,9 @@ func TestArchiveRequiresStopped(t *testing.T) {
 // the files come back byte-identical (a 200 MB file's checksum).
 func TestArchiveRoundTrip(t *testing.T) {
 	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox", "disk_gb": 1})
+	id := c.create(map[string]any{"template": "busybox", "disk_gb": 1, "env": map[string]string{"KEPT_ENV": "same"}})
 	sum := c.mustSh(id, "head -c 200000000 /dev/urandom > /root/big && sha256sum /root/big | cut -d' ' -f1")
+	addr := c.mustSh(id, "ip -4 -o addr | grep -v ' lo ' | awk '{print $4}'")
 	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
@@ -99,5 +101,22 @@ func TestArchiveRoundTrip(t *testing.T) {
 	}
 	if got := c.mustSh(id, "sha256sum /root/big | cut -d' ' -f1"); got != sum {
 		t.Errorf("checksum after archive round trip: %q, want %q", got, sum)
+	}
+	// The same sandbox came back: same address, same env (a cold boot).
+	if got := c.mustSh(id, "ip -4 -o addr | grep -v ' lo ' | awk '{print $4}'"); got != addr || addr == "" {
+		t.Errorf("address after archive round trip: %q, want %q", got, addr)
+	}
+	if got := c.mustSh(id, `echo "$KEPT_ENV"`); got != "same\n" {
+		t.Errorf("env after archive round trip: %q", got)
+	}
+	// Start of an archived sandbox unarchives first: restoring → starting → running.
+	var path []string
+	for _, e := range rowsOf(t, c, "/v1/events?format=json&type=state_changed&limit=500&sandbox_id="+id) {
+		if d, _ := e["data"].(map[string]any); d != nil {
+			path = append(path, fmt.Sprint(d["from"], "→", d["to"]))
+		}
+	}
+	if got := strings.Join(path, " "); !strings.Contains(got, "archived→restoring restoring→starting starting→running") {
+		t.Errorf("state changes of the archived start: %s", got)
 	}
 }
