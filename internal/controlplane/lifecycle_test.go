@@ -364,15 +364,72 @@ func TestStartResetsTheStopTimer(t *testing.T) {
 	// auto-stop after 100 "minutes" = 2 s idle.
 	restarted := running(t, s, CreateRequest{Template: "busybox", AutoStopMinutes: ptr(100)})
 	idle := running(t, s, CreateRequest{Template: "busybox", AutoStopMinutes: ptr(100)})
+	used := running(t, s, CreateRequest{Template: "busybox", AutoStopMinutes: ptr(100)})
 	time.Sleep(2200 * time.Millisecond)
+	// File traffic is activity (the fake host has no agent: the call
+	// fails after it counted).
+	s.Download(ctx, org, used.ID, "/root")
 	s.Stop(ctx, org, restarted.ID)
 	waitState(t, s, restarted.ID, sandbox.StateStopped)
 	s.Start(ctx, org, restarted.ID)
 	waitState(t, s, restarted.ID, sandbox.StateRunning)
 	s.runTimers(ctx)
 	waitState(t, s, idle.ID, sandbox.StateStopped)
-	if got, _ := s.Get(ctx, org, restarted.ID, false); got.State != sandbox.StateRunning {
-		t.Errorf("a just-started sandbox was auto-stopped: %s (%s)", got.State, got.Reason)
+	for what, id := range map[string]string{"a just-started": restarted.ID, "a just-used": used.ID} {
+		if got, _ := s.Get(ctx, org, id, false); got.State != sandbox.StateRunning {
+			t.Errorf("%s sandbox was auto-stopped: %s (%s)", what, got.State, got.Reason)
+		}
+	}
+}
+
+// TestRetentionTypeDefaultsAndOverrides: type sets the three timers'
+// defaults (persistent when absent); each can be overridden at create, 0
+// disables it; bad values are refused and create nothing.
+func TestRetentionTypeDefaultsAndOverrides(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		req  CreateRequest
+		want sandbox.Retention
+	}{
+		{"default is persistent", CreateRequest{}, sandbox.Retention{Type: "persistent", AutoStopMinutes: 60, AutoArchiveDays: 7}},
+		{"persistent", CreateRequest{Type: "persistent"}, sandbox.Retention{Type: "persistent", AutoStopMinutes: 60, AutoArchiveDays: 7}},
+		{"ephemeral", CreateRequest{Type: "ephemeral"}, sandbox.Retention{Type: "ephemeral", AutoStopMinutes: 15}},
+		{"dev", CreateRequest{Type: "dev"}, sandbox.Retention{Type: "dev", AutoStopMinutes: 120, AutoArchiveDays: 30}},
+		{"one override", CreateRequest{Type: "dev", AutoDeleteDays: ptr(90)}, sandbox.Retention{Type: "dev", AutoStopMinutes: 120, AutoArchiveDays: 30, AutoDeleteDays: 90}},
+		{"0 disables", CreateRequest{AutoStopMinutes: ptr(0), AutoArchiveDays: ptr(0)}, sandbox.Retention{Type: "persistent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Template = "busybox"
+			sb, err := s.Create(ctx, org, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.Retention != tc.want {
+				t.Errorf("retention = %+v, want %+v", sb.Retention, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		req   CreateRequest
+		field string
+	}{
+		{CreateRequest{Type: "forever"}, "type"},
+		{CreateRequest{AutoStopMinutes: ptr(-1)}, "auto_stop_minutes"},
+		{CreateRequest{AutoArchiveDays: ptr(-1)}, "auto_archive_days"},
+		{CreateRequest{AutoDeleteDays: ptr(100001)}, "auto_delete_days"},
+	} {
+		_, before, _ := s.List(ctx, org, ListRequest{})
+		tc.req.Template = "busybox"
+		_, err := s.Create(ctx, org, tc.req)
+		var fe *sandbox.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("%+v: err %v, want a FieldError on %s", tc.req, err, tc.field)
+		}
+		if _, after, _ := s.List(ctx, org, ListRequest{}); after != before {
+			t.Errorf("%+v: a refused create left a sandbox (%d → %d)", tc.req, before, after)
+		}
 	}
 }
 
