@@ -42,4 +42,18 @@ func TestLifecycleThroughCLIAndSDK(t *testing.T) {
 	if ls, err := sb.LastStart(); err != nil || ls == nil || ls.Restore != platinum.RestoreMemory {
 		t.Errorf("SDK LastStart: %+v %v", ls, err)
 	}
+
+	// pt sandbox rm: the record stays, deleted, with when and why; a plain
+	// GET is 404 not_found.
+	if _, errOut, code := pt(t, nil, "sandbox", "rm", id); code != 0 {
+		t.Fatalf("pt sandbox rm: %d %s", code, errOut)
+	}
+	waitState(t, c, id, "deleted")
+	if r := c.do("GET", "/v1/sandboxes/"+id, nil); r.Status != 404 || r.JSON()["code"] != "not_found" {
+		t.Errorf("GET of a deleted sandbox: %d %s", r.Status, r.Body)
+	}
+	r := c.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil)
+	if m := r.JSON(); r.Status != 200 || m["state"] != "deleted" || m["deleted_reason"] != "user_deleted" || m["deleted_at"] == nil {
+		t.Errorf("GET ?include_deleted=true: %d %s", r.Status, r.Body)
+	}
 }
