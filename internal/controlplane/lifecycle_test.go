@@ -514,3 +514,24 @@ func TestDisposalKeepsSharedChunksAndRecordsBuckets(t *testing.T) {
 		t.Error("the other sandbox's archive restored different bytes")
 	}
 }
+
+// TestEveryStateIsDeletable: nothing is undeletable; a DELETE of a
+// sandbox in any state (also one a crash left mid-operation) ends deleted.
+func TestEveryStateIsDeletable(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	for _, st := range sandbox.AllStates {
+		if st == sandbox.StateDeleted || st == sandbox.StateDeleting {
+			continue
+		}
+		t.Run(string(st), func(t *testing.T) {
+			sb := running(t, s, CreateRequest{Template: "busybox"})
+			setRecord(t, s, sb.ID, func(sb *sandbox.Sandbox) { sb.State = st })
+			got, err := s.Delete(ctx, org, sb.ID)
+			if err != nil || got.State != sandbox.StateDeleting {
+				t.Fatalf("delete in %s: %s %v", st, got.State, err)
+			}
+			waitDeleted(t, s, sb.ID)
+		})
+	}
+}
