@@ -1,6 +1,8 @@
 package crash
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +14,8 @@ import (
 // thaws it with its processes intact — and once the warm window (2 s
 // here) passes, the frozen sandbox is stopped disk-only: the next start
 // is a cold boot on the same disk that says so (restore disk_only,
-// ram_restored false, metadata.last_start, a start_ram_not_restored event).
+// ram_restored false, metadata.last_start, a start_ram_not_restored event),
+// as it is after a host restart drops the frozen sandbox.
 func TestWarmStopSurvivesRestartThenEndsDiskOnly(t *testing.T) {
 	d, a := startDaemon(t, "--warm-window", "2s", "--timer-interval", "200ms")
 	_, hosts := a.do("GET", "/v1/hosts", nil)
@@ -101,6 +104,25 @@ func TestWarmStopSurvivesRestartThenEndsDiskOnly(t *testing.T) {
 	_, ev := a.do("GET", "/v1/events?format=json&type=start_ram_not_restored&sandbox_id="+id, nil)
 	if rows, _ := ev["rows"].([]any); len(rows) == 0 {
 		t.Error("no start_ram_not_restored event for the disk-only start")
+	}
+
+	// A host restart loses the RAM of a warm stop: the container is gone
+	// when ptd comes back, and the start is a cold boot from the same disk.
+	if st, m := a.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); st != 200 {
+		t.Fatalf("stop: %d %v", st, m)
+	}
+	d.Kill()
+	if out, err := exec.Command("runc", "--root", filepath.Join(d.DataDir, "runtime"), "delete", "--force", id).CombinedOutput(); err != nil {
+		t.Fatalf("drop the frozen container as a reboot would: %v %s", err, out)
+	}
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if m := start(); m["restore"] != "disk_only" || m["ram_restored"] != false {
+		t.Fatalf("start after the host lost the frozen sandbox: %v", m)
+	}
+	if out := a.sh(id, "cat /root/file"); out != "kept\n" {
+		t.Errorf("disk after a host restart: %q", out)
 	}
 	a.do("DELETE", "/v1/sandboxes/"+id, nil)
 }
