@@ -26,8 +26,13 @@ type config struct {
 	objects string
 	s3      s3.Config
 	bucket  string
-	// warmWindow overrides how long stopped sandboxes stay frozen.
-	warmWindow time.Duration
+	// warmWindow overrides how long stopped sandboxes stay frozen;
+	// warmBudgetMB how much sandbox RAM they may hold frozen at once.
+	warmWindow   time.Duration
+	warmBudgetMB int
+	// recoveryRetention keeps platform-deleted records with an archive or
+	// backup before final disposal.
+	recoveryRetention time.Duration
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
@@ -104,6 +109,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
+	fs.DurationVar(&c.recoveryRetention, "platform-recovery-retention", cpDef.PlatformRecoveryRetention, "how long a platform-deleted record with a complete archive or backup (and that recovery data) is kept before final disposal")
+	fs.IntVar(&c.warmBudgetMB, "warm-budget-mb", cpDef.WarmBudgetMB, "sandbox RAM (MB, by size) warm-stopped sandboxes may hold frozen at once; beyond it the oldest are stopped disk-only")
 	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "let webhook URLs reach loopback, private and shared (100.64/10) addresses; link-local (metadata) stays refused. For tests and closed networks only")
 	fs.DurationVar(&c.webhookRetryBase, "webhook-retry-base", 2*time.Second, "wait before a failed webhook delivery's first retry; it doubles after each failure (capped at one hour, 12 attempts)")
 	fs.DurationVar(&c.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept (0: forever); pending webhook deliveries' events and live sandboxes' usage history are kept regardless")

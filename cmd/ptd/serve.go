@@ -52,6 +52,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg := controlplane.DefaultConfig()
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention
+	cpCfg.WarmBudgetMB, cpCfg.PlatformRecoveryRetention = cfg.warmBudgetMB, cfg.recoveryRetention
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
 	cpCfg.OrgMaxSandboxes, cpCfg.OrgMaxCPU, cpCfg.OrgMaxRAMMB = cfg.orgMaxSandboxes, cfg.orgMaxCPU, cfg.orgMaxRAMMB
 	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
