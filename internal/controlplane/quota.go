@@ -95,7 +95,8 @@ func (s *Service) treeMembers(ctx context.Context, orgID, root string) ([]sandbo
 // with children) within its tree's cpu and ram limits, as at create: a
 // child created small cannot grow its tree past them afterwards. A
 // top-level sandbox without children is in no tree.
-func (s *Service) checkTreeResize(ctx context.Context, sb sandbox.Sandbox, cpu float64, ram int) error {
+func (s *Service) checkTreeResize(ctx context.Context, sb sandbox.Sandbox, r ResizeRequest) error {
+	cpu, ram := r.sizes(sb)
 	if cpu <= sb.CPU && ram <= sb.RAMMB {
 		return nil
 	}

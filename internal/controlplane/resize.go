@@ -23,7 +23,7 @@ type ResizeRequest struct {
 // shrank less than asked, and the live headroom.
 type ResizeResult struct {
 	Sandbox   sandbox.Sandbox
-	AppliesAt string // now | next_start
+	AppliesAt string // now | next_start | pending (stopping: applied once stopped)
 	Requested ResizeRequest
 	Partial   bool
 	// Guest is the size the sandbox sees from inside after a live cpu or
@@ -78,6 +78,18 @@ func (r ResizeRequest) validate(cur sandbox.Sandbox) error {
 	return nil
 }
 
+// sizes is the cpu and ram_mb cur would have after the resize.
+func (r ResizeRequest) sizes(cur sandbox.Sandbox) (cpu float64, ram int) {
+	cpu, ram = cur.CPU, cur.RAMMB
+	if r.CPU != nil {
+		cpu = *r.CPU
+	}
+	if r.RAMMB != nil {
+		ram = *r.RAMMB
+	}
+	return cpu, ram
+}
+
 // headroom is the live-resize room a boot records: the plan limits, and
 // never less than the size it boots with.
 func (s *Service) headroom(sb sandbox.Sandbox) *sandbox.LiveHeadroom {
@@ -90,6 +102,17 @@ func (s *Service) headroom(sb sandbox.Sandbox) *sandbox.LiveHeadroom {
 // running) or grows disk_gb (online when running). A stopped sandbox
 // records the size and boots at it next time, with new headroom.
 func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRequest) (ResizeResult, error) {
+	// A stop in progress holds the sandbox's lock for as long as the host
+	// takes (a gVisor checkpoint can take seconds): answer at once.
+	if sb, err := s.Get(ctx, p, id, false); err == nil && sb.State == sandbox.StateStopping {
+		if err := r.validate(sb); err != nil {
+			return ResizeResult{}, err
+		}
+		if err := s.checkTreeResize(ctx, sb, r); err != nil {
+			return ResizeResult{}, err
+		}
+		return s.pendingResize(p, sb, r), nil
+	}
 	unlock := s.locks.lock(id)
 	defer unlock()
 	for {
@@ -100,14 +123,7 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 		if err := r.validate(sb); err != nil {
 			return ResizeResult{}, err
 		}
-		cpu, ram := sb.CPU, sb.RAMMB
-		if r.CPU != nil {
-			cpu = *r.CPU
-		}
-		if r.RAMMB != nil {
-			ram = *r.RAMMB
-		}
-		if err := s.checkTreeResize(ctx, sb, cpu, ram); err != nil {
+		if err := s.checkTreeResize(ctx, sb, r); err != nil {
 			return ResizeResult{}, err
 		}
 		res := ResizeResult{Requested: r, AppliesAt: "now"}
@@ -133,6 +149,8 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			if r.DiskGB != nil {
 				sb.DiskGB = *r.DiskGB
 			}
+		case sandbox.StateStopping:
+			return s.pendingResize(p, sb, r), nil
 		default:
 			return ResizeResult{}, &StateError{State: sb.State, Want: "running or stopped to resize"}
 		}
@@ -146,6 +164,27 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 		res.Sandbox = out
 		s.event(ctx, out, "resized", map[string]any{"cpu": out.CPU, "ram_mb": out.RAMMB, "disk_gb": out.DiskGB, "applies_at": res.AppliesAt})
 		return res, nil
+	}
+}
+
+// pendingResize answers a resize of a sandbox the host is still stopping
+// and applies it (as to a stopped sandbox) once the stop is done. Seed
+// 004: 202 with applies_at "pending"; read the sandbox for its size.
+func (s *Service) pendingResize(p Principal, sb sandbox.Sandbox, r ResizeRequest) ResizeResult {
+	s.goBackground(func(bg context.Context) { s.resizeAfterStop(bg, p, sb.ID, r) })
+	return ResizeResult{Sandbox: sb, AppliesAt: "pending", Requested: r}
+}
+
+// resizeAfterStop waits (bounded) for a stopping sandbox to be stopped,
+// then resizes it. A sandbox that ends elsewhere (failed, deleted, started
+// again meanwhile) keeps its size, logged.
+func (s *Service) resizeAfterStop(ctx context.Context, p Principal, id string, r ResizeRequest) {
+	sb, ok, err := s.WaitFor(ctx, p, id, sandbox.StateStopped, s.cfg.MaxWait)
+	if err == nil && ok {
+		_, err = s.Resize(ctx, p, id, r)
+	}
+	if err != nil || !ok {
+		s.log.Warn("pending resize not applied", "sandbox", id, "state", sb.State, "err", err)
 	}
 }
 

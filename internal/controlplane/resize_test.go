@@ -49,3 +49,58 @@ func TestStoppedResizeBootsWithNewHeadroom(t *testing.T) {
 		t.Errorf("live resize within the new headroom: %+v %v", res, err)
 	}
 }
+
+// slowStopHost is a fakeHost whose stops wait for release.
+type slowStopHost struct {
+	*fakeHost
+	release chan struct{}
+}
+
+func (h *slowStopHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
+	<-h.release
+	return h.fakeHost.Stop(ctx, id, keepMemory)
+}
+
+// TestResizeWhileStoppingIsPending: a resize while the host is still
+// stopping the sandbox answers applies_at "pending" (the API's 202) and
+// changes nothing yet; once the stop finishes the size is recorded and the
+// next start boots at it.
+func TestResizeWhileStoppingIsPending(t *testing.T) {
+	h := &slowStopHost{fakeHost: &fakeHost{}, release: make(chan struct{})}
+	s, _ := newServiceWith(t, h, "", nil)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox", CPU: ptr(1.0), RAMMB: ptr(512)})
+	if _, err := s.Stop(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.State != sandbox.StateStopping {
+		t.Fatalf("state %s, want stopping", got.State)
+	}
+	res, err := s.Resize(ctx, org, sb.ID, ResizeRequest{CPU: ptr(2.0), RAMMB: ptr(1024)})
+	if err != nil || res.AppliesAt != "pending" || res.Sandbox.CPU != 1 || res.Sandbox.RAMMB != 512 {
+		t.Fatalf("resize while stopping: %+v %v", res, err)
+	}
+	// Bad input is still refused at once.
+	if _, err := s.Resize(ctx, org, sb.ID, ResizeRequest{DiskGB: ptr(1)}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Errorf("disk shrink while stopping: %v", err)
+	}
+	close(h.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := s.Get(ctx, org, sb.ID, false)
+		if got.State == sandbox.StateStopped && got.CPU == 2 && got.RAMMB == 1024 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending resize never applied: %s cpu %v ram %d", got.State, got.CPU, got.RAMMB)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.Start(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if err != nil || got.CPU != 2 || got.RAMMB != 1024 || got.Live == nil || got.Live.BootRAMMB != 1024 {
+		t.Errorf("start after the pending resize: cpu %v ram %d live %+v %v", got.CPU, got.RAMMB, got.Live, err)
+	}
+}

@@ -48,7 +48,11 @@ func (a *API) resize(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 		}
 		out["live"] = live
 	}
-	writeJSON(w, http.StatusOK, out)
+	status := http.StatusOK
+	if res.AppliesAt == "pending" {
+		status = http.StatusAccepted // the host has not finished: read the sandbox for its size
+	}
+	writeJSON(w, status, out)
 	return nil
 }
 

@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+// stopGateHost starts at once and stops only when stop is closed.
+type stopGateHost struct {
+	*slowHost
+	stop chan struct{}
+}
+
+func (h *stopGateHost) Start(ctx context.Context, spec controlplane.StartSpec) (controlplane.Instance, error) {
+	return controlplane.Instance{Address: "127.0.0.1"}, nil
+}
+
+func (h *stopGateHost) Stop(ctx context.Context, id string, keep bool) (bool, error) {
+	select {
+	case <-h.stop:
+	case <-ctx.Done():
+	}
+	return false, nil
+}
+
+// TestResizeWhileStoppingIs202Pending: seed 004, "A 202 with applies_at:
+// "pending" means the host has not finished yet. Read the sandbox for its
+// size." The sandbox reads its new size once the stop is done.
+func TestResizeWhileStoppingIs202Pending(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &stopGateHost{slowHost: &slowHost{release: make(chan struct{})}, stop: make(chan struct{})}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
+	cp.SkipAgentInit()
+	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(cp, log))
+	released := false
+	t.Cleanup(func() {
+		srv.Close()
+		if !released {
+			close(h.stop)
+		}
+		cp.Close()
+		st.Close()
+	})
+	resp, m := call(t, srv, "tok", "POST", "/v1/sandboxes?wait_for_state=running", `{"template":"busybox","cpu":1,"ram_mb":512}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("create: %d %v", resp.StatusCode, m)
+	}
+	id := m["id"].(string)
+	if resp, m := call(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/stop", ""); resp.StatusCode != 200 || m["state"] != "stopping" {
+		t.Fatalf("stop: %d %v", resp.StatusCode, m)
+	}
+	resp, m = call(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/resize", `{"cpu":2,"ram_mb":1024}`)
+	req, _ := m["requested"].(map[string]any)
+	if resp.StatusCode != 202 || m["applies_at"] != "pending" || m["cpu"] != 1.0 || req["cpu"] != 2.0 || req["ram_mb"] != 1024.0 {
+		t.Fatalf("resize while stopping: %d %v", resp.StatusCode, m)
+	}
+	if resp, m := call(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/resize", `{"disk_gb":1}`); resp.StatusCode != 400 || m["code"] != "invalid_request" {
+		t.Errorf("disk shrink while stopping: %d %v", resp.StatusCode, m)
+	}
+	close(h.stop)
+	released = true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, m = call(t, srv, "tok", "GET", "/v1/sandboxes/"+id, "")
+		if m["state"] == "stopped" && m["cpu"] == 2.0 && m["ram_mb"] == 1024.0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pending resize never showed: %v", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
