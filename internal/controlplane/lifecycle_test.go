@@ -535,3 +535,22 @@ func TestEveryStateIsDeletable(t *testing.T) {
 		})
 	}
 }
+
+// TestEphemeralStopWaitEndsDeleted: an ephemeral sandbox is deleted when
+// it stops; a wait for stopped counts that as reached (it never hangs on
+// or times out over the deletion that follows the stop).
+func TestEphemeralStopWaitEndsDeleted(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox", Type: sandbox.TypeEphemeral})
+	if _, err := s.Stop(ctx, org, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 10*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("wait for stopped: %s %v %v", got.State, ok, err)
+	}
+	if got := waitState(t, s, sb.ID, sandbox.StateDeleted); got.Reason != "auto_deleted" {
+		t.Errorf("deleted_reason %q, want auto_deleted", got.Reason)
+	}
+}

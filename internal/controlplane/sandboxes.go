@@ -493,8 +493,10 @@ func (s *Service) WaitFor(ctx context.Context, p Principal, id string, target sa
 		if err != nil {
 			return sandbox.Sandbox{}, false, err
 		}
-		// Archived (and archiving) sandboxes are stopped ones too.
-		if sb.State == target || (target == sandbox.StateStopped && (sb.State == sandbox.StateArchived || sb.State == sandbox.StateArchiving)) {
+		// Archived (and archiving) sandboxes are stopped ones too, and an
+		// ephemeral sandbox is deleted because it stopped.
+		if sb.State == target || (target == sandbox.StateStopped && (sb.State == sandbox.StateArchived || sb.State == sandbox.StateArchiving ||
+			stoppedEphemeral(sb))) {
 			return sb, true, nil
 		}
 		if unreachable(sb.State, target) {
@@ -509,6 +511,13 @@ func (s *Service) WaitFor(ctx context.Context, p Principal, id string, target sa
 			return sb, false, ctx.Err()
 		}
 	}
+}
+
+// stoppedEphemeral reports whether sb is an ephemeral sandbox deleted
+// because it stopped (deleted_reason auto_deleted).
+func stoppedEphemeral(sb sandbox.Sandbox) bool {
+	return (sb.State == sandbox.StateDeleting || sb.State == sandbox.StateDeleted) &&
+		sb.Retention.Type == sandbox.TypeEphemeral && sb.Reason == "auto_deleted"
 }
 
 // unreachable reports whether a sandbox in state cur can no longer reach

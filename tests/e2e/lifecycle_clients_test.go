@@ -57,3 +57,43 @@ func TestLifecycleThroughCLIAndSDK(t *testing.T) {
 		t.Errorf("GET ?include_deleted=true: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestRetentionThroughAPI: type sets the timers' defaults on the record
+// (persistent when absent), a field overrides one, 0 disables it, a bad
+// type is 400 invalid_request naming the field; an ephemeral sandbox is
+// deleted when it stops, and the stop's wait answers 200.
+func TestRetentionThroughAPI(t *testing.T) {
+	c := newClient(t)
+	for _, tc := range []struct {
+		body               map[string]any
+		typ                string
+		stop, arch, delete float64
+	}{
+		{map[string]any{}, "persistent", 60, 7, 0},
+		{map[string]any{"type": "dev", "auto_delete_days": 90}, "dev", 120, 30, 90},
+		{map[string]any{"auto_stop_minutes": 0, "auto_archive_days": 0}, "persistent", 0, 0, 0},
+		{map[string]any{"type": "ephemeral"}, "ephemeral", 15, 0, 0},
+	} {
+		tc.body["template"] = "busybox"
+		id := c.create(tc.body)
+		m := c.do("GET", "/v1/sandboxes/"+id, nil).JSON()
+		if m["type"] != tc.typ || m["auto_stop_minutes"] != tc.stop || m["auto_archive_days"] != tc.arch || m["auto_delete_days"] != tc.delete {
+			t.Errorf("create %v: type %v timers %v/%v/%v", tc.body, m["type"], m["auto_stop_minutes"], m["auto_archive_days"], m["auto_delete_days"])
+		}
+		if tc.typ != "ephemeral" {
+			continue
+		}
+		r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil)
+		if st := r.JSON()["state"]; r.Status != 200 || (st != "stopped" && st != "deleting" && st != "deleted") {
+			t.Errorf("stop of an ephemeral sandbox: %d %s", r.Status, r.Body)
+		}
+		waitState(t, c, id, "deleted")
+		if m := c.do("GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil).JSON(); m["deleted_reason"] != "auto_deleted" {
+			t.Errorf("ephemeral after stop: %v", m)
+		}
+	}
+	r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "busybox", "type": "forever"})
+	if m := r.JSON(); r.Status != 400 || m["code"] != "invalid_request" || m["field"] != "type" {
+		t.Errorf("bad type: %d %s", r.Status, r.Body)
+	}
+}
