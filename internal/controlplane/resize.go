@@ -129,9 +129,27 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 		res := ResizeResult{Requested: r, AppliesAt: "now"}
 		switch sb.State {
 		case sandbox.StateRunning:
-			if err := s.resizeLive(ctx, &sb, r, &res); err != nil {
+			// A running sandbox's growth counts against its org's pool
+			// now (a stopped one's at its next start), checked and
+			// written under the org's quota lock like a create.
+			unlockQuota := s.lockOrgQuota(sb.OrgID)
+			err := s.checkOrgResize(ctx, sb, r)
+			if err == nil {
+				err = s.resizeLive(ctx, &sb, r, &res)
+			}
+			if err != nil {
+				unlockQuota()
 				return ResizeResult{}, err
 			}
+			out, err := s.update(ctx, sb)
+			unlockQuota()
+			if errors.Is(err, store.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return ResizeResult{}, err
+			}
+			return s.resized(ctx, out, res), nil
 		case sandbox.StateStopped, sandbox.StateArchived, sandbox.StateFailed:
 			res.AppliesAt = "next_start"
 			if r.CPU != nil || r.RAMMB != nil {
@@ -161,10 +179,41 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 		if err != nil {
 			return ResizeResult{}, err
 		}
-		res.Sandbox = out
-		s.event(ctx, out, "resized", map[string]any{"cpu": out.CPU, "ram_mb": out.RAMMB, "disk_gb": out.DiskGB, "applies_at": res.AppliesAt})
-		return res, nil
+		return s.resized(ctx, out, res), nil
 	}
+}
+
+// resized records the resize event (usage bills the new size from here)
+// and completes the answer.
+func (s *Service) resized(ctx context.Context, out sandbox.Sandbox, res ResizeResult) ResizeResult {
+	res.Sandbox = out
+	s.event(ctx, out, "resized", map[string]any{"cpu": out.CPU, "ram_mb": out.RAMMB, "disk_gb": out.DiskGB, "applies_at": res.AppliesAt})
+	return res
+}
+
+// checkOrgResize keeps a running sandbox's growth within its org's pool
+// (seed 004: "as for any resize"). Callers hold lockOrgQuota.
+func (s *Service) checkOrgResize(ctx context.Context, sb sandbox.Sandbox, r ResizeRequest) error {
+	cpu, ram := r.sizes(sb)
+	if cpu <= sb.CPU && ram <= sb.RAMMB {
+		return nil
+	}
+	l, err := s.orgLimits(ctx, sb.OrgID)
+	if err != nil {
+		return err
+	}
+	u, err := s.store.OrgUsage(ctx, sb.OrgID, activeStates...)
+	if err != nil {
+		return err
+	}
+	c, m := u.CPU-sb.CPU+cpu, u.RAMMB-sb.RAMMB+ram
+	switch {
+	case l.MaxCPU > 0 && cpu > sb.CPU && c > l.MaxCPU+1e-9:
+		return &QuotaError{Scope: "org", Limit: "cpu", Max: l.MaxCPU, Wanted: c}
+	case l.MaxRAMMB > 0 && ram > sb.RAMMB && m > l.MaxRAMMB:
+		return &QuotaError{Scope: "org", Limit: "ram_mb", Max: float64(l.MaxRAMMB), Wanted: float64(m)}
+	}
+	return nil
 }
 
 // pendingResize answers a resize of a sandbox the host is still stopping

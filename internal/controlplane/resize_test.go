@@ -104,3 +104,40 @@ func TestResizeWhileStoppingIsPending(t *testing.T) {
 		t.Errorf("start after the pending resize: cpu %v ram %d live %+v %v", got.CPU, got.RAMMB, got.Live, err)
 	}
 }
+
+// TestLiveResizeWithinOrgPool: seed 004, "cpu and ram_mb stay within ...
+// your organization's pool, as for any resize." A running sandbox's
+// growth past the org's active cpu or ram is 429 quota_exceeded (scope
+// org) and changes nothing; a shrink is always allowed.
+func TestLiveResizeWithinOrgPool(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	s.cfg.OrgMaxCPU, s.cfg.OrgMaxRAMMB = 4, 2048
+	a := running(t, s, CreateRequest{Template: "busybox", CPU: ptr(2.0), RAMMB: ptr(1024)})
+	running(t, s, CreateRequest{Template: "busybox", CPU: ptr(1.0), RAMMB: ptr(512)})
+	for _, tc := range []struct {
+		name  string
+		req   ResizeRequest
+		limit string
+	}{
+		{"cpu past the pool", ResizeRequest{CPU: ptr(4.0)}, "cpu"},
+		{"ram past the pool", ResizeRequest{RAMMB: ptr(2048)}, "ram_mb"},
+		{"up to the pool", ResizeRequest{CPU: ptr(3.0), RAMMB: ptr(1536)}, ""},
+		{"shrink", ResizeRequest{CPU: ptr(1.0)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, _ := s.Get(ctx, org, a.ID, false)
+			_, err := s.Resize(ctx, org, a.ID, tc.req)
+			after, _ := s.Get(ctx, org, a.ID, false)
+			var qe *QuotaError
+			switch {
+			case tc.limit == "" && err != nil:
+				t.Fatalf("resize: %v", err)
+			case tc.limit != "" && (!errors.As(err, &qe) || qe.Scope != "org" || qe.Limit != tc.limit):
+				t.Fatalf("err = %v, want an org %s quota error", err, tc.limit)
+			case tc.limit != "" && (after.CPU != before.CPU || after.RAMMB != before.RAMMB):
+				t.Errorf("a refused resize changed the size")
+			}
+		})
+	}
+}
