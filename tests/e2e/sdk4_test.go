@@ -78,10 +78,17 @@ func TestGoSDKSeed004(t *testing.T) {
 	if _, err := sbx.Exec(ctx, platinum.ExecRequest{Shell: `wget -qO /dev/null "$PT_API_URL/v1/health" || true`}); err != nil {
 		t.Fatal(err)
 	}
+	// A busy loop shows as live CPU use.
+	if _, err := sbx.Exec(ctx, platinum.ExecRequest{Shell: `sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & echo $! > /tmp/busy`}); err != nil {
+		t.Fatal(err)
+	}
 	m, err := sbx.Metrics(ctx)
 	if err != nil || m.MemoryLimitBytes != 512<<20 || m.MemoryUsedBytes <= 0 || m.DiskSizeBytes <= 0 || m.DiskUsedBytes <= 0 ||
-		m.NetRxBytes <= 0 || m.NetTxBytes <= 0 || m.PIDs < 1 {
+		m.NetRxBytes <= 0 || m.NetTxBytes <= 0 || m.PIDs < 2 || m.CPUPercent <= 0 {
 		t.Errorf("metrics: %+v %v", m, err)
+	}
+	if _, err := sbx.Exec(ctx, platinum.ExecRequest{Shell: `kill $(cat /tmp/busy)`}); err != nil {
+		t.Fatal(err)
 	}
 	u, err := sbx.Usage(ctx, time.Time{}, time.Time{})
 	if err != nil || u.CPUSeconds <= 0 || u.RAMGBSeconds <= 0 || u.StorageGBHours != 0 || len(u.Periods) == 0 {
