@@ -22,11 +22,10 @@ func (s *Service) Archive(ctx context.Context, p Principal, id string) (sandbox.
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		switch sb.State {
-		case sandbox.StateArchived, sandbox.StateArchiving:
-			return sb, nil
-		case sandbox.StateStopped:
-		default:
+		// Stopped only, as seed 004 says: an archived or archiving sandbox
+		// is a 409 naming its state too (a retry with the same
+		// Idempotency-Key still gets the first answer).
+		if sb.State != sandbox.StateStopped {
 			return sb, &StateError{State: sb.State, Want: "stopped (stop it first)"}
 		}
 		if s.cfg.Objects == nil {
