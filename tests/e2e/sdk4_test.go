@@ -39,7 +39,13 @@ func TestGoSDKSeed004(t *testing.T) {
 	if got, err := sbx.Rename(ctx, name); err != nil || got.Name != name {
 		t.Fatalf("rename: %v %v", got, err)
 	}
-	other := create(platinum.CreateSandboxRequest{Template: "busybox"})
+	other := create(platinum.CreateSandboxRequest{Template: "busybox", AutoResume: new(false)})
+	if other.AutoResume {
+		t.Error("auto_resume: false at create did not stick")
+	}
+	if got, err := cl.Sandboxes.SetAutoResume(ctx, other.ID, true); err != nil || !got.AutoResume {
+		t.Errorf("turn auto_resume back on: %+v %v", got, err)
+	}
 	var ae *platinum.APIError
 	if _, err := cl.Sandboxes.Rename(ctx, other.ID, name); !errors.As(err, &ae) || ae.StatusCode != 409 {
 		t.Errorf("rename to a live sandbox's name: %v", err)
