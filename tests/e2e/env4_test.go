@@ -109,3 +109,23 @@ func TestEnvPatchDeletedDuringUpload(t *testing.T) {
 		t.Errorf("patch of a sandbox deleted during its upload: %d %s", a.status, a.body)
 	}
 }
+
+// TestEnvPatchWhileStoppedWarm: a patch of a stopped sandbox (next_start)
+// reaches the commands of a warm start (memory restored, no cold boot),
+// while /etc/pt-env keeps the boot values until a cold boot.
+func TestEnvPatchWhileStoppedWarm(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "env": map[string]string{"API_TOKEN": "boot"}})
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]any{"API_TOKEN": "rotated"}}); r.JSON()["applies"] != "next_start" {
+		t.Fatalf("patch while stopped: %d %s", r.Status, r.Body)
+	}
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil); r.JSON()["restore"] != "memory" {
+		t.Fatalf("warm start: %s", r.Body)
+	}
+	if out := c.mustSh(id, `echo "$API_TOKEN"; . /etc/pt-env; echo "$API_TOKEN"`); out != "rotated\nboot\n" {
+		t.Errorf("after a warm start: exec and /etc/pt-env say %q, want rotated then boot", out)
+	}
+}
