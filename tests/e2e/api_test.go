@@ -147,6 +147,14 @@ func TestCrossOrgIs404(t *testing.T) {
 		{"PUT", "/v1/sandboxes/" + id + "/files?path=/x", "x"},
 		{"DELETE", "/v1/sandboxes/" + id + "/files?path=/etc", nil},
 		{"POST", "/v1/sandboxes/" + id + "/files/mkdir", map[string]any{"path": "/x"}},
+		// Seed 004's sandbox API: rename, env, resize, tree, metrics, usage.
+		{"PATCH", "/v1/sandboxes/" + id, map[string]any{"name": "stolen"}},
+		{"PATCH", "/v1/sandboxes/" + id + "/env", map[string]any{"env": map[string]any{"X": "1"}}},
+		{"POST", "/v1/sandboxes/" + id + "/resize", map[string]any{"cpu": 2}},
+		{"GET", "/v1/sandboxes/" + id + "/children", nil},
+		{"GET", "/v1/sandboxes/" + id + "/metrics", nil},
+		{"GET", "/v1/sandboxes/" + id + "/usage", nil},
+		{"POST", "/v1/sandboxes", map[string]any{"template": "busybox", "parent_id": id}},
 	} {
 		if r := other.do(tc.method, tc.path, tc.body); r.Status != 404 || r.JSON()["code"] != "not_found" {
 			t.Errorf("other org %s %s: %d %s", tc.method, tc.path, r.Status, r.Body)
@@ -154,6 +162,12 @@ func TestCrossOrgIs404(t *testing.T) {
 	}
 	if r := other.do("GET", "/v1/sandboxes", nil); strings.Contains(string(r.Body), id) {
 		t.Errorf("other org's list shows the sandbox: %s", r.Body)
+	}
+	if r := other.do("GET", "/v1/sandboxes?parent_id="+id, nil); r.Status != 200 || strings.Contains(string(r.Body), `"id"`) {
+		t.Errorf("other org's list by this parent: %d %s", r.Status, r.Body)
+	}
+	if m := c.do("GET", "/v1/sandboxes/"+id, nil).JSON(); m["name"] == "stolen" || len(m["env_keys"].([]any)) != 0 || m["cpu"] != 1.0 {
+		t.Errorf("another org's calls changed the sandbox: %v", m)
 	}
 	// A non-admin org cannot make orgs.
 	if r := other.do("POST", "/v1/orgs", map[string]any{"name": "x"}); r.Status != 403 {
