@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -127,5 +130,46 @@ func TestEnvPatchWhileStoppedWarm(t *testing.T) {
 	}
 	if out := c.mustSh(id, `echo "$API_TOKEN"; . /etc/pt-env; echo "$API_TOKEN"`); out != "rotated\nboot\n" {
 		t.Errorf("after a warm start: exec and /etc/pt-env say %q, want rotated then boot", out)
+	}
+}
+
+// TestEnvPatchConcurrentThroughAPI: 24 disjoint patches sent at once over
+// the API, plus one removal, all survive: each merges against the latest
+// committed environment, in the record and in what new commands see.
+func TestEnvPatchConcurrentThroughAPI(t *testing.T) {
+	c := newClient(t)
+	id := c.create(map[string]any{"template": "busybox", "env": map[string]string{"KEEP": "1", "DROP": "x"}})
+	const n = 24
+	statuses := make(chan int, n+1)
+	patch := func(body string) {
+		req, _ := http.NewRequest("PATCH", env.url+"/v1/sandboxes/"+id+"/env", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+env.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			statuses <- -1
+			return
+		}
+		resp.Body.Close()
+		statuses <- resp.StatusCode
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { patch(fmt.Sprintf(`{"env":{"K%02d":"v%d"}}`, i, i)) })
+	}
+	wg.Go(func() { patch(`{"env":{"DROP":null}}`) })
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != 200 {
+			t.Errorf("a concurrent patch answered %d", st)
+		}
+	}
+	keys, _ := c.do("GET", "/v1/sandboxes/"+id, nil).JSON()["env_keys"].([]any)
+	if len(keys) != n+1 || slices.Contains(keys, any("DROP")) || !slices.Contains(keys, any("KEEP")) {
+		t.Errorf("env_keys after %d concurrent patches: %v", n+1, keys)
+	}
+	out := c.mustSh(id, `env | grep -c '^K[0-9][0-9]=v'; echo "${DROP-unset} $KEEP"`)
+	if out != fmt.Sprintf("%d\nunset 1\n", n) {
+		t.Errorf("a new command sees %q", out)
 	}
 }
