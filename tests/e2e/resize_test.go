@@ -141,6 +141,9 @@ func TestResize(t *testing.T) {
 	if got := memLimit(t, c, id); got != 768<<20 {
 		t.Errorf("memory limit after cold boot %d", got)
 	}
+	if kb := memTotalKB(t, c, id); kb != 768*1024 {
+		t.Errorf("MemTotal after a cold boot at 768 MB = %d kB", kb)
+	}
 }
 
 func TestMetricsAndUsage(t *testing.T) {
