@@ -97,8 +97,13 @@ func TestGoSDKSeed004(t *testing.T) {
 		t.Fatal(err)
 	}
 	u, err := sbx.Usage(ctx, time.Time{}, time.Time{})
-	if err != nil || u.CPUSeconds <= 0 || u.RAMGBSeconds <= 0 || u.StorageGBHours != 0 || len(u.Periods) == 0 {
-		t.Errorf("usage: %+v %v", u, err)
+	if err != nil || u.CPUSeconds <= 0 || u.RAMGBSeconds <= 0 || u.StorageGBHours != 0 || len(u.Periods) < 2 {
+		t.Fatalf("usage: %+v %v", u, err)
+	}
+	// Billed at the old size up to the live resize, the new one after.
+	if first, last := u.Periods[0], u.Periods[len(u.Periods)-1]; first.CPU != 1 || first.RAMMB != 256 || last.CPU != 2 || last.RAMMB != 512 ||
+		last.State != platinum.StateRunning {
+		t.Errorf("usage periods: %+v", u.Periods)
 	}
 	// Children: create, list by parent and roots, iterate, delete order.
 	child, err := sbx.CreateChild(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
