@@ -103,15 +103,18 @@ func (s *Service) headroom(sb sandbox.Sandbox) *sandbox.LiveHeadroom {
 // records the size and boots at it next time, with new headroom.
 func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRequest) (ResizeResult, error) {
 	// A stop in progress holds the sandbox's lock for as long as the host
-	// takes (a gVisor checkpoint can take seconds): answer at once.
-	if sb, err := s.Get(ctx, p, id, false); err == nil && sb.State == sandbox.StateStopping {
-		if err := r.validate(sb); err != nil {
-			return ResizeResult{}, err
+	// takes (a gVisor checkpoint can take seconds): record the size now,
+	// without the lock (the write is a version-checked update, and the
+	// stop's own transition re-reads the record), and answer 202 pending.
+	for {
+		sb, err := s.Get(ctx, p, id, false)
+		if err != nil || sb.State != sandbox.StateStopping {
+			break
 		}
-		if err := s.checkTreeResize(ctx, sb, r); err != nil {
-			return ResizeResult{}, err
+		res, err := s.pendingResize(ctx, sb, r)
+		if !errors.Is(err, store.ErrConflict) {
+			return res, err
 		}
-		return s.pendingResize(p, sb, r), nil
 	}
 	unlock := s.locks.lock(id)
 	defer unlock()
@@ -168,7 +171,11 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 				sb.DiskGB = *r.DiskGB
 			}
 		case sandbox.StateStopping:
-			return s.pendingResize(p, sb, r), nil
+			res, err := s.pendingResize(ctx, sb, r)
+			if errors.Is(err, store.ErrConflict) {
+				continue
+			}
+			return res, err
 		default:
 			return ResizeResult{}, &StateError{State: sb.State, Want: "running or stopped to resize"}
 		}
@@ -216,25 +223,29 @@ func (s *Service) checkOrgResize(ctx context.Context, sb sandbox.Sandbox, r Resi
 	return nil
 }
 
-// pendingResize answers a resize of a sandbox the host is still stopping
-// and applies it (as to a stopped sandbox) once the stop is done. Seed
-// 004: 202 with applies_at "pending"; read the sandbox for its size.
-func (s *Service) pendingResize(p Principal, sb sandbox.Sandbox, r ResizeRequest) ResizeResult {
-	s.goBackground(func(bg context.Context) { s.resizeAfterStop(bg, p, sb.ID, r) })
-	return ResizeResult{Sandbox: sb, AppliesAt: "pending", Requested: r}
-}
-
-// resizeAfterStop waits (bounded) for a stopping sandbox to be stopped,
-// then resizes it. A sandbox that ends elsewhere (failed, deleted, started
-// again meanwhile) keeps its size, logged.
-func (s *Service) resizeAfterStop(ctx context.Context, p Principal, id string, r ResizeRequest) {
-	sb, ok, err := s.WaitFor(ctx, p, id, sandbox.StateStopped, s.cfg.MaxWait)
-	if err == nil && ok {
-		_, err = s.Resize(ctx, p, id, r)
+// pendingResize records the new size of a sandbox the host is still
+// stopping (seed 004: 202 with applies_at "pending"). The record is the
+// size the next start boots at; memory the stop keeps (frozen or
+// checkpointed) holds the old size, so that start boots cold instead
+// (the host compares the size the memory booted with). Recorded at once,
+// so a ptd crash before the stop ends loses nothing; one attempt, a
+// store.ErrConflict means the caller reads the record again.
+func (s *Service) pendingResize(ctx context.Context, sb sandbox.Sandbox, r ResizeRequest) (ResizeResult, error) {
+	if err := r.validate(sb); err != nil {
+		return ResizeResult{}, err
 	}
-	if err != nil || !ok {
-		s.log.Warn("pending resize not applied", "sandbox", id, "state", sb.State, "err", err)
+	if err := s.checkTreeResize(ctx, sb, r); err != nil {
+		return ResizeResult{}, err
 	}
+	sb.CPU, sb.RAMMB = r.sizes(sb)
+	if r.DiskGB != nil {
+		sb.DiskGB = *r.DiskGB
+	}
+	out, err := s.update(ctx, sb) // store.ErrConflict: the caller reads again
+	if err != nil {
+		return ResizeResult{}, err
+	}
+	return s.resized(ctx, out, ResizeResult{AppliesAt: "pending", Requested: r}), nil
 }
 
 // resizeLive applies a resize to a running sandbox and updates sb to what

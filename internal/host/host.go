@@ -304,6 +304,10 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	if err := h.prepareClone(ctx, spec); err != nil {
 		return controlplane.Instance{}, err
 	}
+	resized, err := h.dropStaleMemory(ctx, spec)
+	if err != nil {
+		return controlplane.Instance{}, err
+	}
 	// Disk and network do not depend on each other: set them up together.
 	t0 := time.Now()
 	var ep network.Endpoint
@@ -342,6 +346,9 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 		return controlplane.Instance{}, err
 	}
 	t2 := time.Now()
+	if failure == "" {
+		failure = resized
+	}
 	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
 	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
@@ -353,6 +360,9 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
 	}
 	if err := h.finishClone(rctx, spec, inst, identity); err != nil {
+		return controlplane.Instance{}, err
+	}
+	if err := h.recordSize(spec.ID, spec.CPU, spec.RAMMB); err != nil {
 		return controlplane.Instance{}, err
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
@@ -763,7 +773,44 @@ func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 // sandbox.ErrConflict and nothing changes.
 func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
 	rt := h.runtimeOf(ctx, id)
-	return rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit, CPUs: cpuset(id, cpu)})
+	if err := rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit, CPUs: cpuset(id, cpu)}); err != nil {
+		return err
+	}
+	return h.recordSize(id, cpu, ramMB)
+}
+
+// sizeFile holds the cpu and ram_mb the sandbox's processes run with (set
+// at each start and live resize), so a start can tell whether memory kept
+// by a stop (frozen or checkpointed) still fits the size it is asked for.
+const sizeFile = "size"
+
+func (h *Host) recordSize(id string, cpu float64, ramMB int) error {
+	return writeFileAtomic(filepath.Join(h.paths(id).dir, sizeFile), []byte(fmt.Sprintf("%g %d\n", cpu, ramMB)), 0o600)
+}
+
+// dropStaleMemory drops the memory a stop kept when the sandbox was
+// resized since (a stopped resize recorded while the stop was still
+// running, or before a ptd crash): that memory holds the old size, and the
+// new one needs a cold boot. It returns why, for the start's report.
+func (h *Host) dropStaleMemory(ctx context.Context, spec controlplane.StartSpec) (string, error) {
+	b, err := os.ReadFile(filepath.Join(h.paths(spec.ID).dir, sizeFile))
+	if err != nil {
+		return "", nil // never started by this version: nothing to compare
+	}
+	var cpu float64
+	var ram int
+	if _, err := fmt.Sscanf(string(b), "%g %d", &cpu, &ram); err != nil || (cpu == spec.CPU && ram == spec.RAMMB) {
+		return "", nil
+	}
+	st, err := h.runtimeOf(ctx, spec.ID).State(ctx, spec.ID)
+	_, checkpointed := h.checkpointed(spec.ID)
+	if !checkpointed && (err != nil || st.Status != runtime.StatusPaused) {
+		return "", nil // no memory kept (or still running: a live resize's business)
+	}
+	if _, err := h.Stop(ctx, spec.ID, false); err != nil {
+		return "", fmt.Errorf("host: drop memory of the old size: %w", err)
+	}
+	return fmt.Sprintf("resized while stopped (%g cpu / %d MB to %g / %d): booted cold at the new size", cpu, ram, spec.CPU, spec.RAMMB), nil
 }
 
 // GrowDisk implements controlplane.Host: online when the sandbox's disk is

@@ -66,8 +66,12 @@ func TestResizeWhileStoppingIs202Pending(t *testing.T) {
 	}
 	resp, m = call(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/resize", `{"cpu":2,"ram_mb":1024}`)
 	req, _ := m["requested"].(map[string]any)
-	if resp.StatusCode != 202 || m["applies_at"] != "pending" || m["cpu"] != 1.0 || req["cpu"] != 2.0 || req["ram_mb"] != 1024.0 {
+	if resp.StatusCode != 202 || m["applies_at"] != "pending" || m["cpu"] != 2.0 || req["cpu"] != 2.0 || req["ram_mb"] != 1024.0 {
 		t.Fatalf("resize while stopping: %d %v", resp.StatusCode, m)
+	}
+	// "Read the sandbox for its size": recorded already, the stop unfinished.
+	if _, m := call(t, srv, "tok", "GET", "/v1/sandboxes/"+id, ""); m["state"] != "stopping" || m["cpu"] != 2.0 || m["ram_mb"] != 1024.0 {
+		t.Fatalf("record while the stop runs: %v", m)
 	}
 	if resp, m := call(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/resize", `{"disk_gb":1}`); resp.StatusCode != 400 || m["code"] != "invalid_request" {
 		t.Errorf("disk shrink while stopping: %d %v", resp.StatusCode, m)
