@@ -147,10 +147,19 @@ func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplan
 		return err
 	}
 	v := viewSandbox(got)
-	if reached || got.State == sandbox.StateFailed {
-		// A failed sandbox is a final answer: the record says why.
+	if reached {
 		writeJSON(w, okStatus, v)
 		return nil
+	}
+	if got.State == sandbox.StateFailed {
+		// Final, and never a 2xx: the target will not come. The body is
+		// the record (its id to start or delete, the reason).
+		rec := map[string]any{}
+		if b, err := json.Marshal(v); err == nil {
+			json.Unmarshal(b, &rec)
+		}
+		return &apiError{status: http.StatusConflict, code: "sandbox_failed", extra: rec,
+			msg: fmt.Sprintf("sandbox %s failed before it was %s: %s; start it again (POST /v1/sandboxes/%s/start) or delete it", got.ID, target, got.Reason, got.ID)}
 	}
 	t := true
 	v.WaitTimedOut = &t

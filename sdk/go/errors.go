@@ -33,6 +33,9 @@ const (
 	// CodeDiskGrowUnsupported: the guest cannot grow its filesystem
 	// online; stop the sandbox, then resize it.
 	CodeDiskGrowUnsupported = "disk_grow_unsupported"
+	// CodeSandboxFailed: a wait for a state ended with the sandbox failed
+	// (the body is its record). Waits return it as a *StateError.
+	CodeSandboxFailed = "sandbox_failed"
 )
 
 // APIError is an error answer from ptd: its HTTP status, the stable code and
@@ -149,6 +152,25 @@ func codeForStatus(status int) string {
 		}
 		return fmt.Sprintf("http_%d", status)
 	}
+}
+
+// failedWait turns a sandbox_failed answer (a server-side wait that ended
+// with the sandbox failed) into the record and the *StateError waits
+// return; other errors come back as they are, with a nil record.
+func failedWait(err error, id string, want State) (*Sandbox, error) {
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Code != CodeSandboxFailed {
+		return nil, err
+	}
+	var sb Sandbox
+	if b, merr := json.Marshal(ae.Body); merr == nil {
+		json.Unmarshal(b, &sb)
+	}
+	if sb.ID == "" {
+		sb.ID = id
+	}
+	sb.State = StateFailed
+	return &sb, &StateError{ID: sb.ID, Want: want, Got: StateFailed, Reason: sb.Reason}
 }
 
 // StateError is returned by waits when the sandbox settled in a state other

@@ -190,6 +190,9 @@ func (s *SandboxesService) lifecycle(ctx context.Context, id, verb string, targe
 	var out waitResponse
 	path := "/v1/sandboxes/" + url.PathEscape(id) + "/" + verb
 	if _, err := s.c.doJSON(ctx, "POST", path, waitQuery(serverWait), nil, &out); err != nil {
+		if sb, ferr := failedWait(err, id, target); sb != nil {
+			return sb, ferr
+		}
 		return nil, fmt.Errorf("%s sandbox %s: %w", verb, id, err)
 	}
 	sb := &out.Sandbox

@@ -80,9 +80,13 @@ func TestLifecycle(t *testing.T) {
 			wantPost: "archive?wait_for_state=archived&wait_timeout_ms=60000", wantState: platinum.StateArchived, wantPolled: true},
 		{name: "archive without a wait answers archiving", state: "stopped", call: "archive",
 			wantPost: "archive", wantState: platinum.StateArchiving},
-		{name: "archive of an archived sandbox is a no-op", state: "archived", call: "archive",
+		{name: "archive of an archived sandbox is a conflict", state: "archived", call: "archive",
 			opts:     []platinum.LifecycleOption{platinum.WaitForArchived(0)},
-			wantPost: "archive?wait_for_state=archived", wantState: platinum.StateArchived},
+			wantPost: "archive?wait_for_state=archived",
+			wantErr: func(err error) bool {
+				var ae *platinum.APIError
+				return errors.As(err, &ae) && ae.StatusCode == 409 && ae.Code == platinum.CodeConflict && ae.State() == platinum.StateArchived
+			}},
 		{name: "failed stop is a StateError", setup: func(s *platinumtest.Server) { s.LifecyclePolls, s.LifecycleFailReason = 1, "host gone" }, state: "running", call: "stop",
 			opts:     []platinum.LifecycleOption{platinum.WaitForStopped(0)},
 			wantPost: "stop?wait_for_state=stopped", wantState: platinum.StateFailed, wantPolled: true,

@@ -239,6 +239,9 @@ func (s *SandboxesService) Create(ctx context.Context, req CreateSandboxRequest,
 		ctx = WithIdempotencyKey(ctx, req.IdempotencyKey)
 	}
 	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes", waitQuery(o), req, &out); err != nil {
+		if sb, ferr := failedWait(err, "", StateRunning); sb != nil {
+			return sb, ferr
+		}
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	sb := &out.Sandbox

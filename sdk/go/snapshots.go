@@ -136,6 +136,9 @@ func (s *SandboxesService) Restore(ctx context.Context, id, snapshotID string, o
 	var out waitResponse
 	body := map[string]string{"snapshot_id": snapshotID}
 	if _, err := s.c.doJSON(ctx, "POST", sandboxPath(id)+"/restore", waitQuery(o.wait), body, &out); err != nil {
+		if sb, ferr := failedWait(err, id, StateRunning); sb != nil {
+			return sb, ferr
+		}
 		return nil, fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	sb := &out.Sandbox

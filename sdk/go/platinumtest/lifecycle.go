@@ -33,9 +33,10 @@ var lifecycleTargets = map[string]string{"stop": "stopped", "start": "running", 
 
 // lifecycle handles stop (and pause), start (and resume) and archive the
 // way ptd does: the transition, then an optional wait for its target
-// (200 when reached or failed, 202 wait_timed_out otherwise). Calls on a
-// sandbox already there or on its way are no-ops answering 200; others
-// are 409 conflict with the state.
+// (200 when reached, 409 sandbox_failed with the record when it failed,
+// 202 wait_timed_out otherwise). Stop and start of a sandbox already there
+// or on its way are no-ops answering 200; others (and archive of anything
+// but a stopped sandbox) are 409 conflict with the state.
 func (s *Server) lifecycle(verb string) http.HandlerFunc {
 	target := lifecycleTargets[verb]
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -78,11 +79,10 @@ func (s *Server) lifecycle(verb string) http.HandlerFunc {
 				want = "stopped, archived or failed"
 			}
 		case "archive":
-			switch sb.State {
-			case "stopped":
+			// Stopped only: archiving an archived sandbox is a conflict too.
+			if sb.State == "stopped" {
 				next = "archiving"
-			case "archiving", "archived":
-			default:
+			} else {
 				want = "stopped"
 			}
 		}
@@ -101,11 +101,14 @@ func (s *Server) lifecycle(verb string) http.HandlerFunc {
 			return
 		}
 		s.advance(sb)
-		if sb.State == target || sb.State == "failed" {
+		switch sb.State {
+		case target:
 			writeJSON(w, 200, sb)
-			return
+		case "failed":
+			writeFailed(w, sb, target)
+		default:
+			writeTimedOut(w, sb)
 		}
-		writeTimedOut(w, sb)
 	}
 }
 
@@ -149,4 +152,16 @@ func (s *Server) advanceLifecycle(sb *Sandbox) {
 	default:
 		sb.State = to
 	}
+}
+
+// writeFailed answers a wait that ended with the sandbox failed as ptd
+// does: 409 sandbox_failed, the body the record plus code and error.
+func writeFailed(w http.ResponseWriter, sb *Sandbox, target string) {
+	m := map[string]any{}
+	if b, err := json.Marshal(sb); err == nil {
+		json.Unmarshal(b, &m)
+	}
+	m["code"] = "sandbox_failed"
+	m["error"] = fmt.Sprintf("sandbox %s failed before it was %s: %s; start it again or delete it", sb.ID, target, sb.Reason)
+	writeJSON(w, 409, m)
 }
