@@ -29,8 +29,8 @@ import (
 // the ordinary way.
 //
 // Spares live in Path()/spare (images) and Path()/spare-mnt (mountpoints,
-// inside the pool's own filesystem, whose mount Open makes private: the
-// kernel refuses to move a mount whose parent mount is shared).
+// inside the pool's own filesystem, whose mount EnableSpares makes private:
+// the kernel refuses to move a mount whose parent mount is shared).
 
 // refillDelay is how long after a take its refill starts.
 const refillDelay = 200 * time.Millisecond
@@ -82,7 +82,7 @@ func (p *Pool) TakeSpare(ctx context.Context, name string, sizeGB int, mountpoin
 		return false, nil
 	}
 	list := p.spares[sizeGB]
-	if p.spares[sizeGB] == nil {
+	if list == nil {
 		p.spares[sizeGB] = []string{} // a size asked for: keep spares of it
 	}
 	var id string
