@@ -56,11 +56,27 @@ func newServer(t *testing.T) (*httptest.Server, *slowHost, string) {
 // tune (when not nil) before it starts.
 func newServerWith(t *testing.T, tune func(*controlplane.Config)) (*httptest.Server, *slowHost, string) {
 	t.Helper()
+	h := &slowHost{release: make(chan struct{})}
+	srv := serveHost(t, h, tune)
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+	})
+	return srv, h, "tok"
+}
+
+// serveHost serves the API of a control plane over SQLite and host h, with
+// admin token "tok". Its cleanup closes them; a caller whose host can block
+// registers the host's release after calling it, so that runs first.
+func serveHost(t *testing.T, h controlplane.Host, tune func(*controlplane.Config)) *httptest.Server {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &slowHost{release: make(chan struct{})}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := controlplane.DefaultConfig()
 	if tune != nil {
@@ -74,15 +90,10 @@ func newServerWith(t *testing.T, tune func(*controlplane.Config)) (*httptest.Ser
 	srv := httptest.NewServer(New(cp, log))
 	t.Cleanup(func() {
 		srv.Close()
-		select {
-		case <-h.release:
-		default:
-			close(h.release)
-		}
 		cp.Close()
 		st.Close()
 	})
-	return srv, h, "tok"
+	return srv
 }
 
 func call(t *testing.T, srv *httptest.Server, tok, method, path, body string) (*http.Response, map[string]any) {

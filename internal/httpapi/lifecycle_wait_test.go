@@ -2,15 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // gatedHost is a slowHost whose starts and stops each wait on their own
@@ -63,24 +58,11 @@ func (h *gatedHost) Stop(ctx context.Context, id string, keep bool) (bool, error
 // is still in (starting, stopping), without restore fields. Without a wait,
 // and on a sandbox already there, they answer 200 with the record.
 func TestStartStopWaitRunsOutIs202(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &gatedHost{slowHost: &slowHost{release: openGate()}, start: openGate(), stop: openGate()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
-	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(cp, log))
+	srv := serveHost(t, h, nil)
 	t.Cleanup(func() {
-		srv.Close()
 		h.gate(&h.start, true)
 		h.gate(&h.stop, true)
-		cp.Close()
-		st.Close()
 	})
 	_, m := call(t, srv, "tok", "POST", "/v1/sandboxes?wait_for_state=running", `{"template":"busybox"}`)
 	id, _ := m["id"].(string)

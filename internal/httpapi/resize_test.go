@@ -2,15 +2,10 @@ package httpapi
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // stopGateHost starts at once and stops only when stop is closed.
@@ -35,26 +30,13 @@ func (h *stopGateHost) Stop(ctx context.Context, id string, keep bool) (bool, er
 // "pending" means the host has not finished yet. Read the sandbox for its
 // size." The sandbox reads its new size once the stop is done.
 func TestResizeWhileStoppingIs202Pending(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &stopGateHost{slowHost: &slowHost{release: make(chan struct{})}, stop: make(chan struct{})}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
-	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(cp, log))
+	srv := serveHost(t, h, nil)
 	released := false
 	t.Cleanup(func() {
-		srv.Close()
 		if !released {
 			close(h.stop)
 		}
-		cp.Close()
-		st.Close()
 	})
 	resp, m := call(t, srv, "tok", "POST", "/v1/sandboxes?wait_for_state=running", `{"template":"busybox","cpu":1,"ram_mb":512}`)
 	if resp.StatusCode != 201 {

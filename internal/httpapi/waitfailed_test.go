@@ -3,16 +3,11 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // failingStartHost fails every start while fail is set.
@@ -37,23 +32,8 @@ func (h *failingStartHost) Stop(ctx context.Context, id string, keep bool) (bool
 // 409 sandbox_failed whose body is the record (id, state, reason), so the
 // caller can start it again or delete it.
 func TestWaitEndingFailedIsNever2xx(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &failingStartHost{slowHost: &slowHost{release: make(chan struct{})}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, h, log)
-	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(cp, log))
-	t.Cleanup(func() {
-		srv.Close()
-		cp.Close()
-		st.Close()
-	})
+	srv := serveHost(t, h, nil)
 	failed := func(what string, status int, m map[string]any) string {
 		t.Helper()
 		id, _ := m["id"].(string)
