@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -108,29 +107,12 @@ func TestIsolationNoPrivilegedOperations(t *testing.T) {
 // in the sandbox's network namespace, found in its bundle's config.json.
 func netnsSysctl(t *testing.T, id, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.dataDir, "sandboxes", id, "bundle", "config.json"))
+	netns, _ := hostResources(t, id)
+	out, err := exec.Command("nsenter", "--net="+netns, "cat", "/proc/sys/"+name).CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("nsenter %s: %v: %s", netns, err, out)
 	}
-	var cfg struct {
-		Linux struct {
-			Namespaces []struct{ Type, Path string }
-		}
-	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range cfg.Linux.Namespaces {
-		if ns.Type == "network" && ns.Path != "" {
-			out, err := exec.Command("nsenter", "--net="+ns.Path, "cat", "/proc/sys/"+name).CombinedOutput()
-			if err != nil {
-				t.Fatalf("nsenter %s: %v: %s", ns.Path, err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
-	}
-	t.Fatalf("sandbox %s has no network namespace path in its config.json", id)
-	return ""
+	return strings.TrimSpace(string(out))
 }
 
 // sandboxAddr returns the sandbox's own IPv4 address and its gateway.
