@@ -29,8 +29,8 @@ import (
 // the ordinary way.
 //
 // Spares live in Path()/spare (images) and Path()/spare-mnt (mountpoints,
-// inside the pool's own filesystem, whose mount EnableSpares makes private:
-// the kernel refuses to move a mount whose parent mount is shared).
+// under a private mount: the kernel refuses to move a mount whose parent
+// mount is shared; see EnableSpares).
 
 // refillDelay is how long after a take its refill starts.
 const refillDelay = 200 * time.Millisecond
@@ -53,11 +53,18 @@ func (p *Pool) EnableSpares(ctx context.Context, n int, dirs []string, warm ...i
 			return fmt.Errorf("spares: %w", err)
 		}
 	}
-	if p.loopMounted {
-		// Our own mount: make sure it is private, so mounts under it move.
-		if err := unix.Mount("", p.path, "", unix.MS_PRIVATE, ""); err != nil {
-			return fmt.Errorf("spares: make the pool mount private: %w", err)
+	// The kernel moves a mount only from under a private parent: our own
+	// pool mount is made private; a host reflink dir (shared under
+	// systemd) gets spare-mnt bound onto itself, private.
+	privateDir := p.path
+	if !p.loopMounted {
+		privateDir = filepath.Join(p.path, "spare-mnt")
+		if err := unix.Mount(privateDir, privateDir, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("spares: bind %s: %w", privateDir, err)
 		}
+	}
+	if err := unix.Mount("", privateDir, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("spares: make %s private: %w", privateDir, err)
 	}
 	p.spareMu.Lock()
 	p.spareWant, p.spares, p.spareStop, p.spareDirs = n, map[int][]string{}, false, dirs
@@ -231,6 +238,12 @@ func (p *Pool) DropSpares(ctx context.Context) error {
 			continue
 		}
 		os.Remove(mnt)
+	}
+	if _, err := os.Stat(filepath.Join(p.path, "spare-mnt")); err == nil && !p.loopMounted {
+		// EnableSpares' private bind of spare-mnt (see there).
+		if _, err := unmount(filepath.Join(p.path, "spare-mnt")); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	imgs, _ := os.ReadDir(filepath.Join(p.path, "spare"))
 	for _, e := range imgs {

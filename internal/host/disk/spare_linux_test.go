@@ -107,3 +107,33 @@ func TestSpareDisks(t *testing.T) {
 		t.Errorf("spare images left after a restart's sweep: %d", len(ents))
 	}
 }
+
+// On a host whose reflink data dir sits under a shared mount (systemd's
+// default), spares still move: EnableSpares binds spare-mnt privately, and
+// Close leaves no mount behind (testDir checks).
+func TestSpareDisksUnderSharedMount(t *testing.T) {
+	ctx := context.Background()
+	dir := testDir(t)
+	outer := openPool(t, dir, 2<<30)
+	if err := unix.Mount("", outer.Path(), "", unix.MS_SHARED, ""); err != nil {
+		t.Fatalf("make the outer pool shared: %v", err)
+	}
+	native := filepath.Join(outer.Path(), "native")
+	p := openPool(t, native, 0)
+	if p.loopMounted {
+		t.Fatal("the pool on a reflink dir is loop-mounted")
+	}
+	if err := p.EnableSpares(ctx, 1, nil, 1); err != nil {
+		t.Fatalf("EnableSpares: %v", err)
+	}
+	waitSpares(t, p, 1, 1)
+	mnt := filepath.Join(dir, "a-disk")
+	took, err := p.TakeSpare(ctx, "a", 1, mnt)
+	if err != nil || !took {
+		t.Fatalf("TakeSpare under a shared mount = %v, %v; want true", took, err)
+	}
+	t.Cleanup(func() { p.UnmountImage(ctx, mnt) })
+	if fsType(t, mnt) != unix.XFS_SUPER_MAGIC {
+		t.Fatalf("%s is not XFS", mnt)
+	}
+}
