@@ -41,6 +41,10 @@ type config struct {
 	defaultTemplate string
 	// ttl tunes seed 003's lifetimes (default, plan limits).
 	ttl controlplane.TTLConfig
+	// admission is the start admission queue; hostCPURefusePct the CPU use
+	// over which a host runs fewer starts at once.
+	admission        controlplane.AdmissionConfig
+	hostCPURefusePct float64
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
 	diskAutogrowMaxGB int
 	// orgMaxSandboxes, orgMaxCPU and orgMaxRAMMB are the per-org quotas
@@ -101,6 +105,13 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", cpDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")
 	fs.IntVar(&c.orgMaxRAMMB, "org-max-ram-mb", cpDef.OrgMaxRAMMB, "per-org limit on the memory (MB) of active sandboxes (0: none)")
 	fs.StringVar(&c.defaultTemplate, "default-template", "python-node", "template of creates that name neither a template nor a template_version_id")
+	c.admission = cpDef.Admission
+	fs.BoolVar(&c.admission.Queue, "start-admission-queue", c.admission.Queue, "queue starts while the host is busy instead of refusing them (seed 004 placement.start_admission_queue)")
+	fs.IntVar(&c.admission.Slots, "start-admission-slots", c.admission.Slots, "starts run at once on this host")
+	fs.IntVar(&c.admission.SlotsSaturated, "start-admission-slots-saturated", c.admission.SlotsSaturated, "starts run at once while the host's CPU is over --host-cpu-refuse-pct")
+	fs.DurationVar(&c.admission.Wait, "start-admission-wait", c.admission.Wait, "longest wait for a start slot (a call's wait_timeout_ms, when shorter, wins); then 503 capacity")
+	fs.IntVar(&c.admission.MaxQueue, "start-admission-max-queue", c.admission.MaxQueue, "starts that may wait for a slot; more are 503 capacity at once")
+	fs.Float64Var(&c.hostCPURefusePct, "host-cpu-refuse-pct", 90, "host CPU use (percent, over the last second or more) above which --start-admission-slots-saturated applies")
 	c.ttl = controlplane.DefaultTTLConfig()
 	fs.DurationVar(&c.ttl.Default, "default-ttl", c.ttl.Default, "TTL of python-node and node sandboxes created without ttl_ms or a retention field")
 	fs.DurationVar(&c.ttl.MaxCreate, "max-create-ttl", c.ttl.MaxCreate, "plan limit of ttl_ms at create (more is sandbox_ttl_exceeded)")

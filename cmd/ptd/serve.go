@@ -59,6 +59,9 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.Webhooks.EventRetention, cpCfg.ArtifactMaxBytes = cfg.eventRetention, cfg.artifactMaxBytes
 	cpCfg.Templates.Default = cfg.defaultTemplate
 	cpCfg.TTL = cfg.ttl
+	cpCfg.Admission = cfg.admission
+	load := &host.CPULoad{}
+	cpCfg.Admission.HostBusy = func() bool { return load.Over(cfg.hostCPURefusePct) }
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}

@@ -102,6 +102,8 @@ const AgentPort = 49983
 
 // Config tunes the service.
 type Config struct {
+	// Admission queues starts while the host is busy (admission.go).
+	Admission AdmissionConfig
 	// DefaultWait bounds waits that ask for a state without a timeout.
 	DefaultWait time.Duration
 	// MaxWait caps any requested wait.
@@ -224,6 +226,7 @@ func DefaultConfig() Config {
 		PlanMaxRAMMB:              16384,
 		Sessions:                  DefaultSessionConfig(),
 		TTL:                       DefaultTTLConfig(),
+		Admission:                 DefaultAdmissionConfig(),
 		Templates:                 DefaultTemplateConfig(),
 	}
 }
@@ -239,6 +242,7 @@ type Service struct {
 	feed   *feed // wakes event subscribers (events.go)
 	locks  keyedMutex
 	tpl    *templates
+	starts *admission // start slots of this host (admission.go)
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
@@ -291,6 +295,7 @@ func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 		pools:    newPoolState(),
 	}
 	s.tpl = newTemplates(s)
+	s.starts = newAdmission(cfg.Admission)
 	return s
 }
 

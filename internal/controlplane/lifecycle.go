@@ -92,9 +92,18 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 // calling it on a running or starting sandbox returns it unchanged. The
 // work happens in the background; wait with WaitFor(…, StateRunning, …).
 // Once running, the record's LastStart says whether memory came back.
-func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+func (s *Service) Start(ctx context.Context, p Principal, id string) (sb sandbox.Sandbox, err error) {
+	// The host's start slot (admission.go), taken before the sandbox leaves
+	// stopped, so a start the queue refuses leaves it stopped; held by the
+	// background start until it ends.
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for {
-		sb, err := s.Get(ctx, p, id, false)
+		sb, err = s.Get(ctx, p, id, false)
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
@@ -107,6 +116,12 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sa
 			sb.State = sandbox.StateRestoring
 		default:
 			return sb, &StateError{State: sb.State, Want: "stopped, archived or failed"}
+		}
+		if release == nil {
+			if release, err = s.starts.acquire(ctx, sb.OrgID); err != nil {
+				return sandbox.Sandbox{}, err
+			}
+			continue // the wait may have been long: read the state again
 		}
 		unlockQuota := s.lockOrgQuota(sb.OrgID)
 		if err := s.checkOrgQuota(ctx, sb.OrgID, sb.CPU, sb.RAMMB); err != nil {
@@ -123,10 +138,12 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sa
 			return sandbox.Sandbox{}, err
 		}
 		s.log.Info("sandbox starting", "sandbox", id, "state", sb.State)
+		done := release
+		release = nil // the background start gives it back
 		if sb.State == sandbox.StateRestoring {
-			s.goBackground(func(ctx context.Context) { s.doUnarchive(ctx, id) })
+			s.goBackground(func(ctx context.Context) { defer done(); s.doUnarchive(ctx, id) })
 		} else {
-			s.goBackground(func(ctx context.Context) { s.doStart(ctx, id) })
+			s.goBackground(func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
 		}
 		return sb, nil
 	}

@@ -36,7 +36,11 @@ func badRequest(msg string, field string) error {
 // Internal causes are logged; the client gets a message safe to show.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := a.errorBody(err)
-	if status >= 500 {
+	_, busy := errors.AsType[*controlplane.CapacityError](err)
+	if busy {
+		w.Header().Set("Retry-After", "5") // a busy host is not an error of ours
+	}
+	if status >= 500 && !busy {
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, status, body)
@@ -54,6 +58,7 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var qe *controlplane.QuotaError
 	var dg *controlplane.DiskGrowError
 	var tte *controlplane.TTLExceededError
+	var capErr *controlplane.CapacityError
 	var de *controlplane.DestroyedError
 	var nf interface{ Field() string }
 	var ik *controlplane.IDKindError
@@ -75,6 +80,9 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &evt):
 		status, code, msg = http.StatusBadRequest, "env_var_too_large", evt.Error()
 		body["field"] = "env"
+	case errors.As(err, &capErr):
+		status, code, msg = http.StatusServiceUnavailable, "capacity", capErr.Error()
+		body["reason"], body["queued_ms"] = capErr.Reason, capErr.Queued.Milliseconds()
 	case errors.As(err, &tte):
 		status, code, msg = http.StatusBadRequest, "sandbox_ttl_exceeded", tte.Error()
 		body["field"], body["max_ttl_ms"] = "ttl_ms", tte.MaxTTLMs

@@ -309,13 +309,24 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		if err != nil {
 			return err
 		}
-		sb, err := call(r.Context(), p, r.PathValue("id"))
+		ctx := r.Context()
+		if timeout > 0 {
+			// wait_timeout_ms also bounds a start's wait for a host start
+			// slot (seed 004), and the whole call keeps one deadline.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		sb, err := call(ctx, p, r.PathValue("id"))
 		if err != nil {
 			return err
 		}
 		if wait == "" {
 			writeJSON(w, http.StatusOK, viewSandbox(sb))
 			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && timeout > 0 {
+			timeout = max(time.Until(dl), time.Millisecond)
 		}
 		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
 	}

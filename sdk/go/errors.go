@@ -36,6 +36,9 @@ const (
 	// CodeSandboxFailed: a wait for a state ended with the sandbox failed
 	// (the body is its record). Waits return it as a *StateError.
 	CodeSandboxFailed = "sandbox_failed"
+	// CodeCapacity: the host's start queue could not admit a start (503,
+	// Retry-After); the sandbox stays stopped: call start again later.
+	CodeCapacity = "capacity"
 )
 
 // APIError is an error answer from ptd: its HTTP status, the stable code and
