@@ -43,7 +43,7 @@ type errorBody struct {
 // Internal causes are logged; the client gets a message safe to show.
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body, retry := errorStatus(err)
-	if status >= 500 && status != http.StatusNotImplemented {
+	if status >= 500 && status != http.StatusNotImplemented && !errors.As(err, new(*controlplane.CapacityError)) {
 		h.log.Error("e2b request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if retry > 0 {
@@ -56,6 +56,7 @@ func errorStatus(err error) (int, errorBody, int) {
 	var ae *apiError
 	var fe *sandbox.FieldError
 	var se *controlplane.StateError
+	var ce *controlplane.CapacityError
 	status, msg, code, retry := http.StatusInternalServerError, "internal error; retry, and report it if it persists", "internal_server_error", 0
 	switch {
 	case errors.As(err, &ae):
@@ -64,6 +65,8 @@ func errorStatus(err error) (int, errorBody, int) {
 		status, msg, code = http.StatusBadRequest, fe.Error(), ""
 	case errors.As(err, &se):
 		status, msg, code = http.StatusConflict, se.Error(), ""
+	case errors.As(err, &ce):
+		status, msg, code, retry = http.StatusServiceUnavailable, ce.Error(), "capacity", 5
 	case errors.Is(err, sandbox.ErrNotFound):
 		status, msg, code = http.StatusNotFound, err.Error(), ""
 	case errors.Is(err, sandbox.ErrInvalidArgument):
