@@ -19,12 +19,19 @@ func memLimit(t *testing.T, c *client, id string) int64 {
 }
 
 // memUsed reads what the sandbox's cgroup charges now (v1 or v2).
-func memUsed(t *testing.T, c *client, id string) int64 {
+// memAnon is the sandbox's anonymous memory (what it cannot free without
+// swap), from its cgroup's memory.stat: usage would count page cache too,
+// which a shrink simply reclaims.
+func memAnon(t *testing.T, c *client, id string) int64 {
 	t.Helper()
-	out := c.mustSh(id, "cat /sys/fs/cgroup/memory/memory.usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.current")
-	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	out := c.mustSh(id, "grep -E '^(total_rss|anon) ' /sys/fs/cgroup/memory/memory.stat 2>/dev/null || grep '^anon ' /sys/fs/cgroup/memory.stat")
+	f := strings.Fields(out)
+	if len(f) < 2 {
+		t.Fatalf("memory.stat: %q", out)
+	}
+	n, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil {
-		t.Fatalf("memory usage %q: %v", out, err)
+		t.Fatalf("memory.stat %q: %v", out, err)
 	}
 	return n
 }
@@ -88,16 +95,18 @@ func TestResize(t *testing.T) {
 	}
 	// Memory the sandbox cannot free (anonymous, no swap) stays: a shrink
 	// to the boot size answers partial with what it still has.
-	c.mustSh(id, `awk 'BEGIN { s = sprintf("%300000000s", ""); system("sleep 600") }' </dev/null >/dev/null 2>&1 &`)
-	for i := 0; memUsed(t, c, id) < 300<<20; i++ {
+	// 30 strings of 10 MB: one string of 300 MB would pass through twice
+	// that (format buffer and copy) and be OOM-killed under the 512 MB limit.
+	c.mustSh(id, `awk 'BEGIN { for (i = 0; i < 30; i++) s[i] = sprintf("%10000000s", i); system("sleep 600") }' </dev/null >/dev/null 2>&1 &`)
+	for i := 0; memAnon(t, c, id) < 280<<20; i++ { // 286 MiB of strings, well over the 256 MB asked for
 		if i == 1200 {
-			t.Fatalf("the sandbox never used 300 MB: %s", c.mustSh(id, "ps; cat /sys/fs/cgroup/memory/memory.usage_in_bytes"))
+			t.Fatalf("the sandbox never held 280 MiB of anonymous memory: %s", c.mustSh(id, "ps; grep -E '^(total_rss|anon) ' /sys/fs/cgroup/memory/memory.stat"))
 		}
 		sleep(50)
 	}
 	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"ram_mb": 256})
 	if m := r.JSON(); r.Status != 200 || m["ram_mb"] != 512.0 || m["partial"] != true {
-		t.Errorf("shrink below what the sandbox uses: %d %s", r.Status, r.Body)
+		t.Errorf("shrink below what the sandbox uses: %d %s (anon now %d, awk %q)", r.Status, r.Body, memAnon(t, c, id), c.mustSh(id, "pidof awk || true"))
 	}
 	if got := memLimit(t, c, id); got != 512<<20 {
 		t.Errorf("memory limit after a partial shrink %d", got)
