@@ -14,17 +14,14 @@ import (
 // that disk, and leaves no spare of the dead process mounted.
 func TestKillWhileTakingSpareDisk(t *testing.T) {
 	d, a := startDaemon(t)
-	// The first create of a size makes spares of it for the next ones.
+	armCrash(t, d, "disk.spare.renamed")
+	// The first create of a size takes no spare (none of 1 GB yet) and
+	// has spares of it made for the next ones.
 	st, m := a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "disk_gb": 1})
 	if st != 201 {
 		t.Fatalf("create: %d %v", st, m)
 	}
-	a.sh(m["id"].(string), "true")
-	time.Sleep(time.Second) // the refill
-	armCrash(t, d, "disk.spare.renamed")
-	// A restart drops the old spares; the next ones are made on demand.
-	a.do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": "busybox", "disk_gb": 1})
-	time.Sleep(time.Second)
+	waitSpare(t, d.DataDir, "1g-")
 	st, m, _ = a.try("POST", "/v1/sandboxes", map[string]any{"template": "busybox", "disk_gb": 1}, nil)
 	crashed(t, d, "disk.spare.renamed")
 	if st != 201 {
@@ -50,4 +47,23 @@ func TestKillWhileTakingSpareDisk(t *testing.T) {
 	if !strings.Contains(string(mounts), filepath.Join(d.DataDir, "sandboxes", id, "disk")+" ") {
 		t.Errorf("the sandbox's disk is not mounted at its own place")
 	}
+}
+
+// waitSpare waits until a spare disk whose name starts with prefix is
+// ready: mounted, with the dirs a spare is given made (the last step).
+func waitSpare(t *testing.T, dataDir, prefix string) {
+	t.Helper()
+	dir := filepath.Join(dataDir, "disks", "pool", "spare-mnt")
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				if _, err := os.Stat(filepath.Join(dir, e.Name(), "work")); err == nil {
+					time.Sleep(50 * time.Millisecond) // listed right after its dirs
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("no spare disk %s* became ready", prefix)
 }
