@@ -38,16 +38,9 @@ func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 // count against their ancestors' quotas, so an agent cannot fork itself
 // past its plan by spawning sandboxes.
 func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cpu float64, ram int) error {
-	root := parentID
-	for i := 0; i < 64; i++ { // parent links are set once, so no cycles; bound anyway
-		sb, err := s.store.GetSandbox(ctx, orgID, root)
-		if err != nil {
-			return err
-		}
-		if sb.ParentID == "" {
-			break
-		}
-		root = sb.ParentID
+	root, err := s.treeRoot(ctx, orgID, parentID)
+	if err != nil {
+		return err
 	}
 	members, err := s.treeMembers(ctx, orgID, root)
 	if err != nil {
@@ -60,6 +53,26 @@ func (s *Service) checkTreeQuota(ctx context.Context, orgID, parentID string, cp
 		sumRAM += sb.RAMMB
 	}
 	return s.treeWithin(count, sumCPU, sumRAM)
+}
+
+// treeRoot follows parent links up from id to the top of its tree. A
+// parent already purged ends the walk (its children lose the link anyway).
+func (s *Service) treeRoot(ctx context.Context, orgID, id string) (string, error) {
+	child := ""
+	for i := 0; i < 64; i++ { // parent links are set once, so no cycles; bound anyway
+		sb, err := s.store.GetSandbox(ctx, orgID, id)
+		if errors.Is(err, store.ErrNotFound) && child != "" {
+			return child, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if sb.ParentID == "" {
+			return id, nil
+		}
+		child, id = id, sb.ParentID
+	}
+	return id, nil
 }
 
 // treeMembers lists the live sandboxes of the tree under root, root
@@ -100,13 +113,9 @@ func (s *Service) checkTreeResize(ctx context.Context, sb sandbox.Sandbox, r Res
 	if cpu <= sb.CPU && ram <= sb.RAMMB {
 		return nil
 	}
-	root := sb.ID
-	for i := 0; i < 64; i++ {
-		cur, err := s.store.GetSandbox(ctx, sb.OrgID, root)
-		if err != nil || cur.ParentID == "" {
-			break
-		}
-		root = cur.ParentID
+	root, err := s.treeRoot(ctx, sb.OrgID, sb.ID)
+	if err != nil {
+		return err
 	}
 	members, err := s.treeMembers(ctx, sb.OrgID, root)
 	if err != nil || len(members) < 2 {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // ResizeRequest changes a sandbox's size; nil fields stay.
@@ -90,6 +89,15 @@ func (r ResizeRequest) sizes(cur sandbox.Sandbox) (cpu float64, ram int) {
 	return cpu, ram
 }
 
+// apply records the resize's sizes on sb (a stopped or stopping sandbox,
+// whose next start boots at them).
+func (r ResizeRequest) apply(sb *sandbox.Sandbox) {
+	sb.CPU, sb.RAMMB = r.sizes(*sb)
+	if r.DiskGB != nil {
+		sb.DiskGB = *r.DiskGB
+	}
+}
+
 // headroom is the live-resize room a boot records: the plan limits, and
 // never less than the size it boots with.
 func (s *Service) headroom(sb sandbox.Sandbox) *sandbox.LiveHeadroom {
@@ -112,7 +120,7 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			break
 		}
 		res, err := s.pendingResize(ctx, sb, r)
-		if !errors.Is(err, store.ErrConflict) {
+		if !isConflict(err) {
 			return res, err
 		}
 	}
@@ -146,7 +154,7 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			}
 			out, err := s.update(ctx, sb)
 			unlockQuota()
-			if errors.Is(err, store.ErrConflict) {
+			if isConflict(err) {
 				continue
 			}
 			if err != nil {
@@ -161,18 +169,10 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 					return ResizeResult{}, err
 				}
 			}
-			if r.CPU != nil {
-				sb.CPU = *r.CPU
-			}
-			if r.RAMMB != nil {
-				sb.RAMMB = *r.RAMMB
-			}
-			if r.DiskGB != nil {
-				sb.DiskGB = *r.DiskGB
-			}
+			r.apply(&sb)
 		case sandbox.StateStopping:
 			res, err := s.pendingResize(ctx, sb, r)
-			if errors.Is(err, store.ErrConflict) {
+			if isConflict(err) {
 				continue
 			}
 			return res, err
@@ -180,7 +180,7 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			return ResizeResult{}, &StateError{State: sb.State, Want: "running or stopped to resize"}
 		}
 		out, err := s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
+		if isConflict(err) {
 			continue
 		}
 		if err != nil {
@@ -237,10 +237,7 @@ func (s *Service) pendingResize(ctx context.Context, sb sandbox.Sandbox, r Resiz
 	if err := s.checkTreeResize(ctx, sb, r); err != nil {
 		return ResizeResult{}, err
 	}
-	sb.CPU, sb.RAMMB = r.sizes(sb)
-	if r.DiskGB != nil {
-		sb.DiskGB = *r.DiskGB
-	}
+	r.apply(&sb)
 	out, err := s.update(ctx, sb) // store.ErrConflict: the caller reads again
 	if err != nil {
 		return ResizeResult{}, err
