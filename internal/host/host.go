@@ -373,21 +373,8 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 // upper layer), and seeds the files that make it this sandbox.
 func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
 	if !isMounted(p.diskMnt) {
-		took := false
-		if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
-			if took, err = h.pool.TakeSpare(ctx, spec.ID, spec.DiskGB, p.diskMnt); err != nil {
-				return fmt.Errorf("host: disk: %w", err)
-			}
-			if !took {
-				if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
-					return fmt.Errorf("host: disk: %w", err)
-				}
-			}
-		}
-		if !took {
-			if err := h.pool.MountImage(ctx, spec.ID, p.diskMnt); err != nil {
-				return fmt.Errorf("host: disk: %w", err)
-			}
+		if err := h.mountDisk(ctx, spec, p); err != nil {
+			return fmt.Errorf("host: disk: %w", err)
 		}
 	}
 	if fi, err := os.Stat(h.pool.ImagePath(spec.ID)); err == nil && fi.Size() < int64(spec.DiskGB)<<30 {
@@ -402,6 +389,20 @@ func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p pa
 		}
 	}
 	return seedIdentity(p.upper, spec.ID, spec.RootFS)
+}
+
+// mountDisk mounts the sandbox's disk at p.diskMnt: a new sandbox takes a
+// spare disk when one is ready, else its image is made (if new) and mounted.
+func (h *Host) mountDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
+	if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
+		if took, err := h.pool.TakeSpare(ctx, spec.ID, spec.DiskGB, p.diskMnt); err != nil || took {
+			return err
+		}
+		if _, err := h.pool.CreateImage(ctx, spec.ID, spec.DiskGB); err != nil {
+			return err
+		}
+	}
+	return h.pool.MountImage(ctx, spec.ID, p.diskMnt)
 }
 
 // seedIdentity writes hostname, hosts and resolv.conf into the upper

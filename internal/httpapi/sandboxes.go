@@ -309,12 +309,12 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		if err != nil {
 			return err
 		}
-		ctx := r.Context()
+		// wait_timeout_ms also bounds a start's wait for a host start slot
+		// (seed 004), and the whole call keeps one deadline.
+		ctx, deadline := r.Context(), time.Now().Add(timeout)
 		if timeout > 0 {
-			// wait_timeout_ms also bounds a start's wait for a host start
-			// slot (seed 004), and the whole call keeps one deadline.
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
+			ctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
 		}
 		sb, err := call(ctx, p, r.PathValue("id"))
@@ -325,8 +325,8 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 			writeJSON(w, http.StatusOK, viewSandbox(sb))
 			return nil
 		}
-		if dl, ok := ctx.Deadline(); ok && timeout > 0 {
-			timeout = max(time.Until(dl), time.Millisecond)
+		if timeout > 0 {
+			timeout = max(time.Until(deadline), time.Millisecond)
 		}
 		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
 	}

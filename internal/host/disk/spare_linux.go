@@ -149,30 +149,37 @@ func (p *Pool) refill(sizeGB int) {
 	p.spareWG.Add(1)
 	go func() {
 		defer p.spareWG.Done()
-		for {
-			p.spareMu.Lock()
-			if p.spareStop || len(p.spares[sizeGB]) >= p.spareWant {
-				p.spareFilling[sizeGB] = false
-				p.spareMu.Unlock()
-				return
-			}
-			p.spareMu.Unlock()
+		for p.keepFilling(sizeGB, nil) {
 			id, err := p.makeSpare(sizeGB)
-			p.spareMu.Lock()
-			if err != nil || p.spareStop {
-				p.spareFilling[sizeGB] = false
-				p.spareMu.Unlock()
-				if err != nil {
-					p.log.Warn("spares: making a spare disk failed", "size_gb", sizeGB, "err", err)
-				} else {
-					p.dropSpare(id)
-				}
+			if err != nil {
+				p.log.Warn("spares: making a spare disk failed", "size_gb", sizeGB, "err", err)
+				p.keepFilling(sizeGB, err)
 				return
 			}
-			p.spares[sizeGB] = append(p.spares[sizeGB], id)
+			p.spareMu.Lock()
+			stop := p.spareStop
+			if !stop {
+				p.spares[sizeGB] = append(p.spares[sizeGB], id)
+			}
 			p.spareMu.Unlock()
+			if stop {
+				p.dropSpare(id)
+			}
 		}
 	}()
+}
+
+// keepFilling reports whether the filler of sizeGB goes on (spares still
+// wanted and no error); when it does not, it marks the filler done in the
+// same critical section, so a take meanwhile starts a new one.
+func (p *Pool) keepFilling(sizeGB int, err error) bool {
+	p.spareMu.Lock()
+	defer p.spareMu.Unlock()
+	if err == nil && !p.spareStop && len(p.spares[sizeGB]) < p.spareWant {
+		return true
+	}
+	p.spareFilling[sizeGB] = false
+	return false
 }
 
 // makeSpare clones the blank of sizeGB and mounts it under spare-mnt.
