@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,28 +71,71 @@ func TestPackagesDocumented(t *testing.T) {
 	}
 }
 
-// TestDependencyDirection enforces DESIGN.md's one-way data flow.
+// TestDependencyDirection enforces the one-way data flow that
+// docs/ARCHITECTURE.md draws: each layer lists what it must not reach,
+// directly or through any package of the module it imports (the closure
+// is checked, so a forbidden dependency cannot sneak in one hop away);
+// standard library bans (net/http, database/sql) apply to direct imports.
 func TestDependencyDirection(t *testing.T) {
 	const mod = "github.com/platinum-dev/platinum/"
 	bad := map[string][]string{
 		"internal/sandbox":      {mod, "net/http", "database/sql"},
+		"internal/hostapi":      {mod + "internal/controlplane", mod + "internal/host", mod + "internal/store", mod + "internal/httpapi", "net/http"},
 		"internal/controlplane": {"net/http", mod + "internal/httpapi", mod + "internal/host", mod + "internal/store/sqlite"},
-		"internal/agent":        {mod + "internal/store", mod + "internal/controlplane", mod + "internal/host", mod + "internal/objstore"},
-		"cmd/pt-agent":          {mod + "internal/store", mod + "internal/controlplane", mod + "internal/host"},
-		"internal/runtime":      {mod + "internal/store", mod + "internal/controlplane", mod + "internal/httpapi"},
-		"internal/store":        {mod + "internal/controlplane", mod + "internal/host", "net/http"},
-		"cmd/pt":                {mod + "internal/"},
+		// A host runs sandboxes and nothing else: no control plane, store,
+		// transports or webhooks, so a host-only process stays small.
+		"internal/host":    {mod + "internal/controlplane", mod + "internal/store", mod + "internal/httpapi", mod + "internal/webhook", mod + "internal/compat"},
+		"internal/agent":   {mod + "internal/store", mod + "internal/controlplane", mod + "internal/host", mod + "internal/objstore"},
+		"cmd/pt-agent":     {mod + "internal/store", mod + "internal/controlplane", mod + "internal/host", mod + "internal/objstore"},
+		"internal/runtime": {mod + "internal/store", mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/host"},
+		"internal/store":   {mod + "internal/controlplane", mod + "internal/host", "net/http"},
+		"cmd/pt":           {mod + "internal/"},
+		// The MCP server reaches ptd only through the public SDK (/v1).
+		"mcpserver": {mod + "internal/"},
 	}
-	for dir, p := range goPackages(t) {
+	pkgs := goPackages(t)
+	// matches: f names a package and its subpackages, or with a trailing
+	// slash everything under it.
+	matches := func(im, f string) bool {
+		if strings.HasSuffix(f, "/") {
+			return strings.HasPrefix(im, f)
+		}
+		return im == f || strings.HasPrefix(im, f+"/")
+	}
+	// closure returns every import reached from dir: the module's own
+	// packages followed through, the rest as leaves.
+	closure := func(dir string) map[string]bool {
+		seen := map[string]bool{}
+		var walk func(string)
+		walk = func(d string) {
+			for _, im := range pkgs[d].imports {
+				if seen[im] {
+					continue
+				}
+				seen[im] = true
+				if rest, ok := strings.CutPrefix(im, mod); ok {
+					walk(filepath.FromSlash(rest))
+				}
+			}
+		}
+		walk(dir)
+		return seen
+	}
+	for dir := range pkgs {
 		for prefix, forbidden := range bad {
 			if dir != prefix && !strings.HasPrefix(dir, prefix+"/") {
 				continue
 			}
-			for _, im := range p.imports {
-				for _, f := range forbidden {
-					if (im == f || strings.HasPrefix(im, f)) && im != mod+"internal/sandbox" {
-						t.Errorf("%s imports %s, which its layer must not", dir, im)
+			reached := closure(dir)
+			for _, f := range forbidden {
+				for im := range reached {
+					if !matches(im, f) || im == mod+"internal/sandbox" || strings.HasPrefix(im, mod+dir) {
+						continue
 					}
+					if !strings.HasPrefix(f, mod) && !slices.Contains(pkgs[dir].imports, im) {
+						continue // standard library bans are on direct imports only
+					}
+					t.Errorf("%s reaches %s, which its layer must not", dir, im)
 				}
 			}
 		}

@@ -92,9 +92,25 @@ rpc filesystem.Filesystem.GetWatcherEvents(filesystem.GetWatcherEventsRequest) f
 rpc filesystem.Filesystem.RemoveWatcher(filesystem.RemoveWatcherRequest) filesystem.RemoveWatcherResponse
 `
 
+// extensionFloor is the first field number of Platinum's own additions to
+// envd's messages: envd clients never send them and skip them as unknown
+// fields when they receive them, so they stay out of envdWire.
+const extensionFloor = 1000
+
+// platinumExtensions pins those additions, so one is not added (or
+// renumbered below the floor) by accident.
+const platinumExtensions = `process.ProcessInfo bool pty=1000
+process.ProcessInfo string cwd=1001
+process.ProcessInfo bool stdin=1002
+process.StartRequest uint32 timeout_ms=1000
+process.ProcessEvent.StartEvent string cwd=1000
+process.ProcessEvent.EndEvent bool timed_out=1000
+`
+
 // describe writes fd's wire-relevant schema, one line per message, enum
-// and RPC, in declaration order.
-func describe(b *strings.Builder, fd protoreflect.FileDescriptor) {
+// and RPC, in declaration order; fields numbered extensionFloor and up go
+// to ext instead.
+func describe(b, ext *strings.Builder, fd protoreflect.FileDescriptor) {
 	fmt.Fprintln(b, "package", fd.Package())
 	var msgs func(ms protoreflect.MessageDescriptors)
 	msgs = func(ms protoreflect.MessageDescriptors) {
@@ -126,6 +142,10 @@ func describe(b *strings.Builder, fd protoreflect.FileDescriptor) {
 				if o := f.ContainingOneof(); o != nil && !o.IsSynthetic() {
 					lbl = "oneof " + string(o.Name()) + " "
 				}
+				if f.Number() >= extensionFloor {
+					fmt.Fprintf(ext, "%s %s%s %s=%d\n", m.FullName(), lbl, k, f.Name(), f.Number())
+					continue
+				}
 				s += fmt.Sprintf(" %s%s %s=%d;", lbl, k, f.Name(), f.Number())
 			}
 			fmt.Fprintln(b, s+" }")
@@ -154,10 +174,13 @@ func describe(b *strings.Builder, fd protoreflect.FileDescriptor) {
 // TestEnvdWireCompatible fails when pt-agent's generated protos drift from
 // envd's wire schema.
 func TestEnvdWireCompatible(t *testing.T) {
-	var b strings.Builder
-	describe(&b, process.File_process_process_proto)
-	describe(&b, filesystem.File_filesystem_filesystem_proto)
+	var b, ext strings.Builder
+	describe(&b, &ext, process.File_process_process_proto)
+	describe(&b, &ext, filesystem.File_filesystem_filesystem_proto)
 	if diff := cmp.Diff(envdWire, b.String()); diff != "" {
 		t.Errorf("pt-agent's protos differ from envd's wire schema (-envd +ours):\n%s", diff)
+	}
+	if diff := cmp.Diff(platinumExtensions, ext.String()); diff != "" {
+		t.Errorf("Platinum's extension fields changed (-pinned +ours):\n%s", diff)
 	}
 }

@@ -17,6 +17,7 @@ var restContract = []struct {
 	statuses     []string
 }{
 	{"get", "/healthz", []string{"200"}},
+	{"get", "/metrics", []string{"200", "401", "403"}},
 	{"get", "/v1/openapi.json", []string{"200"}},
 	{"get", "/v1/hosts", []string{"200", "401"}},
 	{"post", "/v1/sandboxes", []string{"201", "202", "400", "401", "404", "409", "413"}},
@@ -47,6 +48,20 @@ var restContract = []struct {
 	{"post", "/v1/sandboxes/{id}/backups", []string{"202", "400", "401", "404", "409", "503"}},
 	{"get", "/v1/sandboxes/{id}/backups", []string{"200", "401", "404"}},
 	{"post", "/v1/sandboxes/{id}/exec", []string{"200", "400", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/processes", []string{"200", "201", "400", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/processes", []string{"200", "401", "404", "409"}},
+	{"delete", "/v1/sandboxes/{id}/processes/{pid}", []string{"204", "400", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/processes/{pid}/stream", []string{"200", "400", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/pty", []string{"101", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/processes/{pid}/input", []string{"204", "400", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/processes/{pid}/signal", []string{"204", "400", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/processes/{pid}/resize", []string{"204", "400", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/code", []string{"200", "400", "401", "404", "409", "413"}},
+	{"post", "/v1/sandboxes/{id}/code/contexts", []string{"201", "400", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/code/contexts", []string{"200", "401", "404", "409"}},
+	{"delete", "/v1/sandboxes/{id}/code/contexts/{ctx}", []string{"204", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/code/contexts/{ctx}/restart", []string{"200", "401", "404", "409"}},
+	{"post", "/v1/sandboxes/{id}/code/contexts/{ctx}/interrupt", []string{"200", "401", "404", "409"}},
 	{"get", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409"}},
 	{"put", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409", "507"}},
 	{"delete", "/v1/sandboxes/{id}/files", []string{"204", "401", "404"}},
@@ -163,7 +178,7 @@ func TestOpenAPICoversContract(t *testing.T) {
 	if _, ok := doc.Components.SecuritySchemes["bearer"]; !ok || len(doc.Security) != 1 || doc.Security[0]["bearer"] == nil {
 		t.Error("bearer security is not the default")
 	}
-	for _, s := range []string{"Sandbox", "Error", "CreateSandbox", "ExecRequest", "ExecResult", "ExecEvent", "FileEntry", "Template", "SandboxList", "TemplateList"} {
+	for _, s := range []string{"Sandbox", "Error", "CreateSandbox", "ExecRequest", "ExecResult", "ExecEvent", "ProcessStartRequest", "Process", "FileEntry", "Template", "SandboxList", "TemplateList"} {
 		if _, ok := doc.Components.Schemas[s]; !ok {
 			t.Errorf("schema %s missing", s)
 		}
@@ -365,7 +380,8 @@ func TestOpenAPISandboxRetention(t *testing.T) {
 			t.Errorf("Sandbox lacks %s", f)
 		}
 	}
-	if got := resolve(t, root, sb["deleted_reason"])["enum"]; !cmp.Equal(got, []any{"user_deleted", "auto_deleted", "ttl_expired", "platform_deleted"}) {
+	if got := resolve(t, root, sb["deleted_reason"])["enum"]; !cmp.Equal(got, []any{"user_deleted", "user_killed", "auto_deleted", "ttl_expired", "platform_deleted",
+		"session_stopped", "session_failed", "pool_discarded", "pool_drained"}) {
 		t.Errorf("deleted_reason enum = %v", got)
 	}
 	if got := resolve(t, root, sb["restore"])["enum"]; !cmp.Equal(got, []any{"memory", "disk_only"}) {

@@ -43,6 +43,7 @@ func run() error {
 	onlyEgress := flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
 	onlyCreate := flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
 	logLevel := flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
+	onlyCode := flag.Bool("only-code", false, "measure only the code API: create → first runCode and its steady-state round trip (code.go)")
 	onlyArchive := flag.Bool("only-archive", false, "measure only archive/unarchive throughput against plain zstd (archive.go)")
 	flag.Parse()
 	if *onlyArchive {
@@ -51,12 +52,15 @@ func run() error {
 	if *onlyEgress {
 		return egressBench(*n)
 	}
-	if *onlyCreate {
+	if *onlyCreate || *onlyCode {
 		*archiveRuns, *runtimes, *previewRuns = 0, false, false
+	}
+	if *mcpOnly {
+		*archiveRuns = 0 // nothing but the MCP bench runs
 	}
 	if *onlyPreview || *onlyRuntimes || *onlyCreate {
 		// The other sections run from defers below: skip them.
-		*snapRuns, *idemRuns, *eventRuns, *sessionRuns = 0, 0, 0, 0
+		*snapRuns, *idemRuns, *eventRuns, *sessionRuns, *mcpRuns = 0, 0, 0, 0, 0
 	}
 	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview && !*snapOnly {
 		defer func() {
@@ -75,6 +79,13 @@ func run() error {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *mcpOnly {
+		return mcpBench(c, d, *mcpRuns)
+	}
+	if *onlyCode {
+		fmt.Printf("Platinum code bench: %d runs, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
+		return codeBench(c, *n)
+	}
 	if *snapOnly {
 		return snapshotBench(c, *snapRuns, d.DataDir)
 	}
@@ -112,6 +123,13 @@ func run() error {
 		defer func() {
 			if err := sessionsBench(c, *sessionRuns); err != nil {
 				fmt.Fprintln(os.Stderr, "bench: sessions:", err)
+			}
+		}()
+	}
+	if *mcpRuns > 0 {
+		defer func() {
+			if err := mcpBench(c, d, *mcpRuns); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: mcp:", err)
 			}
 		}()
 	}

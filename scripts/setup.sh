@@ -19,6 +19,15 @@ have lxcfs       || need+=(lxcfs)
 if [ "${PT_SETUP_TESTS:-0}" = 1 ]; then
   have node || need+=(nodejs)
   have npm  || need+=(npm)
+  # The Python SDK's tests run in a venv (Debian's python3 has no ensurepip
+  # without python3-venv).
+  have python3 || need+=(python3)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+  have gcc  || need+=(gcc libc6-dev) # a cgo (dynamic) build in the pt-agent check's test
+  # The dashboard's browser tests (tests/web) drive Debian's Chromium headless.
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  # The SSH gateway's tests drive the real OpenSSH client (ssh, ssh-keygen).
+  { have ssh && have ssh-keygen; } || need+=(openssh-client)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -7,9 +7,40 @@ PT_SETUP_TESTS=1 scripts/setup.sh
 export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 scripts/build.sh
 go vet ./...
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './tests/compat/e2b/node_modules/*'))
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './tests/compat/*/node_modules/*'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 # The real e2b npm SDK, pinned by tests/compat/e2b/package-lock.json.
 (cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error)
+# The real @daytonaio/sdk, pinned by tests/compat/daytona/package-lock.json.
+(cd tests/compat/daytona && npm ci --no-audit --no-fund --loglevel=error)
+# The real daytona Python SDK, pinned by tests/compat/daytona/requirements.txt.
+(cd tests/compat/daytona && { [ -x .venv/bin/python ] || python3 -m venv .venv; } &&
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt)
+# The official MCP TypeScript SDK, pinned by tests/compat/mcp/package-lock.json.
+(cd tests/compat/mcp && npm ci --no-audit --no-fund --loglevel=error)
+# The dashboard's toolchain (Vite, TypeScript), pinned by web/package-lock.json:
+# tests/web rebuilds web/dist with it and compares; and playwright-core,
+# pinned by tests/web/package-lock.json, which drives Chromium there.
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+# The real @e2b/code-interpreter SDK, pinned by its package-lock.json.
+(cd tests/compat/e2b-code-interpreter && npm ci --no-audit --no-fund --loglevel=error)
+# The TypeScript SDK: pinned dev dependencies, the generated wire types
+# checked against api/openapi.yaml, the build and its unit tests (its
+# end-to-end suites run in tests/sdk/ts under go test below).
+(cd sdk/ts && npm ci --no-audit --no-fund --loglevel=error && npm test)
 (cd sdk/go && go vet ./... && go test -race -count=1 ./...)
+# The Python SDK: its venv (pinned dev tools, PyPI only), then mypy --strict;
+# tests/sdk/python runs its pytest suite against a real ptd in the line below.
+[ -x sdk/python/.venv/bin/python ] || python3 -m venv sdk/python/.venv
+sdk/python/.venv/bin/pip install -q --disable-pip-version-check -e 'sdk/python[dev]'
+(cd sdk/python && .venv/bin/mypy --strict)
 go test -race -count=1 -timeout 30m -p 2 ./...
+# Fuzz every target for PT_FUZZTIME (5 s) each, one target per `go test`
+# (Go fuzzes one per invocation), sequentially: 17 targets, about 110 s
+# once the instrumented builds are cached (docs/testing.md).
+for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-5s}" "./$pkg"
+  done
+done

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/codeinterp"
 )
 
 func main() {
@@ -69,6 +70,10 @@ func run(ctx context.Context) error {
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
 	cfg.Logger = logger
+	ci := codeinterp.Enabled()
+	if ci {
+		cfg.EnvFile = codeinterp.EnvFile
+	}
 	if os.Getpid() == 1 {
 		cfg.Reaper = agent.NewReaper()
 		go cfg.Reaper.Run(ctx)
@@ -78,6 +83,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer srv.Close()
+	if ci {
+		// The code-interpreter template's server (docs/code-interpreter.md).
+		go codeinterp.Supervise(ctx, "/run/platinum/code-interpreter", srv.StartService, logger)
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

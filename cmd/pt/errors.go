@@ -87,6 +87,15 @@ func message(err error) string {
 	return err.Error()
 }
 
+// requestID is the X-Request-Id of the API error in err ("" if none).
+func requestID(err error) string {
+	var ae *platinum.APIError
+	if errors.As(err, &ae) {
+		return ae.RequestID
+	}
+	return ""
+}
+
 // isUnreachable reports whether err means no ptd answered at all.
 func isUnreachable(err error) bool {
 	var dnsErr *net.DNSError

@@ -94,6 +94,10 @@ commands:
   sandbox backup ID [--wait]   copy a sandbox's disk off-host (create --from-backup restores it)
   snapshot list|rm             list a sandbox's snapshots (--backups) or delete them
   sandbox exec ID -- CMD...    run a command in a sandbox
+  sandbox shell ID [-- CMD...] open a terminal in a sandbox (exit code passed through)
+  sandbox ps ID                list a sandbox's running processes
+  sandbox kill-process ID PID  signal a process (--signal SIGTERM by default, SIGKILL, SIGINT...)
+  sandbox run-code ID [FILE]   run Python/JavaScript/bash in a code-interpreter sandbox
   sandbox cp SRC DST           copy a file to or from a sandbox (ID:PATH)
   template list                list templates
   template build SLUG          build a new version of a template
@@ -111,6 +115,7 @@ commands:
   artifact list|get|download|rm  list, show, download (-o FILE) or delete artifacts
   webhook create URL           send the org's events to URL, HMAC-signed (--event TYPE, --secret S)
   webhook list|get|rm|deliveries  list, show or delete webhooks, or show one's deliveries
+  mcp                          serve MCP on stdin/stdout for AI agent hosts (--allow-delete-any)
   version                      print pt's version
 
 environment:
@@ -135,8 +140,10 @@ func (a *app) lookup(args []string) (command, []string, error) {
 			"create": &sandboxCreate{a}, "list": &sandboxList{a}, "ls": &sandboxList{a},
 			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
 			"kill": &sandboxKill{a}, "ttl": &sandboxTTL{a},
-			"exec": &sandboxExec{a}, "cp": &sandboxCp{a},
-			"rename": &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a}, "network": &sandboxNetwork{a},
+			"exec": &sandboxExec{a}, "shell": &sandboxShell{a}, "cp": &sandboxCp{a},
+			"ps": &sandboxPs{a}, "kill-process": &sandboxKillProcess{a},
+			"run-code": &sandboxRunCode{a},
+			"rename":   &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a}, "network": &sandboxNetwork{a},
 			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
 			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
 			"snapshot": &sandboxSnapshot{a}, "restore": &sandboxRestore{a}, "fork": &sandboxFork{a},
@@ -174,6 +181,8 @@ func (a *app) lookup(args []string) (command, []string, error) {
 		return &versionCmd{a}, rest, nil
 	case "events", "event":
 		return &eventsCmd{a}, rest, nil
+	case "mcp":
+		return &mcpCmd{a}, rest, nil
 	case "artifacts":
 		group = "artifact"
 	case "webhooks":
@@ -233,6 +242,9 @@ func (a *app) report(ctx context.Context, err error) int {
 	fmt.Fprintf(a.stderr, "pt: %s\n", message(err))
 	if h := a.hint(err); h != "" {
 		fmt.Fprintf(a.stderr, "hint: %s\n", h)
+	}
+	if id := requestID(err); id != "" {
+		fmt.Fprintf(a.stderr, "request id: %s (ptd's logs name it; quote it when reporting this)\n", id)
 	}
 	return 1
 }

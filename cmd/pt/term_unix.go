@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"os/signal"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -21,4 +22,22 @@ func terminalWidth(f *os.File, getenv func(string) string) int {
 		return n
 	}
 	return int(ws.Col)
+}
+
+// notifyResize calls f on every SIGWINCH until the returned stop runs.
+func notifyResize(f func()) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				f()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
 }

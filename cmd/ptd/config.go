@@ -13,15 +13,20 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host"
+	"github.com/platinum-dev/platinum/internal/hostclaim"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
+	"github.com/platinum-dev/platinum/internal/requestid"
 )
 
 // config is everything `ptd serve` reads from flags and the environment.
 type config struct {
-	listen   string
-	dataDir  string
-	logLevel string
-	host     host.Config
+	listen string
+	// metricsListen, when set, serves /metrics without a token on a
+	// listener of its own (the API listener's /metrics needs an admin token).
+	metricsListen string
+	dataDir       string
+	logLevel      string
+	host          host.Config
 	// objects is a directory for the local object store, unless s3 is set.
 	objects string
 	s3      s3.Config
@@ -69,8 +74,27 @@ type config struct {
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
+	// sshListen is the SSH gateway's address ("" disables it).
+	sshListen string
 	// spareDisks is how many mounted disks of each size are kept ready.
 	spareDisks int
+	// mcpAllowDeleteAny lets /mcp's delete_sandbox delete sandboxes it did
+	// not create.
+	mcpAllowDeleteAny bool
+	// claimsDir is where this ptd claims its data dir, bridge, subnet and
+	// cgroup parent against other ptd on the machine (internal/hostclaim).
+	claimsDir string
+}
+
+// claim records what this ptd owns on the machine, failing when another
+// live ptd owns any of it.
+func (c config) claim() (*hostclaim.Held, error) {
+	h, err := hostclaim.Acquire(c.claimsDir, hostclaim.Claim{DataDir: c.dataDir, Bridge: c.host.Network.Bridge,
+		Subnet: c.host.Network.Subnet, CgroupParent: c.host.CgroupParent})
+	if err != nil {
+		return nil, fmt.Errorf("%w (see ptd serve -h; %s lists the running claims)", err, c.claimsDir)
+	}
+	return h, nil
 }
 
 func parseConfig(name string, args []string) (config, error) {
@@ -84,6 +108,8 @@ func parseConfig(name string, args []string) (config, error) {
 	rt := fs.String("runtime-binary", def.RuntimeBinary, "OCI runtime binary for the runc class")
 	cg := fs.String("cgroup-parent", def.CgroupParent, "parent cgroup of every sandbox's cgroup")
 	pids := fs.Int64("pids-limit", def.PidsLimit, "maximum tasks per sandbox")
+	cpuWeight := fs.Int("sandbox-cpu-weight", def.SandboxCPUWeight, "CPU weight (1-10000; a cgroup's default is 100) of --cgroup-parent, which holds every sandbox, so busy sandboxes cannot starve ptd's API of CPU (0 leaves the cgroup's weight alone)")
+	fs.StringVar(&c.claimsDir, "claims-dir", hostclaim.DefaultDir, "machine-wide directory where every running ptd claims its data dir, bridge, subnet and cgroup parent; a ptd whose claim collides with a running one's refuses to start")
 	fs.IntVar(&c.spareDisks, "spare-disks", 2, "sandbox disks of each recently used size kept formatted and mounted ahead of creates (0 disables)")
 	cache := fs.String("template-cache", def.TemplateCacheDir, "cache of built template images, shared by data dirs")
 	bridge := fs.String("bridge", def.Network.Bridge, "name of the sandbox bridge")
@@ -126,9 +152,12 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.webhookRetryBase, "webhook-retry-base", 2*time.Second, "wait before a failed webhook delivery's first retry; it doubles after each failure (capped at one hour, 12 attempts)")
 	fs.DurationVar(&c.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept (0: forever); pending webhook deliveries' events and live sandboxes' usage history are kept regardless")
 	fs.Int64Var(&c.artifactMaxBytes, "artifact-max-bytes", 5<<30, "largest artifact an export may store (0: no cap); larger is 413 artifact_too_large")
+	fs.StringVar(&c.sshListen, "ssh-listen", "127.0.0.1:2222", "address of the SSH gateway (ssh SANDBOX_ID@host, keys from ssh_keys; empty disables it)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of a listener serving only Prometheus /metrics, without a token (empty: /metrics only on --listen, for platform admin tokens)")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
+	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes MCP did not create (docs/mcp.md)")
 	fs.StringVar(&c.sessionTemplate, "session-template", "", "template of sessions that name none (default: --default-template)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -140,7 +169,7 @@ func parseConfig(name string, args []string) (config, error) {
 	c.dataDir = abs
 	c.host = host.DefaultConfig(abs)
 	c.host.AgentBinary, c.host.RuntimeBinary, c.host.CgroupParent = *agent, *rt, *cg
-	c.host.PidsLimit, c.host.TemplateCacheDir = *pids, *cache
+	c.host.PidsLimit, c.host.TemplateCacheDir, c.host.SandboxCPUWeight = *pids, *cache, *cpuWeight
 	c.host.Network.Bridge = *bridge
 	if c.host.Network.Subnet, err = netip.ParsePrefix(*subnet); err != nil {
 		return c, fmt.Errorf("--subnet: %w", err)
@@ -178,5 +207,6 @@ func (c config) logger() *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	// Lines logged for a request carry its request_id (X-Request-Id).
+	return slog.New(requestid.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
 }

@@ -17,6 +17,7 @@ func TestServeDefaults(t *testing.T) {
 		{"--data-dir", c.dataDir, "/var/lib/platinum"},
 		{"--objects", c.objects, "/var/lib/platinum/objects"},
 		{"host data dir", c.host.DataDir, "/var/lib/platinum"},
+		{"--ssh-listen", c.sshListen, "127.0.0.1:2222"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
@@ -48,5 +49,19 @@ func TestSubnetFlag(t *testing.T) {
 	}
 	if _, err := parseConfig("ptd serve", []string{"--subnet", "not-a-cidr"}); err == nil {
 		t.Error("--subnet not-a-cidr accepted")
+	}
+}
+
+// TestMCPAllowDeleteAny: /mcp's delete guard is on unless the flag says
+// otherwise (docs/mcp.md).
+func TestMCPAllowDeleteAny(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--mcp-allow-delete-any"}, true}} {
+		c, err := parseConfig("ptd serve", tc.args)
+		if err != nil || c.mcpAllowDeleteAny != tc.want {
+			t.Errorf("%v: mcpAllowDeleteAny %v, %v; want %v", tc.args, c.mcpAllowDeleteAny, err, tc.want)
+		}
 	}
 }

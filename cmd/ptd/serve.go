@@ -12,17 +12,26 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
+	"github.com/platinum-dev/platinum/internal/compat/daytona"
 	"github.com/platinum-dev/platinum/internal/compat/e2b"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/dashboard"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/httpapi"
+	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/preview"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
+	"github.com/platinum-dev/platinum/internal/sshgw"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/mcpserver"
+	"github.com/platinum-dev/platinum/web"
 )
 
 func serve(ctx context.Context, args []string) error {
@@ -31,6 +40,11 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := cfg.logger()
+	claim, err := cfg.claim()
+	if err != nil {
+		return err
+	}
+	defer claim.Release()
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -103,7 +117,7 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	e2bCfg := e2b.DefaultConfig()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	if pv != nil {
 		ps, err := preview.New(pv.cfg, pv.signer, cp, log.With("component", "preview"))
 		if err != nil {
@@ -121,10 +135,74 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("preview proxy ready", "listen", pv.ln.Addr().String(), "domain", pv.cfg.Domain)
 	}
+	if cfg.sshListen != "" {
+		// The SSH gateway (docs/terminal.md); its host key persists in the
+		// data dir so clients' known_hosts stay valid across restarts.
+		hostKey, err := sshgw.LoadOrCreateHostKey(filepath.Join(cfg.dataDir, "ssh_host_ed25519_key"))
+		if err != nil {
+			return fmt.Errorf("ssh host key: %w", err)
+		}
+		sshLn, err := net.Listen("tcp", cfg.sshListen)
+		if err != nil {
+			return fmt.Errorf("ssh listener: %w", err)
+		}
+		gw := sshgw.New(cp, hostKey, log.With("component", "ssh"))
+		sctx, stop := context.WithCancel(ctx)
+		sdone := make(chan struct{})
+		defer func() { stop(); <-sdone }()
+		go func() {
+			defer close(sdone)
+			if err := gw.Serve(sctx, sshLn); err != nil {
+				errc <- fmt.Errorf("ssh gateway: %w", err)
+			}
+		}()
+		log.Info("ssh gateway ready", "listen", sshLn.Addr().String(), "fingerprint", ssh.FingerprintSHA256(hostKey.PublicKey()))
+	}
 	api := httpapi.New(cp, log)
-	srv := &http.Server{Handler: e2b.MountConfig(api, cp, e2bCfg, log), ReadHeaderTimeout: 10 * time.Second}
+	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
+	// caller's token (docs/mcp.md).
+	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
+		API:            api,
+		AllowDeleteAny: cfg.mcpAllowDeleteAny,
+		Logger:         log.With("component", "mcp"),
+		Authenticate: func(ctx context.Context, tok string) (string, error) {
+			p, err := cp.Authenticate(ctx, tok)
+			if errors.Is(err, sandbox.ErrUnauthenticated) {
+				return "", fmt.Errorf("%w: %w", mcpserver.ErrUnauthenticated, err)
+			}
+			return p.TokenID, err
+		},
+	})
+	// Compatibility surfaces share the listener: /daytona/ (docs/daytona.md),
+	// then E2B's paths and envd traffic, then the dashboard's own paths
+	// (/, /assets/, docs/dashboard.md), then /v1.
+	site := dashboard.Mount(api, web.Dist())
+	rest := daytona.Mount(e2b.MountConfig(site, cp, e2bCfg, log), cp, daytona.DefaultConfig(), log.With("component", "daytona"))
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			mcpH.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
+	// The request id and the metrics wrap every surface: /v1, E2B's,
+	// Daytona's and /mcp.
+	srv := &http.Server{Handler: requestid.Middleware(metrics.Instrument(root)), ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
+	srv.RegisterOnShutdown(mcpH.Shutdown)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.metricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.metricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", api.MetricsHandler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		defer msrv.Close()
+		go func() { errc <- msrv.Serve(mln) }()
+		log.Info("metrics ready", "listen", mln.Addr().String())
+	}
 	if cfg.sandboxAPIPort != 0 {
 		// Sandboxes reach the API only here, on their gateway (the
 		// firewall opens just this port to them).
@@ -217,6 +295,13 @@ func reset(ctx context.Context, args []string) error {
 		return err
 	}
 	log := cfg.logger()
+	// A reset removes the bridge, chains and cgroups: never those of a
+	// ptd still running.
+	claim, err := cfg.claim()
+	if err != nil {
+		return err
+	}
+	defer claim.Release()
 	cfg.host.Egress.ProxyPort = 0 // a reset serves nothing
 	h, err := host.Open(ctx, cfg.host, log)
 	if err != nil {

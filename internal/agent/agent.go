@@ -2,7 +2,9 @@
 // that runs commands (pipes or PTY), serves files and watches directories for
 // the host. It speaks E2B envd's wire protocol (Connect RPC process and
 // filesystem services plus the plain /files, /health, /envs, /init and
-// /metrics endpoints) so the stock e2b SDK can talk to it unmodified.
+// /metrics endpoints) so the stock e2b SDK can talk to it unmodified, and
+// Daytona's toolbox routes under /toolbox/ (toolbox.go), which ptd's
+// Daytona surface routes here.
 package agent
 
 import (
@@ -46,6 +48,11 @@ type Config struct {
 	// EndRetention is how long a finished process stays attachable by
 	// Connect, which then replays its end event.
 	EndRetention time.Duration
+	// EnvFile, when set, receives the sandbox-level environment as a JSON
+	// object each time /init sets it (0600, replaced atomically), for
+	// services that must see env patches without a restart (the code
+	// interpreter applies it before every cell).
+	EnvFile string
 }
 
 // DefaultConfig returns a Config with every optional field set.
@@ -129,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /init", s.handleInit)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /size", s.handleSize)
+	s.toolboxRoutes(mux) // Daytona's toolbox API (toolbox.go)
 	s.mux = mux
 	return s, nil
 }
@@ -175,7 +183,14 @@ func (s *Server) Close() error {
 const (
 	headerToken     = "X-Access-Token"
 	headerKeepalive = "Keepalive-Ping-Interval"
+	// HeaderExtensions: a caller that sends it with any value gets
+	// Platinum's extension fields (numbered 1000 and up) in answers; envd
+	// clients never send it, so their answers stay exactly envd's.
+	HeaderExtensions = "Pt-Extensions"
 )
+
+// wantsExtensions reports whether the caller asked for extension fields.
+func wantsExtensions(h http.Header) bool { return h.Get(HeaderExtensions) != "" }
 
 func isRPC(path string) bool {
 	return strings.HasPrefix(path, "/"+processconnect.ProcessName+"/") ||

@@ -256,6 +256,9 @@ func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if req.EnvVars != nil {
 		s.env = maps.Clone(req.EnvVars)
+		if err := s.writeEnvFile(s.env); err != nil {
+			s.log.Warn("env file", "err", err)
+		}
 	}
 	if req.AccessToken != nil && *req.AccessToken != "" {
 		s.token = *req.AccessToken

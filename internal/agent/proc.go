@@ -22,6 +22,7 @@ type proc struct {
 	pid    int
 	tag    *string
 	cfg    *process.ProcessConfig
+	dir    string   // resolved working directory
 	master *os.File // PTY master; nil for pipe processes
 	stdin  *os.File // stdin pipe; nil when stdin was not requested
 	outs   []output
@@ -30,10 +31,12 @@ type proc struct {
 	inMu        sync.Mutex // serializes input writes and CloseStdin
 	stdinClosed bool
 
-	mu     sync.Mutex
-	exited bool // the wait status was collected: the pid may be reused
-	subs   map[*subscriber]struct{}
-	end    *process.ProcessEvent_EndEvent
+	mu       sync.Mutex
+	exited   bool // the wait status was collected: the pid may be reused
+	timedOut bool // the timeout's SIGKILL was sent
+	timer    *time.Timer
+	subs     map[*subscriber]struct{}
+	end      *process.ProcessEvent_EndEvent
 }
 
 type output struct {
@@ -69,13 +72,15 @@ type spawnSpec struct {
 	stdin bool
 	tag   *string
 	cfg   *process.ProcessConfig
+	// timeout, when positive, kills the process that long after it starts.
+	timeout time.Duration
 }
 
 // start forks the process described by sp and returns it with a subscriber
 // that was attached before any output could be read, so the caller's stream
 // misses nothing.
 func (s *Server) start(sp spawnSpec) (*proc, *subscriber, error) {
-	p := &proc{tag: sp.tag, cfg: sp.cfg, done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
+	p := &proc{tag: sp.tag, cfg: sp.cfg, dir: sp.dir, done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
 	sys := &syscall.SysProcAttr{}
 	if os.Getuid() != int(sp.acct.uid) || os.Getgid() != int(sp.acct.gid) {
 		sys.Credential = &syscall.Credential{Uid: sp.acct.uid, Gid: sp.acct.gid, Groups: sp.acct.groups}
@@ -142,9 +147,38 @@ func (s *Server) start(sp spawnSpec) (*proc, *subscriber, error) {
 		return fail(fmt.Errorf("start %s: %w", sp.path, err))
 	}
 	p.pid = pid
+	if sp.timeout > 0 {
+		p.mu.Lock()
+		p.timer = time.AfterFunc(sp.timeout, func() {
+			if p.killForTimeout() {
+				s.log.Info("process killed: timeout passed", "pid", p.pid, "timeout", sp.timeout)
+			}
+		})
+		p.mu.Unlock()
+	}
 	s.procs.add(p)
 	go s.supervise(p, exit)
 	return p, sub, nil
+}
+
+// killForTimeout sends the timeout's SIGKILL unless the process has been
+// reaped; it reports whether it did. The mark is set first so the end
+// event, however soon it follows, says timed_out.
+func (p *proc) killForTimeout() bool {
+	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return false
+	}
+	p.timedOut = true
+	p.mu.Unlock()
+	if err := p.signal(unix.SIGKILL); err != nil {
+		p.mu.Lock()
+		p.timedOut = false
+		p.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // supervise pumps output to subscribers and, once the process has exited,
@@ -163,6 +197,10 @@ func (s *Server) supervise(p *proc, exit <-chan unix.WaitStatus) {
 	ws := <-exit
 	p.mu.Lock()
 	p.exited = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	timedOut := p.timedOut && !ws.Exited()
 	p.mu.Unlock()
 	deadline := time.Now().Add(s.cfg.DrainWindow)
 	for _, o := range p.outs {
@@ -177,7 +215,7 @@ func (s *Server) supervise(p *proc, exit <-chan unix.WaitStatus) {
 	if p.stdin != nil {
 		p.stdin.Close() // unblocks a pending SendInput
 	}
-	end := &process.ProcessEvent_EndEvent{ExitCode: int32(exitCode(ws)), Exited: ws.Exited(), Status: statusString(ws)}
+	end := &process.ProcessEvent_EndEvent{ExitCode: int32(exitCode(ws)), Exited: ws.Exited(), Status: statusString(ws), TimedOut: timedOut}
 	if !ws.Exited() || ws.ExitStatus() != 0 {
 		end.Error = &end.Status
 	}
@@ -193,10 +231,45 @@ func (p *proc) pump(o output) {
 		if n > 0 {
 			p.broadcast(dataEvent(o.kind, bytes.Clone(buf[:n])))
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			p.drainBuffered(o, buf)
+			return
+		}
 		if err != nil {
-			return // EOF, EIO (PTY slave closed), drain deadline, or closed
+			return // EOF, EIO (PTY slave closed), or closed
 		}
 	}
+}
+
+// maxDrain bounds what drainBuffered reads: a background grandchild that
+// holds the pipe open and keeps writing must not keep the end event back.
+const maxDrain = 1 << 20
+
+// drainBuffered reads what the pipe already holds, without waiting for more.
+// The drain deadline bounds waiting for output after the process exited,
+// but a Read past an expired deadline fails before it looks at the pipe:
+// a pump goroutine scheduled late on a busy host would drop output the
+// process wrote before it exited (an exec answering exit 0 with no stdout).
+func (p *proc) drainBuffered(o output, buf []byte) {
+	if o.f.SetReadDeadline(time.Time{}) != nil {
+		return
+	}
+	rc, err := o.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	total := 0
+	rc.Read(func(fd uintptr) bool {
+		for total < maxDrain {
+			n, err := unix.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				break // EAGAIN: nothing more buffered; 0: EOF
+			}
+			total += n
+			p.broadcast(dataEvent(o.kind, bytes.Clone(buf[:n])))
+		}
+		return true // never wait for readiness
+	})
 }
 
 func dataEvent(kind outputKind, b []byte) *process.ProcessEvent {
@@ -212,8 +285,13 @@ func dataEvent(kind outputKind, b []byte) *process.ProcessEvent {
 	return &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: d}}
 }
 
-func startEvent(pid int) *process.ProcessEvent {
-	return &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(pid)}}}
+// startEvent announces p; ext adds Platinum's extension fields.
+func startEvent(p *proc, ext bool) *process.ProcessEvent {
+	start := &process.ProcessEvent_StartEvent{Pid: uint32(p.pid)}
+	if ext {
+		start.Cwd = p.dir
+	}
+	return &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: start}}
 }
 
 func endEvent(end *process.ProcessEvent_EndEvent) *process.ProcessEvent {
@@ -307,10 +385,16 @@ func (p *proc) write(in *process.ProcessInput) error {
 	)
 	switch x := in.GetInput().(type) {
 	case *process.ProcessInput_Stdin:
-		if p.stdin == nil || p.stdinClosed {
+		switch {
+		case p.master != nil:
+			// A PTY process's stdin is its terminal: the native API
+			// sends input without knowing which of the two it has.
+			f, data = p.master, x.Stdin
+		case p.stdin == nil || p.stdinClosed:
 			return fmt.Errorf("process %d: stdin not open: %w", p.pid, errPrecondition)
+		default:
+			f, data = p.stdin, x.Stdin
 		}
-		f, data = p.stdin, x.Stdin
 	case *process.ProcessInput_Pty:
 		if p.master == nil {
 			return fmt.Errorf("process %d: not a pty: %w", p.pid, errPrecondition)
@@ -325,9 +409,18 @@ func (p *proc) write(in *process.ProcessInput) error {
 	return nil
 }
 
+// closeStdin ends the process's input: it closes the stdin pipe, or on a
+// PTY types the terminal's EOF character (Ctrl-D), which ends input at the
+// start of a line.
 func (p *proc) closeStdin() error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
+	if p.master != nil {
+		if _, err := p.master.Write([]byte{0x04}); err != nil {
+			return fmt.Errorf("process %d: write EOF: %v: %w", p.pid, err, errPrecondition)
+		}
+		return nil
+	}
 	if p.stdin == nil {
 		return fmt.Errorf("process %d: stdin not open: %w", p.pid, errPrecondition)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,7 +54,7 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 // commands, re-attach with Connect).
 func (s *Server) serveEvents(ctx context.Context, p *proc, sub *subscriber, h http.Header, send func(*process.ProcessEvent) error, killOnDeadline bool) error {
 	defer p.unsubscribe(sub)
-	if err := send(startEvent(p.pid)); err != nil {
+	if err := send(startEvent(p, wantsExtensions(h))); err != nil {
 		return err
 	}
 	keepalive, stop := keepaliveTicker(h)
@@ -128,15 +129,16 @@ func (s *Server) spawnSpec(h http.Header, req *process.StartRequest) (spawnSpec,
 		return spawnSpec{}, err
 	}
 	return spawnSpec{
-		path:  path,
-		argv:  append([]string{cfg.GetCmd()}, cfg.GetArgs()...),
-		env:   env,
-		dir:   dir,
-		acct:  acct,
-		pty:   req.Pty,
-		stdin: req.Stdin == nil || *req.Stdin, // absent means true (envd)
-		tag:   req.Tag,
-		cfg:   cfg,
+		path:    path,
+		argv:    append([]string{cfg.GetCmd()}, cfg.GetArgs()...),
+		env:     env,
+		dir:     dir,
+		acct:    acct,
+		pty:     req.Pty,
+		stdin:   req.Stdin == nil || *req.Stdin, // absent means true (envd)
+		tag:     req.Tag,
+		cfg:     cfg,
+		timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond,
 	}, nil
 }
 
@@ -175,10 +177,15 @@ func mapWith(m map[string]string, k, v string) map[string]string {
 	return out
 }
 
-func (ps *processService) List(context.Context, *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
+func (ps *processService) List(_ context.Context, req *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
 	resp := &process.ListResponse{}
+	ext := wantsExtensions(req.Header())
 	for _, p := range ps.s.procs.running() {
-		resp.Processes = append(resp.Processes, &process.ProcessInfo{Config: p.cfg, Pid: uint32(p.pid), Tag: p.tag})
+		info := &process.ProcessInfo{Config: p.cfg, Pid: uint32(p.pid), Tag: p.tag}
+		if ext {
+			info.Pty, info.Cwd, info.Stdin = p.master != nil, p.dir, p.stdin != nil
+		}
+		resp.Processes = append(resp.Processes, info)
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -233,13 +240,8 @@ func (ps *processService) SendInput(_ context.Context, req *connect.Request[proc
 }
 
 func (ps *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
-	var sig unix.Signal
-	switch req.Msg.GetSignal() {
-	case process.Signal_SIGNAL_SIGKILL:
-		sig = unix.SIGKILL
-	case process.Signal_SIGNAL_SIGTERM:
-		sig = unix.SIGTERM
-	default:
+	sig := unix.Signal(req.Msg.GetSignal())
+	if !slices.Contains(sendableSignals, sig) {
 		return nil, rpcError(fmt.Errorf("signal %v: unsupported: %w", req.Msg.GetSignal(), errInvalid))
 	}
 	p, err := ps.s.procs.get(req.Msg.GetProcess())
@@ -261,6 +263,14 @@ func (ps *processService) CloseStdin(_ context.Context, req *connect.Request[pro
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+// sendableSignals are the signals SendSignal delivers. The wire enum names
+// SIGTERM and SIGKILL only (envd's); the others arrive as open enum values
+// holding their Linux numbers.
+var sendableSignals = []unix.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGKILL, unix.SIGUSR1, unix.SIGUSR2,
+	unix.SIGTERM, unix.SIGCONT, unix.SIGSTOP, unix.SIGTSTP,
 }
 
 // keepaliveTicker ticks every Keepalive-Ping-Interval seconds when the

@@ -107,7 +107,7 @@ func (c *Client) Init(ctx context.Context, env map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/init", nil, "application/json", bytes.NewReader(body))
+	resp, err := c.doIdempotent(ctx, http.MethodPost, "/init", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
 	}
@@ -372,6 +372,19 @@ func (c *Client) Remove(ctx context.Context, path string) error {
 // do sends a plain HTTP request with the token and turns a non-2xx answer
 // into a categorized error.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader) (*http.Response, error) {
+	return c.send(ctx, method, path, q, contentType, body, false)
+}
+
+// doIdempotent is do for a request that may be sent twice (/init sets
+// the whole environment). net/http then retries it on a fresh connection
+// when a pooled one turns out dead: an address a deleted sandbox had is
+// handed to the next, and the host's idle connection to the old one is
+// answered with a reset by the new one.
+func (c *Client) doIdempotent(ctx context.Context, method, path, contentType string, body io.Reader) (*http.Response, error) {
+	return c.send(ctx, method, path, nil, contentType, body, true)
+}
+
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, contentType string, body io.Reader, idempotent bool) (*http.Response, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -383,6 +396,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, cont
 	req.Header.Set("X-Access-Token", c.token)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if idempotent {
+		req.Header["Idempotency-Key"] = nil // marks it for net/http; not sent
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -479,12 +495,18 @@ func drain(rc io.ReadCloser) {
 	rc.Close()
 }
 
-// tokenInterceptor adds X-Access-Token to every RPC.
+// headerExtensions asks pt-agent for Platinum's extension fields (process
+// cwd, pty and stdin in List and start events); see the agent's
+// HeaderExtensions.
+const headerExtensions = "Pt-Extensions"
+
+// tokenInterceptor adds X-Access-Token (and headerExtensions) to every RPC.
 type tokenInterceptor string
 
 func (t tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		req.Header().Set("X-Access-Token", string(t))
+		req.Header().Set(headerExtensions, "1")
 		return next(ctx, req)
 	}
 }
@@ -493,6 +515,7 @@ func (t tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
 		conn.RequestHeader().Set("X-Access-Token", string(t))
+		conn.RequestHeader().Set(headerExtensions, "1")
 		return conn
 	}
 }

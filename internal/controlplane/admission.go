@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/platinum-dev/platinum/internal/metrics"
 	"sync"
 	"time"
 )
@@ -78,6 +79,7 @@ func (a *admission) acquire(ctx context.Context, org string) (release func(), er
 		return func() {}, nil
 	}
 	start := time.Now()
+	defer func() { metrics.AdmissionWait(admissionOutcome(err), time.Since(start)) }()
 	a.mu.Lock()
 	if len(a.waiters) == 0 && a.active < a.slots() {
 		a.take(org)
@@ -120,6 +122,27 @@ func (a *admission) acquire(ctx context.Context, org string) (release func(), er
 		ce.Queued = time.Since(start)
 	}
 	return nil, err
+}
+
+// admissionOutcome labels an acquire's result for the metrics.
+func admissionOutcome(err error) string {
+	var ce *CapacityError
+	switch {
+	case err == nil:
+		return "admitted"
+	case errors.As(err, &ce) && ce.Reason == "start_queue_full":
+		return "queue_full"
+	case errors.As(err, &ce):
+		return "timeout"
+	}
+	return "canceled"
+}
+
+// stats returns how many starts wait and how many hold a slot now.
+func (a *admission) stats() (waiting, active int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.waiters), a.active
 }
 
 // slots is how many starts may run now. Callers hold mu.

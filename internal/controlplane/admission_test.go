@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // admitted waits (briefly) for a pending acquire to return a slot.
@@ -153,4 +155,49 @@ func TestAdmissionRefusals(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestShortQueueWaitBoundsOnlyTheQueue: a start whose caller waits only
+// 1 ms is admitted at once on an idle host and runs to the end; on a host
+// whose every start slot is taken the same 1 ms wait is the documented
+// refusal (CapacityError start_queue_timeout) and the sandbox stays
+// stopped. A caller's context that has already run out of time does not
+// stop an admitted start either.
+func TestShortQueueWaitBoundsOnlyTheQueue(t *testing.T) {
+	s, _ := newServiceWith(t, &fakeHost{}, "", func(c *Config) { c.Admission.Slots = 2 })
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	stop := func() {
+		t.Helper()
+		if _, err := s.Stop(ctx, org, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, s, sb.ID, sandbox.StateStopped)
+	}
+	stop()
+	if _, err := s.StartWithin(ctx, org, sb.ID, time.Millisecond); err != nil {
+		t.Fatalf("idle host, 1 ms queue wait: %v", err)
+	}
+	waitState(t, s, sb.ID, sandbox.StateRunning)
+
+	stop()
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if got, err := s.StartWithin(expired, org, sb.ID, time.Millisecond); err != nil || got.State != sandbox.StateStarting {
+		t.Fatalf("idle host, caller's deadline already past: %v %v", got.State, err)
+	}
+	waitState(t, s, sb.ID, sandbox.StateRunning)
+
+	stop()
+	r1, _ := s.starts.acquire(ctx, "org_other")
+	r2, _ := s.starts.acquire(ctx, "org_other")
+	var ce *CapacityError
+	if _, err := s.StartWithin(ctx, org, sb.ID, time.Millisecond); !errors.As(err, &ce) || ce.Reason != "start_queue_timeout" {
+		t.Errorf("busy host, 1 ms queue wait: %v", err)
+	}
+	if got, _ := s.Get(ctx, org, sb.ID, false); got.State != sandbox.StateStopped {
+		t.Errorf("a refused start left the sandbox %s", got.State)
+	}
+	r1()
+	r2()
 }

@@ -16,7 +16,8 @@ import (
 // sandbox can be archived; archiving an archived (or archiving) one
 // returns it unchanged. The work happens in the background; wait with
 // WaitFor(…, StateArchived, …).
-func (s *Service) Archive(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+	ctx = context.WithoutCancel(ctx) // as stop: the caller's wait never cuts the call in half
 	for {
 		sb, err := s.Get(ctx, p, id, false)
 		if err != nil {

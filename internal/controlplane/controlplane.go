@@ -12,93 +12,32 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// Host is what the control plane needs of a sandbox host. The host layer
-// (internal/host) implements it; tests may use a fake.
-type Host interface {
-	// ID names the host (host_…).
-	ID() string
-	// Templates lists the template slugs this host can build.
-	Templates() []string
-	// Classes lists the runtime classes this host runs.
-	Classes() []string
-	// Info describes the host for GET /v1/hosts.
-	Info() HostInfo
-	// BuildTemplate builds slug as version versionID and returns the
-	// read-only rootfs path and its size. progress receives short lines.
-	BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (rootfs string, size int64, err error)
-	// Start makes sure the sandbox runs: it creates what is missing (disk,
-	// network, container) and reuses what exists, so it is safe to call
-	// again after a crash. It returns once the agent answers.
-	Start(ctx context.Context, spec StartSpec) (Instance, error)
-	// Running reports whether the sandbox's container runs and its agent
-	// answers.
-	Running(ctx context.Context, id string) bool
-	// Stop stops the sandbox, keeping its disk and address. With
-	// keepMemory it keeps the processes where the host can (frozen in RAM,
-	// or checkpointed to disk) and reports whether it did; otherwise, or
-	// when it cannot, the processes end and only the disk stays (and a
-	// checkpoint is dropped). Idempotent.
-	Stop(ctx context.Context, id string, keepMemory bool) (memoryKept bool, err error)
-	// Frozen reports whether a stopped sandbox still holds its memory in
-	// RAM (the warm window and budget apply). A checkpoint on disk is not
-	// frozen: it costs no RAM and the next start restores it whenever it
-	// comes.
-	Frozen(ctx context.Context, id string) bool
-	// DiskImage stops the sandbox disk-only if needed and returns the path
-	// of its disk image, for archiving. ErrNotFound when it has none.
-	DiskImage(ctx context.Context, id string) (string, error)
-	// DiskImagePath is where a restored disk image must be written.
-	DiskImagePath(id string) string
-	// RemoveDisk deletes the sandbox's local disk image. Idempotent.
-	RemoveDisk(ctx context.Context, id string) error
-	// Resize changes a running sandbox's CPU and memory in place; a
-	// memory limit below what the sandbox uses wraps sandbox.ErrConflict.
-	Resize(ctx context.Context, id string, cpu float64, ramMB int) error
-	// GrowDisk grows the sandbox's disk (online when it runs).
-	GrowDisk(ctx context.Context, id string, newGB int) error
-	// Metrics reads live figures of a running sandbox.
-	Metrics(ctx context.Context, id string) (Metrics, error)
-	// Destroy removes every host resource of the sandbox. Idempotent.
-	Destroy(ctx context.Context, id string) error
-}
-
-// StartSpec is what a host needs to run one sandbox.
-type StartSpec struct {
-	ID         string
-	RootFS     string // template version's read-only rootfs
-	CPU        float64
-	RAMMB      int
-	DiskGB     int
-	AgentToken string
-	// Runtime is the runtime class (runc, gvisor); empty means runc.
-	Runtime string
-	// Clone, when set, starts the sandbox from a snapshot (clone, fork,
-	// restore in place) instead of its own state; see snapshots.go.
-	Clone *CloneSpec
-	// Network is the sandbox's egress policy and the secrets its egress
-	// proxy injects (network.go); nil is the default policy.
-	Network *NetworkSpec
-}
-
-// Instance is a running sandbox as its host reports it.
-type Instance struct {
-	// Address is the sandbox's IP; its agent listens on AgentPort there.
-	Address string
-	// MemoryRestored is true when the start brought the processes back
-	// (a thaw or a restore), false for a cold boot from disk.
-	MemoryRestored bool
-	// RestoreFailure says why a start that had memory to restore (a
-	// checkpoint) booted cold from disk instead; empty otherwise.
-	RestoreFailure string
-}
+// The host contract lives in internal/hostapi; these names keep the
+// control plane's callers and fakes reading as before.
+type (
+	Host            = hostapi.Host
+	StartSpec       = hostapi.StartSpec
+	Instance        = hostapi.Instance
+	HostInfo        = hostapi.HostInfo
+	ClassInfo       = hostapi.ClassInfo
+	NetworkSpec     = hostapi.NetworkSpec
+	SecretSpec      = hostapi.SecretSpec
+	NetworkSetter   = hostapi.NetworkSetter
+	CloneSpec       = hostapi.CloneSpec
+	SnapshotFiles   = hostapi.SnapshotFiles
+	Snapshotter     = hostapi.Snapshotter
+	Metrics         = hostapi.Metrics
+	DiskUsageReader = hostapi.DiskUsageReader
+)
 
 // AgentPort is where pt-agent listens inside every sandbox.
-const AgentPort = 49983
+const AgentPort = hostapi.AgentPort
 
 // Config tunes the service.
 type Config struct {
@@ -117,6 +56,9 @@ type Config struct {
 	// state (starting, stopping, archiving, …) before the periodic
 	// reconciler drives it again; 0 means ProvisionTimeout plus a minute.
 	TransitionDeadline time.Duration
+	// ReconcileWorkers bounds how many running sandboxes a reconciler
+	// pass checks at once (each check asks the host's runtime).
+	ReconcileWorkers int
 	// PollInterval is the backstop poll of waits, covering writers this
 	// process does not see (other API nodes).
 	PollInterval time.Duration
@@ -200,6 +142,7 @@ func DefaultConfig() Config {
 		DefaultWait:               60 * time.Second,
 		MaxWait:                   10 * time.Minute,
 		ProvisionTimeout:          2 * time.Minute,
+		ReconcileWorkers:          4,
 		TemplateBuildTimeout:      20 * time.Minute,
 		PollInterval:              time.Second,
 		WarmWindow:                10 * time.Minute,
@@ -318,27 +261,6 @@ func (s *Service) goBackground(fn func(ctx context.Context)) {
 // SkipAgentInit makes the service skip the agent /init call, for tests of
 // transports with a fake host that runs no agent.
 func (s *Service) SkipAgentInit() { s.noAgentInit = true }
-
-// HostInfo describes a host: its runtime classes and what each supports.
-type HostInfo struct {
-	ID      string
-	Gateway string
-	Classes []ClassInfo
-	// LXCFS is true when sandboxes see their own /proc/meminfo.
-	LXCFS bool
-}
-
-// ClassInfo is one runtime class on a host.
-type ClassInfo struct {
-	Name string
-	// StopKeepsMemory says how a stop keeps memory: "checkpoint" (to disk,
-	// no RAM held) or "freeze" (in RAM, for the warm window).
-	StopKeepsMemory string
-	// Checkpoint is true when the class can write memory to disk
-	// (runsc; runc only with CRIU >= 4.1); CheckpointReason says why not.
-	Checkpoint       bool
-	CheckpointReason string
-}
 
 // Hosts lists the hosts of the platform (one, for a single-host ptd).
 func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {

@@ -104,7 +104,7 @@ func newTestService(t *testing.T, h *fakeHost) (*Service, store.Store) {
 // empty) and a Service over it and h with a 20 ms poll and no agent
 // init; tune, when not nil, changes the config first. Both close at the
 // test's cleanup.
-func newServiceWith(t *testing.T, h Host, path string, tune func(*Config)) (*Service, store.Store) {
+func newServiceWith(t testing.TB, h Host, path string, tune func(*Config)) (*Service, store.Store) {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "db")

@@ -12,12 +12,16 @@ import (
 )
 
 // retentionOf is how long a deleted record is kept before final disposal
-// (seed 004, "Retention"): 30 days; a platform-deleted sandbox with a
-// completed archive (or backup) keeps that recovery data 90 days instead.
-// An incomplete backup does not qualify, and only the platform's own
-// deletions get the extension.
+// (docs/ARCHITECTURE.md, "Final disposal"): 30 days; a sandbox the
+// platform deleted (DeletedBy, recorded at the deletion: a TTL expiry,
+// pool upkeep, platform_deleted) with a completed archive (or backup)
+// keeps that recovery data 90 days instead. An incomplete backup does not
+// qualify, and a customer-configured timer (auto_delete_days) is the
+// user's. Records from before DeletedBy count as the platform's only when
+// their deleted reason says platform_deleted.
 func (s *Service) retentionOf(sb sandbox.Sandbox) time.Duration {
-	if sb.Reason == "platform_deleted" && (sb.Archive != nil && sb.Archive.Complete || s.hasCompleteBackup(sb)) {
+	platform := sb.DeletedBy == sandbox.DeletedByPlatform || sb.DeletedBy == "" && sb.Reason == "platform_deleted"
+	if platform && (sb.Archive != nil && sb.Archive.Complete || s.hasCompleteBackup(sb)) {
 		return s.cfg.PlatformRecoveryRetention
 	}
 	return s.cfg.DeletedRetention

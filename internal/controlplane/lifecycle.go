@@ -15,7 +15,10 @@ import (
 // stopping) sandbox returns it unchanged. The work happens in the
 // background; wait with WaitFor(…, StateStopped, …).
 func (s *Service) Stop(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
-	return s.stop(ctx, p, id, "", true)
+	t0 := time.Now()
+	sb, err := s.stop(ctx, p, id, "", true)
+	observeRefusal("stop", sb.Runtime, t0, err)
+	return sb, err
 }
 
 // StopDiskOnly stops the sandbox without keeping its memory (E2B's pause
@@ -25,6 +28,9 @@ func (s *Service) StopDiskOnly(ctx context.Context, p Principal, id string) (san
 }
 
 func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keepMemory bool) (sandbox.Sandbox, error) {
+	// A stop asked for is a stop made: the caller going away (or its wait
+	// running out) does not cut the state change in half.
+	ctx = context.WithoutCancel(ctx)
 	for {
 		sb, err := s.Get(ctx, p, id, false)
 		if err != nil {
@@ -92,10 +98,22 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 // calling it on a running or starting sandbox returns it unchanged. The
 // work happens in the background; wait with WaitFor(…, StateRunning, …).
 // Once running, the record's LastStart says whether memory came back.
-func (s *Service) Start(ctx context.Context, p Principal, id string) (sb sandbox.Sandbox, err error) {
+// (startWithin is StartWithin, metrics.go.) A wait for a host start slot
+// ends after queueWait when that is shorter than the configured bound (0:
+// the configured bound). queueWait and ctx's cancellation bound only that
+// wait: once admitted, the state change is written whatever happens to
+// ctx, so a caller's short wait never cancels the start it asked for.
+func (s *Service) startWithin(ctx context.Context, p Principal, id string, queueWait time.Duration) (sb sandbox.Sandbox, err error) {
 	// The host's start slot (admission.go), taken before the sandbox leaves
 	// stopped, so a start the queue refuses leaves it stopped; held by the
 	// background start until it ends.
+	qctx := ctx
+	if queueWait > 0 {
+		var cancel context.CancelFunc
+		qctx, cancel = context.WithTimeout(ctx, queueWait)
+		defer cancel()
+	}
+	ctx = context.WithoutCancel(ctx)
 	var release func()
 	defer func() {
 		if release != nil {
@@ -118,7 +136,7 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sb sandbox
 			return sb, &StateError{State: sb.State, Want: "stopped, archived or failed"}
 		}
 		if release == nil {
-			if release, err = s.starts.acquire(ctx, sb.OrgID); err != nil {
+			if release, err = s.starts.acquire(qctx, sb.OrgID); err != nil {
 				return sandbox.Sandbox{}, err
 			}
 			continue // the wait may have been long: read the state again

@@ -300,9 +300,11 @@ func TestReconcileFinishesTransitionalStates(t *testing.T) {
 	stuck := running(t, s, CreateRequest{Template: "busybox"})
 	setRecord(t, s, stuck.ID, func(sb *sandbox.Sandbox) { sb.State = sandbox.StateStopping })
 	time.Sleep(400 * time.Millisecond)
-	if err := s.reconcileOnce(ctx, false); err != nil {
+	checks, err := s.reconcilePass(ctx, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.runChecks(ctx, checks)
 	waitState(t, s, stuck.ID, sandbox.StateStopped)
 }
 

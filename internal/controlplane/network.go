@@ -14,33 +14,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// NetworkSpec is what a host enforces on one sandbox's traffic: the
-// policy, and the secrets its egress proxy swaps in (values in the clear,
-// held only in the host's memory).
-type NetworkSpec struct {
-	Policy  sandbox.NetworkPolicy
-	Secrets []SecretSpec
-}
-
-// SecretSpec is one secret as the egress proxy needs it.
-type SecretSpec struct {
-	Name, Placeholder, Value string
-	// Hosts the value may go to; empty means any host.
-	Hosts []string
-	// Body replaces the placeholder in request bodies too.
-	Body bool
-}
-
-// NetworkSetter is a Host that can change a running sandbox's network
-// policy in place (internal/host does). Without it a policy change
-// applies at the next start.
-type NetworkSetter interface {
-	// SetNetwork applies spec to the sandbox's traffic at once. It returns
-	// an error wrapping sandbox.ErrNotFound when the sandbox has no network
-	// on the host.
-	SetNetwork(ctx context.Context, id string, spec *NetworkSpec) error
-}
-
 // Limits on network policies.
 const (
 	MaxNetworkRules = 256

@@ -250,7 +250,8 @@ func (s *Service) addPooled(ctx context.Context, tpl string) error {
 	zero := 0
 	sb, err := s.Create(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, CreateRequest{
 		Template: tpl, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata: map[string]string{store.MetaPool: tpl},
+		Metadata:         map[string]string{store.MetaPool: tpl},
+		platformMetadata: true,
 	})
 	if err != nil {
 		return err

@@ -306,3 +306,39 @@ func TestOrgQuotas(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchMetadataAndRetention: a patch replaces the whole metadata map
+// and the lifecycle timers (the compatibility surfaces' label and timer
+// updates), within the create limits; a refused patch changes nothing.
+func TestPatchMetadataAndRetention(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Metadata: map[string]string{"a": "1", "b": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := map[string]string{"c": "3"}
+	ret := sandbox.Retention{Type: sandbox.TypeEphemeral, AutoStopMinutes: 5}
+	got, err := s.Update(ctx, org, sb.ID, Patch{Metadata: &md, Retention: &ret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Metadata) != 1 || got.Metadata["c"] != "3" || got.Retention != ret {
+		t.Fatalf("after patch: metadata %v retention %+v", got.Metadata, got.Retention)
+	}
+	big := map[string]string{}
+	for i := range 17 {
+		big[strings.Repeat("k", i+1)] = "v"
+	}
+	bad := sandbox.Retention{Type: "forever"}
+	for _, pt := range []Patch{{Metadata: &big}, {Retention: &bad}, {Retention: &sandbox.Retention{AutoStopMinutes: -1}}} {
+		var fe *sandbox.FieldError
+		if _, err := s.Update(ctx, org, sb.ID, pt); !errors.As(err, &fe) {
+			t.Errorf("patch %+v: err = %v, want a FieldError", pt, err)
+		}
+	}
+	now, _ := s.Get(ctx, org, sb.ID, false)
+	if len(now.Metadata) != 1 || now.Retention != ret {
+		t.Errorf("refused patches changed the sandbox: %v %+v", now.Metadata, now.Retention)
+	}
+}

@@ -257,6 +257,9 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 		}
 		return nil
 	}
+	if why := s.noLiveResize(sb.Runtime); why != "" {
+		return &NotResizableError{ID: sb.ID, Reason: fmt.Sprintf("its runtime class (%s) cannot change cpu or ram_mb live: %s", sb.Runtime, why)}
+	}
 	live := sb.Live
 	if live == nil {
 		return &NotResizableError{ID: sb.ID, Reason: "it booted before live resize was available"}
@@ -291,6 +294,18 @@ func (s *Service) resizeLive(ctx context.Context, sb *sandbox.Sandbox, r ResizeR
 	sb.CPU, sb.RAMMB = cpu, ram
 	res.Guest = s.guestSize(ctx, *sb)
 	return nil
+}
+
+// noLiveResize is why the host's runtime class cannot resize a running
+// sandbox live ("" when it can), checked before anything changes so the
+// record keeps the size the guest really has.
+func (s *Service) noLiveResize(class string) string {
+	for _, c := range s.host.Info().Classes {
+		if c.Name == class {
+			return c.NoLiveResize
+		}
+	}
+	return ""
 }
 
 // guestSize asks the sandbox's agent what it sees now, so the answer to a
@@ -329,13 +344,6 @@ func (s *Service) autogrow(ctx context.Context, sb sandbox.Sandbox) {
 		return
 	}
 	s.log.Info("disk autogrow", "sandbox", sb.ID, "from_gb", sb.DiskGB, "to_gb", newGB)
-}
-
-// DiskUsageReader is an optional Host method: a sandbox's disk used and
-// total bytes without the runtime calls and CPU sampling window Metrics
-// costs. Autogrow reads it for every running sandbox on every timer tick.
-type DiskUsageReader interface {
-	DiskUsage(ctx context.Context, id string) (used, size uint64, err error)
 }
 
 // diskUsage asks the host the cheap way when it can, else through Metrics.

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,63 @@ func TestLiveResizeWithinOrgPool(t *testing.T) {
 				t.Errorf("a refused resize changed the size")
 			}
 		})
+	}
+}
+
+// fixedSizeClassHost is a fakeHost whose gvisor class cannot resize live
+// (as the real host reports it) and which counts the live resizes it is
+// asked for.
+type fixedSizeClassHost struct {
+	*fakeHost
+	resizes int
+}
+
+func (h *fixedSizeClassHost) Info() HostInfo {
+	return HostInfo{ID: "host_test", Classes: []ClassInfo{{Name: "runc"}, {Name: "gvisor", NoLiveResize: "the guest keeps its boot size"}}}
+}
+
+func (h *fixedSizeClassHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
+	h.resizes++
+	return nil
+}
+
+// TestLiveResizeRefusedWhereTheGuestKeepsItsBootSize: a running sandbox of
+// a class that cannot resize live (gvisor) gets NotResizableError naming
+// the class and the reason, the host is not asked, and the record keeps
+// the size the sandbox has; its disk still grows online, and stopped it
+// resizes for the next boot. runc resizes live as before.
+func TestLiveResizeRefusedWhereTheGuestKeepsItsBootSize(t *testing.T) {
+	h := &fixedSizeClassHost{fakeHost: &fakeHost{}}
+	s, _ := newServiceWith(t, h, "", nil)
+	ctx := context.Background()
+	g := running(t, s, CreateRequest{Template: "busybox", Runtime: "gvisor", CPU: ptr(1.0), RAMMB: ptr(512)})
+	for _, r := range []ResizeRequest{{CPU: ptr(2.0), RAMMB: ptr(1024)}, {CPU: ptr(2.0)}, {RAMMB: ptr(1024)}} {
+		var nr *NotResizableError
+		if _, err := s.Resize(ctx, org, g.ID, r); !errors.As(err, &nr) || !strings.Contains(nr.Reason, "gvisor") || !strings.Contains(nr.Reason, "boot size") {
+			t.Errorf("gvisor live resize %+v: %v", r, err)
+		}
+	}
+	if h.resizes != 0 {
+		t.Errorf("the host was asked for %d live resizes of a gvisor sandbox", h.resizes)
+	}
+	if got, _ := s.Get(ctx, org, g.ID, false); got.CPU != 1 || got.RAMMB != 512 {
+		t.Errorf("record after refused resizes: cpu %v ram %d", got.CPU, got.RAMMB)
+	}
+	if res, err := s.Resize(ctx, org, g.ID, ResizeRequest{DiskGB: ptr(4)}); err != nil || res.AppliesAt != "now" || res.Sandbox.DiskGB != 4 {
+		t.Errorf("gvisor disk grow: %+v %v", res, err)
+	}
+	if _, err := s.Stop(ctx, org, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.WaitFor(ctx, org, g.ID, sandbox.StateStopped, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Resize(ctx, org, g.ID, ResizeRequest{CPU: ptr(2.0), RAMMB: ptr(1024)}); err != nil || res.AppliesAt != "next_start" || res.Sandbox.CPU != 2 || res.Sandbox.RAMMB != 1024 {
+		t.Errorf("stopped gvisor resize: %+v %v", res, err)
+	}
+
+	r := running(t, s, CreateRequest{Template: "busybox", Runtime: "runc", CPU: ptr(1.0), RAMMB: ptr(512)})
+	if res, err := s.Resize(ctx, org, r.ID, ResizeRequest{CPU: ptr(2.0), RAMMB: ptr(1024)}); err != nil || res.AppliesAt != "now" || res.Sandbox.CPU != 2 || h.resizes != 1 {
+		t.Errorf("runc live resize: %+v %v (host resizes %d)", res, err, h.resizes)
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -19,6 +21,10 @@ import (
 
 // CreateRequest is a validated-on-use create call.
 type CreateRequest struct {
+	// platformMetadata lets the platform's own creates (warm pools,
+	// sessions) set its metadata keys, which callers may not.
+	platformMetadata bool
+
 	Template string
 	CPU      *float64
 	RAMMB    *int
@@ -59,6 +65,8 @@ type CreateRequest struct {
 	// ProjectID picks the project (prj_…); empty means the parent's for a
 	// child, else the org's default project.
 	ProjectID string
+	// SSHKeys are authorized_keys lines for the SSH gateway (sshkeys.go).
+	SSHKeys []string
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -169,7 +177,44 @@ func validateEnvVars(env map[string]string) error {
 	return nil
 }
 
+// LastStartKey is the metadata key under which answers show a sandbox's
+// latest start. It is the platform's: stored in the record's own
+// LastStart field, never in the user's metadata map, so it counts against
+// no limit and no metadata filter matches it; a user may not set it.
+const LastStartKey = "last_start"
+
+// platformMetadataKeys are the keys the platform itself writes into a
+// sandbox's metadata (warm pools and sessions find their sandboxes by
+// them). A user may read and filter on them but never set them: a forged
+// pt_pool_ready would make a user's sandbox claimable by another org's
+// session, and a patch keeps them (see Update).
+var platformMetadataKeys = []string{store.MetaPool, store.MetaPoolReady, store.MetaSessionID}
+
+// validateUserMetadata is validateMetadata for metadata a caller sends:
+// the platform's own keys are refused too.
+func validateUserMetadata(md map[string]string) error {
+	for _, k := range platformMetadataKeys {
+		if _, ok := md[k]; ok {
+			return &sandbox.FieldError{Field: "metadata", Reason: fmt.Sprintf("key %s is the platform's (set on pooled and session sandboxes); use another key", k)}
+		}
+	}
+	return validateMetadata(md)
+}
+
+// userMetadata is md without the platform's keys: what a copy of a
+// sandbox (a fork) inherits.
+func userMetadata(md map[string]string) map[string]string {
+	out := maps.Clone(md)
+	for _, k := range platformMetadataKeys {
+		delete(out, k)
+	}
+	return out
+}
+
 func validateMetadata(md map[string]string) error {
+	if _, ok := md[LastStartKey]; ok {
+		return &sandbox.FieldError{Field: "metadata", Reason: "key last_start is the platform's (the latest start, shown as metadata.last_start); use another key"}
+	}
 	if len(md) > 16 {
 		return &sandbox.FieldError{Field: "metadata", Reason: "at most 16 keys"}
 	}
@@ -191,7 +236,7 @@ func validateMetadata(md map[string]string) error {
 
 // Create records a new sandbox and starts provisioning it in the
 // background. It returns the record in state creating.
-func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
+func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
 	idemTag, tookOver, since := idempotencyFrom(ctx)
 	if tookOver {
 		// The key's first attempt died with its process: if it committed
@@ -208,6 +253,13 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	cpu, ram, disk, err := r.validate()
+	if err == nil && !r.platformMetadata {
+		err = validateUserMetadata(r.Metadata)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sshKeys, err := ParseSSHKeys(r.SSHKeys)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -271,6 +323,9 @@ func (s *Service) Create(ctx context.Context, p Principal, r CreateRequest) (san
 		CreatedAt: now, UpdatedAt: now,
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
 		Runtime: r.Runtime, IdempotencyTag: idemTag,
+	}
+	if len(sshKeys) > 0 {
+		sb.SSHKeys = sshKeys
 	}
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
 		return sandbox.Sandbox{}, err
@@ -448,9 +503,26 @@ func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.S
 	return s.deleteWithReason(ctx, id, "user_deleted")
 }
 
+// platformReasons are the deletions the platform decides by itself: a
+// TTL's expiry (the ttl_ms or the platform's default TTL), pool upkeep,
+// and an explicit platform deletion (host loss, org deletion). Everything
+// else — a DELETE, a kill, a session's end, an auto_delete_days timer or
+// an ephemeral sandbox's stop, which the customer configured — is the
+// user's.
+var platformReasons = map[string]bool{"ttl_expired": true, "platform_deleted": true, "pool_discarded": true, "pool_drained": true}
+
+// deletedBy is who caused a deletion for reason (sandbox.DeletedBy).
+func deletedBy(reason string) string {
+	if platformReasons[reason] {
+		return sandbox.DeletedByPlatform
+	}
+	return sandbox.DeletedByUser
+}
+
 // deleteWithReason moves a live sandbox to deleting (any org) and starts
-// its teardown. reason is user_deleted, auto_deleted, ttl_expired or
-// platform_deleted.
+// its teardown, recording the reason (deleted_reason) and who caused it
+// (deletedBy): user_deleted, user_killed, auto_deleted, session_* are the
+// user's; ttl_expired, platform_deleted, pool_* the platform's.
 func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sandbox.Sandbox, error) {
 	for {
 		sb, err := s.store.GetSandbox(ctx, "", id)
@@ -460,7 +532,7 @@ func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sand
 		if sb.State == sandbox.StateDeleting || sb.State == sandbox.StateDeleted {
 			return sb, nil
 		}
-		sb.State, sb.Reason = sandbox.StateDeleting, reason
+		sb.State, sb.Reason, sb.DeletedBy = sandbox.StateDeleting, reason, deletedBy(reason)
 		sb, err = s.update(ctx, sb)
 		if isConflict(err) {
 			continue // someone else moved it; re-read and try again
@@ -549,6 +621,7 @@ func (s *Service) update(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandb
 		return sandbox.Sandbox{}, err
 	}
 	s.notify.broadcast(sb.ID)
+	observeTransition(cur, out)
 	return out, nil
 }
 
@@ -688,15 +761,30 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	s.reconcileSnapshots(ctx)
 	started := time.Now()
 	s.goBackground(func(ctx context.Context) { s.sweepArtifacts(ctx, started) })
-	return s.reconcileOnce(ctx, true)
+	checks, err := s.reconcilePass(ctx, true)
+	if err != nil {
+		return err
+	}
+	// Checking (and on a host reboot, booting) every running sandbox can
+	// take a while: start-up does not wait for it.
+	s.goBackground(func(ctx context.Context) { s.runChecks(ctx, checks) })
+	return nil
 }
 
-func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
+// reconcilePass is one pass of the reconciler: it drives again every
+// transitional state a crash left (at start-up) or that is stuck past its
+// deadline — each such operation runs in the background, as the call that
+// began it did, and they are few — and returns the checks of the running
+// sandboxes (one each: is it still running on its host?), which the
+// caller runs on the bounded pool of runChecks. Running sandboxes are the
+// many: one goroutine each on every pass would grow with the fleet.
+func (s *Service) reconcilePass(ctx context.Context, startup bool) ([]func(context.Context), error) {
 	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateCreating, sandbox.StateRunning, sandbox.StateDeleting,
 		sandbox.StateStarting, sandbox.StateStopping, sandbox.StateArchiving, sandbox.StateRestoring)
 	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	var checks []func(context.Context)
 	deadline := s.cfg.TransitionDeadline
 	if deadline <= 0 {
 		deadline = s.cfg.ProvisionTimeout + time.Minute
@@ -729,15 +817,44 @@ func (s *Service) reconcileOnce(ctx context.Context, startup bool) error {
 		case sandbox.StateDeleting:
 			s.goBackground(func(ctx context.Context) { s.teardown(ctx, sb.ID) })
 		case sandbox.StateRunning:
-			if startup {
-				// The host's egress proxy starts empty: hand it the
-				// sandbox's rules again (ensureRunning does on a reboot).
-				s.goBackground(func(ctx context.Context) { s.reapplyNetwork(ctx, sb.ID) })
-			}
-			s.goBackground(func(ctx context.Context) { s.ensureRunning(ctx, sb.ID) })
+			checks = append(checks, func(ctx context.Context) {
+				if startup {
+					// The host's egress proxy starts empty: hand it the
+					// sandbox's rules again (ensureRunning does on a reboot).
+					s.reapplyNetwork(ctx, sb.ID)
+				}
+				s.ensureRunning(ctx, sb.ID)
+			})
 		}
 	}
-	return nil
+	return checks, nil
+}
+
+// runChecks runs checks on at most Config.ReconcileWorkers goroutines and
+// returns once every one has run (or ctx ended, leaving the rest to the
+// next pass).
+func (s *Service) runChecks(ctx context.Context, checks []func(context.Context)) {
+	n := min(max(s.cfg.ReconcileWorkers, 1), len(checks))
+	next := make(chan func(context.Context))
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for range n {
+		go func() {
+			defer wg.Done()
+			for check := range next {
+				check(ctx)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer close(next)
+	for _, check := range checks {
+		select {
+		case next <- check:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // ensureRunning restarts a sandbox recorded as running whose container is
@@ -766,21 +883,29 @@ func (s *Service) ensureRunning(ctx context.Context, id string) {
 	s.transition(ctx, id, sandbox.StateRunning, sandbox.StateRunning, func(sb *sandbox.Sandbox) { sb.Address = inst.Address })
 }
 
-// RunReconciler calls the reconciler every interval until ctx ends.
+// RunReconciler runs a reconciler pass every interval until ctx ends, in
+// one loop: a pass (its checks included) ends before the next begins, so
+// passes never pile up on a slow host, and a tick missed meanwhile is
+// dropped rather than queued.
 func (s *Service) RunReconciler(ctx context.Context, interval time.Duration) {
 	s.goBackground(func(sctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(sctx, cancel) // the service closing ends a pass too
+		defer stop()
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-sctx.Done():
-				return
 			case <-t.C:
-				if err := s.reconcileOnce(ctx, false); err != nil {
+				checks, err := s.reconcilePass(ctx, false)
+				if err != nil {
 					s.log.Warn("reconcile", "err", err)
+					continue
 				}
+				s.runChecks(ctx, checks)
 			}
 		}
 	})

@@ -280,7 +280,8 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 	zero := 0
 	sb, err = s.Create(ctx, p, CreateRequest{
 		Template: r.Template, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata: map[string]string{store.MetaSessionID: ses.ID},
+		Metadata:         map[string]string{store.MetaSessionID: ses.ID},
+		platformMetadata: true,
 	})
 	if err != nil {
 		s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, "create: "+err.Error(), nil)

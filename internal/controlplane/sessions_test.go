@@ -208,3 +208,29 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 		t.Fatalf("claimed sandbox = %+v (%v); want it in %s's default project %v (%v)", sb, err, org.OrgID, prj.ID, perr)
 	}
 }
+
+// TestPlatformMetadataSurvivesPatch: a metadata patch (Daytona's labels)
+// may not set the platform's keys, and replacing a session sandbox's
+// metadata keeps its pt_session_id, so the session still finds it.
+func TestPlatformMetadataSurvivesPatch(t *testing.T) {
+	s, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	mustOrgs(t, s)
+	ses, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := map[string]string{store.MetaPoolReady: "1"}
+	if _, err := s.Update(ctx, org, ses.SandboxID, Patch{Metadata: &forged}); !errors.As(err, new(*sandbox.FieldError)) {
+		t.Fatalf("patch setting %s = %v; want a metadata FieldError", store.MetaPoolReady, err)
+	}
+	md := map[string]string{"team": "a"}
+	sb, err := s.Update(ctx, org, ses.SandboxID, Patch{Metadata: &md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"team": "a", store.MetaSessionID: ses.ID}
+	if diff := cmp.Diff(want, sb.Metadata); diff != "" {
+		t.Errorf("metadata after patch (-want +got):\n%s", diff)
+	}
+}

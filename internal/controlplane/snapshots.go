@@ -10,50 +10,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// CloneSpec says how a sandbox starts from a snapshot instead of from its
-// own state: a clone or fork (a new sandbox) or a restore in place.
-type CloneSpec struct {
-	// SnapshotID names the snapshot whose disk image becomes the sandbox's
-	// disk when it has none yet; empty when the disk is in place already
-	// (restore in place, a backup restored into the sandbox's image).
-	SnapshotID string
-	// MemoryImage is the checkpoint directory to restore the processes
-	// from; empty for a cold boot on the copied disk.
-	MemoryImage string
-	// SourceAgentToken is the agent token held in the memory image (the
-	// source sandbox's): the host re-keys the restored agent with it.
-	SourceAgentToken string
-	// NewIdentity gives the copy its own hostname, /etc/machine-id and
-	// fresh entropy once it runs.
-	NewIdentity bool
-}
-
-// SnapshotFiles are where a host keeps one snapshot.
-type SnapshotFiles struct {
-	DiskImage   string
-	MemoryImage string
-	SizeBytes   int64
-}
-
-// Snapshotter is a host's ability to snapshot sandboxes (internal/host has
-// it; test fakes may not, and then every snapshot call is unavailable).
-type Snapshotter interface {
-	// MemorySnapshots reports whether a running sandbox of class can have
-	// its memory snapshotted (checkpointed while it keeps running) on this
-	// host and, when not, why.
-	MemorySnapshots(class string) (ok bool, reason string)
-	// Snapshot copies the sandbox's disk (filesystem freeze + reflink) and,
-	// with memory, checkpoints its processes while they keep running. It
-	// returns sandbox.ErrConflict when memory is asked of a sandbox that
-	// does not run.
-	Snapshot(ctx context.Context, id, snapID, class string, memory bool) (SnapshotFiles, error)
-	// RemoveSnapshot deletes a snapshot's files. Idempotent.
-	RemoveSnapshot(ctx context.Context, snapID string) error
-	// RestoreDisk stops the sandbox disk-only and replaces its disk with
-	// the snapshot's, atomically. Idempotent.
-	RestoreDisk(ctx context.Context, id, snapID string) error
-}
-
 // MemorySnapshotError answers a memory snapshot the sandbox's runtime
 // class cannot take on this host (runc without CRIU >= 4.1).
 type MemorySnapshotError struct {
@@ -89,7 +45,7 @@ func (s *Service) snapshotter() (Snapshotter, error) {
 // and its memory where the class can. The sandbox keeps running; it is
 // paused no longer than the copy needs. It answers once the snapshot is
 // ready (milliseconds for the disk, a checkpoint's time with memory).
-func (s *Service) Snapshot(ctx context.Context, p Principal, id string, r SnapshotRequest) (sandbox.Snapshot, error) {
+func (s *Service) snapshotCall(ctx context.Context, p Principal, id string, r SnapshotRequest) (sandbox.Snapshot, error) {
 	if r.Name != "" && !nameRE.MatchString(r.Name) {
 		return sandbox.Snapshot{}, &sandbox.FieldError{Field: "name", Reason: "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"}
 	}
@@ -263,7 +219,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, p Principal, snapID string
 // background (wait with WaitFor(…, StateRunning, …)). If ptd dies midway
 // the reconciler runs the restore again: the disk is swapped in one rename
 // and every step can be repeated.
-func (s *Service) Restore(ctx context.Context, p Principal, id, snapID string) (sandbox.Sandbox, error) {
+func (s *Service) restore(ctx context.Context, p Principal, id, snapID string) (sandbox.Sandbox, error) {
 	if _, err := s.snapshotter(); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -523,7 +479,7 @@ type ForkResult struct {
 // (hostname, machine-id, entropy), address and tokens. The copies are
 // created at once and start in the background; the internal snapshot is
 // removed once none of them needs it.
-func (s *Service) Fork(ctx context.Context, p Principal, id string, r ForkRequest) (ForkResult, error) {
+func (s *Service) fork(ctx context.Context, p Principal, id string, r ForkRequest) (ForkResult, error) {
 	if r.Count < 1 || r.Count > MaxForks {
 		return ForkResult{}, &sandbox.FieldError{Field: "count", Reason: fmt.Sprintf("must be between 1 and %d", MaxForks)}
 	}
@@ -557,9 +513,11 @@ func (s *Service) Fork(ctx context.Context, p Principal, id string, r ForkReques
 	var made []string
 	for range r.Count {
 		sb, err := s.Create(ctx, p, CreateRequest{
-			FromSnapshot: snap.ID, ParentID: parent, Metadata: src.Metadata, Type: src.Retention.Type,
+			FromSnapshot: snap.ID, ParentID: parent, Metadata: userMetadata(src.Metadata), Type: src.Retention.Type,
 			AutoStopMinutes: &src.Retention.AutoStopMinutes, AutoArchiveDays: &src.Retention.AutoArchiveDays,
 			AutoDeleteDays: &src.Retention.AutoDeleteDays, NoAutoResume: src.NoAutoResume,
+			// A copy of the machine answers the same SSH keys as the original.
+			SSHKeys: src.SSHKeys,
 		})
 		if err != nil {
 			if len(made) == 0 {

@@ -2,12 +2,16 @@ package controlplane
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -328,5 +332,35 @@ func TestForkBySandboxToken(t *testing.T) {
 	top, err := s.Fork(ctx, org, child.ID, ForkRequest{Count: 1, NoParent: true})
 	if err != nil || len(top.Sandboxes) != 1 || top.Sandboxes[0].ParentID != "" {
 		t.Errorf("fork with parent false = %+v, %v; want a top-level sandbox", top, err)
+	}
+}
+
+// TestForkKeepsSSHKeys: a fork is a copy of the machine, so the SSH
+// gateway lets the same keys into each copy.
+func TestForkKeepsSSHKeys(t *testing.T) {
+	s := newSnapService(t, &snapHost{fakeHost: &fakeHost{}}, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := ssh.NewPublicKey(pub)
+	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
+	src, err := s.Create(ctx, org, CreateRequest{Template: "busybox", SSHKeys: []string{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.WaitFor(ctx, org, src.ID, sandbox.StateRunning, 5*time.Second); !ok {
+		t.Fatal("source never ran")
+	}
+	res, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 2})
+	if err != nil || len(res.Sandboxes) != 2 {
+		t.Fatalf("fork = %+v, %v", res, err)
+	}
+	for _, f := range res.Sandboxes {
+		got, err := s.Get(ctx, org, f.ID, false)
+		if err != nil || len(got.SSHKeys) != 1 || got.SSHKeys[0] != key {
+			t.Errorf("fork %s ssh keys = %q, %v; want the source's %q", f.ID, got.SSHKeys, err, key)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -15,6 +16,15 @@ type Patch struct {
 	// Name: nil keeps it; a pointer to "" clears it.
 	Name       *string
 	AutoResume *bool
+	// Metadata, when set, replaces the whole map (the compatibility
+	// surfaces' label updates); the create limits apply.
+	Metadata *map[string]string
+	// Retention, when set, replaces the lifecycle timers (a type of
+	// ephemeral deletes the sandbox at its next stop).
+	Retention *sandbox.Retention
+	// SSHKeys, when set, replaces the SSH gateway's keys (empty removes
+	// them all).
+	SSHKeys *[]string
 }
 
 // Update applies a patch. Names are unique per org among live sandboxes:
@@ -22,6 +32,31 @@ type Patch struct {
 func (s *Service) Update(ctx context.Context, p Principal, id string, pt Patch) (sandbox.Sandbox, error) {
 	if pt.Name != nil && *pt.Name != "" && !nameRE.MatchString(*pt.Name) {
 		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "name", Reason: "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"}
+	}
+	if pt.Metadata != nil {
+		if err := validateUserMetadata(*pt.Metadata); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	if r := pt.Retention; r != nil {
+		if _, ok := sandbox.DefaultRetention(r.Type); !ok {
+			return sandbox.Sandbox{}, &sandbox.FieldError{Field: "type", Reason: "must be persistent, ephemeral or dev"}
+		}
+		for _, v := range []int{r.AutoStopMinutes, r.AutoArchiveDays, r.AutoDeleteDays} {
+			if v < 0 || v > 100000 {
+				return sandbox.Sandbox{}, &sandbox.FieldError{Field: "retention", Reason: "timers must be between 0 (disabled) and 100000"}
+			}
+		}
+	}
+	var sshKeys []string
+	if pt.SSHKeys != nil {
+		var err error
+		if sshKeys, err = ParseSSHKeys(*pt.SSHKeys); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if len(sshKeys) == 0 {
+			sshKeys = nil
+		}
 	}
 	for {
 		sb, err := s.Get(ctx, p, id, false)
@@ -36,6 +71,24 @@ func (s *Service) Update(ctx context.Context, p Principal, id string, pt Patch) 
 		}
 		if pt.AutoResume != nil {
 			sb.NoAutoResume = !*pt.AutoResume
+		}
+		if pt.Metadata != nil {
+			md := maps.Clone(nonNil(*pt.Metadata))
+			for _, k := range platformMetadataKeys {
+				if v, ok := sb.Metadata[k]; ok {
+					md[k] = v
+				}
+			}
+			sb.Metadata = md
+		}
+		if pt.SSHKeys != nil {
+			sb.SSHKeys = sshKeys
+		}
+		if pt.Retention != nil {
+			sb.Retention = *pt.Retention
+			if sb.Retention.Type == "" {
+				sb.Retention.Type = sandbox.TypePersistent
+			}
 		}
 		out, err := s.update(ctx, sb)
 		if errors.Is(err, store.ErrConflict) {

@@ -9,19 +9,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// Metrics are live figures of a running sandbox.
-type Metrics struct {
-	CPUPercent       float64
-	MemoryUsedBytes  uint64
-	MemoryLimitBytes uint64
-	DiskUsedBytes    uint64
-	DiskSizeBytes    uint64
-	NetRxBytes       uint64
-	NetTxBytes       uint64
-	Pids             uint64
-	At               time.Time
-}
-
 // Metrics returns live figures of a running sandbox.
 func (s *Service) Metrics(ctx context.Context, p Principal, id string) (Metrics, error) {
 	if _, _, err := s.running(ctx, p, id); err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/crashpoint"
+	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/webhook"
@@ -390,6 +391,7 @@ func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
 	}
 	body, _ := json.Marshal(eventFrom(dl.Event))
 	dl.Attempts++
+	sent := time.Now()
 	status, sendErr := d.client.Post(ctx, w.URL, secret, map[string]string{
 		"X-Pt-Event":    dl.Event.Type,
 		"X-Pt-Event-Id": strconv.FormatInt(dl.EventID, 10),
@@ -406,11 +408,14 @@ func (d *dispatcher) send(ctx context.Context, dl store.Delivery) {
 	switch {
 	case sendErr == nil:
 		dl.Status = store.DeliveryDelivered
+		metrics.WebhookDelivery("delivered", time.Since(sent))
 	case dl.Attempts >= cfg.MaxAttempts:
 		dl.Status, dl.LastError = store.DeliveryFailed, sendErr.Error()
+		metrics.WebhookDelivery("failed", time.Since(sent))
 	default:
 		dl.Status, dl.LastError = store.DeliveryPending, sendErr.Error()
 		dl.NextAttemptAt = time.Now().Add(cfg.backoff(dl.Attempts))
+		metrics.WebhookDelivery("retrying", time.Since(sent))
 	}
 	if err := d.s.store.UpdateDelivery(ctx, dl); err != nil && !errors.Is(err, store.ErrNotFound) {
 		d.s.log.Warn("webhooks: record delivery", "delivery", dl.ID, "err", err)

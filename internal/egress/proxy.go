@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/metrics"
 )
 
 // handshakeTimeout bounds how long a client may take to send its first
@@ -37,11 +39,17 @@ type conn struct {
 
 func (p *Proxy) handle(c net.Conn) {
 	defer c.Close()
+	metrics.EgressConnection()
 	src, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	rules := p.lookup(src.Addr().Unmap())
 	dst, err := p.cfg.OriginalDst(c)
 	if rules == nil || err != nil || p.cfg.Forbidden(dst.Addr()) || dst == netip.MustParseAddrPort(p.ln.Addr().String()) {
 		p.log.Debug("refused", "src", src, "dst", dst, "known", rules != nil, "err", err)
+		reason := "forbidden"
+		if rules == nil || err != nil {
+			reason = "unknown_source"
+		}
+		metrics.EgressBlocked(reason)
 		reset(c)
 		return
 	}
@@ -63,6 +71,7 @@ func (p *Proxy) handle(c net.Conn) {
 		defer cancel()
 		h.splice(ctx)
 	default:
+		metrics.EgressBlocked("protocol")
 		reset(c)
 	}
 }
@@ -120,6 +129,7 @@ func (h *conn) tls() {
 	sni := strings.ToLower(hello.ServerName)
 	if !h.allowed(ctx, sni) {
 		h.p.log.Info("egress refused", "dst", h.dst, "sni", sni)
+		metrics.EgressBlocked("policy")
 		reset(h.c)
 		return
 	}
@@ -228,6 +238,7 @@ func (h *conn) serveHTTP(client net.Conn, br *bufio.Reader, sni string, isTLS bo
 		if !isTLS && !h.allowed(ctx, host) {
 			cancel()
 			h.p.log.Info("egress refused", "dst", h.dst, "host", host)
+			metrics.EgressBlocked("policy")
 			reset(h.c)
 			return
 		}

@@ -7,12 +7,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 )
 
-var _ controlplane.DiskUsageReader = (*Host)(nil)
+var _ hostapi.DiskUsageReader = (*Host)(nil)
 
-// DiskUsage implements controlplane.DiskUsageReader: the used and total
+// DiskUsage implements hostapi.DiskUsageReader: the used and total
 // bytes of the sandbox's mounted disk, from one statfs. It is what the
 // disk autogrow timer reads for every running sandbox on every tick, so
 // it avoids Metrics' runtime calls and CPU sampling window (two `runsc

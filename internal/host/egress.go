@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/egress"
 	"github.com/platinum-dev/platinum/internal/host/network"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -77,9 +77,9 @@ func (h *Host) openEgress(ctx context.Context) error {
 	return nil
 }
 
-// SetNetwork implements controlplane.NetworkSetter: the sandbox's packet
+// SetNetwork implements hostapi.NetworkSetter: the sandbox's packet
 // filter rules and proxy rules change at once.
-func (h *Host) SetNetwork(ctx context.Context, id string, spec *controlplane.NetworkSpec) error {
+func (h *Host) SetNetwork(ctx context.Context, id string, spec *hostapi.NetworkSpec) error {
 	ep, ok := h.net.Endpoint(id)
 	if !ok {
 		return fmt.Errorf("host: network of %s: %w", id, sandbox.ErrNotFound)
@@ -89,7 +89,7 @@ func (h *Host) SetNetwork(ctx context.Context, id string, spec *controlplane.Net
 
 // applyNetwork installs spec for the sandbox at ep: proxy rules first (so
 // nothing redirected finds the proxy without them), then the filter.
-func (h *Host) applyNetwork(ctx context.Context, id string, ep network.Endpoint, spec *controlplane.NetworkSpec) error {
+func (h *Host) applyNetwork(ctx context.Context, id string, ep network.Endpoint, spec *hostapi.NetworkSpec) error {
 	pol, rules, err := h.egressRules(id, spec)
 	if err != nil {
 		return err
@@ -105,7 +105,7 @@ func (h *Host) applyNetwork(ctx context.Context, id string, ep network.Endpoint,
 
 // egressRules translates a spec into the filter's Policy and the proxy's
 // Rules (nil when the proxy has nothing to do for the sandbox).
-func (h *Host) egressRules(id string, spec *controlplane.NetworkSpec) (network.Policy, *egress.Rules, error) {
+func (h *Host) egressRules(id string, spec *hostapi.NetworkSpec) (network.Policy, *egress.Rules, error) {
 	if spec == nil {
 		return network.Policy{}, nil, nil
 	}
@@ -201,7 +201,7 @@ const (
 // layer at a cold boot: the template's bundle plus the sandbox's egress
 // CA, so clients inside accept the proxy's certificates for hosts that get
 // a secret.
-func (h *Host) installEgressCA(spec controlplane.StartSpec, p paths) error {
+func (h *Host) installEgressCA(spec hostapi.StartSpec, p paths) error {
 	if spec.Network == nil || len(spec.Network.Secrets) == 0 || h.egp == nil {
 		return nil
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/egress"
 	"github.com/platinum-dev/platinum/internal/host/network"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -20,21 +20,21 @@ import (
 func TestEgressRules(t *testing.T) {
 	h := &Host{cfg: Config{DataDir: t.TempDir()}, egp: egress.New(egress.Config{}, nil)}
 	p := netip.MustParsePrefix
-	secret := []controlplane.SecretSpec{{Name: "K", Placeholder: "pt_secret_x", Value: "v", Hosts: []string{"api.example.com"}}}
+	secret := []hostapi.SecretSpec{{Name: "K", Placeholder: "pt_secret_x", Value: "v", Hosts: []string{"api.example.com"}}}
 	for _, tc := range []struct {
 		name      string
-		spec      *controlplane.NetworkSpec
+		spec      *hostapi.NetworkSpec
 		want      network.Policy
 		wantRules bool
 	}{
 		{"default", nil, network.Policy{}, false},
-		{"IP rules only", &controlplane.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "allow", AllowOut: []string{"10.0.0.1/32"}, DenyOut: []string{"10.0.0.0/8"}}},
+		{"IP rules only", &hostapi.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "allow", AllowOut: []string{"10.0.0.1/32"}, DenyOut: []string{"10.0.0.0/8"}}},
 			network.Policy{AllowCIDRs: []netip.Prefix{p("10.0.0.1/32")}, DenyCIDRs: []netip.Prefix{p("10.0.0.0/8")}}, false},
-		{"deny", &controlplane.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "deny"}},
+		{"deny", &hostapi.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "deny"}},
 			network.Policy{Deny: true, DNS: true}, true},
-		{"domains", &controlplane.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "deny", AllowOut: []string{"*.pypi.org", "10.1.0.0/16"}}},
+		{"domains", &hostapi.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "deny", AllowOut: []string{"*.pypi.org", "10.1.0.0/16"}}},
 			network.Policy{Deny: true, AllowCIDRs: []netip.Prefix{p("10.1.0.0/16")}, ProxyAll: true, DNS: true}, true},
-		{"secrets", &controlplane.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "allow"}, Secrets: secret},
+		{"secrets", &hostapi.NetworkSpec{Policy: sandbox.NetworkPolicy{Egress: "allow"}, Secrets: secret},
 			network.Policy{Proxy: true, DNS: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

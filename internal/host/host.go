@@ -1,6 +1,6 @@
 // Package host runs sandboxes on this machine: it composes the disk pool,
 // per-sandbox networking, the OCI runtime and template builds into the
-// operations the control plane needs (controlplane.Host). Every operation
+// operations the control plane needs (hostapi.Host). Every operation
 // is "make it so": it creates what is missing and reuses what exists, so a
 // crash at any point is repaired by calling it again.
 package host
@@ -27,10 +27,10 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
-	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/egress"
 	"github.com/platinum-dev/platinum/internal/host/disk"
 	"github.com/platinum-dev/platinum/internal/host/network"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -51,6 +51,10 @@ type Config struct {
 	CgroupParent string
 	// PidsLimit caps tasks per sandbox.
 	PidsLimit int64
+	// SandboxCPUWeight is CgroupParent's CPU weight (cgroup v2 scale; 0
+	// leaves it alone), below ptd's default 100 so that sandboxes using
+	// every core still leave the API its share (oci.SetParentCPUWeight).
+	SandboxCPUWeight int
 	// TemplateCacheDir keeps built template tarballs across data dirs.
 	TemplateCacheDir string
 	// Network configures the sandbox bridge and address pool.
@@ -68,6 +72,7 @@ func DefaultConfig(dataDir string) Config {
 		RuntimeBinary:     "runc",
 		CgroupParent:      "/platinum",
 		PidsLimit:         1024,
+		SandboxCPUWeight:  20,
 		TemplateCacheDir:  "/var/cache/platinum/templates",
 		Network:           network.DefaultConfig(),
 		Egress:            DefaultEgressConfig(),
@@ -90,7 +95,7 @@ type Host struct {
 	tpl   template.Registry
 }
 
-var _ controlplane.Host = (*Host)(nil)
+var _ hostapi.Host = (*Host)(nil)
 
 // Runtime classes.
 const (
@@ -209,6 +214,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 		return nil, fmt.Errorf("host: runtime: %w", err)
 	}
 	h.rts = map[string]runtime.Runtime{ClassRunc: h.rt}
+	if cfg.SandboxCPUWeight > 0 {
+		if err := oci.SetParentCPUWeight(cfg.CgroupParent, cfg.SandboxCPUWeight); err != nil {
+			// Sandboxes still run; only the API's share under full load is
+			// not protected.
+			logger.Warn("sandbox cgroup parent keeps its default CPU weight", "cgroup", cfg.CgroupParent, "err", err)
+		}
+	}
 	// Container processes re-parented when a runtime command exits become
 	// ours to reap at once rather than PID 1's (see oci.StartReaper).
 	oci.StartReaper(logger)
@@ -224,13 +236,13 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	return h, nil
 }
 
-// ID implements controlplane.Host.
+// ID implements hostapi.Host.
 func (h *Host) ID() string { return h.id }
 
-// Templates implements controlplane.Host.
+// Templates implements hostapi.Host.
 func (h *Host) Templates() []string { return h.tpl.Slugs() }
 
-// BuildTemplate implements controlplane.Host.
+// BuildTemplate implements hostapi.Host.
 func (h *Host) BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
 	dir := filepath.Join(h.cfg.DataDir, "templates", versionID)
 	dest := filepath.Join(dir, "rootfs")
@@ -270,8 +282,8 @@ func (h *Host) paths(id string) paths {
 	}
 }
 
-// Start implements controlplane.Host.
-func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlplane.Instance, error) {
+// Start implements hostapi.Host.
+func (h *Host) Start(ctx context.Context, spec hostapi.StartSpec) (hostapi.Instance, error) {
 	inst, err := h.start(ctx, spec, h.cfg.AgentReadyTimeout/3)
 	if err == nil || ctx.Err() != nil || !errors.Is(err, errAgentDown) {
 		return inst, err
@@ -283,7 +295,7 @@ func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlp
 	h.log.Warn("agent unreachable; rebuilding the sandbox's container and network", "sandbox", spec.ID, "err", err)
 	rt := h.runtimeOf(ctx, spec.ID)
 	if err := errors.Join(rt.Delete(ctx, spec.ID), h.net.Detach(ctx, spec.ID)); err != nil {
-		return controlplane.Instance{}, fmt.Errorf("host: rebuild: %w", err)
+		return hostapi.Instance{}, fmt.Errorf("host: rebuild: %w", err)
 	}
 	return h.start(ctx, spec, h.cfg.AgentReadyTimeout)
 }
@@ -291,22 +303,22 @@ func (h *Host) Start(ctx context.Context, spec controlplane.StartSpec) (controlp
 // errAgentDown marks a start whose agent never answered.
 var errAgentDown = errors.New("agent did not come up")
 
-func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTimeout time.Duration) (controlplane.Instance, error) {
+func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout time.Duration) (hostapi.Instance, error) {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, spec.ID) {
-		return controlplane.Instance{}, fmt.Errorf("host: bad sandbox id %q: %w", spec.ID, sandbox.ErrInvalidArgument)
+		return hostapi.Instance{}, fmt.Errorf("host: bad sandbox id %q: %w", spec.ID, sandbox.ErrInvalidArgument)
 	}
 	p := h.paths(spec.ID)
 	for _, d := range []string{p.bundle, p.diskMnt, p.rootfs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return controlplane.Instance{}, fmt.Errorf("host: %w", err)
+			return hostapi.Instance{}, fmt.Errorf("host: %w", err)
 		}
 	}
 	if err := h.prepareClone(ctx, spec); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	resized, err := h.dropStaleMemory(ctx, spec)
 	if err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	// Disk and network do not depend on each other: set them up together.
 	t0 := time.Now()
@@ -331,25 +343,25 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 		}
 	}
 	if err := errors.Join(diskErr, <-netErr); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	if err := h.writeAddress(spec.ID, ep.Addr); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	// The policy is in place before anything in the sandbox runs.
 	if err := h.applyNetwork(ctx, spec.ID, ep, spec.Network); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	t1 := time.Now()
 	thawed, failure, err := h.ensureContainer(ctx, spec, p, ep)
 	if err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	t2 := time.Now()
 	if failure == "" {
 		failure = resized
 	}
-	inst := controlplane.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
+	inst := hostapi.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
 	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	// A copy's new identity is a runtime exec, which needs no agent: run
@@ -357,13 +369,13 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 	identity := h.startIdentity(rctx, spec, inst)
 	if err := h.agentClient(inst.Address, spec.AgentToken).WaitReady(rctx); err != nil {
 		<-identity
-		return controlplane.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
+		return hostapi.Instance{}, fmt.Errorf("host: %w: %w", errAgentDown, err)
 	}
 	if err := h.finishClone(rctx, spec, inst, identity); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	if err := h.recordSize(spec.ID, spec.CPU, spec.RAMMB); err != nil {
-		return controlplane.Instance{}, err
+		return hostapi.Instance{}, err
 	}
 	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
 	return inst, nil
@@ -371,7 +383,7 @@ func (h *Host) start(ctx context.Context, spec controlplane.StartSpec, agentTime
 
 // ensureDisk creates and mounts the sandbox's own disk (the overlay's
 // upper layer), and seeds the files that make it this sandbox.
-func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
+func (h *Host) ensureDisk(ctx context.Context, spec hostapi.StartSpec, p paths) error {
 	if !isMounted(p.diskMnt) {
 		if err := h.mountDisk(ctx, spec, p); err != nil {
 			return fmt.Errorf("host: disk: %w", err)
@@ -393,7 +405,7 @@ func (h *Host) ensureDisk(ctx context.Context, spec controlplane.StartSpec, p pa
 
 // mountDisk mounts the sandbox's disk at p.diskMnt: a new sandbox takes a
 // spare disk when one is ready, else its image is made (if new) and mounted.
-func (h *Host) mountDisk(ctx context.Context, spec controlplane.StartSpec, p paths) error {
+func (h *Host) mountDisk(ctx context.Context, spec hostapi.StartSpec, p paths) error {
 	if _, err := os.Stat(h.pool.ImagePath(spec.ID)); err != nil {
 		if took, err := h.pool.TakeSpare(ctx, spec.ID, spec.DiskGB, p.diskMnt); err != nil || took {
 			return err
@@ -462,7 +474,7 @@ func resolvConf() string {
 // be restored (the sandbox then boots cold). A runtime call left running by
 // a ptd that was killed may create the container under our feet: then the
 // state is read again.
-func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
+func (h *Host) ensureContainer(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	for attempt := 0; ; attempt++ {
 		thawed, failure, err = h.ensureContainerOnce(ctx, spec, p, ep)
 		if !errors.Is(err, sandbox.ErrAlreadyExists) || attempt == 3 {
@@ -476,7 +488,7 @@ func (h *Host) ensureContainer(ctx context.Context, spec controlplane.StartSpec,
 	}
 }
 
-func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
+func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	class := spec.Runtime
 	if class == "" {
 		class = ClassRunc
@@ -520,7 +532,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"PT_AGENT_TOKEN=" + spec.AgentToken,
-			"PT_AGENT_ADDR=:" + strconv.Itoa(controlplane.AgentPort),
+			"PT_AGENT_ADDR=:" + strconv.Itoa(hostapi.AgentPort),
 		},
 		Cwd:    "/",
 		Mounts: append([]runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}}, lxcfsMounts(class)...),
@@ -538,7 +550,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec controlplane.StartS
 	return false, failure, nil
 }
 
-// Stop implements controlplane.Host. Keeping memory checkpoints the
+// Stop implements hostapi.Host. Keeping memory checkpoints the
 // sandbox to its directory where its class can (gvisor; runc with a working
 // CRIU) and freezes its cgroup otherwise (runc's warm freeze: a thaw is
 // milliseconds); see checkpoint.go. Any other stop ends the container,
@@ -580,7 +592,7 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 	return kept, nil
 }
 
-// Frozen implements controlplane.Host: the sandbox's processes are frozen
+// Frozen implements hostapi.Host: the sandbox's processes are frozen
 // in RAM. A checkpointed sandbox is not frozen (see Checkpointed).
 func (h *Host) Frozen(ctx context.Context, id string) bool {
 	rt := h.runtimeOf(ctx, id)
@@ -589,10 +601,10 @@ func (h *Host) Frozen(ctx context.Context, id string) bool {
 }
 
 func (h *Host) agentClient(addr, token string) *agentclient.Client {
-	return agentclient.New("http://"+net.JoinHostPort(addr, strconv.Itoa(controlplane.AgentPort)), token, h.hc)
+	return agentclient.New("http://"+net.JoinHostPort(addr, strconv.Itoa(hostapi.AgentPort)), token, h.hc)
 }
 
-// Running implements controlplane.Host.
+// Running implements hostapi.Host.
 func (h *Host) Running(ctx context.Context, id string) bool {
 	rt := h.runtimeOf(ctx, id)
 	st, err := rt.State(ctx, id)
@@ -608,7 +620,7 @@ func (h *Host) Running(ctx context.Context, id string) bool {
 	return h.agentClient(ep.Addr.String(), "").Health(cctx) == nil
 }
 
-// Destroy implements controlplane.Host.
+// Destroy implements hostapi.Host.
 func (h *Host) Destroy(ctx context.Context, id string) error {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
 		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
@@ -702,6 +714,9 @@ func installAgent(src, binDir string) (string, error) {
 		return "", fmt.Errorf("host: agent binary %s: %w (build it with scripts/build.sh or pass --agent-binary)", src, err)
 	}
 	defer in.Close()
+	if err := CheckStaticAgent(src); err != nil {
+		return "", fmt.Errorf("host: %w", err)
+	}
 	dst := filepath.Join(binDir, "pt-agent")
 	tmp, err := os.CreateTemp(binDir, ".pt-agent-*")
 	if err != nil {
@@ -744,7 +759,7 @@ func unescapeMount(s string) string {
 	return r.Replace(s)
 }
 
-// DiskImage implements controlplane.Host: it makes sure nothing uses the
+// DiskImage implements hostapi.Host: it makes sure nothing uses the
 // disk (a disk-only stop) and returns the image's path.
 func (h *Host) DiskImage(ctx context.Context, id string) (string, error) {
 	if _, err := h.Stop(ctx, id, false); err != nil {
@@ -757,10 +772,10 @@ func (h *Host) DiskImage(ctx context.Context, id string) (string, error) {
 	return path, nil
 }
 
-// DiskImagePath implements controlplane.Host.
+// DiskImagePath implements hostapi.Host.
 func (h *Host) DiskImagePath(id string) string { return h.pool.ImagePath(id) }
 
-// RemoveDisk implements controlplane.Host.
+// RemoveDisk implements hostapi.Host.
 func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 	if err := h.pool.UnmountImage(ctx, h.paths(id).diskMnt); err != nil {
 		return err
@@ -768,12 +783,17 @@ func (h *Host) RemoveDisk(ctx context.Context, id string) error {
 	return h.pool.RemoveImage(ctx, id)
 }
 
-// Resize implements controlplane.Host: it changes the running sandbox's
+// Resize implements hostapi.Host: it changes the running sandbox's
 // CPU quota and memory limit in place. Memory that cannot be freed (a
 // limit below current usage) is refused by the kernel; the error wraps
 // sandbox.ErrConflict and nothing changes.
 func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
 	rt := h.runtimeOf(ctx, id)
+	if live, why := oci.LiveResize(rt); !live {
+		// Changing only the host's limits would leave the guest at its
+		// boot size while the record says otherwise.
+		return fmt.Errorf("host: resize %s: %s: %w", id, why, sandbox.ErrUnavailable)
+	}
 	if err := rt.Update(ctx, id, runtime.Resources{CPU: cpu, MemoryBytes: int64(ramMB) << 20, Pids: h.cfg.PidsLimit, CPUs: cpuset(id, cpu)}); err != nil {
 		return err
 	}
@@ -793,7 +813,7 @@ func (h *Host) recordSize(id string, cpu float64, ramMB int) error {
 // resized since (a stopped resize recorded while the stop was still
 // running, or before a ptd crash): that memory holds the old size, and the
 // new one needs a cold boot. It returns why, for the start's report.
-func (h *Host) dropStaleMemory(ctx context.Context, spec controlplane.StartSpec) (string, error) {
+func (h *Host) dropStaleMemory(ctx context.Context, spec hostapi.StartSpec) (string, error) {
 	b, err := os.ReadFile(filepath.Join(h.paths(spec.ID).dir, sizeFile))
 	if err != nil {
 		return "", nil // never started by this version: nothing to compare
@@ -814,7 +834,7 @@ func (h *Host) dropStaleMemory(ctx context.Context, spec controlplane.StartSpec)
 	return fmt.Sprintf("resized while stopped (%g cpu / %d MB to %g / %d): booted cold at the new size", cpu, ram, spec.CPU, spec.RAMMB), nil
 }
 
-// GrowDisk implements controlplane.Host: online when the sandbox's disk is
+// GrowDisk implements hostapi.Host: online when the sandbox's disk is
 // mounted (the guest's df sees it at once), else offline.
 func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error {
 	mnt := h.paths(id).diskMnt
@@ -824,25 +844,25 @@ func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error {
 	return h.pool.GrowImage(ctx, id, mnt, newGB)
 }
 
-// Metrics implements controlplane.Host: live figures from the sandbox's
+// Metrics implements hostapi.Host: live figures from the sandbox's
 // cgroup (CPU over a 100 ms window), its disk and its host-side veth.
-func (h *Host) Metrics(ctx context.Context, id string) (controlplane.Metrics, error) {
+func (h *Host) Metrics(ctx context.Context, id string) (hostapi.Metrics, error) {
 	rt := h.runtimeOf(ctx, id)
 	s1, err := rt.Stats(ctx, id)
 	if err != nil {
-		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
+		return hostapi.Metrics{}, fmt.Errorf("host: metrics: %w", err)
 	}
 	t1 := time.Now()
 	select {
 	case <-time.After(100 * time.Millisecond):
 	case <-ctx.Done():
-		return controlplane.Metrics{}, ctx.Err()
+		return hostapi.Metrics{}, ctx.Err()
 	}
 	s2, err := rt.Stats(ctx, id)
 	if err != nil {
-		return controlplane.Metrics{}, fmt.Errorf("host: metrics: %w", err)
+		return hostapi.Metrics{}, fmt.Errorf("host: metrics: %w", err)
 	}
-	m := controlplane.Metrics{
+	m := hostapi.Metrics{
 		MemoryUsedBytes: s2.MemoryUsageBytes, MemoryLimitBytes: s2.MemoryLimitBytes, Pids: s2.Pids, At: time.Now().UTC(),
 	}
 	if dt := time.Since(t1); s2.CPUUsageNanos >= s1.CPUUsageNanos && dt > 0 {
@@ -911,14 +931,17 @@ func lxcfsMounts(class string) []runtime.Mount {
 	return ms
 }
 
-// Info implements controlplane.Host: what this host runs and which
+// Info implements hostapi.Host: what this host runs and which
 // classes keep memory across stop/start, and how.
-func (h *Host) Info() controlplane.HostInfo {
-	info := controlplane.HostInfo{ID: h.id, Gateway: h.net.Gateway().String()}
+func (h *Host) Info() hostapi.HostInfo {
+	info := hostapi.HostInfo{ID: h.id, Gateway: h.net.Gateway().String()}
 	for _, c := range h.Classes() {
-		ci := controlplane.ClassInfo{Name: c}
+		ci := hostapi.ClassInfo{Name: c}
 		ok, reason := oci.Supports(h.rts[c])
 		ci.Checkpoint, ci.CheckpointReason = ok, reason
+		if live, why := oci.LiveResize(h.rts[c]); !live {
+			ci.NoLiveResize = why
+		}
 		// A class that can checkpoint writes a stopped sandbox's memory to
 		// disk; the others freeze it in RAM for the warm window.
 		ci.StopKeepsMemory = "freeze"

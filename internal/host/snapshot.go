@@ -10,14 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host/disk"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-var _ controlplane.Snapshotter = (*Host)(nil)
+var _ hostapi.Snapshotter = (*Host)(nil)
 
 // snapshotDir holds a snapshot's memory image; its disk image lives in
 // the disk pool under the snapshot's ID, so clones are reflinks too.
@@ -25,7 +25,7 @@ func (h *Host) snapshotDir(snapID string) string {
 	return filepath.Join(h.cfg.DataDir, "snapshots", snapID)
 }
 
-// MemorySnapshots implements controlplane.Snapshotter: a class can snapshot
+// MemorySnapshots implements hostapi.Snapshotter: a class can snapshot
 // memory when its runtime checkpoints on this host (runsc; runc only with
 // CRIU >= 4.1).
 func (h *Host) MemorySnapshots(class string) (bool, string) {
@@ -42,18 +42,18 @@ type privileged interface {
 	ExecPrivileged(ctx context.Context, id string, caps []string, args ...string) ([]byte, error)
 }
 
-// Snapshot implements controlplane.Snapshotter. With memory the processes
+// Snapshot implements hostapi.Snapshotter. With memory the processes
 // are checkpointed first while they keep running (runsc checkpoint
 // --leave-running pauses them only for the save), then the disk is copied:
 // its filesystem is frozen (FIFREEZE flushes it and holds writers) for the
 // reflink copy of its image, milliseconds. The disk copy may be a little
 // ahead of the memory image, never behind it: restored processes never
 // miss a write they made. A stopped sandbox's disk is copied as it is.
-func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (controlplane.SnapshotFiles, error) {
+func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (hostapi.SnapshotFiles, error) {
 	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
-		return controlplane.SnapshotFiles{}, fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+		return hostapi.SnapshotFiles{}, fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
 	}
-	var files controlplane.SnapshotFiles
+	var files hostapi.SnapshotFiles
 	// A retry after a crash starts over.
 	if err := h.RemoveSnapshot(ctx, snapID); err != nil {
 		return files, err
@@ -79,7 +79,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bo
 		}
 		if err := cp.Checkpoint(ctx, id, files.MemoryImage, runtime.CheckpointOptions{LeaveRunning: true}); err != nil {
 			h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
-			return controlplane.SnapshotFiles{}, fmt.Errorf("host: snapshot %s: %w", id, err)
+			return hostapi.SnapshotFiles{}, fmt.Errorf("host: snapshot %s: %w", id, err)
 		}
 		h.log.Debug("memory checkpointed", "sandbox", id, "snapshot", snapID, "took", time.Since(t0))
 	} else if running && rt.Name() == ClassGVisor {
@@ -94,7 +94,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bo
 	}
 	if err := h.copyDisk(ctx, id, snapID); err != nil {
 		h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
-		return controlplane.SnapshotFiles{}, err
+		return hostapi.SnapshotFiles{}, err
 	}
 	files.DiskImage = h.pool.ImagePath(snapID)
 	if fi, err := os.Stat(files.DiskImage); err == nil {
@@ -131,7 +131,7 @@ func (h *Host) copyDisk(ctx context.Context, id, snapID string) error {
 	return nil
 }
 
-// RemoveSnapshot implements controlplane.Snapshotter. It is idempotent.
+// RemoveSnapshot implements hostapi.Snapshotter. It is idempotent.
 func (h *Host) RemoveSnapshot(ctx context.Context, snapID string) error {
 	if err := h.pool.RemoveImage(ctx, snapID); err != nil {
 		return fmt.Errorf("host: remove snapshot: %w", err)
@@ -142,7 +142,7 @@ func (h *Host) RemoveSnapshot(ctx context.Context, snapID string) error {
 	return nil
 }
 
-// RestoreDisk implements controlplane.Snapshotter: it stops the sandbox
+// RestoreDisk implements hostapi.Snapshotter: it stops the sandbox
 // disk-only (dropping any memory it kept) and replaces its disk image with
 // a reflink copy of the snapshot's in one rename, so a crash leaves the old
 // disk or the snapshot's, never a mix; calling it again finishes the job.
@@ -161,7 +161,7 @@ func (h *Host) RestoreDisk(ctx context.Context, id, snapID string) error {
 // that will boot cold gets its identity files written on the disk before
 // it boots (hostname, hosts, a fresh machine-id): that saves a runtime
 // exec per copy, and a cold boot has fresh kernel entropy anyway.
-func (h *Host) prepareClone(ctx context.Context, spec controlplane.StartSpec) error {
+func (h *Host) prepareClone(ctx context.Context, spec hostapi.StartSpec) error {
 	c := spec.Clone
 	if c == nil {
 		return nil
@@ -248,7 +248,7 @@ func (h *Host) restoreClone(ctx context.Context, rt runtime.Runtime, rspec runti
 // finishClone runs once a copy's agent answers: a copy restored from
 // another sandbox's memory gets its own agent token, and waits for its new
 // identity (startIdentity), recorded once it is done.
-func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance, identity <-chan error) error {
+func (h *Host) finishClone(ctx context.Context, spec hostapi.StartSpec, inst hostapi.Instance, identity <-chan error) error {
 	c := spec.Clone
 	if c != nil && c.SourceAgentToken != "" && c.SourceAgentToken != spec.AgentToken {
 		// Re-key with the source's token; a retried start finds it done.
@@ -270,7 +270,7 @@ func (h *Host) finishClone(ctx context.Context, spec controlplane.StartSpec, ins
 // identityNeeded reports whether a copy still has the source's identity:
 // restored from memory (hostname and entropy live in its kernel) or not
 // yet given its own on disk (prepareClone).
-func identityNeeded(h *Host, spec controlplane.StartSpec, inst controlplane.Instance) bool {
+func identityNeeded(h *Host, spec hostapi.StartSpec, inst hostapi.Instance) bool {
 	c := spec.Clone
 	return c != nil && c.NewIdentity && !(h.identityDone(spec.ID) && !inst.MemoryRestored)
 }
@@ -279,7 +279,7 @@ func identityNeeded(h *Host, spec controlplane.StartSpec, inst controlplane.Inst
 // `pt-agent identity` run with CAP_SYS_ADMIN (hostname, machine-id,
 // entropy), in the background. The channel receives the result once (nil
 // at once when there is nothing to do).
-func (h *Host) startIdentity(ctx context.Context, spec controlplane.StartSpec, inst controlplane.Instance) <-chan error {
+func (h *Host) startIdentity(ctx context.Context, spec hostapi.StartSpec, inst hostapi.Instance) <-chan error {
 	done := make(chan error, 1)
 	if !identityNeeded(h, spec, inst) {
 		done <- nil

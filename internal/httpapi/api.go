@@ -11,10 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/platinum-dev/platinum/api"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/metrics"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -23,17 +26,25 @@ type API struct {
 	cp  *controlplane.Service
 	log *slog.Logger
 	mux *http.ServeMux
+	// routes are the mounted patterns, in registration order (Routes).
+	routes []string
+	// serve is the whole chain: request id, metrics, idempotency, router.
+	serve http.Handler
+	// promHandler serves /metrics (MetricsHandler).
+	promHandler http.Handler
 	// streams ends open event streams at shutdown (events.go).
 	streams streams
 }
 
 // New builds the handler tree.
 func New(cp *controlplane.Service, logger *slog.Logger) *API {
-	a := &API{cp: cp, log: logger, mux: http.NewServeMux()}
-	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	a := &API{cp: cp, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
+	a.serve = requestid.Middleware(metrics.Instrument(http.HandlerFunc(a.serveIdempotent)))
+	a.public("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	a.mux.HandleFunc("GET /v1/openapi.json", a.openapi)
+	a.public("GET /v1/openapi.json", a.openapi)
+	a.handle("GET /metrics", a.serveMetrics)
 
 	a.handle("POST /v1/sandboxes", a.createSandbox)
 	a.handle("GET /v1/sandboxes", a.listSandboxes)
@@ -48,9 +59,9 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("GET /v1/sandboxes/{id}/usage", a.usage)
 	a.handle("POST /v1/sandboxes/{id}/stop", a.stop)
 	a.handle("POST /v1/sandboxes/{id}/pause", a.stop)
-	a.handle("POST /v1/sandboxes/{id}/start", a.lifecycleCall(cp.Start, sandbox.StateRunning))
-	a.handle("POST /v1/sandboxes/{id}/resume", a.lifecycleCall(cp.Start, sandbox.StateRunning))
-	a.handle("POST /v1/sandboxes/{id}/archive", a.lifecycleCall(cp.Archive, sandbox.StateArchived))
+	a.handle("POST /v1/sandboxes/{id}/start", a.lifecycleCall(cp.StartWithin, sandbox.StateRunning))
+	a.handle("POST /v1/sandboxes/{id}/resume", a.lifecycleCall(cp.StartWithin, sandbox.StateRunning))
+	a.handle("POST /v1/sandboxes/{id}/archive", a.lifecycleCall(unqueued(cp.Archive), sandbox.StateArchived))
 	a.handle("POST /v1/sandboxes/{id}/snapshots", a.createSnapshot)
 	a.handle("GET /v1/sandboxes/{id}/snapshots", a.listSnapshots)
 	a.handle("GET /v1/snapshots/{snap}", a.getSnapshot)
@@ -60,6 +71,20 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("POST /v1/sandboxes/{id}/backups", a.createBackup)
 	a.handle("GET /v1/sandboxes/{id}/backups", a.listBackups)
 	a.handle("POST /v1/sandboxes/{id}/exec", a.exec)
+	a.handle("POST /v1/sandboxes/{id}/processes", a.startProcess)
+	a.handle("GET /v1/sandboxes/{id}/processes", a.listProcesses)
+	a.handle("DELETE /v1/sandboxes/{id}/processes/{pid}", a.killProcess)
+	a.handle("GET /v1/sandboxes/{id}/processes/{pid}/stream", a.connectProcess)
+	a.handle("POST /v1/sandboxes/{id}/processes/{pid}/input", a.processInput)
+	a.handle("POST /v1/sandboxes/{id}/processes/{pid}/signal", a.signalProcess)
+	a.handle("POST /v1/sandboxes/{id}/processes/{pid}/resize", a.resizeProcess)
+	a.handle("POST /v1/sandboxes/{id}/code", a.runCode)
+	a.handle("POST /v1/sandboxes/{id}/code/contexts", a.createCodeContext)
+	a.handle("GET /v1/sandboxes/{id}/code/contexts", a.listCodeContexts)
+	a.handle("DELETE /v1/sandboxes/{id}/code/contexts/{ctx}", a.deleteCodeContext)
+	a.handle("POST /v1/sandboxes/{id}/code/contexts/{ctx}/restart", a.restartCodeContext)
+	a.handle("POST /v1/sandboxes/{id}/code/contexts/{ctx}/interrupt", a.interruptCodeContext)
+	a.public("GET /v1/sandboxes/{id}/pty", a.ptyAuth(a.authed(a.pty)).ServeHTTP)
 	a.handle("GET /v1/sandboxes/{id}/files", a.download)
 	a.handle("PUT /v1/sandboxes/{id}/files", a.upload)
 	a.handle("DELETE /v1/sandboxes/{id}/files", a.removeFile)
@@ -113,9 +138,24 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	return a
 }
 
-// ServeHTTP implements http.Handler. Mutating calls go through the
-// idempotency layer (idempotency.go) before the router.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.serveIdempotent(w, r) }
+// ServeHTTP implements http.Handler. Every request gets its id and is
+// counted (a no-op when ptd's outer chain did both already); mutating
+// calls go through the idempotency layer (idempotency.go) before the
+// router.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.serve.ServeHTTP(w, r) }
+
+// Routes lists every pattern the router mounts ("METHOD /path"), for the
+// contract test that holds them to api/openapi.yaml.
+func (a *API) Routes() []string { return slices.Clone(a.routes) }
+
+// public registers an unauthenticated route.
+func (a *API) public(pattern string, h http.HandlerFunc) {
+	a.routes = append(a.routes, pattern)
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		metrics.SetRoute(r.Context(), pattern)
+		h(w, r)
+	})
+}
 
 // handlerFunc is a handler that returns its error instead of writing it.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error
@@ -124,7 +164,12 @@ type principalKey struct{}
 
 // handle registers an authenticated route.
 func (a *API) handle(pattern string, h handlerFunc) {
-	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	a.public(pattern, a.authed(h))
+}
+
+// authed authenticates the request's bearer token, then runs h.
+func (a *API) authed(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		// The idempotency layer may have authenticated the request already.
 		p, ok := r.Context().Value(principalKey{}).(controlplane.Principal)
 		if !ok {
@@ -138,7 +183,7 @@ func (a *API) handle(pattern string, h handlerFunc) {
 		if err := h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), p); err != nil {
 			a.writeError(w, r, err)
 		}
-	})
+	}
 }
 
 func (a *API) openapi(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +203,12 @@ const maxJSONBody = 1 << 20
 // and trailing data are 400 invalid_request; an empty body decodes to the
 // zero value when allowEmpty.
 func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
-	body := http.MaxBytesReader(nil, r.Body, maxJSONBody)
+	return decodeJSONLimit(r, v, allowEmpty, maxJSONBody)
+}
+
+// decodeJSONLimit is decodeJSON for a body of at most limit bytes.
+func decodeJSONLimit(r *http.Request, v any, allowEmpty bool, limit int64) error {
+	body := http.MaxBytesReader(nil, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -175,7 +225,7 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 		case errors.As(err, &te):
 			return badRequest(fmt.Sprintf("field %q must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value), te.Field)
 		case errors.As(err, &mbe):
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large", msg: fmt.Sprintf("request body is over %d bytes", limit)}
 		case strings.HasPrefix(err.Error(), "json: unknown field"):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return badRequest(fmt.Sprintf("unknown field %q; see /v1/openapi.json", f), f)

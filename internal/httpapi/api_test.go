@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
@@ -73,6 +74,13 @@ func newServerWith(t *testing.T, tune func(*controlplane.Config)) (*httptest.Ser
 // registers the host's release after calling it, so that runs first.
 func serveHost(t *testing.T, h controlplane.Host, tune func(*controlplane.Config)) *httptest.Server {
 	t.Helper()
+	return serveStore(t, h, tune, nil)
+}
+
+// serveStore is serveHost over the SQLite store as wrap (when not nil)
+// changes it.
+func serveStore(t *testing.T, h controlplane.Host, tune func(*controlplane.Config), wrap func(store.Store) store.Store) *httptest.Server {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -82,17 +90,20 @@ func serveHost(t *testing.T, h controlplane.Host, tune func(*controlplane.Config
 	if tune != nil {
 		tune(&cfg)
 	}
-	cp := controlplane.New(cfg, st, h, log)
+	var cst store.Store = st
+	if wrap != nil {
+		cst = wrap(st)
+	}
+	cp := controlplane.New(cfg, cst, h, log)
 	cp.SkipAgentInit()
 	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(cp, log))
 	t.Cleanup(func() {
-		srv.Close()
 		cp.Close()
 		st.Close()
 	})
+	srv := serveAPI(t, New(cp, log)) // closed before the control plane
 	return srv
 }
 

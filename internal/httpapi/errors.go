@@ -9,6 +9,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -36,12 +37,15 @@ func badRequest(msg string, field string) error {
 // Internal causes are logged; the client gets a message safe to show.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := a.errorBody(err)
+	if id := requestid.From(r.Context()); id != "" {
+		body["request_id"] = id
+	}
 	_, busy := errors.AsType[*controlplane.CapacityError](err)
 	if busy {
 		w.Header().Set("Retry-After", "5") // a busy host is not an error of ours
 	}
 	if status >= 500 && !busy {
-		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, status, body)
 }

@@ -150,7 +150,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 		evs, next, err = a.cp.WaitEvents(ctx, p, f, after, beat)
 		if err != nil {
 			if ctx.Err() == nil {
-				a.log.Warn("event stream", "err", err)
+				a.log.WarnContext(r.Context(), "event stream", "err", err)
 			}
 			return nil
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -33,8 +32,7 @@ func TestEventCursorOlderThanRetention(t *testing.T) {
 	if _, err := cp.Bootstrap(ctx, "tok"); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(cp, log))
-	t.Cleanup(srv.Close)
+	srv := serveAPI(t, New(cp, log))
 	for range 3 {
 		if err := st.AddEvent(ctx, controlplane.DefaultOrgID, "", "hello", nil); err != nil {
 			t.Fatal(err)

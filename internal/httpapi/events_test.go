@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,8 +31,8 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := New(cp, log)
-	srv := httptest.NewServer(api)
-	defer srv.Close()
+	srv := serveAPI(t, api)
+	defer srv.Close() // before the control plane closes
 
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/events?heartbeat_ms=100", nil)
 	req.Header.Set("Authorization", "Bearer tok")

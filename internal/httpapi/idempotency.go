@@ -15,6 +15,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
+	"github.com/platinum-dev/platinum/internal/requestid"
 )
 
 // Idempotency (seed 003): every mutating /v1 call (POST, PUT, PATCH,
@@ -103,7 +104,7 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 		}
 		// The handler panicked: free the key, then let net/http log it.
 		if err := a.cp.ReleaseIdempotent(context.WithoutCancel(ctx), p, key, begin.Claim); err != nil {
-			a.log.Warn("release idempotency key", "err", err)
+			a.log.WarnContext(ctx, "release idempotency key", "err", err)
 		}
 	}()
 	// The request runs to its end even if the client goes away: a client
@@ -118,20 +119,20 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 	cctx := context.WithoutCancel(ctx)
 	if !keepAnswer(rec.status) || rec.overflow {
 		if err := a.cp.ReleaseIdempotent(cctx, p, key, begin.Claim); err != nil {
-			a.log.Warn("release idempotency key", "err", err)
+			a.log.WarnContext(ctx, "release idempotency key", "err", err)
 		}
 		return
 	}
 	header := map[string][]string{}
 	for k, vs := range rec.Header() {
 		switch k {
-		case "Date", "Content-Length", "Connection", "Transfer-Encoding":
-			continue
+		case "Date", "Content-Length", "Connection", "Transfer-Encoding", requestid.Header:
+			continue // a replay is its own request, with its own id
 		}
 		header[k] = vs
 	}
 	if err := a.cp.FinishIdempotent(cctx, p, key, begin.Claim, controlplane.IdempotentResponse{Status: rec.status, Header: header, Body: rec.buf.Bytes()}); err != nil {
-		a.log.Warn("keep idempotent answer", "err", err)
+		a.log.WarnContext(ctx, "keep idempotent answer", "err", err)
 	}
 }
 

@@ -111,6 +111,10 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 			if c.CheckpointReason != "" {
 				cl["checkpoint_unavailable_reason"] = c.CheckpointReason
 			}
+			cl["live_resize"] = c.NoLiveResize == ""
+			if c.NoLiveResize != "" {
+				cl["live_resize_unavailable_reason"] = c.NoLiveResize
+			}
 			classes = append(classes, cl)
 		}
 		rows = append(rows, map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS})

@@ -47,6 +47,8 @@ type createBody struct {
 	// GPUs is accepted as seed 004 says; no host has GPUs, so only 0
 	// (or leaving it out) can be honoured.
 	GPUs *int `json:"gpus"`
+	// SSHKeys are authorized_keys lines for the SSH gateway.
+	SSHKeys []string `json:"ssh_keys"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -116,6 +118,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		ParentID: b.ParentID, Runtime: b.Runtime, Network: b.Network.policy(), ProjectID: b.ProjectID}
 	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	req.FromSnapshot, req.FromBackup = b.FromSnapshot, b.FromBackup
+	req.SSHKeys = b.SSHKeys
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}
@@ -303,21 +306,17 @@ func (a *API) createOrg(w http.ResponseWriter, r *http.Request, p controlplane.P
 // lifecycleCall is stop, start or archive: the call, then an optional wait
 // for the state it leads to. Reached → 200; wait ran out → 202 with
 // wait_timed_out and Retry-After; never a 200 before the target state.
-func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Principal, id string) (sandbox.Sandbox, error), target sandbox.State) handlerFunc {
+// wait_timeout_ms bounds only the waits (a start's wait for a host start
+// slot, then the wait for the state), never the operation: the call gets
+// the request's context without the wait's deadline.
+func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Principal, id string, queueWait time.Duration) (sandbox.Sandbox, error), target sandbox.State) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 		wait, timeout, err := waitParams(r, target)
 		if err != nil {
 			return err
 		}
-		// wait_timeout_ms also bounds a start's wait for a host start slot
-		// (seed 004), and the whole call keeps one deadline.
-		ctx, deadline := r.Context(), time.Now().Add(timeout)
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
-			defer cancel()
-		}
-		sb, err := call(ctx, p, r.PathValue("id"))
+		deadline := time.Now().Add(timeout) // one deadline for both waits
+		sb, err := call(r.Context(), p, r.PathValue("id"), timeout)
 		if err != nil {
 			return err
 		}
@@ -329,6 +328,13 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 			timeout = max(time.Until(deadline), time.Millisecond)
 		}
 		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+	}
+}
+
+// unqueued adapts a lifecycle call that has no queue to lifecycleCall.
+func unqueued(call func(ctx context.Context, p controlplane.Principal, id string) (sandbox.Sandbox, error)) func(context.Context, controlplane.Principal, string, time.Duration) (sandbox.Sandbox, error) {
+	return func(ctx context.Context, p controlplane.Principal, id string, _ time.Duration) (sandbox.Sandbox, error) {
+		return call(ctx, p, id)
 	}
 }
 
@@ -345,11 +351,12 @@ func (a *API) stop(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 			call = a.cp.StopDiskOnly
 		}
 	}
-	return a.lifecycleCall(call, sandbox.StateStopped)(w, r, p)
+	return a.lifecycleCall(unqueued(call), sandbox.StateStopped)(w, r, p)
 }
 
 // patchSandbox is PATCH /v1/sandboxes/{id}: {"name": "x" | null,
-// "auto_resume": bool}. A JSON null name clears it.
+// "auto_resume": bool, "ssh_keys": [...] | null}. A JSON null name clears
+// it; ssh_keys replaces the whole list.
 func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	var raw map[string]json.RawMessage
 	if err := decodeJSON(r, &raw, false); err != nil {
@@ -375,8 +382,16 @@ func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplan
 				return badRequest("auto_resume must be true or false", "auto_resume")
 			}
 			pt.AutoResume = &b
+		case "ssh_keys":
+			var keys []string
+			if string(v) != "null" {
+				if err := json.Unmarshal(v, &keys); err != nil {
+					return badRequest("ssh_keys must be an array of authorized_keys lines, or null to remove them", "ssh_keys")
+				}
+			}
+			pt.SSHKeys = &keys
 		default:
-			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name and auto_resume", k), k)
+			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name, auto_resume and ssh_keys", k), k)
 		}
 	}
 	sb, err := a.cp.Update(r.Context(), p, r.PathValue("id"), pt)

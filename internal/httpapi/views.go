@@ -26,16 +26,19 @@ type sandboxView struct {
 	ParentID          *string           `json:"parent_id"`
 	ProjectID         string            `json:"project_id"`
 	AutoResume        bool              `json:"auto_resume"`
-	Reason            string            `json:"reason,omitempty"`
-	CreatedAt         string            `json:"created_at"`
-	UpdatedAt         string            `json:"updated_at"`
-	DeletedAt         *string           `json:"deleted_at"`
-	DeletedReason     string            `json:"deleted_reason,omitempty"`
-	Type              string            `json:"type"`
-	AutoStopMinutes   int               `json:"auto_stop_minutes"`
-	AutoArchiveDays   int               `json:"auto_archive_days"`
-	AutoDeleteDays    int               `json:"auto_delete_days"`
-	ExpiresAt         *string           `json:"expires_at"`
+	// SSHKeyFingerprints identify the SSH gateway's keys; the keys
+	// themselves are never echoed.
+	SSHKeyFingerprints []string `json:"ssh_key_fingerprints"`
+	Reason             string   `json:"reason,omitempty"`
+	CreatedAt          string   `json:"created_at"`
+	UpdatedAt          string   `json:"updated_at"`
+	DeletedAt          *string  `json:"deleted_at"`
+	DeletedReason      string   `json:"deleted_reason,omitempty"`
+	Type               string   `json:"type"`
+	AutoStopMinutes    int      `json:"auto_stop_minutes"`
+	AutoArchiveDays    int      `json:"auto_archive_days"`
+	AutoDeleteDays     int      `json:"auto_delete_days"`
+	ExpiresAt          *string  `json:"expires_at"`
 	// Restore and RAMRestored say what the latest start brought back; they
 	// are present only while running (seed 004, "What a start restored").
 	Restore      *string `json:"restore,omitempty"`
@@ -79,6 +82,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	}
 	v.ProjectID = sb.ProjectID
 	v.AutoResume = !sb.NoAutoResume
+	v.SSHKeyFingerprints = controlplane.SSHKeyFingerprints(sb.SSHKeys)
 	v.Network = viewNetwork(sb)
 	v.Progress = sb.Progress
 	v.Runtime = sb.Runtime
@@ -115,13 +119,16 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		v.ExpiresAt = &s
 	}
 	if ls := sb.LastStart; ls != nil {
-		// The seed keeps the latest start as metadata.last_start.
+		// The latest start is also shown as metadata.last_start, next to
+		// (not among) the user's keys: the record keeps it in its own
+		// field, so it counts against no metadata limit and no filter
+		// matches it (controlplane.LastStartKey).
 		md := make(map[string]string, len(v.Metadata)+1)
 		for k, val := range v.Metadata {
 			md[k] = val
 		}
 		b, _ := json.Marshal(ls)
-		md["last_start"] = string(b)
+		md[controlplane.LastStartKey] = string(b)
 		v.Metadata = md
 		if sb.State == sandbox.StateRunning {
 			v.Restore, v.RAMRestored = &ls.Restore, &ls.RAMRestored

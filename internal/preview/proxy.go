@@ -22,6 +22,9 @@ import (
 const (
 	// HeaderToken carries the preview token on API-style clients.
 	HeaderToken = "X-Pt-Preview-Token"
+	// HeaderTokenDaytona is the same token under the name Daytona's
+	// clients send (docs/daytona.md).
+	HeaderTokenDaytona = "X-Daytona-Preview-Token"
 	// QueryToken carries it once in a browser link; the proxy moves it
 	// into CookieToken and redirects to the URL without it.
 	QueryToken = "pt_token"
@@ -324,6 +327,9 @@ func (s *Server) token(r *http.Request) (tok string, fromQuery bool) {
 	if tok = r.Header.Get(HeaderToken); tok != "" {
 		return tok, false
 	}
+	if tok = r.Header.Get(HeaderTokenDaytona); tok != "" {
+		return tok, false
+	}
 	if tok = r.URL.Query().Get(QueryToken); tok != "" {
 		return tok, true
 	}
@@ -366,6 +372,7 @@ func (s *Server) setCookie(w http.ResponseWriter, t target, tok string) {
 // stripToken removes the preview token from what the sandbox sees.
 func stripToken(r *http.Request) {
 	r.Header.Del(HeaderToken)
+	r.Header.Del(HeaderTokenDaytona)
 	if r.URL.RawQuery != "" && strings.Contains(r.URL.RawQuery, QueryToken) {
 		q := r.URL.Query()
 		if q.Has(QueryToken) {

@@ -24,7 +24,13 @@ import (
 type Daemon struct {
 	URL, Token, DataDir, BinDir string
 	// PreviewURL is the preview proxy's listener (http://127.0.0.1:port).
-	PreviewURL             string
+	PreviewURL string
+	// SSHAddr is the SSH gateway's listener (127.0.0.1:port): each ptd of
+	// a test run has its own, so several never race for the default.
+	SSHAddr string
+	// MetricsURL is the --metrics-listen listener (http://127.0.0.1:port),
+	// serving /metrics without a token.
+	MetricsURL             string
 	Bridge, Subnet, Cgroup string
 	cmd                    *exec.Cmd
 	logf                   *os.File
@@ -121,8 +127,21 @@ func Start(o Options) (*Daemon, error) {
 	paddr := pln.Addr().String()
 	pln.Close()
 	d.PreviewURL = "http://" + paddr
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return d, err
+	}
+	d.SSHAddr = sln.Addr().String()
+	sln.Close()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return d, err
+	}
+	maddr := mln.Addr().String()
+	mln.Close()
+	d.MetricsURL = "http://" + maddr
 	d.args = append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
-		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--default-runtime", "runc"}, o.ExtraArgs...)
+		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}, o.ExtraArgs...)
 	if d.logf, err = os.Create(filepath.Join(bin, "ptd.log")); err != nil {
 		return d, err
 	}

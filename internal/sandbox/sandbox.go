@@ -76,6 +76,12 @@ type Sandbox struct {
 	AgentToken string `json:"-"`
 	// Reason explains the current state when it is failed or deleted.
 	Reason string `json:"reason,omitempty"`
+	// DeletedBy records who caused a deletion: DeletedByPlatform for the
+	// platform's own decisions (a TTL expiry, pool upkeep), DeletedByUser
+	// for a caller's DELETE or a timer the customer configured. Final
+	// disposal reads it, never Reason's text, to grant a platform
+	// deletion's longer keeping of recovery data.
+	DeletedBy string `json:"deleted_by,omitempty"`
 	// ExpiresAt, when set, is when ExpiryAction happens to the sandbox
 	// (a TTL, e.g. E2B's timeout or seed 003's ttl_ms).
 	ExpiresAt    *time.Time   `json:"expires_at,omitempty"`
@@ -123,6 +129,9 @@ type Sandbox struct {
 	// NoAutoResume turns off starting the sandbox from preview traffic
 	// (seed 004 "Auto-resume"; the API field is auto_resume, default true).
 	NoAutoResume bool `json:"no_auto_resume,omitempty"`
+	// SSHKeys are the public keys (authorized_keys form, no comments) the
+	// SSH gateway accepts for this sandbox; the API shows fingerprints.
+	SSHKeys []string `json:"-"`
 	// Preview holds the preview proxy's public ports and token
 	// generations; nil until a port is made public or revoked.
 	Preview *Preview `json:"-"`
@@ -229,6 +238,12 @@ func DefaultRetention(typ string) (Retention, bool) {
 	}
 	return Retention{}, false
 }
+
+// Who caused a deletion (Sandbox.DeletedBy).
+const (
+	DeletedByPlatform = "platform"
+	DeletedByUser     = "user"
+)
 
 // ArchiveRef locates an archived disk in the object store.
 type ArchiveRef struct {

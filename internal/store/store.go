@@ -185,6 +185,10 @@ type Store interface {
 	// SandboxesInStates returns every sandbox in any of the states, across
 	// orgs (for the reconciler), oldest first (created_at, then id).
 	SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error)
+	// SandboxTotals counts the sandboxes of every org by state, with the
+	// resources they are sized for (one grouped query, for /metrics).
+	// States with no sandbox are absent.
+	SandboxTotals(ctx context.Context) ([]StateTotal, error)
 
 	// AddEvent appends an event (type typ, data marshalled to JSON) for a
 	// sandbox, e.g. a host event like start_ram_not_restored.
@@ -219,6 +223,16 @@ type Store interface {
 
 	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
+}
+
+// StateTotal is how many sandboxes are in one state and what they are
+// sized for, summed.
+type StateTotal struct {
+	State  sandbox.State
+	Count  int
+	CPU    float64
+	RAMMB  int64
+	DiskGB int64
 }
 
 // ObjectRef names one stored object and what it is (archive manifest,

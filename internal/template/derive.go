@@ -21,16 +21,40 @@ const (
 	SlugPythonNode = "python-node"
 	// SlugNode is the lean JavaScript environment: Node.js on Debian.
 	SlugNode = "node"
+	// SlugCodeInterpreter is python-node plus an IPython kernel and the
+	// scientific stack, all from Debian packages; its marker file makes
+	// pt-agent run the code-interpreter server (docs/code-interpreter.md).
+	SlugCodeInterpreter = "code-interpreter"
 )
+
+// CodeInterpreterMarker is the file whose presence in a template tells
+// pt-agent to start the code-interpreter server at boot.
+const CodeInterpreterMarker = "etc/platinum/code-interpreter"
 
 // derivedPackages are the Debian packages each derived slug adds to
 // pt-base. npm is left out on purpose: in bookworm it pulls in ~350
 // node-* packages (+180 MB, +35 s per build); `apt-get install npm`
 // inside a sandbox adds it when needed. python-is-python3 makes
-// `python` run Python 3, as seed 003's `python --version` example expects.
+// `python` run Python 3, as the sandboxes guide's `python --version`
+// example expects. git (+35 MB) is there because a dev environment is
+// expected to clone and commit (the Daytona toolbox's git routes run it).
 var derivedPackages = map[string][]string{
-	SlugPythonNode: {"python3", "python-is-python3", "nodejs"},
+	SlugPythonNode: {"python3", "python-is-python3", "nodejs", "git"},
 	SlugNode:       {"nodejs"},
+	SlugCodeInterpreter: {"python3", "python-is-python3", "nodejs",
+		"python3-ipykernel", "python3-jupyter-client",
+		"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy"},
+}
+
+// derivedFiles are files each derived slug writes into its rootfs after
+// the packages are installed (part of the cache key).
+var derivedFiles = map[string]map[string]string{
+	SlugCodeInterpreter: {
+		CodeInterpreterMarker: "# pt-agent starts the code-interpreter server on port 49999 when this file exists.\n",
+		// matplotlib's default backend in a kernel is the inline one;
+		// Agg for scripts run outside a kernel (no display here).
+		"etc/matplotlibrc": "backend: Agg\n",
+	},
 }
 
 // DerivedOptions configure BuildDerived.
@@ -39,13 +63,25 @@ type DerivedOptions struct {
 	Base DebianOptions
 	// Packages are installed with apt-get (no recommends).
 	Packages []string
+	// Files are written into the rootfs (path relative to its root →
+	// content, mode 0644) after the packages.
+	Files map[string]string
 }
 
 // cacheName keys the derived tarball by its base and package set.
 func (o DerivedOptions) cacheName() string {
 	pk := append([]string(nil), o.Packages...)
 	sort.Strings(pk)
-	h := sha256.Sum256([]byte(o.Base.cacheName() + "\x00" + strings.Join(pk, ",")))
+	key := o.Base.cacheName() + "\x00" + strings.Join(pk, ",")
+	names := make([]string, 0, len(o.Files))
+	for n := range o.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		key += "\x00" + n + "\x00" + o.Files[n]
+	}
+	h := sha256.Sum256([]byte(key))
 	return fmt.Sprintf("derived-%s-%s", o.Base.Suite, hex.EncodeToString(h[:])[:16])
 }
 
@@ -61,7 +97,10 @@ func BuildDerived(ctx context.Context, dest string, opts DerivedOptions, progres
 			if err := debootstrap(ctx, dir, opts.Base, scaled(progress, 0, 60)); err != nil {
 				return err
 			}
-			return aptInstall(ctx, dir, opts, progress)
+			if err := aptInstall(ctx, dir, opts, progress); err != nil {
+				return err
+			}
+			return writeFiles(dir, opts.Files)
 		}
 		return buildDerivedCached(ctx, dir, opts, progress)
 	})
@@ -73,8 +112,26 @@ func buildDerivedCached(ctx context.Context, dir string, opts DerivedOptions, pr
 		if err := buildCached(ctx, dir, opts.Base, scaled(progress, 0, 50)); err != nil {
 			return err
 		}
-		return aptInstall(ctx, dir, opts, progress)
+		if err := aptInstall(ctx, dir, opts, progress); err != nil {
+			return err
+		}
+		return writeFiles(dir, opts.Files)
 	})
+}
+
+// writeFiles writes files (relative path → content) into root.
+func writeFiles(root string, files map[string]string) error {
+	for name, content := range files {
+		p := filepath.Join(root, filepath.Clean("/"+name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("template files: %w", err)
+		}
+		os.Remove(p) // a symlink must not redirect the write
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("template files: %w", err)
+		}
+	}
+	return nil
 }
 
 // aptInstall installs opts.Packages in the rootfs root with the chroot's

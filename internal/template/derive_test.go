@@ -61,3 +61,25 @@ func TestBuildDerived(t *testing.T) {
 		})
 	}
 }
+
+// TestDerivedCacheNameCoversFiles: a derived template's cache entry is
+// keyed by its files too, so changing one rebuilds instead of reusing a
+// tarball with the old content.
+func TestDerivedCacheNameCoversFiles(t *testing.T) {
+	base := DerivedOptions{Base: DebianOptions{}.withDefaults(), Packages: []string{"python3"}}
+	a, b, c := base, base, base
+	a.Files = map[string]string{"etc/x": "1"}
+	b.Files = map[string]string{"etc/x": "2"}
+	names := map[string]bool{base.cacheName(): true, a.cacheName(): true, b.cacheName(): true}
+	if len(names) != 3 {
+		t.Errorf("cache names collide: %v", names)
+	}
+	c.Files = map[string]string{"etc/x": "1"}
+	if a.cacheName() != c.cacheName() {
+		t.Error("the same files give another cache name")
+	}
+	ci := DerivedOptions{Base: base.Base, Packages: derivedPackages[SlugCodeInterpreter], Files: derivedFiles[SlugCodeInterpreter]}
+	if _, ok := ci.Files[CodeInterpreterMarker]; !ok {
+		t.Errorf("code-interpreter does not write its marker %s", CodeInterpreterMarker)
+	}
+}

@@ -46,7 +46,7 @@ type Registry struct {
 
 // Slugs returns the slugs Build knows, sorted.
 func (r Registry) Slugs() []string {
-	s := []string{SlugBusybox, SlugBase, SlugPythonNode, SlugNode}
+	s := []string{SlugBusybox, SlugBase, SlugPythonNode, SlugNode, SlugCodeInterpreter}
 	sort.Strings(s)
 	return s
 }
@@ -64,10 +64,11 @@ func (r Registry) Build(ctx context.Context, slug, dest string, progress Progres
 		return nil
 	case SlugBase:
 		return BuildDebian(ctx, dest, DebianOptions{CacheDir: r.CacheDir, Mirror: r.Mirror}, progress)
-	case SlugPythonNode, SlugNode:
+	case SlugPythonNode, SlugNode, SlugCodeInterpreter:
 		return BuildDerived(ctx, dest, DerivedOptions{
 			Base:     DebianOptions{CacheDir: r.CacheDir, Mirror: r.Mirror},
 			Packages: derivedPackages[slug],
+			Files:    derivedFiles[slug],
 		}, progress)
 	default:
 		return fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)

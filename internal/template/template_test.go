@@ -87,7 +87,7 @@ func TestBuildBusyboxIntoEmptyDir(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	var r Registry
-	if diff := cmp.Diff([]string{"busybox", "node", "pt-base", "python-node"}, r.Slugs()); diff != "" {
+	if diff := cmp.Diff([]string{"busybox", "code-interpreter", "node", "pt-base", "python-node"}, r.Slugs()); diff != "" {
 		t.Errorf("Slugs (-want +got):\n%s", diff)
 	}
 	err := r.Build(context.Background(), "nope", filepath.Join(t.TempDir(), "x"), nil)

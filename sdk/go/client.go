@@ -62,6 +62,7 @@ type Client struct {
 	// retries and noAutoKeys: see WithRetries, WithoutIdempotencyKeys.
 	retries    int
 	noAutoKeys bool
+	retryClock retryClock // the waits between retries (retry.go)
 }
 
 // Option configures a Client built by New or NewFromEnv.
@@ -111,6 +112,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 		userAgent:    "platinum-go/" + Version,
 		pollInterval: 500 * time.Millisecond,
 		retries:      2,
+		retryClock:   defaultRetryClock,
 	}
 	for _, o := range opts {
 		o(c)

@@ -50,7 +50,15 @@ type APIError struct {
 	Code       string
 	Message    string
 	Body       map[string]any
+	// RequestID is the answer's X-Request-Id (ptd logs it with every line
+	// about the request): quote it when reporting a problem. "" when the
+	// server sent none.
+	RequestID string
 }
+
+// RequestIDHeader is the header ptd answers every request with; a request
+// that sends one (1 to 128 printable ASCII characters) keeps its own id.
+const RequestIDHeader = "X-Request-Id"
 
 // Error returns the server's message with its code and status.
 func (e *APIError) Error() string {
@@ -106,12 +114,15 @@ const maxErrorBody = 64 << 10
 // derived from the status, so IsNotFound and friends keep working.
 func decodeAPIError(resp *http.Response) *APIError {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	ae := &APIError{StatusCode: resp.StatusCode}
+	ae := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get(RequestIDHeader)}
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err == nil && body != nil {
 		ae.Body = body
 		ae.Code, _ = body["code"].(string)
 		ae.Message, _ = body["error"].(string)
+		if id, _ := body["request_id"].(string); ae.RequestID == "" {
+			ae.RequestID = id
+		}
 		if ae.Message == "" {
 			ae.Message, _ = body["message"].(string)
 		}

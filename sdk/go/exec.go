@@ -215,7 +215,7 @@ func (s *SandboxesService) execStream(ctx context.Context, id string, req ExecRe
 			if code == "" {
 				code = CodeInternal
 			}
-			return nil, &APIError{StatusCode: resp.StatusCode, Code: code, Message: ev.Error, Body: body}
+			return nil, &APIError{StatusCode: resp.StatusCode, Code: code, Message: ev.Error, Body: body, RequestID: resp.Header.Get(RequestIDHeader)}
 		default:
 			// "start" and event types added later carry nothing we need.
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"time"
 )
 
 // IdempotencyKeyHeader is the header ptd reads an idempotency key from.
@@ -33,7 +32,10 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 // WithRetries sets how many times a mutating call is retried, with the
 // same idempotency key, after a network error, a 502/503/504 or a 409
 // idempotency_key_in_progress (default 2; 0 disables). Calls without a
-// key (see WithoutIdempotencyKeys) and reads are never retried.
+// key (see WithoutIdempotencyKeys) and reads are never retried. Between
+// attempts the Client waits as retry.go says: the answer's Retry-After
+// when it has one, plus an exponential backoff with full jitter, and never
+// past the call's context deadline.
 func WithRetries(n int) Option {
 	return func(c *Client) {
 		if n >= 0 {
@@ -80,34 +82,6 @@ func (c *Client) setIdempotencyKey(ctx context.Context, req *http.Request) {
 	streamed := req.Body != nil && req.Body != http.NoBody && req.GetBody == nil
 	if !c.noAutoKeys && !streamed {
 		req.Header.Set(IdempotencyKeyHeader, NewIdempotencyKey())
-	}
-}
-
-// doRetrying sends req, retrying a keyed mutating request (same key,
-// body rewound) on answers that say "try again".
-func (c *Client) doRetrying(req *http.Request) (*http.Response, error) {
-	canRetry := isMutating(req.Method) && req.Header.Get(IdempotencyKeyHeader) != "" && (req.Body == nil || req.GetBody != nil)
-	backoff := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		resp, err := c.httpClient.Do(req)
-		if !canRetry || attempt >= c.retries || req.Context().Err() != nil || !c.shouldRetry(resp, err) {
-			return resp, err
-		}
-		if resp != nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-		}
-		if err := sleep(req.Context(), backoff); err != nil {
-			return nil, err
-		}
-		backoff *= 2
-		if req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, err
-			}
-			req.Body = body
-		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -136,6 +137,8 @@ func TestCrossOrgIs404(t *testing.T) {
 		t.Fatalf("create org: %d %s", r.Status, r.Body)
 	}
 	other := &client{t: t, token: r.JSON()["token"].(string)}
+	ownPID := startBackground(t, c, id, map[string]any{"cmd": []string{"sleep", "600"}, "stdin": true})
+	procPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%d", id, ownPID)
 	for _, tc := range []struct {
 		method, path string
 		body         any
@@ -155,6 +158,14 @@ func TestCrossOrgIs404(t *testing.T) {
 		{"GET", "/v1/sandboxes/" + id + "/metrics", nil},
 		{"GET", "/v1/sandboxes/" + id + "/usage", nil},
 		{"POST", "/v1/sandboxes", map[string]any{"template": "busybox", "parent_id": id}},
+		// Processes: start, list, and the calls on the owner's own process.
+		{"POST", "/v1/sandboxes/" + id + "/processes", map[string]any{"cmd": "true"}},
+		{"GET", "/v1/sandboxes/" + id + "/processes", nil},
+		{"GET", procPath + "/stream", nil},
+		{"POST", procPath + "/input", map[string]any{"data": "x"}},
+		{"POST", procPath + "/signal", map[string]any{"signal": "SIGTERM"}},
+		{"POST", procPath + "/resize", map[string]any{"cols": 10, "rows": 10}},
+		{"DELETE", procPath, nil},
 	} {
 		if r := other.do(tc.method, tc.path, tc.body); r.Status != 404 || r.JSON()["code"] != "not_found" {
 			t.Errorf("other org %s %s: %d %s", tc.method, tc.path, r.Status, r.Body)
@@ -165,6 +176,9 @@ func TestCrossOrgIs404(t *testing.T) {
 	}
 	if r := other.do("GET", "/v1/sandboxes?parent_id="+id, nil); r.Status != 200 || strings.Contains(string(r.Body), `"id"`) {
 		t.Errorf("other org's list by this parent: %d %s", r.Status, r.Body)
+	}
+	if _, ok := listPIDs(t, c, id)[ownPID]; !ok {
+		t.Errorf("another org's calls ended process %d", ownPID)
 	}
 	if m := c.do("GET", "/v1/sandboxes/"+id, nil).JSON(); m["name"] == "stolen" || len(m["env_keys"].([]any)) != 0 || m["cpu"] != 1.0 {
 		t.Errorf("another org's calls changed the sandbox: %v", m)

@@ -14,13 +14,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/platinum-dev/platinum/internal/apicontract"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 // env is the one ptd every test of this package talks to.
 var env struct {
 	url, token, dataDir, binDir string
-	previewURL                  string
+	previewURL, metricsURL      string
+	bridge, subnet, cgroup      string
+	sshAddr                     string
 	skip                        string
 }
 
@@ -36,13 +39,25 @@ func runMain(m *testing.M) int {
 	}
 	env.skip = "e2e tests need root (they run real sandboxes)"
 	defer egressCleanup()
-	return ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
+	// Every call to ptd's API is held to api/openapi.yaml (apicontract).
+	apicontract.Install()
+	code := ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
 		"--webhook-allow-private", "--webhook-retry-base", "200ms", "--idle-after", e2eIdleAfter.String()}, egressArgs()...)},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
-			env.previewURL = d.PreviewURL
+			env.previewURL, env.metricsURL = d.PreviewURL, d.MetricsURL
+			env.bridge, env.subnet, env.cgroup = d.Bridge, d.Subnet, d.Cgroup
+			env.sshAddr = d.SSHAddr
+			apicontract.Register(d.URL)
 			return nil
 		})
+	if v := apicontract.Violations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: %d calls broke api/openapi.yaml:\n  %s\n", len(v), strings.Join(v, "\n  "))
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }
 
 func randHex(n int) string { return ptdtest.RandHex(n) }

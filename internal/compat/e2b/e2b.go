@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/metrics"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -32,6 +34,10 @@ const (
 // EnvdPort is the port E2B's SDK names (E2b-Sandbox-Port) for envd; we
 // route it to pt-agent.
 const EnvdPort = "49983"
+
+// RouteEnvd is the metrics route label of proxied envd traffic (its paths
+// are the sandbox's, not ours).
+const RouteEnvd = "envd"
 
 // Config tunes the E2B surface.
 type Config struct {
@@ -103,13 +109,15 @@ func Mount(next http.Handler, cp *controlplane.Service, logger *slog.Logger) htt
 // MountConfig is Mount with a Config.
 func MountConfig(next http.Handler, cp *controlplane.Service, cfg Config, logger *slog.Logger) http.Handler {
 	h := New(cp, cfg, logger)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Both surfaces answer with X-Request-Id and are counted by route
+	// (no-ops inside ptd's own chain, which does both already).
+	return requestid.Middleware(metrics.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if IsE2B(r) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
+	})))
 }
 
 // IsE2B reports whether r belongs to the E2B surface: any request naming a
@@ -135,13 +143,16 @@ func IsE2B(r *http.Request) bool {
 // the control-plane API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get(headerSandboxID) != "" {
+		metrics.SetRoute(r.Context(), RouteEnvd)
 		h.serveEnvd(w, r)
 		return
 	}
-	if _, pattern := h.mux.Handler(r); pattern == "" {
+	_, pattern := h.mux.Handler(r)
+	if pattern == "" {
 		h.writeError(w, r, h.noRoute(r))
 		return
 	}
+	metrics.SetRoute(r.Context(), pattern)
 	h.mux.ServeHTTP(w, r) // (sets the path values Handler does not)
 }
 

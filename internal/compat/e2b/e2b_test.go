@@ -77,6 +77,18 @@ func TestMountKeepsNativeRoutes(t *testing.T) {
 		if tc.body != "" && strings.TrimSpace(rec.Body.String()) != tc.body {
 			t.Errorf("%s %s: body %s, want %s", tc.method, tc.path, rec.Body, tc.body)
 		}
+		// Both surfaces answer with a request id; E2B's bodies keep E2B's
+		// shape (the exact bodies above).
+		if rec.Header().Get("X-Request-Id") == "" {
+			t.Errorf("%s %s: no X-Request-Id", tc.method, tc.path)
+		}
+	}
+	req := httptest.NewRequest("GET", "/health", nil)
+	req.Header.Set("X-Request-Id", "client-chosen-1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if got := rec.Header().Get("X-Request-Id"); got != "client-chosen-1" {
+		t.Errorf("E2B answer's X-Request-Id = %q, want the client's", got)
 	}
 }
 

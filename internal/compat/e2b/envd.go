@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
@@ -115,6 +116,11 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if port == codeInterpreterPort && sb.Template == controlplane.CodeInterpreterTemplate {
+		// The server comes up a moment after the sandbox (pt-agent starts
+		// it at boot); E2B's SDK calls it right after create.
+		waitListening(ctx, net.JoinHostPort(sb.Address, port), codeInterpreterWait)
+	}
 	if n, _ := strconv.Atoi(port); port != EnvdPort && h.cfg.Ports != nil {
 		h.cfg.Ports.ForwardPort(w, r, sb, n)
 		return
@@ -131,6 +137,34 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 	// connection mid-stream. Full duplex leaves the body to the proxy.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
+}
+
+// codeInterpreterPort is @e2b/code-interpreter's JUPYTER_PORT.
+const codeInterpreterPort = "49999"
+
+// codeInterpreterWait bounds waitListening for the code interpreter.
+const codeInterpreterWait = 20 * time.Second
+
+// waitListening returns once addr accepts a connection, ctx ends or max
+// has passed (the request then goes on and fails as it would have).
+func waitListening(ctx context.Context, addr string, max time.Duration) {
+	deadline := time.Now().Add(max)
+	d := net.Dialer{Timeout: time.Second}
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func mapState(s sandbox.State) string {

@@ -44,7 +44,7 @@ type errorBody struct {
 func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body, retry := errorStatus(err)
 	if status >= 500 && status != http.StatusNotImplemented && !errors.As(err, new(*controlplane.CapacityError)) {
-		h.log.Error("e2b request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		h.log.ErrorContext(r.Context(), "e2b request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if retry > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(retry))

@@ -31,7 +31,8 @@ func e2bState(s sandbox.State) (state string, ok bool) {
 
 // Template IDs E2B code uses that name a Platinum template by another
 // name. Our own slugs are accepted as they are.
-var templateAliases = map[string]string{"base": "pt-base"}
+// code-interpreter-v1 is @e2b/code-interpreter's default template.
+var templateAliases = map[string]string{"base": "pt-base", "code-interpreter-v1": "code-interpreter"}
 
 func templateSlug(id string) string {
 	if slug, ok := templateAliases[id]; ok {
@@ -61,6 +62,12 @@ func (h *Handler) sandboxView(sb sandbox.Sandbox, withRestore bool) sandboxView 
 		TemplateID: sb.Template, SandboxID: sb.ID, ClientID: sb.HostID, Alias: sb.Template,
 		EnvdVersion: h.cfg.EnvdVersion, EnvdAccessToken: sb.AgentToken,
 	}
+	// Platinum checks traffic to every sandbox port against the sandbox's
+	// token (ports are not public by default), so the answer names it as
+	// the traffic token too: that is how E2B's SDKs learn to send it on
+	// port calls (code-interpreter's /contexts calls carry only that header).
+	tok := sb.AgentToken
+	v.TrafficAccessToken = &tok
 	if withRestore && sb.LastStart != nil {
 		ram := sb.LastStart.RAMRestored
 		v.Restore, v.RAMRestored = sb.LastStart.Restore, &ram

@@ -1,6 +1,8 @@
 package oci
 
 import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -112,7 +114,7 @@ func bundleCgroupPath(bundle string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var cfg ociSpec
+	var cfg specs.Spec
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return "", fmt.Errorf("config.json: %w", err)
 	}

@@ -1,6 +1,10 @@
 package oci
 
 import (
+	"os"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"encoding/json"
 	"fmt"
 	"math"
@@ -111,21 +115,22 @@ func cpuQuota(cpu float64) int64 {
 // (unlimited); the host layer always sets all three. Swap is set equal to
 // the memory limit: the OCI field is memory+swap, so the sandbox never
 // swaps (runc converts it for cgroup v2's memory.swap.max).
-func resources(r runtime.Resources, pl platform) *ociResources {
-	out := &ociResources{Devices: deviceRules()}
+func resources(r runtime.Resources, pl platform) *specs.LinuxResources {
+	out := &specs.LinuxResources{Devices: deviceRules()}
 	if r.MemoryBytes > 0 {
 		m := r.MemoryBytes
-		out.Memory = &ociMemory{Limit: &m, Swap: &m}
+		out.Memory = &specs.LinuxMemory{Limit: &m, Swap: &m}
 	}
 	if r.CPU > 0 {
 		q, p := cpuQuota(r.CPU), uint64(cpuPeriod)
-		out.CPU = &ociCPU{Quota: &q, Period: &p, Cpus: r.CPUs}
+		out.CPU = &specs.LinuxCPU{Quota: &q, Period: &p, Cpus: r.CPUs}
 	}
 	if r.Pids > 0 {
-		out.Pids = &ociPids{Limit: r.Pids}
+		n := r.Pids
 		if pl.gvisor {
-			out.Pids.Limit = gvisorPids(r.Pids)
+			n = gvisorPids(r.Pids)
 		}
+		out.Pids = &specs.LinuxPids{Limit: &n}
 	}
 	return out
 }
@@ -140,11 +145,11 @@ var defaultDevices = []struct {
 	{"/dev/random", 1, 8}, {"/dev/urandom", 1, 9}, {"/dev/tty", 5, 0},
 }
 
-func devices() []ociDevice {
-	var out []ociDevice
+func devices() []specs.LinuxDevice {
+	var out []specs.LinuxDevice
 	for _, d := range defaultDevices {
-		mode, uid, gid := uint32(0o666), uint32(0), uint32(0)
-		out = append(out, ociDevice{Type: "c", Path: d.path, Major: d.major, Minor: d.minor,
+		mode, uid, gid := os.FileMode(0o666), uint32(0), uint32(0)
+		out = append(out, specs.LinuxDevice{Type: "c", Path: d.path, Major: d.major, Minor: d.minor,
 			FileMode: &mode, UID: &uid, GID: &gid})
 	}
 	return out
@@ -152,26 +157,26 @@ func devices() []ociDevice {
 
 // deviceRules deny every device and allow only the default nodes, the
 // pty multiplexer and pty slaves.
-func deviceRules() []ociDeviceRule {
+func deviceRules() []specs.LinuxDeviceCgroup {
 	i := func(v int64) *int64 { return &v }
-	rules := []ociDeviceRule{{Allow: false, Access: "rwm"}}
+	rules := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
 	for _, d := range defaultDevices {
-		rules = append(rules, ociDeviceRule{Allow: true, Type: "c", Major: i(d.major), Minor: i(d.minor), Access: "rwm"})
+		rules = append(rules, specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i(d.major), Minor: i(d.minor), Access: "rwm"})
 	}
 	return append(rules,
-		ociDeviceRule{Allow: true, Type: "c", Major: i(5), Minor: i(2), Access: "rwm"}, // /dev/ptmx
-		ociDeviceRule{Allow: true, Type: "c", Major: i(136), Access: "rwm"},            // /dev/pts/*
+		specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i(5), Minor: i(2), Access: "rwm"}, // /dev/ptmx
+		specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i(136), Access: "rwm"},            // /dev/pts/*
 	)
 }
 
-func mounts(s runtime.Spec, pl platform) []ociMount {
+func mounts(s runtime.Spec, pl platform) []specs.Mount {
 	shm := int64(minShmMiB)
 	// Like a Linux tmpfs default (half of RAM): pages in /dev/shm count
 	// against the sandbox's memory limit anyway.
 	if half := s.Resources.MemoryBytes / 2 >> 20; half > shm {
 		shm = half
 	}
-	m := []ociMount{
+	m := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
@@ -188,7 +193,7 @@ func mounts(s runtime.Spec, pl platform) []ociMount {
 		if bm.ReadOnly {
 			opts = append(opts, "ro")
 		}
-		m = append(m, ociMount{Destination: bm.Destination, Type: "bind", Source: bm.Source, Options: opts})
+		m = append(m, specs.Mount{Destination: bm.Destination, Type: "bind", Source: bm.Source, Options: opts})
 	}
 	if pl.gvisor {
 		if tmp, ok := gvisorTmpMount(s); ok {
@@ -199,7 +204,7 @@ func mounts(s runtime.Spec, pl platform) []ociMount {
 }
 
 // buildConfig turns a Spec into the bundle's config.json content.
-func buildConfig(s runtime.Spec, pl platform) (*ociSpec, error) {
+func buildConfig(s runtime.Spec, pl platform) (*specs.Spec, error) {
 	if err := validateSpec(s); err != nil {
 		return nil, err
 	}
@@ -212,34 +217,35 @@ func buildConfig(s runtime.Spec, pl platform) (*ociSpec, error) {
 		cwd = "/"
 	}
 	caps := func() []string { return append([]string(nil), capabilities...) }
-	netns := ociNamespace{Type: "network", Path: s.NetNSPath}
-	return &ociSpec{
+	netns := specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNSPath}
+	return &specs.Spec{
 		Version: ociVersion,
-		Process: &ociProc{
-			User: ociUser{UID: 0, GID: 0},
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
 			Args: s.Args,
 			Env:  env,
 			Cwd:  cwd,
-			Capabilities: &ociCaps{
+			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps(), Effective: caps(), Permitted: caps(),
 				Inheritable: []string{}, Ambient: []string{},
 			},
 			Rlimits:         rlimits(s.Resources, pl),
 			NoNewPrivileges: true,
 		},
-		Root:     &ociRoot{Path: s.RootFS, Readonly: false},
+		Root:     &specs.Root{Path: s.RootFS, Readonly: false},
 		Hostname: s.Hostname,
 		Mounts:   mounts(s, pl),
-		Linux: &ociLinux{
+		Linux: &specs.Linux{
 			// ICMP echo without CAP_NET_RAW (ping uses datagram sockets).
 			Sysctl:      map[string]string{"net.ipv4.ping_group_range": "0 2147483647"},
 			Resources:   resources(s.Resources, pl),
 			CgroupsPath: s.CgroupPath,
-			Namespaces: []ociNamespace{
-				{Type: "pid"}, netns, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}, {Type: "cgroup"},
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, netns, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
 			},
 			Devices:       devices(),
-			Seccomp:       defaultSeccomp(pl.goarch),
+			Seccomp:       defaultSeccomp(pl.goarch, pl.gvisor),
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
 		},

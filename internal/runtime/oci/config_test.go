@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -130,7 +131,7 @@ func TestCPUQuota(t *testing.T) {
 }
 
 func TestSeccompArchitectures(t *testing.T) {
-	if diff := cmp.Diff([]string{"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}, seccompArchitectures("arm64")); diff != "" {
+	if diff := cmp.Diff([]specs.Arch{specs.ArchAARCH64, specs.ArchARM}, seccompArchitectures("arm64")); diff != "" {
 		t.Errorf("arm64 (-want +got):\n%s", diff)
 	}
 	if got := seccompArchitectures("riscv64"); got != nil {

@@ -1,6 +1,8 @@
 package oci
 
 import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"context"
 	"errors"
 	"fmt"
@@ -118,13 +120,13 @@ const gvisorTmp = "/tmp"
 
 // gvisorTmpMount returns the bind mount of the rootfs's /tmp, or false when
 // the Spec mounts something at /tmp itself.
-func gvisorTmpMount(s runtime.Spec) (ociMount, bool) {
+func gvisorTmpMount(s runtime.Spec) (specs.Mount, bool) {
 	for _, m := range s.Mounts {
 		if filepath.Clean(m.Destination) == gvisorTmp {
-			return ociMount{}, false
+			return specs.Mount{}, false
 		}
 	}
-	return ociMount{
+	return specs.Mount{
 		Destination: gvisorTmp, Type: "bind", Source: filepath.Join(s.RootFS, gvisorTmp),
 		Options: []string{"rbind", "rprivate", "nosuid", "nodev"},
 	}, true
@@ -156,10 +158,10 @@ func ensureTmpDir(s runtime.Spec) error {
 // the sandbox and the sandbox lives on, as with runc's pids cgroup; the
 // host cgroup's scaled limit (gvisorPids) stays as the backstop. runc
 // shares the host kernel's per-user count, so it relies on the cgroup only.
-func rlimits(r runtime.Resources, pl platform) []ociRlim {
-	out := []ociRlim{{Type: "RLIMIT_NOFILE", Hard: pl.nofile, Soft: pl.nofile}}
+func rlimits(r runtime.Resources, pl platform) []specs.POSIXRlimit {
+	out := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: pl.nofile, Soft: pl.nofile}}
 	if pl.gvisor && r.Pids > 0 {
-		out = append(out, ociRlim{Type: "RLIMIT_NPROC", Hard: uint64(r.Pids), Soft: uint64(r.Pids)})
+		out = append(out, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(r.Pids), Soft: uint64(r.Pids)})
 	}
 	return out
 }
@@ -190,4 +192,26 @@ func (r *Runtime) Probe(ctx context.Context) error {
 		return fmt.Errorf("%s do /bin/true: %w: %s", r.cfg.Binary, err, strings.TrimSpace(lastError(out)))
 	}
 	return nil
+}
+
+// LiveResize reports whether a running container of rt changes the CPU
+// count and memory size its processes see when Update changes its limits,
+// and why not. runsc's sentry sizes its CPU count and memory at boot and
+// has no update command: Update changes only the host's limits, so a
+// gVisor guest keeps its boot size (nproc, MemTotal) until it boots again.
+// Runtimes of other packages are taken to resize live.
+func LiveResize(rt runtime.Runtime) (ok bool, reason string) {
+	if r, isOCI := rt.(interface{ liveResize() (bool, string) }); isOCI {
+		return r.liveResize()
+	}
+	return true, ""
+}
+
+// liveResize is LiveResize for this package's runtimes (a
+// CheckpointRuntime has it through its *Runtime).
+func (r *Runtime) liveResize() (bool, string) {
+	if r.gvisor {
+		return false, "gVisor fixes the CPU count and memory size its guest sees when it boots"
+	}
+	return true, ""
 }

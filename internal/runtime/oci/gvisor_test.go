@@ -110,3 +110,44 @@ func TestRuntimeIsNoCheckpointer(t *testing.T) {
 		t.Errorf("*Runtime implements runtime.Checkpointer")
 	}
 }
+
+// TestLiveResizeByClass: gvisor never resizes live, whether or not its
+// runtime is wrapped for checkpoints (as NewRuntime wraps runsc); runc does.
+func TestLiveResizeByClass(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rt   runtime.Runtime
+		want bool
+	}{
+		{"runc", &Runtime{}, true},
+		{"runc with checkpoints", &CheckpointRuntime{Runtime: &Runtime{}}, true},
+		{"gvisor", &Runtime{gvisor: true}, false},
+		{"gvisor with checkpoints", &CheckpointRuntime{Runtime: &Runtime{gvisor: true}}, false},
+	} {
+		ok, why := LiveResize(tc.rt)
+		if ok != tc.want || (ok == (why != "")) {
+			t.Errorf("%s: LiveResize = %v %q, want %v", tc.name, ok, why, tc.want)
+		}
+	}
+}
+
+// TestGVisorSeccompOnlyEPERM: runsc answers every SCMP_ACT_ERRNO rule with
+// EPERM whatever its errnoRet, so the gVisor profile has no rule that
+// means another errno (a clone3 → ENOSYS rule broke every pthread_create
+// under gVisor), while runc's keeps its ENOSYS fallbacks.
+func TestGVisorSeccompOnlyEPERM(t *testing.T) {
+	for _, gvisor := range []bool{false, true} {
+		enosys := 0
+		for _, r := range defaultSeccomp("amd64", gvisor).Syscalls {
+			if r.ErrnoRet != nil && *r.ErrnoRet != errnoEPERM {
+				enosys++
+				if gvisor {
+					t.Errorf("gvisor profile: %v answers errno %d, runsc would answer EPERM", r.Names, *r.ErrnoRet)
+				}
+			}
+		}
+		if !gvisor && enosys == 0 {
+			t.Error("runc profile lost its ENOSYS rules (clone3, io_uring)")
+		}
+	}
+}

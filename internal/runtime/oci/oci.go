@@ -9,6 +9,8 @@
 package oci
 
 import (
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -499,7 +501,7 @@ func (r *Runtime) configMemoryLimit(ctx context.Context, id string) uint64 {
 	if err != nil {
 		return 0
 	}
-	var cfg ociSpec
+	var cfg specs.Spec
 	if json.Unmarshal(b, &cfg) != nil || cfg.Linux == nil || cfg.Linux.Resources == nil ||
 		cfg.Linux.Resources.Memory == nil || cfg.Linux.Resources.Memory.Limit == nil || *cfg.Linux.Resources.Memory.Limit < 0 {
 		return 0

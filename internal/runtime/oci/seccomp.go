@@ -1,5 +1,7 @@
 package oci
 
+import specs "github.com/opencontainers/runtime-spec/specs-go"
+
 // Linux values, spelled out so the profile is the same whatever OS builds
 // it (golang.org/x/sys/unix has no CLONE_NEWUSER off Linux, and ENOSYS
 // differs on Darwin).
@@ -61,14 +63,14 @@ const highPersonality = 1 << 18
 // seccompArchitectures lists the ABIs a process on goarch can use; every
 // ABI must be filtered or a process could switch to an unfiltered one
 // (int 0x80 on x86_64).
-func seccompArchitectures(goarch string) []string {
+func seccompArchitectures(goarch string) []specs.Arch {
 	switch goarch {
 	case "amd64":
-		return []string{"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"}
+		return []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32}
 	case "arm64":
-		return []string{"SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"}
+		return []specs.Arch{specs.ArchAARCH64, specs.ArchARM}
 	case "386":
-		return []string{"SCMP_ARCH_X86"}
+		return []specs.Arch{specs.ArchX86}
 	default:
 		return nil // the runtime's native architecture
 	}
@@ -106,24 +108,34 @@ func seccompArchitectures(goarch string) []string {
 // seccomp can inspect (clone3 passes them in memory); io_uring returns
 // ENOSYS so runtimes such as libuv fall back to thread pools. personality
 // is limited to the usual values (see personalityRules).
-func defaultSeccomp(goarch string) *ociSeccomp {
+//
+// Under gVisor (gvisor true) the ENOSYS rules are left out: runsc's
+// --oci-seccomp ignores errnoRet and answers every SCMP_ACT_ERRNO with
+// EPERM, and glibc does not fall back from a clone3 that fails with EPERM,
+// so every pthread_create (node, Python threads, …) failed. gVisor's own
+// kernel answers clone3 and io_uring itself, and a flag clone3 hides
+// (CLONE_NEWUSER) only reaches gVisor's kernel, not the host's.
+func defaultSeccomp(goarch string, gvisor bool) *specs.LinuxSeccomp {
 	eperm, enosys := uint(errnoEPERM), uint(errnoENOSYS)
-	s := &ociSeccomp{
-		DefaultAction: "SCMP_ACT_ALLOW",
+	s := &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
 		Architectures: seccompArchitectures(goarch),
 	}
 	for _, d := range deniedSyscalls {
-		s.Syscalls = append(s.Syscalls, ociSyscallRule{
-			Names: d.names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm, Comment: d.comment})
+		s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{
+			Names: d.names, Action: specs.ActErrno, ErrnoRet: &eperm})
 	}
 	for _, d := range enosysSyscalls {
-		s.Syscalls = append(s.Syscalls, ociSyscallRule{
-			Names: d.names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys, Comment: d.comment})
+		if gvisor {
+			break
+		}
+		s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{
+			Names: d.names, Action: specs.ActErrno, ErrnoRet: &enosys})
 	}
-	userns := []ociSeccompArg{{Index: 0, Value: cloneNewUser, ValueTwo: cloneNewUser, Op: "SCMP_CMP_MASKED_EQ"}}
+	userns := []specs.LinuxSeccompArg{{Index: 0, Value: cloneNewUser, ValueTwo: cloneNewUser, Op: specs.OpMaskedEqual}}
 	s.Syscalls = append(s.Syscalls,
-		ociSyscallRule{Names: []string{"unshare", "clone"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
-			Args: userns, Comment: "no user namespaces (CLONE_NEWUSER in flags)"},
+		// No user namespaces (CLONE_NEWUSER in flags).
+		specs.LinuxSyscall{Names: []string{"unshare", "clone"}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: userns},
 	)
 	s.Syscalls = append(s.Syscalls, personalityRules(eperm)...)
 	return s
@@ -135,21 +147,22 @@ func defaultSeccomp(goarch string) *ociSeccomp {
 // one single-condition rule per bit the allowed values never set (bits
 // 0–16 except 3), plus "≥ 1<<18" for every higher bit. One condition per
 // rule means every runtime reads the rules the same way.
-func personalityRules(eperm uint) []ociSyscallRule {
+func personalityRules(eperm uint) []specs.LinuxSyscall {
 	var allowedBits uint64
 	for _, v := range allowedPersonalities {
 		allowedBits |= v
 	}
-	var rules []ociSyscallRule
+	var rules []specs.LinuxSyscall
 	for bit := uint64(1); bit < highPersonality; bit <<= 1 {
 		if bit&allowedBits != 0 {
 			continue
 		}
-		rules = append(rules, ociSyscallRule{Names: []string{"personality"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
-			Args: []ociSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"}}})
+		rules = append(rules, specs.LinuxSyscall{Names: []string{"personality"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}}})
 	}
-	rules = append(rules, ociSyscallRule{Names: []string{"personality"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
-		Args:    []ociSeccompArg{{Index: 0, Value: highPersonality, Op: "SCMP_CMP_GE"}},
-		Comment: "personality: only PER_LINUX, PER_LINUX32 and UNAME26 (no ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, …)"})
+	// personality: only PER_LINUX, PER_LINUX32 and UNAME26 (no
+	// ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, …).
+	rules = append(rules, specs.LinuxSyscall{Names: []string{"personality"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+		Args: []specs.LinuxSeccompArg{{Index: 0, Value: highPersonality, Op: specs.OpGreaterEqual}}})
 	return rules
 }

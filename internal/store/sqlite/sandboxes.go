@@ -346,6 +346,8 @@ type lifecycle struct {
 	Preview        *sandbox.Preview          `json:"preview,omitempty"`
 	Network        *sandbox.NetworkPolicy    `json:"network,omitempty"`
 	IdemTag        string                    `json:"idempotency_tag,omitempty"`
+	DeletedBy      string                    `json:"deleted_by,omitempty"`
+	SSHKeys        []string                  `json:"ssh_keys,omitempty"`
 }
 
 func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
@@ -355,7 +357,7 @@ func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
 		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
 		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
-		IdemTag: sb.IdempotencyTag,
+		IdemTag: sb.IdempotencyTag, DeletedBy: sb.DeletedBy, SSHKeys: sb.SSHKeys,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -375,7 +377,8 @@ func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.Runtime, sb.Preview = lc.Runtime, lc.Preview
 	sb.SourceSnapshotID, sb.RestoreSnapshotID = lc.SourceSnapshot, lc.RestoreSnap
 	sb.Network = lc.Network
-	sb.IdempotencyTag = lc.IdemTag
+	sb.IdempotencyTag, sb.DeletedBy = lc.IdemTag, lc.DeletedBy
+	sb.SSHKeys = lc.SSHKeys
 	return nil
 }
 
@@ -393,4 +396,19 @@ func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data
 		return fmt.Errorf("add event: %w", err)
 	}
 	return nil
+}
+
+// SandboxTotals implements store.Store.
+func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
+	out, err := queryAll(ctx, s.r, func(sc scanner) (store.StateTotal, error) {
+		var t store.StateTotal
+		var state string
+		err := sc.Scan(&state, &t.Count, &t.CPU, &t.RAMMB, &t.DiskGB)
+		t.State = sandbox.State(state)
+		return t, err
+	}, `SELECT state, COUNT(*), COALESCE(SUM(cpu), 0), COALESCE(SUM(ram_mb), 0), COALESCE(SUM(disk_gb), 0) FROM sandboxes GROUP BY state ORDER BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox totals: %w", err)
+	}
+	return out, nil
 }

@@ -58,10 +58,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: open %q: want a plain file path: %w", path, sandbox.ErrInvalidArgument)
 	}
 
-	w, err := sql.Open("sqlite", dsn(path, true))
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
+	w := openMetered(dsn(path, true), "write")
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -87,11 +84,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 
-	r, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
+	r := openMetered(dsn(path, false), "read")
 	n := max(4, runtime.GOMAXPROCS(0))
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)

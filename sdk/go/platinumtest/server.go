@@ -512,6 +512,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if _, ok := b.Metadata["last_start"]; ok {
+		// As ptd: last_start is the platform's key.
+		writeErr(w, 400, "invalid_request", "metadata: key last_start is the platform's (the latest start, shown as metadata.last_start); use another key", "field", "metadata")
+		return
+	}
 	sb := Sandbox{Template: b.Template, CPU: 1, RAMMB: 512, DiskGB: 2, Name: b.Name, Env: b.Env, Metadata: b.Metadata, AutoResume: b.AutoResume}
 	if b.CPU != nil {
 		sb.CPU = *b.CPU

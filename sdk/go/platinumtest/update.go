@@ -71,10 +71,11 @@ func inTree(sb *Sandbox, parent string) bool {
 	return sb.ParentID != nil && *sb.ParentID == parent
 }
 
-// hasMetadata reports whether sb's metadata has every pair of md.
+// hasMetadata reports whether sb's metadata has every pair of md. As on
+// ptd, last_start is the platform's and no filter matches it.
 func hasMetadata(sb *Sandbox, md map[string]string) bool {
 	for k, v := range md {
-		if got, ok := sb.Metadata[k]; !ok || got != v {
+		if got, ok := sb.Metadata[k]; !ok || got != v || k == "last_start" {
 			return false
 		}
 	}

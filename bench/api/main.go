@@ -1,0 +1,160 @@
+// Command api measures how many requests per second ptd's REST API serves
+// on loopback: GET /v1/sandboxes/{id} (authentication, the store read and
+// the encoding of one record) beside GET /healthz (the HTTP stack alone)
+// as the same-run baseline, in alternating rounds so both see the same
+// load. With -busy N it first starts N busybox sandboxes that each spin a
+// busy loop on every core they have, so the API is measured with the
+// host's CPU saturated by sandbox work. It starts its own ptd, so it needs
+// root and scripts/setup.sh.
+//
+//	go run ./bench/api [-c 32] [-round 2s] [-rounds 6] [-busy 0] [-sandbox-cpu-weight 20]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/api:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	conns := flag.Int("c", 32, "concurrent connections")
+	round := flag.Duration("round", 2*time.Second, "length of one round of one route")
+	rounds := flag.Int("rounds", 6, "rounds per route, alternating between them")
+	busy := flag.Int("busy", 0, "sandboxes spinning a busy loop during the measurement")
+	weight := flag.Int("sandbox-cpu-weight", 20, "ptd's --sandbox-cpu-weight (0 leaves the sandboxes' cgroup at the default weight)")
+	flag.Parse()
+	root, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--log-level", "warn", "--sandbox-cpu-weight", fmt.Sprint(*weight)}})
+	defer d.Stop()
+	if err != nil {
+		return err
+	}
+	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if err := c.EnsureTemplate("busybox"); err != nil {
+		return err
+	}
+	id, err := c.Create("busybox")
+	if err != nil {
+		return err
+	}
+	defer c.Delete(id)
+	for range *busy {
+		bid, err := c.Create("busybox")
+		if err != nil {
+			return err
+		}
+		defer c.Delete(bid)
+		// Two spinning shells: the sandbox's whole CPU allowance on 2 cores.
+		for range 2 {
+			if st, b, err := c.Do("POST", "/v1/sandboxes/"+bid+"/processes", map[string]any{"cmd": "while :; do :; done"}); err != nil || st != 201 {
+				return fmt.Errorf("busy loop: %d %s %v", st, b, err)
+			}
+		}
+	}
+
+	tr := &http.Transport{MaxIdleConns: *conns, MaxIdleConnsPerHost: *conns, MaxConnsPerHost: *conns}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	routes := []struct {
+		name, path string
+		auth       bool
+	}{
+		{"GET /healthz (baseline)", "/healthz", false},
+		{"GET /v1/sandboxes/{id}", "/v1/sandboxes/" + id, true},
+	}
+	lat := make([][]time.Duration, len(routes))
+	count := make([]int, len(routes))
+	var spent [2]time.Duration
+	for r := 0; r < *rounds; r++ {
+		for i, rt := range routes {
+			start := time.Now()
+			ds, err := hammer(hc, d.URL+rt.path, rt.auth, d.Token, *conns, *round)
+			if err != nil {
+				return fmt.Errorf("%s: %w", rt.name, err)
+			}
+			spent[i] += time.Since(start)
+			lat[i] = append(lat[i], ds...)
+			count[i] += len(ds)
+		}
+	}
+	fmt.Printf("Platinum API throughput: %d connections, %d rounds of %s per route, %d busy sandboxes, sandbox cpu weight %d, %s\n\n",
+		*conns, *rounds, *round, *busy, *weight, time.Now().UTC().Format(time.RFC3339))
+	rps := func(i int) float64 { return float64(count[i]) / spent[i].Seconds() }
+	for i, rt := range routes {
+		var base []time.Duration
+		if i > 0 {
+			base = lat[0]
+		}
+		benchkit.Report(rt.name, lat[i], base)
+		fmt.Printf("%-42s %.0f requests/s", "", rps(i))
+		if i > 0 {
+			fmt.Printf("   %.2f of the baseline's", rps(i)/rps(0))
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+// hammer sends GETs to url from conns goroutines for d and returns every
+// request's latency. Any answer but 200 is an error.
+func hammer(hc *http.Client, url string, auth bool, token string, conns int, d time.Duration) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				req, _ := http.NewRequest("GET", url, nil)
+				if auth {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				t0 := time.Now()
+				resp, err := hc.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						err = fmt.Errorf("answered %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, firstErr
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/platinum-dev/platinum/mcpserver"
+)
+
+// mcpCmd is `pt mcp`: the MCP server on stdin/stdout, for agent hosts that
+// start their tools as subprocesses (docs/mcp.md). It talks to the ptd at
+// PT_API_URL with PT_TOKEN, like every other verb.
+type mcpCmd struct{ app *app }
+
+const mcpSynopsis = "pt mcp [--allow-delete-any]"
+
+// Run serves MCP until stdin closes or pt is interrupted. stdout carries
+// only protocol messages; the SDK's log lines go to stderr.
+func (c *mcpCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlags("pt mcp")
+	anyDelete := fs.Bool("allow-delete-any", false, "let delete_sandbox delete sandboxes this server did not create (by default it refuses those without the "+mcpserver.CreatedLabel+"=1 label)")
+	pos, err := parseArgs(fs, mcpSynopsis, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr(usageText(fs, mcpSynopsis), "unexpected argument %q", pos[0])
+	}
+	cl, err := c.app.client()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := mcpserver.New(cl, mcpserver.Options{AllowDeleteAny: *anyDelete, Logger: log})
+	t := &mcp.IOTransport{Reader: io.NopCloser(c.app.stdin), Writer: nopWriteCloser{c.app.stdout}}
+	if err := s.Run(ctx, t); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,77 @@
+// Platinum's JavaScript context: cells from server.py (one JSON line each
+// on stdin) run in one persistent `vm` context, so globals and top-level
+// declarations survive across cells. Events go back as JSON lines on
+// stdout; console output is captured in the context, in order with results.
+// SIGINT breaks a running synchronous cell (breakOnSigint) or abandons an
+// awaited promise; the context stays.
+'use strict';
+const vm = require('vm');
+const util = require('util');
+const readline = require('readline');
+const { Writable } = require('stream');
+const fs = require('fs');
+
+function send(ev) { fs.writeSync(1, JSON.stringify(ev) + '\n'); }
+function stream(name) {
+  return new Writable({ write(chunk, _enc, cb) { send({ type: name, text: chunk.toString() }); cb(); } });
+}
+const cons = new console.Console({ stdout: stream('stdout'), stderr: stream('stderr') });
+const sandbox = { console: cons, require, process, Buffer, setTimeout, clearTimeout, setInterval, clearInterval,
+  setImmediate, clearImmediate, queueMicrotask, URL, URLSearchParams, TextEncoder, TextDecoder, fetch: globalThis.fetch,
+  structuredClone, module: { exports: {} }, __filename: '<cell>', __dirname: process.cwd() };
+sandbox.globalThis = sandbox;
+const context = vm.createContext(sandbox);
+let count = 0;
+let abandon = null;
+process.on('SIGINT', () => { if (abandon) abandon(); });
+
+function errorEvent(e) {
+  if (e && typeof e === 'object' && 'stack' in e) {
+    // The cell's frames only: cut where vm (and this file) begin.
+    const lines = String(e.stack).split('\n');
+    const cut = lines.findIndex((l) => /^\s+at .*(node:vm|sigintHandlersWrap)/.test(l));
+    return { type: 'error', name: e.name || 'Error', value: e.message || String(e),
+      traceback: (cut > 0 ? lines.slice(0, cut) : lines).join('\n') };
+  }
+  return { type: 'error', name: 'Error', value: util.inspect(e), traceback: '' };
+}
+
+function result(v) {
+  const data = { 'text/plain': typeof v === 'string' ? util.inspect(v) : util.inspect(v, { depth: 4 }) };
+  if (v !== null && typeof v === 'object') {
+    try { data['application/json'] = JSON.parse(JSON.stringify(v)); } catch (_) { /* not JSON */ }
+  }
+  return { type: 'result', is_main_result: true, data };
+}
+
+async function run(req) {
+  count++;
+  for (const [k, v] of Object.entries(req.env || {})) process.env[k] = v;
+  const saved = {};
+  for (const [k, v] of Object.entries(req.call_env || {})) { saved[k] = process.env[k]; process.env[k] = v; }
+  const cwd = process.cwd();
+  try {
+    if (req.cwd) process.chdir(req.cwd);
+    let value = new vm.Script(req.code, { filename: `<cell ${count}>` }).runInContext(context, { breakOnSigint: true });
+    if (value && typeof value.then === 'function') {
+      value = await new Promise((resolve, reject) => {
+        abandon = () => reject(Object.assign(new Error('interrupted'), { name: 'KeyboardInterrupt' }));
+        value.then(resolve, reject);
+      });
+    }
+    if (value !== undefined) send(result(value));
+  } catch (e) {
+    send(errorEvent(e));
+  } finally {
+    abandon = null;
+    try { process.chdir(cwd); } catch (_) { /* gone */ }
+    for (const [k, v] of Object.entries(saved)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; }
+    send({ type: 'end', execution_count: count });
+  }
+}
+
+let chain = Promise.resolve();
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  const req = JSON.parse(line);
+  chain = chain.then(() => run(req));
+});

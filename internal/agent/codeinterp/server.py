@@ -1,0 +1,855 @@
+"""Platinum's code-interpreter server, run inside a sandbox by pt-agent.
+
+It manages contexts (one kernel or REPL process per context, a default
+context per language), runs code in them and streams what the code
+produces as NDJSON. Two wire formats share one engine:
+
+* /execute, /contexts, ... : E2B code-interpreter's format, so the
+  unmodified @e2b/code-interpreter SDK works through Platinum's E2B port
+  routing;
+* /v1/execute, /v1/contexts, ... : Platinum's own format, which ptd serves
+  as POST /v1/sandboxes/{id}/code (docs/code-interpreter.md).
+
+Python contexts are real IPython kernels (jupyter_client); JavaScript
+contexts are a node process evaluating cells in one `vm` context (repl.js);
+bash contexts are one persistent bash process. Only the standard library
+and jupyter_client are used: the template installs both from Debian.
+"""
+
+import base64
+import datetime
+import json
+import os
+import queue
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV_FILE = os.environ.get("PT_CODE_ENV_FILE", "/run/platinum/env.json")
+MAX_CODE = 1 << 20  # bytes; ptd documents the same limit (413 code_too_large)
+LANGUAGES = {"python": "python", "py": "python", "python3": "python",
+             "javascript": "javascript", "js": "javascript", "node": "javascript",
+             "typescript": "typescript", "ts": "typescript",
+             "bash": "bash", "sh": "bash", "shell": "bash"}
+INTERRUPT_GRACE = 3.0  # seconds a cell gets to stop after SIGINT before its process is replaced
+INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not stopped
+
+# The kernel we launch: ipykernel without its debugger. Importing debugpy
+# costs 1.5-3 s of every kernel start (measured in the template) and no
+# client here attaches a debugger; tracebacks lose their ANSI colours.
+KERNEL_NAME = "pt-python3"
+KERNEL_PY = """import sys
+sys.modules["debugpy"] = None  # ipykernel then runs without its debugger
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+"""
+
+
+def install_kernelspec():
+    """Writes the kernelspec next to this file and points jupyter at it."""
+    d = os.path.join(HERE, "jupyter", "kernels", KERNEL_NAME)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(HERE, "jupyter", "kernel.py"), "w") as f:
+        f.write(KERNEL_PY)
+    spec = {"argv": [sys.executable, os.path.join(HERE, "jupyter", "kernel.py"), "-f", "{connection_file}",
+                     "--InteractiveShell.colors=NoColor"],
+            "display_name": "Python 3", "language": "python", "interrupt_mode": "signal"}
+    with open(os.path.join(d, "kernel.json"), "w") as f:
+        json.dump(spec, f)
+    os.environ["JUPYTER_PATH"] = os.path.join(HERE, "jupyter")
+
+
+# MIME types → E2B's Result field names (anything else goes in extra).
+E2B_KEYS = {"text/plain": "text", "text/html": "html", "text/markdown": "markdown",
+            "image/svg+xml": "svg", "image/png": "png", "image/jpeg": "jpeg",
+            "application/pdf": "pdf", "text/latex": "latex", "application/json": "json",
+            "application/javascript": "javascript"}
+
+
+def now_iso():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+class HTTPError(Exception):
+    def __init__(self, status, code, message):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def sandbox_env():
+    """The sandbox's current environment as pt-agent last wrote it."""
+    try:
+        with open(ENV_FILE) as f:
+            env = json.load(f)
+        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+class Cell:
+    """One execution: where its events go and how it may be stopped."""
+
+    def __init__(self, sink, timeout, alive):
+        self.sink = sink          # callable(event dict)
+        self.deadline = time.monotonic() + timeout if timeout else None
+        self.alive = alive        # callable() -> False once the client is gone
+        self.status = "ok"
+        self.execution_count = None
+        self.interrupt = False  # set by POST /contexts/{id}/interrupt
+
+    def stopped(self):
+        """Why the cell must stop now: "interrupted", "timeout",
+        "disconnected" or None."""
+        if self.interrupt:
+            return "interrupted"
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return "timeout"
+        if not self.alive():
+            return "disconnected"
+        return None
+
+
+class Stopper:
+    """Stops a cell once it must stop: SIGINT first, sent again every
+    INTERRUPT_RESEND seconds (one that lands while the process is between
+    handlers is ignored: ipykernel ignores SIGINT outside a request, and a
+    loaded machine can delay the cell's start past a 2 s timeout), then
+    expired() once INTERRUPT_GRACE has passed and the process must go."""
+
+    def __init__(self, cell, interrupt):
+        self.cell, self.interrupt = cell, interrupt
+        self.why = None  # why the cell is being stopped, once it is
+        self.since = self.sent = 0.0
+        # Set once the process shows the interrupt took (Python's
+        # KeyboardInterrupt error): no more SIGINTs then, since one landing
+        # while ipykernel formats the traceback could end the kernel.
+        self.acked = False
+
+    def poll(self):
+        """Checks the cell; True once the grace period is over."""
+        now = time.monotonic()
+        if self.why is None:
+            self.why = self.cell.stopped()
+            if self.why is None:
+                return False
+            self.since = self.sent = now
+            self.interrupt()
+            return False
+        if now - self.since > INTERRUPT_GRACE:
+            return True
+        if not self.acked and now - self.sent >= INTERRUPT_RESEND:
+            self.sent = now
+            self.interrupt()
+        return False
+
+
+class Context:
+    """A context: one language, one process, its state kept across cells."""
+
+    def __init__(self, cid, language, cwd, default):
+        self.id, self.language, self.cwd, self.default = cid, language, cwd or "/root", default
+        self.notice = None  # said to the next cell after a replaced process
+        self.running = None  # the running cell, for interrupt_cell()
+        # Everything touching the context's process runs on one thread, in
+        # order: jupyter_client's channels belong to the asyncio loop of
+        # the thread that made them (used from another, each message waited
+        # for its poll timeout), and cells of one context run one at a time.
+        self.jobs = queue.Queue()
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def loop(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            fn, box, done = job
+            try:
+                box["value"] = fn()
+            except BaseException as e:  # handed to the caller
+                box["error"] = e
+            done.set()
+
+    def call(self, fn):
+        """Runs fn on the context's thread and returns its result."""
+        box, done = {}, threading.Event()
+        self.jobs.put((fn, box, done))
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def close(self):
+        """Stops the process and the context's thread."""
+        self.call(self.stop)
+        self.jobs.put(None)
+
+    def ensure_started(self):
+        self.call(lambda: None if self.alive() else self.start())
+
+    def view(self):
+        return {"id": self.id, "language": self.language, "cwd": self.cwd, "default": self.default}
+
+    def run(self, code, env, cwd, cell):
+        self.call(lambda: self.run_here(code, env, cwd, cell))
+
+    def run_here(self, code, env, cwd, cell):
+        if self.notice:
+            cell.sink({"type": "kernel_restarted", "reason": self.notice})
+            self.notice = None
+        if not self.alive():
+            self.start()
+        self.running = cell
+        try:
+            self.execute(code, env, cwd, cell)
+        finally:
+            self.running = None
+
+    def interrupt_cell(self):
+        """Asks the running cell (if any) to stop; True if there was one."""
+        cell = self.running
+        if cell is None:
+            return False
+        cell.interrupt = True
+        return True
+
+    def restart(self):
+        def again():
+            self.stop()
+            self.start()
+            self.notice = None
+        self.call(again)
+
+
+# ---------------------------------------------------------------- Python
+
+
+class PythonContext(Context):
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.km = self.kc = None
+        self.synced_env = None
+
+    def start(self):
+        from jupyter_client import KernelManager
+        km = KernelManager(kernel_name=KERNEL_NAME)
+        env = dict(os.environ)
+        env.update(sandbox_env())
+        env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        km.start_kernel(env=env, cwd=self.cwd if os.path.isdir(self.cwd) else "/")
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        self.km, self.kc, self.synced_env = km, kc, None
+        self.silent("import os as __pt_os\n"
+                    "def __pt_env(set_, unset):\n"
+                    "    for k in unset: __pt_os.environ.pop(k, None)\n"
+                    "    __pt_os.environ.update(set_)\n")
+
+    def alive(self):
+        return self.km is not None and self.km.is_alive()
+
+    def stop(self):
+        if self.kc is not None:
+            try:
+                self.kc.stop_channels()
+            except Exception:
+                pass
+        if self.km is not None:
+            try:
+                self.km.shutdown_kernel(now=True)
+            except Exception:
+                pass
+        self.km = self.kc = None
+
+    def silent(self, code):
+        """Runs code without output or history and waits for its reply."""
+        msg_id = self.kc.execute(code, silent=True, store_history=False)
+        # Replies to earlier requests (an interrupted cell whose reply came
+        # late) are skipped, not taken for this one.
+        while self.kc.get_shell_msg(timeout=30).get("parent_header", {}).get("msg_id") != msg_id:
+            pass
+
+    def env_code(self, want):
+        have = self.synced_env if self.synced_env is not None else {}
+        set_ = {k: v for k, v in want.items() if have.get(k) != v}
+        unset = [k for k in have if k not in want] if self.synced_env is not None else []
+        if not set_ and not unset:
+            return None
+        return "__pt_env(%r, %r)" % (set_, unset)
+
+    def execute(self, code, env, cwd, cell):
+        base = sandbox_env()
+        want = dict(base)
+        want.update(env or {})
+        sync = self.env_code(want)
+        if sync:
+            self.silent(sync)
+        self.synced_env = want
+        if cwd:
+            self.silent("__pt_cwd = __pt_os.getcwd(); __pt_os.chdir(%r)" % cwd)
+        try:
+            self.cell(code, cell)
+        finally:
+            if self.alive():
+                if cwd:
+                    self.silent("__pt_os.chdir(__pt_cwd)")
+                if env:  # per-call variables last only for that call
+                    back = self.env_code(base)
+                    if back:
+                        self.silent(back)
+                    self.synced_env = base
+
+    def cell(self, code, cell):
+        kc = self.kc
+        msg_id = kc.execute(code, store_history=True, allow_stdin=False)
+        stop = Stopper(cell, self.km.interrupt_kernel)
+        while True:
+            if stop.poll():
+                # SIGINT was not enough (C code that ignores it): replace the kernel.
+                self.stop()
+                self.notice = "the kernel did not stop after SIGINT and was replaced; its state is gone"
+                self.stopped_cell(cell, stop.why)
+                return
+            stopping = stop.why
+            try:
+                msg = kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                if not self.km.is_alive():
+                    self.died(cell)
+                    return
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            t, c = msg["msg_type"], msg["content"]
+            if t == "stream":
+                if not stopping:
+                    cell.sink({"type": c.get("name", "stdout"), "text": c.get("text", "")})
+            elif t in ("execute_result", "display_data"):
+                if not stopping:
+                    cell.sink({"type": "result", "is_main_result": t == "execute_result",
+                               "data": c.get("data", {})})
+            elif t == "error":
+                stop.acked = True
+                if not stopping:
+                    cell.status = "error"
+                    cell.sink({"type": "error", "name": c.get("ename", ""), "value": c.get("evalue", ""),
+                               "traceback": "\n".join(c.get("traceback", []))})
+            elif t == "execute_input":
+                cell.execution_count = c.get("execution_count")
+            elif t == "status" and c.get("execution_state") == "idle":
+                break
+        try:
+            reply = kc.get_shell_msg(timeout=5)
+            while reply.get("parent_header", {}).get("msg_id") != msg_id:
+                reply = kc.get_shell_msg(timeout=5)
+            cell.execution_count = reply["content"].get("execution_count", cell.execution_count)
+        except queue.Empty:
+            pass
+        if stop.why:
+            self.stopped_cell(cell, stop.why)
+
+    def died(self, cell):
+        code = None
+        try:
+            code = self.km.provisioner.process.poll() if self.km.provisioner else None
+        except Exception:
+            pass
+        self.stop()
+        reason = "the kernel died while running this cell (exit %s)" % code
+        self.notice = reason + "; this is a fresh kernel, earlier state is gone"
+        cell.status = "error"
+        cell.sink({"type": "error", "name": "KernelDied", "value": reason + "; the next run starts a fresh kernel",
+                   "traceback": ""})
+
+    @staticmethod
+    def stopped_cell(cell, why):
+        cell.status = why
+        if why == "interrupted":
+            cell.sink({"type": "error", "name": "Interrupted",
+                       "value": "the cell was interrupted on request; the context keeps its state", "traceback": ""})
+        if why == "timeout":
+            cell.sink({"type": "error", "name": "TimeoutError",
+                       "value": "the cell ran past its timeout and was interrupted; the context keeps its state",
+                       "traceback": ""})
+
+
+# ---------------------------------------------------------------- processes speaking a line protocol
+
+
+class ProcContext(Context):
+    """A context backed by one child process (node for JavaScript, bash)."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.proc = None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if f:
+                    f.close()
+        self.proc = None
+
+    def spawn(self, argv, **kw):
+        env = dict(os.environ)
+        env.update(sandbox_env())
+        return subprocess.Popen(argv, cwd=self.cwd if os.path.isdir(self.cwd) else "/", env=env,
+                                start_new_session=True, **kw)
+
+    def interrupt(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        except OSError:
+            pass
+
+
+class JSContext(ProcContext):
+    """JavaScript cells in one node `vm` context (repl.js): globals and
+    top-level declarations persist; SIGINT breaks a running cell."""
+
+    def start(self):
+        self.proc = self.spawn(["node", os.path.join(HERE, "repl.js")], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        self.events = queue.Queue()
+        threading.Thread(target=self.pump, args=(self.proc.stdout, self.events), daemon=True).start()
+        threading.Thread(target=self.drain, args=(self.proc.stderr,), daemon=True).start()
+
+    @staticmethod
+    def pump(f, q):
+        for line in f:
+            try:
+                q.put(json.loads(line))
+            except ValueError:  # the cell wrote to process.stdout itself
+                q.put({"type": "stdout", "text": line.decode(errors="replace")})
+        q.put(None)
+
+    @staticmethod
+    def drain(f):
+        for line in f:
+            sys.stderr.write("repl.js: " + line.decode(errors="replace"))
+
+    def execute(self, code, env, cwd, cell):
+        req = {"code": code, "env": sandbox_env(), "call_env": env or {}, "cwd": cwd or ""}
+        self.proc.stdin.write((json.dumps(req) + "\n").encode())
+        stop = Stopper(cell, self.interrupt)
+        while True:
+            if stop.poll():
+                self.stop()
+                self.notice = "the JavaScript process did not stop after SIGINT and was replaced; its state is gone"
+                PythonContext.stopped_cell(cell, stop.why)
+                return
+            stopping = stop.why
+            try:
+                ev = self.events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if ev is None:
+                self.stop()
+                self.notice = "the JavaScript process exited; this is a fresh one, earlier state is gone"
+                cell.status = "error"
+                cell.sink({"type": "error", "name": "KernelDied",
+                           "value": "the JavaScript process exited while running this cell", "traceback": ""})
+                return
+            if ev["type"] == "end":
+                cell.execution_count = ev.get("execution_count")
+                break
+            if stopping:
+                continue
+            if ev["type"] == "error":
+                cell.status = "error"
+            cell.sink(ev)
+        if stop.why:
+            PythonContext.stopped_cell(cell, stop.why)
+
+
+class BashContext(ProcContext):
+    """Cells sourced by one persistent bash: variables, functions and the
+    working directory persist. A cell that ignores SIGINT past the grace
+    period gets a fresh shell (said so)."""
+
+    def start(self):
+        self.proc = self.spawn(["bash", "--noprofile", "--norc"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        self.count = 0
+        self.synced_env = {}
+        self.proc.stdin.write(b"trap 'true' INT\n")
+
+    def execute(self, code, env, cwd, cell):
+        self.count += 1
+        token = uuid.uuid4().hex
+        path = "/tmp/.pt-cell-%s.sh" % token
+        with open(path, "w") as f:
+            f.write(code + "\n")
+        want = sandbox_env()
+        pre = "".join("export %s=%s\n" % (k, shq(v)) for k, v in want.items()
+                      if self.synced_env.get(k) != v and k.isidentifier())
+        pre += "".join("unset %s\n" % k for k in self.synced_env if k not in want and k.isidentifier())
+        self.synced_env = want
+        body = ". %s" % path
+        if env or cwd:  # per-call env and cwd in a subshell: they last only for that cell
+            exports = "".join("export %s=%s; " % (k, shq(v)) for k, v in (env or {}).items() if k.isidentifier())
+            body = "( %s%s. %s )" % (exports, ("cd %s && " % shq(cwd)) if cwd else "", path)
+        end = "__PT_END_" + token
+        script = ("%s%s\n__pt_rc=$?; rm -f %s; printf '\\n%s %%d\\n' $__pt_rc; printf '\\n%s\\n' >&2\n"
+                  % (pre, body, path, end, end))
+        self.proc.stdin.write(script.encode())
+        bufs = {"stdout": b"", "stderr": b""}
+        done = {"stdout": False, "stderr": False}
+        files = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr"}
+        marker = ("\n" + end).encode()
+        rc = 0
+        stop = Stopper(cell, self.interrupt)
+        while not all(done.values()):
+            if stop.poll():
+                self.stop()
+                self.notice = "the shell did not stop after SIGINT and was replaced; its state is gone"
+                PythonContext.stopped_cell(cell, stop.why)
+                return
+            stopping = stop.why
+            fds = [fd for fd, name in files.items() if not done[name]]
+            ready, _, _ = select.select(fds, [], [], 0.05)
+            for fd in ready:
+                name = files[fd]
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    self.stop()
+                    self.notice = "the shell exited; this is a fresh one, earlier state is gone"
+                    cell.status = "error"
+                    cell.sink({"type": "error", "name": "KernelDied", "value": "the shell exited while running this cell",
+                               "traceback": ""})
+                    return
+                buf = bufs[name] + chunk
+                i = buf.find(marker)
+                if i >= 0:
+                    rest = buf[i + len(marker):]
+                    if name == "stdout":
+                        try:
+                            rc = int(rest.split(b"\n")[0].strip() or b"0")
+                        except ValueError:
+                            rc = 0
+                    out, done[name] = buf[:i], True
+                    if out and not stopping:
+                        cell.sink({"type": name, "text": out.decode(errors="replace")})
+                    bufs[name] = b""
+                    continue
+                # keep a tail that could be the start of the marker
+                keep = len(marker)
+                out, bufs[name] = buf[:-keep] if len(buf) > keep else b"", buf[-keep:] if len(buf) > keep else buf
+                if out and not stopping:
+                    cell.sink({"type": name, "text": out.decode(errors="replace")})
+        cell.execution_count = self.count
+        if stop.why:
+            PythonContext.stopped_cell(cell, stop.why)
+        elif rc != 0:
+            cell.status = "error"
+            cell.sink({"type": "error", "name": "ExitCode", "value": str(rc), "traceback": ""})
+
+
+def shq(s):
+    return "'" + str(s).replace("'", "'\\''") + "'"
+
+
+KINDS = {"python": PythonContext, "javascript": JSContext, "bash": BashContext}
+
+
+# ---------------------------------------------------------------- registry
+
+
+class Contexts:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_id = {}
+        self.defaults = {}
+
+    def language(self, name):
+        lang = LANGUAGES.get((name or "python").lower())
+        if lang is None:
+            raise HTTPError(400, "invalid_request", "unknown language %r: use python, javascript or bash" % name)
+        if lang == "typescript":
+            raise HTTPError(400, "unsupported_language", "typescript is not supported yet: run it as javascript without types")
+        return lang
+
+    def create(self, language, cwd=None):
+        lang = self.language(language)
+        ctx = KINDS[lang]("ctx_" + uuid.uuid4().hex[:24], lang, cwd, False)
+        with self.lock:
+            self.by_id[ctx.id] = ctx
+        return ctx
+
+    def default(self, language):
+        lang = self.language(language)
+        with self.lock:
+            ctx = self.defaults.get(lang)
+            if ctx is None:
+                ctx = KINDS[lang]("ctx_default_" + lang, lang, None, True)
+                self.defaults[lang] = self.by_id[ctx.id] = ctx
+        return ctx
+
+    def get(self, cid):
+        with self.lock:
+            ctx = self.by_id.get(cid)
+        if ctx is None:
+            raise HTTPError(404, "not_found", "context %s not found" % cid)
+        return ctx
+
+    def remove(self, cid):
+        ctx = self.get(cid)
+        with self.lock:
+            self.by_id.pop(cid, None)
+            if self.defaults.get(ctx.language) is ctx:
+                del self.defaults[ctx.language]
+        ctx.close()
+
+    def list(self):
+        with self.lock:
+            return [c.view() for c in self.by_id.values()]
+
+
+CONTEXTS = Contexts()
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+def e2b_event(ev):
+    """Platinum's event → E2B's NDJSON message (None: nothing to send)."""
+    t = ev["type"]
+    if t in ("stdout", "stderr"):
+        return {"type": t, "text": ev["text"], "timestamp": now_iso()}
+    if t == "result":
+        out = {"type": "result", "is_main_result": ev["is_main_result"]}
+        extra = {}
+        for mime, val in ev["data"].items():
+            key = E2B_KEYS.get(mime)
+            if key:
+                out[key] = val if not isinstance(val, (dict, list)) or key == "json" else json.dumps(val)
+            else:
+                extra[mime] = val
+        if extra:
+            out["extra"] = extra
+        return out
+    if t == "error":
+        return {"type": "error", "name": ev["name"], "value": ev["value"], "traceback": ev["traceback"]}
+    if t == "kernel_restarted":
+        return {"type": "stderr", "text": "[platinum] %s\n" % ev["reason"], "timestamp": now_iso()}
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "platinum-code-interpreter"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        # Events are small writes: without NODELAY, Nagle and the peer's
+        # delayed ACK hold each for ~40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_CODE + 65536 * 4 + 4096:
+            raise HTTPError(413, "code_too_large", "request body over %d bytes" % (MAX_CODE + 4096))
+        raw = self.rfile.read(n) if n else b""
+        if not raw:
+            return {}
+        try:
+            v = json.loads(raw)
+        except ValueError as e:
+            raise HTTPError(400, "invalid_request", "body is not JSON: %s" % e)
+        if not isinstance(v, dict):
+            raise HTTPError(400, "invalid_request", "body must be a JSON object")
+        return v
+
+    def reply(self, status, obj):
+        b = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+
+    def fail(self, e, native):
+        if native:
+            self.reply(e.status, {"code": e.code, "error": e.message})
+        else:
+            b = e.message.encode()
+            self.send_response(e.status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.write(b)
+
+    def route(self, method):
+        path = self.path.split("?", 1)[0]
+        native = path.startswith("/v1/")
+        p = path[3:] if native else path
+        try:
+            if method == "GET" and p == "/health":
+                return self.reply(200, {"status": "ok"})
+            if method == "POST" and p == "/execute":
+                return self.execute(self.body(), native)
+            if p == "/contexts":
+                if method == "GET":
+                    return self.reply(200, CONTEXTS.list())
+                if method == "POST":
+                    b = self.body()
+                    ctx = CONTEXTS.create(b.get("language"), b.get("cwd"))
+                    ctx.ensure_started()
+                    return self.reply(201 if native else 200, ctx.view())
+            parts = p.strip("/").split("/")
+            if len(parts) >= 2 and parts[0] == "contexts":
+                if method == "DELETE" and len(parts) == 2:
+                    CONTEXTS.remove(parts[1])
+                    self.send_response(204)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if method == "POST" and len(parts) == 3 and parts[2] == "interrupt":
+                    ctx = CONTEXTS.get(parts[1])
+                    return self.reply(200, {"interrupted": ctx.interrupt_cell()})
+                if method == "POST" and len(parts) == 3 and parts[2] == "restart":
+                    ctx = CONTEXTS.get(parts[1])
+                    ctx.restart()
+                    return self.reply(200, ctx.view())
+            raise HTTPError(404, "not_found", "no route %s %s" % (method, path))
+        except HTTPError as e:
+            self.fail(e, native)
+
+    def do_GET(self):
+        self.route("GET")
+
+    def do_POST(self):
+        self.route("POST")
+
+    def do_DELETE(self):
+        self.route("DELETE")
+
+    def client_alive(self):
+        """False once the client closed its side (it went away)."""
+        sock = self.connection
+        try:
+            r, _, _ = select.select([sock], [], [], 0)
+            if not r:
+                return True
+            return sock.recv(1, socket.MSG_PEEK) != b""
+        except OSError:
+            return False
+
+    def execute(self, b, native):
+        code = b.get("code")
+        if not isinstance(code, str):
+            raise HTTPError(400, "invalid_request", "code (a string) is required")
+        if len(code.encode()) > MAX_CODE:
+            raise HTTPError(413, "code_too_large", "code is over %d bytes" % MAX_CODE)
+        env = b.get("env" if native else "env_vars") or {}
+        if not isinstance(env, dict):
+            raise HTTPError(400, "invalid_request", "env must be an object of strings")
+        env = {str(k): str(v) for k, v in env.items()}
+        if b.get("context_id"):
+            ctx = CONTEXTS.get(b["context_id"])
+            if b.get("language") and CONTEXTS.language(b["language"]) != ctx.language:
+                raise HTTPError(400, "invalid_request", "context %s runs %s, not %s" % (ctx.id, ctx.language, b["language"]))
+        else:
+            ctx = CONTEXTS.default(b.get("language"))
+        timeout = b.get("timeout_ms") if native else None
+        if timeout is not None and (not isinstance(timeout, int) or timeout <= 0):
+            raise HTTPError(400, "invalid_request", "timeout_ms must be a positive integer")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        wlock = threading.Lock()
+        gone = [False]
+
+        def write(obj):
+            if gone[0]:
+                return
+            data = (json.dumps(obj) + "\n").encode()
+            try:
+                with wlock:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+            except OSError:
+                gone[0] = True
+
+        def sink(ev):
+            out = ev if native else e2b_event(ev)
+            if out is not None:
+                write(out)
+
+        cell = Cell(sink, timeout / 1000.0 if timeout else None, lambda: not gone[0] and self.client_alive())
+        start = time.monotonic()
+        try:
+            ctx.run(code, env, b.get("cwd"), cell)
+        except Exception as e:  # a broken kernel start, a closed pipe: the cell's error
+            cell.status = "error"
+            sink({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": ""})
+        if native:
+            write({"type": "end", "context_id": ctx.id, "execution_count": cell.execution_count,
+                   "status": cell.status, "duration_ms": round((time.monotonic() - start) * 1000, 3)})
+        else:
+            if cell.execution_count is not None:
+                write({"type": "number_of_executions", "execution_count": cell.execution_count})
+            write({"type": "end_of_execution"})
+        try:
+            with wlock:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except OSError:
+            pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    port = int(os.environ.get("PT_CODE_PORT", "49999"))
+    install_kernelspec()
+    srv = Server(("0.0.0.0", port), Handler)
+
+    def shutdown(*_):
+        for c in list(CONTEXTS.by_id.values()):
+            try:
+                c.stop()
+            except Exception:
+                pass
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    # Children inherit an ignored SIGINT (a parent started in the
+    # background may have ignored it), which would make interrupts no-ops.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The default Python kernel starts at once, so a sandbox's first cell
+    # does not wait for IPython to boot.
+    if os.environ.get("PT_CODE_PREWARM", "1") == "1":
+        def warm():
+            try:
+                CONTEXTS.default("python").ensure_started()
+            except Exception as e:
+                sys.stderr.write("prewarm: %s\n" % e)
+        threading.Thread(target=warm, daemon=True).start()
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

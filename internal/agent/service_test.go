@@ -1,0 +1,85 @@
+package agent_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/agent"
+)
+
+// TestEnvFileFollowsInit: with Config.EnvFile set, every /init that sets
+// the environment rewrites the file (0600, the whole environment), which
+// is how the code interpreter sees an env patch at its next cell.
+func TestEnvFileFollowsInit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run", "env.json")
+	cfg := agent.DefaultConfig()
+	cfg.Token, cfg.EnvFile = testToken, path
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	for _, tc := range []struct {
+		body string
+		want map[string]string
+	}{
+		{`{"envVars":{"A":"1","B":"2"}}`, map[string]string{"A": "1", "B": "2"}},
+		{`{"envVars":{"C":"3"}}`, map[string]string{"C": "3"}},
+		{`{"defaultWorkdir":"/tmp"}`, map[string]string{"C": "3"}}, // no envVars: unchanged
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/init", bytes.NewReader([]byte(tc.body)))
+		req.Header.Set("X-Access-Token", testToken)
+		resp, err := ts.Client().Do(req)
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("init %s: %v %v", tc.body, resp, err)
+		}
+		resp.Body.Close()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]string
+		if err := json.Unmarshal(b, &got); err != nil || len(got) != len(tc.want) {
+			t.Fatalf("after %s: %s", tc.body, b)
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("after %s: %s = %q, want %q", tc.body, k, got[k], v)
+			}
+		}
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+			t.Errorf("env file mode %v, want 0600", st.Mode().Perm())
+		}
+	}
+}
+
+// TestStartServiceReportsExit: a service started through the agent's
+// spawner reports its exit on the channel.
+func TestStartServiceReportsExit(t *testing.T) {
+	cfg := agent.DefaultConfig()
+	cfg.Token = testToken
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, exited, err := srv.StartService(exec.Command("sh", "-c", "exit 3"))
+	if err != nil || pid <= 0 {
+		t.Fatalf("start: %d %v", pid, err)
+	}
+	select {
+	case err := <-exited:
+		if err == nil || err.Error() != "exit status 3" {
+			t.Errorf("exit = %v, want exit status 3", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit reported")
+	}
+}

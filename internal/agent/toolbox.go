@@ -1,0 +1,264 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The toolbox is Daytona's in-sandbox API (process, sessions, PTY, files,
+// git) served by pt-agent under /toolbox/, so that ptd only routes the
+// Daytona SDK's toolbox calls here and every user command runs inside the
+// sandbox (docs/daytona.md). The routes and bodies are the daemon's; errors
+// carry its {statusCode, message, code, source} shape, which the SDK turns
+// into its typed errors.
+
+// toolboxPrefix is where the toolbox lives on pt-agent's mux.
+const toolboxPrefix = "/toolbox"
+
+// toolbox holds the toolbox's state: sessions and PTYs live in pt-agent's
+// memory, so a stop that keeps memory keeps them too.
+type toolbox struct {
+	s        *Server
+	mu       sync.Mutex
+	sessions map[string]*session
+	ptys     map[string]*ptySession
+}
+
+func (s *Server) toolboxRoutes(mux *http.ServeMux) {
+	tb := &toolbox{s: s, sessions: map[string]*session{}, ptys: map[string]*ptySession{}}
+	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
+		method, path, _ := strings.Cut(pattern, " ")
+		mux.HandleFunc(method+" "+toolboxPrefix+path, func(w http.ResponseWriter, r *http.Request) {
+			if err := fn(w, r); err != nil {
+				writeToolboxError(w, r, err)
+			}
+		})
+	}
+	h("GET /version", func(w http.ResponseWriter, _ *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]string{"version": "platinum"})
+		return nil
+	})
+	h("GET /user-home-dir", tb.homeDir)
+	h("GET /work-dir", tb.workDir)
+
+	h("POST /process/execute", tb.execute)
+	h("POST /process/code-run", tb.codeRun)
+	h("POST /process/session", tb.createSession)
+	h("GET /process/session", tb.listSessions)
+	h("GET /process/session/{sid}", tb.getSession)
+	h("DELETE /process/session/{sid}", tb.deleteSession)
+	h("POST /process/session/{sid}/exec", tb.sessionExec)
+	h("GET /process/session/{sid}/command/{cid}", tb.getCommand)
+	h("GET /process/session/{sid}/command/{cid}/logs", tb.commandLogs)
+	h("POST /process/session/{sid}/command/{cid}/input", tb.commandInput)
+
+	h("GET /process/pty", tb.listPTY)
+	h("POST /process/pty", tb.createPTY)
+	h("GET /process/pty/create-connect", tb.createConnectPTY)
+	h("GET /process/pty/{id}", tb.getPTY)
+	h("DELETE /process/pty/{id}", tb.killPTY)
+	h("POST /process/pty/{id}/resize", tb.resizePTY)
+	h("GET /process/pty/{id}/connect", tb.connectPTY)
+
+	h("GET /files", tb.listFiles)
+	h("GET /files/", tb.listFiles)
+	h("DELETE /files", tb.deleteFile)
+	h("GET /files/info", tb.fileInfo)
+	h("POST /files/folder", tb.createFolder)
+	h("POST /files/move", tb.moveFile)
+	h("GET /files/find", tb.findInFiles)
+	h("GET /files/search", tb.searchFiles)
+	h("POST /files/replace", tb.replaceInFiles)
+	h("POST /files/permissions", tb.setPermissions)
+	h("GET /files/download", tb.downloadFile)
+	h("POST /files/bulk-upload", tb.bulkUpload)
+	h("POST /files/bulk-download", tb.bulkDownload)
+
+	h("POST /git/clone", tb.gitClone)
+	h("GET /git/status", tb.gitStatus)
+	h("POST /git/add", tb.gitAdd)
+	h("POST /git/commit", tb.gitCommit)
+	h("GET /git/branches", tb.gitBranches)
+	h("POST /git/branches", tb.gitCreateBranch)
+	h("DELETE /git/branches", tb.gitDeleteBranch)
+	h("POST /git/checkout", tb.gitCheckout)
+	h("POST /git/pull", tb.gitPull)
+	h("POST /git/push", tb.gitPush)
+	h("GET /git/history", tb.gitHistory)
+}
+
+// toolboxError is an error with the daemon's status and code.
+type toolboxError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *toolboxError) Error() string { return e.msg }
+
+func tbErr(status int, code, format string, args ...any) error {
+	return &toolboxError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// toolboxStatus is the one mapping of agent errors onto the daemon's
+// statuses and codes.
+func toolboxStatus(err error) (int, string) {
+	var te *toolboxError
+	switch {
+	case errors.As(err, &te):
+		return te.status, te.code
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotFound):
+		return http.StatusNotFound, "FILE_NOT_FOUND"
+	case errors.Is(err, fs.ErrPermission):
+		return http.StatusForbidden, "FILE_ACCESS_DENIED"
+	case errors.Is(err, errInvalidPath), errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENOTDIR):
+		return http.StatusBadRequest, "INVALID_FILE_PATH"
+	case errors.Is(err, errInvalid), errors.Is(err, errExists), errors.Is(err, fs.ErrExist),
+		errors.Is(err, unix.ENOTEMPTY), errors.Is(err, errPrecondition):
+		return http.StatusBadRequest, "BAD_REQUEST"
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized, "UNAUTHORIZED"
+	}
+	return http.StatusInternalServerError, "INTERNAL_SERVER_ERROR"
+}
+
+// toolboxErrorBody is the daemon's error shape; source lets the SDK pick
+// its narrow error classes (DaytonaFileNotFoundError, …).
+type toolboxErrorBody struct {
+	StatusCode int    `json:"statusCode"`
+	Message    string `json:"message"`
+	Code       string `json:"code"`
+	Source     string `json:"source"`
+	Timestamp  string `json:"timestamp"`
+	Path       string `json:"path"`
+	Method     string `json:"method"`
+}
+
+func newToolboxErrorBody(r *http.Request, err error) toolboxErrorBody {
+	status, code := toolboxStatus(err)
+	return toolboxErrorBody{StatusCode: status, Message: err.Error(), Code: code, Source: "DAYTONA_DAEMON",
+		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Path: r.URL.Path, Method: r.Method}
+}
+
+func writeToolboxError(w http.ResponseWriter, r *http.Request, err error) {
+	b := newToolboxErrorBody(r, err)
+	writeJSON(w, b.StatusCode, b)
+}
+
+// decodeBody reads a JSON body into v (unknown fields are tolerated: the
+// SDK's clients add fields over versions).
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		return tbErr(http.StatusBadRequest, "INVALID_REQUEST_BODY", "read body: %v", err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return tbErr(http.StatusBadRequest, "INVALID_REQUEST_BODY", "a JSON body is required")
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return tbErr(http.StatusBadRequest, "INVALID_REQUEST_BODY", "invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+func (tb *toolbox) homeDir(w http.ResponseWriter, r *http.Request) error {
+	acct, err := tb.s.lookupAccount("")
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"dir": acct.home})
+	return nil
+}
+
+func (tb *toolbox) workDir(w http.ResponseWriter, r *http.Request) error {
+	acct, err := tb.s.lookupAccount("")
+	if err != nil {
+		return err
+	}
+	dir, err := tb.s.workdir(acct, nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"dir": dir})
+	return nil
+}
+
+// runResult is how a collected command ended.
+type runResult struct {
+	stdout, stderr, combined []byte
+	exitCode                 int
+	timedOut                 bool
+}
+
+// run starts argv as the default user (env layered over the sandbox's,
+// cwd resolved like the process service's) and collects its output until
+// it ends, ctx ends, or timeout (when positive) passes; the last two kill
+// its process group.
+func (tb *toolbox) run(ctx context.Context, argv []string, env map[string]string, cwd string, timeout time.Duration) (runResult, error) {
+	s := tb.s
+	acct, err := s.lookupAccount("")
+	if err != nil {
+		return runResult{}, err
+	}
+	var cwdp *string
+	if cwd != "" {
+		cwdp = &cwd
+	}
+	dir, err := s.workdir(acct, cwdp)
+	if err != nil {
+		return runResult{}, err
+	}
+	envv := buildEnv(acct, s.sandboxEnv(), env)
+	path, err := lookPath(argv[0], envv)
+	if err != nil {
+		return runResult{}, err
+	}
+	p, sub, err := s.start(spawnSpec{path: path, argv: argv, env: envv, dir: dir, acct: acct})
+	if err != nil {
+		return runResult{}, err
+	}
+	defer p.unsubscribe(sub)
+	var expire <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expire = t.C
+	}
+	var res runResult
+	for {
+		select {
+		case ev := <-sub.ch:
+			if d := ev.GetData(); d != nil {
+				if b := d.GetStdout(); b != nil {
+					res.stdout = append(res.stdout, b...)
+					res.combined = append(res.combined, b...)
+				}
+				if b := d.GetStderr(); b != nil {
+					res.stderr = append(res.stderr, b...)
+					res.combined = append(res.combined, b...)
+				}
+			}
+			if end := ev.GetEnd(); end != nil {
+				res.exitCode = int(end.GetExitCode())
+				return res, nil
+			}
+		case <-expire:
+			_ = p.signal(unix.SIGKILL)
+			res.timedOut = true
+			expire = nil
+		case <-ctx.Done():
+			_ = p.signal(unix.SIGKILL)
+			return res, ctx.Err()
+		}
+	}
+}

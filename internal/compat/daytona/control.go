@@ -1,0 +1,645 @@
+package daytona
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Daytona's lifecycle defaults (minutes), used when a create names none.
+const (
+	defaultAutoStop    = 15
+	defaultAutoArchive = 7 * minutesPerDay
+	// maxAutoArchive is what autoArchiveInterval 0 means (Daytona's
+	// maximum, 30 days).
+	maxAutoArchive = 30 * minutesPerDay
+	// Sizes of a create that names none.
+	defaultCPU, defaultMemoryGiB, defaultDiskGiB = 1, 1, 3
+)
+
+// createSandbox is Daytona's CreateSandbox body. Fields Platinum cannot
+// honour are decoded only to refuse them clearly.
+type createSandbox struct {
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    string            `json:"networkAllowList"`
+	DomainAllowList     string            `json:"domainAllowList"`
+	Target              string            `json:"target"`
+	CPU                 *float64          `json:"cpu"`
+	GPU                 *int              `json:"gpu"`
+	Memory              *float64          `json:"memory"`
+	Disk                *int              `json:"disk"`
+	AutoStopInterval    *int              `json:"autoStopInterval"`
+	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
+	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
+	AutoPauseInterval   *int              `json:"autoPauseInterval"`
+	Ephemeral           bool              `json:"ephemeral"`
+	TTLMinutes          *int              `json:"ttlMinutes"`
+	Volumes             []json.RawMessage `json:"volumes"`
+	BuildInfo           *struct {
+		DockerfileContent string `json:"dockerfileContent"`
+	} `json:"buildInfo"`
+	Secrets []json.RawMessage `json:"secrets"`
+}
+
+// decodeJSON reads an optional JSON body (the SDK sends bodiless POSTs as
+// empty form posts).
+func decodeJSON(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return badRequest("read body: %v", err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return badRequest("invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+// unsupported refuses options whose silent loss would surprise the caller.
+func (c *createSandbox) unsupported() error {
+	const later = "is not supported by Platinum's Daytona surface"
+	switch {
+	case len(c.Volumes) > 0:
+		return badRequest("volumes %s", later)
+	case c.GPU != nil && *c.GPU > 0:
+		return badRequest("gpu %s (Platinum sandboxes have no GPUs)", later)
+	case len(c.Secrets) > 0:
+		return badRequest("secrets %s; pass values in env or use Platinum's /v1 secrets", later)
+	case c.AutoPauseInterval != nil && *c.AutoPauseInterval > 0:
+		return badRequest("autoPauseInterval %s; autoStopInterval stops with memory kept", later)
+	case c.User != "" && c.User != "root":
+		return badRequest("user %q %s: Platinum's templates run as root", c.User, later)
+	}
+	return nil
+}
+
+// template resolves snapshot (a template slug, or a Platinum snapshot ID)
+// or a one-line Dockerfile "FROM <template>" (the SDK's image string).
+func (h *Handler) template(ctx context.Context, c *createSandbox) (slug, snapID string, err error) {
+	name := c.Snapshot
+	if c.BuildInfo != nil {
+		df := strings.TrimSpace(c.BuildInfo.DockerfileContent)
+		from, ok := strings.CutPrefix(df, "FROM ")
+		if !ok || strings.ContainsAny(from, "\n ") {
+			return "", "", badRequest("images and Dockerfiles are not built by Platinum: name a template as snapshot (%s)", h.templateList(ctx))
+		}
+		name = from
+	}
+	if strings.HasPrefix(name, sandbox.PrefixSnapshot) {
+		return "", name, nil
+	}
+	if name == "" {
+		ts, err := h.cp.ListTemplates(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		for _, t := range ts {
+			if t.Default {
+				return t.Slug, "", nil
+			}
+		}
+		return "", "", badRequest("snapshot is required: name a template (%s)", h.templateList(ctx))
+	}
+	return name, "", nil
+}
+
+func (h *Handler) templateList(ctx context.Context) string {
+	ts, err := h.cp.ListTemplates(ctx)
+	if err != nil || len(ts) == 0 {
+		return "no templates"
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.Slug)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// network maps networkBlockAll and the allow lists onto a deny-by-default
+// policy; nil when none is set.
+func (c *createSandbox) network() *sandbox.NetworkPolicy {
+	var allow []string
+	for _, list := range []string{c.NetworkAllowList, c.DomainAllowList} {
+		for _, v := range strings.Split(list, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				allow = append(allow, v)
+			}
+		}
+	}
+	if !c.NetworkBlockAll && len(allow) == 0 {
+		return nil
+	}
+	return &sandbox.NetworkPolicy{Egress: "deny", AllowOut: allow}
+}
+
+// retention maps Daytona's minute timers onto Platinum's: auto-stop in
+// minutes (0 disables), auto-archive rounded up to whole days (0 is the
+// maximum, 30 days), auto-delete rounded up to days (negative disables,
+// 0 deletes at stop: an ephemeral sandbox).
+func retention(stop, archive, del int) (sandbox.Retention, error) {
+	if stop < 0 || archive < 0 {
+		return sandbox.Retention{}, badRequest("autoStopInterval and autoArchiveInterval must not be negative")
+	}
+	if archive == 0 {
+		archive = maxAutoArchive
+	}
+	r := sandbox.Retention{Type: sandbox.TypePersistent, AutoStopMinutes: stop, AutoArchiveDays: ceilDays(archive)}
+	switch {
+	case del == 0:
+		r.Type = sandbox.TypeEphemeral
+	case del > 0:
+		r.AutoDeleteDays = ceilDays(del)
+	}
+	return r, nil
+}
+
+func ceilDays(minutes int) int { return (minutes + minutesPerDay - 1) / minutesPerDay }
+
+func orDefault(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// create is POST /sandbox. It answers once the sandbox runs (state
+// started), so the SDK makes no follow-up call; a sandbox still on its way
+// when LifecycleWait runs out is answered as it is (the SDK polls).
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var req createSandbox
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := req.unsupported(); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	slug, snapID, err := h.template(ctx, &req)
+	if err != nil {
+		return err
+	}
+	del := orDefault(req.AutoDeleteInterval, -1)
+	if req.Ephemeral {
+		del = 0
+	}
+	ret, err := retention(orDefault(req.AutoStopInterval, defaultAutoStop), orDefault(req.AutoArchiveInterval, defaultAutoArchive), del)
+	if err != nil {
+		return err
+	}
+	md := map[string]string{}
+	for k, v := range req.Labels {
+		if strings.HasPrefix(k, hiddenLabelPrefix) {
+			return badRequest("labels starting with %q are reserved", hiddenLabelPrefix)
+		}
+		md[k] = v
+	}
+	if req.Public {
+		md[labelPublic] = "true"
+	}
+	cr := controlplane.CreateRequest{
+		Template: slug, FromSnapshot: snapID, Name: req.Name, Env: req.Env, Metadata: md,
+		Network: req.network(), Runtime: req.Labels[LabelRuntime],
+		Type: ret.Type, AutoStopMinutes: &ret.AutoStopMinutes, AutoArchiveDays: &ret.AutoArchiveDays, AutoDeleteDays: &ret.AutoDeleteDays,
+	}
+	// Daytona's defaults where the create names no size: 1 vCPU, 1 GiB,
+	// 3 GiB of disk.
+	cpu, mem, disk := float64(defaultCPU), float64(defaultMemoryGiB), defaultDiskGiB
+	if req.CPU != nil {
+		cpu = *req.CPU
+	}
+	if req.Memory != nil {
+		mem = *req.Memory
+	}
+	if req.Disk != nil {
+		disk = *req.Disk
+	}
+	mb := int(mem * 1024)
+	cr.CPU, cr.RAMMB, cr.DiskGB = &cpu, &mb, &disk
+	if req.TTLMinutes != nil {
+		if *req.TTLMinutes < 0 {
+			return badRequest("ttlMinutes must not be negative")
+		}
+		cr.TTL = time.Duration(*req.TTLMinutes) * time.Minute // a wall-clock cap: deleted then
+	}
+	sb, err := h.cp.Create(ctx, p, cr)
+	if err != nil {
+		var nf interface{ Field() string }
+		if errors.As(err, &nf) && nf.Field() == "template" {
+			return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s", slug, h.templateList(ctx))}
+		}
+		return err
+	}
+	sb, _, err = h.cp.WaitFor(ctx, p, sb.ID, sandbox.StateRunning, h.cfg.LifecycleWait)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, sb))
+	return nil
+}
+
+// lookup finds a live sandbox by ID or name (names are unique per org
+// among live sandboxes).
+func (h *Handler) lookup(ctx context.Context, p controlplane.Principal, idOrName string) (sandbox.Sandbox, error) {
+	notFound := fmt.Errorf("Sandbox with ID or name %s not found: %w", idOrName, sandbox.ErrNotFound)
+	if sandbox.ValidID(sandbox.PrefixSandbox, idOrName) {
+		sb, err := h.cp.Get(ctx, p, idOrName, false)
+		if errors.Is(err, sandbox.ErrNotFound) || (err == nil && !sb.State.Live()) {
+			return sandbox.Sandbox{}, notFound
+		}
+		return sb, err
+	}
+	for offset := 0; ; offset += 200 {
+		page, total, err := h.cp.List(ctx, p, controlplane.ListRequest{Limit: 200, Offset: offset, Include: []string{"failed"}})
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		for _, sb := range page {
+			if sb.Name == idOrName && sb.State.Live() {
+				return sb, nil
+			}
+		}
+		if offset+len(page) >= total || len(page) == 0 {
+			return sandbox.Sandbox{}, notFound
+		}
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	sb, err := h.lookup(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, sb))
+	return nil
+}
+
+// list is GET /sandbox: labels (a JSON object) filters, cursor is an
+// offset, limit at most 200; {items, nextCursor}.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	q := r.URL.Query()
+	lr := controlplane.ListRequest{Limit: 100, Include: []string{"failed"}}
+	if l := q.Get("labels"); l != "" {
+		if err := json.Unmarshal([]byte(l), &lr.Metadata); err != nil {
+			return badRequest("labels must be a JSON object of strings: %v", err)
+		}
+	}
+	if c := q.Get("cursor"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 {
+			return badRequest("cursor %q is not one this server gave", c)
+		}
+		lr.Offset = n
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			return badRequest("limit must be between 1 and 200")
+		}
+		lr.Limit = n
+	}
+	page, total, err := h.cp.List(r.Context(), p, lr)
+	if err != nil {
+		return err
+	}
+	states := q["states"]
+	items := make([]sandboxDTO, 0, len(page))
+	for _, sb := range page {
+		d := view(r, sb)
+		if len(states) > 0 && !slices.Contains(states, d.State) {
+			continue
+		}
+		if name := q.Get("name"); name != "" && d.Name != name {
+			continue
+		}
+		if id := q.Get("id"); id != "" && d.ID != id {
+			continue
+		}
+		items = append(items, d)
+	}
+	var next *string
+	if end := lr.Offset + len(page); end < total {
+		s := strconv.Itoa(end)
+		next = &s
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+	return nil
+}
+
+// settle waits until sb reaches target (or failed or deleted), bounded by
+// LifecycleWait; the SDK polls for anything left.
+func (h *Handler) settle(ctx context.Context, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State) (sandbox.Sandbox, error) {
+	if sb.State == target {
+		return sb, nil
+	}
+	out, _, err := h.cp.WaitFor(ctx, p, sb.ID, target, h.cfg.LifecycleWait)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		sb.State = sandbox.StateDeleted // an ephemeral sandbox deleted at its stop
+		return sb, nil
+	}
+	return out, err
+}
+
+// start is POST /sandbox/{id}/start (and /recover): from stopped,
+// archived or error, answered once started with what came back (restore,
+// ram_restored). A started sandbox answers as it is; one in a transition
+// is 409.
+func (h *Handler) start(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	ctx := r.Context()
+	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(r.URL.Path, "/recover") && sb.State != sandbox.StateFailed {
+		return badRequest("Sandbox is not in an error state (%s): nothing to recover", daytonaState(sb.State))
+	}
+	if transitional(sb.State) {
+		return &controlplane.StateError{State: sb.State}
+	}
+	if sb.State != sandbox.StateRunning {
+		if sb, err = h.cp.Start(ctx, p, sb.ID); err != nil {
+			return err
+		}
+		if sb, err = h.settle(ctx, p, sb, sandbox.StateRunning); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, withRestore(view(r, sb), sb))
+	return nil
+}
+
+// stop is POST /sandbox/{id}/stop: only from started (400 otherwise, 409
+// during a transition), answered once stopped. Memory is kept where the
+// host can (gVisor checkpoints; runc freezes within the warm window).
+func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	ctx := r.Context()
+	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if sb.State != sandbox.StateRunning {
+		if transitional(sb.State) {
+			return &controlplane.StateError{State: sb.State}
+		}
+		return badRequest("Sandbox is not in a stoppable state (%s)", daytonaState(sb.State))
+	}
+	if sb, err = h.cp.Stop(ctx, p, sb.ID); err != nil {
+		return err
+	}
+	if sb, err = h.settle(ctx, p, sb, sandbox.StateStopped); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, sb))
+	return nil
+}
+
+// archive is POST /sandbox/{id}/archive: only from stopped, answered once
+// archived (the SDK re-reads the sandbox without waiting).
+func (h *Handler) archive(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	ctx := r.Context()
+	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if sb.State != sandbox.StateStopped {
+		if transitional(sb.State) {
+			return &controlplane.StateError{State: sb.State}
+		}
+		return badRequest("Sandbox is not stopped (%s)", daytonaState(sb.State))
+	}
+	if sb.Retention.Type == sandbox.TypeEphemeral {
+		return badRequest("Ephemeral sandboxes cannot be archived")
+	}
+	if sb, err = h.cp.Archive(ctx, p, sb.ID); err != nil {
+		return err
+	}
+	if sb, err = h.settle(ctx, p, sb, sandbox.StateArchived); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, sb))
+	return nil
+}
+
+// delete is DELETE /sandbox/{id}: teardown runs in the background; the
+// answer says destroying and later reads are 404.
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	sb, err := h.lookup(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if sb, err = h.cp.Delete(r.Context(), p, sb.ID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, sb))
+	return nil
+}
+
+// resize is POST /sandbox/{id}/resize {cpu?, memory? (GiB), disk? (GiB)}:
+// Platinum's resize, live where it can be (cpu and memory within the
+// boot's headroom, disk growth online), else at the next start.
+func (h *Handler) resize(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var req struct {
+		CPU    *float64 `json:"cpu"`
+		Memory *float64 `json:"memory"`
+		Disk   *int     `json:"disk"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.CPU == nil && req.Memory == nil && req.Disk == nil {
+		return badRequest("resize needs at least one of cpu, memory, disk")
+	}
+	ctx := r.Context()
+	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if req.Disk != nil && *req.Disk < sb.DiskGB {
+		return badRequest("disk cannot shrink (%d GiB now)", sb.DiskGB)
+	}
+	rr := controlplane.ResizeRequest{CPU: req.CPU, DiskGB: req.Disk}
+	if req.Memory != nil {
+		mb := int(*req.Memory * 1024)
+		rr.RAMMB = &mb
+	}
+	res, err := h.cp.Resize(ctx, p, sb.ID, rr)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, view(r, res.Sandbox))
+	return nil
+}
+
+// setLabels is PUT /sandbox/{id}/labels {labels}: the whole map is
+// replaced (Platinum's own hidden settings stay).
+func (h *Handler) setLabels(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var req struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if req.Labels == nil {
+		return badRequest("labels is required")
+	}
+	ctx := r.Context()
+	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	md := map[string]string{}
+	for k, v := range sb.Metadata {
+		if strings.HasPrefix(k, hiddenLabelPrefix) {
+			md[k] = v
+		}
+	}
+	for k, v := range req.Labels {
+		if strings.HasPrefix(k, hiddenLabelPrefix) {
+			return badRequest("labels starting with %q are reserved", hiddenLabelPrefix)
+		}
+		md[k] = v
+	}
+	sb, err = h.cp.Update(ctx, p, sb.ID, controlplane.Patch{Metadata: &md})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"labels": view(r, sb).Labels})
+	return nil
+}
+
+type timer int
+
+const (
+	timerStop timer = iota
+	timerArchive
+	timerDelete
+)
+
+// setTimer is POST /sandbox/{id}/autostop|autoarchive|autodelete/{interval}.
+func (h *Handler) setTimer(which timer) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+		n, err := strconv.Atoi(r.PathValue("interval"))
+		if err != nil {
+			return badRequest("interval must be an integer number of minutes")
+		}
+		ctx := r.Context()
+		sb, err := h.lookup(ctx, p, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		d := view(r, sb)
+		stop, archive, del := d.AutoStopInterval, d.AutoArchiveInterval, d.AutoDeleteInterval
+		switch which {
+		case timerStop:
+			stop = n
+		case timerArchive:
+			archive = n
+		case timerDelete:
+			del = n
+		}
+		ret, err := retention(stop, archive, del)
+		if err != nil {
+			return err
+		}
+		if _, err := h.cp.Update(ctx, p, sb.ID, controlplane.Patch{Retention: &ret}); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+}
+
+// lastActivity is POST /sandbox/{id}/last-activity: resets the auto-stop
+// clock.
+func (h *Handler) lastActivity(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	sb, err := h.lookup(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	h.cp.Touch(sb.ID)
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (h *Handler) toolboxProxyURL(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	if _, err := h.lookup(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"url": toolboxURL(r)})
+	return nil
+}
+
+// previewURL is GET …/ports/{port}/preview-url ({sandboxId, url, token}:
+// send the token as X-Daytona-Preview-Token) and …/signed-preview-url
+// (the token rides once in the URL's query, as pt_token, and the preview
+// proxy turns it into a cookie). A public sandbox's ports need no token.
+func (h *Handler) previewURL(signed bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+		port, err := strconv.Atoi(r.PathValue("port"))
+		if err != nil || port < 1 || port > 65535 {
+			return badRequest("port must be between 1 and 65535")
+		}
+		ctx := r.Context()
+		sb, err := h.lookup(ctx, p, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		expires := time.Duration(0)
+		if signed {
+			secs := 60
+			if v := r.URL.Query().Get("expiresInSeconds"); v != "" {
+				if secs, err = strconv.Atoi(v); err != nil || secs < 1 || secs > 86400 {
+					return badRequest("expiresInSeconds must be between 1 and 86400")
+				}
+			}
+			expires = time.Duration(secs) * time.Second
+		}
+		var pv controlplane.PreviewURL
+		if sb.Metadata[labelPublic] == "true" {
+			pv, err = h.cp.SetPreviewPublic(ctx, p, sb.ID, port, true)
+		} else {
+			pv, err = h.cp.PreviewURL(ctx, p, sb.ID, port, expires)
+		}
+		if err != nil {
+			return err
+		}
+		u := pv.PathURL
+		if signed {
+			if pv.Token != "" {
+				u += "?pt_token=" + pv.Token
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"sandboxId": sb.ID, "port": port, "token": pv.Token, "url": u})
+			return nil
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"sandboxId": sb.ID, "url": u, "token": pv.Token})
+		return nil
+	}
+}
+
+// config is GET /config: the SDK reads it lazily (analytics); no
+// analytics endpoint here.
+func (h *Handler) config(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"version": "platinum", "proxyToolboxUrl": toolboxURL(r), "defaultSnapshot": "",
+		"maxAutoArchiveInterval": maxAutoArchive, "maintananceMode": false, "environment": "platinum",
+	})
+	return nil
+}

@@ -1,0 +1,234 @@
+// Package daytona serves Daytona's API on ptd's listener so that the stock
+// @daytonaio/sdk works against Platinum by pointing DAYTONA_API_URL at
+// http://HOST:PORT/daytona/api. Control-plane calls (/daytona/api/sandbox…,
+// /daytona/api/snapshots…) are mapped onto the controlplane service; toolbox
+// calls (/daytona/toolbox/<id>/…, the toolboxProxyUrl every sandbox DTO
+// carries) are authenticated here and reverse-proxied to the sandbox's
+// pt-agent, which implements Daytona's toolbox routes itself, so every user
+// command runs inside the sandbox. docs/daytona.md says what maps to what.
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Paths of the surface on ptd's listener.
+const (
+	// APIPrefix is DAYTONA_API_URL's path.
+	APIPrefix = "/daytona/api"
+	// ToolboxPrefix is toolboxProxyUrl's path; the SDK appends /<id>/<route>.
+	ToolboxPrefix = "/daytona/toolbox"
+	// agentToolboxPrefix is where pt-agent serves the toolbox routes.
+	agentToolboxPrefix = "/toolbox"
+)
+
+// Config tunes the Daytona surface.
+type Config struct {
+	// LifecycleWait bounds how long create, start, stop, archive and
+	// delete wait for their target state before answering with the state
+	// reached (the SDK then polls). It sits below the SDK's default 60 s
+	// operation timeout so the SDK sees our answer.
+	LifecycleWait time.Duration
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{LifecycleWait: 55 * time.Second}
+}
+
+// Handler serves Daytona's API and toolbox routing.
+type Handler struct {
+	cp    *controlplane.Service
+	cfg   Config
+	log   *slog.Logger
+	mux   *http.ServeMux
+	proxy *httputil.ReverseProxy
+}
+
+// New builds the handler.
+func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	h := &Handler{cp: cp, cfg: cfg, log: logger, mux: http.NewServeMux()}
+	h.proxy = h.newProxy(tr)
+	h.routes()
+	return h
+}
+
+// Mount returns one handler for ptd's listener: paths under /daytona/ go to
+// the Daytona surface, everything else to next unchanged.
+func Mount(next http.Handler, cp *controlplane.Service, cfg Config, logger *slog.Logger) http.Handler {
+	h := New(cp, cfg, logger)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/daytona/") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ServeHTTP serves one Daytona request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, ToolboxPrefix+"/") {
+		h.serveToolbox(w, r)
+		return
+	}
+	if _, pattern := h.mux.Handler(r); pattern == "" {
+		h.writeError(w, r, &apiError{status: http.StatusNotFound, msg: "Cannot " + r.Method + " " + r.URL.Path})
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// handlerFunc is an authenticated handler that returns its error.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error
+
+func (h *Handler) routes() {
+	api := func(pattern string, fn handlerFunc) {
+		method, path, _ := strings.Cut(pattern, " ")
+		h.handle(method+" "+APIPrefix+path, fn)
+	}
+	api("POST /sandbox", h.create)
+	api("GET /sandbox", h.list)
+	api("GET /sandbox/paginated", h.list)
+	api("GET /sandbox/{id}", h.get)
+	api("DELETE /sandbox/{id}", h.delete)
+	api("POST /sandbox/{id}/start", h.start)
+	api("POST /sandbox/{id}/recover", h.start)
+	api("POST /sandbox/{id}/stop", h.stop)
+	api("POST /sandbox/{id}/archive", h.archive)
+	api("POST /sandbox/{id}/resize", h.resize)
+	api("PUT /sandbox/{id}/labels", h.setLabels)
+	api("POST /sandbox/{id}/autostop/{interval}", h.setTimer(timerStop))
+	api("POST /sandbox/{id}/autoarchive/{interval}", h.setTimer(timerArchive))
+	api("POST /sandbox/{id}/autodelete/{interval}", h.setTimer(timerDelete))
+	api("POST /sandbox/{id}/last-activity", h.lastActivity)
+	api("GET /sandbox/{id}/toolbox-proxy-url", h.toolboxProxyURL)
+	api("GET /sandbox/{id}/ports/{port}/preview-url", h.previewURL(false))
+	api("GET /sandbox/{id}/ports/{port}/signed-preview-url", h.previewURL(true))
+	api("GET /snapshots", h.listSnapshots)
+	api("GET /snapshots/{name}", h.getSnapshot)
+	api("GET /config", h.config)
+	h.mux.HandleFunc("GET "+APIPrefix+"/health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	// No Socket.IO event channel: 404 makes the SDK poll GET /sandbox/{id},
+	// and every lifecycle call here answers in its final state, so the
+	// SDK rarely polls at all.
+}
+
+// bearer returns the request's bearer token.
+func bearer(r *http.Request) string {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(tok)
+}
+
+// handle registers a route that needs the API key (a Platinum token as
+// the bearer, the same string as for /v1).
+func (h *Handler) handle(pattern string, fn handlerFunc) {
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := h.cp.Authenticate(r.Context(), bearer(r))
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if err := fn(w, r, p); err != nil {
+			h.writeError(w, r, err)
+		}
+	})
+}
+
+// baseURL is scheme://host of the request, for URLs the SDK follows.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func toolboxURL(r *http.Request) string { return baseURL(r) + ToolboxPrefix }
+
+type upstreamKey struct{}
+
+// newProxy builds the toolbox reverse proxy: the upstream (the sandbox's
+// agent) and its token ride in the request's context. FlushInterval -1
+// streams WebSocket and log traffic as it comes.
+func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			up, _ := pr.In.Context().Value(upstreamKey{}).(upstream)
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.addr, up.addr
+			pr.Out.URL.Path, pr.Out.URL.RawPath = agentToolboxPrefix+up.path, ""
+			pr.Out.Header.Del("Authorization") // the API key stays with ptd
+			pr.Out.Header.Set("X-Access-Token", up.token)
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return
+			}
+			h.log.Warn("daytona toolbox proxy", "path", r.URL.Path, "err", err)
+			writeToolboxError(w, r, http.StatusBadGateway, "INTERNAL_SERVER_ERROR", "the sandbox did not answer: "+err.Error())
+		},
+	}
+}
+
+type upstream struct{ addr, token, path string }
+
+// serveToolbox routes /daytona/toolbox/<id>/<route> to the sandbox's
+// pt-agent once the bearer token is known and the sandbox is the caller's
+// and running (another org's sandbox is not found).
+func (h *Handler) serveToolbox(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, ToolboxPrefix+"/")
+	id, route, _ := strings.Cut(rest, "/")
+	route = "/" + route
+	if path.Clean(route) != route && path.Clean(route)+"/" != route {
+		// Only the toolbox's own routes are reachable: no way out of
+		// /toolbox/ to pt-agent's other endpoints.
+		writeToolboxError(w, r, http.StatusBadRequest, "BAD_REQUEST", "toolbox paths must be clean (no '.', '..' or '//')")
+		return
+	}
+	p, err := h.cp.Authenticate(r.Context(), bearer(r))
+	if err != nil {
+		writeToolboxError(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "missing or unknown API key: set DAYTONA_API_KEY to a Platinum token")
+		return
+	}
+	sb, err := h.lookup(r.Context(), p, id)
+	if err == nil {
+		var addr, token string
+		if addr, token, err = h.cp.AgentEndpoint(r.Context(), p, sb.ID); err == nil {
+			_ = http.NewResponseController(w).EnableFullDuplex()
+			h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, upstream{addr: addr, token: token, path: route})))
+			return
+		}
+	}
+	var se *controlplane.StateError
+	switch {
+	case errors.As(err, &se):
+		writeToolboxError(w, r, http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("sandbox %s is %s, not started; start it first", id, daytonaState(se.State)))
+	case errors.Is(err, sandbox.ErrNotFound):
+		writeToolboxError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("Sandbox with ID or name %s not found", id))
+	default:
+		status, body := errorStatus(err)
+		writeToolboxError(w, r, status, "INTERNAL_SERVER_ERROR", body.Message)
+	}
+}

@@ -1,0 +1,213 @@
+// Package hostapi is the contract between the control plane and a
+// sandbox host: the Host interface the control plane drives, its optional
+// abilities (snapshots, network changes, cheap disk usage), and the
+// requests and answers they exchange. internal/controlplane calls it and
+// internal/host implements it; neither imports the other, so a host
+// process needs none of the store, transports or webhook code
+// (docs/ARCHITECTURE.md draws the layers).
+package hostapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Host is what the control plane needs of a sandbox host. The host layer
+// (internal/host) implements it; tests may use a fake.
+type Host interface {
+	// ID names the host (host_…).
+	ID() string
+	// Templates lists the template slugs this host can build.
+	Templates() []string
+	// Classes lists the runtime classes this host runs.
+	Classes() []string
+	// Info describes the host for GET /v1/hosts.
+	Info() HostInfo
+	// BuildTemplate builds slug as version versionID and returns the
+	// read-only rootfs path and its size. progress receives short lines.
+	BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (rootfs string, size int64, err error)
+	// Start makes sure the sandbox runs: it creates what is missing (disk,
+	// network, container) and reuses what exists, so it is safe to call
+	// again after a crash. It returns once the agent answers.
+	Start(ctx context.Context, spec StartSpec) (Instance, error)
+	// Running reports whether the sandbox's container runs and its agent
+	// answers.
+	Running(ctx context.Context, id string) bool
+	// Stop stops the sandbox, keeping its disk and address. With
+	// keepMemory it keeps the processes where the host can (frozen in RAM,
+	// or checkpointed to disk) and reports whether it did; otherwise, or
+	// when it cannot, the processes end and only the disk stays (and a
+	// checkpoint is dropped). Idempotent.
+	Stop(ctx context.Context, id string, keepMemory bool) (memoryKept bool, err error)
+	// Frozen reports whether a stopped sandbox still holds its memory in
+	// RAM (the warm window and budget apply). A checkpoint on disk is not
+	// frozen: it costs no RAM and the next start restores it whenever it
+	// comes.
+	Frozen(ctx context.Context, id string) bool
+	// DiskImage stops the sandbox disk-only if needed and returns the path
+	// of its disk image, for archiving. ErrNotFound when it has none.
+	DiskImage(ctx context.Context, id string) (string, error)
+	// DiskImagePath is where a restored disk image must be written.
+	DiskImagePath(id string) string
+	// RemoveDisk deletes the sandbox's local disk image. Idempotent.
+	RemoveDisk(ctx context.Context, id string) error
+	// Resize changes a running sandbox's CPU and memory in place; a
+	// memory limit below what the sandbox uses wraps sandbox.ErrConflict.
+	Resize(ctx context.Context, id string, cpu float64, ramMB int) error
+	// GrowDisk grows the sandbox's disk (online when it runs).
+	GrowDisk(ctx context.Context, id string, newGB int) error
+	// Metrics reads live figures of a running sandbox.
+	Metrics(ctx context.Context, id string) (Metrics, error)
+	// Destroy removes every host resource of the sandbox. Idempotent.
+	Destroy(ctx context.Context, id string) error
+}
+
+// StartSpec is what a host needs to run one sandbox.
+type StartSpec struct {
+	ID         string
+	RootFS     string // template version's read-only rootfs
+	CPU        float64
+	RAMMB      int
+	DiskGB     int
+	AgentToken string
+	// Runtime is the runtime class (runc, gvisor); empty means runc.
+	Runtime string
+	// Clone, when set, starts the sandbox from a snapshot (clone, fork,
+	// restore in place) instead of its own state; see snapshots.go.
+	Clone *CloneSpec
+	// Network is the sandbox's egress policy and the secrets its egress
+	// proxy injects (network.go); nil is the default policy.
+	Network *NetworkSpec
+}
+
+// Instance is a running sandbox as its host reports it.
+type Instance struct {
+	// Address is the sandbox's IP; its agent listens on AgentPort there.
+	Address string
+	// MemoryRestored is true when the start brought the processes back
+	// (a thaw or a restore), false for a cold boot from disk.
+	MemoryRestored bool
+	// RestoreFailure says why a start that had memory to restore (a
+	// checkpoint) booted cold from disk instead; empty otherwise.
+	RestoreFailure string
+}
+
+// AgentPort is where pt-agent listens inside every sandbox.
+const AgentPort = 49983
+
+// HostInfo describes a host: its runtime classes and what each supports.
+type HostInfo struct {
+	ID      string
+	Gateway string
+	Classes []ClassInfo
+	// LXCFS is true when sandboxes see their own /proc/meminfo.
+	LXCFS bool
+}
+
+// ClassInfo is one runtime class on a host.
+type ClassInfo struct {
+	Name string
+	// StopKeepsMemory says how a stop keeps memory: "checkpoint" (to disk,
+	// no RAM held) or "freeze" (in RAM, for the warm window).
+	StopKeepsMemory string
+	// Checkpoint is true when the class can write memory to disk
+	// (runsc; runc only with CRIU >= 4.1); CheckpointReason says why not.
+	Checkpoint       bool
+	CheckpointReason string
+	// NoLiveResize says why a running sandbox of this class cannot change
+	// cpu or ram_mb live (the guest keeps its boot size); empty when it can.
+	NoLiveResize string
+}
+
+// NetworkSpec is what a host enforces on one sandbox's traffic: the
+// policy, and the secrets its egress proxy swaps in (values in the clear,
+// held only in the host's memory).
+type NetworkSpec struct {
+	Policy  sandbox.NetworkPolicy
+	Secrets []SecretSpec
+}
+
+// SecretSpec is one secret as the egress proxy needs it.
+type SecretSpec struct {
+	Name, Placeholder, Value string
+	// Hosts the value may go to; empty means any host.
+	Hosts []string
+	// Body replaces the placeholder in request bodies too.
+	Body bool
+}
+
+// NetworkSetter is a Host that can change a running sandbox's network
+// policy in place (internal/host does). Without it a policy change
+// applies at the next start.
+type NetworkSetter interface {
+	// SetNetwork applies spec to the sandbox's traffic at once. It returns
+	// an error wrapping sandbox.ErrNotFound when the sandbox has no network
+	// on the host.
+	SetNetwork(ctx context.Context, id string, spec *NetworkSpec) error
+}
+
+// CloneSpec says how a sandbox starts from a snapshot instead of from its
+// own state: a clone or fork (a new sandbox) or a restore in place.
+type CloneSpec struct {
+	// SnapshotID names the snapshot whose disk image becomes the sandbox's
+	// disk when it has none yet; empty when the disk is in place already
+	// (restore in place, a backup restored into the sandbox's image).
+	SnapshotID string
+	// MemoryImage is the checkpoint directory to restore the processes
+	// from; empty for a cold boot on the copied disk.
+	MemoryImage string
+	// SourceAgentToken is the agent token held in the memory image (the
+	// source sandbox's): the host re-keys the restored agent with it.
+	SourceAgentToken string
+	// NewIdentity gives the copy its own hostname, /etc/machine-id and
+	// fresh entropy once it runs.
+	NewIdentity bool
+}
+
+// SnapshotFiles are where a host keeps one snapshot.
+type SnapshotFiles struct {
+	DiskImage   string
+	MemoryImage string
+	SizeBytes   int64
+}
+
+// Snapshotter is a host's ability to snapshot sandboxes (internal/host has
+// it; test fakes may not, and then every snapshot call is unavailable).
+type Snapshotter interface {
+	// MemorySnapshots reports whether a running sandbox of class can have
+	// its memory snapshotted (checkpointed while it keeps running) on this
+	// host and, when not, why.
+	MemorySnapshots(class string) (ok bool, reason string)
+	// Snapshot copies the sandbox's disk (filesystem freeze + reflink) and,
+	// with memory, checkpoints its processes while they keep running. It
+	// returns sandbox.ErrConflict when memory is asked of a sandbox that
+	// does not run.
+	Snapshot(ctx context.Context, id, snapID, class string, memory bool) (SnapshotFiles, error)
+	// RemoveSnapshot deletes a snapshot's files. Idempotent.
+	RemoveSnapshot(ctx context.Context, snapID string) error
+	// RestoreDisk stops the sandbox disk-only and replaces its disk with
+	// the snapshot's, atomically. Idempotent.
+	RestoreDisk(ctx context.Context, id, snapID string) error
+}
+
+// Metrics are live figures of a running sandbox.
+type Metrics struct {
+	CPUPercent       float64
+	MemoryUsedBytes  uint64
+	MemoryLimitBytes uint64
+	DiskUsedBytes    uint64
+	DiskSizeBytes    uint64
+	NetRxBytes       uint64
+	NetTxBytes       uint64
+	Pids             uint64
+	At               time.Time
+}
+
+// DiskUsageReader is an optional Host method: a sandbox's disk used and
+// total bytes without the runtime calls and CPU sampling window Metrics
+// costs. Autogrow reads it for every running sandbox on every timer tick.
+type DiskUsageReader interface {
+	DiskUsage(ctx context.Context, id string) (used, size uint64, err error)
+}

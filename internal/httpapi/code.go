@@ -1,0 +1,312 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+)
+
+// The code routes are a thin layer over the code-interpreter server inside
+// the sandbox (docs/code-interpreter.md): ptd checks the request (so a
+// refused call reaches no kernel), finds the sandbox for the caller's org,
+// and relays the server's own /v1 answers, NDJSON streamed line by line.
+
+type runCodeBody struct {
+	Code      *string           `json:"code"`
+	Language  string            `json:"language,omitempty"`
+	ContextID string            `json:"context_id,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+	TimeoutMS *int64            `json:"timeout_ms,omitempty"`
+}
+
+type codeContextBody struct {
+	Language string `json:"language,omitempty"`
+	Cwd      string `json:"cwd,omitempty"`
+}
+
+// codeLanguages are the languages the API names; typescript is refused
+// with its own code until the template's node can strip types.
+var codeLanguages = map[string]bool{"python": true, "javascript": true, "bash": true}
+
+func checkLanguage(lang string) error {
+	switch {
+	case lang == "" || codeLanguages[lang]:
+		return nil
+	case lang == "typescript":
+		return &apiError{status: http.StatusBadRequest, code: "unsupported_language",
+			msg: "typescript is not supported yet: the template's node cannot strip types; run it as javascript", extra: map[string]any{"field": "language"}}
+	default:
+		return badRequest(fmt.Sprintf("unknown language %q: use python, javascript or bash", lang), "language")
+	}
+}
+
+// codeClient reaches code-interpreter servers; dials are retried briefly
+// because a sandbox that just booted starts its server a moment later.
+var codeClient = &http.Client{Transport: &http.Transport{
+	DialContext:         dialRetry,
+	MaxIdleConnsPerHost: 8,
+	IdleConnTimeout:     30 * time.Second,
+	DisableCompression:  true,
+}}
+
+// codeDialWait bounds how long a refused dial is retried.
+const codeDialWait = 20 * time.Second
+
+type dialRetryKey struct{}
+
+// dialRetry dials addr, retrying refusals for codeDialWait when the
+// context says the server is expected there.
+func dialRetry(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if retry, _ := ctx.Value(dialRetryKey{}).(bool); !retry {
+		return d.DialContext(ctx, network, addr)
+	}
+	deadline := time.Now().Add(codeDialWait)
+	for {
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (a *API) runCode(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b runCodeBody
+	// JSON escapes can make a 1 MiB cell up to six times longer.
+	if err := decodeJSONLimit(r, &b, false, 6*controlplane.MaxCodeBytes+64<<10); err != nil {
+		return err
+	}
+	switch {
+	case b.Code == nil:
+		return badRequest("code is required", "code")
+	case len(*b.Code) > controlplane.MaxCodeBytes:
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "payload_too_large",
+			msg: fmt.Sprintf("code is %d bytes; the limit is %d", len(*b.Code), controlplane.MaxCodeBytes), extra: map[string]any{"field": "code"}}
+	case b.TimeoutMS != nil && *b.TimeoutMS <= 0:
+		return badRequest("timeout_ms must be a positive integer", "timeout_ms")
+	}
+	if err := checkLanguage(b.Language); err != nil {
+		return err
+	}
+	if err := controlplane.ValidateEnv(b.Env); err != nil {
+		return err
+	}
+	stream := true
+	if v := r.URL.Query().Get("stream"); v != "" {
+		s, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest("stream must be true or false", "stream")
+		}
+		stream = s
+	}
+	body, _ := json.Marshal(b)
+	// The cell lives as long as its client: a disconnect cancels this
+	// request, which closes the server's connection, which interrupts it.
+	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodPost, "/v1/execute", body)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return codeError(resp)
+	}
+	if stream {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 256<<20)
+		for sc.Scan() {
+			w.Write(sc.Bytes())
+			w.Write([]byte("\n"))
+			_ = rc.Flush()
+		}
+		return nil
+	}
+	doc, err := collectCode(resp.Body)
+	if err != nil {
+		return fmt.Errorf("code interpreter answer: %w", err)
+	}
+	writeJSON(w, http.StatusOK, doc)
+	return nil
+}
+
+// codeEvent is one event, kept as it came.
+type codeEvent map[string]any
+
+// collectCode folds a cell's events into the ?stream=false document.
+func collectCode(r io.Reader) (map[string]any, error) {
+	doc := map[string]any{"events": []codeEvent{}, "stdout": "", "stderr": "", "results": []codeEvent{}, "error": nil,
+		"context_id": "", "execution_count": nil, "status": "", "duration_ms": 0}
+	var events, results []codeEvent
+	var stdout, stderr bytes.Buffer
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	for sc.Scan() {
+		var ev codeEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+		switch ev["type"] {
+		case "stdout":
+			s, _ := ev["text"].(string)
+			stdout.WriteString(s)
+		case "stderr":
+			s, _ := ev["text"].(string)
+			stderr.WriteString(s)
+		case "result":
+			results = append(results, ev)
+		case "error":
+			doc["error"] = ev
+		case "end":
+			for _, k := range []string{"context_id", "execution_count", "status", "duration_ms"} {
+				doc[k] = ev[k]
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if events != nil {
+		doc["events"] = events
+	}
+	if results != nil {
+		doc["results"] = results
+	}
+	doc["stdout"], doc["stderr"] = stdout.String(), stderr.String()
+	return doc, nil
+}
+
+func (a *API) createCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	var b codeContextBody
+	if err := decodeJSON(r, &b, true); err != nil {
+		return err
+	}
+	if err := checkLanguage(b.Language); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(b)
+	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts", body)
+}
+
+func (a *API) listCodeContexts(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodGet, "/v1/contexts", nil)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return codeError(resp)
+	}
+	var list []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return fmt.Errorf("code interpreter answer: %w", err)
+	}
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"contexts": list})
+	return nil
+}
+
+func (a *API) deleteCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	return a.relayCode(w, r, p, http.MethodDelete, "/v1/contexts/"+r.PathValue("ctx"), nil)
+}
+
+func (a *API) restartCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+r.PathValue("ctx")+"/restart", nil)
+}
+
+func (a *API) interruptCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+r.PathValue("ctx")+"/interrupt", nil)
+}
+
+// relayCode answers with the server's own status and JSON body.
+func (a *API) relayCode(w http.ResponseWriter, r *http.Request, p controlplane.Principal, method, path string, body []byte) error {
+	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), method, path, body)
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return codeError(resp)
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// codeCall sends one request to the sandbox's code-interpreter server.
+func (a *API) codeCall(ctx context.Context, p controlplane.Principal, id, method, path string, body []byte) (*http.Response, func(), error) {
+	addr, expected, done, err := a.cp.CodeServer(ctx, p, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if expected {
+		ctx = context.WithValue(ctx, dialRetryKey{}, true)
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := codeClient.Do(req)
+	if err != nil {
+		done()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, &apiError{status: http.StatusServiceUnavailable, code: "code_interpreter_unavailable",
+			msg: fmt.Sprintf("sandbox %s has no code interpreter answering on port %d (create it from template code-interpreter): %v", id, controlplane.CodeInterpreterPort, err)}
+	}
+	return resp, done, nil
+}
+
+// codeError turns the server's {code, error} answer into ours.
+func codeError(resp *http.Response) error {
+	var e struct {
+		Code  string `json:"code"`
+		Error string `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) != nil || e.Code == "" {
+		return fmt.Errorf("code interpreter: %d %s", resp.StatusCode, b)
+	}
+	if resp.StatusCode == http.StatusRequestEntityTooLarge {
+		e.Code = "payload_too_large"
+	}
+	return &apiError{status: resp.StatusCode, code: e.Code, msg: e.Error}
+}

@@ -1,0 +1,106 @@
+package metrics
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Route labels for requests no pattern names.
+const (
+	// RouteUnmatched is a request no route matched (a 404 or 405 of the
+	// router): its raw path is never a label, so a scanner cannot blow up
+	// the series count.
+	RouteUnmatched = "unmatched"
+)
+
+type routeKey struct{}
+
+// route is where the router's handler writes the pattern it matched, for
+// the middleware above it to read once the request is answered.
+type route struct{ pattern string }
+
+// SetRoute names the route template of the request being served (the
+// ServeMux pattern, e.g. "GET /v1/sandboxes/{id}"). Handlers registered on
+// a mux call it; outside Instrument it does nothing.
+func SetRoute(ctx context.Context, pattern string) {
+	if rt, ok := ctx.Value(routeKey{}).(*route); ok {
+		rt.pattern = pattern
+	}
+}
+
+// Instrumented reports whether ctx is already inside Instrument, so a
+// handler that instruments itself when served alone (tests) does not count
+// a request twice when ptd wraps it again.
+func Instrumented(ctx context.Context) bool {
+	_, ok := ctx.Value(routeKey{}).(*route)
+	return ok
+}
+
+// Instrument counts and times every request next answers, labelled by the
+// route SetRoute named (RouteUnmatched when none did).
+func Instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if Instrumented(r.Context()) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rt := &route{}
+		sw := &statusWriter{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			p := rt.pattern
+			if p == "" {
+				p = RouteUnmatched
+			}
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			httpRequests.WithLabelValues(p, r.Method, strconv.Itoa(code)).Inc()
+			httpDuration.WithLabelValues(p, r.Method).Observe(time.Since(start).Seconds())
+		}()
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+	})
+}
+
+// statusWriter remembers the status code. It passes Flush and Hijack
+// through (event streams and exec output flush; the envd proxy may
+// upgrade), and Unwrap for http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,362 @@
+// Package sshgw is ptd's SSH gateway (docs/terminal.md): `ssh
+// SANDBOX_ID@host` logs in with one of that sandbox's ssh_keys and gets a
+// shell, an exec or a port forward. Sessions run through the same
+// terminal path as the PTY WebSocket (controlplane.Terminal).
+package sshgw
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+)
+
+// Backend is what the gateway needs from the control plane.
+type Backend interface {
+	SSHLogin(ctx context.Context, id string, key ssh.PublicKey) (controlplane.Principal, error)
+	OpenTerminal(ctx context.Context, p controlplane.Principal, id string, r controlplane.ProcessRequest) (*controlplane.Terminal, error)
+	SandboxPortAddr(ctx context.Context, p controlplane.Principal, id string, port int) (string, error)
+}
+
+// Server accepts SSH connections.
+type Server struct {
+	cp  Backend
+	log *slog.Logger
+	cfg *ssh.ServerConfig
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// Extension keys carrying the principal from authentication to the
+// session.
+const (
+	extOrg     = "pt-org"
+	extProject = "pt-project"
+)
+
+// New returns a gateway that signs with hostKey.
+func New(cp Backend, hostKey ssh.Signer, log *slog.Logger) *Server {
+	s := &Server{cp: cp, log: log, conns: map[net.Conn]struct{}{}}
+	s.cfg = &ssh.ServerConfig{
+		// Only public keys: no password or keyboard-interactive method is
+		// offered at all.
+		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			p, err := cp.SSHLogin(ctx, meta.User(), key)
+			if err != nil {
+				// The same answer whether the sandbox, the key or the match
+				// is wrong.
+				return nil, errors.New("permission denied")
+			}
+			return &ssh.Permissions{Extensions: map[string]string{extOrg: p.OrgID, extProject: p.ProjectID}}, nil
+		},
+		ServerVersion: "SSH-2.0-Platinum",
+	}
+	s.cfg.AddHostKey(hostKey)
+	return s
+}
+
+// LoadOrCreateHostKey reads the ed25519 host key at path, creating it
+// (0600) on first use so clients see the same host key across restarts.
+func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		_, priv, gerr := ed25519.GenerateKey(rand.Reader)
+		if gerr != nil {
+			return nil, gerr
+		}
+		blk, merr := ssh.MarshalPrivateKey(priv, "platinum ssh gateway")
+		if merr != nil {
+			return nil, merr
+		}
+		b = pem.EncodeToMemory(blk)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("ssh host key %s: %w", path, err)
+	}
+	return signer, nil
+}
+
+// Serve accepts connections on ln until ctx ends, then closes them all.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		go func() {
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake only
+	sc, chans, reqs, err := ssh.NewServerConn(c, s.cfg)
+	if err != nil {
+		s.log.Debug("ssh handshake", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	c.SetDeadline(time.Time{})
+	defer sc.Close()
+	id := sc.User()
+	p := controlplane.Principal{OrgID: sc.Permissions.Extensions[extOrg], ProjectID: sc.Permissions.Extensions[extProject]}
+	s.log.Info("ssh login", "sandbox", id, "remote", c.RemoteAddr().String())
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		switch nc.ChannelType() {
+		case "session":
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				continue
+			}
+			go s.session(ctx, p, id, ch, creqs)
+		case "direct-tcpip":
+			go s.forward(ctx, p, id, nc)
+		default:
+			nc.Reject(ssh.UnknownChannelType, "only session and direct-tcpip channels")
+		}
+	}
+}
+
+// session serves one session channel: env and pty-req first, then one
+// shell or exec; window-change while it runs.
+func (s *Server) session(ctx context.Context, p controlplane.Principal, id string, ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	env := map[string]string{}
+	var size *controlplane.PTYSize
+	for req := range reqs {
+		switch req.Type {
+		case "env":
+			var kv struct{ Name, Value string }
+			if ssh.Unmarshal(req.Payload, &kv) == nil {
+				env[kv.Name] = kv.Value
+			}
+			req.Reply(true, nil)
+		case "pty-req":
+			var pr struct {
+				Term          string
+				Cols, Rows    uint32
+				Width, Height uint32
+				Modes         string
+			}
+			if err := ssh.Unmarshal(req.Payload, &pr); err != nil {
+				req.Reply(false, nil)
+				continue
+			}
+			size = &controlplane.PTYSize{Cols: clampSide(pr.Cols, 80), Rows: clampSide(pr.Rows, 24)}
+			if pr.Term != "" {
+				env["TERM"] = pr.Term
+			}
+			req.Reply(true, nil)
+		case "shell", "exec":
+			var argv []string
+			if req.Type == "exec" {
+				var ex struct{ Command string }
+				if err := ssh.Unmarshal(req.Payload, &ex); err != nil {
+					req.Reply(false, nil)
+					continue
+				}
+				argv = []string{"/bin/sh", "-c", ex.Command}
+			}
+			if len(env) == 0 {
+				env = nil
+			}
+			term, err := s.cp.OpenTerminal(ctx, p, id, controlplane.ProcessRequest{Argv: argv, Env: env, PTY: size})
+			if err != nil {
+				req.Reply(true, nil)
+				fmt.Fprintf(ch.Stderr(), "platinum: %v\r\n", err)
+				exitStatus(ch, 255)
+				return
+			}
+			req.Reply(true, nil)
+			s.run(term, ch, reqs, size != nil)
+			return
+		default:
+			// subsystem (sftp), x11, agent forwarding: not offered.
+			req.Reply(false, nil)
+		}
+	}
+}
+
+// run pumps one terminal until its process ends (exit-status follows) or
+// the client goes away (the process is hung up).
+func (s *Server) run(term *controlplane.Terminal, ch ssh.Channel, reqs <-chan *ssh.Request, pty bool) {
+	defer term.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for req := range reqs {
+			ok := false
+			if req.Type == "window-change" {
+				var wc struct{ Cols, Rows, Width, Height uint32 }
+				if ssh.Unmarshal(req.Payload, &wc) == nil {
+					ok = term.Resize(ctx, controlplane.PTYSize{Cols: clampSide(wc.Cols, 80), Rows: clampSide(wc.Rows, 24)}) == nil
+				}
+			}
+			if req.WantReply {
+				req.Reply(ok, nil)
+			}
+		}
+	}()
+	inputDone := make(chan struct{})
+	go func() {
+		defer close(inputDone)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := ch.Read(buf)
+			if n > 0 && term.Input(ctx, buf[:n], false) != nil {
+				return
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) && !pty {
+					term.Input(ctx, nil, true) // the client closed stdin
+				}
+				return
+			}
+		}
+	}()
+	for {
+		ev, err := term.Next()
+		if err != nil {
+			term.Hangup()
+			return
+		}
+		switch {
+		case ev.End != nil:
+			code := ev.End.Code
+			if code < 0 || code > 255 {
+				code = 255
+			}
+			ch.CloseWrite()
+			exitStatus(ch, code)
+			return
+		case len(ev.PTY) > 0:
+			err = writeAll(ch, ev.PTY)
+		case len(ev.Stdout) > 0:
+			err = writeAll(ch, ev.Stdout)
+		case len(ev.Stderr) > 0:
+			err = writeAll(ch.Stderr(), ev.Stderr)
+		}
+		if err != nil {
+			term.Hangup() // the client went away
+			return
+		}
+	}
+}
+
+func writeAll(w io.Writer, b []byte) error {
+	_, err := w.Write(b)
+	return err
+}
+
+func exitStatus(ch ssh.Channel, code int) {
+	b := make([]byte, 4)
+	binary.BigEndian.PutUint32(b, uint32(code))
+	ch.SendRequest("exit-status", false, b)
+}
+
+// clampSide keeps a terminal side within what the processes API takes.
+func clampSide(v, def uint32) uint32 {
+	switch {
+	case v == 0:
+		return def
+	case v > controlplane.MaxPTYSide:
+		return controlplane.MaxPTYSide
+	}
+	return v
+}
+
+// forward serves a direct-tcpip channel (ssh -L): a connection to a port
+// of the sandbox. The requested host is ignored: only the sandbox's own
+// ports are reachable, on its network interface.
+func (s *Server) forward(ctx context.Context, p controlplane.Principal, id string, nc ssh.NewChannel) {
+	var dt struct {
+		Host       string
+		Port       uint32
+		OriginHost string
+		OriginPort uint32
+	}
+	if err := ssh.Unmarshal(nc.ExtraData(), &dt); err != nil {
+		nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
+		return
+	}
+	addr, err := s.cp.SandboxPortAddr(ctx, p, id, int(dt.Port))
+	if err != nil {
+		nc.Reject(ssh.Prohibited, err.Error())
+		return
+	}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	up, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		nc.Reject(ssh.ConnectionFailed, "port "+strconv.Itoa(int(dt.Port))+" of the sandbox refused the connection")
+		return
+	}
+	defer up.Close()
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	go ssh.DiscardRequests(reqs)
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, ch); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(ch, up); ch.CloseWrite(); done <- struct{}{} }()
+	<-done
+	<-done
+}

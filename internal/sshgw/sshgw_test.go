@@ -1,0 +1,35 @@
+package sshgw
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestHostKeyPersists: the host key is made once (0600) and read back
+// the same, so clients' known_hosts survive a restart.
+func TestHostKeyPersists(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "ssh_host_ed25519_key")
+	a, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v, want mode 0600", fi, err)
+	}
+	b, err := LoadOrCreateHostKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.PublicKey().Type() != "ssh-ed25519" || !bytes.Equal(a.PublicKey().Marshal(), b.PublicKey().Marshal()) {
+		t.Fatalf("host key changed across loads: %s vs %s", a.PublicKey().Type(), b.PublicKey().Type())
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadOrCreateHostKey(path); err == nil {
+		t.Fatal("a corrupt host key was accepted (it must not be silently replaced)")
+	}
+}

@@ -1,0 +1,269 @@
+package platinum
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"time"
+)
+
+// RunCodeRequest is one cell for a sandbox of the code-interpreter
+// template. Without ContextID the Language's default context runs it.
+type RunCodeRequest struct {
+	Code string
+	// Language is "python" (the default), "javascript" or "bash".
+	Language string
+	// ContextID names a context from CreateCodeContext.
+	ContextID string
+	// Env and Cwd apply to this cell only.
+	Env map[string]string
+	Cwd string
+	// Timeout interrupts the cell after this long; the context survives.
+	Timeout time.Duration
+	// OnStdout, OnStderr and OnResult, when set, see each event as it
+	// arrives (before RunCode returns).
+	OnStdout, OnStderr func(text string)
+	OnResult           func(CodeResult)
+}
+
+// CodeResult is one rich result: a MIME bundle (image types base64) and
+// whether it is the cell's last expression (versus display() output).
+type CodeResult struct {
+	Data         map[string]any
+	IsMainResult bool
+}
+
+// Text returns the result's text/plain form ("" when it has none).
+func (r CodeResult) Text() string { s, _ := r.Data["text/plain"].(string); return s }
+
+// HTML returns the result's text/html form ("" when it has none).
+func (r CodeResult) HTML() string { s, _ := r.Data["text/html"].(string); return s }
+
+// PNG returns the decoded image/png form (nil when it has none).
+func (r CodeResult) PNG() []byte { return r.Binary("image/png") }
+
+// Binary returns the decoded form of a base64 MIME type (image/png,
+// image/jpeg, application/pdf); nil when the result has none.
+func (r CodeResult) Binary(mime string) []byte {
+	s, _ := r.Data[mime].(string)
+	b, _ := base64.StdEncoding.DecodeString(s)
+	return b
+}
+
+// CodeError is the error a cell raised (Name "TimeoutError" for one
+// interrupted at its timeout, "KernelDied" for one that killed its kernel).
+type CodeError struct {
+	Name, Value, Traceback string
+}
+
+func (e *CodeError) Error() string { return e.Name + ": " + e.Value }
+
+// Execution is how a cell ended. A cell's own error is in Error, not
+// RunCode's error.
+type Execution struct {
+	Results        []CodeResult
+	Stdout, Stderr string
+	Error          *CodeError
+	ContextID      string
+	ExecutionCount int
+	// Status is "ok", "error", "timeout" or "disconnected".
+	Status   string
+	Duration time.Duration
+	// KernelRestarted is the reason, when the cell ran in a fresh kernel
+	// because the context's last one died.
+	KernelRestarted string
+}
+
+// Text returns the main result's text/plain form.
+func (e *Execution) Text() string {
+	for _, r := range e.Results {
+		if r.IsMainResult {
+			return r.Text()
+		}
+	}
+	return ""
+}
+
+// ErrCodeStreamEnded is returned (wrapped) by RunCode when the stream
+// closed before the cell's end event.
+var ErrCodeStreamEnded = errors.New("code stream ended without an end event")
+
+type runCodeBody struct {
+	Code      string            `json:"code"`
+	Language  string            `json:"language,omitempty"`
+	ContextID string            `json:"context_id,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cwd       string            `json:"cwd,omitempty"`
+	TimeoutMS int64             `json:"timeout_ms,omitempty"`
+}
+
+type codeEvent struct {
+	Type           string         `json:"type"`
+	Text           string         `json:"text"`
+	Data           map[string]any `json:"data"`
+	IsMainResult   bool           `json:"is_main_result"`
+	Name           string         `json:"name"`
+	Value          string         `json:"value"`
+	Traceback      string         `json:"traceback"`
+	Reason         string         `json:"reason"`
+	ContextID      string         `json:"context_id"`
+	ExecutionCount *int           `json:"execution_count"`
+	Status         string         `json:"status"`
+	DurationMS     float64        `json:"duration_ms"`
+}
+
+// RunCode runs a cell in the sandbox's code interpreter, streaming its
+// events to the request's callbacks, and returns the whole execution.
+// Cancelling ctx interrupts the cell.
+func (s *SandboxesService) RunCode(ctx context.Context, id string, req RunCodeRequest) (*Execution, error) {
+	ex, err := s.runCode(ctx, id, req)
+	if err != nil {
+		return nil, fmt.Errorf("run code in sandbox %s: %w", id, err)
+	}
+	return ex, nil
+}
+
+func (s *SandboxesService) runCode(ctx context.Context, id string, req RunCodeRequest) (*Execution, error) {
+	if req.Timeout < 0 {
+		return nil, errors.New("negative Timeout")
+	}
+	b := runCodeBody{Code: req.Code, Language: req.Language, ContextID: req.ContextID, Env: req.Env, Cwd: req.Cwd}
+	if req.Timeout > 0 {
+		b.TimeoutMS = max(int64((req.Timeout+time.Millisecond-1)/time.Millisecond), 1)
+	}
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	hreq, err := s.c.newRequest(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code", nil, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/x-ndjson")
+	resp, err := s.c.send(hreq)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	ex := &Execution{}
+	var stdout, stderr bytes.Buffer
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev codeEvent
+		if err := dec.Decode(&ev); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				return nil, ErrCodeStreamEnded
+			}
+			return nil, fmt.Errorf("%w: %w", ErrCodeStreamEnded, err)
+		}
+		switch ev.Type {
+		case "stdout":
+			stdout.WriteString(ev.Text)
+			if req.OnStdout != nil {
+				req.OnStdout(ev.Text)
+			}
+		case "stderr":
+			stderr.WriteString(ev.Text)
+			if req.OnStderr != nil {
+				req.OnStderr(ev.Text)
+			}
+		case "result":
+			r := CodeResult{Data: ev.Data, IsMainResult: ev.IsMainResult}
+			ex.Results = append(ex.Results, r)
+			if req.OnResult != nil {
+				req.OnResult(r)
+			}
+		case "error":
+			ex.Error = &CodeError{Name: ev.Name, Value: ev.Value, Traceback: ev.Traceback}
+		case "kernel_restarted":
+			ex.KernelRestarted = ev.Reason
+		case "end":
+			ex.Stdout, ex.Stderr = stdout.String(), stderr.String()
+			ex.ContextID, ex.Status = ev.ContextID, ev.Status
+			if ev.ExecutionCount != nil {
+				ex.ExecutionCount = *ev.ExecutionCount
+			}
+			ex.Duration = time.Duration(ev.DurationMS * float64(time.Millisecond))
+			return ex, nil
+		}
+	}
+}
+
+// CodeContext is a context of a sandbox's code interpreter: one kernel
+// (or REPL) whose state persists across cells.
+type CodeContext struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+	Default  bool   `json:"default"`
+}
+
+// CreateCodeContext starts a new context ("" language is python; "" cwd
+// is /root).
+func (s *SandboxesService) CreateCodeContext(ctx context.Context, id, language, cwd string) (*CodeContext, error) {
+	var out CodeContext
+	body := map[string]string{}
+	if language != "" {
+		body["language"] = language
+	}
+	if cwd != "" {
+		body["cwd"] = cwd
+	}
+	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, body, &out); err != nil {
+		return nil, fmt.Errorf("create code context in sandbox %s: %w", id, err)
+	}
+	return &out, nil
+}
+
+// ListCodeContexts lists the sandbox's contexts (default ones once used).
+func (s *SandboxesService) ListCodeContexts(ctx context.Context, id string) ([]CodeContext, error) {
+	var out struct {
+		Contexts []CodeContext `json:"contexts"`
+	}
+	if _, err := s.c.doJSON(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("list code contexts of sandbox %s: %w", id, err)
+	}
+	return out.Contexts, nil
+}
+
+// RestartCodeContext replaces the context's kernel; its state is dropped.
+func (s *SandboxesService) RestartCodeContext(ctx context.Context, id, contextID string) error {
+	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/restart", nil, nil, nil); err != nil {
+		return fmt.Errorf("restart code context %s: %w", contextID, err)
+	}
+	return nil
+}
+
+// InterruptCodeContext interrupts the context's running cell (its state
+// is kept) and reports whether one was running.
+func (s *SandboxesService) InterruptCodeContext(ctx context.Context, id, contextID string) (bool, error) {
+	var out struct {
+		Interrupted bool `json:"interrupted"`
+	}
+	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/interrupt", nil, nil, &out); err != nil {
+		return false, fmt.Errorf("interrupt code context %s: %w", contextID, err)
+	}
+	return out.Interrupted, nil
+}
+
+// DeleteCodeContext stops the context's kernel and forgets it.
+func (s *SandboxesService) DeleteCodeContext(ctx context.Context, id, contextID string) error {
+	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID), nil, nil, nil); err != nil {
+		return fmt.Errorf("delete code context %s: %w", contextID, err)
+	}
+	return nil
+}
+
+// RunCode runs a cell in the sandbox's code interpreter.
+func (h *SandboxHandle) RunCode(ctx context.Context, req RunCodeRequest) (*Execution, error) {
+	return h.s.RunCode(ctx, h.id, req)
+}

@@ -1,0 +1,540 @@
+// Package codeinterp drives POST /v1/sandboxes/:id/code and its contexts
+// end to end against a real ptd, on runc and gVisor: real IPython kernels,
+// node and bash contexts in sandboxes of the code-interpreter template.
+package codeinterp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
+)
+
+var env struct {
+	url, token, binDir string
+	skip               string
+}
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codeinterp:", err)
+		return 1
+	}
+	env.skip = "code-interpreter tests need root (they run real sandboxes)"
+	return ptdtest.Main(m, "codeinterp", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
+		func(d *ptdtest.Daemon) error {
+			env.url, env.token, env.binDir, env.skip = d.URL, d.Token, d.BinDir, ""
+			// The template's first build takes minutes; every test after
+			// this one extracts it from the cache.
+			c := &client{token: d.Token}
+			r, err := c.raw("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=1500000", map[string]any{"template": "code-interpreter"})
+			if err != nil {
+				return err
+			}
+			if r.Status != 201 {
+				return fmt.Errorf("warm code-interpreter: %d %s", r.Status, r.Body)
+			}
+			c.raw("DELETE", "/v1/sandboxes/"+r.JSON()["id"].(string), nil)
+			return nil
+		})
+}
+
+type client struct {
+	t     *testing.T
+	token string
+}
+
+type response struct {
+	Status int
+	Body   []byte
+}
+
+func (r response) JSON() map[string]any {
+	var m map[string]any
+	json.Unmarshal(r.Body, &m)
+	return m
+}
+
+func newClient(t *testing.T) *client {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	return &client{t: t, token: env.token}
+}
+
+func (c *client) raw(method, path string, body any) (response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, env.url+path, rd)
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := (&http.Client{Timeout: 30 * time.Minute}).Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{Status: resp.StatusCode, Body: b}, nil
+}
+
+func (c *client) do(method, path string, body any) response {
+	c.t.Helper()
+	r, err := c.raw(method, path, body)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// create makes a running code-interpreter sandbox on runtime and deletes
+// it when the test ends.
+func (c *client) create(runtime string) string {
+	c.t.Helper()
+	body := map[string]any{"template": "code-interpreter"}
+	if runtime != "" {
+		body["runtime"] = runtime
+	}
+	r := c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=300000", body)
+	if r.Status != 201 {
+		c.t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON()["id"].(string)
+	c.t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
+	return id
+}
+
+// event is one NDJSON event of a cell.
+type event struct {
+	Type           string         `json:"type"`
+	Text           string         `json:"text"`
+	Data           map[string]any `json:"data"`
+	IsMainResult   bool           `json:"is_main_result"`
+	Name           string         `json:"name"`
+	Value          string         `json:"value"`
+	Traceback      string         `json:"traceback"`
+	Reason         string         `json:"reason"`
+	ContextID      string         `json:"context_id"`
+	ExecutionCount *int           `json:"execution_count"`
+	Status         string         `json:"status"`
+	DurationMS     float64        `json:"duration_ms"`
+}
+
+// cell is a finished cell's events.
+type cell []event
+
+func (c cell) end() event { return c[len(c)-1] }
+
+func (c cell) main() (event, bool) {
+	for _, e := range c {
+		if e.Type == "result" && e.IsMainResult {
+			return e, true
+		}
+	}
+	return event{}, false
+}
+
+func (c cell) text() string {
+	m, _ := c.main()
+	s, _ := m.Data["text/plain"].(string)
+	return s
+}
+
+func (c cell) err() (event, bool) {
+	for _, e := range c {
+		if e.Type == "error" {
+			return e, true
+		}
+	}
+	return event{}, false
+}
+
+func (c cell) stdout() string {
+	var b strings.Builder
+	for _, e := range c {
+		if e.Type == "stdout" {
+			b.WriteString(e.Text)
+		}
+	}
+	return b.String()
+}
+
+// run runs one cell (streamed) and checks the stream's shape: NDJSON
+// events, exactly one end, last.
+func (c *client) run(id string, body map[string]any) cell {
+	c.t.Helper()
+	r := c.do("POST", "/v1/sandboxes/"+id+"/code", body)
+	if r.Status != 200 {
+		c.t.Fatalf("run %v: %d %s", body, r.Status, r.Body)
+	}
+	var out cell
+	sc := bufio.NewScanner(bytes.NewReader(r.Body))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			c.t.Fatalf("event %q: %v", sc.Text(), err)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 || out.end().Type != "end" {
+		c.t.Fatalf("run %v: no end event last: %s", body, r.Body)
+	}
+	for _, e := range out[:len(out)-1] {
+		if e.Type == "end" {
+			c.t.Fatalf("two end events: %s", r.Body)
+		}
+	}
+	return out
+}
+
+func (c *client) py(id, code string) cell {
+	c.t.Helper()
+	return c.run(id, map[string]any{"code": code})
+}
+
+func TestRunCodeRunc(t *testing.T)   { testRunCode(t, "runc") }
+func TestRunCodeGVisor(t *testing.T) { testenv.RequiresCommand(t, "runsc"); testRunCode(t, "gvisor") }
+
+// testRunCode is the code API's contract on one runtime class.
+func testRunCode(t *testing.T, runtime string) {
+	c := newClient(t)
+	id := c.create(runtime)
+
+	t.Run("state across calls", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		first := c.py(id, "x = 41")
+		if _, ok := first.main(); ok {
+			t.Errorf("an assignment has a main result: %v", first)
+		}
+		got := c.py(id, "x + 1")
+		if got.text() != "42" || got.end().Status != "ok" || got.end().ExecutionCount == nil ||
+			*got.end().ExecutionCount <= *first.end().ExecutionCount {
+			t.Errorf("x + 1 = %+v", got)
+		}
+		if got.end().ContextID != "ctx_default_python" {
+			t.Errorf("default context %q", got.end().ContextID)
+		}
+	})
+
+	t.Run("stdout then result then end, and the document form", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		got := c.py(id, "print('hello')\nx * 2")
+		var types []string
+		for _, e := range got {
+			types = append(types, e.Type)
+		}
+		if strings.Join(types, ",") != "stdout,result,end" || got.stdout() != "hello\n" || got.text() != "82" {
+			t.Errorf("events %v: %+v", types, got)
+		}
+		r := c.do("POST", "/v1/sandboxes/"+id+"/code?stream=false", map[string]any{"code": "print('doc')\nx"})
+		var doc struct {
+			Events  []event `json:"events"`
+			Stdout  string  `json:"stdout"`
+			Results []event `json:"results"`
+			Error   *event  `json:"error"`
+			Status  string  `json:"status"`
+			Count   *int    `json:"execution_count"`
+		}
+		if err := json.Unmarshal(r.Body, &doc); err != nil || r.Status != 200 {
+			t.Fatalf("document: %d %s", r.Status, r.Body)
+		}
+		if doc.Stdout != "doc\n" || len(doc.Results) != 1 || doc.Results[0].Data["text/plain"] != "41" || doc.Error != nil ||
+			doc.Status != "ok" || doc.Count == nil || len(doc.Events) != 3 {
+			t.Errorf("document %s", r.Body)
+		}
+	})
+
+	t.Run("matplotlib PNG and DataFrame HTML", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		got := c.py(id, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()")
+		var png []byte
+		for _, e := range got {
+			if s, ok := e.Data["image/png"].(string); ok && e.Type == "result" {
+				png, _ = base64.StdEncoding.DecodeString(s)
+			}
+		}
+		if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) || len(png) < 1000 {
+			t.Errorf("no PNG figure (%d bytes): %+v", len(png), got)
+		}
+		df := c.py(id, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+		m, _ := df.main()
+		if html, _ := m.Data["text/html"].(string); !strings.Contains(html, "<table") || !strings.Contains(html, "<td>x</td>") {
+			t.Errorf("DataFrame: %+v", df)
+		}
+	})
+
+	t.Run("error with traceback, context survives", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		got := c.py(id, "def f():\n    return 1/0\nf()")
+		e, ok := got.err()
+		if !ok || e.Name != "ZeroDivisionError" || e.Value != "division by zero" || !strings.Contains(e.Traceback, "return 1/0") ||
+			got.end().Status != "error" {
+			t.Errorf("1/0: %+v", got)
+		}
+		if s := c.py(id, "x").text(); s != "41" {
+			t.Errorf("after the error x = %q", s)
+		}
+	})
+
+	t.Run("timeout interrupts and the context keeps its variables", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		c.py(id, "kept = 'still here'")
+		got := c.run(id, map[string]any{"code": "while True:\n    pass", "timeout_ms": 2000})
+		if e, ok := got.err(); !ok || e.Name != "TimeoutError" || got.end().Status != "timeout" {
+			t.Errorf("timed-out cell: %+v", got)
+		}
+		if after := c.py(id, "kept"); after.text() != "'still here'" {
+			t.Errorf("after the timeout kept = %q: %+v", after.text(), after)
+		}
+	})
+
+	t.Run("a client disconnect interrupts the cell", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		ctx, cancel := context.WithCancel(context.Background())
+		b, _ := json.Marshal(map[string]any{"code": "import time\nprint('started', flush=True)\ntime.sleep(60)\nfinished = True"})
+		req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/v1/sandboxes/"+id+"/code", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		if !strings.Contains(line, "started") {
+			t.Fatalf("first event %q", line)
+		}
+		cancel()
+		resp.Body.Close()
+		// Were the cell still sleeping, this one would wait behind it and
+		// time out instead.
+		got := c.run(id, map[string]any{"code": "'finished' in globals()", "timeout_ms": 20000})
+		if got.text() != "False" || got.end().Status != "ok" {
+			t.Errorf("after the disconnect: %+v", got)
+		}
+	})
+
+	t.Run("interrupt stops the running cell and keeps state", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		path := "/v1/sandboxes/" + id + "/code/contexts/ctx_default_python/interrupt"
+		if r := c.do("POST", path, nil); r.Status != 200 || r.JSON()["interrupted"] != false {
+			t.Errorf("idle interrupt: %d %s", r.Status, r.Body)
+		}
+		// The cell runs streamed; once its first line says it is past
+		// `before = 1`, interrupt it and read the rest.
+		b, _ := json.Marshal(map[string]any{"code": "import time\nbefore = 1\nprint('sleeping', flush=True)\ntime.sleep(60)\nafter = 1"})
+		req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes/"+id+"/code", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		rd := bufio.NewReader(resp.Body)
+		if line, _ := rd.ReadString('\n'); !strings.Contains(line, "sleeping") {
+			t.Fatalf("first event %q", line)
+		}
+		if r := c.do("POST", path, nil); r.Status != 200 || r.JSON()["interrupted"] != true {
+			t.Fatalf("interrupt: %d %s", r.Status, r.Body)
+		}
+		var got cell
+		for {
+			line, err := rd.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) > 0 {
+				var e event
+				if err := json.Unmarshal(line, &e); err != nil {
+					t.Fatalf("event %q: %v", line, err)
+				}
+				got = append(got, e)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if e, ok := got.err(); !ok || e.Name != "Interrupted" || len(got) == 0 || got.end().Status != "interrupted" {
+			t.Errorf("interrupted cell: %+v", got)
+		}
+		if s := c.py(id, "('before' in globals(), 'after' in globals())").text(); s != "(True, False)" {
+			t.Errorf("after the interrupt: %q", s)
+		}
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts/ctx_nope/interrupt", nil); r.Status != 404 {
+			t.Errorf("interrupt of an unknown context: %d", r.Status)
+		}
+	})
+
+	t.Run("contexts are separate, restart drops state, delete removes", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts", map[string]any{"language": "python", "cwd": "/tmp"})
+		ctxID, _ := r.JSON()["id"].(string)
+		if r.Status != 201 || !strings.HasPrefix(ctxID, "ctx_") || r.JSON()["cwd"] != "/tmp" {
+			t.Fatalf("create context: %d %s", r.Status, r.Body)
+		}
+		c.run(id, map[string]any{"code": "secret = 7", "context_id": ctxID})
+		if s := c.run(id, map[string]any{"code": "import os\n(secret, os.getcwd())", "context_id": ctxID}).text(); s != "(7, '/tmp')" {
+			t.Errorf("own context: %q", s)
+		}
+		if e, ok := c.py(id, "secret").err(); !ok || e.Name != "NameError" {
+			t.Errorf("the default context sees secret")
+		}
+		list := c.do("GET", "/v1/sandboxes/"+id+"/code/contexts", nil)
+		if !strings.Contains(string(list.Body), ctxID) || !strings.Contains(string(list.Body), "ctx_default_python") {
+			t.Errorf("list: %s", list.Body)
+		}
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts/"+ctxID+"/restart", nil); r.Status != 200 {
+			t.Errorf("restart: %d %s", r.Status, r.Body)
+		}
+		if e, ok := c.run(id, map[string]any{"code": "secret", "context_id": ctxID}).err(); !ok || e.Name != "NameError" {
+			t.Errorf("restart kept secret")
+		}
+		if r := c.do("DELETE", "/v1/sandboxes/"+id+"/code/contexts/"+ctxID, nil); r.Status != 204 {
+			t.Errorf("delete: %d %s", r.Status, r.Body)
+		}
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/code", map[string]any{"code": "1", "context_id": ctxID}); r.Status != 404 || r.JSON()["code"] != "not_found" {
+			t.Errorf("deleted context: %d %s", r.Status, r.Body)
+		}
+	})
+
+	t.Run("javascript and bash keep state", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		c.run(id, map[string]any{"code": "var n = 20; const k = 1", "language": "javascript"})
+		js := c.run(id, map[string]any{"code": "console.log('hi'); n + k + 21", "language": "javascript"})
+		if js.text() != "42" || js.stdout() != "hi\n" {
+			t.Errorf("javascript: %+v", js)
+		}
+		if e, ok := c.run(id, map[string]any{"code": "null.x", "language": "javascript"}).err(); !ok || e.Name != "TypeError" {
+			t.Errorf("javascript error: %+v", e)
+		}
+		c.run(id, map[string]any{"code": "cd /tmp; V=shell-state", "language": "bash"})
+		sh := c.run(id, map[string]any{"code": "echo $V $(pwd); echo oops >&2", "language": "bash"})
+		if sh.stdout() != "shell-state /tmp\n" || sh.end().Status != "ok" {
+			t.Errorf("bash: %+v", sh)
+		}
+		if got := c.run(id, map[string]any{"code": "false", "language": "bash"}); got.end().Status != "error" {
+			t.Errorf("bash false: %+v", got)
+		}
+	})
+
+	t.Run("env patch is seen by the next run, per-call env only by its own", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]string{"CI_PATCHED": "v1"}}); r.Status != 200 {
+			t.Fatalf("patch env: %d %s", r.Status, r.Body)
+		}
+		if s := c.py(id, "import os\nos.environ.get('CI_PATCHED')").text(); s != "'v1'" {
+			t.Errorf("python after the patch: %q", s)
+		}
+		if s := c.run(id, map[string]any{"code": "process.env.CI_PATCHED", "language": "javascript"}).text(); s != "'v1'" {
+			t.Errorf("javascript after the patch: %q", s)
+		}
+		if s := c.run(id, map[string]any{"code": "echo $CI_PATCHED", "language": "bash"}).stdout(); s != "v1\n" {
+			t.Errorf("bash after the patch: %q", s)
+		}
+		if s := c.run(id, map[string]any{"code": "os.environ.get('CI_CALL')", "env": map[string]string{"CI_CALL": "once"}}).text(); s != "'once'" {
+			t.Errorf("per-call env: %q", s)
+		}
+		if s := c.py(id, "repr(os.environ.get('CI_CALL'))").text(); s != `'None'` {
+			t.Errorf("per-call env outlived its call: %q", s)
+		}
+	})
+
+	t.Run("refused calls change nothing", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		before := c.py(id, "1")
+		big := strings.Repeat("#", 1<<20+1)
+		for _, tc := range []struct {
+			body   map[string]any
+			status int
+			code   string
+		}{
+			{map[string]any{"code": "1", "language": "cobol"}, 400, "invalid_request"},
+			{map[string]any{"code": "1", "language": "typescript"}, 400, "unsupported_language"},
+			{map[string]any{"language": "python"}, 400, "invalid_request"},
+			{map[string]any{"code": "1", "timeout_ms": 0}, 400, "invalid_request"},
+			{map[string]any{"code": "1", "bogus": true}, 400, "invalid_request"},
+			{map[string]any{"code": "1", "context_id": "ctx_nope"}, 404, "not_found"},
+			{map[string]any{"code": big}, 413, "payload_too_large"},
+		} {
+			r := c.do("POST", "/v1/sandboxes/"+id+"/code", tc.body)
+			if r.Status != tc.status || r.JSON()["code"] != tc.code {
+				t.Errorf("%.60v: %d %.200s, want %d %s", tc.body, r.Status, r.Body, tc.status, tc.code)
+			}
+		}
+		if r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts", map[string]any{"language": "cobol"}); r.Status != 400 {
+			t.Errorf("context in cobol: %d %s", r.Status, r.Body)
+		}
+		after := c.py(id, "1")
+		if *after.end().ExecutionCount != *before.end().ExecutionCount+1 {
+			t.Errorf("refused calls ran cells: execution_count %d → %d", *before.end().ExecutionCount, *after.end().ExecutionCount)
+		}
+		r := c.do("POST", "/v1/orgs", map[string]any{"name": "code-other-" + ptdtest.RandHex(3)})
+		other := &client{t: t, token: r.JSON()["token"].(string)}
+		for p, body := range map[string]any{"/code": map[string]any{"code": "1"}, "/code/contexts": map[string]any{"language": "python"}} {
+			if r := other.do("POST", "/v1/sandboxes/"+id+p, body); r.Status != 404 || r.JSON()["code"] != "not_found" {
+				t.Errorf("another org's %s: %d %s", p, r.Status, r.Body)
+			}
+		}
+		if r := other.do("GET", "/v1/sandboxes/"+id+"/code/contexts", nil); r.Status != 404 {
+			t.Errorf("another org's list: %d", r.Status)
+		}
+	})
+
+	t.Run("a cell that kills its kernel reports an error, the next gets a fresh kernel", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		got := c.py(id, "import os\nos._exit(3)")
+		if e, ok := got.err(); !ok || e.Name != "KernelDied" {
+			t.Errorf("dying cell: %+v", got)
+		}
+		next := c.py(id, "'x' in globals()")
+		if next[0].Type != "kernel_restarted" || next.text() != "False" {
+			t.Errorf("after the crash: %+v", next)
+		}
+		if again := c.py(id, "1"); again[0].Type == "kernel_restarted" {
+			t.Errorf("restart said twice")
+		}
+	})
+}
+
+// TestGVisorStopStartKeepsKernelState: a gVisor sandbox's stop keeps its
+// memory, so after a start the kernel still has its variables.
+func TestGVisorStopStartKeepsKernelState(t *testing.T) {
+	testenv.RequiresCommand(t, "runsc")
+	c := newClient(t)
+	id := c.create("gvisor")
+	c.py(id, "survivor = 'kept across stop'")
+	c.run(id, map[string]any{"code": "var js = 5", "language": "javascript"})
+	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.JSON()["state"] != "stopped" {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
+	}
+	r := c.do("POST", "/v1/sandboxes/"+id+"/start?wait_for_state=running", nil)
+	if r.JSON()["state"] != "running" {
+		t.Fatalf("start: %d %s", r.Status, r.Body)
+	}
+	if got := r.JSON()["restore"]; got != "memory" {
+		t.Fatalf("start restored %v, want memory", got)
+	}
+	got := c.py(id, "survivor")
+	if got.text() != "'kept across stop'" || got[0].Type == "kernel_restarted" {
+		t.Errorf("after stop/start: %+v", got)
+	}
+	if s := c.run(id, map[string]any{"code": "js * 2", "language": "javascript"}).text(); s != "10" {
+		t.Errorf("javascript after stop/start: %q", s)
+	}
+}

@@ -1,0 +1,117 @@
+package codeinterp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// TestGoSDKRunCode drives the Go SDK's RunCode and code contexts against
+// the real ptd: state, streamed stdout before the end, a PNG result, the
+// cell's own error, a context of its own, and an API error for a refused
+// call.
+func TestGoSDKRunCode(t *testing.T) {
+	c := newClient(t)
+	id := c.create("")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl := platinum.New(env.url, env.token)
+	h, err := cl.Sandboxes.Connect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "x = 41"}); err != nil {
+		t.Fatal(err)
+	}
+	var streamed []string
+	ex, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "print('a', flush=True)\nx + 1",
+		OnStdout: func(s string) { streamed = append(streamed, s) }})
+	if err != nil || ex.Text() != "42" || ex.Stdout != "a\n" || strings.Join(streamed, "") != "a\n" || ex.Status != "ok" ||
+		ex.ContextID != "ctx_default_python" || ex.ExecutionCount < 2 {
+		t.Fatalf("x + 1: %+v %v", ex, err)
+	}
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"})
+	if err != nil || len(ex.Results) == 0 || !bytes.HasPrefix(ex.Results[0].PNG(), []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("plot: %+v %v", ex, err)
+	}
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1/0"})
+	if err != nil || ex.Error == nil || ex.Error.Name != "ZeroDivisionError" || ex.Status != "error" {
+		t.Fatalf("1/0: %+v %v", ex, err)
+	}
+	cc, err := cl.Sandboxes.CreateCodeContext(ctx, id, "javascript", "")
+	if err != nil || cc.Language != "javascript" {
+		t.Fatalf("context: %+v %v", cc, err)
+	}
+	if _, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "var j = 2", ContextID: cc.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "j * 21", ContextID: cc.ID}); err != nil || ex.Text() != "42" {
+		t.Fatalf("js context: %+v %v", ex, err)
+	}
+	list, err := cl.Sandboxes.ListCodeContexts(ctx, id)
+	if err != nil || len(list) < 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := cl.Sandboxes.DeleteCodeContext(ctx, id, cc.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1", ContextID: cc.ID})
+	var ae *platinum.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 404 {
+		t.Fatalf("deleted context: %v", err)
+	}
+	_, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1", Language: "typescript"})
+	if !errors.As(err, &ae) || ae.Code != "unsupported_language" {
+		t.Fatalf("typescript: %v", err)
+	}
+}
+
+// TestCLIRunCode: `pt sandbox run-code` reads the cell from a file or
+// stdin, streams stdout, prints the main result, saves images, and exits 1
+// with the traceback for a cell that raises.
+func TestCLIRunCode(t *testing.T) {
+	c := newClient(t)
+	id := c.create("")
+	dir := t.TempDir()
+	pt := func(stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(filepath.Join(env.binDir, "pt"), args...)
+		cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+env.token)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr, cmd.Stdin = &o, &e, strings.NewReader(stdin)
+		err := cmd.Run()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
+	}
+	file := filepath.Join(dir, "cell.py")
+	os.WriteFile(file, []byte("print('hi')\n6 * 7\n"), 0o644)
+	if out, errOut, code := pt("", "sandbox", "run-code", id, file); code != 0 || out != "hi\n42\n" {
+		t.Errorf("file: %d %q %q", code, out, errOut)
+	}
+	plot := "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
+	if _, errOut, code := pt(plot, "sandbox", "run-code", "--images", dir, id, "-"); code != 0 || !strings.Contains(errOut, "result-1.png") {
+		t.Errorf("plot: %d %q", code, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "result-1.png")); !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("saved image is not a PNG (%d bytes)", len(b))
+	}
+	if out, _, code := pt("console.log(1 + 1)", "sandbox", "run-code", "--language", "javascript", id); code != 0 || out != "2\n" {
+		t.Errorf("javascript: %d %q", code, out)
+	}
+	if _, errOut, code := pt("1/0", "sandbox", "run-code", id); code != 1 || !strings.Contains(errOut, "ZeroDivisionError") {
+		t.Errorf("1/0: %d %q", code, errOut)
+	}
+}

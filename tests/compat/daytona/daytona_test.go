@@ -1,0 +1,283 @@
+// Package daytonacompat proves ptd's Daytona surface against a real ptd:
+// raw HTTP tests check the mapping without Node, and TestSDK runs the real
+// @daytonaio/sdk npm package (pinned in package.json / package-lock.json)
+// with node --test against the same daemon, configured only by
+// DAYTONA_API_URL and DAYTONA_API_KEY.
+package daytonacompat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+// env is the one ptd every test of this package talks to.
+var env struct {
+	url, token, previewURL string
+	skip                   string
+}
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "daytona compat:", err)
+		return 1
+	}
+	env.skip = "Daytona compatibility tests need root (they run real sandboxes)"
+	return ptdtest.Main(m, "daytona compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+		func(d *ptdtest.Daemon) error {
+			env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
+			// Build the templates before any create: a first build
+			// outlasts create's wait, which is the point of that wait,
+			// not of these tests. python-node has python3 and node for
+			// codeRun.
+			for _, tpl := range []string{"busybox", "pt-base", "python-node"} {
+				if err := warmTemplate(tpl); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+// warmTemplate creates and deletes one sandbox through /v1, which builds
+// the template when it has no version yet.
+func warmTemplate(slug string) error {
+	r, err := do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=900000", map[string]any{"template": slug})
+	if err != nil {
+		return err
+	}
+	if r.status != 201 {
+		return fmt.Errorf("warm %s: %d %s", slug, r.status, r.body)
+	}
+	var sb struct{ ID string }
+	json.Unmarshal(r.body, &sb)
+	_, err = do("DELETE", "/v1/sandboxes/"+sb.ID, nil)
+	return err
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json() map[string]any {
+	var m map[string]any
+	json.Unmarshal(r.body, &m)
+	return m
+}
+
+func do(method, path string, body any) (response, error) {
+	return doToken(env.token, method, path, body)
+}
+
+func doToken(token, method, path string, body any) (response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, env.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}, nil
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+}
+
+func mustDo(t *testing.T, method, path string, body any) response {
+	t.Helper()
+	r, err := do(method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wantError checks Daytona's error body: statusCode, error (reason
+// phrase), message, path, timestamp.
+func wantError(t *testing.T, r response, status int) {
+	t.Helper()
+	m := r.json()
+	if r.status != status || m["statusCode"] != float64(status) || m["error"] != http.StatusText(status) ||
+		m["message"] == "" || m["path"] == "" || m["timestamp"] == "" {
+		t.Errorf("want a %d Daytona error body, got %d %s", status, r.status, r.body)
+	}
+}
+
+// TestErrorsAndOrgs: unknown ids, malformed input and another org's
+// sandbox answer Daytona's error bodies, and a refused create makes
+// nothing.
+func TestErrorsAndOrgs(t *testing.T) {
+	need(t)
+	wantError(t, mustDo(t, "GET", "/daytona/api/sandbox/sbx_nope", nil), 404)
+	wantError(t, mustDo(t, "GET", "/daytona/api/sandbox/no-such-name", nil), 404)
+	r, _ := doToken("wrong", "GET", "/daytona/api/sandbox", nil)
+	wantError(t, r, 401)
+	before := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]
+	for _, body := range []map[string]any{
+		{"snapshot": "busybox", "volumes": []any{map[string]any{"volumeId": "v", "mountPath": "/v"}}},
+		{"snapshot": "busybox", "gpu": 1},
+		{"snapshot": "busybox", "user": "daytona"},
+		{"snapshot": "busybox", "autoStopInterval": -1},
+		{"snapshot": "busybox", "labels": map[string]string{"daytona.public": "x"}},
+		{"buildInfo": map[string]any{"dockerfileContent": "FROM python:3.12\nRUN pip install x\n"}},
+	} {
+		wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", body), 400)
+	}
+	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "no-such-template"}), 404)
+	if after := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]; after != before {
+		t.Errorf("refused creates made sandboxes: %v → %v", before, after)
+	}
+
+	// Another org's token sees none of ours.
+	r = mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox", "labels": map[string]string{"t": "orgs"}})
+	if r.status != 200 || r.json()["state"] != "started" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := r.json()["id"].(string)
+	t.Cleanup(func() { do("DELETE", "/daytona/api/sandbox/"+id, nil) })
+	org := mustDo(t, "POST", "/v1/orgs", map[string]any{"name": "daytona-other-" + ptdtest.RandHex(4)})
+	other, _ := org.json()["token"].(string)
+	if other == "" {
+		t.Fatalf("new org: %d %s", org.status, org.body)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/daytona/api/sandbox/" + id}, {"POST", "/daytona/api/sandbox/" + id + "/stop"},
+		{"DELETE", "/daytona/api/sandbox/" + id}, {"POST", "/daytona/toolbox/" + id + "/process/execute"},
+	} {
+		r, _ := doToken(other, c.method, c.path, map[string]any{"command": "true"})
+		if r.status != 404 {
+			t.Errorf("%s %s with another org's token: %d %s", c.method, c.path, r.status, r.body)
+		}
+	}
+	// Over the org's quota: 429 (DaytonaRateLimitError), with Retry-After.
+	orgID, _ := org.json()["org"].(map[string]any)["id"].(string)
+	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.status != 200 {
+		t.Fatalf("quota: %d %s", r.status, r.body)
+	}
+	r, _ = doToken(other, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox"})
+	if r.status != 200 {
+		t.Fatalf("create in the other org: %d %s", r.status, r.body)
+	}
+	otherID := r.json()["id"].(string)
+	t.Cleanup(func() { doToken(other, "DELETE", "/daytona/api/sandbox/"+otherID, nil) })
+	r, _ = doToken(other, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox"})
+	wantError(t, r, 429)
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+
+	// The toolbox reaches only the toolbox's routes on pt-agent.
+	for _, p := range []string{"/daytona/toolbox/" + id + "/../init", "/daytona/toolbox/" + id + "/files/../../init"} {
+		req, _ := http.NewRequest("POST", env.url+p, strings.NewReader(`{"accessToken":"x"}`))
+		req.URL.Opaque = p // sent as is, not cleaned by the client
+		req.Header.Set("Authorization", "Bearer "+env.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("POST %s: %d, want 400", p, resp.StatusCode)
+		}
+	}
+	if r := mustDo(t, "POST", "/daytona/toolbox/"+id+"/process/execute", map[string]any{"command": "echo still"}); r.status != 200 || r.json()["result"] != "still\n" {
+		t.Errorf("execute after the refused paths: %d %s", r.status, r.body)
+	}
+
+	// Wrong-state answers: stop of a stopped sandbox is 400, archive of a
+	// started one is 400.
+	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/archive", nil), 400)
+	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop?force=false", nil); r.status != 200 || r.json()["state"] != "stopped" {
+		t.Fatalf("stop: %d %s", r.status, r.body)
+	}
+	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop?force=false", nil), 400)
+	r = mustDo(t, "POST", "/daytona/toolbox/"+id+"/process/execute", map[string]any{"command": "true"})
+	if r.status != 400 || r.json()["source"] != "DAYTONA_DAEMON" {
+		t.Errorf("toolbox on a stopped sandbox: %d %s", r.status, r.body)
+	}
+	// The socket.io channel is absent: the SDK falls back to polling.
+	if r := mustDo(t, "GET", "/daytona/api/socket.io/?EIO=4&transport=websocket", nil); r.status != 404 {
+		t.Errorf("socket.io: %d", r.status)
+	}
+}
+
+// TestSDK runs the real Daytona SDK's test scripts (*.test.mjs) with node.
+func TestSDK(t *testing.T) {
+	need(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+		}
+		t.Skip("node is not installed")
+	}
+	if _, err := os.Stat("node_modules/@daytonaio/sdk/package.json"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node_modules missing: run `npm ci` in tests/compat/daytona (scripts/test.sh does)")
+		}
+		t.Skip("run `npm ci` in tests/compat/daytona first")
+	}
+	files, _ := filepath.Glob("*.test.mjs")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-force-exit", "--test-timeout=240000", "--test-concurrency=1", "--test-reporter=spec"}, files...)...)
+	cmd.Env = append(os.Environ(), "DAYTONA_API_URL="+env.url+"/daytona/api", "DAYTONA_API_KEY="+env.token,
+		"PT_API_URL="+env.url, "PT_PREVIEW_URL="+env.previewURL)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test output:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+}
+
+// TestPythonSDK runs the real `daytona` Python SDK (pinned in
+// requirements.txt, installed into .venv by scripts/test.sh) through the
+// main cases.
+func TestPythonSDK(t *testing.T) {
+	need(t)
+	py := filepath.Join(".venv", "bin", "python")
+	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/daytona (scripts/test.sh does)")
+		}
+		t.Skip("make tests/compat/daytona/.venv first (see scripts/test.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", "test_python_sdk.py")
+	cmd.Env = append(os.Environ(), "DAYTONA_API_URL="+env.url+"/daytona/api", "DAYTONA_API_KEY="+env.token)
+	out, err := cmd.CombinedOutput()
+	t.Logf("python output:\n%s", out)
+	if err != nil {
+		t.Fatalf("python SDK: %v", err)
+	}
+}

@@ -1,0 +1,130 @@
+// Package tssdk runs the TypeScript SDK (sdk/ts, @platinum-dev/sdk)
+// against a real ptd: its end-to-end suites under node --test (the docs'
+// TypeScript examples verbatim, typed errors, retries, waits, streamed
+// files and exec, processes), and the packed tarball installed into an
+// empty project and loaded with both import and require.
+package tssdk
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// env is the one ptd every test of this package talks to.
+var env struct {
+	url, token string
+	skip       string
+}
+
+// sdkDir is the SDK's package directory.
+var sdkDir string
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ts sdk:", err)
+		return 1
+	}
+	sdkDir = filepath.Join(root, "sdk", "ts")
+	env.skip = "the TypeScript SDK tests need root (they run real sandboxes)"
+	return ptdtest.Main(m, "ts sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+		func(d *ptdtest.Daemon) error {
+			env.url, env.token, env.skip = d.URL, d.Token, ""
+			// Build every template the suites use before they run: a first
+			// build (pt-base ≈1 min, python-node a few) would outlast the
+			// suites' waits, which is not what they test.
+			c := platinum.New(d.URL, d.Token)
+			for _, tpl := range []string{"busybox", "pt-base", "python-node"} {
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+				sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(10*time.Minute))
+				cancel()
+				if err != nil {
+					return fmt.Errorf("warm %s: %w", tpl, err)
+				}
+				c.Sandboxes.Delete(context.Background(), sb.ID)
+			}
+			return nil
+		})
+}
+
+// nodeReady finds node and the SDK's dev dependencies; outside CI their
+// absence skips, in CI it fails.
+func nodeReady(t *testing.T) string {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+		}
+		t.Skip("node is not installed")
+	}
+	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "typescript", "package.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("sdk/ts/node_modules missing: run `npm ci` in sdk/ts (scripts/test.sh does)")
+		}
+		t.Skip("run `npm ci` in sdk/ts first")
+	}
+	return node
+}
+
+// run runs an npm script of the SDK with PT_API_URL and PT_TOKEN set and
+// fails the test with its output when it fails.
+func run(t *testing.T, timeout time.Duration, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Dir = sdkDir
+	cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+env.token)
+	out, err := cmd.CombinedOutput()
+	t.Logf("npm %s:\n%s", strings.Join(args, " "), out)
+	if err != nil {
+		t.Fatalf("npm %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}
+
+// TestE2E runs the SDK's end-to-end suites (test/e2e/*.test.mts).
+func TestE2E(t *testing.T) {
+	nodeReady(t)
+	out := run(t, 20*time.Minute, "run", "--silent", "test:e2e")
+	if !strings.Contains(out, "ℹ fail 0") || strings.Contains(out, "ℹ tests 0\n") {
+		t.Errorf("node --test ran no test or reported failures")
+	}
+}
+
+// TestProcesses runs the processes suite (test/e2e/processes.test.mts):
+// background processes with streamed output, reconnect, stdin, signals
+// and PTY resize over /v1/sandboxes/{id}/processes.
+func TestProcesses(t *testing.T) {
+	nodeReady(t)
+	out := run(t, 10*time.Minute, "run", "--silent", "test:processes")
+	if !strings.Contains(out, "ℹ fail 0") || strings.Contains(out, "ℹ tests 0\n") {
+		t.Errorf("node --test ran no test or reported failures")
+	}
+}
+
+// TestPackage packs the SDK and uses the tarball from an empty project.
+func TestPackage(t *testing.T) {
+	nodeReady(t)
+	out := run(t, 10*time.Minute, "run", "--silent", "test:pack")
+	for _, want := range []string{"import ok sbx_", "require ok sbx_", "types ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pack smoke output lacks %q", want)
+		}
+	}
+}
