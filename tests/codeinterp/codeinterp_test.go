@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -294,6 +295,19 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 		if s := c.py(id, "x").text(); s != "41" {
 			t.Errorf("after the error x = %q", s)
+		}
+	})
+
+	// ipykernel aborts the requests that reach it in the moment after an
+	// error reply unless a request says otherwise: a cell sent right after
+	// a failed one then came back "ok" with no result and no error.
+	t.Run("the cell right after an error runs", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		for i := range 40 {
+			c.py(id, "raise ValueError('no')")
+			if got := c.py(id, fmt.Sprintf("%d * 2", i)); got.text() != strconv.Itoa(i*2) {
+				t.Fatalf("try %d: the cell after the error: %+v", i, got)
+			}
 		}
 	})
 

@@ -270,7 +270,7 @@ class PythonContext(Context):
 
     def silent(self, code):
         """Runs code without output or history and waits for its reply."""
-        msg_id = self.kc.execute(code, silent=True, store_history=False)
+        msg_id = self.kc.execute(code, silent=True, store_history=False, stop_on_error=False)
         # Replies to earlier requests (an interrupted cell whose reply came
         # late) are skipped, not taken for this one.
         while self.kc.get_shell_msg(timeout=30).get("parent_header", {}).get("msg_id") != msg_id:
@@ -308,7 +308,12 @@ class PythonContext(Context):
 
     def cell(self, code, cell):
         kc = self.kc
-        msg_id = kc.execute(code, store_history=True, allow_stdin=False)
+        # stop_on_error=False: otherwise ipykernel, after an error reply,
+        # aborts whatever request reaches it in the next moment (meant for
+        # a notebook's queued cells), and the cell sent right after a failed
+        # or interrupted one came back with no result and no error. Cells
+        # here run one at a time, so there is never a queue to abort.
+        msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
         stop = Stopper(cell, self.km.interrupt_kernel)
         while True:
             if stop.poll():
@@ -350,6 +355,11 @@ class PythonContext(Context):
             while reply.get("parent_header", {}).get("msg_id") != msg_id:
                 reply = kc.get_shell_msg(timeout=5)
             cell.execution_count = reply["content"].get("execution_count", cell.execution_count)
+            if reply["content"].get("status") == "aborted" and not stop.why:
+                # Never a silent "ok" for a cell the kernel did not run.
+                cell.status = "error"
+                cell.sink({"type": "error", "name": "Aborted", "value": "the kernel aborted this cell without running it",
+                           "traceback": ""})
         except queue.Empty:
             pass
         if stop.why:
