@@ -38,9 +38,20 @@ func TestLifecycleMetrics(t *testing.T) {
 	count := func(op, outcome string) float64 {
 		return series(t, s, `platinum_lifecycle_operation_duration_seconds_count{op="`+op+`",outcome="`+outcome+`",runtime="runc"}`)
 	}
+	// A wait that polls can see the new state a moment before the
+	// transition is recorded; a scrape is not a barrier, so read until the
+	// count is what we want or a second has gone.
+	countIs := func(op, outcome string, want float64) float64 {
+		var got float64
+		for end := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if got = count(op, outcome); got == want || time.Now().After(end) {
+				return got
+			}
+		}
+	}
 	created, stopped, started, refused := count("create", "ok"), count("stop", "ok"), count("start", "ok"), count("start", "refused")
 	sb := running(t, s, CreateRequest{Template: "busybox", Runtime: "runc", CPU: new(2.0)})
-	if got := count("create", "ok"); got != created+1 {
+	if got := countIs("create", "ok", created+1); got != created+1 {
 		t.Errorf("create ok = %v, want %v", got, created+1)
 	}
 	if got := series(t, s, `platinum_sandboxes{state="running"}`); got < 1 {
@@ -55,7 +66,7 @@ func TestLifecycleMetrics(t *testing.T) {
 	if _, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 5*time.Second); !ok {
 		t.Fatal("not stopped")
 	}
-	if got := count("stop", "ok"); got != stopped+1 {
+	if got := countIs("stop", "ok", stopped+1); got != stopped+1 {
 		t.Errorf("stop ok = %v, want %v", got, stopped+1)
 	}
 	if _, err := s.Start(ctx, org, sb.ID); err != nil {
@@ -64,7 +75,7 @@ func TestLifecycleMetrics(t *testing.T) {
 	if _, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second); !ok {
 		t.Fatal("not running")
 	}
-	if got := count("start", "ok"); got != started+1 {
+	if got := countIs("start", "ok", started+1); got != started+1 {
 		t.Errorf("start ok = %v, want %v", got, started+1)
 	}
 	// Starting a running sandbox is a no-op, not an operation.

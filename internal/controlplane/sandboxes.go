@@ -620,8 +620,10 @@ func (s *Service) update(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandb
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	s.notify.broadcast(sb.ID)
+	// Recorded before waiters wake, so one that reads the metrics after
+	// its wait sees this transition.
 	observeTransition(cur, out)
+	s.notify.broadcast(sb.ID)
 	return out, nil
 }
 
