@@ -25,6 +25,8 @@ export { EventStream } from "./exec.js";
 export type { Command, ExecEvent, ExecOptions, ExecResult, ExitInfo, OutputCallbacks } from "./exec.js";
 export { Processes, ProcessHandle } from "./processes.js";
 export type { ProcessInfo, ProcessInput, ProcessStartOptions, Signal } from "./processes.js";
+export { CodeContexts, Result } from "./code.js";
+export type { Execution, ExecutionError, RunCodeOptions } from "./code.js";
 export { Artifacts, Files, Preview } from "./files.js";
 export type { ReadFormat } from "./files.js";
 export type { WriteData } from "./streams.js";

@@ -13,6 +13,7 @@ import { type CallContext, type RequestOptions, type Transport, sleep, withConte
 import { type Command, type EventStream, type ExecOptions, type ExecResult, exec, execStream } from "./exec.js";
 import { Artifacts, Files, Preview } from "./files.js";
 import { Processes } from "./processes.js";
+import { CodeContexts, type Execution, type RunCodeOptions, runCode } from "./code.js";
 import type {
   CreateSandboxBody,
   EnvResult,
@@ -393,6 +394,8 @@ export class SandboxHandle {
   readonly artifacts: Artifacts;
   /** Commands: `commands.run("python --version")`. */
   readonly commands: Commands;
+  /** Code contexts of the code interpreter (template `code-interpreter`). */
+  readonly codeContexts: CodeContexts;
 
   readonly #c: ClientCore;
   readonly #api: SandboxesApi;
@@ -406,6 +409,7 @@ export class SandboxHandle {
     this.processes = new Processes(c.t, rec.id);
     this.preview = new Preview(c.t, rec.id);
     this.artifacts = new Artifacts(c.t, rec.id);
+    this.codeContexts = new CodeContexts(c.t, rec.id);
     this.commands = {
       run: (cmd, opts) => this.exec(cmd, opts),
       stream: (cmd, opts) => this.execStream(cmd, opts),
@@ -417,7 +421,7 @@ export class SandboxHandle {
     const self = this as unknown as Record<string, unknown>;
     const proto = Object.getPrototypeOf(this) as object;
     for (const [k, v] of Object.entries(rec)) {
-      if (k === "restore" || reserved.has(k) || k in proto || k === "files" || k === "processes" || k === "preview" || k === "artifacts" || k === "commands" || k === "record") continue;
+      if (k === "restore" || reserved.has(k) || k in proto || k === "files" || k === "processes" || k === "preview" || k === "artifacts" || k === "commands" || k === "codeContexts" || k === "record") continue;
       self[k] = v;
     }
     this.record = rec;
@@ -462,6 +466,16 @@ export class SandboxHandle {
   /** Runs a command with its output streamed: iterate the stream for events, or `wait()` for the exit. */
   execStream(cmd: Command, opts?: ExecOptions): Promise<EventStream> {
     return execStream(this.#c.t, this.id, cmd, opts);
+  }
+
+  /**
+   * Runs a cell in the sandbox's code interpreter (template
+   * `code-interpreter`): `python` by default, in the language's default
+   * context unless `context` names one. Output streams to the callbacks as
+   * it is produced; the cell's own error is `execution.error`, not thrown.
+   */
+  runCode(code: string, opts?: RunCodeOptions): Promise<Execution> {
+    return runCode(this.#c.t, this.id, code, opts);
   }
 
   /** Merges variables into the environment; a null value removes the key. New commands see the change at once. */

@@ -49,3 +49,8 @@ export type ProcessInfo = S["Process"];
 export type ProcessInputBody = S["ProcessInput"];
 export type ProcessSignalName = S["ProcessSignal"]["signal"];
 export type PtySize = S["PtySize"];
+export type RunCodeBody = S["RunCodeRequest"];
+export type CodeEventBody = S["CodeEvent"];
+/** A code context: one kernel whose state persists across cells. */
+export type CodeContext = S["CodeContext"];
+export type CodeLanguage = NonNullable<S["RunCodeRequest"]["language"]>;

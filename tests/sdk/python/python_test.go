@@ -38,12 +38,13 @@ func runMain(m *testing.M) int {
 	}
 	env.root = root
 	env.skip = "the Python SDK tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "python sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+	return ptdtest.Main(m, "python sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
-			// Build both templates first: a first pt-base build (≈60 s)
-			// would outlast the waits the tests ask for.
-			for _, tpl := range []string{"busybox", "pt-base"} {
+			// Build the templates first: a first pt-base build (≈60 s), let
+			// alone code-interpreter's (minutes), would outlast the waits the
+			// tests ask for.
+			for _, tpl := range []string{"busybox", "pt-base", "code-interpreter"} {
 				if err := warmTemplate(tpl); err != nil {
 					return err
 				}
@@ -56,7 +57,7 @@ func runMain(m *testing.M) int {
 // when it has no version yet.
 func warmTemplate(slug string) error {
 	body := strings.NewReader(`{"template":"` + slug + `"}`)
-	req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=600000", body)
+	req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=1500000", body)
 	req.Header.Set("Authorization", "Bearer "+env.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

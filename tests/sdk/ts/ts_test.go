@@ -1,7 +1,7 @@
 // Package tssdk runs the TypeScript SDK (sdk/ts, @platinum-dev/sdk)
 // against a real ptd: its end-to-end suites under node --test (the docs'
 // TypeScript examples verbatim, typed errors, retries, waits, streamed
-// files and exec, processes), and the packed tarball installed into an
+// files and exec, run code, processes), and the packed tarball installed into an
 // empty project and loaded with both import and require.
 package tssdk
 
@@ -38,16 +38,16 @@ func runMain(m *testing.M) int {
 	}
 	sdkDir = filepath.Join(root, "sdk", "ts")
 	env.skip = "the TypeScript SDK tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "ts sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+	return ptdtest.Main(m, "ts sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.skip = d.URL, d.Token, ""
 			// Build every template the suites use before they run: a first
 			// build (pt-base ≈1 min, python-node a few) would outlast the
 			// suites' waits, which is not what they test.
 			c := platinum.New(d.URL, d.Token)
-			for _, tpl := range []string{"busybox", "pt-base", "python-node"} {
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-				sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(10*time.Minute))
+			for _, tpl := range []string{"busybox", "pt-base", "python-node", "code-interpreter"} {
+				ctx, cancel := context.WithTimeout(context.Background(), 26*time.Minute)
+				sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(25*time.Minute))
 				cancel()
 				if err != nil {
 					return fmt.Errorf("warm %s: %w", tpl, err)

@@ -13,6 +13,7 @@ read ``PT_TOKEN`` and ``PT_API_URL`` when not given a token and URL::
 
 from ._async import (
     AsyncArtifacts,
+    AsyncCodeContexts,
     AsyncCommands,
     AsyncFiles,
     AsyncPlatinum,
@@ -23,6 +24,7 @@ from ._async import (
     AsyncSandboxes,
     AsyncSandboxPage,
 )
+from ._code import CodeContext, Execution, ExecutionError, Logs, Result
 from ._core import DEFAULT_API_URL, IDEMPOTENCY_HEADER, VERSION, new_idempotency_key
 from ._errors import (
     APIConnectionError,
@@ -71,6 +73,7 @@ from ._records import (
 from ._streams import AsyncByteStream, AsyncExecStream, ByteStream, ExecStream
 from ._sync import (
     Artifacts,
+    CodeContexts,
     Commands,
     Files,
     Platinum,
@@ -88,6 +91,7 @@ __all__ = [
     "Platinum", "AsyncPlatinum", "Sandbox", "AsyncSandbox", "Sandboxes", "AsyncSandboxes", "SandboxPage",
     "AsyncSandboxPage", "Files", "AsyncFiles", "Processes", "AsyncProcesses", "ProcessStream",
     "AsyncProcessStream", "Commands", "AsyncCommands", "Preview", "AsyncPreview", "Artifacts", "AsyncArtifacts",
+    "CodeContexts", "AsyncCodeContexts", "Execution", "ExecutionError", "Result", "Logs", "CodeContext",
     "ExecStream", "AsyncExecStream", "ByteStream", "AsyncByteStream",
     "Record", "SandboxFields", "ExecResult", "ExecEvent", "FileEntry", "EnvResult", "ResizeResult", "Metrics",
     "Usage", "Snapshot", "PreviewURL", "NetworkResult", "Process", "Artifact",

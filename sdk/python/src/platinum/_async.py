@@ -13,8 +13,9 @@ from typing import (IO, Any, AsyncIterable, AsyncIterator, Callable, Concatenate
 import httpx
 
 from . import _ops
+from ._code import CodeContext, CodeFold, CodeOps, Execution, OnError, OnResult, OnText
 from ._core import Close, Core, Op, ReadBody, Reply, Req, Sleep
-from ._errors import APIConnectionError, APITimeoutError, PlatinumError
+from ._errors import APIConnectionError, APITimeoutError, PlatinumError, StreamEndedError
 from ._ops import (
     ArtifactsOps,
     FilesOps,
@@ -320,6 +321,21 @@ class AsyncProcesses:
         return AsyncProcessStream(await self._c.run(self._ops.connect(pid, timeout=timeout)), self, pid)
 
 
+class AsyncCodeContexts:
+    """The code interpreter's contexts in one sandbox (``sbx.code_contexts``):
+    each one kernel whose state persists across cells."""
+
+    def __init__(self, c: AsyncRunner, id: str) -> None:
+        self._c = c
+        self._ops = CodeOps(c.core, id)
+
+    create = _method(_rec(CodeContext))(CodeOps.create_context)
+    list = _method(_recs(CodeContext))(CodeOps.list_contexts)
+    restart = _method(_none)(CodeOps.restart_context)
+    interrupt = _method(_same)(CodeOps.interrupt_context)
+    delete = _method(_none)(CodeOps.delete_context)
+
+
 class AsyncPreview:
     def __init__(self, c: AsyncRunner, id: str) -> None:
         self._c = c
@@ -375,6 +391,10 @@ class AsyncSandbox(SandboxFields):
         return AsyncCommands(self._c, self._ops)
 
     @cached_property
+    def code_contexts(self) -> AsyncCodeContexts:
+        return AsyncCodeContexts(self._c, self.id)
+
+    @cached_property
     def preview(self) -> AsyncPreview:
         return AsyncPreview(self._c, self.id)
 
@@ -407,6 +427,26 @@ class AsyncSandbox(SandboxFields):
     backup = _method(_rec(Snapshot))(SandboxOps.backup)
     backups = _method(_recs(Snapshot))(SandboxOps.backups)
     set_network = _method(_rec(NetworkResult))(SandboxOps.set_network)
+
+    async def run_code(self, code: str, *, language: str | None = None,
+                       context: str | CodeContext | None = None, env: Mapping[str, str] | None = None,
+                       cwd: str | None = None, timeout_ms: int | None = None, on_stdout: OnText | None = None,
+                       on_stderr: OnText | None = None, on_result: OnResult | None = None,
+                       on_error: OnError | None = None, timeout: float | None = None) -> Execution:
+        """See Sandbox.run_code."""
+        reply = await self._c.run(CodeOps(self._c.core, self.id).run(
+            code, language=language, context=context, env=env, cwd=cwd, timeout_ms=timeout_ms, timeout=timeout))
+        fold = CodeFold(on_stdout, on_stderr, on_result, on_error)
+        resp: httpx.Response = reply.raw
+        try:
+            async for line in resp.aiter_lines():
+                if (ex := fold.line(line)) is not None:
+                    return ex
+        except httpx.HTTPError as e:
+            raise StreamEndedError(f"the code stream broke before the cell ended: {e}") from e
+        finally:
+            await resp.aclose()
+        raise StreamEndedError("the code stream ended without an end event")
 
     async def exec_stream(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
                           cwd: str | None = None, timeout_ms: int | None = None, stdin: str | None = None,

@@ -12,8 +12,9 @@ from typing import IO, Any, Callable, Concatenate, Iterable, Iterator, Mapping, 
 import httpx
 
 from . import _ops
+from ._code import CodeContext, CodeFold, CodeOps, Execution, OnError, OnResult, OnText
 from ._core import Close, Core, Op, ReadBody, Reply, Req, Sleep
-from ._errors import APIConnectionError, APITimeoutError, PlatinumError
+from ._errors import APIConnectionError, APITimeoutError, PlatinumError, StreamEndedError
 from ._ops import (
     ArtifactsOps,
     FilesOps,
@@ -314,6 +315,21 @@ class Processes:
         return ProcessStream(self._c.run(self._ops.connect(pid, timeout=timeout)), self, pid)
 
 
+class CodeContexts:
+    """The code interpreter's contexts in one sandbox (``sbx.code_contexts``):
+    each one kernel whose state persists across cells."""
+
+    def __init__(self, c: Runner, id: str) -> None:
+        self._c = c
+        self._ops = CodeOps(c.core, id)
+
+    create = _method(_rec(CodeContext))(CodeOps.create_context)
+    list = _method(_recs(CodeContext))(CodeOps.list_contexts)
+    restart = _method(_none)(CodeOps.restart_context)
+    interrupt = _method(_same)(CodeOps.interrupt_context)
+    delete = _method(_none)(CodeOps.delete_context)
+
+
 class Preview:
     """Preview URLs of the sandbox's ports."""
 
@@ -370,6 +386,10 @@ class Sandbox(SandboxFields):
         return Commands(self._c, self._ops)
 
     @cached_property
+    def code_contexts(self) -> CodeContexts:
+        return CodeContexts(self._c, self.id)
+
+    @cached_property
     def preview(self) -> Preview:
         return Preview(self._c, self.id)
 
@@ -402,6 +422,32 @@ class Sandbox(SandboxFields):
     backup = _method(_rec(Snapshot))(SandboxOps.backup)
     backups = _method(_recs(Snapshot))(SandboxOps.backups)
     set_network = _method(_rec(NetworkResult))(SandboxOps.set_network)
+
+    def run_code(self, code: str, *, language: str | None = None, context: str | CodeContext | None = None,
+                 env: Mapping[str, str] | None = None, cwd: str | None = None, timeout_ms: int | None = None,
+                 on_stdout: OnText | None = None, on_stderr: OnText | None = None,
+                 on_result: OnResult | None = None, on_error: OnError | None = None,
+                 timeout: float | None = None) -> Execution:
+        """Runs a cell in the sandbox's code interpreter (template
+        ``code-interpreter``): ``python`` by default, in the language's
+        default context unless ``context`` names one; state persists across
+        cells of a context. Output streams to the callbacks as it is
+        produced. The cell's own error is ``execution.error``, not raised.
+        ``timeout_ms`` interrupts the cell and keeps the context (error
+        ``TimeoutError``); ``timeout`` bounds the call."""
+        reply = self._c.run(CodeOps(self._c.core, self.id).run(
+            code, language=language, context=context, env=env, cwd=cwd, timeout_ms=timeout_ms, timeout=timeout))
+        fold = CodeFold(on_stdout, on_stderr, on_result, on_error)
+        resp: httpx.Response = reply.raw
+        try:
+            for line in resp.iter_lines():
+                if (ex := fold.line(line)) is not None:
+                    return ex
+        except httpx.HTTPError as e:
+            raise StreamEndedError(f"the code stream broke before the cell ended: {e}") from e
+        finally:
+            resp.close()
+        raise StreamEndedError("the code stream ended without an end event")
 
     def exec_stream(self, cmd: str | Sequence[str], *, env: Mapping[str, str] | None = None,
                     cwd: str | None = None, timeout_ms: int | None = None, stdin: str | None = None,
