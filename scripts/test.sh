@@ -23,8 +23,11 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 # pinned by tests/web/package-lock.json, which drives Chromium there.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
-# The real @e2b/code-interpreter SDK, pinned by its package-lock.json.
-(cd tests/compat/e2b-code-interpreter && npm ci --no-audit --no-fund --loglevel=error)
+# The real @e2b/code-interpreter SDK, pinned by its package-lock.json, and
+# the real e2b-code-interpreter Python SDK, pinned by its requirements.txt.
+(cd tests/compat/e2b-code-interpreter && npm ci --no-audit --no-fund --loglevel=error &&
+  { [ -x .venv/bin/python ] || python3 -m venv .venv; } &&
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt)
 # The TypeScript SDK: pinned dev dependencies, the generated wire types
 # checked against api/openapi.yaml, the build and its unit tests (its
 # end-to-end suites run in tests/sdk/ts under go test below).

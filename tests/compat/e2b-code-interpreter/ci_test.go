@@ -1,6 +1,7 @@
 // Package e2bcodeinterpreter runs the real @e2b/code-interpreter npm SDK
-// (pinned in package.json / package-lock.json) with node --test against a
-// real ptd, configured only by E2B_API_URL, E2B_SANDBOX_URL and
+// (pinned in package.json / package-lock.json) with node --test, and the
+// real e2b-code-interpreter Python SDK (pinned in requirements.txt) with
+// pytest, against a real ptd, configured only by E2B_API_URL, E2B_SANDBOX_URL and
 // E2B_API_KEY: Sandbox.create() (template code-interpreter-v1) and runCode
 // reach the code-interpreter server in the sandbox through ptd's E2B port
 // routing, unchanged.
@@ -97,5 +98,33 @@ func TestSDK(t *testing.T) {
 	t.Logf("node --test output:\n%s", out)
 	if err != nil {
 		t.Fatalf("node --test: %v", err)
+	}
+}
+
+// TestPythonSDK runs the real `e2b-code-interpreter` Python SDK (pinned in
+// requirements.txt, installed into .venv by scripts/test.sh) through the
+// main cases with pytest, configured by the same variables.
+func TestPythonSDK(t *testing.T) {
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	py := filepath.Join(".venv", "bin", "python")
+	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/e2b-code-interpreter (scripts/test.sh does)")
+		}
+		t.Skip("make tests/compat/e2b-code-interpreter/.venv first (see scripts/test.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_python_sdk.py")
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+env.url, "E2B_SANDBOX_URL="+env.url, "E2B_API_KEY="+env.token, "E2B_DEBUG=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest output:\n%s", out)
+	if err != nil {
+		t.Fatalf("pytest: %v", err)
+	}
+	if !strings.Contains(string(out), " passed") || strings.Contains(string(out), " skipped") {
+		t.Errorf("pytest ran no test or skipped some")
 	}
 }
