@@ -9,8 +9,11 @@ scripts/build.sh
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './tests/compat/*/node_modules/*'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
-# The real e2b npm SDK, pinned by tests/compat/e2b/package-lock.json.
-(cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error)
+# The real e2b npm SDK, pinned by tests/compat/e2b/package-lock.json, and
+# the real e2b Python SDK, pinned by tests/compat/e2b/requirements.txt.
+(cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error &&
+  { [ -x .venv/bin/python ] || python3 -m venv .venv; } &&
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt)
 # The real @daytonaio/sdk, pinned by tests/compat/daytona/package-lock.json.
 (cd tests/compat/daytona && npm ci --no-audit --no-fund --loglevel=error)
 # The real daytona Python SDK, pinned by tests/compat/daytona/requirements.txt.

@@ -1,8 +1,9 @@
 // Package e2bcompat proves ptd's E2B surface against a real ptd: raw HTTP
 // tests check the mapping without Node, and TestSDK runs the real `e2b`
 // npm package (pinned in package.json / package-lock.json) with node
-// --test against the same daemon, configured only by E2B_API_URL,
-// E2B_SANDBOX_URL and E2B_API_KEY.
+// --test against the same daemon, and TestPythonSDK the real `e2b` Python
+// package (pinned in requirements.txt) with pytest, both configured only by
+// E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY.
 package e2bcompat
 
 import (
@@ -980,4 +981,32 @@ func TestSnapshotsAndFork(t *testing.T) {
 	wantError(t, c.do("POST", "/v2/sandboxes", map[string]any{"templateID": snaps[0]}), 404)
 	wantError(t, c.do("POST", "/sandboxes/sbx_01KA0000000000000000000000/fork", `{}`), 404)
 	wantError(t, c.do("POST", "/sandboxes/"+clone.SandboxID+"/fork", `{"count":0}`), 400)
+}
+
+// TestPythonSDK runs the real `e2b` Python SDK (pinned in requirements.txt,
+// installed into .venv by scripts/test.sh) through the main cases with
+// pytest, configured by the same variables as the npm SDK.
+func TestPythonSDK(t *testing.T) {
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+	py := filepath.Join(".venv", "bin", "python")
+	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/e2b (scripts/test.sh does)")
+		}
+		t.Skip("make tests/compat/e2b/.venv first (see scripts/test.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_python_sdk.py")
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+env.url, "E2B_SANDBOX_URL="+env.url, "E2B_API_KEY="+env.token, "E2B_DEBUG=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("pytest output:\n%s", out)
+	if err != nil {
+		t.Fatalf("pytest: %v", err)
+	}
+	if !strings.Contains(string(out), " passed") || strings.Contains(string(out), " skipped") {
+		t.Errorf("pytest ran no test or skipped some")
+	}
 }
