@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,6 +76,42 @@ func codeBench(c *benchkit.Client, n int) error {
 	}
 	benchkit.Report("API exec true (same sandbox)", execs, nil)
 	benchkit.Report("steady-state runCode(1+1) round trip", steady, execs)
+	return sdkCodeBench(c, n, first, steady)
+}
+
+// sdkCodeBench runs the real @e2b/code-interpreter SDK through the same two
+// measures (tests/compat/e2b-code-interpreter/bench.mjs), with ratios
+// against the native ones above. It is skipped, saying so, when that
+// directory has no node_modules.
+func sdkCodeBench(c *benchkit.Client, n int, nativeFirst, nativeSteady []time.Duration) error {
+	dir := filepath.Join("tests", "compat", "e2b-code-interpreter")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@e2b", "code-interpreter")); err != nil {
+		fmt.Printf("@e2b/code-interpreter: skipped (run `npm ci` in %s)\n", dir)
+		return nil
+	}
+	cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(n), "--first", fmt.Sprint(len(nativeFirst)))
+	cmd.Dir, cmd.Stderr = dir, os.Stderr
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+c.URL, "E2B_SANDBOX_URL="+c.URL, "E2B_API_KEY="+c.Token)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("node bench.mjs: %w", err)
+	}
+	var r struct {
+		First  []float64 `json:"first_ms"`
+		Steady []float64 `json:"steady_ms"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return fmt.Errorf("node bench.mjs: %w: %s", err, out)
+	}
+	ms := func(xs []float64) []time.Duration {
+		ds := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			ds[i] = time.Duration(x * float64(time.Millisecond))
+		}
+		return ds
+	}
+	benchkit.Report("@e2b/code-interpreter: create → first runCode(1+1) result", ms(r.First), nativeFirst)
+	benchkit.Report("@e2b/code-interpreter: steady-state runCode(1+1) round trip", ms(r.Steady), nativeSteady)
 	return nil
 }
 
