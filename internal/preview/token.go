@@ -82,7 +82,13 @@ func (s *Signer) Verify(tok string, now time.Time) (Claims, error) {
 	if !ok {
 		return Claims{}, ErrBadToken
 	}
-	enc := base64.RawURLEncoding
+	// One spelling per token: the decoder skips CR and LF, and only Strict
+	// refuses non-zero padding bits, either of which would let several
+	// strings verify as the same claims.
+	if strings.ContainsAny(tok, "\r\n") {
+		return Claims{}, ErrBadToken
+	}
+	enc := base64.RawURLEncoding.Strict()
 	payload, err := enc.DecodeString(p64)
 	if err != nil {
 		return Claims{}, ErrBadToken
