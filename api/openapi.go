@@ -11,7 +11,7 @@ import (
 	"math"
 	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // OpenAPIYAML is the REST contract as written, OpenAPI 3.1 in YAML.
