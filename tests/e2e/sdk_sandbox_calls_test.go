@@ -11,10 +11,10 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// TestGoSDKSeed004 drives seed 004's sandbox calls through the public Go
+// TestGoSDKSandboxCalls drives the sandbox API's calls through the public Go
 // SDK against the real ptd: connect, rename, env, auto-resume, live
 // resize, metrics, usage, children and the iterator.
-func TestGoSDKSeed004(t *testing.T) {
+func TestGoSDKSandboxCalls(t *testing.T) {
 	requireEnv(t)
 	ctx := context.Background()
 	cl := platinum.New(env.url, env.token)

@@ -13,11 +13,11 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 )
 
-// TestSeed004ErrorBodies: every error code of seed 004's sandbox API, as
+// TestErrorBodies: every error code of the sandbox API, as
 // the one mapper writes it: status, code and the extra fields clients
-// read (the resize hint exactly as the seed shows it, the children that
+// read (the resize hint exactly as the docs show it, the children that
 // block a delete, the quota's scope).
-func TestSeed004ErrorBodies(t *testing.T) {
+func TestErrorBodies(t *testing.T) {
 	wrap := func(err error) error { return fmt.Errorf("controlplane: %w", err) }
 	id := "sbx_01KABCDEFGHJKMNPQRSTVWXYZ0"
 	tests := []struct {
