@@ -36,20 +36,14 @@ type codeContextBody struct {
 	Cwd      string `json:"cwd,omitempty"`
 }
 
-// codeLanguages are the languages the API names; typescript is refused
-// with its own code until the template's node can strip types.
-var codeLanguages = map[string]bool{"python": true, "javascript": true, "bash": true}
+// codeLanguages are the languages the API names.
+var codeLanguages = map[string]bool{"python": true, "javascript": true, "typescript": true, "bash": true}
 
 func checkLanguage(lang string) error {
-	switch {
-	case lang == "" || codeLanguages[lang]:
+	if lang == "" || codeLanguages[lang] {
 		return nil
-	case lang == "typescript":
-		return &apiError{status: http.StatusBadRequest, code: "unsupported_language",
-			msg: "typescript is not supported yet: the template's node cannot strip types; run it as javascript", extra: map[string]any{"field": "language"}}
-	default:
-		return badRequest(fmt.Sprintf("unknown language %q: use python, javascript or bash", lang), "language")
 	}
+	return badRequest(fmt.Sprintf("unknown language %q: use python, javascript, typescript or bash", lang), "language")
 }
 
 // codeClient reaches code-interpreter servers; dials are retried briefly

@@ -41,7 +41,7 @@ const CodeInterpreterMarker = "etc/platinum/code-interpreter"
 var derivedPackages = map[string][]string{
 	SlugPythonNode: {"python3", "python-is-python3", "nodejs", "git"},
 	SlugNode:       {"nodejs"},
-	SlugCodeInterpreter: {"python3", "python-is-python3", "nodejs",
+	SlugCodeInterpreter: {"python3", "python-is-python3", "nodejs", "node-typescript",
 		"python3-ipykernel", "python3-jupyter-client",
 		"python3-numpy", "python3-pandas", "python3-matplotlib", "python3-scipy"},
 }

@@ -447,6 +447,24 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
+	t.Run("typescript strips types, keeps state apart from javascript, and reports syntax errors", func(t *testing.T) {
+		c := &client{t: t, token: c.token}
+		c.run(id, map[string]any{"code": "interface P { a: number }\nconst p: P = { a: 40 }\nfunction twice<T>(x: T): T[] { return [x, x] }", "language": "typescript"})
+		ts := c.run(id, map[string]any{"code": "twice<number>(p.a).length + p.a", "language": "typescript"})
+		if ts.text() != "42" || ts.end().ContextID != "ctx_default_typescript" {
+			t.Errorf("typescript: %+v", ts)
+		}
+		if js := c.run(id, map[string]any{"code": "typeof p", "language": "javascript"}); js.text() != "'undefined'" {
+			t.Errorf("javascript sees the typescript context's p: %+v", js)
+		}
+		if e, ok := c.run(id, map[string]any{"code": "let x: = 1", "language": "typescript"}).err(); !ok || e.Name != "SyntaxError" || !strings.Contains(e.Traceback, "<cell>:1:") {
+			t.Errorf("typescript syntax error: %+v", e)
+		}
+		if imp := c.run(id, map[string]any{"code": "import os from 'os'\ntypeof os.cpus", "language": "typescript"}); imp.text() != "'function'" {
+			t.Errorf("typescript import: %+v", imp)
+		}
+	})
+
 	t.Run("env patch is seen by the next run, per-call env only by its own", func(t *testing.T) {
 		c := &client{t: t, token: c.token}
 		if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]string{"CI_PATCHED": "v1"}}); r.Status != 200 {
@@ -479,7 +497,6 @@ func testRunCode(t *testing.T, runtime string) {
 			code   string
 		}{
 			{map[string]any{"code": "1", "language": "cobol"}, 400, "invalid_request"},
-			{map[string]any{"code": "1", "language": "typescript"}, 400, "unsupported_language"},
 			{map[string]any{"language": "python"}, 400, "invalid_request"},
 			{map[string]any{"code": "1", "timeout_ms": 0}, 400, "invalid_request"},
 			{map[string]any{"code": "1", "bogus": true}, 400, "invalid_request"},

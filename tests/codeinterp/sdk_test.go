@@ -68,9 +68,9 @@ func TestGoSDKRunCode(t *testing.T) {
 	if !errors.As(err, &ae) || ae.StatusCode != 404 {
 		t.Fatalf("deleted context: %v", err)
 	}
-	_, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1", Language: "typescript"})
-	if !errors.As(err, &ae) || ae.Code != "unsupported_language" {
-		t.Fatalf("typescript: %v", err)
+	ts, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "const n: number = 41\nn + 1", Language: "typescript"})
+	if err != nil || ts.Text() != "42" {
+		t.Fatalf("typescript: %+v %v", ts, err)
 	}
 }
 

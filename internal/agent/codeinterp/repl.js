@@ -15,10 +15,29 @@ function send(ev) { fs.writeSync(1, JSON.stringify(ev) + '\n'); }
 function stream(name) {
   return new Writable({ write(chunk, _enc, cb) { send({ type: name, text: chunk.toString() }); cb(); } });
 }
+// A TypeScript context strips each cell's types before running it (Debian's
+// typescript; transpile only, so types are not checked, as tsx and
+// esbuild do). Cells with import/export become CommonJS, hence `exports`.
+const ts = process.argv.includes('--typescript') ? require('typescript') : null;
+function compile(code) {
+  if (!ts) return code;
+  const out = ts.transpileModule(code, {
+    reportDiagnostics: true,
+    compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, esModuleInterop: true },
+  });
+  const d = (out.diagnostics || [])[0];
+  if (d) {
+    const msg = ts.flattenDiagnosticMessageText(d.messageText, '\n');
+    const at = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : null;
+    throw Object.assign(new SyntaxError(msg), { stack: `SyntaxError: ${msg}` + (at ? `\n    at <cell>:${at.line + 1}:${at.character + 1}` : '') });
+  }
+  return out.outputText;
+}
 const cons = new console.Console({ stdout: stream('stdout'), stderr: stream('stderr') });
 const sandbox = { console: cons, require, process, Buffer, setTimeout, clearTimeout, setInterval, clearInterval,
   setImmediate, clearImmediate, queueMicrotask, URL, URLSearchParams, TextEncoder, TextDecoder, fetch: globalThis.fetch,
   structuredClone, module: { exports: {} }, __filename: '<cell>', __dirname: process.cwd() };
+sandbox.exports = sandbox.module.exports;
 sandbox.globalThis = sandbox;
 const context = vm.createContext(sandbox);
 let count = 0;
@@ -52,7 +71,7 @@ async function run(req) {
   const cwd = process.cwd();
   try {
     if (req.cwd) process.chdir(req.cwd);
-    let value = new vm.Script(req.code, { filename: `<cell ${count}>` }).runInContext(context, { breakOnSigint: true });
+    let value = new vm.Script(compile(req.code), { filename: `<cell ${count}>` }).runInContext(context, { breakOnSigint: true });
     if (value && typeof value.then === 'function') {
       value = await new Promise((resolve, reject) => {
         abandon = () => reject(Object.assign(new Error('interrupted'), { name: 'KeyboardInterrupt' }));

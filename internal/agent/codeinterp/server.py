@@ -12,7 +12,9 @@ produces as NDJSON. Two wire formats share one engine:
 
 Python contexts are real IPython kernels (jupyter_client); JavaScript
 contexts are a node process evaluating cells in one `vm` context (repl.js);
-bash contexts are one persistent bash process. Only the standard library
+TypeScript contexts are the same with each cell's types stripped first
+(Debian's typescript, transpile only: types are not checked); bash
+contexts are one persistent bash process. Only the standard library
 and jupyter_client are used: the template installs both from Debian.
 """
 
@@ -433,7 +435,8 @@ class JSContext(ProcContext):
     top-level declarations persist; SIGINT breaks a running cell."""
 
     def start(self):
-        self.proc = self.spawn(["node", os.path.join(HERE, "repl.js")], stdin=subprocess.PIPE,
+        argv = ["node", os.path.join(HERE, "repl.js")] + (["--typescript"] if self.language == "typescript" else [])
+        self.proc = self.spawn(argv, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         self.events = queue.Queue()
         threading.Thread(target=self.pump, args=(self.proc.stdout, self.events), daemon=True).start()
@@ -574,7 +577,7 @@ def shq(s):
     return "'" + str(s).replace("'", "'\\''") + "'"
 
 
-KINDS = {"python": PythonContext, "javascript": JSContext, "bash": BashContext}
+KINDS = {"python": PythonContext, "javascript": JSContext, "typescript": JSContext, "bash": BashContext}
 
 
 # ---------------------------------------------------------------- registry
@@ -589,9 +592,7 @@ class Contexts:
     def language(self, name):
         lang = LANGUAGES.get((name or "python").lower())
         if lang is None:
-            raise HTTPError(400, "invalid_request", "unknown language %r: use python, javascript or bash" % name)
-        if lang == "typescript":
-            raise HTTPError(400, "unsupported_language", "typescript is not supported yet: run it as javascript without types")
+            raise HTTPError(400, "invalid_request", "unknown language %r: use python, javascript, typescript or bash" % name)
         return lang
 
     def create(self, language, cwd=None):

@@ -1857,8 +1857,8 @@ export interface components {
             code: string;
             /**
              * @description Picks the language's default context when `context_id` is absent.
-             *     `typescript` is 400 `unsupported_language` for now (node 18 in the
-             *     template cannot strip types; run it as JavaScript).
+             *     `typescript` cells have their types stripped (not checked) and run
+             *     as JavaScript in a context of their own.
              * @default python
              * @enum {string}
              */
@@ -2150,7 +2150,7 @@ export interface components {
          */
         Error: {
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "unsupported_language" | "code_interpreter_unavailable";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "code_interpreter_unavailable";
             /** @description A human message saying what to do. */
             error: string;
             /**
