@@ -115,6 +115,20 @@ test('tools, schemas and a sandbox session', async () => {
   assert.match(del.structuredContent.state, /^delet/);
 });
 
+test('run_code keeps state and returns a plot as image content', async () => {
+  const client = await connect();
+  const sb = await create(client, { template: 'code-interpreter' });
+  await ok(client, 'run_code', { sandbox_id: sb.id, code: 'x = 41' });
+  const next = await ok(client, 'run_code', { sandbox_id: sb.id, code: 'x + 1' });
+  assert.equal(next.structuredContent.results[0].text, '42');
+  const plot = await ok(client, 'run_code', { sandbox_id: sb.id, code: 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()' });
+  const img = plot.content.find((c) => c.type === 'image' && c.mimeType === 'image/png');
+  assert.ok(img, `no PNG image content in ${plot.content.map((c) => c.type)}`);
+  assert.deepEqual([...Buffer.from(img.data, 'base64').subarray(0, 4)], [0x89, 0x50, 0x4e, 0x47]);
+  const err = await ok(client, 'run_code', { sandbox_id: sb.id, code: '1/0' });
+  assert.equal(err.structuredContent.error.name, 'ZeroDivisionError');
+});
+
 test('delete of a sandbox MCP did not create is refused', async () => {
   const client = await connect();
   const r = await v1('POST', '/v1/sandboxes?wait_for_state=running', { template: 'busybox' });
