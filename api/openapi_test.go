@@ -10,8 +10,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// restContract lists every operation of the REST contract (notes/rest.md,
-// issue 2) with the statuses it answers. The document must describe each.
+// restContract lists every operation of the REST contract with the
+// statuses it answers. The document must describe each.
 var restContract = []struct {
 	method, path string
 	statuses     []string
@@ -20,6 +20,8 @@ var restContract = []struct {
 	{"get", "/metrics", []string{"200", "401", "403"}},
 	{"get", "/v1/openapi.json", []string{"200"}},
 	{"get", "/v1/hosts", []string{"200", "401"}},
+	{"post", "/v1/hosts/{id}/drain", []string{"200", "401", "403", "404", "409"}},
+	{"post", "/v1/hosts/{id}/undrain", []string{"200", "401", "403", "404", "409"}},
 	{"post", "/v1/sandboxes", []string{"201", "202", "400", "401", "404", "409", "413"}},
 	{"get", "/v1/sandboxes", []string{"200", "400", "401"}},
 	{"get", "/v1/sandboxes/{id}", []string{"200", "401", "404"}},
@@ -62,6 +64,8 @@ var restContract = []struct {
 	{"delete", "/v1/sandboxes/{id}/code/contexts/{ctx}", []string{"204", "401", "404", "409"}},
 	{"post", "/v1/sandboxes/{id}/code/contexts/{ctx}/restart", []string{"200", "401", "404", "409"}},
 	{"post", "/v1/sandboxes/{id}/code/contexts/{ctx}/interrupt", []string{"200", "401", "404", "409"}},
+	{"get", "/v1/sandboxes/{id}/code/executions", []string{"200", "401", "404", "409"}},
+	{"delete", "/v1/sandboxes/{id}/code/executions/{exec}", []string{"204", "401", "404", "409"}},
 	{"get", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409"}},
 	{"put", "/v1/sandboxes/{id}/files", []string{"200", "400", "401", "404", "409", "507"}},
 	{"delete", "/v1/sandboxes/{id}/files", []string{"204", "401", "404"}},
@@ -71,9 +75,19 @@ var restContract = []struct {
 	{"post", "/v1/templates/{slug}/build", []string{"202", "401", "404"}},
 	{"get", "/v1/templates/{slug}/versions", []string{"200", "401", "404"}},
 	{"post", "/v1/templates/{slug}/builds", []string{"202", "401", "404"}},
+	{"post", "/v1/templates", []string{"202", "400", "401", "403", "404", "409"}},
+	{"post", "/v1/templates/uploads", []string{"201", "400", "401", "413"}},
+	{"delete", "/v1/templates/{slug}", []string{"200", "401", "403", "404", "409"}},
+	{"delete", "/v1/templates/{slug}/versions/{version_id}", []string{"200", "401", "403", "404", "409"}},
+	{"get", "/v1/templates/{slug}/builds/{build_id}", []string{"200", "401", "404"}},
+	{"get", "/v1/templates/{slug}/builds/{build_id}/logs", []string{"200", "400", "401", "404"}},
+	{"put", "/v1/registry-credentials/{registry}", []string{"200", "400", "401", "403"}},
+	{"get", "/v1/registry-credentials", []string{"200", "401", "403"}},
+	{"delete", "/v1/registry-credentials/{registry}", []string{"204", "401", "404"}},
 	{"post", "/v1/sandboxes/{id}/kill", []string{"200", "401", "404", "409"}},
 	{"post", "/v1/sandboxes/{id}/ttl", []string{"200", "400", "401", "404", "409"}},
 	{"post", "/v1/orgs", []string{"201", "400", "401", "403"}},
+	{"delete", "/v1/orgs/{id}", []string{"202", "401", "403", "404", "409"}},
 	{"get", "/v1/orgs/{id}/quotas", []string{"200", "401", "404"}},
 	{"put", "/v1/orgs/{id}/quotas", []string{"200", "400", "401", "403", "404", "409"}},
 	{"post", "/v1/projects", []string{"201", "400", "401", "403", "409"}},
@@ -107,7 +121,7 @@ var restContract = []struct {
 }
 
 // lifecycleStatuses are what stop, start, archive and their aliases answer:
-// 200 done (or no-op), 202 wait ran out, 409 wrong state (seed 004).
+// 200 done (or no-op), 202 wait ran out, 409 wrong state (docs/lifecycle.md).
 var lifecycleStatuses = []string{"200", "202", "400", "401", "404", "409"}
 
 type document struct {
@@ -303,7 +317,7 @@ func resolve(t *testing.T, root map[string]any, v any) map[string]any {
 	return nil
 }
 
-// TestOpenAPILifecycle checks the stop/start/archive contract of seed 004:
+// TestOpenAPILifecycle checks the stop/start/archive contract of docs/stop-start.md:
 // each call's wait_for_state names the state it leads to, a wait that runs
 // out is a 202 with Retry-After and wait_timed_out, and a wrong state is a
 // 409 conflict carrying the state.
@@ -362,7 +376,7 @@ func TestOpenAPILifecycle(t *testing.T) {
 }
 
 // TestOpenAPISandboxRetention checks the record and create body carry the
-// lifecycle fields, and the documented retention defaults match seed 004.
+// lifecycle fields, and the documented retention defaults match docs/lifecycle.md.
 func TestOpenAPISandboxRetention(t *testing.T) {
 	doc, js := load(t)
 	var root map[string]any
@@ -381,7 +395,7 @@ func TestOpenAPISandboxRetention(t *testing.T) {
 		}
 	}
 	if got := resolve(t, root, sb["deleted_reason"])["enum"]; !cmp.Equal(got, []any{"user_deleted", "user_killed", "auto_deleted", "ttl_expired", "platform_deleted",
-		"session_stopped", "session_failed", "pool_discarded", "pool_drained"}) {
+		"session_stopped", "session_failed", "pool_discarded", "pool_drained", "host_lost", "org_deleted"}) {
 		t.Errorf("deleted_reason enum = %v", got)
 	}
 	if got := resolve(t, root, sb["restore"])["enum"]; !cmp.Equal(got, []any{"memory", "disk_only"}) {
@@ -410,9 +424,10 @@ func TestOpenAPISandboxRetention(t *testing.T) {
 	}
 }
 
-// TestOpenAPISeed004 checks the shapes seed 004 fixes for rename, env,
-// parent/child, resize, metrics and usage: fields, enums and error codes.
-func TestOpenAPISeed004(t *testing.T) {
+// TestOpenAPISandboxCalls checks the shapes the guide shows for rename,
+// env, parent/child, resize, metrics and usage: fields, enums and error
+// codes.
+func TestOpenAPISandboxCalls(t *testing.T) {
 	doc, js := load(t)
 	var root map[string]any
 	if err := json.Unmarshal(js, &root); err != nil {

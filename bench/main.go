@@ -2,7 +2,7 @@
 // prints p50/p95/p99 and ratios. It starts its own ptd (like the e2e
 // tests), so it needs root and the packages scripts/setup.sh installs.
 //
-//	go run ./bench [-n 50] [-templates busybox,pt-base]
+//	go run ./bench [-n 50] [-templates busybox,pt-base] [-report]
 package main
 
 import (
@@ -26,28 +26,69 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	flag.Parse()
+	var rec *recorder
+	if *report {
+		var err error
+		if rec, err = startRecording(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: report:", err)
+			os.Exit(1)
+		}
+	}
+	err := run()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	if rec != nil {
+		if rerr := rec.finish(reportPath, err); rerr != nil {
+			fmt.Fprintln(os.Stderr, "bench: report:", rerr)
+			os.Exit(1)
+		}
+		fmt.Println("bench: wrote", reportPath)
+	}
+	if err != nil {
 		os.Exit(1)
 	}
 }
 
+// The flags of run live at package level: main parses them all before
+// run, to know -report.
+var (
+	n             = flag.Int("n", 50, "runs per measurement")
+	tpls          = flag.String("templates", "busybox,pt-base", "templates to measure create→first exec on")
+	archiveRuns   = flag.Int("archive-runs", 3, "runs of the archive throughput bench (0 skips it)")
+	runtimes      = flag.Bool("runtimes", true, "measure runc and gvisor side by side (create, stop/start with 256 MB of memory)")
+	onlyRuntimes  = flag.Bool("only-runtimes", false, "measure only the runtime classes (gvisor.go)")
+	previewRuns   = flag.Bool("preview", true, "measure the preview proxy against direct access (preview.go)")
+	onlyPreview   = flag.Bool("only-preview", false, "measure only the preview proxy (preview.go)")
+	onlyEgress    = flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
+	onlyCreate    = flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
+	logLevel      = flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
+	onlyCode      = flag.Bool("only-code", false, "measure only the code API: create → first runCode, the kernel's start, the steady-state round trip (code.go)")
+	codeFirst     = flag.Int("code-first-runs", 0, "with -only-code: create → first runCode runs per runtime class (default: -n)")
+	codeRuntimes  = flag.String("code-runtimes", "runc,gvisor", "with -only-code: the runtime classes to measure the native API on")
+	codeTemplate  = flag.Bool("code-template-build", false, "measure only a cold build of the code-interpreter template into an empty cache (codetemplate.go)")
+	templateCache = flag.String("template-cache", "", "with -code-template-build: the empty cache dir to build into (default: a temp dir, removed after)")
+	onlyArchive   = flag.Bool("only-archive", false, "measure only archive/unarchive throughput against plain zstd (archive.go)")
+)
+
 func run() error {
-	n := flag.Int("n", 50, "runs per measurement")
-	tpls := flag.String("templates", "busybox,pt-base", "templates to measure create→first exec on")
-	archiveRuns := flag.Int("archive-runs", 3, "runs of the archive throughput bench (0 skips it)")
-	runtimes := flag.Bool("runtimes", true, "measure runc and gvisor side by side (create, stop/start with 256 MB of memory)")
-	onlyRuntimes := flag.Bool("only-runtimes", false, "measure only the runtime classes (gvisor.go)")
-	previewRuns := flag.Bool("preview", true, "measure the preview proxy against direct access (preview.go)")
-	onlyPreview := flag.Bool("only-preview", false, "measure only the preview proxy (preview.go)")
-	onlyEgress := flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
-	onlyCreate := flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
-	logLevel := flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
-	onlyCode := flag.Bool("only-code", false, "measure only the code API: create → first runCode and its steady-state round trip (code.go)")
-	onlyArchive := flag.Bool("only-archive", false, "measure only archive/unarchive throughput against plain zstd (archive.go)")
-	flag.Parse()
+	if *tplOnly {
+		return templatesBench(*tplRuns)
+	}
 	if *onlyArchive {
 		return archiveBench(max(*archiveRuns, 1))
+	}
+	if *codeTemplate {
+		root, err := filepath.Abs(".")
+		if err != nil {
+			return err
+		}
+		return codeTemplateBench(root, *templateCache)
+	}
+	if *onlyColdCreate {
+		// ptd's debug log gives each create's steps.
+		*archiveRuns, *logLevel = 0, "debug"
 	}
 	if *onlyEgress {
 		return egressBench(*n)
@@ -79,12 +120,20 @@ func run() error {
 		return err
 	}
 	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if *onlyColdCreate {
+		fmt.Printf("Platinum cold create bench: %d runs per class, %s\n", *n, time.Now().UTC().Format(time.RFC3339))
+		return coldCreateBench(c, *n, d.Log)
+	}
 	if *mcpOnly {
 		return mcpBench(c, d, *mcpRuns)
 	}
 	if *onlyCode {
 		fmt.Printf("Platinum code bench: %d runs, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
-		return codeBench(c, *n)
+		first := *codeFirst
+		if first <= 0 {
+			first = *n
+		}
+		return codeBench(c, *n, first, strings.Split(*codeRuntimes, ","))
 	}
 	if *snapOnly {
 		return snapshotBench(c, *snapRuns, d.DataDir)
@@ -135,19 +184,23 @@ func run() error {
 	}
 	fmt.Printf("Platinum bench: %d runs each, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
 	if *previewRuns || *onlyPreview {
-		if err := previewBench(c, d, *n); err != nil {
-			return fmt.Errorf("preview: %w", err)
-		}
+		err := previewBench(c, d, *n)
 		if *onlyPreview {
-			return nil
+			return err
+		}
+		if err != nil {
+			// One section failing (a loaded host) does not cost the
+			// others: it is reported, as the deferred sections are.
+			fmt.Fprintln(os.Stderr, "bench: preview:", err)
 		}
 	}
 	if *runtimes || *onlyRuntimes {
-		if err := runtimeBench(c, *n, d.DataDir); err != nil {
-			return fmt.Errorf("runtime classes: %w", err)
-		}
+		err := runtimeBench(c, *n, d.DataDir)
 		if *onlyRuntimes {
-			return nil
+			return err
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: runtime classes:", err)
 		}
 	}
 
@@ -346,12 +399,13 @@ func (b *runcBaseline) once() error {
 }
 
 // reportCreateSteps prints p50s of where ptd's creates spent their time,
-// from its debug log's "sandbox started" lines.
+// from its debug log's "sandbox started" (host) and "sandbox provisioned"
+// (control plane) lines.
 func reportCreateSteps(log string) {
 	steps := map[string][]time.Duration{}
 	var order []string
 	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "sandbox started") {
+		if !strings.Contains(line, "sandbox started") && !strings.Contains(line, "sandbox provisioned") {
 			continue
 		}
 		for _, f := range strings.Fields(line) {

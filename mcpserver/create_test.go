@@ -63,7 +63,7 @@ func connectTo(t *testing.T, c *platinum.Client) (*mcp.ClientSession, func() []s
 	var mu sync.Mutex
 	var msgs []string
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := New(c, Options{}).Connect(context.Background(), st, nil)
+	ss, err := New(c, Options{CallerID: CallerID("tok")}).Connect(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestCreateReportsTemplateBuild(t *testing.T) {
 	}
 	api.mu.Lock()
 	defer api.mu.Unlock()
-	if api.metadata[CreatedLabel] != "1" || api.metadata["k"] != "v" {
+	if api.metadata[CreatedLabel] != CallerID("tok") || api.metadata["k"] != "v" {
 		t.Errorf("create sent metadata %v", api.metadata)
 	}
 }

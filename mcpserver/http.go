@@ -65,14 +65,15 @@ func NewHTTPHandler(o HTTPOptions) *HTTPHandler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	hc := &http.Client{Transport: handlerTransport{h: o.API, log: o.Logger}}
-	server := NewShared(func(extra *mcp.RequestExtra) *platinum.Client {
+	server := NewShared(func(extra *mcp.RequestExtra) (*platinum.Client, string) {
 		// The token of the request that carried this call: authenticated
 		// below, and of the identity the session is bound to.
 		tok := ""
 		if extra != nil && extra.Header != nil {
 			tok, _ = strings.CutPrefix(extra.Header.Get("Authorization"), "Bearer ")
 		}
-		return platinum.New(apiBase, strings.TrimSpace(tok), platinum.WithHTTPClient(hc), platinum.WithUserAgent("platinum-mcp/"+Version))
+		tok = strings.TrimSpace(tok)
+		return platinum.New(apiBase, tok, platinum.WithHTTPClient(hc), platinum.WithUserAgent("platinum-mcp/"+Version)), CallerID(tok)
 	}, Options{AllowDeleteAny: o.AllowDeleteAny, Logger: o.Logger})
 	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Logger:         o.Logger,

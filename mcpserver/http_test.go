@@ -210,3 +210,72 @@ func (t tokenRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+string(t))
 	return http.DefaultTransport.RoundTrip(r)
 }
+
+// blockingAPI holds every request until its context ends (reported on
+// ended) or release is closed (when the test is over).
+type blockingAPI struct {
+	started, ended chan string
+	release        chan struct{}
+}
+
+func (b blockingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case b.started <- r.Method + " " + r.URL.Path:
+	case <-b.release:
+	}
+	select {
+	case <-r.Context().Done():
+		b.ended <- r.Method + " " + r.URL.Path
+	case <-b.release:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict) // not retried
+		io.WriteString(w, `{"error":"test over","code":"conflict"}`)
+	}
+}
+
+// TestHTTPCancelEndsAPICall: on /mcp, cancelling a snapshot_sandbox or
+// fork_sandbox call ends the /v1 request it is waiting on (through the
+// Streamable HTTP transport and the in-process one), and the call
+// returns.
+func TestHTTPCancelEndsAPICall(t *testing.T) {
+	api := blockingAPI{started: make(chan string, 1), ended: make(chan string, 1), release: make(chan struct{})}
+	h := NewHTTPHandler(HTTPOptions{API: api, Authenticate: func(_ context.Context, tok string) (string, error) { return tok, nil }})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Shutdown()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: tokenRT("alice")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	defer close(api.release) // first: a call still held (on failure) ends
+	for tool, want := range map[string]string{
+		"snapshot_sandbox": "POST /v1/sandboxes/sbx_1/snapshots",
+		"fork_sandbox":     "POST /v1/sandboxes/sbx_1/fork",
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"sandbox_id": "sbx_1"}})
+			errc <- err
+		}()
+		if got := <-api.started; got != want {
+			t.Fatalf("%s called %s, want %s", tool, got, want)
+		}
+		select {
+		case got := <-api.ended:
+			t.Fatalf("%s: %s ended before the cancel", tool, got)
+		case <-time.After(100 * time.Millisecond):
+		}
+		cancel()
+		select {
+		case <-api.ended:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the /v1 request still runs 10 s after the cancel", tool)
+		}
+		if err := <-errc; err == nil {
+			t.Errorf("%s: the cancelled call returned no error", tool)
+		}
+	}
+}

@@ -42,22 +42,24 @@ const (
 )
 
 // tools holds what the tool handlers share. c is the client of the call
-// being handled: bind sets it from clientFor when the server serves many
-// callers (ptd's /mcp), each call with the token of its own request.
+// being handled and caller its CallerID: bind sets them from callerFor
+// when the server serves many callers (ptd's /mcp), each call with the
+// token of its own request.
 type tools struct {
 	c              *platinum.Client
-	clientFor      func(*mcp.RequestExtra) *platinum.Client
+	caller         string
+	callerFor      func(*mcp.RequestExtra) (*platinum.Client, string)
 	allowDeleteAny bool
 }
 
 // forCall returns the tools a call runs with: t itself, or a copy whose
 // client carries the token of the request that brought the call.
 func (t *tools) forCall(extra *mcp.RequestExtra) *tools {
-	if t.clientFor == nil {
+	if t.callerFor == nil {
 		return t
 	}
 	cp := *t
-	cp.c = t.clientFor(extra)
+	cp.c, cp.caller = t.callerFor(extra)
 	return &cp
 }
 
@@ -103,7 +105,7 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "list_sandboxes",
 		Title:       "List sandboxes",
-		Description: "List the sandboxes this token can see, newest first (deleted ones are left out). created_by_mcp says which ones create_sandbox made (only those can be deleted by default).",
+		Description: "List the sandboxes this token can see, newest first (deleted ones are left out). created_by_you says which ones you made with create_sandbox or fork_sandbox (by default only those can be deleted).",
 		InputSchema: schema[listIn](func(p map[string]*jsonschema.Schema) {
 			p["state"].Enum = []any{"creating", "starting", "running", "stopping", "stopped", "archiving", "archived", "restoring", "failed"}
 			p["limit"].Minimum, p["limit"].Maximum = ptr(1.0), ptr(200.0)
@@ -212,7 +214,7 @@ func (t *tools) register(s *mcp.Server) {
 		Name:  "delete_sandbox",
 		Title: "Delete a sandbox",
 		Description: "Delete a sandbox and everything in it, for good. " +
-			"Only sandboxes this server created (created_by_mcp) can be deleted unless the server runs with --allow-delete-any. A sandbox with live children (forks) must have them deleted first.",
+			"Only sandboxes you made with create_sandbox or fork_sandbox (created_by_you) can be deleted, unless the server runs with --allow-delete-any: not those of other agents or people, even in your organization. A sandbox with live children (forks) must have them deleted first.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, bind(t, (*tools).delete))
 }
@@ -233,19 +235,23 @@ type sandboxOut struct {
 	CreatedAt    time.Time         `json:"created_at"`
 	ExpiresAt    *time.Time        `json:"expires_at,omitempty"`
 	Reason       string            `json:"reason,omitempty" jsonschema:"why the sandbox failed or was deleted"`
-	CreatedByMCP bool              `json:"created_by_mcp" jsonschema:"true when create_sandbox made it (or it is a fork of one), so delete_sandbox may delete it"`
+	CreatedByMCP bool              `json:"created_by_mcp" jsonschema:"true when an MCP caller (you or another agent) made it with create_sandbox or fork_sandbox"`
+	CreatedByYou bool              `json:"created_by_you" jsonschema:"true when you (this token) made it with create_sandbox or fork_sandbox, so delete_sandbox may delete it"`
 }
 
-func view(sb *platinum.Sandbox) sandboxOut {
+func (t *tools) view(sb *platinum.Sandbox) sandboxOut {
 	return sandboxOut{
 		ID: sb.ID, Name: sb.Name, State: string(sb.State), Template: sb.Template,
 		CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, ParentID: sb.ParentID,
 		Metadata: sb.Metadata, EnvKeys: sb.EnvKeys, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt,
-		Reason: sb.Reason, CreatedByMCP: createdByMCP(sb),
+		Reason: sb.Reason, CreatedByMCP: sb.Metadata[CreatedLabel] != "", CreatedByYou: t.createdByCaller(sb),
 	}
 }
 
-func createdByMCP(sb *platinum.Sandbox) bool { return sb.Metadata[CreatedLabel] == "1" }
+// createdByCaller reports whether this call's caller made sb through MCP.
+func (t *tools) createdByCaller(sb *platinum.Sandbox) bool {
+	return t.caller != "" && sb.Metadata[CreatedLabel] == t.caller
+}
 
 type networkIn struct {
 	Egress   string   `json:"egress,omitempty" jsonschema:"what happens to outbound traffic no list matches: allow (default) or deny"`
@@ -261,7 +267,7 @@ type createIn struct {
 	TTLSeconds   int               `json:"ttl_seconds,omitempty" jsonschema:"lifetime in seconds, at most 3600; the sandbox is deleted when it runs out (default: 1 hour for python-node and node, none for others)"`
 	Name         string            `json:"name,omitempty" jsonschema:"a human name, unique in the project"`
 	Env          map[string]string `json:"env,omitempty" jsonschema:"environment variables every command in the sandbox gets"`
-	Metadata     map[string]string `json:"metadata,omitempty" jsonschema:"labels to find the sandbox by (list_sandboxes filters on them)"`
+	Metadata     map[string]string `json:"metadata,omitempty" jsonschema:"labels to find the sandbox by (list_sandboxes filters on them); pt_mcp_created is set by the server"`
 	Network      *networkIn        `json:"network,omitempty" jsonschema:"outbound network policy (default: all egress allowed)"`
 	FromSnapshot string            `json:"from_snapshot,omitempty" jsonschema:"snapshot ID (snap_…) from snapshot_sandbox: the new sandbox starts as a copy of it (leave template, cpu and ram_mb unset)"`
 }
@@ -271,7 +277,7 @@ func (t *tools) create(ctx context.Context, req *mcp.CallToolRequest, in createI
 	for k, v := range in.Metadata {
 		md[k] = v
 	}
-	md[CreatedLabel] = "1"
+	md[CreatedLabel] = t.caller
 	cr := platinum.CreateSandboxRequest{
 		Template: in.Template, CPU: in.CPU, RAMMB: in.RAMMB, DiskGB: in.DiskGB,
 		TTLMs: int64(in.TTLSeconds) * 1000, Name: in.Name, Env: in.Env, Metadata: md, FromSnapshot: in.FromSnapshot,
@@ -298,7 +304,7 @@ func (t *tools) create(ctx context.Context, req *mcp.CallToolRequest, in createI
 		}
 		return nil, sandboxOut{}, toolError(err)
 	}
-	return nil, view(sb), nil
+	return nil, t.view(sb), nil
 }
 
 // waitRunning polls a new sandbox until it runs, reporting its state and
@@ -353,7 +359,7 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*m
 	}
 	out := listOut{Sandboxes: make([]sandboxOut, 0, len(l.Rows)), Total: l.Total}
 	for i := range l.Rows {
-		out.Sandboxes = append(out.Sandboxes, view(&l.Rows[i]))
+		out.Sandboxes = append(out.Sandboxes, t.view(&l.Rows[i]))
 	}
 	return nil, out, nil
 }
@@ -367,7 +373,7 @@ func (t *tools) get(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.
 	if err != nil {
 		return nil, sandboxOut{}, toolError(err)
 	}
-	return nil, view(sb), nil
+	return nil, t.view(sb), nil
 }
 
 type execIn struct {
@@ -683,7 +689,7 @@ func (t *tools) lifecycle(ctx context.Context, req *mcp.CallToolRequest, id stri
 	if err != nil {
 		return nil, sandboxOut{}, toolError(err)
 	}
-	return nil, view(sb), nil
+	return nil, t.view(sb), nil
 }
 
 type snapshotIn struct {
@@ -732,7 +738,10 @@ func (t *tools) fork(ctx context.Context, req *mcp.CallToolRequest, in forkIn) (
 	var res *platinum.ForkResult
 	err := newProgress(req).during(ctx, "fork of "+in.SandboxID, func(ctx context.Context) error {
 		var err error
-		res, err = t.c.Sandboxes.Fork(ctx, in.SandboxID, platinum.ForkOptions{Count: max(in.Count, 1), Wait: true})
+		// The copies are the caller's: label them so, whoever made the
+		// source (they would inherit its label).
+		res, err = t.c.Sandboxes.Fork(ctx, in.SandboxID, platinum.ForkOptions{Count: max(in.Count, 1), Wait: true,
+			Metadata: map[string]string{CreatedLabel: t.caller}})
 		return err
 	})
 	if err != nil {
@@ -740,7 +749,7 @@ func (t *tools) fork(ctx context.Context, req *mcp.CallToolRequest, in forkIn) (
 	}
 	out := forkOut{Sandboxes: make([]sandboxOut, 0, len(res.Sandboxes)), Memory: res.Memory, Note: res.MemoryReason}
 	for i := range res.Sandboxes {
-		out.Sandboxes = append(out.Sandboxes, view(&res.Sandboxes[i]))
+		out.Sandboxes = append(out.Sandboxes, t.view(&res.Sandboxes[i]))
 	}
 	return nil, out, nil
 }
@@ -756,9 +765,14 @@ func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*m
 		if err != nil {
 			return nil, deleteOut{}, toolError(err)
 		}
-		if !createdByMCP(sb) {
-			return nil, deleteOut{}, fmt.Errorf("[%s] sandbox %s was not created through this MCP server (no %s=1 label), so delete_sandbox refuses it; "+
-				"delete it with the pt CLI or the API, or run the server with --allow-delete-any", platinum.CodeForbidden, sb.ID, CreatedLabel)
+		if !t.createdByCaller(sb) {
+			who := "was not created through MCP"
+			if sb.Metadata[CreatedLabel] != "" {
+				who = "was created through MCP with another token"
+			}
+			return nil, deleteOut{}, fmt.Errorf("[%s] sandbox %s %s (its %s label is not this token's), so delete_sandbox refuses it: "+
+				"only sandboxes you made with create_sandbox or fork_sandbox can be deleted here. "+
+				"Delete it with the pt CLI or the API, or run the server with --allow-delete-any", platinum.CodeForbidden, sb.ID, who, CreatedLabel)
 		}
 	}
 	sb, err := t.c.Sandboxes.Delete(ctx, in.SandboxID)

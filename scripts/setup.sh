@@ -26,8 +26,15 @@ if [ "${PT_SETUP_TESTS:-0}" = 1 ]; then
   have gcc  || need+=(gcc libc6-dev) # a cgo (dynamic) build in the pt-agent check's test
   # The dashboard's browser tests (tests/web) drive Debian's Chromium headless.
   [ -x /usr/bin/chromium ] || need+=(chromium)
-  # The SSH gateway's tests drive the real OpenSSH client (ssh, ssh-keygen).
-  { have ssh && have ssh-keygen; } || need+=(openssh-client)
+  # The SSH gateway's tests drive the real OpenSSH client tools (ssh,
+  # ssh-keygen, scp, sftp).
+  { have ssh && have ssh-keygen && have scp && have sftp; } || need+=(openssh-client)
+  # The PostgreSQL store's tests start throwaway clusters (internal/pgtest)
+  # with Debian's server binaries (/usr/lib/postgresql/<version>/bin).
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+  # pt completion's scripts are syntax-checked by the shells they are for.
+  have zsh  || need+=(zsh)
+  have fish || need+=(fish)
 fi
 
 if [ ${#need[@]} -gt 0 ]; then

@@ -14,7 +14,8 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 (cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error &&
   { [ -x .venv/bin/python ] || python3 -m venv .venv; } &&
   .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt)
-# The real @daytonaio/sdk, pinned by tests/compat/daytona/package-lock.json.
+# The real Daytona SDK under both npm names (@daytonaio/sdk, @daytona/sdk),
+# pinned by tests/compat/daytona/package-lock.json.
 (cd tests/compat/daytona && npm ci --no-audit --no-fund --loglevel=error)
 # The real daytona Python SDK, pinned by tests/compat/daytona/requirements.txt.
 (cd tests/compat/daytona && { [ -x .venv/bin/python ] || python3 -m venv .venv; } &&
@@ -42,12 +43,20 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 sdk/python/.venv/bin/pip install -q --disable-pip-version-check -e 'sdk/python[dev]'
 (cd sdk/python && .venv/bin/mypy --strict)
 go test -race -count=1 -timeout 30m -p 2 ./...
-# Fuzz every target for PT_FUZZTIME (2000 inputs) each, one target per
+# The end-to-end tests of what the store decides (list paging and totals,
+# lifecycle events, env merges, idempotency, sessions and warm-pool claims,
+# projects and quotas, the event feed, webhooks) once more against a ptd
+# whose --store is PostgreSQL: a throwaway cluster the harness starts
+# (internal/pgtest; docs/ARCHITECTURE.md, "Store").
+PT_TEST_STORE=postgres go test -race -count=1 -timeout 30m -run \
+  '^(TestStoreBackendE2E|TestListPagingE2E|TestLifecycle|TestEnvPatch.*|TestIdempotency(E2E|EnvPatchE2E)|TestSession.*|TestProjectsE2E|TestOrgQuotaE2E|TestMetadataE2E|TestEvents(Stream|SessionFilter)|TestWebhooks|TestCrossOrgIs404|TestCamelCaseSandboxCalls)$' \
+  ./tests/e2e/
+# Fuzz every target for PT_FUZZTIME (1000 inputs) each, one target per
 # `go test` (Go fuzzes one per invocation), sequentially (docs/testing.md).
 # A count, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure when a worker is slow to stop.
 for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-2000x}" "./$pkg"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-1000x}" "./$pkg"
   done
 done

@@ -27,4 +27,4 @@ await main("node-fetch", async (template) => {
   const t3 = performance.now();
   while ((await call("GET", `/v1/sandboxes/${sb.id}?include_deleted=true`)).state !== "deleted") await new Promise((r) => setTimeout(r, 20));
   return { total_ms: t3 - t0, create_ms: t1 - t0, exec_ms: t2 - t1, delete_ms: t3 - t2 };
-});
+}, (id) => call("GET", `/v1/sandboxes/${id}`));

@@ -11,8 +11,9 @@ per-run timings::
 
 With ``--serve`` it runs one timed iteration per line read from stdin and
 prints each as a JSON line instead ({"ms": …, "create_ms": …, …}), so a
-harness can alternate SDKs iteration by iteration (go run
-./bench/sdk/python). After each delete it waits, untimed, until the
+harness can alternate SDKs iteration by iteration (go run ./bench/sdk,
+go run ./bench/sdk/python); a line ``get ID N`` instead times N reads of
+sandbox ID, answered ``{"get_ms": […]}``. After each delete it waits, untimed, until the
 sandbox is torn down, so no run overlaps a teardown.
 """
 
@@ -51,7 +52,17 @@ def main() -> int:
         for _ in range(args.warmup):
             iteration(client, args.template)
         if args.serve:
-            for _ in sys.stdin:
+            for line in sys.stdin:
+                words = line.split()
+                if words and words[0] == "get":
+                    # "get ID N": N reads of one sandbox, each timed alone.
+                    ms = []
+                    for _ in range(int(words[2])):
+                        t0 = time.perf_counter()
+                        client.sandboxes.get(words[1])
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    print(json.dumps({"get_ms": ms}), flush=True)
+                    continue
                 r = iteration(client, args.template)
                 print(json.dumps({"ms": r["total_ms"], **r}), flush=True)
             return 0

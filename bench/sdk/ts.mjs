@@ -18,4 +18,4 @@ await main("ts", async (template) => {
   const t3 = performance.now();
   await client.sandboxes.waitForState(sbx.id, "deleted");
   return { total_ms: t3 - t0, create_ms: t1 - t0, exec_ms: t2 - t1, delete_ms: t3 - t2 };
-});
+}, (id) => client.sandboxes.get(id));

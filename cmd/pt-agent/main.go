@@ -1,11 +1,17 @@
+//go:debug netdns=go
+
 // Command pt-agent is the init process (PID 1) of every sandbox: it serves
 // the envd-compatible process/filesystem API on PT_AGENT_ADDR (default
 // :49983), reaps orphaned zombies, and on SIGTERM/SIGINT relays the signal
 // to the processes it started and exits.
 //
 // Configuration comes from the environment: PT_AGENT_TOKEN (required; it is
-// removed from the environment at once so children never inherit it) and
-// PT_AGENT_ADDR.
+// removed from the environment at once so children never inherit it),
+// PT_AGENT_ADDR, and PT_MEMORY_GUARD=1, which makes it the sandbox's OOM
+// killer (gVisor sandboxes; see internal/agent/memguard.go).
+//
+// Other modes run as ordinary commands inside the sandbox: `identity` and
+// `sync` for the host, `sftp-server` for the SSH gateway's sftp subsystem.
 package main
 
 import (
@@ -26,10 +32,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "identity" || os.Args[1] == "sync") {
+	if len(os.Args) > 1 && (os.Args[1] == "identity" || os.Args[1] == "sync" || os.Args[1] == "sftp-server") {
 		cmd := identity
-		if os.Args[1] == "sync" {
+		switch os.Args[1] {
+		case "sync":
 			cmd = func([]string) error { return syncAll() }
+		case "sftp-server":
+			cmd = func(args []string) error { return sftpServer(args, os.Stdin, os.Stdout) }
 		}
 		if err := cmd(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "pt-agent:", err)
@@ -73,7 +82,14 @@ func run(ctx context.Context) error {
 	ci := codeinterp.Enabled()
 	if ci {
 		cfg.EnvFile = codeinterp.EnvFile
+		cfg.CodeInterpreter = fmt.Sprintf("http://127.0.0.1:%d", codeinterp.Port)
 	}
+	if os.Getenv("PT_MEMORY_GUARD") == "1" {
+		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go).
+		cfg.MemoryGuard = agent.NewMemoryGuard()
+		go cfg.MemoryGuard.Run(ctx)
+	}
+	os.Unsetenv("PT_MEMORY_GUARD")
 	if os.Getpid() == 1 {
 		cfg.Reaper = agent.NewReaper()
 		go cfg.Reaper.Run(ctx)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"net"
 	"os"
 	"os/exec"
@@ -137,4 +138,42 @@ func childOf(t *testing.T, pid int) int {
 	}
 	n, _ := strconv.Atoi(f[0])
 	return n
+}
+
+// TestCgoBuildIsStatic builds pt-agent the way `go build ./cmd/...` does
+// where a C compiler exists (cgo on) and checks that the binary still runs
+// where there is no C library: no program interpreter, no shared
+// libraries, and it starts in an empty root.
+func TestCgoBuildIsStatic(t *testing.T) {
+	testenv.RequiresRoot(t)
+	testenv.RequiresCommand(t, "gcc")
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	root := t.TempDir()
+	bin := filepath.Join(root, "pt-agent")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatal("a cgo build of pt-agent has a program interpreter (dynamically linked)")
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+		t.Fatalf("a cgo build of pt-agent needs shared libraries %v (%v)", libs, err)
+	}
+	// Nothing but the binary in its root: a dynamic one would fail to load.
+	cmd := exec.CommandContext(ctx, "chroot", root, "/pt-agent")
+	cmd.Env = []string{"PT_AGENT_TOKEN="}
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "PT_AGENT_TOKEN") {
+		t.Fatalf("pt-agent in an empty root: %s", out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -18,10 +19,10 @@ type eventsCmd struct{ app *app }
 
 const eventsSynopsis = "pt events [--follow] [--sandbox ID] [--type T] [--session ID] [--workflow ID] [--agent-session ID] [--vault ID] [--after N] [--json]"
 
-// Run prints events oldest first: a table row each, or one JSON object per
-// line with --json. --follow runs until interrupted (exit 0).
-func (c *eventsCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt events")
+// bind binds the flags; the returned run prints events oldest first: a table
+// row each, or one JSON object per line with --json. --follow runs until
+// interrupted (exit 0).
+func (c *eventsCmd) bind(fs *flag.FlagSet) runFunc {
 	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 	fs.BoolVar(follow, "f", false, "short for --follow")
 	var f platinum.EventFilter
@@ -34,41 +35,40 @@ func (c *eventsCmd) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&f.VaultID, "vault", "", "only events of this vault")
 	after := fs.Int64("after", 0, "only events after this event ID")
 	asJSON := fs.Bool("json", false, "print one JSON event per line")
-	pos, err := parseArgs(fs, eventsSynopsis, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr(usageText(fs, eventsSynopsis), "unexpected argument %q", pos[0])
-	}
-	f.Types = types
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	print := func(e platinum.Event) error { return printEvent(c.app.stdout, e, *asJSON) }
-	if *follow {
-		err := cl.Events.Follow(ctx, f, *after, print)
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return nil
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) > 0 {
+			return in.usageErr("unexpected argument %q", pos[0])
 		}
-		return err
-	}
-	cursor := *after
-	for {
-		evs, next, err := cl.Events.List(ctx, f, cursor, 1000)
+		f.Types = types
+		cl, err := c.app.client()
 		if err != nil {
 			return err
 		}
-		for _, e := range evs {
-			if err := print(e); err != nil {
+		print := func(e platinum.Event) error { return printEvent(c.app.stdout, e, *asJSON) }
+		if *follow {
+			err := cl.Events.Follow(ctx, f, *after, print)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		cursor := *after
+		for {
+			evs, next, err := cl.Events.List(ctx, f, cursor, 1000)
+			if err != nil {
 				return err
 			}
+			for _, e := range evs {
+				if err := print(e); err != nil {
+					return err
+				}
+			}
+			if next == cursor || len(evs) == 0 {
+				return nil
+			}
+			cursor = next
 		}
-		if next == cursor || len(evs) == 0 {
-			return nil
-		}
-		cursor = next
 	}
 }
 

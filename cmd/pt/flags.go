@@ -52,8 +52,9 @@ func writeFlag(b *strings.Builder, f *flag.Flag) {
 
 // parseArgs parses flags anywhere among the positional arguments (so
 // `pt sandbox get ID --json` works), and treats everything after a "--"
-// as positional. It returns the positional arguments.
-func parseArgs(fs *flag.FlagSet, synopsis string, args []string) ([]string, error) {
+// as positional. It returns the positional arguments; -h or --help is a
+// help error carrying help, a bad flag a usage error carrying usage.
+func parseArgs(fs *flag.FlagSet, usage, help string, args []string) ([]string, error) {
 	var tail []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, tail = args[:i], args[i+1:]
@@ -62,9 +63,9 @@ func parseArgs(fs *flag.FlagSet, synopsis string, args []string) ([]string, erro
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp(usageText(fs, synopsis))
+				return nil, errHelp(help)
 			}
-			return nil, usageErr(usageText(fs, synopsis), "%v", err)
+			return nil, usageErr(usage, "%v", err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {

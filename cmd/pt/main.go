@@ -62,154 +62,23 @@ func (a *app) width() int {
 	return a.termWidth()
 }
 
-// command is one verb: it parses its own args and does its job.
-type command interface {
-	Run(ctx context.Context, args []string) error
-}
-
-const topUsage = `pt is the Platinum command-line client.
-
-usage: pt <command> [flags] [args]
-
-commands:
-  sandbox create -t TEMPLATE   create a sandbox and wait until it runs
-  sandbox list                 list sandboxes (--parent ID, --roots, --metadata K=V)
-  sandbox get ID               show one sandbox
-  sandbox children ID          list a sandbox's children
-  sandbox rm ID [ID...]        delete sandboxes
-  sandbox rename ID NAME       rename a sandbox (--clear removes the name)
-  sandbox update ID            turn auto-resume on or off (--auto-resume on|off)
-  sandbox env ID K=V...        set environment variables (--unset K removes one)
-  sandbox network ID           replace the network policy (--egress deny, --allow-out X, --deny-out CIDR)
-  sandbox resize ID            change cpu, memory or disk (--cpu N --ram MB --disk GB)
-  sandbox metrics ID           show live cpu, memory, disk and network figures
-  sandbox usage ID             show billed usage (--from, --to)
-  sandbox preview ID PORT      print a port's preview URLs and token (--expires 1h, --public, --revoke)
-  sandbox stop ID [--wait]     stop a sandbox, keeping its disk (alias: pause)
-  sandbox start ID [--wait]    start a stopped or archived sandbox (alias: resume)
-  sandbox archive ID [--wait]  move a stopped sandbox's disk to cold storage
-  sandbox snapshot ID          snapshot a sandbox (disk, and memory where it can; --memory on|off)
-  sandbox restore ID SNAP      roll a sandbox back to a snapshot (--wait)
-  sandbox fork ID -n N         make N running copies with their own identity (--wait)
-  sandbox backup ID [--wait]   copy a sandbox's disk off-host (create --from-backup restores it)
-  snapshot list|rm             list a sandbox's snapshots (--backups) or delete them
-  sandbox exec ID -- CMD...    run a command in a sandbox
-  sandbox shell ID [-- CMD...] open a terminal in a sandbox (exit code passed through)
-  sandbox ps ID                list a sandbox's running processes
-  sandbox kill-process ID PID  signal a process (--signal SIGTERM by default, SIGKILL, SIGINT...)
-  sandbox run-code ID [FILE]   run Python/JavaScript/bash in a code-interpreter sandbox
-  sandbox cp SRC DST           copy a file to or from a sandbox (ID:PATH)
-  template list                list templates
-  template build SLUG          build a new version of a template
-  org create NAME              create an organization (admin token)
-  org quota ORG_ID             show an org's quotas and usage; --max-sandboxes/--max-cpu/--max-ram-mb set them (platform admin)
-  project list|create NAME     list projects or create one (org admin token)
-  token create                 issue a token of your org (--project ID scopes it; --role member|admin)
-  session create               start a context's session (--vault, --workflow | --agent-session)
-  session status               look a context's session up without starting one
-  session get|rm|list          show, stop (workspace kept) or list sessions
-  session exec ID -- CMD...    run a command in a ready session
-  pool list|set                show or configure warm pools (set: admin token)
-  events [--follow]            print the org's events (--sandbox ID, --type T, --json); follow resumes after drops
-  artifact create ID PATH      export a file or directory (as a tar) out of a sandbox; it outlives the sandbox
-  artifact list|get|download|rm  list, show, download (-o FILE) or delete artifacts
-  webhook create URL           send the org's events to URL, HMAC-signed (--event TYPE, --secret S)
-  webhook list|get|rm|deliveries  list, show or delete webhooks, or show one's deliveries
-  mcp                          serve MCP on stdin/stdout for AI agent hosts (--allow-delete-any)
-  version                      print pt's version
-
-environment:
-  PT_API_URL   ptd's address (default http://127.0.0.1:7070)
-  PT_TOKEN     API token (ptd prints the admin token on first start)
-
-Run "pt <command> --help" for a command's flags.
-`
-
-// lookup finds the verb for args, returning the rest of args.
-func (a *app) lookup(args []string) (command, []string, error) {
-	if len(args) == 0 {
-		return nil, nil, usageErr(topUsage, "no command given")
-	}
-	group, rest := args[0], args[1:]
-	verb := ""
-	if len(rest) > 0 {
-		verb = rest[0]
-	}
-	var groups = map[string]map[string]command{
-		"sandbox": {
-			"create": &sandboxCreate{a}, "list": &sandboxList{a}, "ls": &sandboxList{a},
-			"get": &sandboxGet{a}, "rm": &sandboxRm{a}, "delete": &sandboxRm{a},
-			"kill": &sandboxKill{a}, "ttl": &sandboxTTL{a},
-			"exec": &sandboxExec{a}, "shell": &sandboxShell{a}, "cp": &sandboxCp{a},
-			"ps": &sandboxPs{a}, "kill-process": &sandboxKillProcess{a},
-			"run-code": &sandboxRunCode{a},
-			"rename":   &sandboxRename{a}, "update": &sandboxUpdate{a}, "env": &sandboxEnv{a}, "network": &sandboxNetwork{a},
-			"children": &sandboxChildren{a}, "resize": &sandboxResize{a},
-			"metrics": &sandboxMetrics{a}, "usage": &sandboxUsage{a}, "preview": &sandboxPreview{a},
-			"snapshot": &sandboxSnapshot{a}, "restore": &sandboxRestore{a}, "fork": &sandboxFork{a},
-			"backup": &sandboxBackup{a},
-		},
-		"template": {"list": &templateList{a}, "ls": &templateList{a}, "build": &templateBuild{a}, "versions": &templateVersions{a}},
-		"org":      {"create": &orgCreate{a}, "quota": &orgQuota{a}},
-		"project":  {"list": &projectList{a}, "ls": &projectList{a}, "create": &projectCreate{a}},
-		"token":    {"create": &tokenCreate{a}},
-		"session": {
-			"create": &sessionCreate{a}, "get": &sessionGet{a}, "status": &sessionStatus{a},
-			"rm": &sessionRm{a}, "stop": &sessionRm{a}, "list": &sessionList{a}, "ls": &sessionList{a},
-			"exec": &sessionExec{a},
-		},
-		"pool":     {"list": &poolList{a}, "ls": &poolList{a}, "set": &poolSet{a}},
-		"snapshot": {"list": &snapshotList{a}, "ls": &snapshotList{a}, "rm": &snapshotRm{a}, "delete": &snapshotRm{a}},
-		"artifact": {
-			"create": &artifactCreate{a}, "list": &artifactList{a}, "ls": &artifactList{a}, "get": &artifactGet{a},
-			"download": &artifactDownload{a}, "rm": &artifactRm{a}, "delete": &artifactRm{a},
-		},
-		"webhook": {
-			"create": &webhookCreate{a}, "list": &webhookList{a}, "ls": &webhookList{a}, "rm": &webhookRm{a},
-			"delete": &webhookRm{a}, "deliveries": &webhookDeliveries{a}, "get": &webhookGet{a},
-		},
-	}
-	for verb := range lifecycleVerbs {
-		groups["sandbox"][verb] = &sandboxLifecycle{app: a, verb: verb}
-	}
-	aliases := map[string]string{"sandboxes": "sandbox", "sbx": "sandbox", "templates": "template", "orgs": "org", "sessions": "session", "pools": "pool", "snapshots": "snapshot", "snap": "snapshot"}
-	if g, ok := aliases[group]; ok {
-		group = g
-	}
-	switch group {
-	case "version", "--version":
-		return &versionCmd{a}, rest, nil
-	case "events", "event":
-		return &eventsCmd{a}, rest, nil
-	case "mcp":
-		return &mcpCmd{a}, rest, nil
-	case "artifacts":
-		group = "artifact"
-	case "webhooks":
-		group = "webhook"
-	case "help", "-h", "-help", "--help":
-		return nil, nil, errHelp(topUsage)
-	}
-	verbs, ok := groups[group]
-	if !ok {
-		return nil, nil, usageErr(topUsage, "unknown command %q", group)
-	}
-	if verb == "" || verb == "help" || verb == "-h" || verb == "--help" {
-		return nil, nil, usageErr(topUsage, "pt %s needs a subcommand", group)
-	}
-	cmd, ok := verbs[verb]
-	if !ok {
-		return nil, nil, usageErr(topUsage, "unknown command \"%s %s\"", group, verb)
-	}
-	return cmd, rest[1:], nil
-}
-
+// run executes one command line; see report for the exit code.
 func (a *app) run(ctx context.Context, args []string) int {
-	cmd, rest, err := a.lookup(args)
-	if err == nil {
-		err = cmd.Run(ctx, rest)
+	return a.report(ctx, a.dispatch(ctx, args))
+}
+
+// dispatch finds args' command in the table (commands.go), parses its
+// flags and runs it.
+func (a *app) dispatch(ctx context.Context, args []string) error {
+	c, rest, err := find(args)
+	if err != nil {
+		return err
 	}
-	return a.report(ctx, err)
+	r, in, err := c.parse(a, rest)
+	if err != nil {
+		return err
+	}
+	return r(ctx, in)
 }
 
 // report prints err the way every verb does (pt: message, then a hint)

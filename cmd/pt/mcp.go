@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 
@@ -18,29 +19,29 @@ type mcpCmd struct{ app *app }
 
 const mcpSynopsis = "pt mcp [--allow-delete-any]"
 
-// Run serves MCP until stdin closes or pt is interrupted. stdout carries
-// only protocol messages; the SDK's log lines go to stderr.
-func (c *mcpCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt mcp")
-	anyDelete := fs.Bool("allow-delete-any", false, "let delete_sandbox delete sandboxes this server did not create (by default it refuses those without the "+mcpserver.CreatedLabel+"=1 label)")
-	pos, err := parseArgs(fs, mcpSynopsis, args)
-	if err != nil {
-		return err
+// bind binds the flags; the returned run serves MCP until stdin closes or pt
+// is interrupted. stdout carries only protocol messages; the SDK's log lines
+// go to stderr.
+func (c *mcpCmd) bind(fs *flag.FlagSet) runFunc {
+	anyDelete := fs.Bool("allow-delete-any", false, "let delete_sandbox delete sandboxes this token did not make through MCP (by default it refuses those whose "+mcpserver.CreatedLabel+" label is not this token's)")
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) > 0 {
+			return in.usageErr("unexpected argument %q", pos[0])
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		log := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		// client() has checked PT_TOKEN is set.
+		s := mcpserver.New(cl, mcpserver.Options{CallerID: mcpserver.CallerID(c.app.getenv("PT_TOKEN")), AllowDeleteAny: *anyDelete, Logger: log})
+		t := &mcp.IOTransport{Reader: io.NopCloser(c.app.stdin), Writer: nopWriteCloser{c.app.stdout}}
+		if err := s.Run(ctx, t); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			return err
+		}
+		return nil
 	}
-	if len(pos) > 0 {
-		return usageErr(usageText(fs, mcpSynopsis), "unexpected argument %q", pos[0])
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := mcpserver.New(cl, mcpserver.Options{AllowDeleteAny: *anyDelete, Logger: log})
-	t := &mcp.IOTransport{Reader: io.NopCloser(c.app.stdin), Writer: nopWriteCloser{c.app.stdout}}
-	if err := s.Run(ctx, t); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-		return err
-	}
-	return nil
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -39,7 +39,7 @@ func TestSandboxArchiveWaitShowsProgress(t *testing.T) {
 		json.NewEncoder(w).Encode(body)
 	}))
 	t.Cleanup(srv.Close)
-	r := ptRun(t, newFake(t), "", map[string]string{"PT_API_URL": srv.URL}, "sandbox", "archive", "sbx_1", "--wait")
+	r := runPT(t, srv.URL, "tok", "", nil, "sandbox", "archive", "sbx_1", "--wait")
 	want := "sandbox sbx_1: archiving…\n" +
 		"sandbox sbx_1: archiving… archive 25% (256 of 1024 MB)\n" +
 		"sandbox sbx_1: archiving… archive 75% (768 of 1024 MB)\n" +

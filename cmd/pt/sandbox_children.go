@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -13,30 +14,29 @@ type sandboxChildren struct{ app *app }
 
 const sandboxChildrenSynopsis = "pt sandbox children ID [--json]"
 
-// Run lists the children as `pt sandbox list` does.
-func (c *sandboxChildren) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox children")
+// bind binds the flags; the returned run lists the children as `pt sandbox
+// list` does.
+func (c *sandboxChildren) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	pos, err := parseArgs(fs, sandboxChildrenSynopsis, args)
-	if err != nil {
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		rows, err := cl.Sandboxes.Children(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, struct {
+				Rows []platinum.Sandbox `json:"rows"`
+			}{rows})
+		}
+		_, err = io.WriteString(c.app.stdout, sandboxTable(rows, c.app.width()))
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, sandboxChildrenSynopsis), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	rows, err := cl.Sandboxes.Children(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, struct {
-			Rows []platinum.Sandbox `json:"rows"`
-		}{rows})
-	}
-	_, err = io.WriteString(c.app.stdout, sandboxTable(rows, c.app.width()))
-	return err
 }

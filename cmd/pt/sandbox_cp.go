@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,36 +32,34 @@ func remote(arg string) (id, p string, ok bool) {
 	return id, p, true
 }
 
-// Run copies the file.
-func (c *sandboxCp) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox cp")
-	pos, err := parseArgs(fs, sandboxCpSynopsis, args)
-	if err != nil {
-		return err
+// bind binds the flags; the returned run copies the file.
+func (c *sandboxCp) bind(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		if len(pos) != 2 {
+			return usageErr(usage, "want a source and a destination")
+		}
+		src, dst := pos[0], pos[1]
+		srcID, srcPath, srcRemote := remote(src)
+		dstID, dstPath, dstRemote := remote(dst)
+		switch {
+		case srcRemote && dstRemote:
+			return usageErr(usage, "copying between sandboxes is not supported; one side must be local")
+		case !srcRemote && !dstRemote:
+			return usageErr(usage, "one side must be in a sandbox, written ID:PATH")
+		case srcRemote && srcPath == "":
+			return usageErr(usage, "%q names no file in the sandbox", src)
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		if dstRemote {
+			return c.upload(ctx, cl, src, dstID, dstPath, usage)
+		}
+		return c.download(ctx, cl, srcID, srcPath, dst)
 	}
-	usage := usageText(fs, sandboxCpSynopsis)
-	if len(pos) != 2 {
-		return usageErr(usage, "want a source and a destination")
-	}
-	src, dst := pos[0], pos[1]
-	srcID, srcPath, srcRemote := remote(src)
-	dstID, dstPath, dstRemote := remote(dst)
-	switch {
-	case srcRemote && dstRemote:
-		return usageErr(usage, "copying between sandboxes is not supported; one side must be local")
-	case !srcRemote && !dstRemote:
-		return usageErr(usage, "one side must be in a sandbox, written ID:PATH")
-	case srcRemote && srcPath == "":
-		return usageErr(usage, "%q names no file in the sandbox", src)
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	if dstRemote {
-		return c.upload(ctx, cl, src, dstID, dstPath, usage)
-	}
-	return c.download(ctx, cl, srcID, srcPath, dst)
 }
 
 func (c *sandboxCp) upload(ctx context.Context, cl *platinum.Client, src, id, dst, usage string) error {

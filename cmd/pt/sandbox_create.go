@@ -18,9 +18,8 @@ type sandboxCreate struct{ app *app }
 
 const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--parent ID] [--project PRJ_ID] [--idempotency-key KEY] [--no-auto-resume] [--no-wait] [--timeout 10m] [--json]"
 
-// Run parses the flags, creates the sandbox and prints it.
-func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox create")
+// bind binds the flags; the returned run creates the sandbox and prints it.
+func (c *sandboxCreate) bind(fs *flag.FlagSet) runFunc {
 	var (
 		req     platinum.CreateSandboxRequest
 		env     = kvFlag{}
@@ -59,53 +58,52 @@ func (c *sandboxCreate) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&noWait, "no-wait", false, "return at once, while the sandbox is still creating")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the sandbox to run")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, sandboxCreateSynopsis, args)
-	if err != nil {
-		return err
-	}
-	usage := usageText(fs, sandboxCreateSynopsis)
-	switch {
-	case len(pos) > 0:
-		return usageErr(usage, "unexpected argument %q", pos[0])
-	case req.Template == "" && req.TemplateVersionID == "" && req.FromSnapshot == "" && req.FromBackup == "":
-		return usageErr(usage, "--template is required (see `pt template list`)")
-	case timeout <= 0:
-		return usageErr(usage, "--timeout must be positive")
-	}
-	req.Env, req.Metadata, req.Type = env.orNil(), md.orNil(), platinum.SandboxType(typ)
-	if *egress != "" || len(allowOut) > 0 || len(denyOut) > 0 {
-		req.Network = &platinum.NetworkPolicy{Egress: *egress, AllowOut: splitList(allowOut), DenyOut: splitList(denyOut)}
-	}
-	if noAuto {
-		req.AutoResume = new(false)
-	}
-	// Only timers given on the command line override the type's defaults:
-	// an explicit 0 disables one.
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "auto-stop":
-			req.AutoStopMinutes = timers[f.Name]
-		case "auto-archive":
-			req.AutoArchiveDays = timers[f.Name]
-		case "auto-delete":
-			req.AutoDeleteDays = timers[f.Name]
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		switch {
+		case len(pos) > 0:
+			return usageErr(usage, "unexpected argument %q", pos[0])
+		case req.Template == "" && req.TemplateVersionID == "" && req.FromSnapshot == "" && req.FromBackup == "":
+			return usageErr(usage, "--template is required (see `pt template list`)")
+		case timeout <= 0:
+			return usageErr(usage, "--timeout must be positive")
 		}
-	})
+		req.Env, req.Metadata, req.Type = env.orNil(), md.orNil(), platinum.SandboxType(typ)
+		if *egress != "" || len(allowOut) > 0 || len(denyOut) > 0 {
+			req.Network = &platinum.NetworkPolicy{Egress: *egress, AllowOut: splitList(allowOut), DenyOut: splitList(denyOut)}
+		}
+		if noAuto {
+			req.AutoResume = new(false)
+		}
+		// Only timers given on the command line override the type's defaults:
+		// an explicit 0 disables one.
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "auto-stop":
+				req.AutoStopMinutes = timers[f.Name]
+			case "auto-archive":
+				req.AutoArchiveDays = timers[f.Name]
+			case "auto-delete":
+				req.AutoDeleteDays = timers[f.Name]
+			}
+		})
 
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.Create(ctx, req)
-	if err != nil {
-		return c.explain(err, req)
-	}
-	if !noWait {
-		if sb, err = c.wait(ctx, cl, sb, timeout); err != nil {
+		cl, err := c.app.client()
+		if err != nil {
 			return err
 		}
+		sb, err := cl.Sandboxes.Create(ctx, req)
+		if err != nil {
+			return c.explain(err, req)
+		}
+		if !noWait {
+			if sb, err = c.wait(ctx, cl, sb, timeout); err != nil {
+				return err
+			}
+		}
+		return printSandbox(c.app.stdout, sb, asJSON)
 	}
-	return printSandbox(c.app.stdout, sb, asJSON)
 }
 
 // explain adds what to do next to a create error about the parent or the

@@ -1,30 +1,31 @@
 package main
 
-import "context"
+import (
+	"context"
+	"flag"
+)
 
 // sandboxGet is `pt sandbox get ID`.
 type sandboxGet struct{ app *app }
 
 const sandboxGetSynopsis = "pt sandbox get ID [--json]"
 
-// Run prints one sandbox.
-func (c *sandboxGet) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox get")
+// bind binds the flags; the returned run prints one sandbox.
+func (c *sandboxGet) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, sandboxGetSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		sb, err := cl.Sandboxes.Get(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return printSandbox(c.app.stdout, sb, *asJSON)
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, sandboxGetSynopsis), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.Get(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return printSandbox(c.app.stdout, sb, *asJSON)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -29,15 +30,10 @@ var lifecycleVerbs = map[string]struct {
 	"archive": {platinum.StateArchived, "move a stopped sandbox's disk to cold storage"},
 }
 
-func (c *sandboxLifecycle) synopsis() string {
-	return "pt sandbox " + c.verb + " ID [--wait] [--timeout 10m] [--json]\n\n" +
-		"  " + lifecycleVerbs[c.verb].what + "."
-}
-
-// Run makes the call, optionally waits, and prints the outcome: the state
-// (and for start, whether memory came back), or the sandbox with --json.
-func (c *sandboxLifecycle) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox " + c.verb)
+// bind binds the flags; the returned run makes the call, optionally waits,
+// and prints the outcome: the state (and for start, whether memory came
+// back), or the sandbox with --json.
+func (c *sandboxLifecycle) bind(fs *flag.FlagSet) runFunc {
 	target := lifecycleVerbs[c.verb].target
 	var (
 		wait    bool
@@ -47,51 +43,50 @@ func (c *sandboxLifecycle) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&wait, "wait", false, "wait until the sandbox is "+string(target)+", showing its progress")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		switch {
+		case len(pos) != 1:
+			return usageErr(usage, "want exactly one sandbox ID")
+		case timeout <= 0:
+			return usageErr(usage, "--timeout must be positive")
+		}
+		id := pos[0]
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		var opts []platinum.LifecycleOption
+		wctx := ctx
+		if wait {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+			opts = append(opts, waitFor(target, timeout), platinum.OnStateChange(func(sb *platinum.Sandbox) {
+				line := progressState(sb.State)
+				if pct := sb.Progress.Percent(); pct >= 0 {
+					line += fmt.Sprintf(" %s %d%% (%d of %d MB)", sb.Progress.Op, pct, sb.Progress.DoneBytes>>20, sb.Progress.TotalBytes>>20)
+				}
+				fmt.Fprintf(c.app.stderr, "sandbox %s: %s\n", id, line)
+			}))
+		}
+		sb, err := c.call(cl)(wctx, id, opts...)
+		if err != nil {
+			return c.explain(ctx, err, id, sb, target, timeout)
+		}
+		if asJSON {
+			return printSandbox(c.app.stdout, sb, true)
+		}
+		fmt.Fprintf(c.app.stdout, "sandbox %s: %s\n", id, sb.State)
+		if sb.Restore != nil && target == platinum.StateRunning {
+			fmt.Fprintln(c.app.stdout, restoredLine(*sb.Restore))
+		}
+		if !wait && transitional(sb.State) {
+			fmt.Fprintf(c.app.stderr, "follow it with `pt sandbox get %s`, or run again with --wait\n", id)
+		}
+		return nil
 	}
-	usage := usageText(fs, c.synopsis())
-	switch {
-	case len(pos) != 1:
-		return usageErr(usage, "want exactly one sandbox ID")
-	case timeout <= 0:
-		return usageErr(usage, "--timeout must be positive")
-	}
-	id := pos[0]
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	var opts []platinum.LifecycleOption
-	wctx := ctx
-	if wait {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		opts = append(opts, waitFor(target, timeout), platinum.OnStateChange(func(sb *platinum.Sandbox) {
-			line := progressState(sb.State)
-			if pct := sb.Progress.Percent(); pct >= 0 {
-				line += fmt.Sprintf(" %s %d%% (%d of %d MB)", sb.Progress.Op, pct, sb.Progress.DoneBytes>>20, sb.Progress.TotalBytes>>20)
-			}
-			fmt.Fprintf(c.app.stderr, "sandbox %s: %s\n", id, line)
-		}))
-	}
-	sb, err := c.call(cl)(wctx, id, opts...)
-	if err != nil {
-		return c.explain(ctx, err, id, sb, target, timeout)
-	}
-	if asJSON {
-		return printSandbox(c.app.stdout, sb, true)
-	}
-	fmt.Fprintf(c.app.stdout, "sandbox %s: %s\n", id, sb.State)
-	if sb.Restore != nil && target == platinum.StateRunning {
-		fmt.Fprintln(c.app.stdout, restoredLine(*sb.Restore))
-	}
-	if !wait && transitional(sb.State) {
-		fmt.Fprintf(c.app.stderr, "follow it with `pt sandbox get %s`, or run again with --wait\n", id)
-	}
-	return nil
 }
 
 // call picks the SDK method for the verb.

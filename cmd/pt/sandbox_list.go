@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -13,9 +14,9 @@ type sandboxList struct{ app *app }
 
 const sandboxListSynopsis = "pt sandbox list [--state STATE] [--parent ID | --roots] [--project PRJ_ID] [--metadata K=V]... [--limit N] [--offset N] [--json]"
 
-// Run lists sandboxes as a table, or as the API's JSON page with --json.
-func (c *sandboxList) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox list")
+// bind binds the flags; the returned run lists sandboxes as a table, or as
+// the API's JSON page with --json.
+func (c *sandboxList) bind(fs *flag.FlagSet) runFunc {
 	var (
 		state  string
 		opts   platinum.ListOptions
@@ -31,33 +32,32 @@ func (c *sandboxList) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` sandboxes, 1..200 (default 50)")
 	fs.IntVar(&opts.Offset, "offset", 0, "skip the first `N` sandboxes")
 	fs.BoolVar(&asJSON, "json", false, `print {"rows": [...], "total": N} as JSON`)
-	pos, err := parseArgs(fs, sandboxListSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		switch usage := in.usage; {
+		case len(pos) > 0:
+			return usageErr(usage, "unexpected argument %q", pos[0])
+		case opts.ParentID != "" && opts.RootsOnly:
+			return usageErr(usage, "give --parent or --roots, not both")
+		}
+		opts.State, opts.Metadata = platinum.State(state), md.orNil()
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		l, err := cl.Sandboxes.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, l)
+		}
+		if _, err := io.WriteString(c.app.stdout, sandboxTable(l.Rows, c.app.width())); err != nil {
+			return err
+		}
+		if shown := opts.Offset + len(l.Rows); len(l.Rows) > 0 && shown < l.Total {
+			fmt.Fprintf(c.app.stderr, "showing %d-%d of %d; see more with --offset %d\n", opts.Offset+1, shown, l.Total, shown)
+		}
+		return nil
 	}
-	switch usage := usageText(fs, sandboxListSynopsis); {
-	case len(pos) > 0:
-		return usageErr(usage, "unexpected argument %q", pos[0])
-	case opts.ParentID != "" && opts.RootsOnly:
-		return usageErr(usage, "give --parent or --roots, not both")
-	}
-	opts.State, opts.Metadata = platinum.State(state), md.orNil()
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	l, err := cl.Sandboxes.List(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, l)
-	}
-	if _, err := io.WriteString(c.app.stdout, sandboxTable(l.Rows, c.app.width())); err != nil {
-		return err
-	}
-	if shown := opts.Offset + len(l.Rows); len(l.Rows) > 0 && shown < l.Total {
-		fmt.Fprintf(c.app.stderr, "showing %d-%d of %d; see more with --offset %d\n", opts.Offset+1, shown, l.Total, shown)
-	}
-	return nil
 }

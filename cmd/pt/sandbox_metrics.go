@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -13,30 +14,29 @@ type sandboxMetrics struct{ app *app }
 
 const sandboxMetricsSynopsis = "pt sandbox metrics ID [--json]"
 
-// Run prints the figures as a field list, or the API's JSON.
-func (c *sandboxMetrics) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox metrics")
+// bind binds the flags; the returned run prints the figures as a field list,
+// or the API's JSON.
+func (c *sandboxMetrics) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the metrics as JSON")
-	pos, err := parseArgs(fs, sandboxMetricsSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		m, err := cl.Sandboxes.Metrics(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, m)
+		}
+		printMetrics(c.app, m)
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, sandboxMetricsSynopsis), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	m, err := cl.Sandboxes.Metrics(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, m)
-	}
-	printMetrics(c.app, m)
-	return nil
 }
 
 // printMetrics shows metrics as a field list, sizes in binary units.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -19,9 +20,9 @@ const sandboxNetworkSynopsis = "pt sandbox network ID [--egress allow|deny] [--a
 	"  allow-out wins over deny-out; domains (api.example.com, *.example.com) cover HTTP and\n" +
 	"  HTTPS on ports 80 and 443. A running sandbox follows the new policy at once."
 
-// Run sends the policy and prints it and when it applies.
-func (c *sandboxNetwork) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox network")
+// bind binds the flags; the returned run sends the policy and prints it and
+// when it applies.
+func (c *sandboxNetwork) bind(fs *flag.FlagSet) runFunc {
 	var (
 		allow, deny listFlag
 		egress      string
@@ -31,31 +32,30 @@ func (c *sandboxNetwork) Run(ctx context.Context, args []string) error {
 	fs.Var(&allow, "allow-out", "allow an IPv4 `CIDR`, address or domain (repeatable, or comma-separated)")
 	fs.Var(&deny, "deny-out", "deny an IPv4 `CIDR` or address (repeatable, or comma-separated)")
 	fs.BoolVar(&asJSON, "json", false, `print {"id", "state", "network", "applies"} as JSON`)
-	pos, err := parseArgs(fs, sandboxNetworkSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		res, err := cl.Sandboxes.SetNetwork(ctx, pos[0], platinum.NetworkPolicy{Egress: egress, AllowOut: splitList(allow), DenyOut: splitList(deny)})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, res)
+		}
+		n := res.Network
+		fmt.Fprintf(c.app.stdout, "egress: %s\nallow out: %s\ndeny out: %s\napplies: %s\n",
+			n.Egress, orDash(strings.Join(n.AllowOut, ", ")), orDash(strings.Join(n.DenyOut, ", ")), res.Applies)
+		if res.Applies == platinum.NetworkAppliesNextStart {
+			fmt.Fprintf(c.app.stderr, "the sandbox is %s; the policy applies when it next starts\n", res.State)
+		}
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, sandboxNetworkSynopsis), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	res, err := cl.Sandboxes.SetNetwork(ctx, pos[0], platinum.NetworkPolicy{Egress: egress, AllowOut: splitList(allow), DenyOut: splitList(deny)})
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, res)
-	}
-	n := res.Network
-	fmt.Fprintf(c.app.stdout, "egress: %s\nallow out: %s\ndeny out: %s\napplies: %s\n",
-		n.Egress, orDash(strings.Join(n.AllowOut, ", ")), orDash(strings.Join(n.DenyOut, ", ")), res.Applies)
-	if res.Applies == platinum.NetworkAppliesNextStart {
-		fmt.Fprintf(c.app.stderr, "the sandbox is %s; the policy applies when it next starts\n", res.State)
-	}
-	return nil
 }
 
 // splitList flattens repeated and comma-separated values.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,9 +21,8 @@ const sandboxPreviewSynopsis = "pt sandbox preview ID PORT [--expires DURATION] 
 	"  --public lets anyone reach the port without a token; --private undoes it;\n" +
 	"  --revoke ends every token issued so far for the port."
 
-// Run prints the preview URLs.
-func (c *sandboxPreview) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox preview")
+// bind binds the flags; the returned run prints the preview URLs.
+func (c *sandboxPreview) bind(fs *flag.FlagSet) runFunc {
 	var (
 		expires                       time.Duration
 		public, private, revoke, asJS bool
@@ -32,60 +32,59 @@ func (c *sandboxPreview) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&private, "private", false, "require a token again")
 	fs.BoolVar(&revoke, "revoke", false, "end every token issued so far for the port")
 	fs.BoolVar(&asJS, "json", false, "print the result as JSON")
-	pos, err := parseArgs(fs, sandboxPreviewSynopsis, args)
-	if err != nil {
-		return err
-	}
-	usage := usageText(fs, sandboxPreviewSynopsis)
-	if len(pos) != 2 {
-		return usageErr(usage, "want a sandbox ID and a PORT")
-	}
-	port, err := strconv.Atoi(pos[1])
-	if err != nil || port < 1 || port > 65535 {
-		return usageErr(usage, "PORT must be a number 1-65535")
-	}
-	if public && private {
-		return usageErr(usage, "--public and --private contradict each other")
-	}
-	if expires < 0 || (expires > 0 && expires < time.Second) {
-		return usageErr(usage, "--expires must be at least 1s")
-	}
-	id := pos[0]
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	if revoke {
-		if err := cl.Sandboxes.RevokePreview(ctx, id, port); err != nil {
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		if len(pos) != 2 {
+			return usageErr(usage, "want a sandbox ID and a PORT")
+		}
+		port, err := strconv.Atoi(pos[1])
+		if err != nil || port < 1 || port > 65535 {
+			return usageErr(usage, "PORT must be a number 1-65535")
+		}
+		if public && private {
+			return usageErr(usage, "--public and --private contradict each other")
+		}
+		if expires < 0 || (expires > 0 && expires < time.Second) {
+			return usageErr(usage, "--expires must be at least 1s")
+		}
+		id := pos[0]
+		cl, err := c.app.client()
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.app.stderr, "revoked every token of port %d; the port is private\n", port)
-	}
-	if public || private {
-		if _, err := cl.Sandboxes.SetPreviewPublic(ctx, id, port, public); err != nil {
+		if revoke {
+			if err := cl.Sandboxes.RevokePreview(ctx, id, port); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.app.stderr, "revoked every token of port %d; the port is private\n", port)
+		}
+		if public || private {
+			if _, err := cl.Sandboxes.SetPreviewPublic(ctx, id, port, public); err != nil {
+				return err
+			}
+		}
+		u, err := cl.Sandboxes.PreviewURL(ctx, id, port, &platinum.PreviewOptions{ExpiresIn: expires})
+		if err != nil {
 			return err
 		}
+		if asJS {
+			return writeJSON(c.app.stdout, u)
+		}
+		w := c.app.stdout
+		fmt.Fprintf(w, "url:          %s\n", u.URL)
+		fmt.Fprintf(w, "path url:     %s\n", u.PathURL)
+		fmt.Fprintf(w, "browser url:  %s\n", u.BrowserURL)
+		fmt.Fprintf(w, "token:        %s\n", u.Token)
+		exp := "never (until revoked)"
+		if u.ExpiresAt != nil {
+			exp = formatTime(*u.ExpiresAt)
+		}
+		fmt.Fprintf(w, "expires:      %s\n", exp)
+		fmt.Fprintf(w, "public:       %v\n", u.Public)
+		if !u.Public {
+			fmt.Fprintf(c.app.stderr, "send the token: curl -H '%s: %s' %s\n", platinum.PreviewTokenHeader, u.Token, u.PathURL)
+		}
+		return nil
 	}
-	u, err := cl.Sandboxes.PreviewURL(ctx, id, port, &platinum.PreviewOptions{ExpiresIn: expires})
-	if err != nil {
-		return err
-	}
-	if asJS {
-		return writeJSON(c.app.stdout, u)
-	}
-	w := c.app.stdout
-	fmt.Fprintf(w, "url:          %s\n", u.URL)
-	fmt.Fprintf(w, "path url:     %s\n", u.PathURL)
-	fmt.Fprintf(w, "browser url:  %s\n", u.BrowserURL)
-	fmt.Fprintf(w, "token:        %s\n", u.Token)
-	exp := "never (until revoked)"
-	if u.ExpiresAt != nil {
-		exp = formatTime(*u.ExpiresAt)
-	}
-	fmt.Fprintf(w, "expires:      %s\n", exp)
-	fmt.Fprintf(w, "public:       %v\n", u.Public)
-	if !u.Public {
-		fmt.Fprintf(c.app.stderr, "send the token: curl -H '%s: %s' %s\n", platinum.PreviewTokenHeader, u.Token, u.PathURL)
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,44 +15,43 @@ type sandboxPs struct{ app *app }
 
 const sandboxPsSynopsis = "pt sandbox ps ID [--json]"
 
-// Run prints one row per running process, by pid.
-func (c *sandboxPs) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox ps")
+// bind binds the flags; the returned run prints one row per running process,
+// by pid.
+func (c *sandboxPs) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, `print {"processes": [...]} as JSON`)
-	pos, err := parseArgs(fs, sandboxPsSynopsis, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, sandboxPsSynopsis), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.Connect(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	list, err := sb.Processes().List(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, struct {
-			Processes []platinum.Process `json:"processes"`
-		}{list})
-	}
-	w := table(c.app.stdout)
-	fmt.Fprintln(w, "PID\tTAG\tTTY\tCWD\tCOMMAND")
-	for _, p := range list {
-		tty := "-"
-		if p.PTY {
-			tty = "pty"
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", p.PID, orDash(p.Tag), tty, orDash(p.Cwd), strings.Join(p.Cmd, " "))
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		sb, err := cl.Sandboxes.Connect(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		list, err := sb.Processes().List(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, struct {
+				Processes []platinum.Process `json:"processes"`
+			}{list})
+		}
+		w := table(c.app.stdout)
+		fmt.Fprintln(w, "PID\tTAG\tTTY\tCWD\tCOMMAND")
+		for _, p := range list {
+			tty := "-"
+			if p.PTY {
+				tty = "pty"
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", p.PID, orDash(p.Tag), tty, orDash(p.Cwd), strings.Join(p.Cmd, " "))
+		}
+		return w.Flush()
 	}
-	return w.Flush()
 }
 
 // sandboxKillProcess is `pt sandbox kill-process ID PID`: signal one of
@@ -60,35 +60,33 @@ type sandboxKillProcess struct{ app *app }
 
 const sandboxKillProcessSynopsis = "pt sandbox kill-process ID PID [--signal SIGNAL]"
 
-// Run sends the signal; like kill(1) the default is SIGTERM, and a name
-// may drop its SIG prefix (--signal kill).
-func (c *sandboxKillProcess) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox kill-process")
+// bind binds the flags; the returned run sends the signal; like kill(1) the
+// default is SIGTERM, and a name may drop its SIG prefix (--signal kill).
+func (c *sandboxKillProcess) bind(fs *flag.FlagSet) runFunc {
 	sig := fs.String("signal", "SIGTERM", "`SIGNAL` to send: SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT, SIGTSTP")
 	fs.StringVar(sig, "s", "SIGTERM", "short for --signal")
-	pos, err := parseArgs(fs, sandboxKillProcessSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		if len(pos) != 2 {
+			return usageErr(usage, "want a sandbox ID and a PID")
+		}
+		pid, err := strconv.Atoi(pos[1])
+		if err != nil || pid <= 0 {
+			return usageErr(usage, "PID %q is not a positive number (see pt sandbox ps %s)", pos[1], pos[0])
+		}
+		name := strings.ToUpper(*sig)
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		sb, err := cl.Sandboxes.Connect(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return sb.Processes().Signal(ctx, pid, name)
 	}
-	usage := usageText(fs, sandboxKillProcessSynopsis)
-	if len(pos) != 2 {
-		return usageErr(usage, "want a sandbox ID and a PID")
-	}
-	pid, err := strconv.Atoi(pos[1])
-	if err != nil || pid <= 0 {
-		return usageErr(usage, "PID %q is not a positive number (see pt sandbox ps %s)", pos[1], pos[0])
-	}
-	name := strings.ToUpper(*sig)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.Connect(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return sb.Processes().Signal(ctx, pid, name)
 }

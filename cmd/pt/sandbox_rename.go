@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -14,54 +15,53 @@ type sandboxRename struct{ app *app }
 
 const sandboxRenameSynopsis = "pt sandbox rename ID NAME [--json]\n       pt sandbox rename ID --clear [--json]"
 
-// Run renames the sandbox (or clears its name) and prints the outcome.
-func (c *sandboxRename) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox rename")
+// bind binds the flags; the returned run renames the sandbox (or clears its
+// name) and prints the outcome.
+func (c *sandboxRename) bind(fs *flag.FlagSet) runFunc {
 	clearName := fs.Bool("clear", false, "remove the sandbox's name")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, sandboxRenameSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		switch {
+		case len(pos) == 0:
+			return usageErr(usage, "want a sandbox ID and a NAME (or --clear)")
+		case len(pos) == 1 && !*clearName:
+			return usageErr(usage, "want a NAME, or --clear to remove the name")
+		case len(pos) == 2 && *clearName:
+			return usageErr(usage, "give a NAME or --clear, not both")
+		case len(pos) > 2:
+			return usageErr(usage, "unexpected argument %q", pos[2])
+		case len(pos) == 2 && pos[1] == "":
+			return usageErr(usage, "the NAME is empty; remove a name with --clear")
+		}
+		id := pos[0]
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		var sb *platinum.Sandbox
+		if *clearName {
+			sb, err = cl.Sandboxes.ClearName(ctx, id)
+		} else {
+			sb, err = cl.Sandboxes.Rename(ctx, id, pos[1])
+		}
+		if platinum.IsCode(err, platinum.CodeInvalidRequest) {
+			return withHint(err, "") // the message says what a name may be; rename has no --name flag to point at
+		}
+		if err != nil {
+			return nameConflictHint(err, pos[len(pos)-1])
+		}
+		if *asJSON {
+			return printSandbox(c.app.stdout, sb, true)
+		}
+		if sb.Name == "" {
+			fmt.Fprintf(c.app.stdout, "sandbox %s: name cleared\n", sb.ID)
+		} else {
+			fmt.Fprintf(c.app.stdout, "sandbox %s: renamed to %s\n", sb.ID, sb.Name)
+		}
+		return nil
 	}
-	usage := usageText(fs, sandboxRenameSynopsis)
-	switch {
-	case len(pos) == 0:
-		return usageErr(usage, "want a sandbox ID and a NAME (or --clear)")
-	case len(pos) == 1 && !*clearName:
-		return usageErr(usage, "want a NAME, or --clear to remove the name")
-	case len(pos) == 2 && *clearName:
-		return usageErr(usage, "give a NAME or --clear, not both")
-	case len(pos) > 2:
-		return usageErr(usage, "unexpected argument %q", pos[2])
-	case len(pos) == 2 && pos[1] == "":
-		return usageErr(usage, "the NAME is empty; remove a name with --clear")
-	}
-	id := pos[0]
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	var sb *platinum.Sandbox
-	if *clearName {
-		sb, err = cl.Sandboxes.ClearName(ctx, id)
-	} else {
-		sb, err = cl.Sandboxes.Rename(ctx, id, pos[1])
-	}
-	if platinum.IsCode(err, platinum.CodeInvalidRequest) {
-		return withHint(err, "") // the message says what a name may be; rename has no --name flag to point at
-	}
-	if err != nil {
-		return nameConflictHint(err, pos[len(pos)-1])
-	}
-	if *asJSON {
-		return printSandbox(c.app.stdout, sb, true)
-	}
-	if sb.Name == "" {
-		fmt.Fprintf(c.app.stdout, "sandbox %s: name cleared\n", sb.ID)
-	} else {
-		fmt.Fprintf(c.app.stdout, "sandbox %s: renamed to %s\n", sb.ID, sb.Name)
-	}
-	return nil
 }
 
 // nameConflictHint explains a conflict that is about a taken name (one

@@ -21,9 +21,9 @@ const sandboxResizeSynopsis = "pt sandbox resize ID [--cpu N] [--ram MB] [--disk
 	"  and grows its disk in place. A stopped sandbox boots at the new size next time.\n" +
 	"  The disk can only grow."
 
-// Run resizes and prints what the sandbox has afterwards.
-func (c *sandboxResize) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox resize")
+// bind binds the flags; the returned run resizes and prints what the sandbox
+// has afterwards.
+func (c *sandboxResize) bind(fs *flag.FlagSet) runFunc {
 	var (
 		cpu    float64
 		ram    int
@@ -34,61 +34,60 @@ func (c *sandboxResize) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&ram, "ram", 0, "memory in `MB`")
 	fs.IntVar(&disk, "disk", 0, "disk in `GB` (grow only)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	pos, err := parseArgs(fs, sandboxResizeSynopsis, args)
-	if err != nil {
-		return err
-	}
-	usage := usageText(fs, sandboxResizeSynopsis)
-	var live, diskReq platinum.ResizeRequest
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "cpu":
-			live.CPU = &cpu
-		case "ram":
-			live.RAMMB = &ram
-		case "disk":
-			diskReq.DiskGB = &disk
-		}
-	})
-	switch {
-	case len(pos) != 1:
-		return usageErr(usage, "want exactly one sandbox ID")
-	case live.CPU == nil && live.RAMMB == nil && diskReq.DiskGB == nil:
-		return usageErr(usage, "nothing to change: give --cpu, --ram or --disk")
-	}
-	id := pos[0]
-	again := resizeCommand(id, live, diskReq)
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	var res *platinum.ResizeResult
-	if live.CPU != nil || live.RAMMB != nil {
-		if res, err = cl.Sandboxes.Resize(ctx, id, live); err != nil {
-			return c.explain(err, id, again)
-		}
-	}
-	if diskReq.DiskGB != nil {
-		first := res
-		if res, err = cl.Sandboxes.Resize(ctx, id, diskReq); err != nil {
-			if first != nil {
-				if !asJSON {
-					c.print(first)
-				}
-				fmt.Fprintln(c.app.stderr, "cpu and memory were resized; the disk was not:")
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		var live, diskReq platinum.ResizeRequest
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "cpu":
+				live.CPU = &cpu
+			case "ram":
+				live.RAMMB = &ram
+			case "disk":
+				diskReq.DiskGB = &disk
 			}
-			return c.explain(err, id, again)
+		})
+		switch {
+		case len(pos) != 1:
+			return usageErr(usage, "want exactly one sandbox ID")
+		case live.CPU == nil && live.RAMMB == nil && diskReq.DiskGB == nil:
+			return usageErr(usage, "nothing to change: give --cpu, --ram or --disk")
 		}
-		if first != nil {
-			res.Requested.CPU, res.Requested.RAMMB = first.Requested.CPU, first.Requested.RAMMB
-			res.Partial = res.Partial || first.Partial
+		id := pos[0]
+		again := resizeCommand(id, live, diskReq)
+		cl, err := c.app.client()
+		if err != nil {
+			return err
 		}
+		var res *platinum.ResizeResult
+		if live.CPU != nil || live.RAMMB != nil {
+			if res, err = cl.Sandboxes.Resize(ctx, id, live); err != nil {
+				return c.explain(err, id, again)
+			}
+		}
+		if diskReq.DiskGB != nil {
+			first := res
+			if res, err = cl.Sandboxes.Resize(ctx, id, diskReq); err != nil {
+				if first != nil {
+					if !asJSON {
+						c.print(first)
+					}
+					fmt.Fprintln(c.app.stderr, "cpu and memory were resized; the disk was not:")
+				}
+				return c.explain(err, id, again)
+			}
+			if first != nil {
+				res.Requested.CPU, res.Requested.RAMMB = first.Requested.CPU, first.Requested.RAMMB
+				res.Partial = res.Partial || first.Partial
+			}
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, res)
+		}
+		c.print(res)
+		return nil
 	}
-	if asJSON {
-		return writeJSON(c.app.stdout, res)
-	}
-	c.print(res)
-	return nil
 }
 
 // print shows a resize result: the sizes, when they apply, and what the

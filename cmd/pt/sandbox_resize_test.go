@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
+	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 )
 
 // resizes counts the resize calls the fake got for $ID and checks the
 // sandbox's size afterwards.
-func resized(calls int, cpu float64, ram, disk int) func(*testing.T, *platinumtest.Server, map[string]string, result) {
-	return func(t *testing.T, srv *platinumtest.Server, ids map[string]string, _ result) {
+func resized(calls int, cpu float64, ram, disk int) func(*testing.T, *fakeptd.Server, map[string]string, result) {
+	return func(t *testing.T, srv *fakeptd.Server, ids map[string]string, _ result) {
 		n := 0
 		for _, r := range srv.Requests() {
 			if r == "POST /v1/sandboxes/"+ids["ID"]+"/resize" {
@@ -28,17 +28,17 @@ func resized(calls int, cpu float64, ram, disk int) func(*testing.T, *platinumte
 
 func TestSandboxResize(t *testing.T) {
 	t.Parallel()
-	running := one(platinumtest.Sandbox{CPU: 2, RAMMB: 2048, DiskGB: 20})
+	running := one(fakeptd.Sandbox{CPU: 2, RAMMB: 2048, DiskGB: 20})
 	const live4 = "live: the guest sees 4 cpus and 7962 MB; it can grow to 16 cpus and 16384 MB without a restart\n"
 	const notLive = "pt: this running sandbox cannot change cpu or ram_mb live (cpu 32 is above this boot's maximum of 16); stop it, then resize\n" +
 		"hint: it cannot be resized live: cpu 32 is above this boot's maximum of 16.\n" +
 		"To resize it with a restart (in-memory state is lost), run:\n" +
 		"  pt sandbox stop $ID --wait\n"
-	runVerbCases(t, []verbCase{
+	runVerbCases(t, newFake, pt, []verbCase[*fakeptd.Server]{
 		{name: "live cpu and memory", setup: running, args: []string{"sandbox", "resize", "$ID", "--cpu", "4", "--ram", "8192"},
 			wantStdout: "sandbox $ID: cpu 4, ram 8192 MB, disk 20 GB (applies now)\n" + live4,
 			check:      resized(1, 4, 8192, 20)},
-		{name: "disk with cpu and memory (the seed's example) takes two calls", setup: running,
+		{name: "disk with cpu and memory (the guide's example) takes two calls", setup: running,
 			args:       []string{"sandbox", "resize", "$ID", "--cpu", "4", "--ram", "8192", "--disk", "40"},
 			wantStdout: "sandbox $ID: cpu 4, ram 8192 MB, disk 40 GB (applies now)\n" + live4,
 			check:      resized(2, 4, 8192, 40)},
@@ -58,28 +58,28 @@ func TestSandboxResize(t *testing.T) {
 		{name: "a refused live resize skips the disk", setup: running, args: []string{"sandbox", "resize", "$ID", "--disk", "40", "--cpu", "32"}, wantCode: 1,
 			wantStderr: notLive + "  pt sandbox resize $ID --cpu 32 --disk 40\n  pt sandbox start $ID --wait\n",
 			check:      resized(1, 2, 2048, 20)},
-		{name: "stopped boots at the new size", setup: one(platinumtest.Sandbox{State: "stopped", CPU: 2, RAMMB: 2048, DiskGB: 20}),
+		{name: "stopped boots at the new size", setup: one(fakeptd.Sandbox{State: "stopped", CPU: 2, RAMMB: 2048, DiskGB: 20}),
 			args:       []string{"sandbox", "resize", "$ID", "--cpu", "32"},
 			wantStdout: "sandbox $ID: cpu 32, ram 2048 MB, disk 20 GB (applies at the next start)\n",
 			wantStderr: "the sandbox is stopped: it boots at this size when it starts (`pt sandbox start $ID --wait`); its disk survives, its memory does not\n",
 			check:      resized(1, 32, 2048, 20)},
-		{name: "host not finished", setup: func(s *platinumtest.Server) map[string]string {
+		{name: "host not finished", setup: func(s *fakeptd.Server) map[string]string {
 			s.ResizePending = true
-			return one(platinumtest.Sandbox{State: "stopped", CPU: 2, RAMMB: 2048, DiskGB: 20})(s)
+			return one(fakeptd.Sandbox{State: "stopped", CPU: 2, RAMMB: 2048, DiskGB: 20})(s)
 		}, args: []string{"sandbox", "resize", "$ID", "--ram", "4096"},
 			wantStdout: "sandbox $ID: cpu 2, ram 4096 MB, disk 20 GB (pending)\n",
 			wantStderr: "the host has not finished; check the size with `pt sandbox get $ID`\n"},
 		{name: "disk shrink", setup: running, args: []string{"sandbox", "resize", "$ID", "--disk", "10"}, wantCode: 1,
 			wantStderr: "pt: disk_gb can only grow; it is 20\nhint: check the value of --disk; see the command's --help\n",
 			check:      resized(1, 2, 2048, 20)},
-		{name: "guest cannot grow its disk online", setup: func(s *platinumtest.Server) map[string]string {
+		{name: "guest cannot grow its disk online", setup: func(s *fakeptd.Server) map[string]string {
 			s.DiskGrowUnsupported = true
 			return running(s)
 		}, args: []string{"sandbox", "resize", "$ID", "--disk", "40"}, wantCode: 1,
 			wantStderr: "pt: this sandbox's filesystem cannot grow online; stop it, then resize\n" +
 				"hint: its filesystem cannot grow while it runs; stop it and resize it, and it boots with one that can:\n" +
 				"  pt sandbox stop $ID --wait\n  pt sandbox resize $ID --disk 40\n  pt sandbox start $ID --wait\n"},
-		{name: "cpu done, disk refused", setup: func(s *platinumtest.Server) map[string]string {
+		{name: "cpu done, disk refused", setup: func(s *fakeptd.Server) map[string]string {
 			s.DiskGrowUnsupported = true
 			return running(s)
 		}, args: []string{"sandbox", "resize", "$ID", "--cpu", "4", "--disk", "40"}, wantCode: 1,
@@ -90,7 +90,7 @@ func TestSandboxResize(t *testing.T) {
 				"hint: its filesystem cannot grow while it runs; stop it and resize it, and it boots with one that can:\n" +
 				"  pt sandbox stop $ID --wait\n  pt sandbox resize $ID --cpu 4 --disk 40\n  pt sandbox start $ID --wait\n",
 			check: resized(2, 4, 2048, 20)},
-		{name: "a state that cannot resize", setup: one(platinumtest.Sandbox{State: "stopping"}), args: []string{"sandbox", "resize", "$ID", "--cpu", "4"}, wantCode: 1,
+		{name: "a state that cannot resize", setup: one(fakeptd.Sandbox{State: "stopping"}), args: []string{"sandbox", "resize", "$ID", "--cpu", "4"}, wantCode: 1,
 			wantStderr: "pt: sandbox is stopping; resize needs it running or stopped\nhint: the sandbox is stopping, which does not allow this: check it with `pt sandbox get`\n"},
 		{name: "nothing to change", setup: running, args: []string{"sandbox", "resize", "$ID"}, wantCode: 2,
 			wantStderr: "pt: nothing to change: give --cpu, --ram or --disk\n"},
@@ -101,12 +101,12 @@ func TestSandboxResize(t *testing.T) {
 
 func TestSandboxMetrics(t *testing.T) {
 	t.Parallel()
-	withFile := func(s *platinumtest.Server) map[string]string {
-		id := s.AddSandbox(platinumtest.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2})
+	withFile := func(s *fakeptd.Server) map[string]string {
+		id := s.AddSandbox(fakeptd.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2})
 		s.PutFile(id, "/big", make([]byte, 1<<20))
 		return map[string]string{"ID": id}
 	}
-	runVerbCases(t, []verbCase{
+	runVerbCases(t, newFake, pt, []verbCase[*fakeptd.Server]{
 		{name: "field list", setup: withFile, args: []string{"sandbox", "metrics", "$ID"},
 			wantStdout: "" +
 				"CPU:         12.5%\n" +
@@ -117,7 +117,7 @@ func TestSandboxMetrics(t *testing.T) {
 				"At:          2026-11-29T15:04:05Z\n"},
 		{name: "json", setup: withFile, args: []string{"sandbox", "metrics", "$ID", "--json"},
 			stdoutHas: []string{`"cpu_percent": 12.5`, `"memory_limit_bytes": 536870912`, `"disk_used_bytes": 68157440`, `"pids": 3`, `"at": "2026-11-29T15:04:05.`}},
-		{name: "not running", setup: one(platinumtest.Sandbox{State: "stopped"}), args: []string{"sandbox", "metrics", "$ID"}, wantCode: 1,
+		{name: "not running", setup: one(fakeptd.Sandbox{State: "stopped"}), args: []string{"sandbox", "metrics", "$ID"}, wantCode: 1,
 			wantStderr: "pt: sandbox $ID is stopped, not running\nhint: the sandbox is stopped; it must be running: start it with `pt sandbox start ID --wait`\n"},
 		{name: "no ID", args: []string{"sandbox", "metrics"}, wantCode: 2, wantStderr: "pt: want exactly one sandbox ID\n"},
 	})
@@ -126,15 +126,15 @@ func TestSandboxMetrics(t *testing.T) {
 func TestSandboxUsage(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC)
-	seeded := one(platinumtest.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: platinumtest.Time{Time: t0}})
-	query := func(want string) func(*testing.T, *platinumtest.Server, map[string]string, result) {
-		return func(t *testing.T, srv *platinumtest.Server, ids map[string]string, _ result) {
+	seeded := one(fakeptd.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: fakeptd.Time{Time: t0}})
+	query := func(want string) func(*testing.T, *fakeptd.Server, map[string]string, result) {
+		return func(t *testing.T, srv *fakeptd.Server, ids map[string]string, _ result) {
 			if got := lastRequest(srv); got != "GET /v1/sandboxes/"+ids["ID"]+"/usage"+want {
 				t.Errorf("request = %q, want …/usage%s", got, want)
 			}
 		}
 	}
-	runVerbCases(t, []verbCase{
+	runVerbCases(t, newFake, pt, []verbCase[*fakeptd.Server]{
 		{name: "one running hour", setup: seeded, args: []string{"sandbox", "usage", "$ID", "--from", "2026-11-29T13:00:00Z", "--to", "2026-11-29T14:00:00Z"},
 			wantStdout: "" +
 				"Sandbox:   $ID\n" +
@@ -164,7 +164,7 @@ func TestSandboxUsageBillsResizes(t *testing.T) {
 	t.Parallel()
 	srv := newFake(t)
 	t0 := time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC)
-	id := srv.AddSandbox(platinumtest.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: platinumtest.Time{Time: t0}})
+	id := srv.AddSandbox(fakeptd.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: fakeptd.Time{Time: t0}})
 	for _, args := range [][]string{{"resize", id, "--cpu", "4"}, {"stop", id, "--wait"}} {
 		if r := pt(t, srv, append([]string{"sandbox"}, args...)...); r.code != 0 {
 			t.Fatalf("%q: exit %d stderr %q", args, r.code, r.stderr)

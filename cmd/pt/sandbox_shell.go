@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,25 +31,23 @@ const sandboxShellSynopsis = "pt sandbox shell ID [--cwd DIR] [--env K=V]... [--
 // given; with one, the server's default login shell runs.
 const shellLogin = `if [ -x /bin/bash ]; then exec /bin/bash -l; fi; exec /bin/sh -l`
 
-// Run opens the shell.
-func (c *sandboxShell) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox shell")
+// bind binds the flags; the returned run opens the shell.
+func (c *sandboxShell) bind(fs *flag.FlagSet) runFunc {
 	var cwd string
 	env := kvFlag{}
 	fs.Var(env, "env", "environment variable `K=V` for the shell (repeatable)")
 	fs.StringVar(&cwd, "cwd", "", "working `DIR`ectory")
-	pos, err := parseArgs(fs, sandboxShellSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) == 0 {
+			return in.usageErr("want a sandbox ID")
+		}
+		id, cmd := pos[0], pos[1:]
+		if f, ok := c.app.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			return c.interactive(ctx, f, id, cmd, cwd, env.orNil())
+		}
+		return c.piped(ctx, id, cmd, cwd, env.orNil())
 	}
-	if len(pos) == 0 {
-		return usageErr(usageText(fs, sandboxShellSynopsis), "want a sandbox ID")
-	}
-	id, cmd := pos[0], pos[1:]
-	if f, ok := c.app.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return c.interactive(ctx, f, id, cmd, cwd, env.orNil())
-	}
-	return c.piped(ctx, id, cmd, cwd, env.orNil())
 }
 
 // exitWith turns a remote exit code into pt's.

@@ -2,47 +2,47 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// sandboxKill is `pt sandbox kill ID...`: destroy sandboxes (seed 003's
+// sandboxKill is `pt sandbox kill ID...`: destroy sandboxes (docs/sandboxes.md,
 // kill). Killing an already destroyed sandbox is not an error.
 type sandboxKill struct{ app *app }
 
 const sandboxKillSynopsis = "pt sandbox kill ID [ID...] [--json]"
 
-// Run kills each sandbox and prints its ID, status and destroyed reason.
-func (c *sandboxKill) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox kill")
+// bind binds the flags; the returned run kills each sandbox and prints its
+// ID, status and destroyed reason.
+func (c *sandboxKill) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print each destroyed record as JSON")
-	pos, err := parseArgs(fs, sandboxKillSynopsis, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return usageErr(usageText(fs, sandboxKillSynopsis), "want at least one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	for _, id := range pos {
-		sb, err := cl.Sandboxes.Kill(ctx, id)
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) == 0 {
+			return in.usageErr("want at least one sandbox ID")
+		}
+		cl, err := c.app.client()
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if err := writeJSON(c.app.stdout, sb); err != nil {
+		for _, id := range pos {
+			sb, err := cl.Sandboxes.Kill(ctx, id)
+			if err != nil {
 				return err
 			}
-			continue
+			if *asJSON {
+				if err := writeJSON(c.app.stdout, sb); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintf(c.app.stdout, "%s\t%s\t%s\n", sb.ID, sb.Status, sb.DestroyedReason)
 		}
-		fmt.Fprintf(c.app.stdout, "%s\t%s\t%s\n", sb.ID, sb.Status, sb.DestroyedReason)
+		return nil
 	}
-	return nil
 }
 
 // sandboxTTL is `pt sandbox ttl ID DURATION`: reset a sandbox's countdown
@@ -51,39 +51,38 @@ type sandboxTTL struct{ app *app }
 
 const sandboxTTLSynopsis = "pt sandbox ttl ID DURATION [--json]   (e.g. 30m, 2h; up to 24h since creation)"
 
-// Run resets the TTL and prints the new expiry.
-func (c *sandboxTTL) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox ttl")
+// bind binds the flags; the returned run resets the TTL and prints the new
+// expiry.
+func (c *sandboxTTL) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, sandboxTTLSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		if len(pos) != 2 {
+			return usageErr(usage, "want a sandbox ID and a DURATION")
+		}
+		ttl, err := time.ParseDuration(pos[1])
+		if err != nil || ttl < time.Millisecond {
+			return usageErr(usage, "DURATION %q must be positive, like 30m or 2h", pos[1])
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		sb, err := cl.Sandboxes.SetTTL(ctx, pos[0], ttl)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printSandbox(c.app.stdout, sb, true)
+		}
+		exp := ""
+		if sb.ExpiresAt != nil {
+			exp = formatTime(*sb.ExpiresAt)
+		}
+		fmt.Fprintf(c.app.stdout, "%s expires at %s (%s)\n", sb.ID, exp, sb.Status)
+		return nil
 	}
-	usage := usageText(fs, sandboxTTLSynopsis)
-	if len(pos) != 2 {
-		return usageErr(usage, "want a sandbox ID and a DURATION")
-	}
-	ttl, err := time.ParseDuration(pos[1])
-	if err != nil || ttl < time.Millisecond {
-		return usageErr(usage, "DURATION %q must be positive, like 30m or 2h", pos[1])
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.SetTTL(ctx, pos[0], ttl)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printSandbox(c.app.stdout, sb, true)
-	}
-	exp := ""
-	if sb.ExpiresAt != nil {
-		exp = formatTime(*sb.ExpiresAt)
-	}
-	fmt.Fprintf(c.app.stdout, "%s expires at %s (%s)\n", sb.ID, exp, sb.Status)
-	return nil
 }
 
 // templateVersions is `pt template versions SLUG`: every build of a
@@ -92,34 +91,32 @@ type templateVersions struct{ app *app }
 
 const templateVersionsSynopsis = "pt template versions SLUG [--json]"
 
-// Run lists the versions.
-func (c *templateVersions) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt template versions")
+// bind binds the flags; the returned run lists the versions.
+func (c *templateVersions) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, "print the versions as JSON")
-	pos, err := parseArgs(fs, templateVersionsSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one template SLUG")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		vs, err := cl.Templates.Versions(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, map[string]any{"rows": vs})
+		}
+		tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERSION\tID\tSTATUS\tSIZE\tCREATED")
+		for _, v := range vs {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d MB\t%s\n", v.Version, v.ID, v.Status, v.SizeBytes>>20, formatTime(v.CreatedAt))
+		}
+		return tw.Flush()
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, templateVersionsSynopsis), "want exactly one template SLUG")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	vs, err := cl.Templates.Versions(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, map[string]any{"rows": vs})
-	}
-	tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tID\tSTATUS\tSIZE\tCREATED")
-	for _, v := range vs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d MB\t%s\n", v.Version, v.ID, v.Status, v.SizeBytes>>20, formatTime(v.CreatedAt))
-	}
-	return tw.Flush()
 }
 
 // durationMsFlag is a duration flag stored as whole milliseconds.

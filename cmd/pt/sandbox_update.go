@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -13,9 +14,9 @@ type sandboxUpdate struct{ app *app }
 
 const sandboxUpdateSynopsis = "pt sandbox update ID [--auto-resume on|off] [--name NAME | --clear-name] [--json]"
 
-// Run applies the changes and prints the sandbox.
-func (c *sandboxUpdate) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox update")
+// bind binds the flags; the returned run applies the changes and prints the
+// sandbox.
+func (c *sandboxUpdate) bind(fs *flag.FlagSet) runFunc {
 	var (
 		req       platinum.UpdateRequest
 		name      string
@@ -26,29 +27,28 @@ func (c *sandboxUpdate) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&name, "name", "", "rename the sandbox to `NAME`")
 	fs.BoolVar(&clearName, "clear-name", false, "remove the sandbox's name")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, sandboxUpdateSynopsis, args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		switch {
+		case len(pos) != 1:
+			return usageErr(usage, "want exactly one sandbox ID")
+		case name != "" && clearName:
+			return usageErr(usage, "give --name or --clear-name, not both")
+		case name == "" && !clearName && req.AutoResume == nil:
+			return usageErr(usage, "nothing to change: give --auto-resume, --name or --clear-name")
+		}
+		if name != "" || clearName {
+			req.Name = &name
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		sb, err := cl.Sandboxes.Update(ctx, pos[0], req)
+		if err != nil {
+			return nameConflictHint(err, name)
+		}
+		return printSandbox(c.app.stdout, sb, asJSON)
 	}
-	usage := usageText(fs, sandboxUpdateSynopsis)
-	switch {
-	case len(pos) != 1:
-		return usageErr(usage, "want exactly one sandbox ID")
-	case name != "" && clearName:
-		return usageErr(usage, "give --name or --clear-name, not both")
-	case name == "" && !clearName && req.AutoResume == nil:
-		return usageErr(usage, "nothing to change: give --auto-resume, --name or --clear-name")
-	}
-	if name != "" || clearName {
-		req.Name = &name
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	sb, err := cl.Sandboxes.Update(ctx, pos[0], req)
-	if err != nil {
-		return nameConflictHint(err, name)
-	}
-	return printSandbox(c.app.stdout, sb, asJSON)
 }

@@ -2,22 +2,27 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
 // verbCase is one pt command line against a fake seeded by setup. In args
 // and the wants, $NAME stands for the ID setup returned under NAME.
-type verbCase struct {
+type verbCase[S verbServer] struct {
 	name  string
-	setup func(*platinumtest.Server) map[string]string
+	setup func(S) map[string]string
 	args  []string
 
 	wantCode   int
@@ -25,15 +30,23 @@ type verbCase struct {
 	// stdoutHas, when set, replaces the exact wantStdout check.
 	stdoutHas  []string
 	wantStderr string // exact; for usage errors (exit 2) a prefix
-	check      func(t *testing.T, srv *platinumtest.Server, ids map[string]string, r result)
+	check      func(t *testing.T, srv S, ids map[string]string, r result)
 }
 
-func runVerbCases(t *testing.T, tests []verbCase) {
+// requestIDLine is the line pt adds after an API error.
+var requestIDLine = regexp.MustCompile(`(?m)^request id: req_[0-9a-f]+ \(ptd's logs name it; quote it when reporting this\)\n`)
+
+// verbServer is what the cases need of a server: the requests it got.
+type verbServer interface{ Requests() []string }
+
+// runVerbCases runs each case on a server of its own from start, running
+// pt with run.
+func runVerbCases[S verbServer](t *testing.T, start func(*testing.T) S, run func(*testing.T, S, ...string) result, tests []verbCase[S]) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newFake(t)
+			srv := start(t)
 			ids := map[string]string{}
 			if tt.setup != nil {
 				ids = tt.setup(srv)
@@ -50,7 +63,7 @@ func runVerbCases(t *testing.T, tests []verbCase) {
 				args = append(args, sub(a))
 			}
 			n := len(srv.Requests())
-			r := pt(t, srv, args...)
+			r := run(t, srv, args...)
 			if r.code != tt.wantCode {
 				t.Errorf("exit %d, want %d (stderr %q)", r.code, tt.wantCode, r.stderr)
 			}
@@ -69,7 +82,10 @@ func runVerbCases(t *testing.T, tests []verbCase) {
 				}
 				return
 			}
-			if diff := gocmp.Diff(sub(tt.wantStderr), r.stderr); diff != "" {
+			// ptd's errors end with their request id, which pt prints and
+			// which varies.
+			stderr := requestIDLine.ReplaceAllString(r.stderr, "")
+			if diff := gocmp.Diff(sub(tt.wantStderr), stderr); diff != "" {
 				t.Errorf("stderr (-want +got):\n%s", diff)
 			}
 			if tt.check != nil {
@@ -79,13 +95,41 @@ func runVerbCases(t *testing.T, tests []verbCase) {
 	}
 }
 
-// one seeds a single sandbox as $ID.
-func one(sb platinumtest.Sandbox) func(*platinumtest.Server) map[string]string {
-	return func(s *platinumtest.Server) map[string]string { return map[string]string{"ID": s.AddSandbox(sb)} }
+// one seeds a single sandbox in the fake as $ID.
+func one(sb fakeptd.Sandbox) func(*fakeptd.Server) map[string]string {
+	return func(s *fakeptd.Server) map[string]string { return map[string]string{"ID": s.AddSandbox(sb)} }
 }
 
-// lastRequest returns the fake's last request.
-func lastRequest(srv *platinumtest.Server) string {
+// seed creates one sandbox through ptd's API as $ID, stopped when asked.
+func seed(req platinum.CreateSandboxRequest, stopped bool) func(*platinumtest.Server) map[string]string {
+	return func(s *platinumtest.Server) map[string]string {
+		return map[string]string{"ID": seedIn(s, req, stopped)}
+	}
+}
+
+// seedIn creates a sandbox (busybox unless req names a template) and
+// waits until it runs, or stops it.
+func seedIn(s *platinumtest.Server, req platinum.CreateSandboxRequest, stopped bool) string {
+	ctx := context.Background()
+	c := platinum.New(s.URL, platinumtest.Token, platinum.WithPollInterval(5*time.Millisecond))
+	if req.Template == "" {
+		req.Template = "busybox"
+	}
+	sb, err := c.Sandboxes.Create(ctx, req, platinum.WaitForRunning(30*time.Second))
+	if err == nil && stopped {
+		_, err = c.Sandboxes.Stop(ctx, sb.ID, platinum.WaitForStopped(30*time.Second))
+	}
+	if err != nil {
+		panic("seed: " + err.Error())
+	}
+	return sb.ID
+}
+
+// startPtd is platinumtest.NewServer for runVerbCases.
+func startPtd(t *testing.T) *platinumtest.Server { return platinumtest.NewServer(t) }
+
+// lastRequest returns the server's last request.
+func lastRequest(srv verbServer) string {
 	reqs := srv.Requests()
 	if len(reqs) == 0 {
 		return ""
@@ -95,41 +139,35 @@ func lastRequest(srv *platinumtest.Server) string {
 
 func TestSandboxRename(t *testing.T) {
 	t.Parallel()
-	web := "web"
 	named := func(s *platinumtest.Server) map[string]string {
-		taken := "taken"
-		s.AddSandbox(platinumtest.Sandbox{Name: &taken})
-		return map[string]string{"ID": s.AddSandbox(platinumtest.Sandbox{Name: &web})}
+		seedIn(s, platinum.CreateSandboxRequest{Name: "taken"}, false)
+		return map[string]string{"ID": seedIn(s, platinum.CreateSandboxRequest{Name: "web"}, false)}
 	}
 	hasName := func(want string) func(*testing.T, *platinumtest.Server, map[string]string, result) {
 		return func(t *testing.T, srv *platinumtest.Server, ids map[string]string, _ result) {
 			sb, _ := srv.Sandbox(ids["ID"])
-			got := ""
-			if sb.Name != nil {
-				got = *sb.Name
-			}
-			if got != want {
+			if got := sb.Name; got != want {
 				t.Errorf("server has name %q, want %q", got, want)
 			}
 		}
 	}
-	runVerbCases(t, []verbCase{
-		{name: "rename (the seed's example)", setup: named, args: []string{"sandbox", "rename", "$ID", "ci-runner-2"},
+	runVerbCases(t, startPtd, ptd, []verbCase[*platinumtest.Server]{
+		{name: "rename (the guide's example)", setup: named, args: []string{"sandbox", "rename", "$ID", "ci-runner-2"},
 			wantStdout: "sandbox $ID: renamed to ci-runner-2\n", check: hasName("ci-runner-2")},
 		{name: "clear the name", setup: named, args: []string{"sandbox", "rename", "$ID", "--clear"},
 			wantStdout: "sandbox $ID: name cleared\n", check: hasName("")},
 		{name: "json", setup: named, args: []string{"sandbox", "rename", "--json", "$ID", "ci"},
 			stdoutHas: []string{`"id": "$ID"`, `"name": "ci"`}, check: hasName("ci")},
 		{name: "name taken by a live sandbox", setup: named, args: []string{"sandbox", "rename", "$ID", "taken"}, wantCode: 1,
-			wantStderr: "pt: name \"taken\" is taken by another live sandbox\n" +
+			wantStderr: "pt: name \"taken\" is taken by another live sandbox: conflict\n" +
 				"hint: another live sandbox is named \"taken\": find it with `pt sandbox list`, rename it or delete it, or pick another name\n",
 			check: hasName("web")},
 		{name: "bad name", setup: named, args: []string{"sandbox", "rename", "$ID", "-x"}, wantCode: 2,
 			wantStderr: "pt: flag provided but not defined: -x"},
 		{name: "bad name after --", setup: named, args: []string{"sandbox", "rename", "$ID", "--", "no spaces"}, wantCode: 1,
-			wantStderr: "pt: name must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit\n", check: hasName("web")},
+			wantStderr: "pt: name: must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit\n", check: hasName("web")},
 		{name: "unknown sandbox", args: []string{"sandbox", "rename", "sbx_missing", "x"}, wantCode: 1,
-			wantStderr: "pt: sandbox sbx_missing not found\nhint: list your sandboxes with `pt sandbox list`\n"},
+			wantStderr: "pt: sandbox \"sbx_missing\": not found\nhint: list your sandboxes with `pt sandbox list`\n"},
 		{name: "no name", setup: named, args: []string{"sandbox", "rename", "$ID"}, wantCode: 2,
 			wantStderr: "pt: want a NAME, or --clear to remove the name\n\nusage: pt sandbox rename ID NAME [--json]\n       pt sandbox rename ID --clear"},
 		{name: "name and --clear", setup: named, args: []string{"sandbox", "rename", "$ID", "x", "--clear"}, wantCode: 2,
@@ -142,21 +180,21 @@ func TestSandboxUpdateAutoResume(t *testing.T) {
 	t.Parallel()
 	autoResume := func(want bool) func(*testing.T, *platinumtest.Server, map[string]string, result) {
 		return func(t *testing.T, srv *platinumtest.Server, ids map[string]string, _ result) {
-			if sb, _ := srv.Sandbox(ids["ID"]); *sb.AutoResume != want {
-				t.Errorf("server has auto_resume %v, want %v", *sb.AutoResume, want)
+			if sb, _ := srv.Sandbox(ids["ID"]); sb.NoAutoResume == want {
+				t.Errorf("server has auto_resume %v, want %v", !sb.NoAutoResume, want)
 			}
 		}
 	}
-	runVerbCases(t, []verbCase{
-		{name: "off", setup: one(platinumtest.Sandbox{State: "stopped"}), args: []string{"sandbox", "update", "$ID", "--auto-resume", "off"},
+	runVerbCases(t, startPtd, ptd, []verbCase[*platinumtest.Server]{
+		{name: "off", setup: seed(platinum.CreateSandboxRequest{}, true), args: []string{"sandbox", "update", "$ID", "--auto-resume", "off"},
 			stdoutHas: []string{"Auto-resume:", "off (only `pt sandbox start` brings it back)\n"}, check: autoResume(false)},
-		{name: "back on, as JSON", setup: one(platinumtest.Sandbox{AutoResume: new(false)}), args: []string{"sandbox", "update", "$ID", "--auto-resume=on", "--json"},
+		{name: "back on, as JSON", setup: seed(platinum.CreateSandboxRequest{AutoResume: new(false)}, false), args: []string{"sandbox", "update", "$ID", "--auto-resume=on", "--json"},
 			stdoutHas: []string{`"auto_resume": true`}, check: autoResume(true)},
-		{name: "rename too", setup: one(platinumtest.Sandbox{}), args: []string{"sandbox", "update", "$ID", "--name", "ci", "--auto-resume", "false"},
+		{name: "rename too", setup: seed(platinum.CreateSandboxRequest{}, false), args: []string{"sandbox", "update", "$ID", "--name", "ci", "--auto-resume", "false"},
 			stdoutHas: []string{"Name:", " ci\n", "Auto-resume:"}, check: autoResume(false)},
-		{name: "nothing to change", setup: one(platinumtest.Sandbox{}), args: []string{"sandbox", "update", "$ID"}, wantCode: 2,
+		{name: "nothing to change", setup: seed(platinum.CreateSandboxRequest{}, false), args: []string{"sandbox", "update", "$ID"}, wantCode: 2,
 			wantStderr: "pt: nothing to change: give --auto-resume, --name or --clear-name\n"},
-		{name: "not on or off", setup: one(platinumtest.Sandbox{}), args: []string{"sandbox", "update", "$ID", "--auto-resume", "maybe"}, wantCode: 2,
+		{name: "not on or off", setup: seed(platinum.CreateSandboxRequest{}, false), args: []string{"sandbox", "update", "$ID", "--auto-resume", "maybe"}, wantCode: 2,
 			wantStderr: "pt: invalid value \"maybe\" for flag -auto-resume: want on or off, got \"maybe\"\n"},
 	})
 }
@@ -168,7 +206,7 @@ func TestSandboxEnv(t *testing.T) {
 	hasEnv := func(want map[string]string) func(*testing.T, *platinumtest.Server, map[string]string, result) {
 		return func(t *testing.T, srv *platinumtest.Server, ids map[string]string, r result) {
 			sb, _ := srv.Sandbox(ids["ID"])
-			if !maps.Equal(sb.Env, want) {
+			if !maps.Equal(sb.Env, want) && (len(sb.Env) != 0 || len(want) != 0) {
 				t.Errorf("server env = %.60v, want %.60v", sb.Env, want)
 			}
 			if strings.Contains(r.stdout+r.stderr, "new-value") || strings.Contains(r.stdout+r.stderr, "xxxxxxxx") {
@@ -176,13 +214,13 @@ func TestSandboxEnv(t *testing.T) {
 			}
 		}
 	}
-	seeded := one(platinumtest.Sandbox{Env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1", "KEEP": "k"}})
-	runVerbCases(t, []verbCase{
-		{name: "rotate a credential (the seed's example)", setup: seeded,
+	seeded := seed(platinum.CreateSandboxRequest{Env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1", "KEEP": "k"}}, false)
+	runVerbCases(t, startPtd, ptd, []verbCase[*platinumtest.Server]{
+		{name: "rotate a credential (the guide's example)", setup: seeded,
 			args:       []string{"sandbox", "env", "$ID", "API_TOKEN=new-value", "--unset", "OLD_UNUSED"},
 			wantStdout: "env keys: API_TOKEN, KEEP\napplies: next_exec\n", wantStderr: running,
 			check: hasEnv(map[string]string{"API_TOKEN": "new-value", "KEEP": "k"})},
-		{name: "stopped applies at the next start", setup: one(platinumtest.Sandbox{State: "stopped"}),
+		{name: "stopped applies at the next start", setup: seed(platinum.CreateSandboxRequest{}, true),
 			args:       []string{"sandbox", "env", "$ID", "A=1", "B=x=y", "C="},
 			wantStdout: "env keys: A, B, C\napplies: next_start\n", wantStderr: "the sandbox is stopped; it sees the change when it next starts\n",
 			check: hasEnv(map[string]string{"A": "1", "B": "x=y", "C": ""})},
@@ -192,18 +230,18 @@ func TestSandboxEnv(t *testing.T) {
 		{name: "json has keys, not values", setup: seeded, args: []string{"sandbox", "env", "$ID", "API_TOKEN=new-value", "--json"},
 			wantStdout: "{\n  \"id\": \"$ID\",\n  \"state\": \"running\",\n  \"env_keys\": [\n    \"API_TOKEN\",\n    \"KEEP\",\n    \"OLD_UNUSED\"\n  ],\n  \"applies\": \"next_exec\"\n}\n",
 			check:      hasEnv(map[string]string{"API_TOKEN": "new-value", "KEEP": "k", "OLD_UNUSED": "1"})},
-		{name: "whole env over 256 KiB changes nothing", setup: one(platinumtest.Sandbox{Env: map[string]string{"A": big, "B": big}}),
+		{name: "whole env over 256 KiB changes nothing", setup: seed(platinum.CreateSandboxRequest{Env: map[string]string{"A": big, "B": big}}, false),
 			args: []string{"sandbox", "env", "$ID", "C=" + big}, wantCode: 1,
-			wantStderr: fmt.Sprintf("pt: the environment would be %d bytes; the limit is 262144\n", 3*(len(big)+3)) +
+			wantStderr: fmt.Sprintf("pt: the merged environment would be %d bytes; the limit is 262144: env too large\n", 3*(len(big)+3)) +
 				"hint: a sandbox's environment is limited to 256 KiB in all: remove variables with `pt sandbox env ID --unset KEY`, or put large values in a file (`pt sandbox cp`)\n",
 			check: hasEnv(map[string]string{"A": big, "B": big})},
-		{name: "one variable over 128 KiB", setup: one(platinumtest.Sandbox{}),
+		{name: "one variable over 128 KiB", setup: seed(platinum.CreateSandboxRequest{}, false),
 			args: []string{"sandbox", "env", "$ID", "BIG=" + strings.Repeat("x", 128<<10)}, wantCode: 1,
 			wantStderr: "pt: BIG=… is 131077 bytes with its NUL; the limit per variable is 131072\n" +
 				"hint: one KEY=VALUE is limited to 128 KiB: put large values in a file with `pt sandbox cp` instead\n",
 			check: hasEnv(nil)},
 		{name: "unknown sandbox", args: []string{"sandbox", "env", "sbx_missing", "A=1"}, wantCode: 1,
-			wantStderr: "pt: sandbox sbx_missing not found\nhint: list your sandboxes with `pt sandbox list`\n"},
+			wantStderr: "pt: sandbox \"sbx_missing\": not found\nhint: list your sandboxes with `pt sandbox list`\n"},
 		{name: "a key without a value", setup: seeded, args: []string{"sandbox", "env", "$ID", "API_TOKEN"}, wantCode: 2,
 			wantStderr: "pt: want KEY=VALUE, got \"API_TOKEN\"; remove a key with --unset KEY\n"},
 		{name: "set and unset", setup: seeded, args: []string{"sandbox", "env", "$ID", "A=1", "--unset", "A"}, wantCode: 2,
@@ -216,11 +254,15 @@ func TestSandboxEnv(t *testing.T) {
 // family seeds a running parent $P with children $K1 and $K2 (newer), a
 // stopped top-level sandbox $S, and metadata to filter on.
 func family(s *platinumtest.Server) map[string]string {
-	p := s.AddSandbox(platinumtest.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2, Metadata: map[string]string{"team": "a"}})
-	k1 := s.AddSandbox(platinumtest.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2, ParentID: &p, Metadata: map[string]string{"team": "a", "n": "1"}})
-	k2 := s.AddSandbox(platinumtest.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2, ParentID: &p, Metadata: map[string]string{"team": "b"}})
-	st := s.AddSandbox(platinumtest.Sandbox{State: "stopped", CPU: 1, RAMMB: 512, DiskGB: 2})
-	return map[string]string{"P": p, "K1": k1, "K2": k2, "S": st}
+	p := seedIn(s, platinum.CreateSandboxRequest{Template: "pt-base", CPU: 1, RAMMB: 512, DiskGB: 2, Metadata: map[string]string{"team": "a"}}, false)
+	k1 := seedIn(s, platinum.CreateSandboxRequest{CPU: 1, RAMMB: 512, DiskGB: 2, ParentID: p, Metadata: map[string]string{"team": "a", "n": "1"}}, false)
+	k2 := seedIn(s, platinum.CreateSandboxRequest{CPU: 1, RAMMB: 512, DiskGB: 2, ParentID: p, Metadata: map[string]string{"team": "b"}}, false)
+	st := seedIn(s, platinum.CreateSandboxRequest{CPU: 1, RAMMB: 512, DiskGB: 2}, true)
+	created := func(id string) string {
+		sb, _ := s.Sandbox(id)
+		return sb.CreatedAt.UTC().Format(time.RFC3339)
+	}
+	return map[string]string{"P": p, "K1": k1, "K2": k2, "S": st, "CREATED_K1": created(k1), "CREATED_K2": created(k2)}
 }
 
 // listed checks which sandboxes a table shows, and the request made.
@@ -250,19 +292,19 @@ func listed(wantRequest string, want ...string) func(*testing.T, *platinumtest.S
 
 func TestSandboxTree(t *testing.T) {
 	t.Parallel()
-	runVerbCases(t, []verbCase{
+	runVerbCases(t, startPtd, ptd, []verbCase[*platinumtest.Server]{
 		{name: "children", setup: family, args: []string{"sandbox", "children", "$P"},
 			wantStdout: "" +
 				"ID                               NAME   STATE     TYPE         TEMPLATE   CPU   RAM     DISK   CREATED\n" +
-				"$K2   -      running   persistent   busybox    1     512MB   2GB    2026-11-29T15:04:05Z\n" +
-				"$K1   -      running   persistent   busybox    1     512MB   2GB    2026-11-29T15:04:05Z\n"},
+				"$K2   -      running   persistent   busybox    1     512MB   2GB    $CREATED_K2\n" +
+				"$K1   -      running   persistent   busybox    1     512MB   2GB    $CREATED_K1\n"},
 		{name: "children as JSON", setup: family, args: []string{"sandbox", "children", "$P", "--json"},
 			stdoutHas: []string{`"rows": [`, `"id": "$K2"`, `"parent_id": "$P"`}},
 		{name: "no children", setup: family, args: []string{"sandbox", "children", "$K1"},
 			wantStdout: "ID   NAME   STATE   TYPE   TEMPLATE   CPU   RAM   DISK   CREATED\n"},
 		{name: "children of an unknown sandbox", args: []string{"sandbox", "children", "sbx_missing"}, wantCode: 1,
-			wantStderr: "pt: sandbox sbx_missing not found\nhint: list your sandboxes with `pt sandbox list`\n"},
-		{name: "list --parent (the seed's example)", setup: family, args: []string{"sandbox", "list", "--parent", "$P"},
+			wantStderr: "pt: sandbox \"sbx_missing\": not found\nhint: list your sandboxes with `pt sandbox list`\n"},
+		{name: "list --parent (the guide's example)", setup: family, args: []string{"sandbox", "list", "--parent", "$P"},
 			stdoutHas: []string{}, check: listed("GET /v1/sandboxes?paginated=true&parent_id=$P", "K2", "K1")},
 		{name: "list --roots", setup: family, args: []string{"sandbox", "list", "--roots"},
 			stdoutHas: []string{}, check: listed("GET /v1/sandboxes?paginated=true&parent_id=none", "S", "P")},
@@ -274,28 +316,27 @@ func TestSandboxTree(t *testing.T) {
 			wantStderr: "pt: give --parent or --roots, not both\n"},
 		{name: "get shows the parent", setup: family, args: []string{"sandbox", "get", "$K1"},
 			stdoutHas: []string{"\nParent:     $P\n"}},
-		{name: "create a child (the seed's example)", setup: family, args: []string{"sandbox", "create", "-t", "pt-base", "--parent", "$P", "--no-auto-resume", "--json"},
+		{name: "create a child (the guide's example)", setup: family, args: []string{"sandbox", "create", "-t", "pt-base", "--parent", "$P", "--no-auto-resume", "--json"},
 			stdoutHas: []string{`"parent_id": "$P"`, `"auto_resume": false`},
 			check: func(t *testing.T, srv *platinumtest.Server, ids map[string]string, r result) {
 				var got struct{ ID string }
 				if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 					t.Fatal(err)
 				}
-				if sb, _ := srv.Sandbox(got.ID); sb.ParentID == nil || *sb.ParentID != ids["P"] || *sb.AutoResume {
-					t.Errorf("server has parent %v auto_resume %v", sb.ParentID, *sb.AutoResume)
+				if sb, _ := srv.Sandbox(got.ID); sb.ParentID != ids["P"] || !sb.NoAutoResume {
+					t.Errorf("server has parent %q auto_resume %v", sb.ParentID, !sb.NoAutoResume)
 				}
 			}},
 		{name: "create under a stopped parent", setup: family, args: []string{"sandbox", "create", "-t", "busybox", "--parent", "$S"}, wantCode: 1,
-			wantStderr: "pt: the parent is stopped; it must be running to create children\n" +
+			wantStderr: "pt: sandbox is stopped; this needs it running to create children (the parent)\n" +
 				"hint: the parent $S is stopped; start it with `pt sandbox start $S --wait`, then create the child\n"},
 		{name: "create under a missing parent", args: []string{"sandbox", "create", "-t", "busybox", "--parent", "sbx_missing"}, wantCode: 1,
-			wantStderr: "pt: parent \"sbx_missing\" not found\nhint: list your sandboxes with `pt sandbox list`\n"},
+			wantStderr: "pt: parent \"sbx_missing\": not found\nhint: list your sandboxes with `pt sandbox list`\n"},
 		{name: "create with a taken name", setup: func(s *platinumtest.Server) map[string]string {
-			n := "ci"
-			s.AddSandbox(platinumtest.Sandbox{Name: &n})
+			seedIn(s, platinum.CreateSandboxRequest{Name: "ci"}, false)
 			return nil
 		}, args: []string{"sandbox", "create", "-t", "busybox", "--name", "ci"}, wantCode: 1,
-			wantStderr: "pt: name \"ci\" is taken by another live sandbox\n" +
+			wantStderr: "pt: name \"ci\" is taken by another live sandbox: conflict\n" +
 				"hint: another live sandbox is named \"ci\": find it with `pt sandbox list`, rename it or delete it, or pick another name\n"},
 		{name: "rm a parent with live children", setup: family, args: []string{"sandbox", "rm", "$P"}, wantCode: 1,
 			wantStderr: "pt: sandbox has 2 live children; delete them first: [$K1 $K2]\n" +
@@ -311,8 +352,14 @@ func TestSandboxTree(t *testing.T) {
 			wantStdout: "$K1\n$K2\n$P\n",
 			check: func(t *testing.T, srv *platinumtest.Server, ids map[string]string, _ result) {
 				for _, k := range []string{"P", "K1", "K2"} {
-					if sb, _ := srv.Sandbox(ids[k]); sb.State != "deleted" {
-						t.Errorf("%s is %s", k, sb.State)
+					// The deletes finish in the background.
+					deadline := time.Now().Add(30 * time.Second)
+					for sb, _ := srv.Sandbox(ids[k]); sb.State != "deleted"; sb, _ = srv.Sandbox(ids[k]) {
+						if sb.State != "deleting" || time.Now().After(deadline) {
+							t.Errorf("%s is %s", k, sb.State)
+							break
+						}
+						time.Sleep(5 * time.Millisecond)
 					}
 				}
 			}},

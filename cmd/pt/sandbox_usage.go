@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
@@ -17,58 +18,58 @@ const sandboxUsageSynopsis = "pt sandbox usage ID [--from TIME] [--to TIME] [--j
 	"  TIME is RFC 3339 (2026-11-29T15:04:05Z) or a UTC date (2026-11-29). Only running\n" +
 	"  bills compute; stopped bills storage; archived bills nothing."
 
-// Run prints the totals and the periods, or the API's JSON.
-func (c *sandboxUsage) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox usage")
+// bind binds the flags; the returned run prints the totals and the periods,
+// or the API's JSON.
+func (c *sandboxUsage) bind(fs *flag.FlagSet) runFunc {
 	var from, to string
 	asJSON := fs.Bool("json", false, "print the usage as JSON")
 	fs.StringVar(&from, "from", "", "start of the window, `TIME` (default: when the sandbox was created)")
 	fs.StringVar(&to, "to", "", "end of the window, `TIME` (default: now)")
-	pos, err := parseArgs(fs, sandboxUsageSynopsis, args)
-	if err != nil {
-		return err
-	}
-	usage := usageText(fs, sandboxUsageSynopsis)
-	if len(pos) != 1 {
-		return usageErr(usage, "want exactly one sandbox ID")
-	}
-	var window [2]time.Time
-	for i, v := range []struct{ name, val string }{{"--from", from}, {"--to", to}} {
-		if window[i], err = parseWhen(v.val); err != nil {
-			return usageErr(usage, "%s: %v", v.name, err)
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		var err error
+		usage := in.usage
+		if len(pos) != 1 {
+			return usageErr(usage, "want exactly one sandbox ID")
 		}
+		var window [2]time.Time
+		for i, v := range []struct{ name, val string }{{"--from", from}, {"--to", to}} {
+			if window[i], err = parseWhen(v.val); err != nil {
+				return usageErr(usage, "%s: %v", v.name, err)
+			}
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		u, err := cl.Sandboxes.Usage(ctx, pos[0], window[0], window[1])
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, u)
+		}
+		w := c.app.stdout
+		tw := table(w)
+		field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+		field("Sandbox", u.ID)
+		field("From", formatTime(u.From))
+		field("To", formatTime(u.To))
+		field("Compute", fmt.Sprintf("%s cpu-seconds, %s GB-RAM-seconds", formatAmount(u.CPUSeconds), formatAmount(u.RAMGBSeconds)))
+		field("Storage", formatAmount(u.StorageGBHours)+" GB-hours")
+		tw.Flush()
+		if len(u.Periods) == 0 {
+			return nil
+		}
+		fmt.Fprintln(w)
+		tw = table(w)
+		fmt.Fprintln(tw, strings.Join([]string{"STATE", "FROM", "TO", "CPU", "RAM", "DISK"}, "\t"))
+		for _, p := range u.Periods {
+			fmt.Fprintln(tw, strings.Join([]string{string(p.State), formatTime(p.From), formatTime(p.To),
+				formatCPU(p.CPU), fmt.Sprintf("%dMB", p.RAMMB), fmt.Sprintf("%dGB", p.DiskGB)}, "\t"))
+		}
+		return tw.Flush()
 	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	u, err := cl.Sandboxes.Usage(ctx, pos[0], window[0], window[1])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, u)
-	}
-	w := c.app.stdout
-	tw := table(w)
-	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	field("Sandbox", u.ID)
-	field("From", formatTime(u.From))
-	field("To", formatTime(u.To))
-	field("Compute", fmt.Sprintf("%s cpu-seconds, %s GB-RAM-seconds", formatAmount(u.CPUSeconds), formatAmount(u.RAMGBSeconds)))
-	field("Storage", formatAmount(u.StorageGBHours)+" GB-hours")
-	tw.Flush()
-	if len(u.Periods) == 0 {
-		return nil
-	}
-	fmt.Fprintln(w)
-	tw = table(w)
-	fmt.Fprintln(tw, strings.Join([]string{"STATE", "FROM", "TO", "CPU", "RAM", "DISK"}, "\t"))
-	for _, p := range u.Periods {
-		fmt.Fprintln(tw, strings.Join([]string{string(p.State), formatTime(p.From), formatTime(p.To),
-			formatCPU(p.CPU), fmt.Sprintf("%dMB", p.RAMMB), fmt.Sprintf("%dGB", p.DiskGB)}, "\t"))
-	}
-	return tw.Flush()
 }
 
 // parseWhen reads a --from/--to value: RFC 3339, or a date taken as UTC

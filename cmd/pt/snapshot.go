@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -12,52 +13,49 @@ import (
 // sandboxSnapshot is `pt sandbox snapshot ID [--name N] [--memory auto|on|off]`.
 type sandboxSnapshot struct{ app *app }
 
-func (c *sandboxSnapshot) synopsis() string {
-	return "pt sandbox snapshot ID [--name N] [--memory auto|on|off] [--idempotency-key K] [--json]\n\n" +
-		"  snapshot a running or stopped sandbox: its disk, and its memory where its runtime can (gvisor)."
-}
+const sandboxSnapshotSynopsis = "pt sandbox snapshot ID [--name N] [--memory auto|on|off] [--idempotency-key K] [--json]\n\n" +
+	"  snapshot a running or stopped sandbox: its disk, and its memory where its runtime can (gvisor)."
 
-// Run takes the snapshot and prints its ID (it is ready when this returns).
-func (c *sandboxSnapshot) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox snapshot")
+// bind binds the flags; the returned run takes the snapshot and prints its
+// ID (it is ready when this returns).
+func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 	var name, memory, key string
 	var asJSON bool
 	fs.StringVar(&name, "name", "", "name of the snapshot")
 	fs.StringVar(&memory, "memory", "auto", "auto: memory where the runtime can; on: insist; off: disk only")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first snapshot")
 	fs.BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		usage := in.usage
+		if len(pos) != 1 {
+			return usageErr(usage, "want exactly one sandbox ID")
+		}
+		opts := platinum.SnapshotOptions{Name: name, IdempotencyKey: key}
+		switch memory {
+		case "auto":
+		case "on", "true":
+			opts.Memory = new(bool)
+			*opts.Memory = true
+		case "off", "false":
+			opts.Memory = new(bool)
+		default:
+			return usageErr(usage, "--memory must be auto, on or off")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		snap, err := cl.Sandboxes.Snapshot(ctx, pos[0], opts)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, snap)
+		}
+		fmt.Fprintf(c.app.stdout, "snapshot %s of %s: %s (%s)\n", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
+		return nil
 	}
-	usage := usageText(fs, c.synopsis())
-	if len(pos) != 1 {
-		return usageErr(usage, "want exactly one sandbox ID")
-	}
-	opts := platinum.SnapshotOptions{Name: name, IdempotencyKey: key}
-	switch memory {
-	case "auto":
-	case "on", "true":
-		opts.Memory = new(bool)
-		*opts.Memory = true
-	case "off", "false":
-		opts.Memory = new(bool)
-	default:
-		return usageErr(usage, "--memory must be auto, on or off")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	snap, err := cl.Sandboxes.Snapshot(ctx, pos[0], opts)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, snap)
-	}
-	fmt.Fprintf(c.app.stdout, "snapshot %s of %s: %s (%s)\n", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
-	return nil
 }
 
 func snapshotWhat(s *platinum.Snapshot) string {
@@ -73,64 +71,57 @@ func snapshotWhat(s *platinum.Snapshot) string {
 // sandboxRestore is `pt sandbox restore ID SNAPSHOT [--wait]`.
 type sandboxRestore struct{ app *app }
 
-func (c *sandboxRestore) synopsis() string {
-	return "pt sandbox restore ID SNAPSHOT_ID [--wait] [--timeout 10m] [--json]\n\n" +
-		"  roll a sandbox back to one of its snapshots (disk, and memory when the snapshot has it)."
-}
+const sandboxRestoreSynopsis = "pt sandbox restore ID SNAPSHOT_ID [--wait] [--timeout 10m] [--json]\n\n" +
+	"  roll a sandbox back to one of its snapshots (disk, and memory when the snapshot has it)."
 
-// Run starts the restore and, with --wait, follows it until the sandbox
-// runs again.
-func (c *sandboxRestore) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox restore")
+// bind binds the flags; the returned run starts the restore and, with
+// --wait, follows it until the sandbox runs again.
+func (c *sandboxRestore) bind(fs *flag.FlagSet) runFunc {
 	var wait, asJSON bool
 	var timeout time.Duration
 	fs.BoolVar(&wait, "wait", false, "wait until the sandbox runs again")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 2 {
+			return in.usageErr("want a sandbox ID and a snapshot ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		var opts []platinum.LifecycleOption
+		if wait {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+			opts = append(opts, platinum.WaitForRunning(timeout))
+			fmt.Fprintf(c.app.stderr, "sandbox %s: restoring %s…\n", pos[0], pos[1])
+		}
+		sb, err := cl.Sandboxes.Restore(ctx, pos[0], pos[1], opts...)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return printSandbox(c.app.stdout, sb, true)
+		}
+		fmt.Fprintf(c.app.stdout, "sandbox %s: %s\n", sb.ID, sb.State)
+		if sb.Restore != nil && sb.State == platinum.StateRunning {
+			fmt.Fprintln(c.app.stdout, restoredLine(*sb.Restore))
+		}
+		return nil
 	}
-	if len(pos) != 2 {
-		return usageErr(usageText(fs, c.synopsis()), "want a sandbox ID and a snapshot ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	var opts []platinum.LifecycleOption
-	if wait {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		opts = append(opts, platinum.WaitForRunning(timeout))
-		fmt.Fprintf(c.app.stderr, "sandbox %s: restoring %s…\n", pos[0], pos[1])
-	}
-	sb, err := cl.Sandboxes.Restore(ctx, pos[0], pos[1], opts...)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printSandbox(c.app.stdout, sb, true)
-	}
-	fmt.Fprintf(c.app.stdout, "sandbox %s: %s\n", sb.ID, sb.State)
-	if sb.Restore != nil && sb.State == platinum.StateRunning {
-		fmt.Fprintln(c.app.stdout, restoredLine(*sb.Restore))
-	}
-	return nil
 }
 
 // sandboxFork is `pt sandbox fork ID [-n N] [--no-parent] [--wait]`.
 type sandboxFork struct{ app *app }
 
-func (c *sandboxFork) synopsis() string {
-	return "pt sandbox fork ID [-n 1] [--no-parent] [--wait] [--idempotency-key K] [--json]\n\n" +
-		"  make N running copies of a running sandbox, each with its own identity, address and token."
-}
+const sandboxForkSynopsis = "pt sandbox fork ID [-n 1] [--no-parent] [--wait] [--idempotency-key K] [--json]\n\n" +
+	"  make N running copies of a running sandbox, each with its own identity, address and token."
 
-// Run forks and prints one line per copy.
-func (c *sandboxFork) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox fork")
+// bind binds the flags; the returned run forks and prints one line per copy.
+func (c *sandboxFork) bind(fs *flag.FlagSet) runFunc {
 	var n int
 	var noParent, wait, asJSON bool
 	var key string
@@ -139,53 +130,50 @@ func (c *sandboxFork) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&wait, "wait", false, "wait until every copy runs")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first copies")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		if wait {
+			fmt.Fprintf(c.app.stderr, "sandbox %s: forking %d…\n", pos[0], n)
+		}
+		res, err := cl.Sandboxes.Fork(ctx, pos[0], platinum.ForkOptions{Count: n, NoParent: noParent, Wait: wait, IdempotencyKey: key})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, res)
+		}
+		what := "memory"
+		if !res.Memory {
+			what = "disk only"
+		}
+		fmt.Fprintf(c.app.stdout, "forked %s ×%d (%s)\n", res.SourceID, len(res.Sandboxes), what)
+		if res.MemoryReason != "" {
+			fmt.Fprintf(c.app.stderr, "note: %s\n", res.MemoryReason)
+		}
+		for _, sb := range res.Sandboxes {
+			fmt.Fprintf(c.app.stdout, "%s\t%s\n", sb.ID, sb.State)
+		}
+		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, c.synopsis()), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	if wait {
-		fmt.Fprintf(c.app.stderr, "sandbox %s: forking %d…\n", pos[0], n)
-	}
-	res, err := cl.Sandboxes.Fork(ctx, pos[0], platinum.ForkOptions{Count: n, NoParent: noParent, Wait: wait, IdempotencyKey: key})
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, res)
-	}
-	what := "memory"
-	if !res.Memory {
-		what = "disk only"
-	}
-	fmt.Fprintf(c.app.stdout, "forked %s ×%d (%s)\n", res.SourceID, len(res.Sandboxes), what)
-	if res.MemoryReason != "" {
-		fmt.Fprintf(c.app.stderr, "note: %s\n", res.MemoryReason)
-	}
-	for _, sb := range res.Sandboxes {
-		fmt.Fprintf(c.app.stdout, "%s\t%s\n", sb.ID, sb.State)
-	}
-	return nil
 }
 
 // sandboxBackup is `pt sandbox backup ID [--name N] [--wait]`.
 type sandboxBackup struct{ app *app }
 
-func (c *sandboxBackup) synopsis() string {
-	return "pt sandbox backup ID [--name N] [--wait] [--timeout 30m] [--idempotency-key K] [--json]\n\n" +
-		"  copy a sandbox's disk to the object store (bkp_…), restorable on any host with\n" +
-		"  `pt sandbox create --from-backup`."
-}
+const sandboxBackupSynopsis = "pt sandbox backup ID [--name N] [--wait] [--timeout 30m] [--idempotency-key K] [--json]\n\n" +
+	"  copy a sandbox's disk to the object store (bkp_…), restorable on any host with\n" +
+	"  `pt sandbox create --from-backup`."
 
-// Run starts the backup and, with --wait, shows its upload until complete.
-func (c *sandboxBackup) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt sandbox backup")
+// bind binds the flags; the returned run starts the backup and, with --wait,
+// shows its upload until complete.
+func (c *sandboxBackup) bind(fs *flag.FlagSet) runFunc {
 	var name, key string
 	var wait, asJSON bool
 	var timeout time.Duration
@@ -194,122 +182,115 @@ func (c *sandboxBackup) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first backup")
 	fs.BoolVar(&asJSON, "json", false, "print the backup as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, c.synopsis()), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	opts := platinum.BackupOptions{Name: name, Wait: wait, IdempotencyKey: key}
-	if wait {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-		last := int64(-2)
-		opts.OnProgress = func(s *platinum.Snapshot) {
-			if pct := s.Progress.Percent(); pct != last {
-				last = pct
-				line := string(s.State)
-				if pct >= 0 {
-					line = fmt.Sprintf("uploading %d%% (%d of %d MB)", pct, s.Progress.DoneBytes>>20, s.Progress.TotalBytes>>20)
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		opts := platinum.BackupOptions{Name: name, Wait: wait, IdempotencyKey: key}
+		if wait {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+			last := int64(-2)
+			opts.OnProgress = func(s *platinum.Snapshot) {
+				if pct := s.Progress.Percent(); pct != last {
+					last = pct
+					line := string(s.State)
+					if pct >= 0 {
+						line = fmt.Sprintf("uploading %d%% (%d of %d MB)", pct, s.Progress.DoneBytes>>20, s.Progress.TotalBytes>>20)
+					}
+					fmt.Fprintf(c.app.stderr, "backup %s: %s\n", s.ID, line)
 				}
-				fmt.Fprintf(c.app.stderr, "backup %s: %s\n", s.ID, line)
 			}
 		}
+		snap, err := cl.Sandboxes.Backup(ctx, pos[0], opts)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, snap)
+		}
+		fmt.Fprintf(c.app.stdout, "backup %s of %s: %s\n", snap.ID, snap.SandboxID, snap.State)
+		return nil
 	}
-	snap, err := cl.Sandboxes.Backup(ctx, pos[0], opts)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, snap)
-	}
-	fmt.Fprintf(c.app.stdout, "backup %s of %s: %s\n", snap.ID, snap.SandboxID, snap.State)
-	return nil
 }
 
 // snapshotList is `pt snapshot list SANDBOX_ID [--backups]`.
 type snapshotList struct{ app *app }
 
-func (c *snapshotList) synopsis() string {
-	return "pt snapshot list SANDBOX_ID [--backups] [--json]\n\n  list a sandbox's snapshots (or backups)."
-}
+const snapshotListSynopsis = "pt snapshot list SANDBOX_ID [--backups] [--json]\n\n  list a sandbox's snapshots (or backups)."
 
-// Run prints a table of snapshots, newest first.
-func (c *snapshotList) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt snapshot list")
+// bind binds the flags; the returned run prints a table of snapshots, newest
+// first.
+func (c *snapshotList) bind(fs *flag.FlagSet) runFunc {
 	var backups, asJSON bool
 	fs.BoolVar(&backups, "backups", false, "list backups instead of snapshots")
 	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) != 1 {
+			return in.usageErr("want exactly one sandbox ID")
+		}
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		list := cl.Sandboxes.ListSnapshots
+		if backups {
+			list = cl.Sandboxes.ListBackups
+		}
+		rows, err := list(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(c.app.stdout, rows)
+		}
+		tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCONTENT\tSIZE\tCREATED")
+		for i := range rows {
+			s := &rows[i]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d MB\t%s\n", s.ID, orDash(s.Name), s.State, snapshotWhat(s), s.SizeBytes>>20,
+				s.CreatedAt.Format(time.RFC3339))
+		}
+		return tw.Flush()
 	}
-	if len(pos) != 1 {
-		return usageErr(usageText(fs, c.synopsis()), "want exactly one sandbox ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	list := cl.Sandboxes.ListSnapshots
-	if backups {
-		list = cl.Sandboxes.ListBackups
-	}
-	rows, err := list(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(c.app.stdout, rows)
-	}
-	tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCONTENT\tSIZE\tCREATED")
-	for i := range rows {
-		s := &rows[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d MB\t%s\n", s.ID, orDash(s.Name), s.State, snapshotWhat(s), s.SizeBytes>>20,
-			s.CreatedAt.Format(time.RFC3339))
-	}
-	return tw.Flush()
 }
 
 // snapshotRm is `pt snapshot rm ID [ID...]`.
 type snapshotRm struct{ app *app }
 
-func (c *snapshotRm) synopsis() string {
-	return "pt snapshot rm SNAPSHOT_ID [SNAPSHOT_ID...]\n\n  delete snapshots or backups."
-}
+const snapshotRmSynopsis = "pt snapshot rm SNAPSHOT_ID [SNAPSHOT_ID...]\n\n  delete snapshots or backups."
 
-// Run deletes each snapshot, reporting every failure.
-func (c *snapshotRm) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt snapshot rm")
-	pos, err := parseArgs(fs, c.synopsis(), args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return usageErr(usageText(fs, c.synopsis()), "want at least one snapshot ID")
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	failed := 0
-	for _, id := range pos {
-		if err := cl.Sandboxes.DeleteSnapshot(ctx, id); err != nil {
-			fmt.Fprintf(c.app.stderr, "pt: %s: %s\n", id, message(err))
-			failed++
-			continue
+// bind binds the flags; the returned run deletes each snapshot, reporting
+// every failure.
+func (c *snapshotRm) bind(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) == 0 {
+			return in.usageErr("want at least one snapshot ID")
 		}
-		fmt.Fprintf(c.app.stdout, "deleted %s\n", id)
+		cl, err := c.app.client()
+		if err != nil {
+			return err
+		}
+		failed := 0
+		for _, id := range pos {
+			if err := cl.Sandboxes.DeleteSnapshot(ctx, id); err != nil {
+				fmt.Fprintf(c.app.stderr, "pt: %s: %s\n", id, message(err))
+				failed++
+				continue
+			}
+			fmt.Fprintf(c.app.stdout, "deleted %s\n", id)
+		}
+		if failed > 0 {
+			return &exitError{code: 1}
+		}
+		return nil
 	}
-	if failed > 0 {
-		return &exitError{code: 1}
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -13,42 +14,41 @@ type templateList struct{ app *app }
 
 const templateListSynopsis = "pt template list [--json]"
 
-// Run prints the templates as a table, or {"rows": [...]} with --json.
-func (c *templateList) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt template list")
+// bind binds the flags; the returned run prints the templates as a table, or
+// {"rows": [...]} with --json.
+func (c *templateList) bind(fs *flag.FlagSet) runFunc {
 	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	pos, err := parseArgs(fs, templateListSynopsis, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr(usageText(fs, templateListSynopsis), "unexpected argument %q", pos[0])
-	}
-	cl, err := c.app.client()
-	if err != nil {
-		return err
-	}
-	rows, err := cl.Templates.List(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(c.app.stdout, struct {
-			Rows []platinum.Template `json:"rows"`
-		}{rows})
-	}
-	tw := table(c.app.stdout)
-	fmt.Fprintln(tw, "SLUG\tSTATUS\tVERSION\tSIZE\tCREATED\tDETAIL")
-	for _, t := range rows {
-		size := "-"
-		if t.SizeBytes > 0 {
-			size = formatBytes(t.SizeBytes)
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		if len(pos) > 0 {
+			return in.usageErr("unexpected argument %q", pos[0])
 		}
-		detail := t.Progress
-		if t.Status == platinum.TemplateFailed {
-			detail = t.Error
+		cl, err := c.app.client()
+		if err != nil {
+			return err
 		}
-		fmt.Fprintln(tw, strings.Join([]string{t.Slug, string(t.Status), orDash(t.VersionID), size, formatTime(t.CreatedAt), orDash(detail)}, "\t"))
+		rows, err := cl.Templates.List(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(c.app.stdout, struct {
+				Rows []platinum.Template `json:"rows"`
+			}{rows})
+		}
+		tw := table(c.app.stdout)
+		fmt.Fprintln(tw, "SLUG\tSTATUS\tVERSION\tSIZE\tCREATED\tDETAIL")
+		for _, t := range rows {
+			size := "-"
+			if t.SizeBytes > 0 {
+				size = formatBytes(t.SizeBytes)
+			}
+			detail := t.Progress
+			if t.Status == platinum.TemplateFailed {
+				detail = t.Error
+			}
+			fmt.Fprintln(tw, strings.Join([]string{t.Slug, string(t.Status), orDash(t.VersionID), size, formatTime(t.CreatedAt), orDash(detail)}, "\t"))
+		}
+		return tw.Flush()
 	}
-	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -27,16 +28,16 @@ func version() string {
 // versionCmd is `pt version`. It needs no ptd.
 type versionCmd struct{ app *app }
 
-// Run prints pt's, the SDK's and Go's versions.
-func (c *versionCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlags("pt version")
-	pos, err := parseArgs(fs, "pt version", args)
-	if err != nil {
+// bind binds the flags; the returned run prints pt's, the SDK's and Go's
+// versions.
+func (c *versionCmd) bind(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, in *input) error {
+		pos := in.pos
+		var err error
+		if len(pos) > 0 {
+			return in.usageErr("unexpected argument %q", pos[0])
+		}
+		_, err = fmt.Fprintf(c.app.stdout, "pt %s (sdk %s, %s %s/%s)\n", version(), platinum.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr(usageText(fs, "pt version"), "unexpected argument %q", pos[0])
-	}
-	_, err = fmt.Fprintf(c.app.stdout, "pt %s (sdk %s, %s %s/%s)\n", version(), platinum.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	return err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/hostclaim"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/requestid"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // config is everything `ptd serve` reads from flags and the environment.
@@ -25,8 +26,11 @@ type config struct {
 	// listener of its own (the API listener's /metrics needs an admin token).
 	metricsListen string
 	dataDir       string
-	logLevel      string
-	host          host.Config
+	// store is the metadata store: SQLite at a file path (default
+	// <data-dir>/platinum.db) or PostgreSQL at a URL (see storeFlag).
+	store    storeFlag
+	logLevel string
+	host     host.Config
 	// objects is a directory for the local object store, unless s3 is set.
 	objects string
 	s3      s3.Config
@@ -38,24 +42,35 @@ type config struct {
 	// recoveryRetention keeps platform-deleted records with an archive or
 	// backup before final disposal.
 	recoveryRetention time.Duration
+	// region, hostHeartbeat and hostLostAfter are the host's registration
+	// in the store (hosts.go).
+	region                       string
+	hostHeartbeat, hostLostAfter time.Duration
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
 	defaultRuntime string
 	// defaultTemplate is the template of creates that name none.
 	defaultTemplate string
-	// ttl tunes seed 003's lifetimes (default, plan limits).
+	// ttl tunes lifetimes (default, plan limits; docs/lifecycle.md).
 	ttl controlplane.TTLConfig
 	// admission is the start admission queue; hostCPURefusePct the CPU use
 	// over which a host runs fewer starts at once.
-	admission        controlplane.AdmissionConfig
-	hostCPURefusePct float64
+	admission controlplane.AdmissionConfig
+	// bootSlots bounds the boots running at once (0: two per core);
+	// reconcileInterval is how often the reconciler (and its sweep) runs.
+	bootSlots         int
+	reconcileInterval time.Duration
+	hostCPURefusePct  float64
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
 	diskAutogrowMaxGB int
 	// orgMaxSandboxes, orgMaxCPU and orgMaxRAMMB are the per-org quotas
 	// on active sandboxes (0: no limit).
 	orgMaxSandboxes, orgMaxRAMMB int
-	orgMaxCPU                    float64
+	// minFreeMB is the room the data dir keeps: creates and uploads are
+	// refused with 507 below it.
+	minFreeMB int64
+	orgMaxCPU float64
 	// sandboxAPIPort is where sandboxes reach the API on their gateway
 	// (0: no in-sandbox API).
 	sandboxAPIPort uint16
@@ -71,6 +86,9 @@ type config struct {
 	// of sessions that name none.
 	pools           poolFlags
 	sessionTemplate string
+	// sessionStopTimeout bounds a session's stop: saving its workspace
+	// (retried while the object store is down) and disposing of its sandbox.
+	sessionStopTimeout time.Duration
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
@@ -78,9 +96,11 @@ type config struct {
 	sshListen string
 	// spareDisks is how many mounted disks of each size are kept ready.
 	spareDisks int
-	// mcpAllowDeleteAny lets /mcp's delete_sandbox delete sandboxes it did
-	// not create.
+	// mcpAllowDeleteAny lets /mcp's delete_sandbox delete sandboxes the
+	// caller's token did not make through MCP.
 	mcpAllowDeleteAny bool
+	// builds tunes custom template builds (docs/templates.md).
+	builds controlplane.TemplateBuildConfig
 	// claimsDir is where this ptd claims its data dir, bridge, subnet and
 	// cgroup parent against other ptd on the machine (internal/hostclaim).
 	claimsDir string
@@ -99,9 +119,10 @@ func (c config) claim() (*hostclaim.Held, error) {
 
 func parseConfig(name string, args []string) (config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	c := config{pools: poolFlags{}}
+	c := config{pools: poolFlags{}, s3: s3.DefaultConfig()}
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/platinum", "directory holding the store, disks and sandboxes")
+	storeArg := fs.String("store", "", "metadata store: a SQLite file (a path or sqlite://PATH; default <data-dir>/platinum.db) or PostgreSQL at a URL, postgres://USER@HOST:PORT/DB?sslmode=… (for several ptd processes sharing one control plane; give the password in PGPASSWORD or ~/.pgpass rather than the URL)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	def := host.DefaultConfig("")
 	agent := fs.String("agent-binary", "", "pt-agent binary to inject (default: pt-agent next to ptd)")
@@ -121,22 +142,25 @@ func parseConfig(name string, args []string) (config, error) {
 	egressHosts := fs.String("egress-hosts", "", "hosts-format file the egress proxy and DNS filter resolve names from before the system resolver")
 	fs.StringVar(&c.objects, "objects", "", "directory of the local object store for archives (default <data-dir>/objects)")
 	fs.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible endpoint for archives instead of the local object store (keys from PT_S3_ACCESS_KEY, PT_S3_SECRET_KEY)")
-	fs.StringVar(&c.s3.Region, "s3-region", "us-east-1", "S3 signing region")
+	fs.StringVar(&c.s3.Region, "s3-region", c.s3.Region, "S3 signing region")
 	fs.StringVar(&c.bucket, "archive-bucket", "platinum-archives", "bucket archives are written to")
 	fs.DurationVar(&c.warmWindow, "warm-window", 10*time.Minute, "how long a stopped sandbox stays frozen in memory before it is stopped disk-only")
 	sandboxAPI := fs.Bool("sandbox-api", true, "serve the API to sandboxes on their gateway address (same port as --listen), so agents inside can manage their own children with PT_API_URL and their sandbox-scoped PT_TOKEN")
 	fs.StringVar(&c.defaultRuntime, "default-runtime", "", "runtime class of sandboxes that do not ask: runc or gvisor (default: gvisor when runsc runs sandboxes on this host, else runc)")
 	cpDef := controlplane.DefaultConfig()
-	fs.IntVar(&c.orgMaxSandboxes, "org-max-sandboxes", cpDef.OrgMaxSandboxes, "per-org limit on active sandboxes (creating, starting, running, stopping; 0: none); PUT /v1/orgs/{id}/quotas overrides it per org")
-	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", cpDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")
-	fs.IntVar(&c.orgMaxRAMMB, "org-max-ram-mb", cpDef.OrgMaxRAMMB, "per-org limit on the memory (MB) of active sandboxes (0: none)")
+	tnDef := tenancy.DefaultConfig()
+	fs.IntVar(&c.orgMaxSandboxes, "org-max-sandboxes", tnDef.OrgMaxSandboxes, "per-org limit on active sandboxes (creating, starting, running, stopping; 0: none); PUT /v1/orgs/{id}/quotas overrides it per org")
+	fs.Float64Var(&c.orgMaxCPU, "org-max-cpu", tnDef.OrgMaxCPU, "per-org limit on the vCPUs of active sandboxes (0: none)")
+	fs.IntVar(&c.orgMaxRAMMB, "org-max-ram-mb", tnDef.OrgMaxRAMMB, "per-org limit on the memory (MB) of active sandboxes (0: none)")
 	fs.StringVar(&c.defaultTemplate, "default-template", "python-node", "template of creates that name neither a template nor a template_version_id")
 	c.admission = cpDef.Admission
-	fs.BoolVar(&c.admission.Queue, "start-admission-queue", c.admission.Queue, "queue starts while the host is busy instead of refusing them (seed 004 placement.start_admission_queue)")
+	fs.BoolVar(&c.admission.Queue, "start-admission-queue", c.admission.Queue, "queue starts while the host is busy instead of refusing them (docs/stop-start.md)")
 	fs.IntVar(&c.admission.Slots, "start-admission-slots", c.admission.Slots, "starts run at once on this host")
 	fs.IntVar(&c.admission.SlotsSaturated, "start-admission-slots-saturated", c.admission.SlotsSaturated, "starts run at once while the host's CPU is over --host-cpu-refuse-pct")
 	fs.DurationVar(&c.admission.Wait, "start-admission-wait", c.admission.Wait, "longest wait for a start slot (a call's wait_timeout_ms, when shorter, wins); then 503 capacity")
 	fs.IntVar(&c.admission.MaxQueue, "start-admission-max-queue", c.admission.MaxQueue, "starts that may wait for a slot; more are 503 capacity at once")
+	fs.IntVar(&c.bootSlots, "boot-slots", 0, "sandboxes booting at once on this host (creates, starts, restores; 0: two per core); the others queue, and a boot's deadline starts when it gets its slot")
+	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the reconciler checks running sandboxes and sweeps host resources no live sandbox owns")
 	fs.Float64Var(&c.hostCPURefusePct, "host-cpu-refuse-pct", 90, "host CPU use (percent, over the last second or more) above which --start-admission-slots-saturated applies")
 	c.ttl = controlplane.DefaultTTLConfig()
 	fs.DurationVar(&c.ttl.Default, "default-ttl", c.ttl.Default, "TTL of python-node and node sandboxes created without ttl_ms or a retention field")
@@ -144,6 +168,9 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.MaxSession, "max-session-ttl", c.ttl.MaxSession, "how long after its creation a TTL reset may make a sandbox expire")
 	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
+	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
+	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")
+	fs.DurationVar(&c.hostLostAfter, "host-lost-after", 30*time.Second, "how long a registered host may miss heartbeats before it is marked lost")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	fs.DurationVar(&c.recoveryRetention, "platform-recovery-retention", cpDef.PlatformRecoveryRetention, "how long a platform-deleted record with a complete archive or backup (and that recovery data) is kept before final disposal")
@@ -157,8 +184,20 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
-	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes MCP did not create (docs/mcp.md)")
+	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes the caller's token did not make through MCP (docs/mcp.md)")
+	fs.Int64Var(&c.minFreeMB, "min-free-mb", controlplane.DefaultConfig().MinFreeBytes>>20, "free space (MiB) the data dir's filesystem keeps: below it creates and uploads are refused with 507 no_space before anything is made (0: no check)")
 	fs.StringVar(&c.sessionTemplate, "session-template", "", "template of sessions that name none (default: --default-template)")
+	c.builds = cpDef.TemplateBuilds
+	fs.Float64Var(&c.builds.CPU, "template-build-cpu", c.builds.CPU, "vCPUs of each template build sandbox (Dockerfile RUN steps run there)")
+	fs.IntVar(&c.builds.RAMMB, "template-build-ram-mb", c.builds.RAMMB, "memory (MB) of each template build sandbox")
+	fs.IntVar(&c.builds.DiskGB, "template-build-disk-gb", c.builds.DiskGB, "disk (GB) of each template build sandbox")
+	fs.DurationVar(&c.builds.Timeout, "template-build-timeout", c.builds.Timeout, "longest a custom template build may run (a request's timeout_seconds may ask for less)")
+	fs.IntVar(&c.builds.MaxConcurrent, "template-builds", c.builds.MaxConcurrent, "custom template builds that run at once; more wait for a slot")
+	fs.Int64Var(&c.builds.ContextMaxBytes, "template-context-max-bytes", c.builds.ContextMaxBytes, "largest build context a Dockerfile build may upload (larger is 413 upload_too_large)")
+	fs.Int64Var(&c.builds.ImageMaxBytes, "template-image-max-bytes", c.builds.ImageMaxBytes, "largest image tarball that may be uploaded (larger is 413 upload_too_large)")
+	imagePrivate := fs.Bool("image-registry-allow-private", false, "let template builds pull from registries on loopback, private and link-local addresses (tests and closed networks only)")
+	fs.DurationVar(&c.sessionStopTimeout, "session-stop-timeout", controlplane.DefaultSessionConfig().StopTimeout,
+		"bound on a session's stop; its workspace save is retried for three quarters of it while the object store is down, then the sandbox is kept stopped")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -167,10 +206,14 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	c.dataDir = abs
+	if c.store, err = parseStore(*storeArg, abs); err != nil {
+		return c, err
+	}
 	c.host = host.DefaultConfig(abs)
 	c.host.AgentBinary, c.host.RuntimeBinary, c.host.CgroupParent = *agent, *rt, *cg
 	c.host.PidsLimit, c.host.TemplateCacheDir, c.host.SandboxCPUWeight = *pids, *cache, *cpuWeight
 	c.host.Network.Bridge = *bridge
+	c.host.Images.AllowPrivate = *imagePrivate
 	if c.host.Network.Subnet, err = netip.ParsePrefix(*subnet); err != nil {
 		return c, fmt.Errorf("--subnet: %w", err)
 	}

@@ -65,3 +65,56 @@ func TestMCPAllowDeleteAny(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreFlag: --store keeps SQLite in the data dir by default and
+// picks the store by URL scheme.
+func TestStoreFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg     string
+		want    storeFlag
+		wantErr bool
+	}{
+		{"", storeFlag{kind: "sqlite", target: "/var/lib/platinum/platinum.db"}, false},
+		{"/srv/pt/meta.db", storeFlag{kind: "sqlite", target: "/srv/pt/meta.db"}, false},
+		{"sqlite:///srv/pt/meta.db", storeFlag{kind: "sqlite", target: "/srv/pt/meta.db"}, false},
+		{"postgres://pt@db.internal:5432/platinum?sslmode=require", storeFlag{kind: "postgres", target: "postgres://pt@db.internal:5432/platinum?sslmode=require"}, false},
+		{"postgresql://pt@/platinum?host=/run/postgresql", storeFlag{kind: "postgres", target: "postgresql://pt@/platinum?host=/run/postgresql"}, false},
+		{"mysql://root@localhost/pt", storeFlag{}, true},
+		{"sqlite://", storeFlag{}, true},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			args := []string{}
+			if tc.arg != "" {
+				args = append(args, "--store", tc.arg)
+			}
+			c, err := parseConfig("ptd serve", args)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseConfig(--store %q) error = %v, want error %v", tc.arg, err, tc.wantErr)
+			}
+			if !tc.wantErr && c.store != tc.want {
+				t.Errorf("--store %q = %+v, want %+v", tc.arg, c.store, tc.want)
+			}
+		})
+	}
+	if s := (storeFlag{kind: "postgres", target: "postgres://pt:s3cret@db/pt"}).String(); s != "postgres" {
+		t.Errorf("a postgres store logs as %q: the URL may hold a password", s)
+	}
+}
+
+// TestS3Flags: --s3-endpoint with the keys in the environment is a valid
+// object store config (it used to miss the part size and retries, so ptd
+// refused to start with any S3 endpoint).
+func TestS3Flags(t *testing.T) {
+	t.Setenv("PT_S3_ACCESS_KEY", "ak")
+	t.Setenv("PT_S3_SECRET_KEY", "sk")
+	c, err := parseConfig("ptd serve", []string{"--s3-endpoint", "http://127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.s3.Validate(); err != nil {
+		t.Fatalf("--s3-endpoint gives an invalid config: %v", err)
+	}
+	if c.s3.Region != "us-east-1" || !c.s3.PathStyle {
+		t.Errorf("s3 config = %+v", c.s3)
+	}
+}

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// TestLifecycleFlags pins seed 004's lifecycle defaults (10 min warm
+// TestLifecycleFlags pins the lifecycle defaults docs/lifecycle.md and docs/stop-start.md state (10 min warm
 // window, 8 GiB warm budget, 30 days for deleted records, 90 for
 // platform-deleted ones with recovery data) and that each is a flag, so
 // tests run them in seconds.

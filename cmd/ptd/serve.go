@@ -14,10 +14,12 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/compat/daytona"
 	"github.com/platinum-dev/platinum/internal/compat/e2b"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/dashboard"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/httpapi"
 	"github.com/platinum-dev/platinum/internal/metrics"
@@ -29,7 +31,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
 	"github.com/platinum-dev/platinum/internal/sshgw"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 	"github.com/platinum-dev/platinum/mcpserver"
 	"github.com/platinum-dev/platinum/web"
 )
@@ -48,9 +50,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "platinum.db"), log)
+	st, err := openStore(ctx, cfg.store, log)
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return err
 	}
 	defer st.Close()
 	h, err := host.Open(ctx, cfg.host, log)
@@ -68,12 +70,11 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.TimerInterval, cpCfg.DeletedRetention = cfg.timerInterval, cfg.deletedRetention
 	cpCfg.WarmBudgetMB, cpCfg.PlatformRecoveryRetention = cfg.warmBudgetMB, cfg.recoveryRetention
 	cpCfg.DiskAutogrowMaxGB, cpCfg.DefaultRuntime = cfg.diskAutogrowMaxGB, cfg.defaultRuntime
-	cpCfg.OrgMaxSandboxes, cpCfg.OrgMaxCPU, cpCfg.OrgMaxRAMMB = cfg.orgMaxSandboxes, cfg.orgMaxCPU, cfg.orgMaxRAMMB
-	cpCfg.Webhooks.AllowPrivate, cpCfg.Webhooks.RetryBase = cfg.webhookAllowPrivate, cfg.webhookRetryBase
-	cpCfg.Webhooks.EventRetention, cpCfg.ArtifactMaxBytes = cfg.eventRetention, cfg.artifactMaxBytes
 	cpCfg.Templates.Default = cfg.defaultTemplate
+	cpCfg.TemplateBuilds = cfg.builds
 	cpCfg.TTL = cfg.ttl
 	cpCfg.Admission = cfg.admission
+	cpCfg.BootSlots = cfg.bootSlots
 	load := &host.CPULoad{}
 	cpCfg.Admission.HostBusy = func() bool { return load.Over(cfg.hostCPURefusePct) }
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
@@ -97,17 +98,45 @@ func serve(ctx context.Context, args []string) error {
 		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
 	}
 	cpCfg.Sessions.Pools, cpCfg.Sessions.DefaultTemplate = cfg.pools, cfg.sessionTemplate
-	cp := controlplane.New(cpCfg, st, h, log)
+	cpCfg.Sessions.StopTimeout = cfg.sessionStopTimeout
+	cpCfg.MinFreeBytes = cfg.minFreeMB << 20
+	// The control plane's parts (docs/ARCHITECTURE.md): tenancy below the
+	// core, the core, events beside it, and the transports over them. Every
+	// part writes through the feed-wrapped store, so a commit anywhere
+	// wakes the event readers.
+	feed := &events.Feed{}
+	if l, ok := st.(interface {
+		ListenEvents(context.Context, func())
+	}); ok {
+		// Commits of other ptd processes sharing the store wake this
+		// one's event readers and webhook dispatcher too.
+		go l.ListenEvents(ctx, feed.Notify)
+	}
+	st = feed.Wrap(st)
+	evCfg := events.DefaultConfig()
+	evCfg.Sealer, evCfg.AllowPrivate, evCfg.RetryBase = cpCfg.Sealer, cfg.webhookAllowPrivate, cfg.webhookRetryBase
+	evCfg.EventRetention = cfg.eventRetention
+	ev := events.New(evCfg, st, feed, log.With("component", "events"))
+	defer ev.Close()
+	tn := tenancy.New(tenancy.Config{OrgMaxSandboxes: cfg.orgMaxSandboxes, OrgMaxCPU: cfg.orgMaxCPU, OrgMaxRAMMB: cfg.orgMaxRAMMB},
+		st, log.With("component", "tenancy"))
+	cp := controlplane.New(cpCfg, st, h, tn, log)
 	defer cp.Close()
-	if err := bootstrapToken(ctx, cp, cfg.dataDir); err != nil {
+	if err := bootstrapToken(ctx, tn, cfg.dataDir); err != nil {
 		return err
 	}
+	started := time.Now()
 	if err := cp.Reconcile(ctx); err != nil {
 		return err
 	}
-	cp.RunReconciler(ctx, 30*time.Second)
+	artCfg := artifacts.DefaultConfig()
+	artCfg.Objects, artCfg.MaxBytes = cpCfg.Objects, cfg.artifactMaxBytes
+	art := artifacts.New(artCfg, st, cp, log.With("component", "artifacts"))
+	defer art.Close()
+	art.Sweep(ctx, started) // what a crash left of exports
+	cp.RunReconciler(ctx, cfg.reconcileInterval)
 	cp.RunTimers(ctx)
-	cp.RunWebhooks(ctx)
+	ev.Run(ctx)
 	if err := cp.RunSessions(ctx); err != nil {
 		return err
 	}
@@ -158,7 +187,7 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("ssh gateway ready", "listen", sshLn.Addr().String(), "fingerprint", ssh.FingerprintSHA256(hostKey.PublicKey()))
 	}
-	api := httpapi.New(cp, log)
+	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art}, log)
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md).
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
@@ -166,7 +195,7 @@ func serve(ctx context.Context, args []string) error {
 		AllowDeleteAny: cfg.mcpAllowDeleteAny,
 		Logger:         log.With("component", "mcp"),
 		Authenticate: func(ctx context.Context, tok string) (string, error) {
-			p, err := cp.Authenticate(ctx, tok)
+			p, err := tn.Authenticate(ctx, tok)
 			if errors.Is(err, sandbox.ErrUnauthenticated) {
 				return "", fmt.Errorf("%w: %w", mcpserver.ErrUnauthenticated, err)
 			}
@@ -177,7 +206,7 @@ func serve(ctx context.Context, args []string) error {
 	// then E2B's paths and envd traffic, then the dashboard's own paths
 	// (/, /assets/, docs/dashboard.md), then /v1.
 	site := dashboard.Mount(api, web.Dist())
-	rest := daytona.Mount(e2b.MountConfig(site, cp, e2bCfg, log), cp, daytona.DefaultConfig(), log.With("component", "daytona"))
+	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytona.DefaultConfig(), log.With("component", "daytona"))
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" {
 			mcpH.ServeHTTP(w, r)
@@ -187,9 +216,14 @@ func serve(ctx context.Context, args []string) error {
 	})
 	// The request id and the metrics wrap every surface: /v1, E2B's,
 	// Daytona's and /mcp.
-	srv := &http.Server{Handler: requestid.Middleware(metrics.Instrument(root)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), root)), ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
+	// The host is registered before the API answers (health included), so
+	// a ptd that answers is one its peers can see.
+	if err := runHostRegistry(ctx, cfg, st, h, cp, "http://"+ln.Addr().String(), log); err != nil {
+		return err
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.metricsListen != "" {
 		mln, err := net.Listen("tcp", cfg.metricsListen)
@@ -212,7 +246,7 @@ func serve(ctx context.Context, args []string) error {
 		}
 		go func() { errc <- srv.Serve(sln) }()
 	}
-	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "host", h.ID())
+	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "store", cfg.store.String(), "host", h.ID())
 	select {
 	case err := <-errc:
 		return err
@@ -264,7 +298,7 @@ func openPreview(cfg config) (*previewSetup, error) {
 
 // bootstrapToken installs the first admin token: PT_TOKEN when set, else
 // a generated one saved in the data dir and printed once.
-func bootstrapToken(ctx context.Context, cp *controlplane.Service, dataDir string) error {
+func bootstrapToken(ctx context.Context, tn *tenancy.Service, dataDir string) error {
 	path := filepath.Join(dataDir, "admin-token")
 	tok := strings.TrimSpace(os.Getenv("PT_TOKEN"))
 	generated := false
@@ -274,9 +308,9 @@ func bootstrapToken(ctx context.Context, cp *controlplane.Service, dataDir strin
 		}
 	}
 	if tok == "" {
-		tok, generated = controlplane.NewToken(), true
+		tok, generated = tenancy.NewToken(), true
 	}
-	installed, err := cp.Bootstrap(ctx, tok)
+	installed, err := tn.Bootstrap(ctx, tok)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,14 @@ type Config struct {
 	// services that must see env patches without a restart (the code
 	// interpreter applies it before every cell).
 	EnvFile string
+	// CodeInterpreter, when set, is the base URL of the sandbox's
+	// code-interpreter server (codeinterp, in templates that have it):
+	// the toolbox's codeRun and interpreter routes run on its kernels.
+	CodeInterpreter string
+	// MemoryGuard, when set, is the sandbox's OOM killer (gVisor has none
+	// of its own; memguard.go); GET /oom reports its kills. Its Run loop
+	// is the caller's to start.
+	MemoryGuard *MemoryGuard
 }
 
 // DefaultConfig returns a Config with every optional field set.
@@ -131,11 +139,13 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", s.handleDownload)
 	mux.HandleFunc("POST /files", s.handleUpload)
+	mux.HandleFunc("POST /files/tar", s.handleExtract)
 	mux.HandleFunc("GET /artifact", s.handleArtifact)
 	mux.HandleFunc("GET /envs", s.handleEnvs)
 	mux.HandleFunc("POST /init", s.handleInit)
 	mux.HandleFunc("GET /metrics", s.handleMetrics)
 	mux.HandleFunc("GET /size", s.handleSize)
+	mux.HandleFunc("GET /oom", s.handleOOM)
 	s.toolboxRoutes(mux) // Daytona's toolbox API (toolbox.go)
 	s.mux = mux
 	return s, nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // KindHeader is the response header of GET /artifact saying what the body
@@ -77,6 +78,31 @@ func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// namedInfo gives archive/tar the owner's names from passwd.go
+// (tar.FileInfoNames), so a header never goes through os/user, which calls
+// the C library in a cgo build (see passwd.go).
+type namedInfo struct{ fs.FileInfo }
+
+// Uname implements tar.FileInfoNames.
+func (n namedInfo) Uname() (string, error) {
+	if st, ok := n.Sys().(*syscall.Stat_t); ok {
+		if e, err := lookupPasswd(strconv.FormatUint(uint64(st.Uid), 10), true); err == nil {
+			return e.name, nil
+		}
+	}
+	return "", nil
+}
+
+// Gname implements tar.FileInfoNames.
+func (n namedInfo) Gname() (string, error) {
+	if st, ok := n.Sys().(*syscall.Stat_t); ok {
+		if e, err := lookupGroup(strconv.FormatUint(uint64(st.Gid), 10), true); err == nil {
+			return e.name, nil
+		}
+	}
+	return "", nil
+}
+
 // writeTar writes the tree under root as a tar stream.
 func writeTar(w io.Writer, root string) error {
 	tw := tar.NewWriter(w)
@@ -105,7 +131,7 @@ func writeTar(w io.Writer, root string) error {
 		default:
 			return nil // sockets, devices, FIFOs
 		}
-		hdr, err := tar.FileInfoHeader(info, link)
+		hdr, err := tar.FileInfoHeader(namedInfo{info}, link)
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -168,10 +166,7 @@ func (n *names) user(uid uint32) string {
 	if v, ok := n.users[uid]; ok {
 		return v
 	}
-	v := strconv.FormatUint(uint64(uid), 10)
-	if u, err := user.LookupId(v); err == nil {
-		v = u.Username
-	}
+	v := userName(uid)
 	n.users[uid] = v
 	return v
 }
@@ -180,10 +175,7 @@ func (n *names) group(gid uint32) string {
 	if v, ok := n.groups[gid]; ok {
 		return v
 	}
-	v := strconv.FormatUint(uint64(gid), 10)
-	if g, err := user.LookupGroupId(v); err == nil {
-		v = g.Name
-	}
+	v := groupName(gid)
 	n.groups[gid] = v
 	return v
 }

@@ -35,10 +35,19 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the config adjusted by tune (nil: as is).
+func newEnvWith(t *testing.T, tune func(*agent.Config)) *env {
+	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = testToken
 	cfg.DefaultUser = currentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if tune != nil {
+		tune(&cfg)
+	}
 	srv, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -308,8 +308,11 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // readMeminfo returns /proc/meminfo in bytes.
-func readMeminfo() (map[string]uint64, error) {
-	f, err := os.Open("/proc/meminfo")
+func readMeminfo() (map[string]uint64, error) { return readMeminfoAt("/proc/meminfo") }
+
+// readMeminfoAt reads a meminfo file: values in bytes.
+func readMeminfoAt(path string) (map[string]uint64, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // guestSize is GET /size's body: the size the sandbox sees from inside,
 // read at the moment of the request. The control plane reports it after a
-// live resize (seed 004's live.guest_cpus_online and guest_mem_total_mb),
+// live resize (live.guest_cpus_online and guest_mem_total_mb, docs/resize.md),
 // so the answer says what nproc and /proc/meminfo show, not what was
 // asked.
 type guestSize struct {

@@ -32,10 +32,11 @@ type toolbox struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	ptys     map[string]*ptySession
+	code     *codeServer
 }
 
 func (s *Server) toolboxRoutes(mux *http.ServeMux) {
-	tb := &toolbox{s: s, sessions: map[string]*session{}, ptys: map[string]*ptySession{}}
+	tb := &toolbox{s: s, sessions: map[string]*session{}, ptys: map[string]*ptySession{}, code: newCodeServer(s.cfg.CodeInterpreter)}
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+toolboxPrefix+path, func(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +54,10 @@ func (s *Server) toolboxRoutes(mux *http.ServeMux) {
 
 	h("POST /process/execute", tb.execute)
 	h("POST /process/code-run", tb.codeRun)
+	h("POST /process/interpreter/context", tb.createContext)
+	h("GET /process/interpreter/context", tb.listContexts)
+	h("DELETE /process/interpreter/context/{id}", tb.deleteContext)
+	h("GET /process/interpreter/execute", tb.interpreterExecute)
 	h("POST /process/session", tb.createSession)
 	h("GET /process/session", tb.listSessions)
 	h("GET /process/session/{sid}", tb.getSession)
@@ -83,6 +88,7 @@ func (s *Server) toolboxRoutes(mux *http.ServeMux) {
 	h("GET /files/download", tb.downloadFile)
 	h("POST /files/bulk-upload", tb.bulkUpload)
 	h("POST /files/bulk-download", tb.bulkDownload)
+	h("POST /files/upload-v2", tb.uploadV2)
 
 	h("POST /git/clone", tb.gitClone)
 	h("GET /git/status", tb.gitStatus)
@@ -95,6 +101,15 @@ func (s *Server) toolboxRoutes(mux *http.ServeMux) {
 	h("POST /git/pull", tb.gitPull)
 	h("POST /git/push", tb.gitPush)
 	h("GET /git/history", tb.gitHistory)
+	h("POST /git/init", tb.gitInit)
+	h("GET /git/remotes", tb.gitRemotes)
+	h("POST /git/remotes", tb.gitAddRemote)
+	h("POST /git/reset", tb.gitReset)
+	h("POST /git/restore", tb.gitRestore)
+	h("GET /git/config", tb.gitGetConfig)
+	h("POST /git/config", tb.gitSetConfig)
+	h("POST /git/config/user", tb.gitConfigUser)
+	h("POST /git/credentials", tb.gitCredentials)
 }
 
 // toolboxError is an error with the daemon's status and code.
@@ -205,6 +220,13 @@ type runResult struct {
 // it ends, ctx ends, or timeout (when positive) passes; the last two kill
 // its process group.
 func (tb *toolbox) run(ctx context.Context, argv []string, env map[string]string, cwd string, timeout time.Duration) (runResult, error) {
+	return tb.runInput(ctx, argv, env, cwd, timeout, nil)
+}
+
+// runInput is run with input written to the command's stdin, then closed
+// (nil: no stdin at all). Secrets go this way rather than in argv, which
+// every process in the sandbox can read.
+func (tb *toolbox) runInput(ctx context.Context, argv []string, env map[string]string, cwd string, timeout time.Duration, input []byte) (runResult, error) {
 	s := tb.s
 	acct, err := s.lookupAccount("")
 	if err != nil {
@@ -223,11 +245,19 @@ func (tb *toolbox) run(ctx context.Context, argv []string, env map[string]string
 	if err != nil {
 		return runResult{}, err
 	}
-	p, sub, err := s.start(spawnSpec{path: path, argv: argv, env: envv, dir: dir, acct: acct})
+	p, sub, err := s.start(spawnSpec{path: path, argv: argv, env: envv, dir: dir, acct: acct, stdin: input != nil})
 	if err != nil {
 		return runResult{}, err
 	}
 	defer p.unsubscribe(sub)
+	if input != nil {
+		go func() { // a child that never reads must not block the collection below
+			p.inMu.Lock()
+			_, _ = p.stdin.Write(input)
+			p.inMu.Unlock()
+			_ = p.closeStdin()
+		}()
+	}
 	var expire <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -457,5 +460,350 @@ func (tb *toolbox) gitHistory(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	writeJSON(w, http.StatusOK, commits)
+	return nil
+}
+
+// The routes below are the ones the 0.218 SDK added (init, remotes, reset,
+// restore, config, credentials); they answer with the statuses its daemon
+// does (201 for init and remote add, 200 otherwise).
+
+func (tb *toolbox) gitInit(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path          string `json:"path"`
+		Bare          bool   `json:"bare"`
+		InitialBranch string `json:"initial_branch"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	dir, err := tb.repo(req.Path)
+	if err != nil {
+		return err
+	}
+	args := []string{"init", "-q"}
+	if req.Bare {
+		args = append(args, "--bare")
+	}
+	if req.InitialBranch != "" {
+		args = append(args, "--initial-branch="+req.InitialBranch)
+	}
+	if _, err := tb.git(r.Context(), "/", append(args, "--", dir)...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusCreated)
+	return nil
+}
+
+// gitRemotes is GET /git/remotes?path: {remotes: [{name, url}]}, with any
+// password in a URL left out, as the daemon does.
+func (tb *toolbox) gitRemotes(w http.ResponseWriter, r *http.Request) error {
+	dir, err := tb.repo(r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
+	out, err := tb.git(r.Context(), dir, "remote", "-v")
+	if err != nil {
+		return err
+	}
+	type remote struct {
+		Name string `json:"name"`
+		URL  string `json:"url"`
+	}
+	remotes := []remote{}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		f := strings.Fields(line) // "origin\t<url> (fetch)"
+		if len(f) < 2 || seen[f[0]] {
+			continue
+		}
+		seen[f[0]] = true
+		remotes = append(remotes, remote{Name: f[0], URL: redactURL(f[1])})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"remotes": remotes})
+	return nil
+}
+
+// redactURL drops the password of a URL's userinfo.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	u.User = url.User(u.User.Username())
+	return u.String()
+}
+
+func (tb *toolbox) gitAddRemote(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path      string `json:"path"`
+		Name      string `json:"name"`
+		URL       string `json:"url"`
+		Fetch     bool   `json:"fetch"`
+		Overwrite bool   `json:"overwrite"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" || req.URL == "" || strings.HasPrefix(req.Name, "-") {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and url are required (and name must not start with '-')")
+	}
+	dir, err := tb.repo(req.Path)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if req.Overwrite {
+		if _, err := tb.git(ctx, dir, "remote", "get-url", req.Name); err == nil {
+			if _, err := tb.git(ctx, dir, "remote", "remove", req.Name); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tb.git(ctx, dir, "remote", "add", req.Name, req.URL); err != nil {
+		var te *toolboxError
+		if errors.As(err, &te) && strings.Contains(te.msg, "already exists") {
+			return tbErr(http.StatusConflict, "CONFLICT", "%s", te.msg)
+		}
+		return err
+	}
+	if req.Fetch {
+		if _, err := tb.git(ctx, dir, "fetch", "--", req.Name); err != nil {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusCreated)
+	return nil
+}
+
+// gitReset is POST /git/reset {path, mode?, target?, files?}: git reset
+// --<mode> (soft, mixed — the default —, hard, merge, keep) to target
+// (HEAD when empty), or of files only.
+func (tb *toolbox) gitReset(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path   string   `json:"path"`
+		Mode   string   `json:"mode"`
+		Target string   `json:"target"`
+		Files  []string `json:"files"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	mode := req.Mode
+	switch mode {
+	case "":
+		mode = "mixed"
+	case "soft", "mixed", "hard", "merge", "keep":
+	default:
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "unsupported reset mode %q (supported: soft, mixed, hard, merge, keep)", req.Mode)
+	}
+	if strings.HasPrefix(req.Target, "-") {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "target must not start with '-'")
+	}
+	dir, err := tb.repo(req.Path)
+	if err != nil {
+		return err
+	}
+	args := []string{"reset", "-q"}
+	if len(req.Files) == 0 || mode != "mixed" {
+		args = append(args, "--"+mode)
+	}
+	if req.Target != "" {
+		args = append(args, req.Target)
+	}
+	if len(req.Files) > 0 {
+		args = append(append(args, "--"), req.Files...)
+	}
+	if _, err := tb.git(r.Context(), dir, args...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// gitRestore is POST /git/restore {path, files, staged?, worktree?,
+// source?}: git restore, the worktree when neither is set (git's
+// default).
+func (tb *toolbox) gitRestore(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Path     string   `json:"path"`
+		Files    []string `json:"files"`
+		Staged   bool     `json:"staged"`
+		Worktree bool     `json:"worktree"`
+		Source   string   `json:"source"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if len(req.Files) == 0 {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "files must name at least one path")
+	}
+	dir, err := tb.repo(req.Path)
+	if err != nil {
+		return err
+	}
+	args := []string{"restore"}
+	if req.Staged {
+		args = append(args, "--staged")
+	}
+	if req.Worktree {
+		args = append(args, "--worktree")
+	}
+	if req.Source != "" {
+		args = append(args, "--source="+req.Source)
+	}
+	if _, err := tb.git(r.Context(), dir, append(append(args, "--"), req.Files...)...); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// configScope turns the SDK's scope (global — the default —, local,
+// system) into git config's flag and the directory to run in; local needs
+// a repository path.
+func (tb *toolbox) configScope(scope, path string) (flag, dir string, err error) {
+	switch scope {
+	case "", "global", "system":
+		if scope == "" {
+			scope = "global"
+		}
+		if path == "" {
+			return "--" + scope, "/", nil
+		}
+	case "local":
+		if path == "" {
+			return "", "", tbErr(http.StatusBadRequest, "BAD_REQUEST", "path is required when scope is local")
+		}
+	default:
+		return "", "", tbErr(http.StatusBadRequest, "BAD_REQUEST", "scope must be global, local or system")
+	}
+	dir, err = tb.repo(path)
+	return "--" + scope, dir, err
+}
+
+var gitConfigKeyRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*(\.[^\n]+)?\.[A-Za-z][A-Za-z0-9-]*$`)
+
+// gitGetConfig is GET /git/config?key&path&scope: {value}, null when unset.
+func (tb *toolbox) gitGetConfig(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	key := q.Get("key")
+	if !gitConfigKeyRE.MatchString(key) {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "key must be a git config key like user.name")
+	}
+	flag, dir, err := tb.configScope(q.Get("scope"), q.Get("path"))
+	if err != nil {
+		return err
+	}
+	res, err := tb.run(r.Context(), []string{"git", "config", flag, "--get", key}, map[string]string{"GIT_TERMINAL_PROMPT": "0"}, dir, gitTimeout)
+	if err != nil {
+		return err
+	}
+	switch res.exitCode {
+	case 0:
+		writeJSON(w, http.StatusOK, map[string]any{"value": strings.TrimSuffix(string(res.stdout), "\n")})
+	case 1: // the key is not set
+		writeJSON(w, http.StatusOK, map[string]any{"value": nil})
+	default:
+		return gitError("config", string(res.stderr))
+	}
+	return nil
+}
+
+func (tb *toolbox) gitSetConfig(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+		Scope string `json:"scope"`
+		Path  string `json:"path"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if !gitConfigKeyRE.MatchString(req.Key) {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "key must be a git config key like user.name")
+	}
+	flag, dir, err := tb.configScope(req.Scope, req.Path)
+	if err != nil {
+		return err
+	}
+	if _, err := tb.git(r.Context(), dir, "config", flag, req.Key, req.Value); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+func (tb *toolbox) gitConfigUser(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name  string `json:"name"`
+		Email string `json:"email"`
+		Scope string `json:"scope"`
+		Path  string `json:"path"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" || req.Email == "" {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and email are required")
+	}
+	flag, dir, err := tb.configScope(req.Scope, req.Path)
+	if err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{{"user.name", req.Name}, {"user.email", req.Email}} {
+		if _, err := tb.git(r.Context(), dir, "config", flag, kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// gitCredentials is POST /git/credentials {username, password, host?,
+// protocol?} (the SDK's dangerouslyAuthenticate): git's "store" helper
+// becomes the user's global credential helper and the credential is
+// approved into it (~/.git-credentials, plaintext, as the SDK's name
+// warns), through stdin rather than argv. Host defaults to github.com and
+// protocol to https, as the daemon's do.
+func (tb *toolbox) gitCredentials(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+		Host     string `json:"host"`
+		Protocol string `json:"protocol"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if req.Host == "" {
+		req.Host = "github.com"
+	}
+	if req.Protocol == "" {
+		req.Protocol = "https"
+	}
+	for _, f := range []string{req.Username, req.Password, req.Host, req.Protocol} {
+		if strings.ContainsAny(f, "\n\r\x00") {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "credential fields must not contain newline or NUL characters")
+		}
+	}
+	if req.Username == "" || req.Password == "" {
+		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "username and password are required")
+	}
+	ctx := r.Context()
+	if _, err := tb.git(ctx, "/", "config", "--global", "credential.helper", "store"); err != nil {
+		return err
+	}
+	input := fmt.Sprintf("protocol=%s\nhost=%s\nusername=%s\npassword=%s\n\n", req.Protocol, req.Host, req.Username, req.Password)
+	res, err := tb.runInput(ctx, []string{"git", "credential", "approve"}, map[string]string{"GIT_TERMINAL_PROMPT": "0"}, "/", gitTimeout, []byte(input))
+	if err != nil {
+		return err
+	}
+	if res.exitCode != 0 {
+		return gitError("credential", string(res.stderr))
+	}
+	w.WriteHeader(http.StatusOK)
 	return nil
 }

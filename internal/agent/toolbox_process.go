@@ -76,55 +76,6 @@ func (tb *toolbox) execute(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// codeRunRequest is the daemon's CodeRunRequest.
-type codeRunRequest struct {
-	Code     string            `json:"code"`
-	Language string            `json:"language"`
-	Argv     []string          `json:"argv"`
-	Envs     map[string]string `json:"envs"`
-	Timeout  *int              `json:"timeout"`
-}
-
-// codeRun is POST /process/code-run. Each call runs on a fresh interpreter
-// (python3 -c / node -e): no state carries over between calls, and the
-// answer says so in "interpreter". TypeScript runs through node as
-// JavaScript (no type checking or stripping).
-func (tb *toolbox) codeRun(w http.ResponseWriter, r *http.Request) error {
-	var req codeRunRequest
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if err := validEnvKeys(req.Envs); err != nil {
-		return err
-	}
-	var argv []string
-	switch req.Language {
-	case "", "python":
-		argv = []string{"python3", "-c", req.Code}
-	case "javascript", "typescript":
-		argv = []string{"node", "-e", req.Code}
-		if len(req.Argv) > 0 {
-			argv = append(argv, "--")
-		}
-	default:
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "language %q is not supported (python, javascript, typescript)", req.Language)
-	}
-	argv = append(argv, req.Argv...)
-	res, err := tb.run(r.Context(), argv, req.Envs, "", seconds(req.Timeout))
-	if err != nil {
-		return err
-	}
-	if res.timedOut {
-		return tbErr(http.StatusRequestTimeout, "PROCESS_EXECUTION_TIMEOUT", "code run timed out after %d seconds", *req.Timeout)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"exitCode": res.exitCode, "result": string(res.combined),
-		"artifacts":   map[string]any{"charts": []any{}},
-		"interpreter": "fresh process per call (" + argv[0] + "); no state is kept between calls",
-	})
-	return nil
-}
-
 // session is a long-lived shell whose commands run one after another in
 // it, so cd and exports carry over (the daemon's sessions). Each command's
 // stdout, stderr and exit status come back through FIFOs made for it, so
@@ -265,10 +216,11 @@ func (tb *toolbox) createSession(w http.ResponseWriter, r *http.Request) error {
 		<-p.done
 		ses.mu.Lock()
 		ses.ended = true
-		for _, c := range ses.cmds {
-			ses.abandon(c)
-		}
+		cmds := append([]*sessionCommand(nil), ses.cmds...)
 		ses.mu.Unlock()
+		for _, c := range cmds {
+			ses.unblock(c)
+		}
 	}()
 	w.WriteHeader(http.StatusCreated)
 	return nil
@@ -359,6 +311,33 @@ func (ses *session) abandon(c *sessionCommand) {
 		}
 	}
 }
+
+// unblock abandons a command of an ended shell until its readers are
+// done: one abandon is not enough when a reader had not opened its FIFO
+// yet (its goroutine had not run), since its open would then wait for a
+// writer that never comes. It gives up after abandonWait.
+func (ses *session) unblock(c *sessionCommand) {
+	deadline := time.Now().Add(abandonWait)
+	for {
+		ses.abandon(c)
+		select {
+		case <-c.done:
+			select {
+			case <-c.drained:
+				return
+			default:
+			}
+		default:
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// abandonWait bounds unblock.
+const abandonWait = 10 * time.Second
 
 func (tb *toolbox) command(r *http.Request) (*session, *sessionCommand, error) {
 	ses, err := tb.session(r.PathValue("sid"))

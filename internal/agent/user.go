@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -23,32 +22,59 @@ type account struct {
 }
 
 // lookupAccount resolves name (the default user when empty) from
-// /etc/passwd and /etc/group; os/user is pure Go in a static build.
+// /etc/passwd and /etc/group (passwd.go). Besides a user name it takes
+// what an image's USER may say: a numeric uid, and either followed by
+// ":group" (a name or a gid). A uid /etc/passwd does not list runs with
+// gid 0 and home "/", as in Docker; so does root in an image without
+// /etc/passwd (a shell-less image).
 func (s *Server) lookupAccount(name string) (*account, error) {
 	if name == "" {
 		name, _ = s.defaults()
 	}
-	u, err := user.Lookup(name)
+	user, group, hasGroup := strings.Cut(name, ":")
+	u, err := lookupPasswd(user, false)
+	if err != nil && isNumeric(user) {
+		if u, err = lookupPasswd(user, true); err != nil {
+			u, err = passwdEntry{name: user, uid: user, gid: "0", home: "/"}, nil
+		}
+	}
+	if err != nil && user == "root" {
+		// root is uid 0 whatever /etc/passwd says: a sandbox that broke or
+		// emptied the file (or an image without one) must still be reachable.
+		u, err = passwdEntry{name: "root", uid: "0", gid: "0", home: "/root"}, nil
+		if _, serr := os.Stat("/root"); serr != nil {
+			u.home = "/"
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("user %q: %w", name, errUnauthorized)
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if hasGroup {
+		switch g, gerr := lookupGroup(group, false); {
+		case gerr == nil:
+			u.gid = g.gid
+		case isNumeric(group):
+			u.gid = group
+		default:
+			return nil, fmt.Errorf("user %q: no group %q: %w", name, group, errUnauthorized)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.gid, 10, 32)
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("user %q: non-numeric ids: %w", name, errUnauthorized)
 	}
-	a := &account{name: u.Username, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}
+	a := &account{name: u.name, uid: uint32(uid), gid: uint32(gid), home: u.home}
 	if a.home == "" {
 		a.home = "/"
 	}
-	if gids, err := u.GroupIds(); err == nil {
-		for _, g := range gids {
-			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-				a.groups = append(a.groups, uint32(n))
-			}
-		}
-	}
+	a.groups = supplementaryGroups(u.name, a.gid)
 	return a, nil
+}
+
+func isNumeric(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
 }
 
 // requestUser returns the user named by "Authorization: Basic

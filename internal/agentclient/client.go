@@ -60,6 +60,24 @@ func New(baseURL, token string, hc *http.Client) *Client {
 	}
 }
 
+// NewOwnPool is New with an HTTP transport of the client's own, so its kept
+// connections serve only this client: a pool shared by address would hand
+// a connection kept to one sandbox's agent to the next sandbox given the
+// same address. Close them with CloseIdleConnections when done.
+func NewOwnPool(baseURL, token string) *Client {
+	// DefaultTransport's settings when it is still the standard one (a
+	// test may have wrapped it); a plain transport otherwise.
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		base = &http.Transport{}
+	}
+	return New(baseURL, token, &http.Client{Transport: base.Clone()})
+}
+
+// CloseIdleConnections closes the connections the client's HTTP client
+// keeps (meant for a client with a transport of its own, NewOwnPool).
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
 // Health returns nil when the agent answers GET /health with 204.
 func (c *Client) Health(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/health", nil)
@@ -100,10 +118,35 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // Init replaces the sandbox-level environment every later process gets
 // (POST /init).
 func (c *Client) Init(ctx context.Context, env map[string]string) error {
+	return c.InitWith(ctx, InitRequest{Env: env})
+}
+
+// InitRequest is what POST /init sets.
+type InitRequest struct {
+	// Env replaces the environment every later process gets.
+	Env map[string]string
+	// User and Workdir, when set, are who later processes run as and
+	// where, when a call names neither (a template's USER and WORKDIR). A
+	// user may be a name, a uid, or either with ":group".
+	User, Workdir string
+}
+
+// InitWith sets the environment and, when given, the default user and
+// working directory (POST /init). An unknown user is an error wrapping
+// sandbox.ErrInvalidArgument.
+func (c *Client) InitWith(ctx context.Context, r InitRequest) error {
+	env := r.Env
 	if env == nil {
 		env = map[string]string{}
 	}
-	body, err := json.Marshal(map[string]any{"envVars": env})
+	req := map[string]any{"envVars": env}
+	if r.User != "" {
+		req["defaultUser"] = r.User
+	}
+	if r.Workdir != "" {
+		req["defaultWorkdir"] = r.Workdir
+	}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
 	}
@@ -262,6 +305,28 @@ func (c *Client) Upload(ctx context.Context, path string, r io.Reader) error {
 	}
 	drain(resp.Body)
 	return nil
+}
+
+// ExtractTar unpacks the tar stream r below the absolute directory dir
+// inside the sandbox (POST /files/tar); owner, when set ("user[:group]",
+// names or ids), owns every entry. It returns how many entries it wrote.
+func (c *Client) ExtractTar(ctx context.Context, dir, owner string, r io.Reader) (int, error) {
+	q := url.Values{"path": {dir}}
+	if owner != "" {
+		q.Set("owner", owner)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/files/tar", q, "application/x-tar", r)
+	if err != nil {
+		return 0, fmt.Errorf("agent extract into %s: %w", dir, err)
+	}
+	defer drain(resp.Body)
+	var out struct {
+		Files int `json:"files"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("agent extract into %s: %w", dir, err)
+	}
+	return out.Files, nil
 }
 
 // Download opens path inside the sandbox for reading; the caller closes

@@ -2,6 +2,7 @@ package agentclient
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -21,6 +22,10 @@ type ProcessRequest struct {
 	Env map[string]string
 	// Cwd defaults to the user's home.
 	Cwd string
+	// User runs the process as that user of the sandbox (and makes Cwd
+	// default to their home); empty means the default user. An unknown
+	// user is an error wrapping sandbox.ErrUnauthenticated, as envd answers.
+	User string
 	// Tag labels the process in List; empty means none.
 	Tag string
 	// Stdin keeps a stdin pipe open for Input; false gives /dev/null.
@@ -124,7 +129,12 @@ func (c *Client) StartProcess(ctx context.Context, req ProcessRequest) (*Process
 	if req.Timeout > 0 {
 		msg.TimeoutMs = uint32(max(1, req.Timeout.Milliseconds()))
 	}
-	stream, err := c.proc.Start(sctx, connect.NewRequest(msg))
+	creq := connect.NewRequest(msg)
+	if req.User != "" {
+		// envd's way of naming the user: Basic auth with an empty password.
+		creq.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(req.User+":")))
+	}
+	stream, err := c.proc.Start(sctx, creq)
 	if err != nil {
 		cancel()
 		return nil, procErr(ctx, "agent start process", err)

@@ -67,7 +67,7 @@ func TestTransportCatchesDrift(t *testing.T) {
 		{"undocumented status", "GET", "/v1/hosts", "", 418, notFound, "418"},
 		{"forbidden request accepted", "POST", "/v1/orgs", `{"name":"a","bogus":1}`, 201, `{}`, "accepted a request the document forbids"},
 		{"idempotency key in the body", "POST", "/v1/orgs", `{"name":"a","idempotency_key":"k1"}`, 201, orgCreated, ""},
-		{"seed 003's spelling of it", "POST", "/v1/orgs", `{"name":"a","idempotencyKey":"k1"}`, 201, orgCreated, ""},
+		{"its camelCase spelling", "POST", "/v1/orgs", `{"name":"a","idempotencyKey":"k1"}`, 201, orgCreated, ""},
 		{"forbidden request refused", "POST", "/v1/orgs", `{"name":"a","bogus":1}`, 400, invalid, ""},
 		{"2xx on an undocumented path", "GET", "/v1/no-such-thing", "", 200, `{}`, "no operation"},
 		{"404 on an undocumented path", "GET", "/v1/no-such-thing", "", 404, notFound, ""},

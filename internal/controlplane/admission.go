@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// AdmissionConfig is seed 004's start admission queue ("Starting a stopped
-// sandbox while its host is busy"): a start that arrives while the host
+// AdmissionConfig is the start admission queue (docs/stop-start.md,
+// "Starting while the host is busy"): a start that arrives while the host
 // has too many starts in flight waits for a start slot instead of being
 // refused at once, and is refused (503 capacity) only when the queue is
 // full or the wait runs out. Creates are not queued.
@@ -32,7 +32,7 @@ type AdmissionConfig struct {
 	HostBusy func() bool
 }
 
-// DefaultAdmissionConfig returns the seed's defaults, queue on.
+// DefaultAdmissionConfig returns the defaults docs/stop-start.md states, queue on.
 func DefaultAdmissionConfig() AdmissionConfig {
 	return AdmissionConfig{Queue: true, Slots: 8, SlotsSaturated: 2, Wait: 30 * time.Second, MaxQueue: 64}
 }
@@ -40,11 +40,15 @@ func DefaultAdmissionConfig() AdmissionConfig {
 // CapacityError is a start the admission queue could not admit: the
 // sandbox stays stopped; call again after Retry-After.
 type CapacityError struct {
-	Reason string // start_queue_full or start_queue_timeout
+	Reason string // start_queue_full, start_queue_timeout, host_draining or host_lost
 	Queued time.Duration
 }
 
 func (e *CapacityError) Error() string {
+	switch e.Reason {
+	case ReasonHostDraining, ReasonHostLost:
+		return fmt.Sprintf("no host takes new sandboxes (%s); create again after Retry-After", e.Reason)
+	}
 	return fmt.Sprintf("the host is busy starting other sandboxes (%s after %d ms); the sandbox stays stopped, call start again after Retry-After",
 		e.Reason, e.Queued.Milliseconds())
 }

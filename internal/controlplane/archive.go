@@ -23,7 +23,7 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		// Stopped only, as seed 004 says: an archived or archiving sandbox
+		// Stopped only (docs/archive.md): an archived or archiving sandbox
 		// is a 409 naming its state too (a retry with the same
 		// Idempotency-Key still gets the first answer).
 		if sb.State != sandbox.StateStopped {
@@ -40,7 +40,7 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 			}
 			return sandbox.Sandbox{}, err
 		}
-		s.goBackground(func(ctx context.Context) { s.doArchive(ctx, id) })
+		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doArchive(ctx, id) })
 		return sb, nil
 	}
 }
@@ -50,7 +50,7 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 // stopped with its local disk intact and the reason recorded; retrying
 // works, and chunks already uploaded are reused.
 func (s *Service) doArchive(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateArchiving {
@@ -58,7 +58,7 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 	}
 	log := s.log.With("sandbox", id)
 	fail := func(err error) {
-		log.Error("archive failed; the local disk is intact", "err", err)
+		log.ErrorContext(ctx, "archive failed; the local disk is intact", "err", err)
 		s.transition(context.WithoutCancel(ctx), id, sandbox.StateArchiving, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
 			sb.Reason = "archive failed: " + err.Error() + " (the local disk is intact; archive again to retry)"
 		})
@@ -84,7 +84,7 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 			s.setProgress(id, &sandbox.Progress{Op: "archive", DoneBytes: done, TotalBytes: total})
 			if time.Since(lastLog) > time.Second {
 				lastLog = time.Now()
-				log.Info("archiving", "done_bytes", done, "total_bytes", total)
+				log.InfoContext(ctx, "archiving", "done_bytes", done, "total_bytes", total)
 			}
 		},
 	})
@@ -104,16 +104,16 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 	if err != nil || !ok {
 		return
 	}
-	log.Info("sandbox archived", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
+	log.InfoContext(ctx, "sandbox archived", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
 		"chunks_uploaded", res.ChunksUploaded, "chunks_reused", res.ChunksReused, "took", time.Since(start))
 	if err := s.host.RemoveDisk(ctx, id); err != nil {
-		log.Warn("free local disk after archive (the reconciler retries)", "err", err)
+		log.WarnContext(ctx, "free local disk after archive (the reconciler retries)", "err", err)
 	}
 	// The previous archive of this sandbox is superseded; its chunks stay
 	// for whoever shares them, and chunk GC removes the rest.
 	if old != nil && old.ManifestKey != res.Key {
 		if err := archive.DeleteManifest(ctx, s.cfg.Objects, old.Bucket, old.ManifestKey); err != nil {
-			log.Warn("delete superseded archive manifest", "err", err)
+			log.WarnContext(ctx, "delete superseded archive manifest", "err", err)
 		}
 	}
 }
@@ -121,7 +121,7 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 // doUnarchive brings the disk back from the object store, then starts
 // the sandbox. A failure leaves it archived with the reason.
 func (s *Service) doUnarchive(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateRestoring {
 		unlock()
@@ -138,7 +138,7 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 		})
 		s.setProgress(id, nil)
 		if err == nil {
-			log.Info("sandbox disk restored from archive", "bytes", ref.SizeBytes, "took", time.Since(start))
+			log.InfoContext(ctx, "sandbox disk restored from archive", "bytes", ref.SizeBytes, "took", time.Since(start))
 		}
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 		if ctx.Err() != nil {
 			return
 		}
-		log.Error("unarchive failed", "err", err)
+		log.ErrorContext(ctx, "unarchive failed", "err", err)
 		s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
 			sb.Reason = "restore from archive failed: " + err.Error() + " (start again to retry)"
 		})

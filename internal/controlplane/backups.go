@@ -62,7 +62,7 @@ func (s *Service) Backup(ctx context.Context, p Principal, id, name string) (san
 	if err != nil {
 		return sandbox.Snapshot{}, err
 	}
-	s.goBackground(func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
+	s.goBackgroundFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
 	return snap, nil
 }
 
@@ -71,7 +71,7 @@ func (s *Service) Backup(ctx context.Context, p Principal, id, name string) (san
 // crash leaves it creating for the reconciler, which runs this again
 // (chunks already uploaded are reused).
 func (s *Service) doBackup(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	snap, err := s.store.GetSnapshot(ctx, "", id)
 	if err != nil || snap.State != sandbox.SnapshotCreating || snap.Kind != sandbox.KindBackup {
@@ -84,10 +84,10 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 	}
 	defer snapper.RemoveSnapshot(context.WithoutCancel(ctx), id)
 	fail := func(err error) {
-		log.Error("backup failed", "err", err)
+		log.ErrorContext(ctx, "backup failed", "err", err)
 		snap.State, snap.Reason = sandbox.SnapshotFailed, err.Error()
 		if _, err := s.store.UpdateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
-			log.Error("record backup failure", "err", err)
+			log.ErrorContext(ctx, "record backup failure", "err", err)
 		}
 	}
 	if _, err := os.Stat(snap.DiskImage); err != nil {
@@ -142,11 +142,11 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 	}
 	snap.State, snap.DiskImage, snap.HostID = sandbox.SnapshotReady, "", ""
 	if _, err := s.store.UpdateSnapshot(ctx, snap); err != nil {
-		log.Error("record backup", "err", err)
+		log.ErrorContext(ctx, "record backup", "err", err)
 		return
 	}
 	took := time.Since(start)
-	log.Info("backup complete", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
+	log.InfoContext(ctx, "backup complete", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
 		"chunks_uploaded", res.ChunksUploaded, "chunks_reused", res.ChunksReused, "took", took)
 	if sb, err := s.store.GetSandbox(ctx, "", snap.SandboxID); err == nil {
 		s.event(ctx, sb, "backup_complete", map[string]any{"backup_id": id, "size_bytes": res.Manifest.Size,
@@ -159,7 +159,7 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 // else by its descriptor in the object store (a backup taken on another
 // host), which is then recorded here. Another org's backup is not found.
 func (s *Service) backupForClone(ctx context.Context, p Principal, id string) (sandbox.Snapshot, error) {
-	notFound := fmt.Errorf("backup %q: %w", id, &notFoundField{field: "from_backup"})
+	notFound := fmt.Errorf("backup %q: %w", id, &sandbox.NotFoundFieldError{Name: "from_backup"})
 	if !sandbox.ValidID(sandbox.PrefixBackup, id) {
 		return sandbox.Snapshot{}, notFound
 	}
@@ -204,7 +204,7 @@ func (s *Service) backupForClone(ctx context.Context, p Principal, id string) (s
 	if err := s.store.CreateSnapshot(ctx, snap); err != nil && !errors.Is(err, store.ErrConflict) {
 		return sandbox.Snapshot{}, err
 	}
-	s.log.Info("backup found in the object store", "backup", id, "org", d.OrgID, "source_sandbox", d.SandboxID)
+	s.log.InfoContext(ctx, "backup found in the object store", "backup", id, "org", d.OrgID, "source_sandbox", d.SandboxID)
 	return snap, nil
 }
 
@@ -229,7 +229,7 @@ func (s *Service) restoreBackupDisk(ctx context.Context, sb sandbox.Sandbox, sna
 		os.Remove(path)
 		return fmt.Errorf("backup %s: %w", snap.ID, err)
 	}
-	s.log.Info("sandbox disk restored from backup", "sandbox", sb.ID, "backup", snap.ID, "bytes", snap.SizeBytes, "took", time.Since(start))
+	s.log.InfoContext(ctx, "sandbox disk restored from backup", "sandbox", sb.ID, "backup", snap.ID, "bytes", snap.SizeBytes, "took", time.Since(start))
 	return nil
 }
 

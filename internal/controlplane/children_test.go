@@ -10,8 +10,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-// TestDeletingAParentNeverDeletesItsChildren: seed 004, "Deleting a
-// sandbox never deletes its children." A parent deleted by a timer (which
+// TestDeletingAParentNeverDeletesItsChildren: deleting a sandbox never
+// deletes its children (docs/sandboxes.md). A parent deleted by a timer (which
 // does not ask about children) leaves its child running with its link;
 // the parent's final disposal only clears the child's parent_id.
 func TestDeletingAParentNeverDeletesItsChildren(t *testing.T) {
@@ -28,9 +28,7 @@ func TestDeletingAParentNeverDeletesItsChildren(t *testing.T) {
 	if err != nil || got.State != sandbox.StateRunning || got.ParentID != parent.ID {
 		t.Fatalf("child after its parent's delete: %v %q %v", got.State, got.ParentID, err)
 	}
-	h.mu.Lock()
-	destroyed := slices.Clone(h.destroyed)
-	h.mu.Unlock()
+	destroyed := h.Destroyed()
 	if slices.Contains(destroyed, child.ID) {
 		t.Errorf("the parent's teardown destroyed its child: %v", destroyed)
 	}
@@ -52,7 +50,7 @@ func TestTreeQuotaRAMAndResize(t *testing.T) {
 	ctx := context.Background()
 	s.cfg.TreeMaxCPU, s.cfg.TreeMaxRAMMB = 4, 2048
 	root := running(t, s, CreateRequest{Template: "busybox", CPU: ptr(1.0), RAMMB: ptr(1024)})
-	var qe *QuotaError
+	var qe *sandbox.QuotaError
 	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: root.ID, RAMMB: ptr(1536)}); !errors.As(err, &qe) || qe.Limit != "ram_mb" || qe.Scope != "tree" {
 		t.Fatalf("ram over the tree limit at create: %v", err)
 	}

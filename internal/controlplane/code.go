@@ -20,7 +20,7 @@ const MaxCodeBytes = 1 << 20
 // sandbox's template runs the server (a caller may wait for it to come up
 // after a boot rather than give up at once).
 func (s *Service) CodeServer(ctx context.Context, p Principal, id string) (addr string, expected bool, done func(), err error) {
-	sb, _, err := s.running(ctx, p, id)
+	sb, _, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return "", false, nil, err
 	}

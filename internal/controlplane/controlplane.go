@@ -14,8 +14,11 @@ import (
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/objstore"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/syncs"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // The host contract lives in internal/hostapi; these names keep the
@@ -39,10 +42,23 @@ type (
 // AgentPort is where pt-agent listens inside every sandbox.
 const AgentPort = hostapi.AgentPort
 
+// AgentPath is where the pt-agent binary appears inside every sandbox.
+const AgentPath = hostapi.AgentPath
+
 // Config tunes the service.
 type Config struct {
 	// Admission queues starts while the host is busy (admission.go).
 	Admission AdmissionConfig
+	// MinFreeBytes is the room the host's data dir keeps: creates and
+	// uploads are refused with 507 below it (space.go; 0: no check).
+	MinFreeBytes int64
+	// BootSlots bounds the boots running at once on the host (boots.go);
+	// 0 means DefaultBootSlots of the machine's cores.
+	BootSlots int
+	// SweepGrace is how long a deleted or failed record must have been
+	// unchanged before the sweep (sweep.go) removes what its sandbox still
+	// holds: its own teardown or cleanup may still be running until then.
+	SweepGrace time.Duration
 	// DefaultWait bounds waits that ask for a state without a timeout.
 	DefaultWait time.Duration
 	// MaxWait caps any requested wait.
@@ -75,10 +91,10 @@ type Config struct {
 	// them to run in seconds.
 	Minute, Day time.Duration
 	// DeletedRetention is how long a deleted record is kept before final
-	// disposal (seed 004: 30 days).
+	// disposal (30 days; docs/lifecycle.md, "After a delete").
 	DeletedRetention time.Duration
 	// PlatformRecoveryRetention keeps the record (and its archive or
-	// backup) of a sandbox the platform deleted (seed 004: 90 days).
+	// backup) of a sandbox the platform deleted (90 days).
 	PlatformRecoveryRetention time.Duration
 	// TreeMaxSandboxes, TreeMaxCPU and TreeMaxRAMMB bound a tree of
 	// sandboxes (a top-level one and its descendants): children count
@@ -86,13 +102,6 @@ type Config struct {
 	TreeMaxSandboxes int
 	TreeMaxCPU       float64
 	TreeMaxRAMMB     int
-	// OrgMaxSandboxes, OrgMaxCPU and OrgMaxRAMMB bound what one org's
-	// active sandboxes (creating, restoring, starting, running, stopping)
-	// use at once; an org's overrides (PUT /v1/orgs/{id}/quotas) win.
-	// 0 disables a limit.
-	OrgMaxSandboxes int
-	OrgMaxCPU       float64
-	OrgMaxRAMMB     int
 	// Idempotency tunes Idempotency-Key handling (idempotency.go).
 	Idempotency IdempotencyConfig
 	// DefaultRuntime is the runtime class of sandboxes that do not ask.
@@ -101,9 +110,9 @@ type Config struct {
 	// live-resize headroom every boot records.
 	PlanMaxCPU   float64
 	PlanMaxRAMMB int
-	// DiskAutogrowMaxGB enables disk autogrow (seed 004's
-	// limits.disk_autogrow_max_gb): a running sandbox whose disk passes 90%
-	// grows by half, at least 10 GB, up to this size. 0 disables it.
+	// DiskAutogrowMaxGB enables disk autogrow (docs/resize.md): a running
+	// sandbox whose disk passes 90% grows by half, at least 10 GB, up to
+	// this size. 0 disables it.
 	DiskAutogrowMaxGB int
 	// ChunkGCInterval is how often unreferenced archive chunks are
 	// collected (0 disables).
@@ -121,25 +130,21 @@ type Config struct {
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
 	ArchiveBucket string
-	// ArtifactBucket is the bucket artifacts are written to (in Objects).
-	ArtifactBucket string
-	// ArtifactMaxBytes caps one artifact (0: no cap); a larger export
-	// stores nothing and fails with ArtifactTooLargeError.
-	ArtifactMaxBytes int64
-	// Webhooks tunes webhook deliveries (webhooks.go).
-	Webhooks WebhookConfig
-	// Sessions tunes sessions, warm pools and workspaces (seed 000).
+	// Sessions tunes sessions, warm pools and workspaces (docs/sessions.md).
 	Sessions SessionConfig
-	// TTL tunes seed 003's lifetimes and statuses (ttl.go).
+	// TTL tunes lifetimes and statuses (ttl.go, docs/lifecycle.md).
 	TTL TTLConfig
 	// Templates picks the default template and the session templates.
 	Templates TemplateConfig
+	// TemplateBuilds tunes custom template builds (custom_templates.go).
+	TemplateBuilds TemplateBuildConfig
 }
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	return Config{
 		DefaultWait:               60 * time.Second,
+		MinFreeBytes:              512 << 20,
 		MaxWait:                   10 * time.Minute,
 		ProvisionTimeout:          2 * time.Minute,
 		ReconcileWorkers:          4,
@@ -152,40 +157,48 @@ func DefaultConfig() Config {
 		Day:                       24 * time.Hour,
 		DeletedRetention:          30 * 24 * time.Hour,
 		ArchiveBucket:             "platinum-archives",
-		ArtifactBucket:            "platinum-artifacts",
-		ArtifactMaxBytes:          5 << 30,
-		Webhooks:                  DefaultWebhookConfig(),
 		PlatformRecoveryRetention: 90 * 24 * time.Hour,
 		PlanMaxCPU:                16,
 		DefaultRuntime:            "runc",
 		TreeMaxSandboxes:          50,
 		TreeMaxCPU:                64,
 		TreeMaxRAMMB:              128 * 1024,
-		OrgMaxSandboxes:           100,
-		OrgMaxCPU:                 256,
-		OrgMaxRAMMB:               512 * 1024,
 		Idempotency:               DefaultIdempotencyConfig(),
 		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
 		Sessions:                  DefaultSessionConfig(),
 		TTL:                       DefaultTTLConfig(),
 		Admission:                 DefaultAdmissionConfig(),
+		SweepGrace:                30 * time.Second,
 		Templates:                 DefaultTemplateConfig(),
+		TemplateBuilds:            DefaultTemplateBuildConfig(),
 	}
 }
 
 // Service is the control plane. Create it with New and stop it with Close,
 // which waits for every background operation it started.
 type Service struct {
+	// holder names this process in the store's leases (LeasePools).
+	holder string
 	cfg    Config
 	store  store.Store
 	host   Host
 	log    *slog.Logger
-	notify *notifier
-	feed   *feed // wakes event subscribers (events.go)
-	locks  keyedMutex
-	tpl    *templates
-	starts *admission // start slots of this host (admission.go)
+	notify *syncs.Notifier // wakes waiters on a sandbox, a session or an idempotency key
+	locks  syncs.KeyedMutex
+	// tenancy resolves projects, issues sandbox tokens and checks org
+	// quotas (internal/tenancy); cmd/ptd hands the same one to the
+	// transports.
+	tenancy *tenancy.Service
+	tpl     *templates
+	builds  *builds    // custom template builds this process runs
+	starts  *admission // start slots of this host (admission.go)
+	boots   *bootGate  // boot slots of this host (boots.go)
+	// oomOnce starts reportOOM once (Reconcile).
+	oomOnce sync.Once
+	// provisioning holds the IDs of the creates a provision goroutine is
+	// driving (queued for a boot slot or booting).
+	provisioning sync.Map
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc
@@ -209,6 +222,9 @@ type Service struct {
 	// busy counts commands in flight per sandbox (status running).
 	busy inflight
 
+	// hangups are owed to terminals a stop took away (terminal.go).
+	hangups pendingHangups
+
 	// lastChunkGC is only touched by the timer loop.
 	lastChunkGC time.Time
 
@@ -219,17 +235,19 @@ type Service struct {
 	idem idemState
 }
 
-// New builds a Service. Call Reconcile once before serving requests.
-func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
+// New builds a Service over st, driving host, with tn for what belongs to
+// orgs (projects, tokens, quotas). Call Reconcile once before serving
+// requests.
+func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slog.Logger) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
-	fd := newFeed()
 	s := &Service{
+		holder:   "cp/" + host.ID() + "/" + randomToken()[:12],
 		cfg:      cfg,
-		store:    feedStore{Store: st, feed: fd},
-		feed:     fd,
+		store:    st,
 		host:     host,
+		tenancy:  tn,
 		log:      logger,
-		notify:   newNotifier(),
+		notify:   &syncs.Notifier{},
 		ctx:      ctx,
 		cancel:   cancel,
 		agents:   map[string]*agentclient.Client{},
@@ -238,7 +256,9 @@ func New(cfg Config, st store.Store, host Host, logger *slog.Logger) *Service {
 		pools:    newPoolState(),
 	}
 	s.tpl = newTemplates(s)
+	s.builds = newBuilds(cfg.TemplateBuilds.MaxConcurrent)
 	s.starts = newAdmission(cfg.Admission)
+	s.boots = newBootGate(cfg.BootSlots)
 	return s
 }
 
@@ -249,7 +269,42 @@ func (s *Service) Close() {
 	s.wg.Wait()
 }
 
+// runLoop runs syncs.Loop (or syncs.Every when first is false) on a
+// goroutine owned by the service; it ends with ctx or when the service
+// closes, whichever comes first, and fn's ctx ends with it.
+func (s *Service) runLoop(ctx context.Context, interval time.Duration, first bool, wake func() <-chan struct{}, fn func(context.Context), after func()) {
+	s.goBackground(func(sctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(sctx, cancel) // the service closing ends a run too
+		defer stop()
+		if first {
+			syncs.Loop(ctx, interval, wake, fn)
+		} else {
+			syncs.Every(ctx, interval, fn)
+		}
+		if after != nil {
+			after()
+		}
+	})
+}
+
 // goBackground runs fn on a goroutine owned by the service.
+// goBackgroundFor is goBackground for work a request started: fn's context
+// (the service's, so it outlives the request) carries the request's id, so
+// what the work logs names the request that caused it.
+func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
+	ctx := s.ctx
+	if id := requestid.From(origin); id != "" {
+		ctx = requestid.With(ctx, id)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(ctx)
+	}()
+}
+
 func (s *Service) goBackground(fn func(ctx context.Context)) {
 	s.wg.Add(1)
 	go func() {

@@ -15,85 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/hostapi/hosttest"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
-// fakeHost is a Host whose behaviour each test sets through its Func fields.
-type fakeHost struct {
-	StartFunc   func(ctx context.Context, spec StartSpec) (Instance, error)
-	BuildFunc   func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error)
-	DestroyFunc func(ctx context.Context, id string) error
-	MetricsFunc func(id string) (Metrics, error)
-	growErr     error
-	diskImage   string // what DiskImage returns
-	removedDisk atomic.Bool
-
-	mu        sync.Mutex
-	destroyed []string
-	frozen    map[string]bool
-	builds    atomic.Int32
-}
-
-var _ Host = (*fakeHost)(nil)
-
-func (f *fakeHost) ID() string          { return "host_test" }
-func (f *fakeHost) Templates() []string { return []string{"busybox", "pt-base"} }
-func (f *fakeHost) BuildTemplate(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
-	f.builds.Add(1)
-	if f.BuildFunc != nil {
-		return f.BuildFunc(ctx, slug, versionID, progress)
-	}
-	return "/templates/" + versionID, 1, nil
-}
-func (f *fakeHost) Start(ctx context.Context, spec StartSpec) (Instance, error) {
-	if f.StartFunc != nil {
-		return f.StartFunc(ctx, spec)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	thawed := f.frozen[spec.ID]
-	delete(f.frozen, spec.ID)
-	return Instance{Address: "127.0.0.1", MemoryRestored: thawed}, nil
-}
-func (f *fakeHost) Running(ctx context.Context, id string) bool { return true }
-func (f *fakeHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.frozen == nil {
-		f.frozen = map[string]bool{}
-	}
-	f.frozen[id] = keepMemory
-	return keepMemory, nil
-}
-func (f *fakeHost) DiskImage(ctx context.Context, id string) (string, error) {
-	if f.diskImage == "" {
-		return "", errors.New("fake host has no disks")
-	}
-	return f.diskImage, nil
-}
-func (f *fakeHost) DiskImagePath(id string) string { return "" }
-func (f *fakeHost) RemoveDisk(ctx context.Context, id string) error {
-	f.removedDisk.Store(true)
-	return nil
-}
-func (f *fakeHost) Frozen(ctx context.Context, id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.frozen[id]
-}
-func (f *fakeHost) Destroy(ctx context.Context, id string) error {
-	f.mu.Lock()
-	f.destroyed = append(f.destroyed, id)
-	f.mu.Unlock()
-	if f.DestroyFunc != nil {
-		return f.DestroyFunc(ctx, id)
-	}
-	return nil
-}
+// fakeHost is the function-field test host (hosttest.Host): each test
+// sets its behaviour through the Func fields.
+type fakeHost = hosttest.Host
 
 func newTestService(t *testing.T, h *fakeHost) (*Service, store.Store) {
 	t.Helper()
@@ -118,10 +51,19 @@ func newServiceWith(t testing.TB, h Host, path string, tune func(*Config)) (*Ser
 	if tune != nil {
 		tune(&cfg)
 	}
-	s := New(cfg, st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := New(cfg, st, h, tenancy.New(tenancy.DefaultConfig(), st, log), log)
 	t.Cleanup(func() { s.Close(); st.Close() })
 	s.noAgentInit = true
 	return s, st
+}
+
+// setOrgDefaults gives s a tenancy service whose default org quotas tune
+// changed (an org's overrides still win).
+func setOrgDefaults(s *Service, st store.Store, tune func(*tenancy.Config)) {
+	c := tenancy.DefaultConfig()
+	tune(&c)
+	s.tenancy = tenancy.New(c, st, s.log)
 }
 
 var org = Principal{OrgID: "org_a", Role: store.RoleAdmin}
@@ -206,9 +148,7 @@ func TestDeleteDuringCreateTearsDownAfterProvisioning(t *testing.T) {
 	}
 	close(release)
 	waitDeleted(t, s, sb.ID)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.destroyed) == 0 {
+	if len(h.Destroyed()) == 0 {
 		t.Error("host resources were never destroyed")
 	}
 }
@@ -233,7 +173,7 @@ func TestTemplateBuiltOncePerSlugConcurrently(t *testing.T) {
 			t.Fatal("not running")
 		}
 	}
-	if n := h.builds.Load(); n != 1 {
+	if n := h.Builds(); n != 1 {
 		t.Errorf("template built %d times, want 1", n)
 	}
 }
@@ -560,15 +500,6 @@ func TestFinalDisposal(t *testing.T) {
 	}
 }
 
-func (f *fakeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
-func (f *fakeHost) GrowDisk(ctx context.Context, id string, newGB int) error            { return f.growErr }
-func (f *fakeHost) Metrics(ctx context.Context, id string) (Metrics, error) {
-	if f.MetricsFunc != nil {
-		return f.MetricsFunc(id)
-	}
-	return Metrics{}, nil
-}
-
 func TestUsageFromEvents(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	ev := func(min int, typ, data string) store.Event {
@@ -624,7 +555,6 @@ func TestDiskAutogrow(t *testing.T) {
 		t.Fatalf("grew below 90%%: %d", got.DiskGB)
 	}
 }
-func (f *fakeHost) Classes() []string { return []string{"runc", "gvisor"} }
 
 func TestProgressShownOnReads(t *testing.T) {
 	s, _ := newTestService(t, &fakeHost{})
@@ -647,7 +577,7 @@ func TestTreeQuota(t *testing.T) {
 	root := running(t, s, CreateRequest{Template: "busybox"})
 	child := running(t, s, CreateRequest{Template: "busybox", ParentID: root.ID})
 	// A grandchild counts against the root's tree too.
-	var qe *QuotaError
+	var qe *sandbox.QuotaError
 	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", ParentID: child.ID, CPU: ptr(3.0)}); !errors.As(err, &qe) || qe.Limit != "cpu" {
 		t.Fatalf("cpu over the tree limit: %v", err)
 	}
@@ -660,7 +590,7 @@ func TestTreeQuota(t *testing.T) {
 }
 
 func TestDiskGrowUnsupported(t *testing.T) {
-	h := &fakeHost{growErr: errors.New("xfs_growfs: not supported")}
+	h := &fakeHost{GrowErr: errors.New("xfs_growfs: not supported")}
 	s, _ := newTestService(t, h)
 	sb := running(t, s, CreateRequest{Template: "busybox", DiskGB: ptr(2)})
 	var dg *DiskGrowError
@@ -709,7 +639,7 @@ func TestArchiveFailsHalfwayThenRetries(t *testing.T) {
 		data[i] = byte(i * 7)
 	}
 	os.WriteFile(img, data, 0o600)
-	h := &fakeHost{diskImage: img}
+	h := &fakeHost{DiskImageFile: img}
 	s, _ := newTestService(t, h)
 	ctx := context.Background()
 	fs, _ := objfs.Open(t.TempDir())
@@ -727,18 +657,17 @@ func TestArchiveFailsHalfwayThenRetries(t *testing.T) {
 	if got.State != sandbox.StateStopped || !strings.Contains(got.Reason, "archive failed") || got.Archive != nil {
 		t.Fatalf("after a failed archive: %v %q", got.State, got.Reason)
 	}
-	if b, _ := os.ReadFile(img); len(b) != len(data) || h.removedDisk.Load() {
+	if b, _ := os.ReadFile(img); len(b) != len(data) || h.RemovedDisk() {
 		t.Fatal("a failed archive touched the local disk")
 	}
 	objs.down.Store(false)
 	s.Archive(ctx, org, sb.ID)
 	got, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateArchived, 5*time.Second)
 	// The local disk is freed right after the archived state is committed.
-	for deadline := time.Now().Add(5 * time.Second); !h.removedDisk.Load() && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); !h.RemovedDisk() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !ok || got.Archive == nil || !got.Archive.Complete || !h.removedDisk.Load() {
-		t.Fatalf("retry: %v %+v removed=%v", got.State, got.Archive, h.removedDisk.Load())
+	if !ok || got.Archive == nil || !got.Archive.Complete || !h.RemovedDisk() {
+		t.Fatalf("retry: %v %+v removed=%v", got.State, got.Archive, h.RemovedDisk())
 	}
 }
-func (f *fakeHost) Info() HostInfo { return HostInfo{ID: "host_test"} }

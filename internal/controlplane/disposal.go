@@ -20,15 +20,30 @@ import (
 // user's. Records from before DeletedBy count as the platform's only when
 // their deleted reason says platform_deleted.
 func (s *Service) retentionOf(sb sandbox.Sandbox) time.Duration {
-	platform := sb.DeletedBy == sandbox.DeletedByPlatform || sb.DeletedBy == "" && sb.Reason == "platform_deleted"
-	if platform && (sb.Archive != nil && sb.Archive.Complete || s.hasCompleteBackup(sb)) {
+	if causeOf(sb) == sandbox.DeletedByPlatform && (sb.Archive != nil && sb.Archive.Complete || s.hasCompleteBackup(sb)) {
 		return s.cfg.PlatformRecoveryRetention
 	}
 	return s.cfg.DeletedRetention
 }
 
+// causeOf is who caused a deleted sandbox's deletion: its recorded
+// DeletedBy, or for a record from before that field, the platform only
+// when its reason says platform_deleted.
+func causeOf(sb sandbox.Sandbox) string {
+	switch {
+	case sb.DeletedBy != "":
+		return sb.DeletedBy
+	case sb.Reason == "platform_deleted":
+		return sandbox.DeletedByPlatform
+	}
+	return sandbox.DeletedByUser
+}
+
 // ownObjects lists the objects a sandbox owns in their recorded buckets:
-// its archive manifest (backups and snapshot manifests join here).
+// its archive manifest, the immutable descriptor of the archive's current
+// generation (a new archive writes a new one and deletes the superseded
+// one); its backups' snapshot manifests and sidecars join in
+// snapshotObjects.
 // Content-addressed chunks are shared, so they are never listed: chunk GC
 // removes the unreferenced ones.
 func ownObjects(sb sandbox.Sandbox) []store.ObjectRef {
@@ -57,21 +72,22 @@ func recordedBucket(refs []store.ObjectRef) string {
 func (s *Service) dispose(ctx context.Context, now time.Time) {
 	deleted, err := s.store.SandboxesInStates(ctx, sandbox.StateDeleted)
 	if err != nil {
-		s.log.Warn("disposal", "err", err)
+		s.log.WarnContext(ctx, "disposal", "err", err)
 		return
 	}
+	deleted = s.mine(deleted)
 	for _, sb := range deleted {
 		if sb.DeletedAt == nil || now.Sub(*sb.DeletedAt) < s.retentionOf(sb) {
 			continue
 		}
 		snaps := s.snapshotObjects(ctx, sb)
-		l := store.LedgerEntry{DeletedReason: sb.Reason, Objects: append(ownObjects(sb), snaps...), SnapshotBucket: recordedBucket(snaps)}
+		l := store.LedgerEntry{DeletedReason: sb.Reason, DeletedBy: causeOf(sb), Objects: append(ownObjects(sb), snaps...), SnapshotBucket: recordedBucket(snaps)}
 		if err := s.store.PurgeSandbox(ctx, sb.ID, l); err != nil && !errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("purge", "sandbox", sb.ID, "err", err)
+			s.log.WarnContext(ctx, "purge", "sandbox", sb.ID, "err", err)
 			continue
 		}
 		s.dropSnapshots(ctx, sb)
-		s.log.Info("sandbox record disposed", "sandbox", sb.ID, "reason", sb.Reason, "objects", len(l.Objects))
+		s.log.InfoContext(ctx, "sandbox record disposed", "sandbox", sb.ID, "reason", sb.Reason, "objects", len(l.Objects))
 	}
 	if s.cfg.Objects == nil {
 		return
@@ -79,7 +95,7 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 	s.collectChunks(ctx, now)
 	dels, err := s.store.ObjectDeletions(ctx, 100)
 	if err != nil {
-		s.log.Warn("object deletions", "err", err)
+		s.log.WarnContext(ctx, "object deletions", "err", err)
 		return
 	}
 	for _, d := range dels {
@@ -88,7 +104,7 @@ func (s *Service) dispose(ctx context.Context, now time.Time) {
 			err = nil
 		}
 		if ferr := s.store.FinishObjectDeletion(ctx, d.ID, err); ferr != nil {
-			s.log.Warn("object deletion", "err", ferr)
+			s.log.WarnContext(ctx, "object deletion", "err", ferr)
 		}
 	}
 }
@@ -104,10 +120,10 @@ func (s *Service) collectChunks(ctx context.Context, now time.Time) {
 	s.lastChunkGC = now
 	res, err := archive.GC(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.GCOptions{})
 	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-		s.log.Warn("chunk gc", "err", err)
+		s.log.WarnContext(ctx, "chunk gc", "err", err)
 		return
 	}
 	if res.Deleted > 0 {
-		s.log.Info("chunk gc", "deleted", res.Deleted, "deleted_bytes", res.DeletedBytes, "referenced", res.Referenced)
+		s.log.InfoContext(ctx, "chunk gc", "deleted", res.Deleted, "deleted_bytes", res.DeletedBytes, "referenced", res.Referenced)
 	}
 }

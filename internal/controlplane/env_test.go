@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestEnvLimitsAtTheBoundary: seed 004's env limits, byte for byte. One
+// TestEnvLimitsAtTheBoundary: docs/env-and-secrets.md's limits, byte for byte. One
 // KEY=VALUE string with its NUL may be 128 KiB (one more byte is
 // env_var_too_large); the whole environment (every string with its NUL)
 // may be 256 KiB (one more is env_too_large). Create and patch check the

@@ -35,9 +35,11 @@ type ExecResult struct {
 // MaxExecTimeout caps one command's timeout.
 const MaxExecTimeout = 24 * time.Hour
 
-// running returns the sandbox if it is running, else a conflict that names
-// its state.
-func (s *Service) running(ctx context.Context, p Principal, id string) (sandbox.Sandbox, *agentclient.Client, error) {
+// RunningAgent returns a running sandbox p may reach and the client of its
+// agent, marking the sandbox active (the parts that work inside sandboxes,
+// such as artifacts, reach them through it). A sandbox in another state is
+// a StateError.
+func (s *Service) RunningAgent(ctx context.Context, p Principal, id string) (sandbox.Sandbox, *agentclient.Client, error) {
 	sb, err := s.Get(ctx, p, id, false)
 	if err != nil {
 		return sandbox.Sandbox{}, nil, err
@@ -78,7 +80,7 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 	if err := ValidateEnv(r.Env); err != nil {
 		return ExecResult{}, err
 	}
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -103,7 +105,7 @@ type FileEntry = agentclient.Entry
 // Download opens a file for reading, or lists a directory (entries set,
 // reader nil).
 func (s *Service) Download(ctx context.Context, p Principal, id, path string) (io.ReadCloser, []FileEntry, error) {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,8 +123,11 @@ func (s *Service) Download(ctx context.Context, p Principal, id, path string) (i
 
 // Upload streams r into path, creating parent directories.
 func (s *Service) Upload(ctx context.Context, p Principal, id, path string, r io.Reader) error {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
+		return err
+	}
+	if err := s.EnsureSpace(0); err != nil {
 		return err
 	}
 	return ag.Upload(ctx, path, r)
@@ -130,7 +135,7 @@ func (s *Service) Upload(ctx context.Context, p Principal, id, path string, r io
 
 // RemoveFile removes a file or directory tree.
 func (s *Service) RemoveFile(ctx context.Context, p Principal, id, path string) error {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return err
 	}
@@ -140,14 +145,18 @@ func (s *Service) RemoveFile(ctx context.Context, p Principal, id, path string) 
 // MakeDir creates a directory with parents; created is false when it
 // existed already.
 func (s *Service) MakeDir(ctx context.Context, p Principal, id, path string) (created bool, err error) {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return false, err
 	}
 	return ag.MakeDir(ctx, path)
 }
 
-// agent returns a cached client for the sandbox's pt-agent.
+// agent returns a cached client for the sandbox's pt-agent. Each client
+// has its own connection pool: pools keyed by address alone (one shared
+// transport) handed a connection kept to a deleted sandbox's agent to the
+// next sandbox given its address, and a request that cannot be retried
+// (the /etc/pt-env upload at boot, an exec) failed with a reset.
 func (s *Service) agent(id, addr, token string) *agentclient.Client {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
@@ -155,16 +164,19 @@ func (s *Service) agent(id, addr, token string) *agentclient.Client {
 	if c, ok := s.agents[key]; ok {
 		return c
 	}
-	c := agentclient.New("http://"+net.JoinHostPort(addr, strconv.Itoa(AgentPort)), token, nil)
+	c := agentclient.NewOwnPool("http://"+net.JoinHostPort(addr, strconv.Itoa(AgentPort)), token)
 	s.agents[key] = c
 	return c
 }
 
+// forgetAgent drops the sandbox's agent clients and their kept
+// connections (it stopped, moved or went away).
 func (s *Service) forgetAgent(id string) {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
-	for k := range s.agents {
+	for k, c := range s.agents {
 		if len(k) > len(id) && k[:len(id)+1] == id+"@" {
+			c.CloseIdleConnections()
 			delete(s.agents, k)
 		}
 	}

@@ -15,12 +15,13 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // IdempotencyConfig tunes Idempotency-Key handling.
 type IdempotencyConfig struct {
-	// TTL is how long a key answers retries with the first result (seed
-	// 003: 24 hours).
+	// TTL is how long a key answers retries with the first result (24
+	// hours, docs/api.md).
 	TTL time.Duration
 	// Lock is how long an in-progress claim holds before it counts as
 	// abandoned (its process died) and a retry may run the request again.
@@ -173,10 +174,6 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 	cfg := s.cfg.Idempotency
 	scope := idemScope(p)
 	wake := "idem/" + scope + "/" + key
-	deadline := time.NewTimer(cfg.Wait)
-	defer deadline.Stop()
-	poll := time.NewTicker(min(s.cfg.PollInterval, 100*time.Millisecond))
-	defer poll.Stop()
 	// A retry of a finished request is the common case: answer it from a
 	// read, without a write transaction.
 	if held, err := s.store.GetIdempotencyKey(ctx, scope, key); err == nil && held.Done && held.ExpiresAt.After(time.Now()) {
@@ -186,8 +183,9 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 		return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
 	}
 	tookOver, deadSince := false, time.Time{}
-	for {
-		changed := s.notify.channel(wake)
+	var begin IdempotencyBegin
+	var claimOnce func() (done bool, err error)
+	claimOnce = func() (bool, error) {
 		now := time.Now().UTC()
 		claim := idemOwner + "/" + randomToken()
 		held, claimed, err := s.store.ClaimIdempotencyKey(ctx, store.IdempotencyRecord{
@@ -195,34 +193,38 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 			CreatedAt: now, LockedUntil: now.Add(cfg.Lock), ExpiresAt: now.Add(cfg.TTL),
 		}, now)
 		if err != nil {
-			return IdempotencyBegin{}, err
+			return false, err
 		}
 		switch {
 		case claimed:
-			return IdempotencyBegin{Claim: claim, Tag: idemTagOf(scope, key), TookOver: tookOver, DeadSince: deadSince}, nil
+			begin = IdempotencyBegin{Claim: claim, Tag: idemTagOf(scope, key), TookOver: tookOver, DeadSince: deadSince}
+			return true, nil
 		case held.RequestHash != requestHash:
-			return IdempotencyBegin{}, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
+			return false, fmt.Errorf("idempotency key %q was first used with another request (method, path or body); use a new key for a new request: %w", key, ErrIdempotencyKeyReused)
 		case held.Done:
-			return IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}, nil
+			begin = IdempotencyBegin{Replay: &IdempotentResponse{Status: held.Status, Header: held.Header, Body: held.Body}}
+			return true, nil
 		case idemClaimDead(held.Claim):
 			// Its process crashed: free the claim (a compare-and-swap on
 			// it) and claim the key at once.
-			s.log.Info("idempotency key taken over from a dead process", "key", key, "claim_owner", strings.SplitN(held.Claim, "/", 2)[0])
+			s.log.InfoContext(ctx, "idempotency key taken over from a dead process", "key", key, "claim_owner", strings.SplitN(held.Claim, "/", 2)[0])
 			if err := s.store.ReleaseIdempotencyKey(ctx, scope, key, held.Claim); err != nil {
-				return IdempotencyBegin{}, err
+				return false, err
 			}
 			tookOver, deadSince = true, held.CreatedAt
-			continue
+			return claimOnce()
 		}
-		select {
-		case <-changed:
-		case <-poll.C:
-		case <-deadline.C:
-			return IdempotencyBegin{}, fmt.Errorf("a request with idempotency key %q is still running; retry in a moment: %w", key, ErrIdempotencyKeyInProgress)
-		case <-ctx.Done():
-			return IdempotencyBegin{}, ctx.Err()
-		}
+		return false, nil
 	}
+	done, err := syncs.Wait(ctx, cfg.Wait, min(s.cfg.PollInterval, 100*time.Millisecond),
+		func() <-chan struct{} { return s.notify.Channel(wake) }, claimOnce)
+	switch {
+	case err != nil:
+		return IdempotencyBegin{}, err
+	case !done:
+		return IdempotencyBegin{}, fmt.Errorf("a request with idempotency key %q is still running; retry in a moment: %w", key, ErrIdempotencyKeyInProgress)
+	}
+	return begin, nil
 }
 
 // FinishIdempotent stores the answer of the request that holds claim, so
@@ -230,7 +232,7 @@ func (s *Service) BeginIdempotent(ctx context.Context, p Principal, key, request
 func (s *Service) FinishIdempotent(ctx context.Context, p Principal, key, claim string, r IdempotentResponse) error {
 	scope := idemScope(p)
 	err := s.store.FinishIdempotencyKey(ctx, store.IdempotencyRecord{Scope: scope, Key: key, Claim: claim, Status: r.Status, Header: r.Header, Body: r.Body})
-	s.notify.broadcast("idem/" + scope + "/" + key)
+	s.notify.Broadcast("idem/" + scope + "/" + key)
 	return err
 }
 
@@ -239,7 +241,7 @@ func (s *Service) FinishIdempotent(ctx context.Context, p Principal, key, claim 
 func (s *Service) ReleaseIdempotent(ctx context.Context, p Principal, key, claim string) error {
 	scope := idemScope(p)
 	err := s.store.ReleaseIdempotencyKey(ctx, scope, key, claim)
-	s.notify.broadcast("idem/" + scope + "/" + key)
+	s.notify.Broadcast("idem/" + scope + "/" + key)
 	return err
 }
 
@@ -259,11 +261,11 @@ func (s *Service) maybePurgeIdempotency(ctx context.Context) {
 	s.goBackground(func(ctx context.Context) {
 		n, err := s.store.PurgeIdempotencyKeys(ctx, now)
 		if err != nil {
-			s.log.Warn("purge idempotency keys", "err", err)
+			s.log.WarnContext(ctx, "purge idempotency keys", "err", err)
 			return
 		}
 		if n > 0 {
-			s.log.Debug("purged expired idempotency keys", "count", n)
+			s.log.DebugContext(ctx, "purged expired idempotency keys", "count", n)
 		}
 	})
 }

@@ -52,15 +52,15 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keep
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox stopping", "sandbox", id, "from", from, "reason", reason, "keep_memory", keepMemory)
-		s.goBackground(func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
+		s.log.InfoContext(ctx, "sandbox stopping", "sandbox", id, "from", from, "reason", reason, "keep_memory", keepMemory)
+		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
 		return sb, nil
 	}
 }
 
 // doStop freezes (or stops) the sandbox on its host and records stopped.
 func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateStopping {
@@ -73,10 +73,8 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		if ctx.Err() != nil {
 			return // the reconciler finishes it after a restart
 		}
-		s.log.Error("sandbox stop failed", "sandbox", id, "err", err)
-		s.transition(ctx, id, sandbox.StateStopping, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-			sb.Reason = "stop: " + err.Error()
-		})
+		s.log.ErrorContext(ctx, "sandbox stop failed", "sandbox", id, "err", err)
+		s.markFailed(ctx, id, sandbox.StateStopping, "stop: "+err.Error(), nil)
 		return
 	}
 	now := s.now()
@@ -87,7 +85,7 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		return
 	}
 	s.forgetAgent(id)
-	s.log.Info("sandbox stopped", "sandbox", id, "memory_kept", kept)
+	s.log.InfoContext(ctx, "sandbox stopped", "sandbox", id, "memory_kept", kept)
 	if sb.Retention.Type == sandbox.TypeEphemeral {
 		// The teardown this starts waits for our lock.
 		s.deleteWithReason(ctx, id, "auto_deleted")
@@ -141,8 +139,11 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 			}
 			continue // the wait may have been long: read the state again
 		}
-		unlockQuota := s.lockOrgQuota(sb.OrgID)
-		if err := s.checkOrgQuota(ctx, sb.OrgID, sb.CPU, sb.RAMMB); err != nil {
+		unlockQuota, lerr := s.tenancy.LockQuota(ctx, sb.OrgID)
+		if lerr != nil {
+			return sandbox.Sandbox{}, lerr
+		}
+		if err := s.tenancy.CheckQuota(ctx, sb.OrgID, sb.CPU, sb.RAMMB); err != nil {
 			unlockQuota()
 			return sandbox.Sandbox{}, err
 		}
@@ -155,13 +156,13 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox starting", "sandbox", id, "state", sb.State)
+		s.log.InfoContext(ctx, "sandbox starting", "sandbox", id, "state", sb.State)
 		done := release
 		release = nil // the background start gives it back
 		if sb.State == sandbox.StateRestoring {
-			s.goBackground(func(ctx context.Context) { defer done(); s.doUnarchive(ctx, id) })
+			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doUnarchive(ctx, id) })
 		} else {
-			s.goBackground(func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
+			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
 		}
 		return sb, nil
 	}
@@ -169,7 +170,7 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 
 // doStart thaws or boots the sandbox and records what came back.
 func (s *Service) doStart(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateStarting {
@@ -182,9 +183,7 @@ func (s *Service) doStart(ctx context.Context, id string) {
 		v, verr := s.tpl.ready(ctx, sb.Template)
 		if verr != nil {
 			if ctx.Err() == nil {
-				s.transition(ctx, id, sandbox.StateStarting, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-					sb.Reason = "template: " + verr.Error()
-				})
+				s.markFailed(ctx, id, sandbox.StateStarting, "template: "+verr.Error(), nil)
 			}
 			return
 		}
@@ -195,10 +194,8 @@ func (s *Service) doStart(ctx context.Context, id string) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Error("sandbox start failed", "sandbox", id, "err", err)
-		s.transition(ctx, id, sandbox.StateStarting, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-			sb.Reason = "start: " + err.Error()
-		})
+		s.log.ErrorContext(ctx, "sandbox start failed", "sandbox", id, "err", err)
+		s.markFailed(ctx, id, sandbox.StateStarting, "start: "+err.Error(), nil)
 		return
 	}
 	now := s.now()
@@ -223,10 +220,12 @@ func (s *Service) doStart(ctx context.Context, id string) {
 		return
 	}
 	s.forgetAgent(id)
+	s.deliverHangups(id, s.agent(id, inst.Address, sb.AgentToken))
+	s.watchOOM(sb)
 	if !inst.MemoryRestored {
 		s.event(ctx, sb, "start_ram_not_restored", ls)
 	}
-	s.log.Info("sandbox started", "sandbox", id, "restore", ls.Restore)
+	s.log.InfoContext(ctx, "sandbox started", "sandbox", id, "restore", ls.Restore)
 }
 
 // boot starts an existing sandbox on its host from its pinned template
@@ -240,8 +239,14 @@ func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error
 	if v.Status != store.TemplateReady {
 		return Instance{}, fmt.Errorf("template version %s is %s", v.ID, v.Status)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
-	defer cancel()
+	pctx, done, ok := s.bootSlot(ctx, sb.ID, sb.State)
+	if !ok {
+		if err := ctx.Err(); err != nil {
+			return Instance{}, err
+		}
+		return Instance{}, fmt.Errorf("sandbox %s left %s while waiting to boot: %w", sb.ID, sb.State, sandbox.ErrConflict)
+	}
+	defer done()
 	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
 	if err != nil {
 		return Instance{}, err
@@ -253,7 +258,7 @@ func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error
 // events inform, they never block the lifecycle.
 func (s *Service) event(ctx context.Context, sb sandbox.Sandbox, typ string, data any) {
 	if err := s.store.AddEvent(ctx, sb.OrgID, sb.ID, typ, data); err != nil {
-		s.log.Warn("event", "sandbox", sb.ID, "type", typ, "err", err)
+		s.log.WarnContext(ctx, "event", "sandbox", sb.ID, "type", typ, "err", err)
 	}
 }
 
@@ -329,9 +334,10 @@ func (s *Service) now() time.Time { return time.Now().UTC() }
 func (s *Service) runTimers(ctx context.Context) {
 	sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateRunning, sandbox.StateStopped, sandbox.StateArchived, sandbox.StateFailed)
 	if err != nil {
-		s.log.Warn("timers", "err", err)
+		s.log.WarnContext(ctx, "timers", "err", err)
 		return
 	}
+	sbs = s.mine(sbs)
 	now := s.now()
 	admin := Principal{}
 	var frozen []sandbox.Sandbox
@@ -342,29 +348,29 @@ func (s *Service) runTimers(ctx context.Context) {
 		switch {
 		case sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt):
 			if sb.ExpiryAction == sandbox.ExpireStop && sb.State == sandbox.StateRunning {
-				s.log.Info("ttl expired: stopping", "sandbox", sb.ID)
+				s.log.InfoContext(ctx, "ttl expired: stopping", "sandbox", sb.ID)
 				if _, err := s.stop(ctx, p, sb.ID, "ttl_expired", true); err == nil {
 					s.SetExpiry(ctx, p, sb.ID, time.Time{}, sandbox.ExpireStop)
 				}
 			} else if sb.ExpiryAction != sandbox.ExpireStop {
-				s.log.Info("ttl expired: deleting", "sandbox", sb.ID)
+				s.log.InfoContext(ctx, "ttl expired: deleting", "sandbox", sb.ID)
 				s.deleteWithReason(ctx, sb.ID, "ttl_expired")
 			}
 		case sb.State == sandbox.StateRunning && r.AutoStopMinutes > 0 &&
 			now.Sub(s.lastActivity(sb)) >= time.Duration(r.AutoStopMinutes)*s.cfg.Minute:
-			s.log.Info("auto-stop after inactivity", "sandbox", sb.ID)
+			s.log.InfoContext(ctx, "auto-stop after inactivity", "sandbox", sb.ID)
 			s.stop(ctx, p, sb.ID, "auto_stopped", true)
 		case (sb.State == sandbox.StateStopped || sb.State == sandbox.StateArchived) && r.AutoDeleteDays > 0 && sb.StoppedAt != nil &&
 			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoDeleteDays)*s.cfg.Day:
 			// Counted from the stop: an auto-archive on the way does not
 			// restart (or cancel) the delete timer.
-			s.log.Info("auto-delete", "sandbox", sb.ID)
+			s.log.InfoContext(ctx, "auto-delete", "sandbox", sb.ID)
 			s.deleteWithReason(ctx, sb.ID, "auto_deleted")
 		case sb.State == sandbox.StateStopped && r.AutoArchiveDays > 0 && sb.StoppedAt != nil &&
 			now.Sub(*sb.StoppedAt) >= time.Duration(r.AutoArchiveDays)*s.cfg.Day:
-			s.log.Info("auto-archive", "sandbox", sb.ID)
+			s.log.InfoContext(ctx, "auto-archive", "sandbox", sb.ID)
 			if _, err := s.Archive(ctx, p, sb.ID); err != nil {
-				s.log.Warn("auto-archive", "sandbox", sb.ID, "err", err)
+				s.log.WarnContext(ctx, "auto-archive", "sandbox", sb.ID, "err", err)
 			}
 		case sb.State == sandbox.StateStopped && s.host.Frozen(ctx, sb.ID):
 			frozen = append(frozen, sb)
@@ -390,16 +396,16 @@ func (s *Service) coolWarm(ctx context.Context, frozen []sandbox.Sandbox, now ti
 			continue
 		}
 		s.goBackground(func(ctx context.Context) {
-			unlock := s.locks.lock(sb.ID)
+			unlock := s.locks.Lock(sb.ID)
 			defer unlock()
 			if cur, err := s.store.GetSandbox(ctx, "", sb.ID); err != nil || cur.State != sandbox.StateStopped {
 				return
 			}
 			if _, err := s.host.Stop(ctx, sb.ID, false); err != nil {
-				s.log.Warn("end warm window", "sandbox", sb.ID, "err", err)
+				s.log.WarnContext(ctx, "end warm window", "sandbox", sb.ID, "err", err)
 				return
 			}
-			s.log.Info("warm window over: stopped disk-only", "sandbox", sb.ID, "over_budget", over)
+			s.log.InfoContext(ctx, "warm window over: stopped disk-only", "sandbox", sb.ID, "over_budget", over)
 		})
 	}
 }
@@ -413,18 +419,5 @@ func stoppedAt(sb sandbox.Sandbox) time.Time {
 
 // RunTimers checks timers every TimerInterval until ctx ends.
 func (s *Service) RunTimers(ctx context.Context) {
-	s.goBackground(func(sctx context.Context) {
-		t := time.NewTicker(s.cfg.TimerInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sctx.Done():
-				return
-			case <-t.C:
-				s.runTimers(sctx)
-			}
-		}
-	})
+	s.runLoop(ctx, s.cfg.TimerInterval, false, nil, s.runTimers, nil)
 }

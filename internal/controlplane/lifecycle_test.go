@@ -36,7 +36,7 @@ func newDiskService(t *testing.T, tune func(*Config)) (*Service, *diskHost, []by
 	if err := os.WriteFile(img, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := &diskHost{fakeHost: &fakeHost{diskImage: img}, dir: dir}
+	h := &diskHost{fakeHost: &fakeHost{DiskImageFile: img}, dir: dir}
 	objs, err := objfs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

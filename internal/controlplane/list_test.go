@@ -20,7 +20,7 @@ func byListOrder(rows []sandbox.Sandbox) bool {
 	})
 }
 
-// TestListPagesWhileCreating: seed 004's List. Without a limit a page has
+// TestListPagesWhileCreating: docs/sandboxes.md's List. Without a limit a page has
 // 50 rows; every page, read while other sandboxes are being created, is
 // ordered and agrees with its own total (one snapshot); once creation
 // stops, walking the pages yields every sandbox exactly once.

@@ -10,14 +10,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/store"
 )
-
-// PlatformAdmin reports whether p is a platform admin: an admin token of
-// the default org, scoped to no sandbox and no project.
-func (p Principal) PlatformAdmin() bool {
-	return p.Role == store.RoleAdmin && p.OrgID == DefaultOrgID && p.SandboxID == "" && p.ProjectID == ""
-}
 
 // outcome classifies an operation's error for the lifecycle metrics: a
 // refusal is the caller's (wrong state, input, quota, a busy host), an
@@ -29,7 +22,7 @@ func outcome(err error) string {
 	case errors.Is(err, sandbox.ErrInvalidArgument), errors.Is(err, sandbox.ErrNotFound),
 		errors.Is(err, sandbox.ErrConflict), errors.Is(err, sandbox.ErrAlreadyExists),
 		errors.Is(err, sandbox.ErrForbidden), errors.Is(err, sandbox.ErrUnauthenticated),
-		errors.Is(err, ErrQuotaExceeded), errors.As(err, new(*CapacityError)),
+		errors.Is(err, sandbox.ErrQuotaExceeded), errors.As(err, new(*CapacityError)),
 		errors.Is(err, context.Canceled):
 		return metrics.OutcomeRefused
 	}
@@ -80,32 +73,49 @@ func transitionalOp(from sandbox.Sandbox, to sandbox.Sandbox) string {
 	return ""
 }
 
+// opTargets is the state each asynchronous operation is after: reaching
+// it is ok; failing is an error, being deleted on the way a refusal, and
+// ending anywhere else an error too (an archive the object store refused
+// goes back to stopped, a start of an archived sandbox whose restore
+// failed back to archived).
+var opTargets = map[string]sandbox.State{
+	"create": sandbox.StateRunning, "start": sandbox.StateRunning, "stop": sandbox.StateStopped,
+	"archive": sandbox.StateArchived, "restore": sandbox.StateRunning,
+}
+
+// transitionOutcome is how op ended when its sandbox reached state.
+func transitionOutcome(op string, state sandbox.State) string {
+	switch state {
+	case opTargets[op]:
+		return metrics.OutcomeOK
+	case sandbox.StateDeleting, sandbox.StateDeleted:
+		return metrics.OutcomeRefused // deleted before it finished
+	}
+	return metrics.OutcomeError
+}
+
 // observeTransition is called by update for every state change: entering
 // a transitional state starts the operation's clock, leaving it records
-// the operation (ok when it reached its target, error when it failed).
+// the operation once, by where the sandbox ended (transitionOutcome). A
+// step from one transitional state to another of the same operation (an
+// archived sandbox's start: restoring, then starting) goes on timing it.
 func observeTransition(cur, out sandbox.Sandbox) {
 	if cur.State == out.State {
 		return
 	}
+	op := transitionalOp(cur, out)
 	if st, ok := opStarts.LoadAndDelete(out.ID); ok {
 		o := st.(opStart)
-		res := metrics.OutcomeOK
-		switch out.State {
-		case sandbox.StateFailed:
-			res = metrics.OutcomeError
-		case sandbox.StateDeleting, sandbox.StateDeleted:
-			res = metrics.OutcomeRefused // deleted before it finished
+		if o.op == op {
+			opStarts.Store(out.ID, o)
+			return
 		}
-		metrics.Lifecycle(o.op, out.Runtime, res, time.Since(o.at))
+		metrics.Lifecycle(o.op, out.Runtime, transitionOutcome(o.op, out.State), time.Since(o.at))
 	} else if cur.State == sandbox.StateCreating {
 		// Inserted by Create (not an update); timed from the insert.
-		res := metrics.OutcomeOK
-		if out.State == sandbox.StateFailed {
-			res = metrics.OutcomeError
-		}
-		metrics.Lifecycle("create", out.Runtime, res, time.Since(cur.CreatedAt))
+		metrics.Lifecycle("create", out.Runtime, transitionOutcome("create", out.State), time.Since(cur.CreatedAt))
 	}
-	if op := transitionalOp(cur, out); op != "" {
+	if op != "" {
 		opStarts.Store(out.ID, opStart{op: op, at: time.Now()})
 	}
 }
@@ -205,7 +215,7 @@ func (s *Service) Start(ctx context.Context, p Principal, id string) (sandbox.Sa
 func (s *Service) StartWithin(ctx context.Context, p Principal, id string, queueWait time.Duration) (sandbox.Sandbox, error) {
 	t0 := time.Now()
 	sb, err := s.startWithin(ctx, p, id, queueWait)
-	observeRefusal("start", sb.Runtime, t0, err)
+	observeRefusal("start", s.runtimeOf(ctx, sb, id), t0, err)
 	return sb, err
 }
 
@@ -213,7 +223,7 @@ func (s *Service) StartWithin(ctx context.Context, p Principal, id string, queue
 func (s *Service) Archive(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
 	t0 := time.Now()
 	sb, err := s.archive(ctx, p, id)
-	observeRefusal("archive", sb.Runtime, t0, err)
+	observeRefusal("archive", s.runtimeOf(ctx, sb, id), t0, err)
 	return sb, err
 }
 
@@ -221,7 +231,7 @@ func (s *Service) Archive(ctx context.Context, p Principal, id string) (sandbox.
 func (s *Service) Restore(ctx context.Context, p Principal, id, snapID string) (sandbox.Sandbox, error) {
 	t0 := time.Now()
 	sb, err := s.restore(ctx, p, id, snapID)
-	observeRefusal("restore", sb.Runtime, t0, err)
+	observeRefusal("restore", s.runtimeOf(ctx, sb, id), t0, err)
 	return sb, err
 }
 
@@ -229,7 +239,11 @@ func (s *Service) Restore(ctx context.Context, p Principal, id, snapID string) (
 func (s *Service) Snapshot(ctx context.Context, p Principal, id string, r SnapshotRequest) (sandbox.Snapshot, error) {
 	t0 := time.Now()
 	snap, err := s.snapshotCall(ctx, p, id, r)
-	observeSync("snapshot", snap.Source.Runtime, t0, err)
+	rt := snap.Source.Runtime
+	if rt == "" {
+		rt = s.runtimeOf(ctx, sandbox.Sandbox{}, id)
+	}
+	observeSync("snapshot", rt, t0, err)
 	return snap, err
 }
 
@@ -240,7 +254,22 @@ func (s *Service) Fork(ctx context.Context, p Principal, id string, r ForkReques
 	rt := ""
 	if len(res.Sandboxes) > 0 {
 		rt = res.Sandboxes[0].Runtime
+	} else {
+		rt = s.runtimeOf(ctx, sandbox.Sandbox{}, id)
 	}
 	observeSync("fork", rt, t0, err)
 	return res, err
+}
+
+// runtimeOf is the runtime class an operation on sandbox id is recorded
+// under: the one of the record the call returned, or, for a call refused
+// before it read one, of the stored record ("" when there is none).
+func (s *Service) runtimeOf(ctx context.Context, sb sandbox.Sandbox, id string) string {
+	if sb.Runtime != "" {
+		return sb.Runtime
+	}
+	if stored, err := s.store.GetSandbox(context.WithoutCancel(ctx), "", id); err == nil {
+		return stored.Runtime
+	}
+	return ""
 }

@@ -148,7 +148,7 @@ func (s *Service) SetNetwork(ctx context.Context, p Principal, id string, policy
 	}
 	// The sandbox's lock orders this against start, stop and delete: a
 	// running sandbox stays running until the host has the new rules.
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	for {
 		sb, err := s.Get(ctx, p, id, false)
@@ -197,14 +197,14 @@ func (s *Service) reapplyNetwork(ctx context.Context, id string) {
 	if !ok {
 		return
 	}
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateRunning {
 		return
 	}
 	if err := ns.SetNetwork(ctx, id, s.networkSpec(sb)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-		s.log.Warn("reapply network policy", "sandbox", id, "err", err)
+		s.log.WarnContext(ctx, "reapply network policy", "sandbox", id, "err", err)
 	}
 }
 

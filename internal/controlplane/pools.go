@@ -13,6 +13,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // Warm pools keep fresh sandboxes of a template running under PoolOrgID so
@@ -123,11 +124,11 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 // SetPool sets a template's warm pool (platform admins only) and refills
 // or drains it in the background.
 func (s *Service) SetPool(ctx context.Context, p Principal, template string, minReady, max int) (PoolStatus, error) {
-	if p.Role != store.RoleAdmin || p.OrgID != DefaultOrgID || p.SandboxID != "" {
+	if p.Role != store.RoleAdmin || p.OrgID != tenancy.DefaultOrgID || p.SandboxID != "" {
 		return PoolStatus{}, fmt.Errorf("warm pools are platform-wide; setting one needs a platform admin token: %w", sandbox.ErrForbidden)
 	}
 	if !s.tpl.known(template) {
-		return PoolStatus{}, fmt.Errorf("template %q: %w", template, &notFoundField{field: "template"})
+		return PoolStatus{}, fmt.Errorf("template %q: %w", template, &sandbox.NotFoundFieldError{Name: "template"})
 	}
 	if minReady < 0 || minReady > s.cfg.Sessions.MaxPoolSize {
 		return PoolStatus{}, &sandbox.FieldError{Field: "min_ready", Reason: fmt.Sprintf("must be between 0 and %d", s.cfg.Sessions.MaxPoolSize)}
@@ -160,21 +161,13 @@ func (s *Service) RunSessions(ctx context.Context) error {
 	if err := s.reconcileSessions(ctx); err != nil {
 		return err
 	}
-	s.goBackground(func(sctx context.Context) {
-		t := time.NewTicker(s.cfg.Sessions.PoolInterval)
-		defer t.Stop()
-		for {
-			s.refillPools(sctx)
-			s.sweepSessions(sctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-sctx.Done():
-				return
-			case <-t.C:
-			case <-s.pools.kick:
-			}
-		}
+	kick := func() <-chan struct{} { return s.pools.kick }
+	s.runLoop(ctx, s.cfg.Sessions.PoolInterval, true, kick, func(ctx context.Context) {
+		s.refillPools(ctx)
+		s.sweepSessions(ctx)
+	}, func() {
+		// Hand refills over at once rather than at the lease's expiry.
+		s.store.ReleaseLease(context.WithoutCancel(ctx), LeasePools, s.holder)
 	})
 	return nil
 }
@@ -188,18 +181,29 @@ func (s *Service) ensurePoolOrg(ctx context.Context) error {
 	return nil
 }
 
+// LeasePools is the lease of warm-pool refills: pools are platform-wide,
+// so of the ptd processes sharing a store one at a time creates pooled
+// sandboxes (on its own host).
+const LeasePools = "loop/pools"
+
 // refillPools creates pooled sandboxes up to each pool's min_ready (never
 // past max), prepares running ones, and drains sandboxes beyond max or of
-// templates without a pool.
+// templates without a pool. Counts are platform-wide; each ptd disposes of
+// and prepares only its own host's pooled sandboxes, and creates only
+// while it holds LeasePools.
 func (s *Service) refillPools(ctx context.Context) {
+	_, leader, err := s.store.AcquireLease(ctx, LeasePools, s.holder, 3*max(s.cfg.Sessions.PoolInterval, time.Second))
+	if err != nil {
+		s.log.WarnContext(ctx, "pools: lease", "err", err)
+	}
 	settings, err := s.poolSettings(ctx)
 	if err != nil {
-		s.log.Warn("pools", "err", err)
+		s.log.WarnContext(ctx, "pools", "err", err)
 		return
 	}
 	pooled, err := s.pooled(ctx)
 	if err != nil {
-		s.log.Warn("pools", "err", err)
+		s.log.WarnContext(ctx, "pools", "err", err)
 		return
 	}
 	tpls := slices.Collect(maps.Keys(settings))
@@ -213,19 +217,25 @@ func (s *Service) refillPools(ctx context.Context) {
 		ps := settings[tpl]
 		var live, ready []sandbox.Sandbox
 		for _, sb := range pooled[tpl] {
+			mine := sb.HostID == "" || sb.HostID == s.host.ID()
 			switch sb.State {
 			case sandbox.StateFailed, sandbox.StateStopped, sandbox.StateArchived:
 				// A pooled sandbox that is not on its way to running is
-				// of no use: dispose of it and make a fresh one.
-				s.deleteWithReason(ctx, sb.ID, "pool_discarded")
+				// of no use: its host disposes of it and a fresh one is
+				// made.
+				if mine {
+					s.deleteWithReason(ctx, sb.ID, "pool_discarded")
+				}
 				continue
 			case sandbox.StateDeleting:
 				continue
 			}
 			live = append(live, sb)
 			if poolReady(sb) {
-				ready = append(ready, sb)
-			} else if sb.State == sandbox.StateRunning {
+				if mine {
+					ready = append(ready, sb)
+				}
+			} else if sb.State == sandbox.StateRunning && mine {
 				s.preparePooled(sb.ID)
 			}
 		}
@@ -235,9 +245,12 @@ func (s *Service) refillPools(ctx context.Context) {
 			ready = ready[1:]
 		}
 		need := min(ps.MinReady, ps.Max) - len(live)
+		if !leader {
+			need = 0
+		}
 		for range max(need, 0) {
 			if err := s.addPooled(ctx, tpl); err != nil {
-				s.log.Warn("pool refill", "template", tpl, "err", err)
+				s.log.WarnContext(ctx, "pool refill", "template", tpl, "err", err)
 				break
 			}
 		}
@@ -257,7 +270,7 @@ func (s *Service) addPooled(ctx context.Context, tpl string) error {
 		return err
 	}
 	crashpoint.Hit("pool.created") // recorded, not yet provisioned nor claimable
-	s.log.Debug("pooled sandbox created", "template", tpl, "sandbox", sb.ID)
+	s.log.DebugContext(ctx, "pooled sandbox created", "template", tpl, "sandbox", sb.ID)
 	return nil
 }
 
@@ -285,7 +298,7 @@ func (s *Service) preparePooled(id string) {
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
 		defer cancel()
 		if err := s.makeWorkspaceDir(pctx, sb); err != nil {
-			s.log.Warn("prepare pooled sandbox", "sandbox", id, "err", err)
+			s.log.WarnContext(ctx, "prepare pooled sandbox", "sandbox", id, "err", err)
 			s.deleteWithReason(ctx, id, "pool_discarded")
 			return
 		}
@@ -296,10 +309,10 @@ func (s *Service) preparePooled(id string) {
 			}
 			sb.Metadata[store.MetaPoolReady] = "1"
 			if _, err := s.update(ctx, sb); err == nil {
-				s.log.Debug("pooled sandbox ready", "sandbox", id, "template", sb.Template)
+				s.log.DebugContext(ctx, "pooled sandbox ready", "sandbox", id, "template", sb.Template)
 				return
 			} else if !errors.Is(err, store.ErrConflict) {
-				s.log.Warn("mark pooled sandbox ready", "sandbox", id, "err", err)
+				s.log.WarnContext(ctx, "mark pooled sandbox ready", "sandbox", id, "err", err)
 				return
 			}
 		}
@@ -311,7 +324,7 @@ func (s *Service) preparePooled(id string) {
 func (s *Service) sweepSessions(ctx context.Context) {
 	ready, err := s.store.SessionsInStatuses(ctx, store.SessionReady)
 	if err != nil {
-		s.log.Warn("sweep sessions", "err", err)
+		s.log.WarnContext(ctx, "sweep sessions", "err", err)
 		return
 	}
 	for _, ses := range ready {

@@ -175,7 +175,7 @@ func (s *Service) PreviewTarget(ctx context.Context, id string) (sandbox.Sandbox
 }
 
 // AutoResume brings sandbox id to running for a preview request that
-// passed the token check (seed 004 "Auto-resume"): a stopped or archived
+// passed the token check (docs/lifecycle.md, "Auto-resume"): a stopped or archived
 // sandbox is started (unarchived first) unless its auto_resume is off
 // (ErrAutoResumeDisabled); one already starting is waited for. It waits at
 // most timeout and returns the running record, a StateError when the
@@ -205,7 +205,7 @@ func (s *Service) AutoResume(ctx context.Context, id string, timeout time.Durati
 				}
 				return sb, err
 			}
-			s.log.Info("sandbox auto-resumed by preview traffic", "sandbox", id, "from", sb.State)
+			s.log.InfoContext(ctx, "sandbox auto-resumed by preview traffic", "sandbox", id, "from", sb.State)
 			crashpoint.Hit("preview.resuming") // the start is recorded, the sandbox not yet running
 		case sandbox.StateStarting, sandbox.StateRestoring, sandbox.StateCreating:
 		case sandbox.StateStopping, sandbox.StateArchiving:

@@ -2,7 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +26,9 @@ type ProcessRequest struct {
 	Argv []string
 	Env  map[string]string
 	Cwd  string
+	// User runs the process as that user of the sandbox (root, or user
+	// where the template has it); empty means the sandbox's default user.
+	User string
 	Tag  string
 	// Stdin keeps stdin open for ProcessInput.
 	Stdin bool
@@ -77,6 +82,19 @@ func SignalNames() string {
 	return strings.Join(names, ", ")
 }
 
+// validUser is the shape of a user name a process may run as (what
+// useradd accepts, at most 32 bytes).
+var validUser = regexp.MustCompile(`^[a-z_][a-z0-9_.-]{0,30}\$?$`)
+
+// ValidateUser checks the shape of a user name; whether the sandbox has
+// that user is for its agent to say.
+func ValidateUser(name string) error {
+	if name != "" && !validUser.MatchString(name) {
+		return &sandbox.FieldError{Field: "user", Reason: fmt.Sprintf("%q is not a user name (lower-case letters, digits, _ . -, at most 32)", name)}
+	}
+	return nil
+}
+
 // ValidatePTY checks a terminal size; field names the request field
 // ("pty" for a start, "" for a resize body) in the error.
 func ValidatePTY(size PTYSize, field string) error {
@@ -116,17 +134,25 @@ func (s *Service) StartProcess(ctx context.Context, p Principal, id string, r Pr
 	if err := ValidateEnv(r.Env); err != nil {
 		return nil, err
 	}
-	_, ag, err := s.running(ctx, p, id)
+	if err := ValidateUser(r.User); err != nil {
+		return nil, err
+	}
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
 	done := s.attached(id)
 	st, err := ag.StartProcess(ctx, agentclient.ProcessRequest{
-		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, Tag: r.Tag,
+		Cmd: r.Argv[0], Args: r.Argv[1:], Env: r.Env, Cwd: r.Cwd, User: r.User, Tag: r.Tag,
 		Stdin: r.Stdin, PTY: r.PTY, Timeout: r.Timeout,
 	})
 	if err != nil {
 		done()
+		if r.User != "" && errors.Is(err, sandbox.ErrUnauthenticated) {
+			// The agent names an unknown user as envd does; the caller
+			// gets a bad field, not a failed login.
+			return nil, &sandbox.FieldError{Field: "user", Reason: fmt.Sprintf("no user %q in this sandbox (its /etc/passwd)", r.User)}
+		}
 		return nil, fmt.Errorf("start process: %w", err)
 	}
 	return &ProcessStream{ProcessStream: st, done: done}, nil
@@ -134,7 +160,7 @@ func (s *Service) StartProcess(ctx context.Context, p Principal, id string, r Pr
 
 // ConnectProcess attaches to a running process's output from now on.
 func (s *Service) ConnectProcess(ctx context.Context, p Principal, id string, pid uint32) (*ProcessStream, error) {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +185,7 @@ func (s *Service) attached(id string) func() {
 
 // Processes lists a running sandbox's running processes.
 func (s *Service) Processes(ctx context.Context, p Principal, id string) ([]ProcessInfo, error) {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +195,7 @@ func (s *Service) Processes(ctx context.Context, p Principal, id string) ([]Proc
 // ProcessInput writes data to a process's stdin (or terminal), then with
 // eof ends its input. sandbox.ErrConflict when it takes no input.
 func (s *Service) ProcessInput(ctx context.Context, p Principal, id string, pid uint32, data []byte, eof bool) error {
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return err
 	}
@@ -183,7 +209,7 @@ func (s *Service) SignalProcess(ctx context.Context, p Principal, id string, pid
 	if !ok {
 		return &sandbox.FieldError{Field: "signal", Reason: "must be one of " + SignalNames()}
 	}
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return err
 	}
@@ -196,7 +222,7 @@ func (s *Service) ResizeProcess(ctx context.Context, p Principal, id string, pid
 	if err := ValidatePTY(size, ""); err != nil {
 		return err
 	}
-	_, ag, err := s.running(ctx, p, id)
+	_, ag, err := s.RunningAgent(ctx, p, id)
 	if err != nil {
 		return err
 	}

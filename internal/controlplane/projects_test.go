@@ -9,6 +9,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // TestProjectScoping: sandboxes land in the default project unless a
@@ -20,15 +21,15 @@ func TestProjectScoping(t *testing.T) {
 	admin := Principal{OrgID: "org_a", Role: store.RoleAdmin, TokenID: "tok_admin"}
 	other := Principal{OrgID: "org_b", Role: store.RoleAdmin, TokenID: "tok_b"}
 
-	ml, err := s.CreateProject(ctx, admin, "ml")
+	ml, err := s.tenancy.CreateProject(ctx, admin, "ml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherPrj, err := s.CreateProject(ctx, other, "ml")
+	otherPrj, err := s.tenancy.CreateProject(ctx, other, "ml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, err := s.defaultProject(ctx, admin.OrgID)
+	def, err := s.tenancy.DefaultProject(ctx, admin.OrgID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestProjectScoping(t *testing.T) {
 		t.Fatalf("create in ml: %q %v", inML.ProjectID, err)
 	}
 
-	tok, _, err := s.CreateToken(ctx, admin, TokenRequest{ProjectID: ml.ID})
+	tok, _, err := s.tenancy.CreateToken(ctx, admin, tenancy.TokenRequest{ProjectID: ml.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +103,11 @@ func TestProjectScoping(t *testing.T) {
 		if len(rows) != 0 {
 			t.Errorf("project token filtering another project lists %d", len(rows))
 		}
-		ps, _ := s.ListProjects(ctx, scoped)
+		ps, _ := s.tenancy.ListProjects(ctx, scoped)
 		if len(ps) != 1 || ps[0].ID != ml.ID {
 			t.Errorf("project token lists projects %v", ps)
 		}
-		if _, err := s.GetProject(ctx, scoped, def.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := s.tenancy.GetProject(ctx, scoped, def.ID); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("project token gets another project = %v", err)
 		}
 	})
@@ -119,7 +120,7 @@ func TestProjectScoping(t *testing.T) {
 	})
 
 	t.Run("forbidden", func(t *testing.T) {
-		member, _, err := s.CreateToken(ctx, admin, TokenRequest{})
+		member, _, err := s.tenancy.CreateToken(ctx, admin, tenancy.TokenRequest{})
 		if err != nil || member.Role != store.RoleMember {
 			t.Fatalf("member token: %+v %v", member, err)
 		}
@@ -129,11 +130,11 @@ func TestProjectScoping(t *testing.T) {
 			name string
 			call func() error
 		}{
-			{"member creates a project", func() error { _, err := s.CreateProject(ctx, mp, "x"); return err }},
-			{"member creates a token", func() error { _, _, err := s.CreateToken(ctx, mp, TokenRequest{}); return err }},
-			{"project token creates a token", func() error { _, _, err := s.CreateToken(ctx, scoped, TokenRequest{}); return err }},
-			{"sandbox token creates a project", func() error { _, err := s.CreateProject(ctx, sbx, "x"); return err }},
-			{"org admin sets quotas", func() error { _, err := s.SetOrgQuota(ctx, admin, admin.OrgID, store.OrgQuotas{}); return err }},
+			{"member creates a project", func() error { _, err := s.tenancy.CreateProject(ctx, mp, "x"); return err }},
+			{"member creates a token", func() error { _, _, err := s.tenancy.CreateToken(ctx, mp, tenancy.TokenRequest{}); return err }},
+			{"project token creates a token", func() error { _, _, err := s.tenancy.CreateToken(ctx, scoped, tenancy.TokenRequest{}); return err }},
+			{"sandbox token creates a project", func() error { _, err := s.tenancy.CreateProject(ctx, sbx, "x"); return err }},
+			{"org admin sets quotas", func() error { _, err := s.tenancy.SetOrgQuota(ctx, admin, admin.OrgID, store.OrgQuotas{}); return err }},
 		}
 		for _, c := range calls {
 			if err := c.call(); !errors.Is(err, sandbox.ErrForbidden) {
@@ -143,12 +144,12 @@ func TestProjectScoping(t *testing.T) {
 	})
 
 	t.Run("token validation", func(t *testing.T) {
-		for _, r := range []TokenRequest{{Role: "owner"}, {Role: store.RoleAdmin, ProjectID: ml.ID}} {
-			if _, _, err := s.CreateToken(ctx, admin, r); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		for _, r := range []tenancy.TokenRequest{{Role: "owner"}, {Role: store.RoleAdmin, ProjectID: ml.ID}} {
+			if _, _, err := s.tenancy.CreateToken(ctx, admin, r); !errors.Is(err, sandbox.ErrInvalidArgument) {
 				t.Errorf("token %+v = %v, want invalid", r, err)
 			}
 		}
-		if _, _, err := s.CreateToken(ctx, admin, TokenRequest{ProjectID: otherPrj.ID}); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, _, err := s.tenancy.CreateToken(ctx, admin, tenancy.TokenRequest{ProjectID: otherPrj.ID}); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("token for another org's project = %v, want not found", err)
 		}
 	})
@@ -166,23 +167,23 @@ func TestDefaultProjectBackfill(t *testing.T) {
 	if err := st.CreateSandbox(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Bootstrap(ctx, "tok"); err != nil {
+	if _, err := s.tenancy.Bootstrap(ctx, "tok"); err != nil {
 		t.Fatal(err)
 	}
 	def, err := st.DefaultProject(ctx, "org_old")
-	if err != nil || def.Name != DefaultProjectName {
+	if err != nil || def.Name != tenancy.DefaultProjectName {
 		t.Fatalf("default project: %+v %v", def, err)
 	}
 	got, _ := st.GetSandbox(ctx, "", old.ID)
 	if got.ProjectID != def.ID {
 		t.Errorf("old sandbox project = %q, want %s", got.ProjectID, def.ID)
 	}
-	if _, err := st.DefaultProject(ctx, DefaultOrgID); err != nil {
+	if _, err := st.DefaultProject(ctx, tenancy.DefaultOrgID); err != nil {
 		t.Errorf("the default org has no default project: %v", err)
 	}
 }
 
-// TestMetadataLimits: seed 003's limits, each named in the refusal.
+// TestMetadataLimits: docs/sandboxes.md's metadata limits, each named in the refusal.
 func TestMetadataLimits(t *testing.T) {
 	s, _ := newTestService(t, &fakeHost{})
 	keys := func(n int) map[string]string {
@@ -235,31 +236,31 @@ func TestOrgQuotas(t *testing.T) {
 		op      string // create; stop and start act on the first sandbox
 		cpu     float64
 		ram     int
-		wantErr string // QuotaError.Limit; "" = allowed
+		wantErr string // sandbox.QuotaError.Limit; "" = allowed
 	}
 	tests := []struct {
 		name      string
-		cfg       func(*Config)
+		cfg       func(*tenancy.Config)
 		overrides *store.OrgQuotas
 		steps     []step
 	}{
-		{name: "count", cfg: func(c *Config) { c.OrgMaxSandboxes = 2 }, steps: []step{
+		{name: "count", cfg: func(c *tenancy.Config) { c.OrgMaxSandboxes = 2 }, steps: []step{
 			{op: "create"}, {op: "create"}, {op: "create", wantErr: "sandboxes"}}},
-		{name: "cpu", cfg: func(c *Config) { c.OrgMaxCPU = 3 }, steps: []step{
+		{name: "cpu", cfg: func(c *tenancy.Config) { c.OrgMaxCPU = 3 }, steps: []step{
 			{op: "create", cpu: 2}, {op: "create", cpu: 1}, {op: "create", cpu: 0.5, wantErr: "cpu"}}},
-		{name: "ram", cfg: func(c *Config) { c.OrgMaxRAMMB = 1024 }, steps: []step{
+		{name: "ram", cfg: func(c *tenancy.Config) { c.OrgMaxRAMMB = 1024 }, steps: []step{
 			{op: "create", ram: 512}, {op: "create", ram: 1024, wantErr: "ram_mb"}, {op: "create", ram: 512}}},
-		{name: "stopped do not count, starting does", cfg: func(c *Config) { c.OrgMaxSandboxes = 1 }, steps: []step{
+		{name: "stopped do not count, starting does", cfg: func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 }, steps: []step{
 			{op: "create"}, {op: "stop"}, {op: "create"}, {op: "start", wantErr: "sandboxes"}}},
-		{name: "override beats default", cfg: func(c *Config) { c.OrgMaxSandboxes = 1 }, overrides: &store.OrgQuotas{MaxSandboxes: ptr(3)}, steps: []step{
+		{name: "override beats default", cfg: func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 }, overrides: &store.OrgQuotas{MaxSandboxes: ptr(3)}, steps: []step{
 			{op: "create"}, {op: "create"}, {op: "create"}, {op: "create", wantErr: "sandboxes"}}},
-		{name: "override 0 disables", cfg: func(c *Config) { c.OrgMaxSandboxes = 1 }, overrides: &store.OrgQuotas{MaxSandboxes: ptr(0)}, steps: []step{
+		{name: "override 0 disables", cfg: func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 }, overrides: &store.OrgQuotas{MaxSandboxes: ptr(0)}, steps: []step{
 			{op: "create"}, {op: "create"}, {op: "create"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s, st := newTestService(t, &fakeHost{})
-			tc.cfg(&s.cfg)
+			setOrgDefaults(s, st, tc.cfg)
 			ctx := context.Background()
 			if err := st.CreateOrg(ctx, store.Org{ID: org.OrgID, Name: "a"}); err != nil {
 				t.Fatal(err)
@@ -295,7 +296,7 @@ func TestOrgQuotas(t *testing.T) {
 				case "start":
 					_, err = s.Start(ctx, org, first)
 				}
-				var qe *QuotaError
+				var qe *sandbox.QuotaError
 				switch {
 				case sp.wantErr == "" && err != nil:
 					t.Fatalf("step %d %s: %v", i, sp.op, err)

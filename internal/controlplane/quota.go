@@ -3,35 +3,10 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
-
-// QuotaError is a request that would take a tree of sandboxes (a
-// top-level sandbox and all its descendants) over its limits.
-type QuotaError struct {
-	// Scope is "tree" (a sandbox and its descendants) or "org" (an org's
-	// active sandboxes).
-	Scope  string
-	Limit  string // sandboxes, cpu, ram_mb
-	Max    float64
-	Wanted float64
-}
-
-func (e *QuotaError) Error() string {
-	if e.Scope == "org" {
-		return fmt.Sprintf("this org's active sandboxes would use %g %s; the org's limit is %g: stop or delete sandboxes, or ask for less", e.Wanted, e.Limit, e.Max)
-	}
-	return fmt.Sprintf("this sandbox tree would use %g %s; its limit is %g: delete children first or ask for less", e.Wanted, e.Limit, e.Max)
-}
-
-// ErrQuotaExceeded is what a QuotaError wraps.
-var ErrQuotaExceeded = errors.New("quota exceeded")
-
-// Unwrap makes errors.Is(err, ErrQuotaExceeded) hold.
-func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 
 // checkTreeQuota makes sure a new child of parentID (cpu, ram) keeps its
 // tree within TreeMaxSandboxes, TreeMaxCPU and TreeMaxRAMMB: children
@@ -136,11 +111,11 @@ func (s *Service) checkTreeResize(ctx context.Context, sb sandbox.Sandbox, r Res
 func (s *Service) treeWithin(count int, sumCPU float64, sumRAM int) error {
 	switch {
 	case s.cfg.TreeMaxSandboxes > 0 && count > s.cfg.TreeMaxSandboxes:
-		return &QuotaError{Scope: "tree", Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}
+		return &sandbox.QuotaError{Scope: "tree", Limit: "sandboxes", Max: float64(s.cfg.TreeMaxSandboxes), Wanted: float64(count)}
 	case s.cfg.TreeMaxCPU > 0 && sumCPU > s.cfg.TreeMaxCPU:
-		return &QuotaError{Scope: "tree", Limit: "cpu", Max: s.cfg.TreeMaxCPU, Wanted: sumCPU}
+		return &sandbox.QuotaError{Scope: "tree", Limit: "cpu", Max: s.cfg.TreeMaxCPU, Wanted: sumCPU}
 	case s.cfg.TreeMaxRAMMB > 0 && sumRAM > s.cfg.TreeMaxRAMMB:
-		return &QuotaError{Scope: "tree", Limit: "ram_mb", Max: float64(s.cfg.TreeMaxRAMMB), Wanted: float64(sumRAM)}
+		return &sandbox.QuotaError{Scope: "tree", Limit: "ram_mb", Max: float64(s.cfg.TreeMaxRAMMB), Wanted: float64(sumRAM)}
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-// TestNamesUniqueAmongLiveSandboxesPerOrg: seed 004's rename. A name is
+// TestNamesUniqueAmongLiveSandboxesPerOrg: docs/sandboxes.md's rename. A name is
 // taken only by a live sandbox of the same org: another org may use it,
 // and a deleted (or deleting) sandbox frees it. A refused rename changes
 // nothing.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // ResizeRequest changes a sandbox's size; nil fields stay.
@@ -17,8 +18,7 @@ type ResizeRequest struct {
 	DiskGB *int
 }
 
-// ResizeResult is what a resize did (seed 004, "Live CPU and memory
-// resize"): the sizes the sandbox has now, what was asked, whether memory
+// ResizeResult is what a resize did (docs/resize.md, "Live"): the sizes the sandbox has now, what was asked, whether memory
 // shrank less than asked, and the live headroom.
 type ResizeResult struct {
 	Sandbox   sandbox.Sandbox
@@ -55,7 +55,7 @@ func (r ResizeRequest) validate(cur sandbox.Sandbox) error {
 	if r.CPU == nil && r.RAMMB == nil && r.DiskGB == nil {
 		return &sandbox.FieldError{Field: "cpu", Reason: "give at least one of cpu, ram_mb, disk_gb"}
 	}
-	// Only a live resize splits them (seed 004); a stopped sandbox takes
+	// Only a live resize splits them (docs/resize.md); a stopped sandbox takes
 	// all three in one request and boots at them next time.
 	if r.DiskGB != nil && (r.CPU != nil || r.RAMMB != nil) && cur.State == sandbox.StateRunning {
 		return &sandbox.FieldError{Field: "disk_gb", Reason: "a running sandbox changes disk_gb in a separate request from cpu and ram_mb"}
@@ -124,7 +124,7 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			return res, err
 		}
 	}
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	for {
 		sb, err := s.Get(ctx, p, id, false)
@@ -143,8 +143,11 @@ func (s *Service) Resize(ctx context.Context, p Principal, id string, r ResizeRe
 			// A running sandbox's growth counts against its org's pool
 			// now (a stopped one's at its next start), checked and
 			// written under the org's quota lock like a create.
-			unlockQuota := s.lockOrgQuota(sb.OrgID)
-			err := s.checkOrgResize(ctx, sb, r)
+			unlockQuota, err := s.tenancy.LockQuota(ctx, sb.OrgID)
+			if err != nil {
+				return ResizeResult{}, err
+			}
+			err = s.checkOrgResize(ctx, sb, r)
 			if err == nil {
 				err = s.resizeLive(ctx, &sb, r, &res)
 			}
@@ -199,32 +202,32 @@ func (s *Service) resized(ctx context.Context, out sandbox.Sandbox, res ResizeRe
 }
 
 // checkOrgResize keeps a running sandbox's growth within its org's pool
-// (seed 004: "as for any resize"). Callers hold lockOrgQuota.
+// (as a create's do). Callers hold LockQuota.
 func (s *Service) checkOrgResize(ctx context.Context, sb sandbox.Sandbox, r ResizeRequest) error {
 	cpu, ram := r.sizes(sb)
 	if cpu <= sb.CPU && ram <= sb.RAMMB {
 		return nil
 	}
-	l, err := s.orgLimits(ctx, sb.OrgID)
+	l, err := s.tenancy.Limits(ctx, sb.OrgID)
 	if err != nil {
 		return err
 	}
-	u, err := s.store.OrgUsage(ctx, sb.OrgID, activeStates...)
+	u, err := s.store.OrgUsage(ctx, sb.OrgID, tenancy.ActiveStates...)
 	if err != nil {
 		return err
 	}
 	c, m := u.CPU-sb.CPU+cpu, u.RAMMB-sb.RAMMB+ram
 	switch {
 	case l.MaxCPU > 0 && cpu > sb.CPU && c > l.MaxCPU+1e-9:
-		return &QuotaError{Scope: "org", Limit: "cpu", Max: l.MaxCPU, Wanted: c}
+		return &sandbox.QuotaError{Scope: "org", Limit: "cpu", Max: l.MaxCPU, Wanted: c}
 	case l.MaxRAMMB > 0 && ram > sb.RAMMB && m > l.MaxRAMMB:
-		return &QuotaError{Scope: "org", Limit: "ram_mb", Max: float64(l.MaxRAMMB), Wanted: float64(m)}
+		return &sandbox.QuotaError{Scope: "org", Limit: "ram_mb", Max: float64(l.MaxRAMMB), Wanted: float64(m)}
 	}
 	return nil
 }
 
 // pendingResize records the new size of a sandbox the host is still
-// stopping (seed 004: 202 with applies_at "pending"). The record is the
+// stopping (202 with applies_at "pending", docs/resize.md). The record is the
 // size the next start boots at; memory the stop keeps (frozen or
 // checkpointed) holds the old size, so that start boots cold instead
 // (the host compares the size the memory booted with). Recorded at once,
@@ -320,7 +323,7 @@ func (s *Service) guestSize(ctx context.Context, sb sandbox.Sandbox) *GuestSize 
 	defer cancel()
 	g, err := s.agent(sb.ID, sb.Address, sb.AgentToken).Size(ctx)
 	if err != nil || g.CPUsOnline < 1 || g.MemTotalMB == 0 {
-		s.log.Debug("guest size after a live resize", "sandbox", sb.ID, "err", err)
+		s.log.DebugContext(ctx, "guest size after a live resize", "sandbox", sb.ID, "err", err)
 		return nil
 	}
 	return &GuestSize{CPUsOnline: g.CPUsOnline, MemTotalMB: int(g.MemTotalMB)}
@@ -340,10 +343,10 @@ func (s *Service) autogrow(ctx context.Context, sb sandbox.Sandbox) {
 	}
 	newGB := min(limit, sb.DiskGB+max(sb.DiskGB/2, 10))
 	if _, err := s.Resize(ctx, Principal{OrgID: sb.OrgID}, sb.ID, ResizeRequest{DiskGB: &newGB}); err != nil {
-		s.log.Warn("disk autogrow", "sandbox", sb.ID, "err", err)
+		s.log.WarnContext(ctx, "disk autogrow", "sandbox", sb.ID, "err", err)
 		return
 	}
-	s.log.Info("disk autogrow", "sandbox", sb.ID, "from_gb", sb.DiskGB, "to_gb", newGB)
+	s.log.InfoContext(ctx, "disk autogrow", "sandbox", sb.ID, "from_gb", sb.DiskGB, "to_gb", newGB)
 }
 
 // diskUsage asks the host the cheap way when it can, else through Metrics.

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
-// TestStoppedResizeBootsWithNewHeadroom: seed 004, "A cold-booted resize
-// gives the sandbox new room to grow live." A running sandbox cannot go
+// TestStoppedResizeBootsWithNewHeadroom: a stopped resize cold-boots the
+// sandbox with new headroom (docs/resize.md). A running sandbox cannot go
 // past its boot's headroom; stopped, the resize is recorded
 // (next_start), the start boots at it, and the new boot's headroom and
 // memory floor follow the new size.
@@ -118,14 +119,14 @@ func TestResizeWhileStoppingIsPending(t *testing.T) {
 	}
 }
 
-// TestLiveResizeWithinOrgPool: seed 004, "cpu and ram_mb stay within ...
-// your organization's pool, as for any resize." A running sandbox's
+// TestLiveResizeWithinOrgPool: sizes stay within the organization's pool,
+// as for any create (docs/resize.md). A running sandbox's
 // growth past the org's active cpu or ram is 429 quota_exceeded (scope
 // org) and changes nothing; a shrink is always allowed.
 func TestLiveResizeWithinOrgPool(t *testing.T) {
-	s, _ := newTestService(t, &fakeHost{})
+	s, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
-	s.cfg.OrgMaxCPU, s.cfg.OrgMaxRAMMB = 4, 2048
+	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxCPU, c.OrgMaxRAMMB = 4, 2048 })
 	a := running(t, s, CreateRequest{Template: "busybox", CPU: ptr(2.0), RAMMB: ptr(1024)})
 	running(t, s, CreateRequest{Template: "busybox", CPU: ptr(1.0), RAMMB: ptr(512)})
 	for _, tc := range []struct {
@@ -142,7 +143,7 @@ func TestLiveResizeWithinOrgPool(t *testing.T) {
 			before, _ := s.Get(ctx, org, a.ID, false)
 			_, err := s.Resize(ctx, org, a.ID, tc.req)
 			after, _ := s.Get(ctx, org, a.ID, false)
-			var qe *QuotaError
+			var qe *sandbox.QuotaError
 			switch {
 			case tc.limit == "" && err != nil:
 				t.Fatalf("resize: %v", err)

@@ -15,8 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // CreateRequest is a validated-on-use create call.
@@ -39,9 +42,9 @@ type CreateRequest struct {
 	AutoArchiveDays *int
 	AutoDeleteDays  *int
 	// TTL, when positive, deletes the sandbox that long after create
-	// (compatibility surfaces; no seed 003 limits apply).
+	// (compatibility surfaces; ttl_ms's limits do not apply).
 	TTL time.Duration
-	// TTLMs is seed 003's ttl_ms: positive, at most TTLConfig.MaxCreate.
+	// TTLMs is ttl_ms: positive, at most TTLConfig.MaxCreate.
 	// Nil takes the default (see ttlFor).
 	TTLMs *int64
 	// TemplateVersionID pins an immutable template version (tplv_…)
@@ -67,6 +70,9 @@ type CreateRequest struct {
 	ProjectID string
 	// SSHKeys are authorized_keys lines for the SSH gateway (sshkeys.go).
 	SSHKeys []string
+	// GPUs and GPUModel ask for whole GPUs of the host (gpus.go).
+	GPUs     int
+	GPUModel string
 }
 
 // retention resolves the type's defaults and the overrides.
@@ -249,8 +255,12 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if err := s.resolveTemplate(ctx, &r); err != nil {
+	custom, err := s.resolveTemplate(ctx, p, &r)
+	if err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	if custom != nil && src == nil {
+		applyTemplateDefaults(&r, *custom)
 	}
 	cpu, ram, disk, err := r.validate()
 	if err == nil && !r.platformMetadata {
@@ -272,7 +282,7 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	if session && r.Type == "" && r.AutoStopMinutes == nil {
-		// A seed 003 session lives until its TTL or a kill; inactivity
+		// A session template's sandbox lives until its TTL or a kill; inactivity
 		// shows as status idle instead of stopping it.
 		ret.AutoStopMinutes = 0
 	}
@@ -282,15 +292,18 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if !slices.Contains(s.host.Classes(), r.Runtime) {
 		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "runtime", Reason: fmt.Sprintf("must be one of %v on this host", s.host.Classes())}
 	}
+	if err := s.validateGPUs(r.GPUs, r.GPUModel); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	if r.TTL < 0 {
 		return sandbox.Sandbox{}, &sandbox.FieldError{Field: "ttl", Reason: "must be positive"}
 	}
-	if !s.tpl.known(r.Template) {
-		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
+	if !s.tpl.known(r.Template) && custom == nil {
+		return sandbox.Sandbox{}, fmt.Errorf("template %q: %w", r.Template, &sandbox.NotFoundFieldError{Name: "template"})
 	}
 	if p.SandboxID != "" {
 		if r.ParentID != "" && r.ParentID != p.SandboxID {
-			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
+			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &sandbox.NotFoundFieldError{Name: "parent_id"})
 		}
 		r.ParentID = p.SandboxID
 	}
@@ -298,7 +311,7 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if r.ParentID != "" {
 		parent, err := s.Get(ctx, Principal{OrgID: p.OrgID, ProjectID: p.ProjectID}, r.ParentID, false)
 		if err != nil {
-			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &notFoundField{field: "parent_id"})
+			return sandbox.Sandbox{}, fmt.Errorf("parent %q: %w", r.ParentID, &sandbox.NotFoundFieldError{Name: "parent_id"})
 		}
 		parentProject = parent.ProjectID
 		if parent.State != sandbox.StateRunning {
@@ -308,8 +321,16 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 			return sandbox.Sandbox{}, err
 		}
 	}
-	projectID, err := s.createProjectID(ctx, p, r.ProjectID, parentProject)
+	// Before anything is written (the sandbox's token included): a data
+	// dir too full for a new disk refuses the create whole.
+	if err := s.EnsureSpace(0); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	projectID, err := s.tenancy.ProjectFor(ctx, p, r.ProjectID, parentProject)
 	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if err := s.hostAccepts(ctx); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -323,6 +344,7 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		CreatedAt: now, UpdatedAt: now,
 		Retention: ret, LastActivityAt: &now, ParentID: r.ParentID, NoAutoResume: r.NoAutoResume,
 		Runtime: r.Runtime, IdempotencyTag: idemTag,
+		GPUs: r.GPUs, GPUModel: strings.TrimSpace(r.GPUModel),
 	}
 	if len(sshKeys) > 0 {
 		sb.SSHKeys = sshKeys
@@ -344,8 +366,11 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if src != nil {
 		sb.SourceSnapshotID, sb.TemplateVersionID = src.ID, src.Source.TemplateVersionID
 	}
-	unlockQuota := s.lockOrgQuota(p.OrgID)
-	err = s.checkOrgQuota(ctx, p.OrgID, cpu, ram)
+	unlockQuota, err := s.tenancy.LockQuota(ctx, p.OrgID)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	err = s.tenancy.CheckQuota(ctx, p.OrgID, cpu, ram)
 	if err == nil {
 		err = s.store.CreateSandbox(ctx, sb)
 	}
@@ -358,8 +383,8 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	}
 	sb.Version = 1
 	s.event(ctx, sb, "created", map[string]any{"cpu": sb.CPU, "ram_mb": sb.RAMMB, "disk_gb": sb.DiskGB})
-	s.log.Info("sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
-	s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
+	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
+	s.goBackgroundFor(ctx, func(ctx context.Context) { s.provision(ctx, sb.ID) })
 	s.derive(ctx, &sb)
 	return sb, nil
 }
@@ -385,15 +410,6 @@ func (s *Service) idempotentSandbox(ctx context.Context, p Principal, tag string
 	}
 	return sandbox.Sandbox{}, false, nil
 }
-
-// notFoundField is a not-found error that names the request field at fault.
-type notFoundField struct{ field string }
-
-func (e *notFoundField) Error() string { return "not found" }
-func (e *notFoundField) Unwrap() error { return sandbox.ErrNotFound }
-
-// Field names the request field that referred to the missing thing.
-func (e *notFoundField) Field() string { return e.field }
 
 // Get returns a live sandbox of p's org; deleted ones only when asked.
 func (s *Service) Get(ctx context.Context, p Principal, id string, includeDeleted bool) (sandbox.Sandbox, error) {
@@ -504,12 +520,14 @@ func (s *Service) Delete(ctx context.Context, p Principal, id string) (sandbox.S
 }
 
 // platformReasons are the deletions the platform decides by itself: a
-// TTL's expiry (the ttl_ms or the platform's default TTL), pool upkeep,
-// and an explicit platform deletion (host loss, org deletion). Everything
-// else — a DELETE, a kill, a session's end, an auto_delete_days timer or
-// an ephemeral sandbox's stop, which the customer configured — is the
-// user's.
-var platformReasons = map[string]bool{"ttl_expired": true, "platform_deleted": true, "pool_discarded": true, "pool_drained": true}
+// TTL's expiry (the ttl_ms or the platform's default TTL), pool upkeep, a
+// host that lost the sandbox's disk (host_lost, ensureRunning), an
+// organization's deletion (org_deleted, DeleteOrg) and an explicit
+// platform deletion. Everything else — a DELETE, a kill, a session's end,
+// an auto_delete_days timer or an ephemeral sandbox's stop, which the
+// customer configured — is the user's.
+var platformReasons = map[string]bool{"ttl_expired": true, "platform_deleted": true, "pool_discarded": true, "pool_drained": true,
+	"host_lost": true, "org_deleted": true}
 
 // deletedBy is who caused a deletion for reason (sandbox.DeletedBy).
 func deletedBy(reason string) string {
@@ -540,8 +558,8 @@ func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sand
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox deleting", "sandbox", id, "reason", reason)
-		s.goBackground(func(ctx context.Context) { s.teardown(ctx, id) })
+		s.log.InfoContext(ctx, "sandbox deleting", "sandbox", id, "reason", reason)
+		s.goBackgroundFor(ctx, func(ctx context.Context) { s.teardown(ctx, id) })
 		return sb, nil
 	}
 }
@@ -555,34 +573,22 @@ func (s *Service) WaitFor(ctx context.Context, p Principal, id string, target sa
 		timeout = s.cfg.DefaultWait
 	}
 	timeout = min(timeout, s.cfg.MaxWait)
-	deadline := time.NewTimer(timeout) // timers use the monotonic clock
-	defer deadline.Stop()
-	poll := time.NewTicker(s.cfg.PollInterval)
-	defer poll.Stop()
-	for {
-		changed := s.notify.channel(id)
-		sb, err := s.Get(ctx, p, id, true)
+	var sb sandbox.Sandbox
+	reached := false
+	_, err := syncs.Wait(ctx, timeout, s.cfg.PollInterval, func() <-chan struct{} { return s.notify.Channel(id) }, func() (bool, error) {
+		got, err := s.Get(ctx, p, id, true)
 		if err != nil {
-			return sandbox.Sandbox{}, false, err
+			sb = sandbox.Sandbox{}
+			return false, err
 		}
+		sb = got
 		// Archived (and archiving) sandboxes are stopped ones too, and an
 		// ephemeral sandbox is deleted because it stopped.
-		if sb.State == target || (target == sandbox.StateStopped && (sb.State == sandbox.StateArchived || sb.State == sandbox.StateArchiving ||
-			stoppedEphemeral(sb))) {
-			return sb, true, nil
-		}
-		if unreachable(sb.State, target) {
-			return sb, false, nil
-		}
-		select {
-		case <-changed:
-		case <-poll.C:
-		case <-deadline.C:
-			return sb, false, nil
-		case <-ctx.Done():
-			return sb, false, ctx.Err()
-		}
-	}
+		reached = sb.State == target || (target == sandbox.StateStopped && (sb.State == sandbox.StateArchived || sb.State == sandbox.StateArchiving ||
+			stoppedEphemeral(sb)))
+		return reached || unreachable(sb.State, target), nil
+	})
+	return sb, reached, err
 }
 
 // stoppedEphemeral reports whether sb is an ephemeral sandbox deleted
@@ -623,7 +629,7 @@ func (s *Service) update(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandb
 	// Recorded before waiters wake, so one that reads the metrics after
 	// its wait sees this transition.
 	observeTransition(cur, out)
-	s.notify.broadcast(sb.ID)
+	s.notify.Broadcast(sb.ID)
 	return out, nil
 }
 
@@ -655,41 +661,54 @@ func (s *Service) transition(ctx context.Context, id string, from, to sandbox.St
 }
 
 // provision brings a creating sandbox to running, or to failed with a
-// reason. It holds the sandbox's lock, so a delete waits for it.
+// reason. Its template is made ready first, then it waits for a boot slot
+// (boots.go) — holding nothing, so a delete meanwhile ends the wait — and
+// boots under the sandbox's lock, so a delete's teardown waits for the
+// boot. The boot's deadline starts with its slot. One provision per
+// sandbox runs at a time (a reconciler pass finding a create still queued
+// does not start another).
 func (s *Service) provision(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
-	defer unlock()
+	if _, busy := s.provisioning.LoadOrStore(id, true); busy {
+		return
+	}
+	defer s.provisioning.Delete(id)
+	t0 := time.Now()
 	log := s.log.With("sandbox", id)
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateCreating {
 		return
 	}
 	fail := func(reason string, err error) {
-		log.Error("sandbox provisioning failed", "reason", reason, "err", err)
-		cctx := context.WithoutCancel(ctx)
-		if derr := s.host.Destroy(cctx, id); derr != nil {
-			log.Warn("cleanup after failed provisioning", "err", derr)
-		}
-		if _, _, err := s.transition(cctx, id, sandbox.StateCreating, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-			sb.Reason = fmt.Sprintf("%s: %v", reason, err)
-		}); err != nil {
-			log.Error("record failure", "err", err)
-		}
+		log.ErrorContext(ctx, "sandbox provisioning failed", "reason", reason, "err", err)
+		s.failCreate(context.WithoutCancel(ctx), id, fmt.Sprintf("%s: %v", reason, err))
 	}
 	// A pinned version (template_version_id, or a retried create that
 	// was given one) runs as it is; otherwise the slug's newest ready one.
 	var v store.TemplateVersion
 	if pinned, perr := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID); sb.TemplateVersionID != "" && perr == nil && pinned.Status == store.TemplateReady {
 		v = pinned
+	} else if !s.tpl.known(sb.Template) {
+		fail("template", fmt.Errorf("template version %s of %q is gone", sb.TemplateVersionID, sb.Template))
+		return
 	} else if v, err = s.tpl.ready(ctx, sb.Template); err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: the next start reconciles
 		}
+		unlock := s.locks.Lock(id)
+		defer unlock()
 		fail("template", err)
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
-	defer cancel()
+	pctx, done, ok := s.bootSlot(ctx, id, sandbox.StateCreating)
+	if !ok {
+		return // deleted while queued, or shutting down
+	}
+	defer done()
+	unlock := s.locks.Lock(id)
+	defer unlock()
+	if sb, err = s.store.GetSandbox(ctx, "", id); err != nil || sb.State != sandbox.StateCreating {
+		return
+	}
 	spec := s.startSpec(sb, v.RootFS)
 	if spec.Clone, err = s.cloneSpec(pctx, sb); err != nil {
 		if ctx.Err() == nil {
@@ -697,6 +716,14 @@ func (s *Service) provision(ctx context.Context, id string) {
 		}
 		return
 	}
+	// A custom template's started state is restored like a clone's
+	// snapshot, when the sandbox has its size and class.
+	coldReason := ""
+	if spec.Clone == nil {
+		spec.Clone, coldReason = startedCloneSpec(sb, v)
+	}
+	sb.TemplateVersionID = v.ID
+	t1 := time.Now()
 	inst, err := s.host.Start(pctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -705,50 +732,67 @@ func (s *Service) provision(ctx context.Context, id string) {
 		fail("start", err)
 		return
 	}
+	t2 := time.Now()
 	if err := s.initAgent(pctx, sb, inst); err != nil {
-		fail("agent init", err)
+		var re *ReadyError
+		if errors.As(err, &re) {
+			fail("template", err)
+		} else {
+			fail("agent init", err)
+		}
 		return
 	}
-	_, ok, err := s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+	t3 := time.Now()
+	_, ok, err = s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.Reason, sb.TemplateVersionID = inst.Address, "", v.ID
 		sb.Live = s.headroom(*sb)
 		sb.LastStart = cloneStart(spec.Clone, inst, s.now())
+		if coldReason != "" {
+			sb.LastStart = &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: s.now(), Reason: coldReason}
+		}
 	})
 	if err != nil {
-		log.Error("record running", "err", err)
+		log.ErrorContext(ctx, "record running", "err", err)
 		return
 	}
 	if ok {
-		log.Info("sandbox running", "address", inst.Address)
+		s.watchOOM(sb)
+		log.InfoContext(ctx, "sandbox running", "address", inst.Address)
+		// Where the create's time went outside the host (bench -only-cold-create
+		// reports these beside the host's "sandbox started" steps);
+		// before_start includes the wait for a boot slot.
+		log.DebugContext(ctx, "sandbox provisioned", "queued", t0.Sub(sb.CreatedAt), "before_start", t1.Sub(t0),
+			"host_start", t2.Sub(t1), "agent_init", t3.Sub(t2), "record_running", time.Since(t3))
 	}
 }
 
 func (s *Service) startSpec(sb sandbox.Sandbox, rootfs string) StartSpec {
 	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime,
-		Network: s.networkSpec(sb)}
+		Network: s.networkSpec(sb), GPUs: sb.GPUs, GPUModel: sb.GPUModel}
 }
 
 // teardown destroys a deleting sandbox's host resources and marks it
 // deleted. On failure it stays deleting and the reconciler retries.
 func (s *Service) teardown(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	if sb, err := s.store.GetSandbox(ctx, "", id); err != nil || sb.State != sandbox.StateDeleting {
 		return
 	}
 	s.forgetAgent(id)
+	s.hangups.take(id)
 	if err := s.host.Destroy(ctx, id); err != nil {
-		s.log.Error("sandbox teardown", "sandbox", id, "err", err)
+		s.log.ErrorContext(ctx, "sandbox teardown", "sandbox", id, "err", err)
 		return
 	}
 	now := time.Now().UTC()
 	if _, _, err := s.transition(ctx, id, sandbox.StateDeleting, sandbox.StateDeleted, func(sb *sandbox.Sandbox) {
 		sb.DeletedAt, sb.Address = &now, ""
 	}); err != nil {
-		s.log.Error("record deleted", "sandbox", id, "err", err)
+		s.log.ErrorContext(ctx, "record deleted", "sandbox", id, "err", err)
 		return
 	}
-	s.log.Info("sandbox deleted", "sandbox", id)
+	s.log.InfoContext(ctx, "sandbox deleted", "sandbox", id)
 }
 
 // Reconcile converges host state with the store after a start: builds left
@@ -760,16 +804,25 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.tpl.failInterruptedBuilds(ctx); err != nil {
 		return fmt.Errorf("reconcile templates: %w", err)
 	}
+	if err := s.failInterruptedTemplateBuilds(ctx); err != nil {
+		return fmt.Errorf("reconcile template builds: %w", err)
+	}
+	s.goBackground(s.sweepUploads)
 	s.reconcileSnapshots(ctx)
-	started := time.Now()
-	s.goBackground(func(ctx context.Context) { s.sweepArtifacts(ctx, started) })
+	s.oomOnce.Do(func() { s.goBackground(s.reportOOM) })
 	checks, err := s.reconcilePass(ctx, true)
 	if err != nil {
 		return err
 	}
 	// Checking (and on a host reboot, booting) every running sandbox can
-	// take a while: start-up does not wait for it.
-	s.goBackground(func(ctx context.Context) { s.runChecks(ctx, checks) })
+	// take a while: start-up does not wait for it. The sweep of what no
+	// live record owns follows the checks.
+	s.goBackground(func(ctx context.Context) {
+		s.runChecks(ctx, checks)
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "sweep", "err", err)
+		}
+	})
 	return nil
 }
 
@@ -786,6 +839,7 @@ func (s *Service) reconcilePass(ctx context.Context, startup bool) ([]func(conte
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	sbs = s.mine(sbs)
 	var checks []func(context.Context)
 	deadline := s.cfg.TransitionDeadline
 	if deadline <= 0 {
@@ -862,27 +916,43 @@ func (s *Service) runChecks(ctx context.Context, checks []func(context.Context))
 // ensureRunning restarts a sandbox recorded as running whose container is
 // gone (host reboot, runtime crash) on its own disk.
 func (s *Service) ensureRunning(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRunning || s.host.Running(ctx, id) {
+	if err != nil || sb.State != sandbox.StateRunning {
+		return
+	}
+	if s.host.Running(ctx, id) {
+		s.watchOOM(sb) // covers sandboxes a previous ptd started
 		return
 	}
 	log := s.log.With("sandbox", id)
-	log.Warn("sandbox recorded running but not running on its host; starting it again")
+	if dc, ok := s.host.(hostapi.DiskChecker); ok && !dc.HasDisk(id) {
+		// Nothing to boot it from: the platform disposes of it. A complete
+		// archive or backup stays recoverable for the platform retention.
+		log.WarnContext(ctx, "sandbox recorded running but its host lost its disk; deleting it", "reason", "host_lost")
+		if _, err := s.deleteWithReason(ctx, id, "host_lost"); err != nil {
+			log.ErrorContext(ctx, "host-loss disposal", "err", err)
+		}
+		return
+	}
+	log.WarnContext(ctx, "sandbox recorded running but not running on its host; starting it again")
+	// Its processes are gone (pt-agent, its init, exited or was killed, or
+	// the runtime or host lost it): say so on the feed, since the restart
+	// below is cold and what ran in it does not come back.
+	s.event(ctx, sb, "processes_lost", map[string]any{"reason": "not running on its host", "action": "restarted"})
 	inst, err := s.boot(ctx, sb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
-		log.Error("restart after host loss failed", "err", err)
-		s.transition(ctx, id, sandbox.StateRunning, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-			sb.Reason = "restart after host loss: " + err.Error()
-		})
+		log.ErrorContext(ctx, "restart after host loss failed", "err", err)
+		s.markFailed(ctx, id, sandbox.StateRunning, "restart after host loss: "+err.Error(), nil)
 		return
 	}
 	s.forgetAgent(id)
 	s.transition(ctx, id, sandbox.StateRunning, sandbox.StateRunning, func(sb *sandbox.Sandbox) { sb.Address = inst.Address })
+	s.watchOOM(sb)
 }
 
 // RunReconciler runs a reconciler pass every interval until ctx ends, in
@@ -890,27 +960,17 @@ func (s *Service) ensureRunning(ctx context.Context, id string) {
 // passes never pile up on a slow host, and a tick missed meanwhile is
 // dropped rather than queued.
 func (s *Service) RunReconciler(ctx context.Context, interval time.Duration) {
-	s.goBackground(func(sctx context.Context) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(sctx, cancel) // the service closing ends a pass too
-		defer stop()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				checks, err := s.reconcilePass(ctx, false)
-				if err != nil {
-					s.log.Warn("reconcile", "err", err)
-					continue
-				}
-				s.runChecks(ctx, checks)
-			}
+	s.runLoop(ctx, interval, false, nil, func(ctx context.Context) {
+		checks, err := s.reconcilePass(ctx, false)
+		if err != nil {
+			s.log.WarnContext(ctx, "reconcile", "err", err)
+			return
 		}
-	})
+		s.runChecks(ctx, checks)
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "sweep", "err", err)
+		}
+	}, nil)
 }
 
 func randomToken() string {
@@ -937,13 +997,24 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 	}
 	ag := s.agent(sb.ID, inst.Address, sb.AgentToken)
 	env := s.sandboxEnv(sb)
-	if err := ag.Init(ctx, env); err != nil {
+	// A custom template's user and working directory are the agent's
+	// defaults; its start_cmd and ready_cmd run once the env is in place.
+	set := s.versionSettings(ctx, sb.TemplateVersionID)
+	upload := make(chan error, 1)
+	if inst.MemoryRestored {
+		upload <- nil
+	} else {
+		// The init and /etc/pt-env do not depend on each other: sent
+		// together they cost one round trip into the sandbox, not two (tens
+		// of milliseconds each on gVisor; bench -only-cold-create, step
+		// agent_init).
+		go func() { upload <- ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(env))) }()
+	}
+	err := ag.InitWith(ctx, agentclient.InitRequest{Env: env, User: set.User, Workdir: set.Workdir})
+	if err := errors.Join(err, <-upload); err != nil {
 		return err
 	}
-	if inst.MemoryRestored {
-		return nil
-	}
-	return ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(env)))
+	return s.startTemplateProcesses(ctx, ag, set, inst.MemoryRestored)
 }
 
 // envFile renders env as a POSIX shell file of export lines.

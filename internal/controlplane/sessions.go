@@ -11,9 +11,10 @@ import (
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
-// Sessions (seed 000): an execution session is owned by a context — a
+// Sessions (docs/sessions.md): an execution session is owned by a context — a
 // vault plus a workflow or an agent session — and runs in one sandbox.
 // The session ID (ses_…) and the context's IDs are different kinds and
 // never accepted for each other. A context has at most one live session;
@@ -199,7 +200,9 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionReque
 	}
 	r.Template = cmp.Or(r.Template, s.cfg.Sessions.DefaultTemplate, s.cfg.Templates.Default)
 	if !s.tpl.known(r.Template) {
-		return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &notFoundField{field: "template"})
+		if _, ok, err := s.latestCustom(ctx, p.OrgID, r.Template); err != nil || !ok {
+			return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &sandbox.NotFoundFieldError{Name: "template"})
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		cur, err := s.store.ContextSession(ctx, p.OrgID, r.VaultID, r.WorkflowID, r.AgentSessionID)
@@ -257,7 +260,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 	case err == nil:
 		s.kickPool()
 		s.sessionEvent(ctx, claimed)
-		s.log.Info("session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
+		s.log.InfoContext(ctx, "session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
 		if hasWorkspace {
 			crashpoint.Hit("session.warm.claimed") // claimed, workspace not restored
 			// The restore finishes even if the caller goes away.
@@ -294,7 +297,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 		return Session{}, err
 	}
 	s.sessionEvent(ctx, ses)
-	s.goBackground(func(ctx context.Context) { s.provisionSession(ctx, ses.ID) })
+	s.goBackgroundFor(ctx, func(ctx context.Context) { s.provisionSession(ctx, ses.ID) })
 	return ses, nil
 }
 
@@ -304,7 +307,7 @@ func (s *Service) sessionProject(ctx context.Context, p Principal) (string, erro
 	if p.ProjectID != "" {
 		return p.ProjectID, nil
 	}
-	prj, err := s.defaultProject(ctx, p.OrgID)
+	prj, err := s.tenancy.DefaultProject(ctx, p.OrgID)
 	if err != nil {
 		return "", err
 	}
@@ -315,9 +318,12 @@ func (s *Service) sessionProject(ctx context.Context, p Principal) (string, erro
 // one more sandbox of the pool's size (the claim is the moment it starts
 // counting against them).
 func (s *Service) claimPooled(ctx context.Context, p Principal, template, projectID string, ses Session) (sandbox.Sandbox, Session, error) {
-	unlock := s.lockOrgQuota(p.OrgID)
+	unlock, err := s.tenancy.LockQuota(ctx, p.OrgID)
+	if err != nil {
+		return sandbox.Sandbox{}, Session{}, err
+	}
 	defer unlock()
-	if err := s.checkOrgQuota(ctx, p.OrgID, sandbox.DefaultCPU, sandbox.DefaultRAM); err != nil {
+	if err := s.tenancy.CheckQuota(ctx, p.OrgID, sandbox.DefaultCPU, sandbox.DefaultRAM); err != nil {
 		return sandbox.Sandbox{}, Session{}, err
 	}
 	return s.store.ClaimPoolSandbox(ctx, PoolOrgID, template, projectID, ses)
@@ -339,7 +345,7 @@ func (s *Service) provisionSession(ctx context.Context, id string) {
 		// neither lost to the session nor left running unowned.
 		sb, ok, err := s.sessionOrphan(ctx, ses)
 		if err != nil {
-			s.log.Warn("session: look for its sandbox", "session", ses.ID, "err", err)
+			s.log.WarnContext(ctx, "session: look for its sandbox", "session", ses.ID, "err", err)
 			return // Reconcile retries at the next start
 		}
 		if !ok {
@@ -348,10 +354,10 @@ func (s *Service) provisionSession(ctx context.Context, id string) {
 		}
 		ses.SandboxID = sb.ID
 		if ses, err = s.store.UpdateSession(ctx, ses); err != nil {
-			s.log.Info("session: adopt its sandbox", "session", id, "err", err)
+			s.log.InfoContext(ctx, "session: adopt its sandbox", "session", id, "err", err)
 			return
 		}
-		s.log.Info("session adopted the sandbox a crash left unnamed", "session", id, "sandbox", sb.ID)
+		s.log.InfoContext(ctx, "session adopted the sandbox a crash left unnamed", "session", id, "sandbox", sb.ID)
 	}
 	p := Principal{OrgID: ses.OrgID}
 	sb, ok, err := s.WaitFor(ctx, p, ses.SandboxID, sandbox.StateRunning, s.cfg.ProvisionTimeout+s.cfg.TemplateBuildTimeout)
@@ -398,7 +404,7 @@ func (s *Service) readySession(ctx context.Context, ses Session, sb sandbox.Sand
 	now := time.Now().UTC()
 	out, err := s.setSession(ctx, ses, store.SessionReady, "", func(x *Session) { x.ReadyAt = &now })
 	if err != nil {
-		s.log.Info("session did not become ready", "session", ses.ID, "err", err)
+		s.log.InfoContext(ctx, "session did not become ready", "session", ses.ID, "err", err)
 		out, _ = s.store.GetSession(context.WithoutCancel(ctx), "", ses.ID)
 	}
 	return out
@@ -410,13 +416,13 @@ func (s *Service) failSession(ctx context.Context, ses Session, reason string) {
 		now := time.Now().UTC()
 		x.EndedAt = &now
 	}); err != nil {
-		s.log.Info("session failure not recorded", "session", ses.ID, "err", err)
+		s.log.InfoContext(ctx, "session failure not recorded", "session", ses.ID, "err", err)
 		return
 	}
-	s.log.Warn("session failed", "session", ses.ID, "reason", reason)
+	s.log.WarnContext(ctx, "session failed", "session", ses.ID, "reason", reason)
 	if ses.SandboxID != "" {
 		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_failed"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			s.log.Warn("dispose of a failed session's sandbox", "session", ses.ID, "err", err)
+			s.log.WarnContext(ctx, "dispose of a failed session's sandbox", "session", ses.ID, "err", err)
 		}
 	}
 }
@@ -446,9 +452,9 @@ func (s *Service) sessionEvent(ctx context.Context, ses Session) {
 		VaultID: ses.VaultID, Status: string(ses.Status), Reason: ses.Reason,
 	})
 	if err != nil {
-		s.log.Warn("session event", "session", ses.ID, "err", err)
+		s.log.WarnContext(ctx, "session event", "session", ses.ID, "err", err)
 	}
-	s.notify.broadcast(ses.ID)
+	s.notify.Broadcast(ses.ID)
 }
 
 // GetSession returns a session of p's org. An ID of another kind (a
@@ -533,28 +539,17 @@ func (s *Service) WaitSession(ctx context.Context, p Principal, id string, timeo
 		timeout = s.cfg.DefaultWait
 	}
 	timeout = min(timeout, s.cfg.MaxWait)
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	poll := time.NewTicker(s.cfg.PollInterval)
-	defer poll.Stop()
-	for {
-		changed := s.notify.channel(id)
-		ses, err := s.GetSession(ctx, p, id)
+	var ses Session
+	_, err := syncs.Wait(ctx, timeout, s.cfg.PollInterval, func() <-chan struct{} { return s.notify.Channel(id) }, func() (bool, error) {
+		got, err := s.GetSession(ctx, p, id)
 		if err != nil {
-			return Session{}, err
+			ses = Session{}
+			return false, err
 		}
-		if ses.Status != store.SessionProvisioning && ses.Status != store.SessionStopping {
-			return ses, nil
-		}
-		select {
-		case <-changed:
-		case <-poll.C:
-		case <-deadline.C:
-			return ses, nil
-		case <-ctx.Done():
-			return ses, ctx.Err()
-		}
-	}
+		ses = got
+		return ses.Status != store.SessionProvisioning && ses.Status != store.SessionStopping, nil
+	})
+	return ses, err
 }
 
 // SessionStatusRequest names a context for a passive status lookup.
@@ -626,7 +621,7 @@ func (s *Service) StopSession(ctx context.Context, p Principal, id string) (Sess
 		if err != nil {
 			return Session{}, err
 		}
-		s.goBackground(func(ctx context.Context) { s.stopSession(ctx, id) })
+		s.goBackgroundFor(ctx, func(ctx context.Context) { s.stopSession(ctx, id) })
 		return out, nil
 	}
 }
@@ -634,7 +629,7 @@ func (s *Service) StopSession(ctx context.Context, p Principal, id string) (Sess
 // stopSession saves a stopping session's workspace (when it was ever
 // ready), disposes of its sandbox and marks it stopped.
 func (s *Service) stopSession(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	ses, err := s.store.GetSession(ctx, "", id)
 	if err != nil || ses.Status != store.SessionStopping {
@@ -661,32 +656,79 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 			reason = "workspace not saved: the sandbox is " + state
 		}
 		if err == nil && sb.State == sandbox.StateRunning && ses.ReadyAt != nil {
-			var serr error
-			for try := 0; try < 3; try++ {
-				if serr = s.saveWorkspace(ctx, ses, sb); serr == nil {
-					break
+			if serr := s.saveWorkspaceRetrying(ctx, ses, sb); serr != nil {
+				// The sandbox's disk holds the only copy of the workspace:
+				// it is kept, stopped, in the session's org, rather than
+				// disposed of with the work in it.
+				s.log.ErrorContext(ctx, "workspace save", "session", id, "err", serr)
+				reason = fmt.Sprintf("workspace save failed: %v; sandbox %s is kept stopped with the workspace on its disk", serr, sb.ID)
+				if err := s.keepSessionSandbox(ctx, sb.ID); err != nil {
+					s.log.ErrorContext(ctx, "keep the session sandbox for its workspace", "session", id, "sandbox", sb.ID, "err", err)
+				} else if _, err := s.stop(ctx, Principal{OrgID: ses.OrgID, Role: store.RoleAdmin}, sb.ID, "workspace save failed", false); err != nil {
+					s.log.ErrorContext(ctx, "stop the session sandbox kept for its workspace", "session", id, "sandbox", sb.ID, "err", err)
 				}
-				time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
-			}
-			if serr != nil {
-				s.log.Error("workspace save", "session", id, "err", serr)
-				reason = "workspace save failed: " + serr.Error()
+				now := time.Now().UTC()
+				if _, err := s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, reason, func(x *Session) { x.EndedAt = &now }); err != nil {
+					s.log.ErrorContext(ctx, "record session failed", "session", id, "err", err)
+				}
+				return
 			}
 		}
 		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_stopped"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			s.log.Error("dispose of session sandbox", "session", id, "err", err)
+			s.log.ErrorContext(ctx, "dispose of session sandbox", "session", id, "err", err)
 			return // stays stopping; Reconcile retries
 		}
 		if _, ok, err := s.WaitFor(ctx, Principal{OrgID: ses.OrgID}, ses.SandboxID, sandbox.StateDeleted, s.cfg.Sessions.StopTimeout); err == nil && !ok {
-			s.log.Warn("session sandbox still being deleted", "session", id, "sandbox", ses.SandboxID)
+			s.log.WarnContext(ctx, "session sandbox still being deleted", "session", id, "sandbox", ses.SandboxID)
 		}
 	}
 	now := time.Now().UTC()
 	if _, err := s.setSession(context.WithoutCancel(ctx), ses, store.SessionStopped, reason, func(x *Session) { x.EndedAt = &now }); err != nil {
-		s.log.Error("record session stopped", "session", id, "err", err)
+		s.log.ErrorContext(ctx, "record session stopped", "session", id, "err", err)
 		return
 	}
-	s.log.Info("session stopped", "session", id)
+	s.log.InfoContext(ctx, "session stopped", "session", id)
+}
+
+// keepSessionSandbox makes a session's sandbox persistent: session
+// sandboxes are ephemeral (deleted when they stop), and this one's disk
+// holds the only copy of a workspace that could not be saved.
+func (s *Service) keepSessionSandbox(ctx context.Context, id string) error {
+	for {
+		sb, err := s.store.GetSandbox(ctx, "", id)
+		if err != nil {
+			return err
+		}
+		if sb.Retention.Type != sandbox.TypeEphemeral {
+			return nil
+		}
+		sb.Retention.Type = sandbox.TypePersistent
+		if _, err = s.update(ctx, sb); !isConflict(err) {
+			return err
+		}
+	}
+}
+
+// saveWorkspaceRetrying saves the session's workspace, retrying with
+// backoff (an object store may be down for a while: docs/testing.md,
+// "Faults") until three quarters of the stop's time are spent, leaving the
+// rest to dispose of the sandbox.
+func (s *Service) saveWorkspaceRetrying(ctx context.Context, ses Session, sb sandbox.Sandbox) error {
+	deadline := time.Now().Add(s.cfg.Sessions.StopTimeout * 3 / 4)
+	wait := 200 * time.Millisecond
+	for {
+		err := s.saveWorkspace(ctx, ses, sb)
+		if err == nil || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		s.log.WarnContext(ctx, "workspace save failed; retrying", "session", ses.ID, "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 10*time.Second)
+	}
 }
 
 // reconcileSessions resumes sessions a restart left in flight.
@@ -704,7 +746,7 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 		if ses.Warm && ses.SandboxID != "" {
 			// A warm claim interrupted while restoring its workspace.
 			s.goBackground(func(ctx context.Context) {
-				unlock := s.locks.lock(id)
+				unlock := s.locks.Lock(id)
 				defer unlock()
 				cur, err := s.store.GetSession(ctx, "", id)
 				if err != nil || cur.Status != store.SessionProvisioning {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 func TestSessionProvisioningFailureEndsFailedWithReason(t *testing.T) {
@@ -187,17 +188,17 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.cfg.OrgMaxSandboxes = 1
+	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 })
 	_, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
-	var qe *QuotaError
+	var qe *sandbox.QuotaError
 	if !errors.As(err, &qe) {
-		t.Fatalf("claim over the org's sandbox quota = %v; want a QuotaError", err)
+		t.Fatalf("claim over the org's sandbox quota = %v; want a sandbox.QuotaError", err)
 	}
 	if back, _ := st.GetSandbox(ctx, "", pooled.ID); back.OrgID != PoolOrgID {
 		t.Fatalf("refused claim moved the pooled sandbox to %s", back.OrgID)
 	}
 
-	s.cfg.OrgMaxSandboxes = 2
+	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 2 })
 	ses, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
 	if err != nil || !created || !ses.Warm || ses.Status != store.SessionReady || ses.SandboxID != pooled.ID {
 		t.Fatalf("warm claim = %+v %v %v; want the pooled sandbox, ready", ses, created, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -61,7 +62,7 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 	if err != nil {
 		return sandbox.Snapshot{}, err
 	}
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	// Re-read under the lock: a stop or start may have just finished.
 	if sb, err = s.Get(ctx, p, id, false); err != nil {
@@ -70,7 +71,7 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 	if sb.State != sandbox.StateRunning && sb.State != sandbox.StateStopped {
 		return sandbox.Snapshot{}, &StateError{State: sb.State, Want: "running or stopped"}
 	}
-	canMem, why := snapper.MemorySnapshots(sb.Runtime)
+	canMem, why := memorySnapshots(snapper, sb)
 	memory := canMem && sb.State == sandbox.StateRunning
 	switch {
 	case r.Memory == nil:
@@ -112,7 +113,7 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 		return sandbox.Snapshot{}, err
 	}
 	s.event(ctx, sb, "snapshot_created", map[string]any{"snapshot_id": snap.ID, "memory": memory, "took_ms": time.Since(t0).Milliseconds()})
-	s.log.Info("snapshot taken", "sandbox", id, "snapshot", snap.ID, "memory", memory, "took", time.Since(t0))
+	s.log.InfoContext(ctx, "snapshot taken", "sandbox", id, "snapshot", snap.ID, "memory", memory, "took", time.Since(t0))
 	return out, nil
 }
 
@@ -233,7 +234,7 @@ func (s *Service) restore(ctx context.Context, p Principal, id, snapID string) (
 		}
 		snap, err := s.GetSnapshot(ctx, p, snapID)
 		if err != nil || snap.SandboxID != id || snap.Kind != sandbox.KindSnapshot {
-			return sandbox.Sandbox{}, fmt.Errorf("snapshot %q of sandbox %s: %w", snapID, id, &notFoundField{field: "snapshot_id"})
+			return sandbox.Sandbox{}, fmt.Errorf("snapshot %q of sandbox %s: %w", snapID, id, &sandbox.NotFoundFieldError{Name: "snapshot_id"})
 		}
 		if snap.State != sandbox.SnapshotReady || snap.HostID != s.host.ID() {
 			return sandbox.Sandbox{}, fmt.Errorf("snapshot %s is %s: %w", snapID, snap.State, sandbox.ErrConflict)
@@ -251,8 +252,8 @@ func (s *Service) restore(ctx context.Context, p Principal, id, snapID string) (
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox restoring from snapshot", "sandbox", id, "snapshot", snapID)
-		s.goBackground(func(ctx context.Context) { s.doRestoreSnapshot(ctx, id) })
+		s.log.InfoContext(ctx, "sandbox restoring from snapshot", "sandbox", id, "snapshot", snapID)
+		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doRestoreSnapshot(ctx, id) })
 		return sb, nil
 	}
 }
@@ -272,7 +273,7 @@ func (s *Service) doRestoring(ctx context.Context, id string) {
 // sandbox failed with the reason (start it to boot whatever disk it has:
 // the old one or the snapshot's, never a mix).
 func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateRestoring || sb.RestoreSnapshotID == "" {
@@ -280,9 +281,8 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 	}
 	log := s.log.With("sandbox", id, "snapshot", sb.RestoreSnapshotID)
 	fail := func(err error) {
-		log.Error("restore from snapshot failed", "err", err)
-		s.transition(context.WithoutCancel(ctx), id, sandbox.StateRestoring, sandbox.StateFailed, func(sb *sandbox.Sandbox) {
-			sb.Reason = "restore from snapshot " + sb.RestoreSnapshotID + ": " + err.Error()
+		log.ErrorContext(ctx, "restore from snapshot failed", "err", err)
+		s.markFailed(ctx, id, sandbox.StateRestoring, "restore from snapshot "+sb.RestoreSnapshotID+": "+err.Error(), func(sb *sandbox.Sandbox) {
 			sb.RestoreSnapshotID = ""
 		})
 	}
@@ -312,8 +312,11 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 	if snap.Memory && snap.MemoryImage != "" && snap.Source.Runtime == sb.Runtime {
 		spec.Clone = &CloneSpec{MemoryImage: snap.MemoryImage, SourceAgentToken: sb.AgentToken}
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
-	defer cancel()
+	pctx, done, booting := s.bootSlot(ctx, id, sandbox.StateRestoring)
+	if !booting {
+		return // deleted while queued, or shutting down
+	}
+	defer done()
 	inst, err := s.host.Start(pctx, spec)
 	if err == nil {
 		err = s.initAgent(pctx, sb, inst)
@@ -342,8 +345,9 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 		return
 	}
 	s.forgetAgent(id)
+	s.watchOOM(sb)
 	s.event(ctx, sb, "restored_from_snapshot", map[string]any{"snapshot_id": snap.ID, "memory": inst.MemoryRestored})
-	log.Info("sandbox restored from snapshot", "memory", inst.MemoryRestored)
+	log.InfoContext(ctx, "sandbox restored from snapshot", "memory", inst.MemoryRestored)
 }
 
 // resolveSource fills a create from a snapshot (from_snapshot) or a backup
@@ -361,10 +365,10 @@ func (s *Service) resolveSource(ctx context.Context, p Principal, r *CreateReque
 	var err error
 	if r.FromSnapshot != "" {
 		if !sandbox.ValidID(sandbox.PrefixSnapshot, r.FromSnapshot) {
-			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &notFoundField{field: "from_snapshot"})
+			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &sandbox.NotFoundFieldError{Name: "from_snapshot"})
 		}
 		if snap, err = s.GetSnapshot(ctx, p, r.FromSnapshot); err != nil {
-			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &notFoundField{field: "from_snapshot"})
+			return nil, fmt.Errorf("snapshot %q: %w", r.FromSnapshot, &sandbox.NotFoundFieldError{Name: "from_snapshot"})
 		}
 		if snap.HostID != s.host.ID() {
 			return nil, fmt.Errorf("snapshot %s is on host %s: %w", snap.ID, snap.HostID, sandbox.ErrUnavailable)
@@ -458,6 +462,12 @@ type ForkRequest struct {
 	// NoParent makes the copies top-level sandboxes instead of children of
 	// the source (a sandbox-scoped caller's copies are always its children).
 	NoParent bool
+	// Metadata is set on every copy over the source's metadata: who made
+	// a copy is not always who made the source (the MCP server labels its
+	// copies with the caller, docs/mcp.md).
+	Metadata map[string]string
+	// Name names the copy (only with Count 1); empty leaves it unnamed.
+	Name string
 }
 
 // MaxForks bounds one fork call.
@@ -483,6 +493,9 @@ func (s *Service) fork(ctx context.Context, p Principal, id string, r ForkReques
 	if r.Count < 1 || r.Count > MaxForks {
 		return ForkResult{}, &sandbox.FieldError{Field: "count", Reason: fmt.Sprintf("must be between 1 and %d", MaxForks)}
 	}
+	if r.Name != "" && r.Count != 1 {
+		return ForkResult{}, &sandbox.FieldError{Field: "name", Reason: "names one copy: give it only with count 1"}
+	}
 	src, err := s.Get(ctx, p, id, false)
 	if err != nil {
 		return ForkResult{}, err
@@ -490,34 +503,56 @@ func (s *Service) fork(ctx context.Context, p Principal, id string, r ForkReques
 	if src.State != sandbox.StateRunning {
 		return ForkResult{}, &StateError{State: src.State}
 	}
-	snapper, err := s.snapshotter()
-	if err != nil {
+	// The copies' metadata, checked before any snapshot is taken.
+	md := userMetadata(src.Metadata)
+	if md == nil && len(r.Metadata) > 0 {
+		md = map[string]string{}
+	}
+	maps.Copy(md, r.Metadata)
+	if err := validateUserMetadata(md); err != nil {
 		return ForkResult{}, err
 	}
-	res := ForkResult{SourceID: id}
-	canMem, why := snapper.MemorySnapshots(src.Runtime)
-	if !canMem {
-		res.MemoryReason = fmt.Sprintf("runtime class %s cannot checkpoint on this host (%s): the forks boot on copies of the disk", src.Runtime, why)
-	}
-	snap, err := s.snapshot(ctx, p, id, SnapshotRequest{Name: "fork", Memory: &canMem}, sandbox.PrefixSnapshot)
-	if err != nil {
-		return ForkResult{}, err
-	}
-	res.Memory = snap.Memory
 	parent := id
 	if r.NoParent || p.SandboxID != "" {
 		// A sandbox-scoped caller's copies are its own children (Create
 		// makes them so).
 		parent = ""
 	}
+	// A fork the quotas refuse even one copy of takes no snapshot: a
+	// refused request changes nothing. (Each copy's Create checks again
+	// under the quota lock.)
+	if err := s.tenancy.CheckQuota(ctx, p.OrgID, src.CPU, src.RAMMB); err != nil {
+		return ForkResult{}, err
+	}
+	if parent != "" {
+		if err := s.checkTreeQuota(ctx, p.OrgID, parent, src.CPU, src.RAMMB); err != nil {
+			return ForkResult{}, err
+		}
+	}
+	snapper, err := s.snapshotter()
+	if err != nil {
+		return ForkResult{}, err
+	}
+	res := ForkResult{SourceID: id}
+	canMem, why := memorySnapshots(snapper, src)
+	if !canMem {
+		res.MemoryReason = fmt.Sprintf("runtime class %s cannot checkpoint this sandbox on this host (%s): the forks boot on copies of the disk", src.Runtime, why)
+	}
+	snap, err := s.snapshot(ctx, p, id, SnapshotRequest{Name: "fork", Memory: &canMem}, sandbox.PrefixSnapshot)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	res.Memory = snap.Memory
 	var made []string
 	for range r.Count {
 		sb, err := s.Create(ctx, p, CreateRequest{
-			FromSnapshot: snap.ID, ParentID: parent, Metadata: userMetadata(src.Metadata), Type: src.Retention.Type,
+			FromSnapshot: snap.ID, ParentID: parent, Metadata: maps.Clone(md), Type: src.Retention.Type,
 			AutoStopMinutes: &src.Retention.AutoStopMinutes, AutoArchiveDays: &src.Retention.AutoArchiveDays,
 			AutoDeleteDays: &src.Retention.AutoDeleteDays, NoAutoResume: src.NoAutoResume,
-			// A copy of the machine answers the same SSH keys as the original.
-			SSHKeys: src.SSHKeys,
+			// A copy of the machine answers the same SSH keys as the
+			// original, gets as many GPUs and keeps its egress policy (a
+			// fork must not be a way out of a blocked network).
+			SSHKeys: src.SSHKeys, GPUs: src.GPUs, GPUModel: src.GPUModel, Network: src.Network, Name: r.Name,
 		})
 		if err != nil {
 			if len(made) == 0 {
@@ -531,7 +566,7 @@ func (s *Service) fork(ctx context.Context, p Principal, id string, r ForkReques
 		res.Sandboxes = append(res.Sandboxes, sb)
 	}
 	s.goBackground(func(ctx context.Context) { s.dropWhenProvisioned(ctx, snap, made) })
-	s.log.Info("sandbox forked", "sandbox", id, "count", len(made), "memory", snap.Memory)
+	s.log.InfoContext(ctx, "sandbox forked", "sandbox", id, "count", len(made), "memory", snap.Memory)
 	return res, nil
 }
 
@@ -550,7 +585,7 @@ func (s *Service) dropWhenProvisioned(ctx context.Context, snap sandbox.Snapshot
 		}
 	}
 	if err := s.DeleteSnapshot(ctx, Principal{OrgID: snap.OrgID}, snap.ID); err != nil {
-		s.log.Warn("drop fork snapshot", "snapshot", snap.ID, "err", err)
+		s.log.WarnContext(ctx, "drop fork snapshot", "snapshot", snap.ID, "err", err)
 	}
 }
 
@@ -560,7 +595,7 @@ func (s *Service) dropWhenProvisioned(ctx context.Context, snap sandbox.Snapshot
 func (s *Service) reconcileSnapshots(ctx context.Context) {
 	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{State: sandbox.SnapshotCreating})
 	if err != nil {
-		s.log.Warn("reconcile snapshots", "err", err)
+		s.log.WarnContext(ctx, "reconcile snapshots", "err", err)
 		return
 	}
 	snapper, _ := s.snapshotter()
@@ -569,7 +604,7 @@ func (s *Service) reconcileSnapshots(ctx context.Context) {
 			continue
 		}
 		if snap.Kind == sandbox.KindBackup {
-			s.goBackground(func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
+			s.goBackgroundFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
 			continue
 		}
 		if snapper != nil {
@@ -581,20 +616,25 @@ func (s *Service) reconcileSnapshots(ctx context.Context) {
 
 // hasCompleteBackup reports whether the sandbox has a complete backup:
 // like a complete archive, it extends a platform deletion's retention
-// (seed 004: 90 days). Only ready backups count.
+// (90 days, docs/lifecycle.md). Only ready backups count.
 func (s *Service) hasCompleteBackup(sb sandbox.Sandbox) bool {
 	l, err := s.store.ListSnapshots(s.ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,
 		Kind: sandbox.KindBackup, State: sandbox.SnapshotReady})
 	return err == nil && len(l) > 0
 }
 
-// snapshotObjects lists the objects a sandbox's backups own (manifest and
-// descriptor, in their recorded buckets) for the deletion ledger of its
-// final disposal. Chunks are shared and never listed.
+// snapshotObjects lists the objects a sandbox's snapshots own, in their
+// recorded buckets, for the deletion ledger of its final disposal: a backup
+// (the snapshot whose disk is in the object store) owns its snapshot
+// manifest (the disk image's archive manifest, kind snapshot_manifest) and
+// its sidecar (the descriptor other hosts read to find and clone it, kind
+// snapshot_sidecar; immutable, one per backup). A snapshot that is not a
+// backup lives on its host only and owns no object. Chunks are shared and
+// never listed.
 func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []store.ObjectRef {
 	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID, Kind: sandbox.KindBackup})
 	if err != nil {
-		s.log.Warn("disposal: list backups", "sandbox", sb.ID, "err", err)
+		s.log.WarnContext(ctx, "disposal: list backups", "sandbox", sb.ID, "err", err)
 		return nil
 	}
 	var refs []store.ObjectRef
@@ -603,8 +643,8 @@ func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []sto
 			continue
 		}
 		refs = append(refs,
-			store.ObjectRef{Bucket: b.Bucket, Key: b.ManifestKey, Kind: "backup_manifest"},
-			store.ObjectRef{Bucket: b.Bucket, Key: BackupDescriptorKey(b.ID), Kind: "backup_descriptor"})
+			store.ObjectRef{Bucket: b.Bucket, Key: b.ManifestKey, Kind: "snapshot_manifest"},
+			store.ObjectRef{Bucket: b.Bucket, Key: BackupDescriptorKey(b.ID), Kind: "snapshot_sidecar"})
 	}
 	return refs
 }
@@ -615,19 +655,19 @@ func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []sto
 func (s *Service) dropSnapshots(ctx context.Context, sb sandbox.Sandbox) {
 	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID})
 	if err != nil {
-		s.log.Warn("disposal: list snapshots", "sandbox", sb.ID, "err", err)
+		s.log.WarnContext(ctx, "disposal: list snapshots", "sandbox", sb.ID, "err", err)
 		return
 	}
 	snapper, _ := s.snapshotter()
 	for _, snap := range l {
 		if snap.Kind == sandbox.KindSnapshot && snap.HostID == s.host.ID() && snapper != nil {
 			if err := snapper.RemoveSnapshot(ctx, snap.ID); err != nil {
-				s.log.Warn("disposal: remove snapshot", "snapshot", snap.ID, "err", err)
+				s.log.WarnContext(ctx, "disposal: remove snapshot", "snapshot", snap.ID, "err", err)
 				continue
 			}
 		}
 		if err := s.store.DeleteSnapshot(ctx, snap.ID); err != nil {
-			s.log.Warn("disposal: snapshot record", "snapshot", snap.ID, "err", err)
+			s.log.WarnContext(ctx, "disposal: snapshot record", "snapshot", snap.ID, "err", err)
 		}
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -291,7 +294,7 @@ func TestDisposalOfSnapshots(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"backup_manifest " + userBackup.ManifestKey, "backup_descriptor " + BackupDescriptorKey(userBackup.ID)}
+	want := []string{"snapshot_manifest " + userBackup.ManifestKey, "snapshot_sidecar " + BackupDescriptorKey(userBackup.ID)}
 	if strings.Join(kinds, ",") != strings.Join(want, ",") {
 		t.Errorf("ledger objects of the purged sandbox: %v, want %v", kinds, want)
 	}
@@ -362,5 +365,89 @@ func TestForkKeepsSSHKeys(t *testing.T) {
 		if err != nil || len(got.SSHKeys) != 1 || got.SSHKeys[0] != key {
 			t.Errorf("fork %s ssh keys = %q, %v; want the source's %q", f.ID, got.SSHKeys, err, key)
 		}
+	}
+}
+
+// TestForkMetadata: copies get the source's metadata with the request's
+// keys set over it; metadata over create's limits, or a platform key, is
+// refused before any snapshot is taken.
+func TestForkMetadata(t *testing.T) {
+	s := newSnapService(t, &snapHost{fakeHost: &fakeHost{}}, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	src, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Metadata: map[string]string{"team": "a", "made_by": "alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.WaitFor(ctx, org, src.ID, sandbox.StateRunning, 5*time.Second); !ok {
+		t.Fatal("source never ran")
+	}
+	res, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 2, Metadata: map[string]string{"made_by": "bob", "try": "1"}})
+	if err != nil || len(res.Sandboxes) != 2 {
+		t.Fatalf("fork = %+v, %v", res, err)
+	}
+	want := map[string]string{"team": "a", "made_by": "bob", "try": "1"}
+	for _, f := range res.Sandboxes {
+		got, err := s.Get(ctx, org, f.ID, false)
+		if err != nil || !maps.Equal(got.Metadata, want) {
+			t.Errorf("copy %s metadata %v, %v; want %v", f.ID, got.Metadata, err, want)
+		}
+	}
+	if got, _ := s.Get(ctx, org, src.ID, false); got.Metadata["made_by"] != "alice" {
+		t.Errorf("the source's metadata changed: %v", got.Metadata)
+	}
+
+	before, _ := s.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: src.ID})
+	tooMany := map[string]string{}
+	for i := range 16 {
+		tooMany[fmt.Sprintf("k%d", i)] = "v"
+	}
+	for name, md := range map[string]map[string]string{
+		"17 keys with the source's": tooMany,
+		"a platform key":            {store.MetaPoolReady: "1"},
+		"last_start":                {LastStartKey: "x"},
+	} {
+		var fe *sandbox.FieldError
+		if _, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 1, Metadata: md}); !errors.As(err, &fe) || fe.Field != "metadata" {
+			t.Errorf("%s: fork = %v, want a metadata field error", name, err)
+		}
+	}
+	after, _ := s.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: src.ID})
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b sandbox.Snapshot) bool { return b.ID == a.ID }) {
+			t.Errorf("a refused fork left snapshot %s", a.ID)
+		}
+	}
+}
+
+// TestForkKeepsNetworkAndName: a fork's copy keeps the source's egress
+// policy (a fork is no way out of a blocked network) and takes the name
+// asked for, which names one copy only.
+func TestForkKeepsNetworkAndName(t *testing.T) {
+	h := &snapHost{fakeHost: &fakeHost{}}
+	s := newSnapService(t, h, filepath.Join(t.TempDir(), "db"))
+	ctx := context.Background()
+	src := runningSandbox(t, s, "runc")
+	policy := &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny, AllowOut: []string{"192.0.2.0/24"}}
+	if _, err := s.SetNetwork(ctx, org, src.ID, policy); err != nil {
+		t.Fatal(err)
+	}
+	var fe *sandbox.FieldError
+	if _, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 2, Name: "twins"}); !errors.As(err, &fe) || fe.Field != "name" {
+		t.Errorf("a name for two copies: %v", err)
+	}
+	res, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 1, Name: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, org, res.Sandboxes[0].ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "copy" || got.Network == nil || got.Network.Egress != sandbox.EgressDeny ||
+		len(got.Network.AllowOut) != 1 || got.Network.AllowOut[0] != "192.0.2.0/24" {
+		t.Errorf("fork: name %q network %+v", got.Name, got.Network)
+	}
+	if _, err := s.Fork(ctx, org, src.ID, ForkRequest{Count: 1, Name: "copy"}); !errors.Is(err, sandbox.ErrConflict) && !errors.Is(err, sandbox.ErrAlreadyExists) {
+		t.Errorf("a second copy named copy: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // lockedBuffer is a log sink safe for the service's goroutines.
@@ -52,7 +53,8 @@ func TestTemplateBuildProgressInLogAndAPI(t *testing.T) {
 	var logs lockedBuffer
 	cfg := DefaultConfig()
 	cfg.PollInterval = 20 * time.Millisecond
-	s := New(cfg, st, h, slog.New(slog.NewTextHandler(&logs, nil)))
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	s := New(cfg, st, h, tenancy.New(tenancy.DefaultConfig(), st, logger), logger)
 	t.Cleanup(func() { s.Close(); st.Close() })
 	s.noAgentInit = true
 	ctx := context.Background()

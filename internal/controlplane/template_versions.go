@@ -18,34 +18,47 @@ type TemplateVersion struct {
 }
 
 // resolveTemplate fills a create's template: a pinned version names its
-// slug (and must be ready), and a create naming neither gets the server's
-// default template.
-func (s *Service) resolveTemplate(ctx context.Context, r *CreateRequest) error {
+// slug (and must be ready, and the platform's or the caller org's), a
+// custom template of the org pins its newest ready version, and a create
+// naming neither gets the server's default template. It returns the
+// pinned custom version, whose settings give the create's defaults.
+func (s *Service) resolveTemplate(ctx context.Context, p Principal, r *CreateRequest) (*store.TemplateVersion, error) {
 	if r.TemplateVersionID == "" {
 		if r.Template == "" {
 			r.Template = s.cfg.Templates.Default
 		}
-		return nil
+		if s.tpl.known(r.Template) {
+			return nil, nil
+		}
+		v, ok, err := s.latestCustom(ctx, p.OrgID, r.Template)
+		if err != nil || !ok {
+			return nil, err // not found is the caller's to say
+		}
+		r.TemplateVersionID = v.ID
+		return &v, nil
 	}
-	notFound := fmt.Errorf("template version %q: %w", r.TemplateVersionID, &notFoundField{field: "template_version_id"})
+	notFound := fmt.Errorf("template version %q: %w", r.TemplateVersionID, &sandbox.NotFoundFieldError{Name: "template_version_id"})
 	if !sandbox.ValidID(sandbox.PrefixTemplateVersion, r.TemplateVersionID) {
-		return notFound
+		return nil, notFound
 	}
 	v, err := s.store.GetTemplateVersion(ctx, r.TemplateVersionID)
-	if store.IsNotFound(err) {
-		return notFound
+	if store.IsNotFound(err) || (err == nil && v.OrgID != "" && v.OrgID != p.OrgID) {
+		return nil, notFound
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.Template != "" && r.Template != v.Slug {
-		return &sandbox.FieldError{Field: "template_version_id", Reason: fmt.Sprintf("is a version of %q, not of template %q", v.Slug, r.Template)}
+		return nil, &sandbox.FieldError{Field: "template_version_id", Reason: fmt.Sprintf("is a version of %q, not of template %q", v.Slug, r.Template)}
 	}
 	if v.Status != store.TemplateReady {
-		return &sandbox.FieldError{Field: "template_version_id", Reason: fmt.Sprintf("is %s; pin a ready version", v.Status)}
+		return nil, &sandbox.FieldError{Field: "template_version_id", Reason: fmt.Sprintf("is %s; pin a ready version", v.Status)}
 	}
 	r.Template = v.Slug
-	return nil
+	if v.OrgID == "" {
+		return nil, nil
+	}
+	return &v, nil
 }
 
 // TemplateVersions lists every build of slug, newest first.
@@ -83,7 +96,7 @@ func (t *templates) number(ctx context.Context, versionID string) int {
 	if err != nil {
 		return 0
 	}
-	vs, err := t.s.TemplateVersions(ctx, v.Slug)
+	vs, err := t.s.TemplateVersionsFor(ctx, Principal{OrgID: v.OrgID}, v.Slug)
 	if err != nil {
 		return 0
 	}

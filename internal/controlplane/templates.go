@@ -28,6 +28,14 @@ type templates struct {
 	mu       sync.Mutex
 	building map[string]chan struct{} // slug → closed when the build ends
 	numbers  map[string]int           // version ID → number (template_versions.go)
+	// deleting serialises custom template deletes (custom_templates.go).
+	deleting sync.Mutex
+}
+
+// lockDelete serialises deletes of custom template versions.
+func (t *templates) lockDelete() func() {
+	t.deleting.Lock()
+	return t.deleting.Unlock
 }
 
 func newTemplates(s *Service) *templates {
@@ -64,12 +72,17 @@ func (t *templates) ready(ctx context.Context, slug string) (store.TemplateVersi
 	}
 }
 
-// Build starts a new build of slug (unless one runs) and returns at once.
+// BuildTemplate starts a new build of slug (unless one runs) and returns
+// once the build has recorded its version.
 func (s *Service) BuildTemplate(ctx context.Context, slug string) (Template, error) {
 	if !s.tpl.known(slug) {
 		return Template{}, fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)
 	}
-	s.tpl.startBuild(slug, true)
+	// Answer once the build has recorded its version, so the answer says
+	// building rather than what the slug was before.
+	if _, err := s.NewTemplateVersion(ctx, slug); err != nil {
+		return Template{}, err
+	}
 	return s.GetTemplate(ctx, slug)
 }
 
@@ -109,10 +122,10 @@ func (t *templates) build(ctx context.Context, slug string) {
 	}
 	log := t.s.log.With("template", slug, "version", v.ID)
 	if err := t.s.store.PutTemplateVersion(ctx, v); err != nil {
-		log.Error("template build: record", "err", err)
+		log.ErrorContext(ctx, "template build: record", "err", err)
 		return
 	}
-	log.Info("template build started")
+	log.InfoContext(ctx, "template build started")
 	ctx, cancel := context.WithTimeout(ctx, t.s.cfg.TemplateBuildTimeout)
 	defer cancel()
 
@@ -121,14 +134,14 @@ func (t *templates) build(ctx context.Context, slug string) {
 	progress := func(line string) {
 		pmu.Lock()
 		defer pmu.Unlock()
-		log.Info("template build", "progress", line)
+		log.InfoContext(ctx, "template build", "progress", line)
 		if time.Since(lastSave) < 300*time.Millisecond {
 			return
 		}
 		lastSave = time.Now()
 		v.Progress, v.UpdatedAt = line, time.Now().UTC()
 		if err := t.s.store.PutTemplateVersion(ctx, v); err != nil {
-			log.Warn("template build: save progress", "err", err)
+			log.WarnContext(ctx, "template build: save progress", "err", err)
 		}
 	}
 	rootfs, size, err := t.s.host.BuildTemplate(ctx, slug, v.ID, progress)
@@ -137,14 +150,14 @@ func (t *templates) build(ctx context.Context, slug string) {
 	v.UpdatedAt = time.Now().UTC()
 	if err != nil {
 		v.Status, v.Error, v.Progress = store.TemplateFailed, err.Error(), "failed"
-		log.Error("template build failed", "err", err)
+		log.ErrorContext(ctx, "template build failed", "err", err)
 	} else {
 		v.Status, v.RootFS, v.SizeBytes, v.Progress = store.TemplateReady, rootfs, size, "ready"
-		log.Info("template build done", "size_bytes", size)
+		log.InfoContext(ctx, "template build done", "size_bytes", size)
 	}
 	// Save even when ctx was cancelled, so no version stays "building".
 	if err := t.s.store.PutTemplateVersion(context.WithoutCancel(ctx), v); err != nil {
-		log.Error("template build: save result", "err", err)
+		log.ErrorContext(ctx, "template build: save result", "err", err)
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// TTLConfig tunes seed 003's sandbox lifetimes and statuses.
+// TTLConfig tunes sandbox lifetimes (TTLs) and statuses (docs/lifecycle.md).
 type TTLConfig struct {
 	// Default is the TTL of a create that names no ttl_ms but gets one
-	// (see TemplateConfig.SessionTemplates): seed 003's 3,600,000 ms.
+	// (see TemplateConfig.SessionTemplates): one hour.
 	Default time.Duration
 	// MaxCreate is the plan limit of ttl_ms at create (1 hour); more is
 	// sandbox_ttl_exceeded.
@@ -24,14 +24,14 @@ type TTLConfig struct {
 	// after the sandbox's creation (24 hours).
 	MaxSession time.Duration
 	// ExpiringWindow is the time before expires_at during which a live
-	// sandbox's status is expiring (seed 003's "last minute").
+	// sandbox's status is expiring (the last minute).
 	ExpiringWindow time.Duration
 	// IdleAfter is how long a running sandbox without exec, file or
 	// preview traffic waits before its status is idle.
 	IdleAfter time.Duration
 }
 
-// DefaultTTLConfig returns seed 003's values.
+// DefaultTTLConfig returns the defaults docs/lifecycle.md states.
 func DefaultTTLConfig() TTLConfig {
 	return TTLConfig{
 		Default:        time.Hour,
@@ -45,17 +45,18 @@ func DefaultTTLConfig() TTLConfig {
 // TemplateConfig tunes template choice at create.
 type TemplateConfig struct {
 	// Default is the template of a create that names neither a template
-	// nor a template version (seed 003: python-node).
+	// nor a template version (python-node).
 	Default string
-	// SessionTemplates are the templates whose sandboxes are seed 003
-	// sessions: a create from one that names no ttl_ms and no retention
-	// field gets TTLConfig.Default and no auto-stop. Every other template
-	// (pt-base, busybox) keeps seed 004's persistent default: no TTL.
+	// SessionTemplates are the templates whose sandboxes are short-lived
+	// work (an agent's run): a create from one that names no ttl_ms and no
+	// retention field gets TTLConfig.Default and no auto-stop. Every other
+	// template (pt-base, busybox) keeps its type's retention timers and no
+	// TTL ("Which default applies" in docs/lifecycle.md).
 	SessionTemplates []string
 }
 
 // DefaultTemplateConfig returns python-node as the default template, with
-// seed 003's two templates as session templates.
+// python-node and node as session templates.
 func DefaultTemplateConfig() TemplateConfig {
 	return TemplateConfig{Default: "python-node", SessionTemplates: []string{"python-node", "node"}}
 }
@@ -100,7 +101,7 @@ func (e *DestroyedError) Unwrap() error { return sandbox.ErrConflict }
 // ttlFor resolves a create's lifetime: an explicit ttl_ms (validated
 // against the plan limit), the session default for session templates, or
 // the internal TTL a compatibility surface set (E2B's timeout, which has
-// its own limits). session reports whether seed 003's defaults apply.
+// its own limits). session reports whether the session templates' defaults apply.
 func (s *Service) ttlFor(r *CreateRequest) (ttl time.Duration, session bool, err error) {
 	if r.TTLMs != nil {
 		ms := *r.TTLMs
@@ -155,7 +156,7 @@ func (s *Service) SetTTL(ctx context.Context, p Principal, id string, ttlMs int6
 		if err != nil {
 			return sandbox.Sandbox{}, err
 		}
-		s.log.Info("sandbox ttl reset", "sandbox", id, "ttl_ms", ttlMs, "expires_at", exp)
+		s.log.InfoContext(ctx, "sandbox ttl reset", "sandbox", id, "ttl_ms", ttlMs, "expires_at", exp)
 		s.derive(ctx, &out)
 		return out, nil
 	}
@@ -219,7 +220,7 @@ func (f *inflight) count(id string) int {
 	return f.n[id]
 }
 
-// derive fills the read-only fields of a record: seed 003's status (from
+// derive fills the read-only fields of a record: its status (from
 // activity in memory) and its template version number.
 func (s *Service) derive(ctx context.Context, sb *sandbox.Sandbox) {
 	in := sandbox.StatusInput{Now: s.now(), Busy: s.busy.count(sb.ID),

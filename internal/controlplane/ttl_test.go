@@ -50,7 +50,7 @@ func TestCreateTTL(t *testing.T) {
 		{name: "over the create limit", req: CreateRequest{Template: "busybox", TTLMs: i64(3_600_001)}, wantExceeded: true},
 		{name: "zero", req: CreateRequest{Template: "busybox", TTLMs: i64(0)}, wantErr: sandbox.ErrInvalidArgument},
 		{name: "negative", req: CreateRequest{Template: "busybox", TTLMs: i64(-5)}, wantErr: sandbox.ErrInvalidArgument},
-		{name: "persistent template keeps seed 004 retention", req: CreateRequest{Template: "pt-base"}, wantTTL: 0, wantAutoStop: 60, wantTemplate: "pt-base"},
+		{name: "persistent template keeps its type's retention", req: CreateRequest{Template: "pt-base"}, wantTTL: 0, wantAutoStop: 60, wantTemplate: "pt-base"},
 		{name: "retention field opts out of the session default", req: CreateRequest{Template: "busybox", Type: "persistent"}, wantTTL: 0, wantAutoStop: 60, wantTemplate: "busybox"},
 		{name: "auto_stop_minutes kept with a ttl", req: CreateRequest{Template: "busybox", TTLMs: i64(60_000), AutoStopMinutes: intp(5)}, wantTTL: time.Minute, wantAutoStop: 5, wantTemplate: "busybox"},
 		{name: "ttl on a persistent template", req: CreateRequest{Template: "pt-base", TTLMs: i64(60_000)}, wantTTL: time.Minute, wantAutoStop: 0, wantTemplate: "pt-base"},

@@ -114,9 +114,10 @@ type EnvResult struct {
 var ErrEnvTooLarge = errors.New("env too large")
 
 // PatchEnv merges changes into the sandbox's environment: a nil value
-// removes the key, unmentioned keys stay. Concurrent patches merge against
-// the latest committed environment (compare-and-swap, retried), and the
-// merged result is checked as a whole: a rejected patch changes nothing.
+// removes the key, unmentioned keys stay. The merge runs under the
+// sandbox's row lock (store.ModifySandbox), so concurrent patches apply one
+// after another against the latest committed environment, and the merged
+// result is checked as a whole: a rejected patch changes nothing.
 func (s *Service) PatchEnv(ctx context.Context, p Principal, id string, changes map[string]*string) (EnvResult, error) {
 	set := map[string]string{}
 	for k, v := range changes {
@@ -129,16 +130,21 @@ func (s *Service) PatchEnv(ctx context.Context, p Principal, id string, changes 
 	if err := validateEnvVars(set); err != nil {
 		return EnvResult{}, err
 	}
-	for {
-		sb, err := s.Get(ctx, p, id, false)
-		if err != nil {
-			return EnvResult{}, err
+	// Get checks the principal may see the sandbox; the merge itself reads
+	// the record again under the lock.
+	sb, err := s.Get(ctx, p, id, false)
+	if err != nil {
+		return EnvResult{}, err
+	}
+	out, err := s.store.ModifySandbox(ctx, sb.OrgID, id, func(cur *sandbox.Sandbox) error {
+		switch cur.State {
+		case sandbox.StateDeleted:
+			return fmt.Errorf("sandbox %q was deleted: %w", id, sandbox.ErrNotFound)
+		case sandbox.StateDeleting:
+			return fmt.Errorf("sandbox %q is being deleted: %w", id, sandbox.ErrNotFound)
 		}
-		if sb.State == sandbox.StateDeleting {
-			return EnvResult{}, fmt.Errorf("sandbox %q is being deleted: %w", id, sandbox.ErrNotFound)
-		}
-		merged := make(map[string]string, len(sb.Env)+len(set))
-		for k, v := range sb.Env {
+		merged := make(map[string]string, len(cur.Env)+len(set))
+		for k, v := range cur.Env {
 			merged[k] = v
 		}
 		for k, v := range changes {
@@ -149,32 +155,30 @@ func (s *Service) PatchEnv(ctx context.Context, p Principal, id string, changes 
 			}
 		}
 		if n := envBytes(merged); n > MaxEnvTotalBytes {
-			return EnvResult{}, fmt.Errorf("the merged environment would be %d bytes; the limit is %d: %w", n, MaxEnvTotalBytes, ErrEnvTooLarge)
+			return fmt.Errorf("the merged environment would be %d bytes; the limit is %d: %w", n, MaxEnvTotalBytes, ErrEnvTooLarge)
 		}
-		sb.Env = merged
-		out, err := s.update(ctx, sb)
-		if errors.Is(err, store.ErrConflict) {
-			continue // another patch committed first: merge against it
-		}
-		if err != nil {
+		cur.Env = merged
+		return nil
+	})
+	if err != nil {
+		return EnvResult{}, err
+	}
+	s.notify.Broadcast(id)
+	res := EnvResult{Sandbox: out, Applies: "next_start"}
+	if out.State == sandbox.StateRunning {
+		res.Applies = "next_exec"
+		if err := s.pushEnv(ctx, id); err != nil {
 			return EnvResult{}, err
 		}
-		res := EnvResult{Sandbox: out, Applies: "next_start"}
-		if out.State == sandbox.StateRunning {
-			res.Applies = "next_exec"
-			if err := s.pushEnv(ctx, id); err != nil {
-				return EnvResult{}, err
-			}
-		}
-		return res, nil
 	}
+	return res, nil
 }
 
 // pushEnv hands the latest committed environment to the running agent.
 // It re-reads under the sandbox's lock, so concurrent patches can never
 // leave the agent with an older environment than the store.
 func (s *Service) pushEnv(ctx context.Context, id string) error {
-	unlock := s.locks.lock(id)
+	unlock := s.locks.Lock(id)
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateRunning {

@@ -11,7 +11,7 @@ import (
 
 // Metrics returns live figures of a running sandbox.
 func (s *Service) Metrics(ctx context.Context, p Principal, id string) (Metrics, error) {
-	if _, _, err := s.running(ctx, p, id); err != nil {
+	if _, _, err := s.RunningAgent(ctx, p, id); err != nil {
 		return Metrics{}, err
 	}
 	return s.host.Metrics(ctx, id)

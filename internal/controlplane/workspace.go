@@ -128,7 +128,7 @@ func (s *Service) saveWorkspace(ctx context.Context, ses Session, sb sandbox.San
 	if err := s.cfg.Objects.Put(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses), rc, objstore.SizeUnknown); err != nil {
 		return fmt.Errorf("workspace store: %w", err)
 	}
-	s.log.Info("workspace saved", "session", ses.ID, "workspace", WorkspaceName(ses))
+	s.log.InfoContext(ctx, "workspace saved", "session", ses.ID, "workspace", WorkspaceName(ses))
 	return nil
 }
 

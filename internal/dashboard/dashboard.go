@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,9 +21,14 @@ import (
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-// clientRoutes are the path prefixes the dashboard routes in the browser;
-// a reload there gets index.html. None is an API path.
-var clientRoutes = []string{"/sandbox/"}
+// clientPages and clientRoutes are the paths and path prefixes the
+// dashboard routes in the browser (web/src/router.ts); a reload there gets
+// index.html. None is an API path: the names are singular where E2B's API
+// has the plural (/templates, /sandboxes).
+var (
+	clientPages  = []string{"/new", "/usage", "/template"}
+	clientRoutes = []string{"/sandbox/", "/template/"}
+)
 
 // Mount answers the dashboard's paths from files (a built dist/, see
 // package web) and passes every other request to next.
@@ -59,6 +65,9 @@ func Mount(next http.Handler, files fs.FS) http.Handler {
 }
 
 func isClientRoute(p string) bool {
+	if slices.Contains(clientPages, p) {
+		return true
+	}
 	for _, pre := range clientRoutes {
 		if strings.HasPrefix(p, pre) && len(p) > len(pre) {
 			return true

@@ -32,12 +32,20 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
 		{"GET", "/index.html", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
 		{"GET", "/sandbox/sbx_01K", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
+		{"GET", "/sandbox/sbx_01K/terminal", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
+		{"GET", "/new", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
+		{"GET", "/usage", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
+		{"GET", "/template", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
+		{"GET", "/template/busybox", 200, false, "no-cache", "<!doctype html><title>Platinum</title>"},
 		{"HEAD", "/", 200, false, "no-cache", ""},
 		{"GET", "/assets/index-abc.js", 200, false, "public, max-age=31536000, immutable", "console.log(1)"},
 		{"GET", "/assets/missing.js", 404, false, "", ""},
 		{"GET", "/assets/../index.html", 418, true, "", ""},
 		{"POST", "/", 418, true, "", ""},
 		{"GET", "/sandbox/", 418, true, "", ""},
+		{"GET", "/template/", 418, true, "", ""},
+		{"GET", "/new/x", 418, true, "", ""},
+		{"POST", "/new", 418, true, "", ""},
 		// Every other surface of the listener is left alone.
 		{"GET", "/v1/sandboxes", 418, true, "", ""},
 		{"GET", "/healthz", 418, true, "", ""},
@@ -47,6 +55,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/sandboxes/abc", 418, true, "", ""},
 		{"GET", "/v2/sandboxes", 418, true, "", ""},
 		{"GET", "/templates", 418, true, "", ""},
+		{"GET", "/templates/busybox", 418, true, "", ""},
 		{"GET", "/health", 418, true, "", ""},
 	}
 	for _, tt := range tests {

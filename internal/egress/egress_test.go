@@ -16,8 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/platinum-dev/platinum/internal/metrics/metricstest"
 )
 
 func TestMatchAny(t *testing.T) {
@@ -431,5 +433,60 @@ func TestOtherProtocols(t *testing.T) {
 	r.p.Set(netip.MustParseAddr("127.0.0.1"), &Rules{Deny: true, AllowDomains: []string{"api.test"}})
 	if _, err := talk(); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("denied address: %v, want a reset", err)
+	}
+}
+
+// TestEgressMetrics: every connection the proxy takes is counted, and
+// every one it refuses is counted once under its reason: a source with no
+// rules, a name or Host the policy does not allow, and a protocol it
+// cannot judge toward an address it does not allow.
+func TestEgressMetrics(t *testing.T) {
+	r := newRig(t)
+	c := r.client()
+	conns := func() float64 { return metricstest.Value(t, "platinum_egress_connections_total") }
+	blocked := func(reason string) float64 {
+		return metricstest.Value(t, `platinum_egress_blocked_total{reason="`+reason+`"}`)
+	}
+	// The proxy counts a connection when it accepts it, a moment after the
+	// client's call has returned (a reset reaches the client first).
+	settle := func(f func() float64, want float64) float64 {
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if got := f(); got >= want || time.Now().After(end) {
+				return got
+			}
+		}
+	}
+	c0, unknown0, policy0, proto0 := conns(), blocked("unknown_source"), blocked("policy"), blocked("protocol")
+
+	r.to(r.httpUp)
+	get(t, c, "GET", "http://api.test/", "", "") // no rules for the source yet
+	if got := settle(func() float64 { return blocked("unknown_source") }, unknown0+1); got != unknown0+1 {
+		t.Errorf("unknown_source = %v, want %v", got, unknown0+1)
+	}
+
+	r.p.Set(netip.MustParseAddr("127.0.0.1"), &Rules{Deny: true, AllowDomains: []string{"*.allowed.test"}})
+	_, port, _ := net.SplitHostPort(r.httpUp.Addr().String())
+	if _, _, err := get(t, c, "GET", "http://x.allowed.test:"+port+"/", "", ""); err != nil {
+		t.Fatalf("allowed Host: %v", err)
+	}
+	get(t, c, "GET", "http://other.test:"+port+"/", "", "") // refused Host
+	r.to(r.tlsUp)
+	get(t, c, "GET", "https://other.test/", "", "") // refused SNI
+	if got := settle(func() float64 { return blocked("policy") }, policy0+2); got != policy0+2 {
+		t.Errorf("policy = %v, want %v (a refused Host and a refused SNI)", got, policy0+2)
+	}
+
+	raw, err := net.Dial("tcp4", r.p.Addr().String()) // neither TLS nor HTTP, to a denied address
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(raw, "SSH-2.0-test\r\n")
+	io.ReadAll(raw)
+	raw.Close()
+	if got := settle(func() float64 { return blocked("protocol") }, proto0+1); got != proto0+1 {
+		t.Errorf("protocol = %v, want %v", got, proto0+1)
+	}
+	if got := settle(conns, c0+5); got != c0+5 {
+		t.Errorf("connections = %v, want %v (five taken, four refused)", got, c0+5)
 	}
 }

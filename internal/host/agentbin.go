@@ -10,10 +10,11 @@ import (
 // a sandbox, or nil when it can. pt-agent runs as PID 1 of sandboxes whose
 // root filesystem may have no C library or dynamic loader (busybox has
 // none), so it must be a static ELF executable: no program interpreter
-// (PT_INTERP) and no shared libraries (DT_NEEDED). A plain `go build` of
-// it is dynamic — its net and os/user imports link the cgo resolvers
-// whenever cgo is on — and every create would fail later with "failed to
-// load /.pt/pt-agent"; ptd refuses to start with such a binary instead.
+// (PT_INTERP) and no shared libraries (DT_NEEDED). cmd/pt-agent links
+// itself static even when cgo is on (static_cgo.go), but a binary passed
+// with --agent-binary, or built by other means, may not be, and every
+// create would then fail later with "failed to load /.pt/pt-agent"; ptd
+// refuses to start with such a binary instead.
 func CheckStaticAgent(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {

@@ -172,7 +172,7 @@ func (h *Host) checkpoint(ctx context.Context, id, class string, cp runtime.Chec
 	if err := os.Rename(tmp, filepath.Join(dir, checkpointMetaName)); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	h.log.Debug("sandbox checkpointed", "sandbox", id, "class", class, "took", time.Since(t0))
+	h.log.DebugContext(ctx, "sandbox checkpointed", "sandbox", id, "class", class, "took", time.Since(t0))
 	return nil
 }
 
@@ -192,13 +192,13 @@ func (h *Host) stopKeepingMemory(ctx context.Context, id string, rt runtime.Runt
 		if err == nil {
 			return true
 		}
-		h.log.Warn("checkpoint failed; freezing instead", "sandbox", id, "err", err)
+		h.log.WarnContext(ctx, "checkpoint failed; freezing instead", "sandbox", id, "err", err)
 		if st, err = rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 			return false
 		}
 	}
 	if err := rt.Pause(ctx, id); err != nil {
-		h.log.Warn("freeze failed; stopping disk-only", "sandbox", id, "err", err)
+		h.log.WarnContext(ctx, "freeze failed; stopping disk-only", "sandbox", id, "err", err)
 		return false
 	}
 	return true
@@ -228,9 +228,9 @@ func (h *Host) restore(ctx context.Context, rt runtime.Runtime, rspec runtime.Sp
 		t0 := time.Now()
 		rerr := cp.Restore(ctx, rspec, h.checkpointDir(rspec.ID))
 		if rerr == nil {
-			h.log.Debug("sandbox restored", "sandbox", rspec.ID, "took", time.Since(t0))
+			h.log.DebugContext(ctx, "sandbox restored", "sandbox", rspec.ID, "took", time.Since(t0))
 			if err := h.discardCheckpoint(rspec.ID); err != nil {
-				h.log.Warn("remove used checkpoint", "sandbox", rspec.ID, "err", err)
+				h.log.WarnContext(ctx, "remove used checkpoint", "sandbox", rspec.ID, "err", err)
 			}
 			return true, "", nil
 		}
@@ -239,7 +239,7 @@ func (h *Host) restore(ctx context.Context, rt runtime.Runtime, rspec runtime.Sp
 		}
 		failure = "memory restore failed: " + rerr.Error()
 	}
-	h.log.Warn("memory not restored; booting from disk", "sandbox", rspec.ID, "reason", failure)
+	h.log.WarnContext(ctx, "memory not restored; booting from disk", "sandbox", rspec.ID, "reason", failure)
 	if err := h.removeCheckpoint(rspec.ID); err != nil {
 		return false, "", fmt.Errorf("host: restore: %w", err)
 	}
@@ -282,7 +282,7 @@ func (h *Host) adoptEndpoints(ctx context.Context) {
 			continue
 		}
 		if _, err := h.net.Adopt(ctx, id, addr); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			h.log.Warn("adopt network endpoint", "sandbox", id, "err", err)
+			h.log.WarnContext(ctx, "adopt network endpoint", "sandbox", id, "err", err)
 		}
 	}
 }

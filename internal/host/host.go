@@ -29,8 +29,10 @@ import (
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/egress"
 	"github.com/platinum-dev/platinum/internal/host/disk"
+	"github.com/platinum-dev/platinum/internal/host/gpu"
 	"github.com/platinum-dev/platinum/internal/host/network"
 	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/image"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -63,6 +65,12 @@ type Config struct {
 	Egress EgressConfig
 	// AgentReadyTimeout bounds the wait for a new sandbox's agent.
 	AgentReadyTimeout time.Duration
+	// GPU says where to find the host's NVIDIA GPUs and their CDI specs
+	// (gpus.go).
+	GPU gpu.Config
+	// Images configures the layer store of custom templates
+	// (templater.go).
+	Images ImageConfig
 }
 
 // DefaultConfig returns the defaults for a data dir.
@@ -77,6 +85,7 @@ func DefaultConfig(dataDir string) Config {
 		Network:           network.DefaultConfig(),
 		Egress:            DefaultEgressConfig(),
 		AgentReadyTimeout: 30 * time.Second,
+		GPU:               gpu.DefaultConfig(),
 	}
 }
 
@@ -93,6 +102,12 @@ type Host struct {
 	agent string                     // the injected agent binary's path
 	hc    *http.Client
 	tpl   template.Registry
+	gpus  *gpuAllocator
+	img   *image.Store // custom templates' layers (templater.go)
+	// oom gathers OOM kill reports (oom.go); oomClient makes the guard
+	// polls, whose waits outlast hc's settings.
+	oom       oomState
+	oomClient *http.Client
 }
 
 var _ hostapi.Host = (*Host)(nil)
@@ -162,7 +177,7 @@ func (h *Host) recordClass(id, class string) error {
 }
 
 // agentPath is where pt-agent appears inside every sandbox.
-const agentPath = "/.pt/pt-agent"
+const agentPath = hostapi.AgentPath
 
 // Open prepares the host: data dir, disk pool, bridge and firewall,
 // runtime, agent binary.
@@ -175,6 +190,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("host: %w", err)
 		}
+	}
+	if err := h.openImages(); err != nil {
+		return nil, err
 	}
 	id, err := loadOrCreateID(filepath.Join(cfg.DataDir, "host-id"))
 	if err != nil {
@@ -210,7 +228,11 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	h.adoptEndpoints(ctx)
 	// NewRuntime probes CRIU for runc: with CRIU >= 4.1 passing `criu
 	// check`, stops checkpoint; otherwise they freeze (see checkpoint.go).
-	if h.rt, err = oci.NewRuntime(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime")}, logger); err != nil {
+	h.gpus = &gpuAllocator{inv: gpu.Probe(ctx, cfg.GPU), dir: filepath.Join(cfg.DataDir, "sandboxes"), live: h.containerLive}
+	if n := len(h.gpus.inv.GPUs); n > 0 {
+		logger.Info("GPUs found", "gpus", n, "usable", len(h.gpus.inv.Usable()), "driver", h.gpus.inv.Driver, "problem", h.gpus.inv.Problem)
+	}
+	if h.rt, err = oci.NewRuntime(oci.Config{Binary: cfg.RuntimeBinary, Root: filepath.Join(cfg.DataDir, "runtime"), CDISpecDirs: cfg.GPU.CDISpecDirs}, logger); err != nil {
 		return nil, fmt.Errorf("host: runtime: %w", err)
 	}
 	h.rts = map[string]runtime.Runtime{ClassRunc: h.rt}
@@ -218,7 +240,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 		if err := oci.SetParentCPUWeight(cfg.CgroupParent, cfg.SandboxCPUWeight); err != nil {
 			// Sandboxes still run; only the API's share under full load is
 			// not protected.
-			logger.Warn("sandbox cgroup parent keeps its default CPU weight", "cgroup", cfg.CgroupParent, "err", err)
+			logger.WarnContext(ctx, "sandbox cgroup parent keeps its default CPU weight", "cgroup", cfg.CgroupParent, "err", err)
 		}
 	}
 	// Container processes re-parented when a runtime command exits become
@@ -227,12 +249,21 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 	// The gvisor class runs wherever runsc is installed (scripts/setup.sh
 	// installs it from bookworm-backports).
 	if _, err := exec.LookPath("runsc"); err == nil {
-		g, err := oci.NewRuntime(oci.GVisorConfig(filepath.Join(cfg.DataDir, "runtime-gvisor")), logger)
+		gcfg := oci.GVisorConfig(filepath.Join(cfg.DataDir, "runtime-gvisor"))
+		gcfg.CDISpecDirs = cfg.GPU.CDISpecDirs
+		g, err := oci.NewRuntime(gcfg, logger)
 		if err != nil {
 			return nil, fmt.Errorf("host: gvisor runtime: %w", err)
 		}
 		h.rts[ClassGVisor] = g
 	}
+	// No kept connections: addresses go to the next sandbox after a
+	// delete, and a poll lasts long enough that a dial is nothing.
+	h.oomClient = &http.Client{Transport: &http.Transport{
+		DialContext:       (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		DisableKeepAlives: true,
+	}}
+	h.initOOM()
 	return h, nil
 }
 
@@ -284,7 +315,7 @@ func (h *Host) paths(id string) paths {
 
 // Start implements hostapi.Host.
 func (h *Host) Start(ctx context.Context, spec hostapi.StartSpec) (hostapi.Instance, error) {
-	inst, err := h.start(ctx, spec, h.cfg.AgentReadyTimeout/3)
+	inst, err := h.start(ctx, spec, agentWait(h.cfg.AgentReadyTimeout/3))
 	if err == nil || ctx.Err() != nil || !errors.Is(err, errAgentDown) {
 		return inst, err
 	}
@@ -292,12 +323,44 @@ func (h *Host) Start(ctx context.Context, spec hostapi.StartSpec) (hostapi.Insta
 	// orphaned runtime call, a network endpoint without its route) can keep
 	// the agent unreachable: rebuild container and network once. The disk
 	// is kept.
-	h.log.Warn("agent unreachable; rebuilding the sandbox's container and network", "sandbox", spec.ID, "err", err)
+	h.log.WarnContext(ctx, "agent unreachable; rebuilding the sandbox's container and network", "sandbox", spec.ID, "err", err)
 	rt := h.runtimeOf(ctx, spec.ID)
 	if err := errors.Join(rt.Delete(ctx, spec.ID), h.net.Detach(ctx, spec.ID)); err != nil {
 		return hostapi.Instance{}, fmt.Errorf("host: rebuild: %w", err)
 	}
-	return h.start(ctx, spec, h.cfg.AgentReadyTimeout)
+	return h.start(ctx, spec, agentWait(h.cfg.AgentReadyTimeout))
+}
+
+// agentWait scales an agent-ready wait with the host's load: on a host
+// whose run queue is n times its cores, a sandbox's agent takes about n
+// times as long to come up, and giving up on it early only adds a rebuild
+// to the load (the boot's own deadline still bounds the whole start).
+func agentWait(base time.Duration) time.Duration {
+	f := 1.0
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			if l, err := strconv.ParseFloat(fs[0], 64); err == nil {
+				f = l / float64(goruntime.NumCPU())
+			}
+		}
+	}
+	return time.Duration(float64(base) * min(max(f, 1), 6))
+}
+
+// containerExists reports whether the runtime of spec's class has a
+// container of that id (in any state), and true when the runtime cannot
+// tell: then Start keeps its short first wait for the agent.
+func (h *Host) containerExists(ctx context.Context, spec hostapi.StartSpec) bool {
+	class := spec.Runtime
+	if class == "" {
+		class = ClassRunc
+	}
+	rt, ok := h.rts[class]
+	if !ok {
+		return false
+	}
+	_, err := rt.State(ctx, spec.ID)
+	return !errors.Is(err, runtime.ErrNotFound)
 }
 
 // errAgentDown marks a start whose agent never answered.
@@ -323,11 +386,17 @@ func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout t
 	// Disk and network do not depend on each other: set them up together.
 	t0 := time.Now()
 	var ep network.Endpoint
+	// fresh: nothing of this sandbox existed on the host before this call
+	// (no endpoint, no container), so nothing half-made can keep its agent
+	// away, and a slow agent is only a slow boot (say, many at once on a
+	// loaded host): it gets the whole AgentReadyTimeout, not the short
+	// first wait after which Start tears down and boots again.
+	fresh := !h.containerExists(ctx, spec)
 	netErr := make(chan error, 1)
 	go func() {
 		var err error
 		if e, ok := h.net.Endpoint(spec.ID); ok {
-			ep = e
+			ep, fresh = e, false
 		} else if ep, err = h.net.Attach(ctx, spec.ID); err != nil {
 			err = fmt.Errorf("host: network: %w", err)
 		}
@@ -362,6 +431,9 @@ func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout t
 		failure = resized
 	}
 	inst := hostapi.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
+	if fresh {
+		agentTimeout = max(agentTimeout, h.cfg.AgentReadyTimeout)
+	}
 	rctx, cancel := context.WithTimeout(ctx, agentTimeout)
 	defer cancel()
 	// A copy's new identity is a runtime exec, which needs no agent: run
@@ -377,7 +449,7 @@ func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout t
 	if err := h.recordSize(spec.ID, spec.CPU, spec.RAMMB); err != nil {
 		return hostapi.Instance{}, err
 	}
-	h.log.Debug("sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
+	h.log.DebugContext(ctx, "sandbox started", "sandbox", spec.ID, "disk_net", t1.Sub(t0), "container", t2.Sub(t1), "agent", time.Since(t2))
 	return inst, nil
 }
 
@@ -537,6 +609,15 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, 
 		Cwd:    "/",
 		Mounts: append([]runtime.Mount{{Source: h.agent, Destination: agentPath, ReadOnly: true}}, lxcfsMounts(class)...),
 	}
+	if spec.GPUs > 0 {
+		if rspec.CDIDevices, err = h.gpus.assign(ctx, spec.ID, spec.GPUs, spec.GPUModel); err != nil {
+			return false, "", err
+		}
+	}
+	if class == ClassGVisor {
+		// gVisor has no OOM killer: pt-agent is its guard (memguard.go).
+		rspec.Env = append(rspec.Env, "PT_MEMORY_GUARD=1")
+	}
 	if c := spec.Clone; c != nil && c.MemoryImage != "" {
 		return h.restoreClone(ctx, rt, rspec, c.MemoryImage)
 	}
@@ -564,6 +645,11 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
 	kept := false
+	if h.gpus.holds(id) {
+		// GPU memory is not in a checkpoint or a freeze we would keep: a
+		// GPU sandbox always stops cold and gives its GPUs back.
+		keepMemory = false
+	}
 	switch {
 	case !keepMemory:
 		if err := h.removeCheckpoint(id); err != nil {
@@ -578,6 +664,7 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 		}
 	}
 	p := h.paths(id)
+	h.unwatchOOM(id)
 	if err := rt.Delete(ctx, id); err != nil {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
 	}
@@ -588,6 +675,9 @@ func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, erro
 	syncfs(p.diskMnt)
 	if err := errors.Join(disk.Unmount(ctx, p.rootfs), h.pool.UnmountImage(ctx, p.diskMnt)); err != nil {
 		return false, fmt.Errorf("host: stop %s: %w", id, err)
+	}
+	if err := h.gpus.release(id); err != nil {
+		return false, fmt.Errorf("host: stop %s: gpus: %w", id, err)
 	}
 	return kept, nil
 }
@@ -611,13 +701,17 @@ func (h *Host) Running(ctx context.Context, id string) bool {
 	if err != nil || st.Status != runtime.StatusRunning {
 		return false
 	}
-	ep, ok := h.net.Endpoint(id)
+	_, ok := h.net.Endpoint(id)
 	if !ok {
 		return false
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return h.agentClient(ep.Addr.String(), "").Health(cctx) == nil
+	// The runtime says the container runs: that is the answer. pt-agent is
+	// its first process, so an agent that died took the container with it.
+	// Its health is not asked: on a loaded host a guest busy with a long
+	// command kept a gVisor agent from answering for over 15 s, and a false
+	// "not running" makes the reconciler boot the sandbox again, killing
+	// everything in it (tests/faults saw it on runc and gVisor).
+	return true
 }
 
 // Destroy implements hostapi.Host.
@@ -626,6 +720,7 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
 	}
 	p := h.paths(id)
+	h.unwatchOOM(id)
 	var errs []error
 	recorded := h.recordedClass(id)
 	for c, rt := range h.rts {
@@ -639,6 +734,9 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 		}
 		errs = append(errs, rt.Delete(ctx, id))
 	}
+	// Processes the runtime no longer knows (a runsc sandbox whose state
+	// a timed-out call left half-written) end with the cgroup.
+	errs = append(errs, oci.RemoveCgroup(ctx, h.cgroupPath(id)))
 	h.forgetEgress(id)
 	errs = append(errs, h.net.Detach(ctx, id))
 	errs = append(errs, disk.Unmount(ctx, p.rootfs))
@@ -952,6 +1050,7 @@ func (h *Host) Info() hostapi.HostInfo {
 	}
 	_, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo"))
 	info.LXCFS = err == nil
+	info.GPUs, info.GPUDriver, info.GPUProblem = gpuInfo(h.gpus.inv), h.gpus.inv.Driver, h.gpus.inv.Problem
 	return info
 }
 
@@ -967,4 +1066,19 @@ func syncfs(mountpoint string) {
 	}
 	defer f.Close()
 	unix.Syncfs(int(f.Fd()))
+}
+
+// HasDisk implements hostapi.DiskChecker.
+func (h *Host) HasDisk(id string) bool {
+	_, err := os.Stat(h.pool.ImagePath(id))
+	return err == nil
+}
+
+// DataDirFree implements hostapi.SpaceChecker.
+func (h *Host) DataDirFree() (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(h.cfg.DataDir, &st); err != nil {
+		return 0, fmt.Errorf("host: statfs %s: %w", h.cfg.DataDir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }

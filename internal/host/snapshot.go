@@ -81,14 +81,14 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bo
 			h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
 			return hostapi.SnapshotFiles{}, fmt.Errorf("host: snapshot %s: %w", id, err)
 		}
-		h.log.Debug("memory checkpointed", "sandbox", id, "snapshot", snapID, "took", time.Since(t0))
+		h.log.DebugContext(ctx, "memory checkpointed", "sandbox", id, "snapshot", snapID, "took", time.Since(t0))
 	} else if running && rt.Name() == ClassGVisor {
 		// gVisor caches file data in its own kernel: flush it to the
 		// host files first (best effort; a failure still gives a
 		// crash-consistent copy).
 		if p, ok := rt.(privileged); ok {
 			if _, err := p.ExecPrivileged(ctx, id, nil, agentPath, "sync"); err != nil {
-				h.log.Warn("sync before snapshot", "sandbox", id, "err", err)
+				h.log.WarnContext(ctx, "sync before snapshot", "sandbox", id, "err", err)
 			}
 		}
 	}
@@ -122,7 +122,7 @@ func (h *Host) copyDisk(ctx context.Context, id, snapID string) error {
 		if err != nil {
 			return fmt.Errorf("host: snapshot %s: %w", id, err)
 		}
-		h.log.Debug("disk snapshot", "sandbox", id, "snapshot", snapID, "frozen", time.Since(t0))
+		h.log.DebugContext(ctx, "disk snapshot", "sandbox", id, "snapshot", snapID, "frozen", time.Since(t0))
 		return nil
 	}
 	if err := h.pool.CloneImage(ctx, id, snapID); err != nil {
@@ -227,7 +227,7 @@ func (h *Host) restoreClone(ctx context.Context, rt runtime.Runtime, rspec runti
 		t0 := time.Now()
 		rerr := cp.Restore(ctx, rspec, image)
 		if rerr == nil {
-			h.log.Debug("sandbox restored from snapshot", "sandbox", rspec.ID, "took", time.Since(t0))
+			h.log.DebugContext(ctx, "sandbox restored from snapshot", "sandbox", rspec.ID, "took", time.Since(t0))
 			return true, "", nil
 		}
 		if ctx.Err() != nil || errors.Is(rerr, sandbox.ErrAlreadyExists) {
@@ -238,7 +238,7 @@ func (h *Host) restoreClone(ctx context.Context, rt runtime.Runtime, rspec runti
 		_, why := oci.Supports(rt)
 		failure = "runtime class " + rt.Name() + " cannot restore memory on this host: " + why
 	}
-	h.log.Warn("snapshot memory not restored; booting from its disk", "sandbox", rspec.ID, "reason", failure)
+	h.log.WarnContext(ctx, "snapshot memory not restored; booting from its disk", "sandbox", rspec.ID, "reason", failure)
 	if err := rt.Run(ctx, rspec); err != nil {
 		return false, failure, fmt.Errorf("host: runtime: %w", err)
 	}

@@ -9,6 +9,8 @@ package hostapi
 
 import (
 	"context"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -80,6 +82,10 @@ type StartSpec struct {
 	// Network is the sandbox's egress policy and the secrets its egress
 	// proxy injects (network.go); nil is the default policy.
 	Network *NetworkSpec
+	// GPUs is how many of the host's GPUs the sandbox gets (docs/gpus.md),
+	// of GPUModel when set (a case-insensitive part of the model name).
+	GPUs     int
+	GPUModel string
 }
 
 // Instance is a running sandbox as its host reports it.
@@ -97,6 +103,10 @@ type Instance struct {
 // AgentPort is where pt-agent listens inside every sandbox.
 const AgentPort = 49983
 
+// AgentPath is where the pt-agent binary appears inside every sandbox
+// (bound read-only), for commands that run one of its other modes there.
+const AgentPath = "/.pt/pt-agent"
+
 // HostInfo describes a host: its runtime classes and what each supports.
 type HostInfo struct {
 	ID      string
@@ -104,6 +114,36 @@ type HostInfo struct {
 	Classes []ClassInfo
 	// LXCFS is true when sandboxes see their own /proc/meminfo.
 	LXCFS bool
+	// GPUs are the host's NVIDIA GPUs (docs/gpus.md); GPUDriver the
+	// driver's version; GPUProblem says why GPUs the host has cannot be
+	// given to sandboxes.
+	GPUs       []GPU
+	GPUDriver  string
+	GPUProblem string
+}
+
+// GPU is one GPU of a host.
+type GPU struct {
+	Index    int
+	Model    string
+	UUID     string
+	MemoryMB int
+	// Device is its node on the host (/dev/nvidia0).
+	Device string
+	// CDIDevice is the CDI device that gives a container this GPU
+	// ("nvidia.com/gpu=0"); empty when none does, and then no sandbox can
+	// have it.
+	CDIDevice string
+}
+
+// Usable reports whether a sandbox can be given the GPU.
+func (g GPU) Usable() bool { return g.CDIDevice != "" }
+
+// MatchGPUModel reports whether a GPU's model is the one a sandbox asked
+// for: a case-insensitive substring ("a100" matches "NVIDIA
+// A100-SXM4-40GB"); an empty ask matches any.
+func MatchGPUModel(model, want string) bool {
+	return want == "" || strings.Contains(strings.ToLower(model), strings.ToLower(strings.TrimSpace(want)))
 }
 
 // ClassInfo is one runtime class on a host.
@@ -211,3 +251,72 @@ type Metrics struct {
 type DiskUsageReader interface {
 	DiskUsage(ctx context.Context, id string) (used, size uint64, err error)
 }
+
+// Templater is a host's ability to make custom templates (internal/host
+// has it; docs/templates.md): images pulled or imported into its layer
+// store, versions flattened from layers, a build's diff captured from a
+// build sandbox's disk snapshot. Its image errors are *ImageError.
+type Templater interface {
+	// ResolveImage checks that ref exists and that auth may pull it,
+	// reading its manifests and config only, and describes its
+	// linux/amd64 image (layers not fetched).
+	ResolveImage(ctx context.Context, ref string, auth RegistryAuth) (ImageInfo, error)
+	// PullImage stores every layer of ref not stored yet.
+	PullImage(ctx context.Context, ref string, auth RegistryAuth, progress func(ImageEvent)) (ImageInfo, error)
+	// ImportImage stores the image of a `docker save` or OCI-layout tar.
+	ImportImage(ctx context.Context, r io.Reader, progress func(ImageEvent)) (ImageInfo, error)
+	// MakeTemplate writes version versionID's read-only rootfs: base (a
+	// rootfs path, or empty) with layers on top. It returns its path and
+	// size. Calling it again replaces a half-made one.
+	MakeTemplate(ctx context.Context, versionID, base string, layers []string) (rootfs string, size int64, err error)
+	// CaptureDiff stores what a build sandbox changed (the upper dir of
+	// disk snapshot snapID, minus what the host itself put there) as a
+	// layer and returns its diff ID.
+	CaptureDiff(ctx context.Context, snapID string) (string, error)
+	// RemoveTemplate deletes a version's rootfs. Idempotent.
+	RemoveTemplate(ctx context.Context, versionID string) error
+	// PruneLayers removes stored layers not in keep.
+	PruneLayers(ctx context.Context, keep map[string]bool) error
+}
+
+// RegistryAuth is one registry's credentials (never logged).
+type RegistryAuth struct {
+	Username, Password, Token string
+}
+
+// ImageEvent is a pull or import's progress.
+type ImageEvent struct {
+	Layer        string
+	Bytes, Total int64
+	Cached, Done bool
+	Message      string
+}
+
+// ImageInfo is an image whose layers are stored on the host.
+type ImageInfo struct {
+	Digest string
+	Layers []string
+	Size   int64
+	// Env, User, WorkingDir, Entrypoint, Cmd, Labels and ExposedPorts are
+	// the image config's.
+	Env          []string
+	User         string
+	WorkingDir   string
+	Entrypoint   []string
+	Cmd          []string
+	Labels       map[string]string
+	ExposedPorts []string
+}
+
+// ImageError is an image that cannot be used, with a stable code:
+// image_not_found, image_unauthorized, image_digest_mismatch,
+// image_invalid, image_layer_unsafe, image_too_large or
+// registry_unavailable. It unwraps to the cause, which carries the
+// sandbox category.
+type ImageError struct {
+	Code string
+	Err  error
+}
+
+func (e *ImageError) Error() string { return e.Err.Error() }
+func (e *ImageError) Unwrap() error { return e.Err }

@@ -7,8 +7,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 )
 
-// TestStartWhileHostBusyIs503Capacity: seed 004, "Starting a stopped
-// sandbox while its host is busy". With every start slot taken, a start
+// TestStartWhileHostBusyIs503Capacity: docs/stop-start.md, "Starting
+// while the host is busy". With every start slot taken, a start
 // waits for one, bounded by the call's wait_timeout_ms; one the queue
 // cannot admit answers 503 capacity with Retry-After: 5, the reason and
 // queued_ms, and the sandbox stays stopped. Once a slot frees, the same

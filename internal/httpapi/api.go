@@ -1,6 +1,7 @@
 // Package httpapi is Platinum's REST transport (/v1, see api/openapi.yaml).
-// Handlers are thin: decode, call one controlplane method, encode. Errors
-// become statuses in one place (errors.go).
+// Handlers are thin: decode, call one method of the control plane part
+// the route belongs to (Deps), encode. Errors become statuses in one place
+// (errors.go).
 package httpapi
 
 import (
@@ -15,15 +16,36 @@ import (
 	"strings"
 
 	"github.com/platinum-dev/platinum/api"
+	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
+
+// Deps are the parts of the control plane the handlers call, each wired
+// by cmd/ptd.
+type Deps struct {
+	// Sandboxes is the core: sandboxes, their lifecycle, templates,
+	// snapshots, exec and files.
+	Sandboxes *controlplane.Service
+	// Tenancy authenticates requests and manages orgs, projects, tokens
+	// and quotas.
+	Tenancy *tenancy.Service
+	// Events serves the event feed and webhooks.
+	Events *events.Service
+	// Artifacts exports and serves artifacts.
+	Artifacts *artifacts.Service
+}
 
 // API serves the REST API.
 type API struct {
 	cp  *controlplane.Service
+	tn  *tenancy.Service
+	ev  *events.Service
+	art *artifacts.Service
 	log *slog.Logger
 	mux *http.ServeMux
 	// routes are the mounted patterns, in registration order (Routes).
@@ -36,10 +58,15 @@ type API struct {
 	streams streams
 }
 
-// New builds the handler tree.
-func New(cp *controlplane.Service, logger *slog.Logger) *API {
-	a := &API{cp: cp, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
-	a.serve = requestid.Middleware(metrics.Instrument(http.HandlerFunc(a.serveIdempotent)))
+// New builds the handler tree over d's parts.
+func New(d Deps, logger *slog.Logger) *API {
+	cp := d.Sandboxes
+	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
+	var access *slog.Logger
+	if logger != nil {
+		access = logger.With("component", "http")
+	}
+	a.serve = requestid.Middleware(metrics.InstrumentLog(access, http.HandlerFunc(a.serveIdempotent)))
 	a.public("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -84,6 +111,8 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("DELETE /v1/sandboxes/{id}/code/contexts/{ctx}", a.deleteCodeContext)
 	a.handle("POST /v1/sandboxes/{id}/code/contexts/{ctx}/restart", a.restartCodeContext)
 	a.handle("POST /v1/sandboxes/{id}/code/contexts/{ctx}/interrupt", a.interruptCodeContext)
+	a.handle("GET /v1/sandboxes/{id}/code/executions", a.listCodeExecutions)
+	a.handle("DELETE /v1/sandboxes/{id}/code/executions/{exec}", a.deleteCodeExecution)
 	a.public("GET /v1/sandboxes/{id}/pty", a.ptyAuth(a.authed(a.pty)).ServeHTTP)
 	a.handle("GET /v1/sandboxes/{id}/files", a.download)
 	a.handle("PUT /v1/sandboxes/{id}/files", a.upload)
@@ -97,9 +126,19 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("POST /v1/templates/{slug}/build", a.buildTemplate)
 	a.handle("GET /v1/templates/{slug}/versions", a.templateVersions)
 	a.handle("POST /v1/templates/{slug}/builds", a.newTemplateVersion)
+	a.handle("POST /v1/templates", a.createTemplate)
+	a.handle("POST /v1/templates/uploads", a.uploadTemplateFile)
+	a.handle("DELETE /v1/templates/{slug}", a.deleteTemplate)
+	a.handle("DELETE /v1/templates/{slug}/versions/{version_id}", a.deleteTemplate)
+	a.handle("GET /v1/templates/{slug}/builds/{build_id}", a.getTemplateBuild)
+	a.handle("GET /v1/templates/{slug}/builds/{build_id}/logs", a.templateBuildLogs)
+	a.handle("PUT /v1/registry-credentials/{registry}", a.putRegistryCredential)
+	a.handle("GET /v1/registry-credentials", a.listRegistryCredentials)
+	a.handle("DELETE /v1/registry-credentials/{registry}", a.deleteRegistryCredential)
 	a.handle("POST /v1/sandboxes/{id}/kill", a.kill)
 	a.handle("POST /v1/sandboxes/{id}/ttl", a.setTTL)
 	a.handle("POST /v1/orgs", a.createOrg)
+	a.handle("DELETE /v1/orgs/{id}", a.deleteOrg)
 	a.handle("GET /v1/orgs/{id}/quotas", a.getOrgQuota)
 	a.handle("PUT /v1/orgs/{id}/quotas", a.setOrgQuota)
 	a.handle("POST /v1/projects", a.createProject)
@@ -107,6 +146,8 @@ func New(cp *controlplane.Service, logger *slog.Logger) *API {
 	a.handle("GET /v1/projects/{id}", a.getProject)
 	a.handle("POST /v1/tokens", a.createToken)
 	a.handle("GET /v1/hosts", a.hosts)
+	a.handle("POST /v1/hosts/{id}/drain", a.drainHost)
+	a.handle("POST /v1/hosts/{id}/undrain", a.undrainHost)
 	a.handle("GET /v1/events", a.events)
 	a.handle("POST /v1/webhooks", a.createWebhook)
 	a.handle("GET /v1/webhooks", a.listWebhooks)
@@ -175,7 +216,7 @@ func (a *API) authed(h handlerFunc) http.HandlerFunc {
 		if !ok {
 			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			var err error
-			if p, err = a.cp.Authenticate(r.Context(), strings.TrimSpace(tok)); err != nil {
+			if p, err = a.tn.Authenticate(r.Context(), strings.TrimSpace(tok)); err != nil {
 				a.writeError(w, r, err)
 				return
 			}

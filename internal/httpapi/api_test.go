@@ -11,9 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // slowHost is a controlplane.Host whose starts and stops block until
@@ -81,11 +84,17 @@ func serveHost(t *testing.T, h controlplane.Host, tune func(*controlplane.Config
 // changes it.
 func serveStore(t *testing.T, h controlplane.Host, tune func(*controlplane.Config), wrap func(store.Store) store.Store) *httptest.Server {
 	t.Helper()
+	return serveLogged(t, h, tune, wrap, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// serveLogged is serveStore with the control plane and the API logging to
+// log.
+func serveLogged(t *testing.T, h controlplane.Host, tune func(*controlplane.Config), wrap func(store.Store) store.Store, log *slog.Logger) *httptest.Server {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := controlplane.DefaultConfig()
 	if tune != nil {
 		tune(&cfg)
@@ -94,16 +103,24 @@ func serveStore(t *testing.T, h controlplane.Host, tune func(*controlplane.Confi
 	if wrap != nil {
 		cst = wrap(st)
 	}
-	cp := controlplane.New(cfg, cst, h, log)
+	feed := &events.Feed{}
+	fst := feed.Wrap(cst) // every part's commits wake event readers
+	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
+	cp := controlplane.New(cfg, fst, h, tn, log)
+	ev := events.New(events.DefaultConfig(), fst, feed, log)
+	artCfg := artifacts.DefaultConfig()
+	artCfg.Objects = cfg.Objects
+	art := artifacts.New(artCfg, fst, cp, log)
 	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
+	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cp.Close()
+		ev.Close()
 		st.Close()
 	})
-	srv := serveAPI(t, New(cp, log)) // closed before the control plane
+	srv := serveAPI(t, New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art}, log)) // closed before the control plane
 	return srv
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -22,7 +23,7 @@ type artifactView struct {
 	CreatedAt   string `json:"created_at"`
 }
 
-func viewArtifact(a controlplane.Artifact) artifactView {
+func viewArtifact(a artifacts.Artifact) artifactView {
 	return artifactView{ID: a.ID, SandboxID: a.SandboxID, Name: a.Name, Path: a.Path, Kind: string(a.Kind),
 		ContentType: a.ContentType, SizeBytes: a.SizeBytes, SHA256: a.SHA256, CreatedAt: sandbox.FormatTime(a.CreatedAt)}
 }
@@ -35,7 +36,7 @@ func (a *API) createArtifact(w http.ResponseWriter, r *http.Request, p controlpl
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	art, err := a.cp.CreateArtifact(r.Context(), p, r.PathValue("id"), controlplane.ArtifactRequest{Path: b.Path, Name: b.Name})
+	art, err := a.art.Create(r.Context(), p, r.PathValue("id"), artifacts.Request{Path: b.Path, Name: b.Name})
 	if err != nil {
 		return err
 	}
@@ -44,7 +45,7 @@ func (a *API) createArtifact(w http.ResponseWriter, r *http.Request, p controlpl
 }
 
 func (a *API) listArtifacts(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	arts, err := a.cp.ListArtifacts(r.Context(), p, r.URL.Query().Get("sandbox_id"))
+	arts, err := a.art.List(r.Context(), p, r.URL.Query().Get("sandbox_id"))
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func (a *API) listArtifacts(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) getArtifact(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	art, err := a.cp.GetArtifact(r.Context(), p, r.PathValue("id"))
+	art, err := a.art.Get(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ func (a *API) getArtifact(w http.ResponseWriter, r *http.Request, p controlplane
 // artifactContent streams the stored bytes with the artifact's content
 // type and file name; the ETag is the content's SHA-256.
 func (a *API) artifactContent(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	art, rc, err := a.cp.OpenArtifact(r.Context(), p, r.PathValue("id"))
+	art, rc, err := a.art.Open(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (a *API) artifactContent(w http.ResponseWriter, r *http.Request, p controlp
 }
 
 func (a *API) deleteArtifact(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.cp.DeleteArtifact(r.Context(), p, r.PathValue("id")); err != nil {
+	if err := a.art.Delete(r.Context(), p, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"syscall"
 	"time"
@@ -48,11 +49,14 @@ func checkLanguage(lang string) error {
 
 // codeClient reaches code-interpreter servers; dials are retried briefly
 // because a sandbox that just booted starts its server a moment later.
+// Every call has its own connection: a kept-alive one outlives its server
+// whenever a sandbox is deleted and a new one gets its address (or the
+// sandbox restarts), and a POST sent on it is reset, not retried. A dial
+// on the sandbox's bridge costs well under a millisecond.
 var codeClient = &http.Client{Transport: &http.Transport{
-	DialContext:         dialRetry,
-	MaxIdleConnsPerHost: 8,
-	IdleConnTimeout:     30 * time.Second,
-	DisableCompression:  true,
+	DialContext:        dialRetry,
+	DisableKeepAlives:  true,
+	DisableCompression: true,
 }}
 
 // codeDialWait bounds how long a refused dial is retried.
@@ -122,16 +126,30 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if resp.StatusCode != http.StatusOK {
 		return codeError(resp)
 	}
+	if eid := resp.Header.Get("X-Execution-Id"); eid != "" {
+		w.Header().Set("X-Execution-Id", eid)
+	}
 	if stream {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
 		rc := http.NewResponseController(w)
+		// The headers (X-Execution-Id) go out now, not with the first
+		// event: a cell waiting for its context may send none for long.
+		_ = rc.Flush()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 64<<10), 256<<20)
+		ended := false
 		for sc.Scan() {
+			ended = ended || isEndEvent(sc.Bytes())
 			w.Write(sc.Bytes())
 			w.Write([]byte("\n"))
 			_ = rc.Flush()
+		}
+		if !ended && r.Context().Err() == nil {
+			for _, ev := range lostEvents(resp.Header.Get("X-Execution-Id"), sc.Err()) {
+				b, _ := json.Marshal(ev)
+				w.Write(append(b, '\n'))
+			}
 		}
 		return nil
 	}
@@ -146,10 +164,37 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 // codeEvent is one event, kept as it came.
 type codeEvent map[string]any
 
+// isEndEvent reports whether line is the server's `end` event.
+func isEndEvent(line []byte) bool {
+	if !bytes.Contains(line, []byte(`"end"`)) {
+		return false
+	}
+	var ev struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(line, &ev) == nil && ev.Type == "end"
+}
+
+// lostEvents end a cell whose answer broke off before its `end` (the
+// sandbox's server or the sandbox went away mid-cell): an error that says
+// so, then the `end` every stream finishes with, so a client never takes
+// a cut answer for a cell that printed nothing.
+func lostEvents(execID string, cause error) []codeEvent {
+	why := "the connection closed"
+	if cause != nil {
+		why = cause.Error()
+	}
+	return []codeEvent{
+		{"type": "error", "name": "CodeInterpreterLost", "traceback": "",
+			"value": "the sandbox's code interpreter stopped answering before the cell ended (" + why + "); the cell's outcome is unknown"},
+		{"type": "end", "execution_id": execID, "execution_count": nil, "status": "error", "duration_ms": 0},
+	}
+}
+
 // collectCode folds a cell's events into the ?stream=false document.
 func collectCode(r io.Reader) (map[string]any, error) {
 	doc := map[string]any{"events": []codeEvent{}, "stdout": "", "stderr": "", "results": []codeEvent{}, "error": nil,
-		"context_id": "", "execution_count": nil, "status": "", "duration_ms": 0}
+		"execution_id": "", "context_id": "", "execution_count": nil, "status": "", "duration_ms": 0}
 	var events, results []codeEvent
 	var stdout, stderr bytes.Buffer
 	sc := bufio.NewScanner(r)
@@ -172,13 +217,21 @@ func collectCode(r io.Reader) (map[string]any, error) {
 		case "error":
 			doc["error"] = ev
 		case "end":
-			for _, k := range []string{"context_id", "execution_count", "status", "duration_ms"} {
+			for _, k := range []string{"execution_id", "context_id", "execution_count", "status", "duration_ms"} {
 				doc[k] = ev[k]
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	if doc["status"] == "" {
+		// The answer broke off: say so, as a stream would.
+		for _, ev := range lostEvents(doc["execution_id"].(string), sc.Err()) {
+			events = append(events, ev)
+			if ev["type"] == "error" {
+				doc["error"] = ev
+			} else {
+				doc["execution_id"], doc["status"] = ev["execution_id"], ev["status"]
+			}
+		}
 	}
 	if events != nil {
 		doc["events"] = events
@@ -203,7 +256,22 @@ func (a *API) createCodeContext(w http.ResponseWriter, r *http.Request, p contro
 }
 
 func (a *API) listCodeContexts(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodGet, "/v1/contexts", nil)
+	return a.relayCodeList(w, r, p, "/v1/contexts", "contexts")
+}
+
+func (a *API) listCodeExecutions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	return a.relayCodeList(w, r, p, "/v1/executions", "executions")
+}
+
+// deleteCodeExecution stops a running cell; the server answers once it
+// has ended (docs/code-interpreter.md, "Interrupts").
+func (a *API) deleteCodeExecution(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	return a.relayCode(w, r, p, http.MethodDelete, "/v1/executions/"+url.PathEscape(r.PathValue("exec")), nil)
+}
+
+// relayCodeList answers {key: [...]} with the server's JSON array at path.
+func (a *API) relayCodeList(w http.ResponseWriter, r *http.Request, p controlplane.Principal, path, key string) error {
+	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}
@@ -219,20 +287,20 @@ func (a *API) listCodeContexts(w http.ResponseWriter, r *http.Request, p control
 	if list == nil {
 		list = []json.RawMessage{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"contexts": list})
+	writeJSON(w, http.StatusOK, map[string]any{key: list})
 	return nil
 }
 
 func (a *API) deleteCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return a.relayCode(w, r, p, http.MethodDelete, "/v1/contexts/"+r.PathValue("ctx"), nil)
+	return a.relayCode(w, r, p, http.MethodDelete, "/v1/contexts/"+url.PathEscape(r.PathValue("ctx")), nil)
 }
 
 func (a *API) restartCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+r.PathValue("ctx")+"/restart", nil)
+	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+url.PathEscape(r.PathValue("ctx"))+"/restart", nil)
 }
 
 func (a *API) interruptCodeContext(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+r.PathValue("ctx")+"/interrupt", nil)
+	return a.relayCode(w, r, p, http.MethodPost, "/v1/contexts/"+url.PathEscape(r.PathValue("ctx"))+"/interrupt", nil)
 }
 
 // relayCode answers with the server's own status and JSON body.

@@ -48,7 +48,7 @@ func TestRoutesMatchDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := New(nil, nil)
+	a := New(Deps{}, nil)
 	routes := a.Routes()
 	slices.Sort(routes)
 	for _, r := range routes {

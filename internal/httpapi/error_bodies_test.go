@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // TestErrorBodies: every error code of the sandbox API, as
@@ -42,9 +43,9 @@ func TestErrorBodies(t *testing.T) {
 			map[string]any{"code": "disk_grow_unsupported"}},
 		{"parent with live children", wrap(&controlplane.ChildrenError{Children: []string{"sbx_a", "sbx_b"}}), 409,
 			map[string]any{"code": "conflict", "children": []any{"sbx_a", "sbx_b"}}},
-		{"tree quota", wrap(&controlplane.QuotaError{Scope: "tree", Limit: "ram_mb", Max: 2048, Wanted: 3072}), 429,
+		{"tree quota", wrap(&sandbox.QuotaError{Scope: "tree", Limit: "ram_mb", Max: 2048, Wanted: 3072}), 429,
 			map[string]any{"code": "quota_exceeded", "scope": "tree", "limit": "ram_mb", "max": 2048.0}},
-		{"org quota on resize", wrap(&controlplane.QuotaError{Scope: "org", Limit: "cpu", Max: 4, Wanted: 5}), 429,
+		{"org quota on resize", wrap(&sandbox.QuotaError{Scope: "org", Limit: "cpu", Max: 4, Wanted: 5}), 429,
 			map[string]any{"code": "quota_exceeded", "scope": "org", "limit": "cpu", "max": 4.0}},
 	}
 	a := &API{log: slog.New(slog.NewTextHandler(io.Discard, nil))}

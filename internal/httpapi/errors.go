@@ -8,7 +8,9 @@ import (
 	"net/http"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -59,7 +61,7 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var ce *controlplane.ChildrenError
 	var nr *controlplane.NotResizableError
 	var ms *controlplane.MemorySnapshotError
-	var qe *controlplane.QuotaError
+	var qe *sandbox.QuotaError
 	var dg *controlplane.DiskGrowError
 	var tte *controlplane.TTLExceededError
 	var capErr *controlplane.CapacityError
@@ -67,8 +69,12 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var nf interface{ Field() string }
 	var ik *controlplane.IDKindError
 	var snr *controlplane.SessionNotReadyError
-	var epe *controlplane.EventsPrunedError
-	var atl *controlplane.ArtifactTooLargeError
+	var epe *events.EventsPrunedError
+	var atl *artifacts.TooLargeError
+	var tpe *controlplane.TemplateError
+	var tiu *controlplane.TemplateInUseError
+	var nospace *controlplane.NoSpaceError
+	var gpe *controlplane.GPUsUnavailableError
 	status, code, msg := http.StatusInternalServerError, "internal", "internal error; retry, and report it if it persists"
 	switch {
 	case errors.As(err, &ae):
@@ -103,6 +109,31 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	case errors.As(err, &epe):
 		status, code, msg = http.StatusGone, "events_pruned", epe.Error()
 		body["pruned_through"] = epe.PrunedThrough
+	case errors.As(err, &gpe):
+		status, code, msg = http.StatusConflict, "gpus_unavailable", gpe.Error()
+		avail := []map[string]any{}
+		for _, h := range gpe.Hosts {
+			row := map[string]any{"host_id": h.HostID, "gpus": h.GPUs, "models": h.Models}
+			if h.Problem != "" {
+				row["problem"] = h.Problem
+			}
+			avail = append(avail, row)
+		}
+		body["field"], body["available"] = "gpus", avail
+	case errors.As(err, &tpe):
+		status, code, msg = categoryStatus(err), tpe.Code, tpe.Error()
+		if tpe.Code == "upload_too_large" {
+			status, body["max_bytes"] = http.StatusRequestEntityTooLarge, tpe.MaxBytes
+		}
+		if tpe.Field != "" {
+			body["field"] = tpe.Field
+		}
+		if tpe.Line > 0 {
+			body["line"] = tpe.Line
+		}
+	case errors.As(err, &tiu):
+		status, code, msg = http.StatusConflict, "template_in_use", tiu.Error()
+		body["sandboxes"], body["snapshots"] = nonNilStrings(tiu.Sandboxes), nonNilStrings(tiu.Snapshots)
 	case errors.As(err, &atl):
 		status, code, msg = http.StatusRequestEntityTooLarge, "artifact_too_large", atl.Error()
 		body["max_bytes"] = atl.Max
@@ -140,6 +171,8 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 			code = "conflict"
 		}
 		body["state"] = se.State
+	case errors.As(err, &nospace):
+		status, code, msg = http.StatusInsufficientStorage, "no_space", nospace.Error()
 	case errors.Is(err, agentclient.ErrNoSpace):
 		status, code, msg = http.StatusInsufficientStorage, "no_space", "the sandbox's disk is full; free space or grow disk_gb"
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -162,6 +195,31 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	}
 	body["code"], body["error"] = code, msg
 	return status, body
+}
+
+// categoryStatus is the status of an error's category, for errors that
+// bring their own code.
+func categoryStatus(err error) int {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, sandbox.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, sandbox.ErrConflict), errors.Is(err, sandbox.ErrAlreadyExists):
+		return http.StatusConflict
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, sandbox.ErrInvalidArgument):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

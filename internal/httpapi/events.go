@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 )
 
 // streams lets Shutdown end every open event stream: http.Server's
@@ -48,9 +49,9 @@ const heartbeat = 15 * time.Second
 
 // eventFilter reads GET /v1/events's filters and cursor. Last-Event-ID
 // (what an EventSource sends when it reconnects) wins over ?after=.
-func eventFilter(r *http.Request) (controlplane.EventFilter, int64, error) {
+func eventFilter(r *http.Request) (events.EventFilter, int64, error) {
 	q := r.URL.Query()
-	f := controlplane.EventFilter{SandboxID: q.Get("sandbox_id"), SessionID: q.Get("session_id"),
+	f := events.EventFilter{SandboxID: q.Get("sandbox_id"), SessionID: q.Get("session_id"),
 		WorkflowID: q.Get("workflow_id"), AgentSessionID: q.Get("agent_session_id"), VaultID: q.Get("vault_id")}
 	for _, v := range q["type"] {
 		for t := range strings.SplitSeq(v, ",") {
@@ -84,11 +85,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	q := r.URL.Query()
 	switch q.Get("format") {
 	case "json":
-		limit, err := intParam(q.Get("limit"), "limit", 100, 1, controlplane.MaxEventPage)
+		limit, err := intParam(q.Get("limit"), "limit", 100, 1, events.MaxEventPage)
 		if err != nil {
 			return err
 		}
-		evs, next, err := a.cp.Events(r.Context(), p, f, after, limit)
+		evs, next, err := a.ev.Events(r.Context(), p, f, after, limit)
 		if err != nil {
 			return err
 		}
@@ -111,7 +112,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 		return fmt.Errorf("event stream: response writer cannot flush")
 	}
 	// The backlog first: errors (a forbidden token) still get a JSON body.
-	evs, next, err := a.cp.Events(r.Context(), p, f, after, controlplane.MaxEventPage)
+	evs, next, err := a.ev.Events(r.Context(), p, f, after, events.MaxEventPage)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 		}
 		flusher.Flush()
 		after = next
-		evs, next, err = a.cp.WaitEvents(ctx, p, f, after, beat)
+		evs, next, err = a.ev.WaitEvents(ctx, p, f, after, beat)
 		if err != nil {
 			if ctx.Err() == nil {
 				a.log.WarnContext(r.Context(), "event stream", "err", err)
@@ -159,7 +160,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 
 // writeSSE writes one event: id is the store's event ID (the resume
 // cursor), event its type, data its JSON on one line.
-func writeSSE(w http.ResponseWriter, e controlplane.Event) error {
+func writeSSE(w http.ResponseWriter, e events.Event) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // TestEventCursorOlderThanRetention: once retention pruned events, a
@@ -27,14 +29,19 @@ func TestEventCursorOlderThanRetention(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, &slowHost{release: make(chan struct{})}, log)
+	feed := &events.Feed{}
+	fst := feed.Wrap(st) // every part's commits wake event readers
+	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
+	cp := controlplane.New(controlplane.DefaultConfig(), fst, &slowHost{release: make(chan struct{})}, tn, log)
+	ev := events.New(events.DefaultConfig(), fst, feed, log)
 	t.Cleanup(cp.Close)
-	if _, err := cp.Bootstrap(ctx, "tok"); err != nil {
+	t.Cleanup(ev.Close)
+	if _, err := tn.Bootstrap(ctx, "tok"); err != nil {
 		t.Fatal(err)
 	}
-	srv := serveAPI(t, New(cp, log))
+	srv := serveAPI(t, New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev}, log))
 	for range 3 {
-		if err := st.AddEvent(ctx, controlplane.DefaultOrgID, "", "hello", nil); err != nil {
+		if err := st.AddEvent(ctx, tenancy.DefaultOrgID, "", "hello", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // TestEventStreamEndsAtShutdown checks that Shutdown ends an open event
@@ -25,12 +27,17 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 	}
 	defer st.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cp := controlplane.New(controlplane.DefaultConfig(), st, &slowHost{release: make(chan struct{})}, log)
+	feed := &events.Feed{}
+	fst := feed.Wrap(st) // every part's commits wake event readers
+	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
+	cp := controlplane.New(controlplane.DefaultConfig(), fst, &slowHost{release: make(chan struct{})}, tn, log)
+	ev := events.New(events.DefaultConfig(), fst, feed, log)
 	defer cp.Close()
-	if _, err := cp.Bootstrap(context.Background(), "tok"); err != nil {
+	defer ev.Close()
+	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {
 		t.Fatal(err)
 	}
-	api := New(cp, log)
+	api := New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev}, log)
 	srv := serveAPI(t, api)
 	defer srv.Close() // before the control plane closes
 
@@ -44,7 +51,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if err := st.AddEvent(context.Background(), controlplane.DefaultOrgID, "sbx_1", "hello", nil); err != nil {
+	if err := st.AddEvent(context.Background(), tenancy.DefaultOrgID, "sbx_1", "hello", nil); err != nil {
 		t.Fatal(err)
 	}
 	lines := make(chan string)

@@ -71,6 +71,13 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	if err != nil {
 		return err
 	}
+	if r.ContentLength > 0 {
+		// A body that would leave the host's data dir too full is refused
+		// before a byte of it is written.
+		if err := a.cp.EnsureSpace(r.ContentLength); err != nil {
+			return err
+		}
+	}
 	cr := &countingReader{r: r.Body}
 	if err := a.cp.Upload(r.Context(), p, r.PathValue("id"), path, cr); err != nil {
 		return err

@@ -2,187 +2,137 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/secrets"
-	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/fuzzkit"
 )
 
 // Fuzz targets for every JSON body and query the REST API decodes. Each
 // sends its input through the whole handler chain (request id, metrics,
-// idempotency, router, decoder, control plane, SQLite) and holds two
-// properties:
+// idempotency, router, decoder, control plane, SQLite, an object store on
+// disk) and holds two properties:
 //   - no input is a server error: bad input is a 4xx with a stable code
 //     (or the call succeeds);
-//   - a refused request changes nothing: the store reads the same before
-//     and after every 4xx.
+//   - a refused request changes nothing: every table of the store reads
+//     the same before and after every 4xx, and the host was asked to do
+//     nothing.
 //
 // Seeds are in testdata/fuzz/<target>; scripts/test.sh runs each target
-// for a few seconds.
+// for a count of inputs (docs/testing.md). A body may name the fixtures
+// the server made (fuzzServer.expand): {id}, {snap}, {org}.
 
-// fuzzServer is one API over SQLite and an instant host, with one running
-// sandbox (fuzzServer.id) for the routes that name one.
+// fuzzServer is the API over a fuzzkit.Env, with one running sandbox
+// (id), a ready snapshot of it (snap) and a second org (org) for the routes
+// that name them.
 type fuzzServer struct {
-	api *API
-	st  *sqlite.Store
-	id  string
+	*fuzzkit.Env
+	api  *API
+	id   string
+	snap string
+	org  string
 }
 
 func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(f.TempDir(), "db"), nil)
-	if err != nil {
+	env := fuzzkit.New(f)
+	s := &fuzzServer{Env: env, api: New(Deps{Sandboxes: env.CP, Tenancy: env.Tenancy, Events: env.Events, Artifacts: env.Artifacts}, slog.New(slog.DiscardHandler))}
+	code, body := s.do("POST", "/v1/orgs", `{"name":"fuzz"}`)
+	var org struct{ Org struct{ ID string } }
+	if json.Unmarshal(body, &org); code != 201 || org.Org.ID == "" {
+		f.Fatalf("org: %d %s", code, body)
+	}
+	s.org = org.Org.ID
+	if err := s.fresh(); err != nil {
 		f.Fatal(err)
 	}
-	h := &slowHost{release: make(chan struct{})}
-	close(h.release) // starts and stops finish at once
-	log := slog.New(slog.DiscardHandler)
-	cfg := controlplane.DefaultConfig()
-	key, err := secrets.LoadOrCreateKey(filepath.Join(f.TempDir(), "secrets.key"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	if cfg.Sealer, err = secrets.New(key); err != nil {
-		f.Fatal(err)
-	}
-	cp := controlplane.New(cfg, st, h, log)
-	cp.SkipAgentInit()
-	if _, err := cp.Bootstrap(ctx, "tok"); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		cp.Close()
-		st.Close()
-	})
-	s := &fuzzServer{api: New(cp, log), st: st}
-	code, body := s.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=10000", `{"template":"busybox","metadata":{"k":"v"},"env":{"A":"1"}}`)
-	if code != 201 {
-		f.Fatalf("seed sandbox: %d %s", code, body)
-	}
-	var sb struct{ ID string }
-	json.Unmarshal(body, &sb)
-	s.id = sb.ID
 	return s
+}
+
+// fresh makes a new running sandbox and a ready snapshot of it the
+// fixtures.
+func (s *fuzzServer) fresh() error {
+	code, body := s.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=10000", `{"template":"busybox","metadata":{"k":"v"},"env":{"A":"1"}}`)
+	var sb struct{ ID string }
+	if json.Unmarshal(body, &sb); code != 201 {
+		return fmt.Errorf("fixture sandbox: %d %s", code, body)
+	}
+	code, body = s.do("POST", "/v1/sandboxes/"+sb.ID+"/snapshots", `{"name":"fixture"}`)
+	var snap struct{ ID, State string }
+	if json.Unmarshal(body, &snap); code != 201 {
+		return fmt.Errorf("fixture snapshot: %d %s", code, body)
+	}
+	for i := 0; snap.State != "ready"; i++ {
+		if i == 500 {
+			return fmt.Errorf("fixture snapshot never got ready: %s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+		code, body = s.do("GET", "/v1/snapshots/"+snap.ID, "")
+		json.Unmarshal(body, &snap)
+	}
+	s.id, s.snap = sb.ID, snap.ID
+	return nil
+}
+
+// ready makes sure the fixture sandbox still runs (an accepted kill, TTL,
+// restore or archive ends it) before the next input.
+func (s *fuzzServer) ready(t *testing.T) {
+	t.Helper()
+	if !s.Running(t, s.id) {
+		if err := s.fresh(); err != nil {
+			t.Fatal(err)
+		}
+		s.Settle(t)
+	}
+}
+
+// expand fills in a target or body's fixture names.
+func (s *fuzzServer) expand(v string) string {
+	return strings.NewReplacer("{id}", s.id, "{snap}", s.snap, "{org}", s.org).Replace(v)
 }
 
 func (s *fuzzServer) do(method, target, body string) (int, []byte) {
 	req := httptest.NewRequest(method, "http://ptd"+target, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Authorization", "Bearer "+fuzzkit.Token)
 	rec := httptest.NewRecorder()
 	s.api.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.Bytes()
-}
-
-// snapshot is what a refused request must leave as it was: every sandbox
-// record (deleted ones too), the event log, webhooks and snapshots.
-func (s *fuzzServer) snapshot(t *testing.T) any {
-	t.Helper()
-	ctx := context.Background()
-	rows, _, err := s.st.ListSandboxes(ctx, store.ListOptions{IncludeDeleted: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := s.st.Events(ctx, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooks, err := s.st.ListWebhooks(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snaps, err := s.st.ListSnapshots(ctx, store.SnapshotFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return storeSnapshot{rows, evs, hooks, snaps}
-}
-
-// settle waits until work an accepted call started in the background (a
-// create provisioning) has stopped changing the store.
-// A sandbox settles once no sandbox is in a transitional state and two
-// reads 20 ms apart agree.
-func (s *fuzzServer) settle(t *testing.T) {
-	t.Helper()
-	prev := s.snapshot(t)
-	for range 500 {
-		time.Sleep(20 * time.Millisecond)
-		cur := s.snapshot(t)
-		if cmp.Equal(prev, cur) && !busy(cur) {
-			return
-		}
-		prev = cur
-	}
-	t.Fatal("the store never settled after an accepted call")
-}
-
-// busy reports whether a snapshot has a sandbox on its way somewhere.
-func busy(snap any) bool {
-	for _, sb := range snap.(storeSnapshot).Sandboxes {
-		switch sb.State {
-		case sandbox.StateCreating, sandbox.StateStarting, sandbox.StateStopping,
-			sandbox.StateArchiving, sandbox.StateRestoring, sandbox.StateDeleting:
-			return true
-		}
-	}
-	return false
-}
-
-type storeSnapshot struct {
-	Sandboxes []sandbox.Sandbox
-	Events    []store.Event
-	Webhooks  []store.Webhook
-	Snapshots []sandbox.Snapshot
 }
 
 // check sends one fuzzed call, holds the two properties and returns the
 // answer.
 func (s *fuzzServer) check(t *testing.T, method, target, body string) (int, []byte) {
 	t.Helper()
-	before := s.snapshot(t)
-	code, answer := s.do(method, target, body)
-	if code >= 500 {
-		t.Fatalf("%s %s %q: %d %s (bad input must be a 4xx)", method, target, body, code, answer)
-	}
-	if code >= 400 {
-		var e struct {
-			Code      string `json:"code"`
-			Error     string `json:"error"`
-			RequestID string `json:"request_id"`
-		}
-		if err := json.Unmarshal(answer, &e); err != nil || e.Code == "" || e.Error == "" || e.RequestID == "" {
-			t.Fatalf("%s %s %q: %d %s: want an Error body with code, error and request_id", method, target, body, code, answer)
-		}
-		if d := cmp.Diff(before, s.snapshot(t)); d != "" {
-			t.Fatalf("%s %s %q: %d %s changed the store (-before +after):\n%s", method, target, body, code, answer, d)
-		}
-	} else {
-		s.settle(t)
-	}
-	return code, answer
+	s.ready(t)
+	target, body = s.expand(target), s.expand(body)
+	return s.Check(t, fmt.Sprintf("%s %s %q", method, target, body), func() (int, []byte) { return s.do(method, target, body) },
+		func(_ int, answer []byte) string {
+			var e struct {
+				Code      string `json:"code"`
+				Error     string `json:"error"`
+				RequestID string `json:"request_id"`
+			}
+			if err := json.Unmarshal(answer, &e); err != nil || e.Code == "" || e.Error == "" || e.RequestID == "" {
+				return "want an Error body with code, error and request_id"
+			}
+			return ""
+		})
 }
 
 // fuzzBody fuzzes one route's JSON body.
 func fuzzBody(f *testing.F, method, path string) {
 	s := newFuzzServer(f)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s.check(t, method, strings.ReplaceAll(path, "{id}", s.id), string(body))
+		s.check(t, method, path, string(body))
 	})
 }
 
@@ -192,6 +142,39 @@ func FuzzPatchEnvBody(f *testing.F)      { fuzzBody(f, "PATCH", "/v1/sandboxes/{
 func FuzzPatchNetworkBody(f *testing.F)  { fuzzBody(f, "PATCH", "/v1/sandboxes/{id}/network") }
 func FuzzResizeBody(f *testing.F)        { fuzzBody(f, "POST", "/v1/sandboxes/{id}/resize") }
 func FuzzCreateWebhookBody(f *testing.F) { fuzzBody(f, "POST", "/v1/webhooks") }
+
+// The bodies of the sandbox's actions.
+func FuzzExecBody(f *testing.F)         { fuzzBody(f, "POST", "/v1/sandboxes/{id}/exec") }
+func FuzzStartProcessBody(f *testing.F) { fuzzBody(f, "POST", "/v1/sandboxes/{id}/processes") }
+func FuzzProcessInputBody(f *testing.F) {
+	fuzzBody(f, "POST", "/v1/sandboxes/{id}/processes/"+strconv.Itoa(fuzzkit.LivePID)+"/input")
+}
+func FuzzProcessSignalBody(f *testing.F) {
+	fuzzBody(f, "POST", "/v1/sandboxes/{id}/processes/"+strconv.Itoa(fuzzkit.LivePID)+"/signal")
+}
+func FuzzProcessResizeBody(f *testing.F) {
+	fuzzBody(f, "POST", "/v1/sandboxes/{id}/processes/"+strconv.Itoa(fuzzkit.LivePID)+"/resize")
+}
+func FuzzRunCodeBody(f *testing.F)       { fuzzBody(f, "POST", "/v1/sandboxes/{id}/code?stream=false") }
+func FuzzCodeContextBody(f *testing.F)   { fuzzBody(f, "POST", "/v1/sandboxes/{id}/code/contexts") }
+func FuzzMkdirBody(f *testing.F)         { fuzzBody(f, "POST", "/v1/sandboxes/{id}/files/mkdir") }
+func FuzzSnapshotBody(f *testing.F)      { fuzzBody(f, "POST", "/v1/sandboxes/{id}/snapshots") }
+func FuzzRestoreBody(f *testing.F)       { fuzzBody(f, "POST", "/v1/sandboxes/{id}/restore") }
+func FuzzForkBody(f *testing.F)          { fuzzBody(f, "POST", "/v1/sandboxes/{id}/fork") }
+func FuzzBackupBody(f *testing.F)        { fuzzBody(f, "POST", "/v1/sandboxes/{id}/backups") }
+func FuzzTTLBody(f *testing.F)           { fuzzBody(f, "POST", "/v1/sandboxes/{id}/ttl") }
+func FuzzKillBody(f *testing.F)          { fuzzBody(f, "POST", "/v1/sandboxes/{id}/kill") }
+func FuzzPreviewURLBody(f *testing.F)    { fuzzBody(f, "POST", "/v1/sandboxes/{id}/preview-urls/8080") }
+func FuzzArtifactBody(f *testing.F)      { fuzzBody(f, "POST", "/v1/sandboxes/{id}/artifacts") }
+func FuzzTemplateBuildBody(f *testing.F) { fuzzBody(f, "POST", "/v1/templates/busybox/builds") }
+
+// The bodies of the org's settings.
+func FuzzCreateOrgBody(f *testing.F)     { fuzzBody(f, "POST", "/v1/orgs") }
+func FuzzOrgQuotaBody(f *testing.F)      { fuzzBody(f, "PUT", "/v1/orgs/{org}/quotas") }
+func FuzzCreateProjectBody(f *testing.F) { fuzzBody(f, "POST", "/v1/projects") }
+func FuzzCreateTokenBody(f *testing.F)   { fuzzBody(f, "POST", "/v1/tokens") }
+func FuzzCreateSessionBody(f *testing.F) { fuzzBody(f, "POST", "/v1/sessions") }
+func FuzzSetPoolBody(f *testing.F)       { fuzzBody(f, "PUT", "/v1/pools/busybox") }
 
 // FuzzCreateSecrets fuzzes the secrets map of a create (each a string or
 // {value, hosts, body}), wrapped in an otherwise valid body.

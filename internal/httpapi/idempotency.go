@@ -18,7 +18,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/requestid"
 )
 
-// Idempotency (seed 003): every mutating /v1 call (POST, PUT, PATCH,
+// Idempotency (docs/api.md): every mutating /v1 call (POST, PUT, PATCH,
 // DELETE) takes an Idempotency-Key header, or an "idempotency_key" (or
 // "idempotencyKey") field in a JSON object body (stripped before the
 // handler's strict decoder sees it). The first request with a key runs and its answer is kept for
@@ -40,7 +40,7 @@ const (
 	headerIdempotencyKey = "Idempotency-Key"
 	headerReplayed       = "Idempotent-Replayed"
 	bodyIdempotencyKey   = "idempotency_key"
-	// bodyIdempotencyKeyCamel is seed 003's SDK spelling, accepted too.
+	// bodyIdempotencyKeyCamel is the camelCase spelling, accepted too.
 	bodyIdempotencyKeyCamel = "idempotencyKey"
 )
 
@@ -74,7 +74,7 @@ func (a *API) serveIdempotent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p, err := a.cp.Authenticate(r.Context(), strings.TrimSpace(tok))
+	p, err := a.tn.Authenticate(r.Context(), strings.TrimSpace(tok))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

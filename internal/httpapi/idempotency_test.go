@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // newIdemServer is newServer with a short in-progress wait, so a retry
@@ -89,7 +90,7 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 			wantRetryStatus: 409, wantRetryCode: "idempotency_key_reused", wantSandboxes: 1},
 		{name: "body field works like the header and is stripped", firstKey: "", firstBody: `{"template":"busybox","idempotency_key":"k2"}`,
 			retryKey: "k2", retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantReplay: true, wantSandboxes: 1},
-		{name: "seed 003's idempotencyKey body field", firstBody: `{"template":"busybox","idempotencyKey":"k5"}`,
+		{name: "the camelCase idempotencyKey body field", firstBody: `{"template":"busybox","idempotencyKey":"k5"}`,
 			retryKey: "k5", retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantReplay: true, wantSandboxes: 1},
 		{name: "other keys make other sandboxes", firstKey: "k1", firstBody: `{"template":"busybox"}`, retryKey: "k3", retryBody: `{"template":"busybox"}`,
 			wantRetryStatus: 201, wantSandboxes: 2},
@@ -211,7 +212,7 @@ func TestIdempotencyInProgress(t *testing.T) {
 func TestIdempotencyNotKept(t *testing.T) {
 	srv, _ := newIdemServer(t, time.Second)
 	// A quota of one sandbox for the default org.
-	r := idemCall(t, srv, "tok", "PUT", "/v1/orgs/"+controlplane.DefaultOrgID+"/quotas", "", `{"max_sandboxes":1}`)
+	r := idemCall(t, srv, "tok", "PUT", "/v1/orgs/"+tenancy.DefaultOrgID+"/quotas", "", `{"max_sandboxes":1}`)
 	if r.Status != 200 {
 		t.Fatalf("set quota: %d %s", r.Status, r.Body)
 	}
@@ -223,7 +224,7 @@ func TestIdempotencyNotKept(t *testing.T) {
 	if over.Status != 429 || code(over) != "quota_exceeded" {
 		t.Fatalf("over quota: %d %s", over.Status, over.Body)
 	}
-	idemCall(t, srv, "tok", "PUT", "/v1/orgs/"+controlplane.DefaultOrgID+"/quotas", "", `{"max_sandboxes":2}`)
+	idemCall(t, srv, "tok", "PUT", "/v1/orgs/"+tenancy.DefaultOrgID+"/quotas", "", `{"max_sandboxes":2}`)
 	again := idemCall(t, srv, "tok", "POST", "/v1/sandboxes", "b", `{"template":"busybox"}`)
 	if again.Status != 201 || again.Replayed != "" {
 		t.Errorf("retry after the quota was raised = %d %q %s, want a fresh 201", again.Status, again.Replayed, again.Body)

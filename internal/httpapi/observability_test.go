@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/requestid"
@@ -126,5 +129,83 @@ func TestRequestID(t *testing.T) {
 	a, b := r1.Header.Get(requestid.Header), r2.Header.Get(requestid.Header)
 	if !generated.MatchString(a) || !generated.MatchString(b) || a == b {
 		t.Errorf("ids %q and %q: want two distinct generated ids", a, b)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's and the test's
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(sub string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestRequestIDInLogs: every request leaves one access line carrying its
+// id, route template, status and duration (Info for a refusal, Debug for a
+// success), and what the control plane logs while serving it carries the
+// id too.
+func TestRequestIDInLogs(t *testing.T) {
+	var buf lockedBuffer
+	log := slog.New(requestid.NewLogHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h := &slowHost{release: make(chan struct{})}
+	close(h.release)
+	srv := serveLogged(t, h, nil, nil, log)
+	do := func(id, method, path, body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set(requestid.Header, id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := do("t-missing", "GET", "/v1/sandboxes/sbx_missing", ""); code != 404 {
+		t.Fatalf("get missing: %d", code)
+	}
+	if code := do("t-create", "POST", "/v1/sandboxes?wait_for_state=running", `{"template":"busybox"}`); code != 201 && code != 200 {
+		t.Fatalf("create: %d", code)
+	}
+	for _, tc := range []struct{ id, want string }{
+		{"t-missing", `level=INFO msg=request component=http method=GET route="GET /v1/sandboxes/{id}" status=404`},
+		{"t-create", `level=DEBUG msg=request component=http method=POST route="POST /v1/sandboxes" status=20`},
+	} {
+		access := buf.lines("msg=request ")
+		var mine []string
+		for _, l := range access {
+			if strings.Contains(l, "request_id="+tc.id) {
+				mine = append(mine, l)
+			}
+		}
+		if len(mine) != 1 || !strings.Contains(mine[0], tc.want) || !strings.Contains(mine[0], "duration_ms=") {
+			t.Errorf("access lines of %s = %q, want one like %q with duration_ms", tc.id, mine, tc.want)
+		}
+	}
+	// The control plane's own lines about the create carry its id.
+	if got := buf.lines(`msg="sandbox created"`); len(got) != 1 || !strings.Contains(got[0], "request_id=t-create") {
+		t.Errorf("control plane lines of the create: %q", got)
+	}
+	if got := buf.lines(`msg="sandbox running"`); len(got) != 1 || !strings.Contains(got[0], "request_id=t-create") {
+		t.Errorf("provisioning lines of the create: %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 type projectView struct {
@@ -27,7 +28,7 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request, p controlpla
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	pr, err := a.cp.CreateProject(r.Context(), p, b.Name)
+	pr, err := a.tn.CreateProject(r.Context(), p, b.Name)
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) listProjects(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ps, err := a.cp.ListProjects(r.Context(), p)
+	ps, err := a.tn.ListProjects(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -49,7 +50,7 @@ func (a *API) listProjects(w http.ResponseWriter, r *http.Request, p controlplan
 }
 
 func (a *API) getProject(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	pr, err := a.cp.GetProject(r.Context(), p, r.PathValue("id"))
+	pr, err := a.tn.GetProject(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, p controlplane
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	t, secret, err := a.cp.CreateToken(r.Context(), p, controlplane.TokenRequest{Role: store.Role(b.Role), ProjectID: b.ProjectID})
+	t, secret, err := a.tn.CreateToken(r.Context(), p, tenancy.TokenRequest{Role: store.Role(b.Role), ProjectID: b.ProjectID})
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, p controlplane
 	return nil
 }
 
-func viewOrgQuota(q controlplane.OrgQuotaView) map[string]any {
+func viewOrgQuota(q tenancy.OrgQuotaView) map[string]any {
 	return map[string]any{
 		"org_id": q.OrgID,
 		"limits": map[string]any{"max_sandboxes": q.Limits.MaxSandboxes, "max_cpu": q.Limits.MaxCPU, "max_ram_mb": q.Limits.MaxRAMMB},
@@ -93,7 +94,7 @@ func viewOrgQuota(q controlplane.OrgQuotaView) map[string]any {
 }
 
 func (a *API) getOrgQuota(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	q, err := a.cp.OrgQuota(r.Context(), p, r.PathValue("id"))
+	q, err := a.tn.OrgQuota(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func (a *API) setOrgQuota(w http.ResponseWriter, r *http.Request, p controlplane
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	q, err := a.cp.SetOrgQuota(r.Context(), p, r.PathValue("id"), b)
+	q, err := a.tn.SetOrgQuota(r.Context(), p, r.PathValue("id"), b)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ type ptyMsg struct {
 	Cmd  json.RawMessage   `json:"cmd"`
 	Cwd  string            `json:"cwd"`
 	Env  map[string]string `json:"env"`
+	User string            `json:"user"`
 	Cols *int64            `json:"cols"`
 	Rows *int64            `json:"rows"`
 }
@@ -268,7 +269,7 @@ func parsePTYMsg(m wsMsg) (*ptyMsg, error) {
 
 // startRequest converts a start message.
 func startRequest(c ptyMsg) (controlplane.ProcessRequest, error) {
-	req := controlplane.ProcessRequest{Env: c.Env, Cwd: c.Cwd}
+	req := controlplane.ProcessRequest{Env: c.Env, Cwd: c.Cwd, User: c.User}
 	if len(c.Cmd) > 0 && string(c.Cmd) != "null" {
 		argv, err := execBody{Cmd: c.Cmd}.argv()
 		if err != nil {

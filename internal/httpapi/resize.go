@@ -101,24 +101,3 @@ func (a *API) usage(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 	})
 	return nil
 }
-
-func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	rows := []map[string]any{}
-	for _, h := range a.cp.Hosts(r.Context(), p) {
-		classes := []map[string]any{}
-		for _, c := range h.Classes {
-			cl := map[string]any{"name": c.Name, "stop_keeps_memory": c.StopKeepsMemory, "checkpoint": c.Checkpoint}
-			if c.CheckpointReason != "" {
-				cl["checkpoint_unavailable_reason"] = c.CheckpointReason
-			}
-			cl["live_resize"] = c.NoLiveResize == ""
-			if c.NoLiveResize != "" {
-				cl["live_resize_unavailable_reason"] = c.NoLiveResize
-			}
-			classes = append(classes, cl)
-		}
-		rows = append(rows, map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
-}

@@ -26,9 +26,9 @@ func (h *stopGateHost) Stop(ctx context.Context, id string, keep bool) (bool, er
 	return false, nil
 }
 
-// TestResizeWhileStoppingIs202Pending: seed 004, "A 202 with applies_at:
-// "pending" means the host has not finished yet. Read the sandbox for its
-// size." The sandbox reads its new size once the stop is done.
+// TestResizeWhileStoppingIs202Pending: a resize while the sandbox is
+// still stopping answers 202 with applies_at "pending" and records the
+// size at once (docs/resize.md). The sandbox reads its new size once the stop is done.
 func TestResizeWhileStoppingIs202Pending(t *testing.T) {
 	h := &stopGateHost{slowHost: &slowHost{release: make(chan struct{})}, stop: make(chan struct{})}
 	srv := serveHost(t, h, nil)

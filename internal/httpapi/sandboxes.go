@@ -32,21 +32,21 @@ type createBody struct {
 	FromSnapshot    string                `json:"from_snapshot"`
 	FromBackup      string                `json:"from_backup"`
 	ProjectID       string                `json:"project_id"`
-	ProjectIDCamel  string                `json:"projectId"` // seed 003's SDK spelling
+	ProjectIDCamel  string                `json:"projectId"` // the camelCase spelling (docs/api.md)
 	Type            string                `json:"type"`
 	AutoStopMinutes *int                  `json:"auto_stop_minutes"`
 	AutoArchiveDays *int                  `json:"auto_archive_days"`
 	AutoDeleteDays  *int                  `json:"auto_delete_days"`
-	// Seed 003: a lifetime and a pinned template version.
+	// A lifetime and a pinned template version.
 	TTLMs             *int64 `json:"ttl_ms"`
 	TemplateVersionID string `json:"template_version_id"`
-	// Seed 003's SDK spellings of the same fields (aliases.go).
+	// The camelCase spellings of the same fields (aliases.go, docs/api.md).
 	TTLMsCamel             *int64 `json:"ttlMs"`
 	TemplateVersionIDCamel string `json:"templateVersionId"`
 	ParentIDCamel          string `json:"parentId"`
-	// GPUs is accepted as seed 004 says; no host has GPUs, so only 0
-	// (or leaving it out) can be honoured.
-	GPUs *int `json:"gpus"`
+	// GPUs and GPUModel ask for whole GPUs of the host (docs/gpus.md).
+	GPUs     *int   `json:"gpus"`
+	GPUModel string `json:"gpu_model"`
 	// SSHKeys are authorized_keys lines for the SSH gateway.
 	SSHKeys []string `json:"ssh_keys"`
 }
@@ -110,15 +110,16 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.TTLMs, err = aliasPtr(b.TTLMs, b.TTLMsCamel, "ttl_ms", "ttlMs"); err != nil {
 		return err
 	}
-	if b.GPUs != nil && *b.GPUs != 0 {
-		return badRequest(fmt.Sprintf("gpus: %d requested, but no host of this platform has GPUs; give 0 or leave it out", *b.GPUs), "gpus")
-	}
 	req := controlplane.CreateRequest{Template: b.Template, CPU: b.CPU, RAMMB: b.RAMMB, DiskGB: b.DiskGB, Env: b.Env, Metadata: b.Metadata,
 		Type: b.Type, AutoStopMinutes: b.AutoStopMinutes, AutoArchiveDays: b.AutoArchiveDays, AutoDeleteDays: b.AutoDeleteDays,
 		ParentID: b.ParentID, Runtime: b.Runtime, Network: b.Network.policy(), ProjectID: b.ProjectID}
 	req.TTLMs, req.TemplateVersionID = b.TTLMs, b.TemplateVersionID
 	req.FromSnapshot, req.FromBackup = b.FromSnapshot, b.FromBackup
 	req.SSHKeys = b.SSHKeys
+	if b.GPUs != nil {
+		req.GPUs = *b.GPUs
+	}
+	req.GPUModel = b.GPUModel
 	if b.AutoResume != nil {
 		req.NoAutoResume = !*b.AutoResume
 	}
@@ -183,7 +184,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 		return err
 	}
 	req.Include = listIncludes(r)
-	// roots_only (rootsOnly in seed 004's SDK) is parent_id=none.
+	// roots_only (rootsOnly in camelCase) is parent_id=none.
 	roots, err := aliasQuery(q, "roots_only", "rootsOnly")
 	if err != nil {
 		return err
@@ -255,7 +256,7 @@ func (a *API) deleteSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ts, err := a.cp.ListTemplates(r.Context())
+	ts, err := a.cp.ListTemplatesFor(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -268,7 +269,7 @@ func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) getTemplate(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	t, err := a.cp.GetTemplate(r.Context(), r.PathValue("slug"))
+	t, err := a.cp.GetTemplateFor(r.Context(), p, r.PathValue("slug"))
 	if err != nil {
 		return err
 	}
@@ -292,13 +293,24 @@ func (a *API) createOrg(w http.ResponseWriter, r *http.Request, p controlplane.P
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	o, tok, err := a.cp.CreateOrg(r.Context(), p, b.Name)
+	o, tok, err := a.tn.CreateOrg(r.Context(), p, b.Name)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"org":   map[string]any{"id": o.ID, "name": o.Name, "created_at": sandbox.FormatTime(o.CreatedAt)},
 		"token": tok,
+	})
+	return nil
+}
+
+func (a *API) deleteOrg(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
+	d, err := a.cp.DeleteOrg(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{
+		"id": d.Org.ID, "name": d.Org.Name, "deleted_at": sandbox.FormatTime(d.DeletedAt), "sandboxes_deleting": d.SandboxesDeleting,
 	})
 	return nil
 }

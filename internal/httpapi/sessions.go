@@ -10,7 +10,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// sessionBody is POST /v1/sessions. The seed's camelCase names are
+// sessionBody is POST /v1/sessions. The camelCase names are
 // accepted too.
 type sessionBody struct {
 	VaultID        string `json:"vault_id"`
@@ -47,7 +47,7 @@ type workspaceView struct {
 // the context's IDs are returned under their own names.
 type sessionView struct {
 	SessionID string `json:"session_id"`
-	// SessionIDCamel mirrors session_id under the seed's name.
+	// SessionIDCamel mirrors session_id under its camelCase name.
 	SessionIDCamel string        `json:"sessionId"`
 	Status         string        `json:"status"`
 	Reason         string        `json:"reason,omitempty"`

@@ -122,9 +122,10 @@ func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request, p controlp
 }
 
 type forkBody struct {
-	Count  *int  `json:"count"`
-	Parent *bool `json:"parent"`
-	Wait   bool  `json:"wait"`
+	Count    *int              `json:"count"`
+	Parent   *bool             `json:"parent"`
+	Wait     bool              `json:"wait"`
+	Metadata map[string]string `json:"metadata"`
 }
 
 // forkView is a fork's answer: the new sandboxes, and whether they start
@@ -146,7 +147,7 @@ func (a *API) fork(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	req := controlplane.ForkRequest{Count: 1}
+	req := controlplane.ForkRequest{Count: 1, Metadata: b.Metadata}
 	if b.Count != nil {
 		req.Count = *b.Count
 	}

@@ -29,7 +29,7 @@ func (a *API) kill(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 func (a *API) setTTL(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	var b struct {
 		TTLMs *int64 `json:"ttl_ms"`
-		// TTLMsCamel is seed 003's setTtl({ ttlMs }) spelling.
+		// TTLMsCamel is the camelCase spelling, setTtl({ ttlMs }).
 		TTLMsCamel *int64 `json:"ttlMs"`
 	}
 	if err := decodeJSON(r, &b, false); err != nil {
@@ -61,19 +61,20 @@ type templateVersionView struct {
 	Error     string `json:"error,omitempty"`
 	CreatedAt string `json:"created_at"`
 	UpdatedAt string `json:"updated_at"`
+	customFields
 }
 
 func viewTemplateVersion(v controlplane.TemplateVersion) templateVersionView {
 	return templateVersionView{
 		ID: v.ID, Slug: v.Slug, Version: v.Number, Status: string(v.Status), Progress: v.Progress,
-		SizeBytes: v.SizeBytes, Error: v.Error,
+		SizeBytes: v.SizeBytes, Error: v.Error, customFields: viewCustom(&v.TemplateVersion),
 		CreatedAt: sandbox.FormatTime(v.CreatedAt), UpdatedAt: sandbox.FormatTime(v.UpdatedAt),
 	}
 }
 
 // templateVersions is GET /v1/templates/{slug}/versions, newest first.
 func (a *API) templateVersions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	vs, err := a.cp.TemplateVersions(r.Context(), r.PathValue("slug"))
+	vs, err := a.cp.TemplateVersionsFor(r.Context(), p, r.PathValue("slug"))
 	if err != nil {
 		return err
 	}
@@ -113,11 +114,11 @@ func listIncludes(r *http.Request) []string {
 	return out
 }
 
-// seed3Fields are seed 003's names on every sandbox record, embedded in
-// sandboxView (JSON flattens them next to ours).
-type seed3Fields struct {
+// ttlFields are the TTL and status fields of every sandbox record, embedded
+// in sandboxView (JSON flattens them next to ours).
+type ttlFields struct {
 	OrgID string `json:"org_id"`
-	// Status is seed 003's status (sandbox.StatusOf), next to our state.
+	// Status is the sandbox's status (sandbox.StatusOf), next to its state.
 	Status sandbox.Status `json:"status"`
 	// TTLMs is the lifetime last asked for; null without a TTL.
 	TTLMs *int64 `json:"ttl_ms"`
@@ -132,8 +133,8 @@ type seed3Fields struct {
 	DestroyedReason string  `json:"destroyed_reason,omitempty"`
 }
 
-func seed3(sb sandbox.Sandbox) seed3Fields {
-	f := seed3Fields{OrgID: sb.OrgID, Status: sb.Status, TemplateID: sb.Template, TemplateSlug: sb.Template}
+func ttlFieldsOf(sb sandbox.Sandbox) ttlFields {
+	f := ttlFields{OrgID: sb.OrgID, Status: sb.Status, TemplateID: sb.Template, TemplateSlug: sb.Template}
 	if f.Status == "" {
 		// Records that did not pass a read (lifecycle answers) get the
 		// status their state and stored activity say.

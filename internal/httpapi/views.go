@@ -29,18 +29,21 @@ type sandboxView struct {
 	// SSHKeyFingerprints identify the SSH gateway's keys; the keys
 	// themselves are never echoed.
 	SSHKeyFingerprints []string `json:"ssh_key_fingerprints"`
-	Reason             string   `json:"reason,omitempty"`
-	CreatedAt          string   `json:"created_at"`
-	UpdatedAt          string   `json:"updated_at"`
-	DeletedAt          *string  `json:"deleted_at"`
-	DeletedReason      string   `json:"deleted_reason,omitempty"`
-	Type               string   `json:"type"`
-	AutoStopMinutes    int      `json:"auto_stop_minutes"`
-	AutoArchiveDays    int      `json:"auto_archive_days"`
-	AutoDeleteDays     int      `json:"auto_delete_days"`
-	ExpiresAt          *string  `json:"expires_at"`
+	// GPUs the sandbox gets at each start, of GPUModel when one was asked.
+	GPUs            int     `json:"gpus"`
+	GPUModel        string  `json:"gpu_model,omitempty"`
+	Reason          string  `json:"reason,omitempty"`
+	CreatedAt       string  `json:"created_at"`
+	UpdatedAt       string  `json:"updated_at"`
+	DeletedAt       *string `json:"deleted_at"`
+	DeletedReason   string  `json:"deleted_reason,omitempty"`
+	Type            string  `json:"type"`
+	AutoStopMinutes int     `json:"auto_stop_minutes"`
+	AutoArchiveDays int     `json:"auto_archive_days"`
+	AutoDeleteDays  int     `json:"auto_delete_days"`
+	ExpiresAt       *string `json:"expires_at"`
 	// Restore and RAMRestored say what the latest start brought back; they
-	// are present only while running (seed 004, "What a start restored").
+	// are present only while running (docs/stop-start.md, "What a start restored").
 	Restore      *string `json:"restore,omitempty"`
 	RAMRestored  *bool   `json:"ram_restored,omitempty"`
 	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
@@ -51,11 +54,11 @@ type sandboxView struct {
 	// SourceSnapshotID is the snapshot or backup a clone or fork was made
 	// from.
 	SourceSnapshotID string `json:"source_snapshot_id,omitempty"`
-	// CreatedAtList is created_at under seed 004's name for list and
+	// CreatedAtList is created_at under its camelCase name for list and
 	// child-list rows ("createdAt values … six fractional-second
 	// digits"); set by listView only.
 	CreatedAtList string `json:"createdAt,omitempty"`
-	seed3Fields
+	ttlFields
 }
 
 // listView is a sandbox as a list or child-list row.
@@ -70,7 +73,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		ID: sb.ID, State: sb.State, Template: sb.Template,
 		CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB,
 		EnvKeys: make([]string, 0, len(sb.Env)), Metadata: sb.Metadata,
-		HostID: sb.HostID, Reason: sb.Reason,
+		HostID: sb.HostID, Reason: sb.Reason, GPUs: sb.GPUs, GPUModel: sb.GPUModel,
 		CreatedAt: sandbox.FormatTime(sb.CreatedAt), UpdatedAt: sandbox.FormatTime(sb.UpdatedAt),
 	}
 	v.SourceSnapshotID = sb.SourceSnapshotID
@@ -111,7 +114,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	if sb.State == sandbox.StateDeleted || sb.State == sandbox.StateDeleting {
 		v.DeletedReason = sb.Reason
 	}
-	v.seed3Fields = seed3(sb)
+	v.ttlFields = ttlFieldsOf(sb)
 	r := sb.Retention
 	v.Type, v.AutoStopMinutes, v.AutoArchiveDays, v.AutoDeleteDays = r.Type, r.AutoStopMinutes, r.AutoArchiveDays, r.AutoDeleteDays
 	if sb.ExpiresAt != nil {
@@ -149,10 +152,11 @@ type templateView struct {
 	// the server's default template (creates that name none).
 	Version *int `json:"version"`
 	Default bool `json:"default"`
+	customFields
 }
 
 func viewTemplate(t controlplane.Template) templateView {
-	v := templateView{Slug: t.Slug, Status: "not_built", Default: t.Default}
+	v := templateView{Slug: t.Slug, Status: "not_built", Default: t.Default, customFields: viewCustom(t.Version)}
 	if t.Number > 0 {
 		v.Version = &t.Number
 	}

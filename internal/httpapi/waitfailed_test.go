@@ -27,8 +27,8 @@ func (h *failingStartHost) Stop(ctx context.Context, id string, keep bool) (bool
 	return false, nil
 }
 
-// TestWaitEndingFailedIsNever2xx: issue 3, "never a 200 before the target
-// state". A create or start whose wait ends with the sandbox failed is a
+// TestWaitEndingFailedIsNever2xx: a wait is never a 2xx before the target
+// state (docs/lifecycle.md, "Waiting for a state"). A create or start whose wait ends with the sandbox failed is a
 // 409 sandbox_failed whose body is the record (id, state, reason), so the
 // caller can start it again or delete it.
 func TestWaitEndingFailedIsNever2xx(t *testing.T) {

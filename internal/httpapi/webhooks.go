@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -17,7 +18,7 @@ type webhookView struct {
 	CreatedAt string `json:"created_at"`
 }
 
-func viewWebhook(w controlplane.Webhook) webhookView {
+func viewWebhook(w events.Webhook) webhookView {
 	evs := w.Events
 	if evs == nil {
 		evs = []string{}
@@ -34,7 +35,7 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request, p controlpla
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	wh, err := a.cp.CreateWebhook(r.Context(), p, controlplane.WebhookRequest{URL: b.URL, Events: b.Events, Secret: b.Secret})
+	wh, err := a.ev.CreateWebhook(r.Context(), p, events.WebhookRequest{URL: b.URL, Events: b.Events, Secret: b.Secret})
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ws, err := a.cp.ListWebhooks(r.Context(), p)
+	ws, err := a.ev.ListWebhooks(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request, p controlplan
 }
 
 func (a *API) getWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wh, err := a.cp.GetWebhook(r.Context(), p, r.PathValue("id"))
+	wh, err := a.ev.GetWebhook(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (a *API) getWebhook(w http.ResponseWriter, r *http.Request, p controlplane.
 }
 
 func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.cp.DeleteWebhook(r.Context(), p, r.PathValue("id")); err != nil {
+	if err := a.ev.DeleteWebhook(r.Context(), p, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -90,7 +91,7 @@ func (a *API) webhookDeliveries(w http.ResponseWriter, r *http.Request, p contro
 	if err != nil {
 		return err
 	}
-	ds, err := a.cp.WebhookDeliveries(r.Context(), p, r.PathValue("id"), limit)
+	ds, err := a.ev.WebhookDeliveries(r.Context(), p, r.PathValue("id"), limit)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -42,7 +43,15 @@ func Instrumented(ctx context.Context) bool {
 
 // Instrument counts and times every request next answers, labelled by the
 // route SetRoute named (RouteUnmatched when none did).
-func Instrument(next http.Handler) http.Handler {
+func Instrument(next http.Handler) http.Handler { return InstrumentLog(nil, next) }
+
+// InstrumentLog is Instrument that also writes one access line per request
+// to logger (nil: none) with its context, so the request id the requestid
+// middleware put there is on it: method, route template, status and
+// duration, at Info for answers of 400 and above and at Debug otherwise
+// (ptd --log-level debug shows every request; a refused or failed one is
+// always there to find by the id the client saw).
+func InstrumentLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if Instrumented(r.Context()) {
 			next.ServeHTTP(w, r)
@@ -60,8 +69,17 @@ func Instrument(next http.Handler) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
+			took := time.Since(start)
 			httpRequests.WithLabelValues(p, r.Method, strconv.Itoa(code)).Inc()
-			httpDuration.WithLabelValues(p, r.Method).Observe(time.Since(start).Seconds())
+			httpDuration.WithLabelValues(p, r.Method).Observe(took.Seconds())
+			if logger != nil {
+				lvl := slog.LevelDebug
+				if code >= 400 {
+					lvl = slog.LevelInfo
+				}
+				logger.Log(r.Context(), lvl, "request", "method", r.Method, "route", p, "status", code,
+					"duration_ms", float64(took.Microseconds())/1000)
+			}
 		}()
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
 	})

@@ -1,5 +1,5 @@
-// Package preview is ptd's preview proxy (issue 6, seed 004
-// "Auto-resume"): it serves a sandbox's ports on their own listener at
+// Package preview is ptd's preview proxy (docs/preview-and-network.md,
+// "Preview URLs"): it serves a sandbox's ports on their own listener at
 // <port>-<sandbox id>.<domain> (or /<sandbox id>/<port>/… for clients that
 // cannot set Host), checks the preview token every request carries (unless
 // the port is public) before anything else happens, starts stopped or

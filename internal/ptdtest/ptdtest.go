@@ -1,10 +1,13 @@
 // Package ptdtest builds Platinum's binaries and runs a real ptd on a
 // free loopback port with its own data dir, bridge, subnet and cgroup
 // parent, so end-to-end tests and benchmarks collide with nothing and
-// leave nothing behind.
+// leave nothing behind. With PT_TEST_STORE=postgres (or Options.Store)
+// each ptd keeps its metadata in a throwaway PostgreSQL cluster of its
+// own (internal/pgtest) instead of SQLite in its data dir.
 package ptdtest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -18,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/pgtest"
 )
 
 // Daemon is a running ptd.
@@ -34,12 +39,17 @@ type Daemon struct {
 	Bridge, Subnet, Cgroup string
 	cmd                    *exec.Cmd
 	logf                   *os.File
+	sharedBin, ownData     bool
 	exited                 chan struct{}
 	keep                   bool
 	args                   []string
 	// Env is added to ptd's environment at each (re)start, e.g.
 	// crashpoint's PT_CRASH_AT; set it to nil before Restart to drop it.
 	Env []string
+	// PG is the PostgreSQL cluster holding the store (nil on SQLite) and
+	// StoreURL ptd's --store URL on it.
+	PG       *pgtest.Cluster
+	StoreURL string
 }
 
 // Options tune the daemon.
@@ -56,6 +66,27 @@ type Options struct {
 	Keep bool
 	// Env is added to ptd's environment (see Daemon.Env).
 	Env []string
+	// BinDir, when set, holds binaries Build made already: Start uses them
+	// instead of building, and Stop leaves them (several daemons of one
+	// test binary share one build).
+	BinDir string
+	// DataDir, when set, is the data dir to use (it must exist): a test
+	// that wants it on a filesystem of its own makes it. Stop empties it
+	// but leaves the directory.
+	DataDir string
+	// Store is the metadata store: "sqlite" (ptd's default, in the data
+	// dir) or "postgres" (a throwaway cluster started for this daemon and
+	// stopped with it). Empty takes $PT_TEST_STORE, then sqlite.
+	Store string
+}
+
+// StoreFromEnv is the store PT_TEST_STORE asks for: "sqlite" unless it
+// says "postgres".
+func StoreFromEnv() string {
+	if os.Getenv("PT_TEST_STORE") == "postgres" {
+		return "postgres"
+	}
+	return "sqlite"
 }
 
 // RandHex returns n random bytes as hex.
@@ -93,13 +124,19 @@ func Build(repoRoot string) (string, error) {
 // Start builds the binaries and starts ptd. Call Stop when done, also on
 // failure (it is nil-safe).
 func Start(o Options) (*Daemon, error) {
-	bin, err := Build(o.RepoRoot)
-	if err != nil {
-		return nil, err
+	bin, shared := o.BinDir, o.BinDir != ""
+	if !shared {
+		var err error
+		if bin, err = Build(o.RepoRoot); err != nil {
+			return nil, err
+		}
 	}
-	d := &Daemon{BinDir: bin, keep: o.Keep, Env: o.Env}
-	if d.DataDir, err = os.MkdirTemp("/var/tmp", "pt-data-"); err != nil {
-		return d, err
+	d := &Daemon{BinDir: bin, keep: o.Keep, Env: o.Env, sharedBin: shared, ownData: o.DataDir == ""}
+	var err error
+	if d.DataDir = o.DataDir; d.ownData {
+		if d.DataDir, err = os.MkdirTemp("/var/tmp", "pt-data-"); err != nil {
+			return d, err
+		}
 	}
 	suffix := RandHex(3)
 	n, _ := rand.Int(rand.Reader, big.NewInt(1<<16))
@@ -140,9 +177,26 @@ func Start(o Options) (*Daemon, error) {
 	maddr := mln.Addr().String()
 	mln.Close()
 	d.MetricsURL = "http://" + maddr
-	d.args = append([]string{"serve", "--listen", addr, "--data-dir", d.DataDir,
-		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}, o.ExtraArgs...)
-	if d.logf, err = os.Create(filepath.Join(bin, "ptd.log")); err != nil {
+	d.args = []string{"serve", "--listen", addr, "--data-dir", d.DataDir,
+		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}
+	if o.Store == "" {
+		o.Store = StoreFromEnv()
+	}
+	switch o.Store {
+	case "sqlite":
+	case "postgres":
+		if d.PG, err = pgtest.Start(context.Background()); err != nil {
+			return d, fmt.Errorf("store postgres: %w", err)
+		}
+		if d.StoreURL, err = d.PG.CreateDatabase(context.Background(), "platinum"); err != nil {
+			return d, err
+		}
+		d.args = append(d.args, "--store", d.StoreURL)
+	default:
+		return d, fmt.Errorf("unknown store %q: want sqlite or postgres", o.Store)
+	}
+	d.args = append(d.args, o.ExtraArgs...)
+	if d.logf, err = os.Create(d.logPath()); err != nil {
 		return d, err
 	}
 	return d, d.launch()
@@ -177,6 +231,19 @@ func (d *Daemon) launch() error {
 	return fmt.Errorf("ptd did not become healthy:\n%s", d.Log())
 }
 
+// PID is ptd's process id (0 when it is not running).
+func (d *Daemon) PID() int {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-d.exited:
+		return 0
+	default:
+		return d.cmd.Process.Pid
+	}
+}
+
 // Kill ends ptd with SIGKILL, as a crash would: nothing is cleaned up.
 func (d *Daemon) Kill() {
 	d.cmd.Process.Kill()
@@ -199,7 +266,7 @@ func (d *Daemon) Restart() error { return d.launch() }
 
 // Log returns what ptd has logged so far.
 func (d *Daemon) Log() string {
-	b, _ := os.ReadFile(filepath.Join(d.BinDir, "ptd.log"))
+	b, _ := os.ReadFile(d.logPath())
 	return string(b)
 }
 
@@ -230,11 +297,33 @@ func (d *Daemon) Stop() error {
 		}
 	}
 	RemoveCgroup(d.Cgroup)
+	if perr := d.PG.Stop(); perr != nil && err == nil {
+		err = fmt.Errorf("stop postgres: %w", perr)
+	}
 	if !d.keep {
-		os.RemoveAll(d.DataDir)
-		os.RemoveAll(d.BinDir)
+		if d.ownData {
+			os.RemoveAll(d.DataDir)
+		} else if entries, rerr := os.ReadDir(d.DataDir); rerr == nil {
+			for _, e := range entries {
+				os.RemoveAll(filepath.Join(d.DataDir, e.Name()))
+			}
+		}
+		if d.sharedBin {
+			os.Remove(d.logPath())
+		} else {
+			os.RemoveAll(d.BinDir)
+		}
 	}
 	return err
+}
+
+// logPath is where ptd's output goes: ptd.log in the binary dir, one per
+// daemon when the dir is shared.
+func (d *Daemon) logPath() string {
+	if d.sharedBin {
+		return filepath.Join(d.BinDir, "ptd-"+filepath.Base(d.DataDir)+"-"+d.Bridge+".log")
+	}
+	return filepath.Join(d.BinDir, "ptd.log")
 }
 
 // RemoveCgroup removes a cgroup and every (empty) cgroup below it in

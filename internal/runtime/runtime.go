@@ -59,6 +59,10 @@ type Spec struct {
 	Cwd  string
 	// Mounts are extra bind mounts (e.g. the read-only agent binary).
 	Mounts []Mount
+	// CDIDevices are qualified Container Device Interface names (e.g.
+	// "nvidia.com/gpu=0") whose edits from the host's CDI specs the
+	// container gets: device nodes, mounts, hooks, env (GPUs).
+	CDIDevices []string
 }
 
 // Status is a container's runtime status.

@@ -20,6 +20,10 @@ const (
 	PrefixSnapshot        = "snap_"
 	PrefixToken           = "tok_"
 	PrefixSession         = "ses_"
+	// PrefixTemplateBuild names a custom template's build;
+	// PrefixTemplateUpload an uploaded build context or image tarball.
+	PrefixTemplateBuild  = "tbld_"
+	PrefixTemplateUpload = "tupl_"
 )
 
 var (

@@ -1,6 +1,6 @@
 package sandbox
 
-// NetworkPolicy is a sandbox's outbound network policy (issue 6). The zero
+// NetworkPolicy is a sandbox's outbound network policy (docs/preview-and-network.md). The zero
 // value (and nil) means egress allowed with no lists. Whatever the policy,
 // a sandbox never reaches another sandbox, the host's own ports (except
 // the API on its gateway) or link-local addresses.

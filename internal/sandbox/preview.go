@@ -2,7 +2,7 @@ package sandbox
 
 import "slices"
 
-// Preview is a sandbox's preview-URL settings (seed 004, issue 6): which
+// Preview is a sandbox's preview-URL settings (docs/preview-and-network.md): which
 // ports answer without a token, and the generation every token of a port
 // must carry. Revoking a port's URLs bumps its generation, so tokens
 // signed before stop working at once without a list of revoked tokens.

@@ -12,7 +12,7 @@ import (
 // State is a sandbox's lifecycle state as stored and as shown by the API.
 type State string
 
-// The states of seed 004's lifecycle. Transitional states (creating,
+// The states of a sandbox's lifecycle (docs/lifecycle.md). Transitional states (creating,
 // starting, stopping, archiving, restoring, deleting) always have a way out.
 const (
 	StateCreating  State = "creating"
@@ -83,13 +83,13 @@ type Sandbox struct {
 	// deletion's longer keeping of recovery data.
 	DeletedBy string `json:"deleted_by,omitempty"`
 	// ExpiresAt, when set, is when ExpiryAction happens to the sandbox
-	// (a TTL, e.g. E2B's timeout or seed 003's ttl_ms).
+	// (a TTL, e.g. E2B's timeout or ttl_ms).
 	ExpiresAt    *time.Time   `json:"expires_at,omitempty"`
 	ExpiryAction ExpiryAction `json:"expiry_action,omitempty"`
-	// TTLMs is the lifetime last asked for (seed 003's ttl_ms, at create or
+	// TTLMs is the lifetime last asked for (ttl_ms, at create or
 	// by a TTL reset); ExpiresAt counts it from that request. 0: none.
 	TTLMs int64 `json:"ttl_ms,omitempty"`
-	// Status is seed 003's status, derived on reads (see StatusOf); it is
+	// Status is the sandbox's status, derived on reads (see StatusOf); it is
 	// never stored.
 	Status Status `json:"-"`
 	// TemplateVersion is the number (1, 2, …) of TemplateVersionID among
@@ -127,11 +127,15 @@ type Sandbox struct {
 	// Live is the live-resize headroom recorded at the last boot.
 	Live *LiveHeadroom `json:"live,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic
-	// (seed 004 "Auto-resume"; the API field is auto_resume, default true).
+	// (docs/lifecycle.md, "Auto-resume"; the API field is auto_resume, default true).
 	NoAutoResume bool `json:"no_auto_resume,omitempty"`
 	// SSHKeys are the public keys (authorized_keys form, no comments) the
 	// SSH gateway accepts for this sandbox; the API shows fingerprints.
 	SSHKeys []string `json:"-"`
+	// GPUs is how many of its host's GPUs the sandbox gets at each start,
+	// of GPUModel when set (docs/gpus.md).
+	GPUs     int    `json:"gpus,omitempty"`
+	GPUModel string `json:"gpu_model,omitempty"`
 	// Preview holds the preview proxy's public ports and token
 	// generations; nil until a port is made public or revoked.
 	Preview *Preview `json:"-"`
@@ -192,7 +196,7 @@ const (
 	ExpireStop   ExpiryAction = "stop"
 )
 
-// Restore kinds of a start (seed 004, "What a start restored").
+// Restore kinds of a start (docs/stop-start.md, "What a start restored").
 const (
 	RestoreMemory   = "memory"
 	RestoreDiskOnly = "disk_only"
@@ -206,7 +210,7 @@ type LastStart struct {
 	At          time.Time `json:"at"`
 }
 
-// Retention is a sandbox's lifecycle timers (seed 004, "Retention"). Zero
+// Retention is a sandbox's lifecycle timers (docs/lifecycle.md). Zero
 // disables a timer.
 type Retention struct {
 	Type            string `json:"type"`

@@ -2,12 +2,12 @@ package sandbox
 
 import "time"
 
-// Status is a sandbox's lifecycle as seed 003 names it: a coarser, more
+// Status is a sandbox's lifecycle as docs/lifecycle.md shows it: a coarser, more
 // user-facing view than State that also reflects activity and the TTL.
 // It is derived on every read (never stored), see StatusOf.
 type Status string
 
-// Seed 003's statuses.
+// The statuses (docs/lifecycle.md, "Status").
 const (
 	StatusCreating  Status = "creating"
 	StatusStarting  Status = "starting"
@@ -24,7 +24,7 @@ const (
 	// DefaultIdleAfter is how long a running sandbox must see no exec,
 	// file or preview traffic to show idle.
 	DefaultIdleAfter = 5 * time.Minute
-	// DefaultExpiringWindow is seed 003's "last minute" before the TTL
+	// DefaultExpiringWindow is the last minute before the TTL
 	// runs out, during which a live sandbox shows expiring.
 	DefaultExpiringWindow = time.Minute
 )
@@ -43,7 +43,7 @@ type StatusInput struct {
 	IdleAfter, ExpiringWindow time.Duration
 }
 
-// StatusOf maps a record to seed 003's status:
+// StatusOf maps a record to its status:
 //
 //	deleting, deleted                     → destroyed
 //	failed                                → failed

@@ -55,14 +55,14 @@ func TestStatusOf(t *testing.T) {
 	}
 }
 
-// TestStatusOfEveryState checks that every state maps to one of seed 003's
-// statuses.
+// TestStatusOfEveryState checks that every state maps to one of the
+// statuses docs/lifecycle.md lists.
 func TestStatusOfEveryState(t *testing.T) {
 	valid := map[Status]bool{StatusCreating: true, StatusStarting: true, StatusReady: true, StatusRunning: true,
 		StatusIdle: true, StatusExpiring: true, StatusDestroyed: true, StatusFailed: true}
 	for _, st := range AllStates {
 		if got := StatusOf(Sandbox{State: st}, StatusInput{Now: time.Now()}); !valid[got] {
-			t.Errorf("StatusOf(%s) = %q, not a seed 003 status", st, got)
+			t.Errorf("StatusOf(%s) = %q, not a documented status", st, got)
 		}
 	}
 }

@@ -3,7 +3,7 @@ package sandbox
 import "testing"
 
 // TestTransitionsExhaustive checks every (from, to) pair against the
-// lifecycle of seed 004, so a change to the table is a deliberate one.
+// lifecycle docs/lifecycle.md draws, so a change to the table is a deliberate one.
 func TestTransitionsExhaustive(t *testing.T) {
 	allowed := map[[2]State]bool{}
 	for _, p := range [][2]State{

@@ -1,7 +1,9 @@
 // Package sshgw is ptd's SSH gateway (docs/terminal.md): `ssh
 // SANDBOX_ID@host` logs in with one of that sandbox's ssh_keys and gets a
-// shell, an exec or a port forward. Sessions run through the same
-// terminal path as the PTY WebSocket (controlplane.Terminal).
+// shell, an exec, the sftp subsystem (scp, sftp) or a port forward.
+// Sessions run through the same terminal path as the PTY WebSocket
+// (controlplane.Terminal), so every byte a session reads or writes is
+// handled by a process inside the sandbox, never on the host.
 package sshgw
 
 import (
@@ -24,11 +26,16 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
 // Backend is what the gateway needs from the control plane.
 type Backend interface {
 	SSHLogin(ctx context.Context, id string, key ssh.PublicKey) (controlplane.Principal, error)
+	// AutoResume brings a stopped or archived sandbox to running within
+	// timeout, as a preview request does; controlplane.ErrAutoResumeDisabled
+	// when its auto_resume is off.
+	AutoResume(ctx context.Context, id string, timeout time.Duration) (sandbox.Sandbox, error)
 	OpenTerminal(ctx context.Context, p controlplane.Principal, id string, r controlplane.ProcessRequest) (*controlplane.Terminal, error)
 	SandboxPortAddr(ctx context.Context, p controlplane.Principal, id string, port int) (string, error)
 }
@@ -42,6 +49,17 @@ type Server struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 }
+
+// ResumeTimeout bounds the start of a stopped sandbox by a login. It is
+// longer than the preview proxy's: an SSH client waits without a deadline
+// of its own, and an archived sandbox is restored from the object store
+// first.
+const ResumeTimeout = 2 * time.Minute
+
+// SFTPServerArgv is the sftp subsystem's server: pt-agent's own sftp-server
+// mode (github.com/pkg/sftp), run in the sandbox as any process is, so
+// file operations happen on the sandbox's filesystem as its user.
+var SFTPServerArgv = []string{controlplane.AgentPath, "sftp-server"}
 
 // Extension keys carrying the principal from authentication to the
 // session.
@@ -158,6 +176,16 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	p := controlplane.Principal{OrgID: sc.Permissions.Extensions[extOrg], ProjectID: sc.Permissions.Extensions[extProject]}
 	s.log.Info("ssh login", "sandbox", id, "remote", c.RemoteAddr().String())
 	go ssh.DiscardRequests(reqs)
+	// A login to a stopped sandbox starts it (when its auto_resume is on),
+	// as preview traffic does; channels wait for that.
+	res := &resumption{done: make(chan struct{})}
+	go func() {
+		defer close(res.done)
+		_, res.err = s.cp.AutoResume(ctx, id, ResumeTimeout)
+		if res.err != nil {
+			s.log.Info("ssh login: sandbox not resumed", "sandbox", id, "err", res.err)
+		}
+	}()
 	for nc := range chans {
 		switch nc.ChannelType() {
 		case "session":
@@ -165,18 +193,52 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			if err != nil {
 				continue
 			}
-			go s.session(ctx, p, id, ch, creqs)
+			go s.session(ctx, p, id, res, ch, creqs)
 		case "direct-tcpip":
-			go s.forward(ctx, p, id, nc)
+			go s.forward(ctx, p, id, res, nc)
 		default:
 			nc.Reject(ssh.UnknownChannelType, "only session and direct-tcpip channels")
 		}
 	}
 }
 
+// resumption is the auto-resume a login started; done closes when it
+// ended, with err set when the sandbox was not brought to running.
+type resumption struct {
+	done chan struct{}
+	err  error
+}
+
+// wait returns what the resume ended with, or ctx's error.
+func (r *resumption) wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// resumeMessage says why a session cannot run in a sandbox that was not
+// resumed, or "" to let the terminal's own error speak.
+func resumeMessage(err error) string {
+	var se *controlplane.StateError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, controlplane.ErrAutoResumeDisabled):
+		return "the sandbox is stopped and its auto_resume is off: start it first (POST /v1/sandboxes/{id}/start)"
+	case errors.As(err, &se):
+		return fmt.Sprintf("the sandbox is %s and cannot be started by a login", se.State)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("the sandbox did not start within %s", ResumeTimeout)
+	}
+	return "the sandbox could not be started: " + err.Error()
+}
+
 // session serves one session channel: env and pty-req first, then one
-// shell or exec; window-change while it runs.
-func (s *Server) session(ctx context.Context, p controlplane.Principal, id string, ch ssh.Channel, reqs <-chan *ssh.Request) {
+// shell, exec or sftp subsystem; window-change while it runs.
+func (s *Server) session(ctx context.Context, p controlplane.Principal, id string, res *resumption, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	env := map[string]string{}
 	var size *controlplane.PTYSize
@@ -204,31 +266,48 @@ func (s *Server) session(ctx context.Context, p controlplane.Principal, id strin
 				env["TERM"] = pr.Term
 			}
 			req.Reply(true, nil)
-		case "shell", "exec":
-			var argv []string
-			if req.Type == "exec" {
+		case "shell", "exec", "subsystem":
+			r := controlplane.ProcessRequest{Env: env, PTY: size}
+			switch req.Type {
+			case "exec":
 				var ex struct{ Command string }
 				if err := ssh.Unmarshal(req.Payload, &ex); err != nil {
 					req.Reply(false, nil)
 					continue
 				}
-				argv = []string{"/bin/sh", "-c", ex.Command}
+				r.Argv = []string{"/bin/sh", "-c", ex.Command}
+			case "subsystem":
+				var sub struct{ Name string }
+				if err := ssh.Unmarshal(req.Payload, &sub); err != nil || sub.Name != "sftp" {
+					req.Reply(false, nil) // the only subsystem there is
+					continue
+				}
+				// The sftp protocol runs on pipes, whatever the client asked.
+				r.Argv, r.PTY, size = SFTPServerArgv, nil, nil
 			}
-			if len(env) == 0 {
-				env = nil
+			if len(r.Env) == 0 {
+				r.Env = nil
 			}
-			term, err := s.cp.OpenTerminal(ctx, p, id, controlplane.ProcessRequest{Argv: argv, Env: env, PTY: size})
+			fail := func(msg string) {
+				fmt.Fprintf(ch.Stderr(), "platinum: %s\r\n", msg)
+				exitStatus(ch, 255)
+			}
+			if msg := resumeMessage(res.wait(ctx)); msg != "" {
+				req.Reply(true, nil)
+				fail(msg)
+				return
+			}
+			term, err := s.cp.OpenTerminal(ctx, p, id, r)
 			if err != nil {
 				req.Reply(true, nil)
-				fmt.Fprintf(ch.Stderr(), "platinum: %v\r\n", err)
-				exitStatus(ch, 255)
+				fail(err.Error())
 				return
 			}
 			req.Reply(true, nil)
 			s.run(term, ch, reqs, size != nil)
 			return
 		default:
-			// subsystem (sftp), x11, agent forwarding: not offered.
+			// x11 and agent forwarding: not offered.
 			req.Reply(false, nil)
 		}
 	}
@@ -260,8 +339,14 @@ func (s *Server) run(term *controlplane.Terminal, ch ssh.Channel, reqs <-chan *s
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := ch.Read(buf)
-			if n > 0 && term.Input(ctx, buf[:n], false) != nil {
-				return
+			if n > 0 {
+				if ierr := term.Input(ctx, buf[:n], false); ierr != nil {
+					// Dropped, as a network would drop it (an input that
+					// raced a snapshot's connection reset, or reached a
+					// process that just ended); the session goes on, and
+					// its output side says when it ends.
+					s.log.Debug("ssh input", "pid", term.Pid, "err", ierr)
+				}
 			}
 			if err != nil {
 				if errors.Is(err, io.EOF) && !pty {
@@ -274,7 +359,17 @@ func (s *Server) run(term *controlplane.Terminal, ch ssh.Channel, reqs <-chan *s
 	for {
 		ev, err := term.Next()
 		if err != nil {
+			// The sandbox stopped under the session (its shell is hung up
+			// at the next start), or the agent broke: say so, as a
+			// dropped connection would.
+			var se *controlplane.StateError
+			if errors.As(err, &se) {
+				fmt.Fprintf(ch.Stderr(), "\r\nplatinum: the sandbox is %s; the session ended\r\n", se.State)
+			} else {
+				fmt.Fprintf(ch.Stderr(), "\r\nplatinum: the session's connection to the sandbox broke: %v\r\n", err)
+			}
 			term.Hangup()
+			exitStatus(ch, 255)
 			return
 		}
 		switch {
@@ -325,7 +420,7 @@ func clampSide(v, def uint32) uint32 {
 // forward serves a direct-tcpip channel (ssh -L): a connection to a port
 // of the sandbox. The requested host is ignored: only the sandbox's own
 // ports are reachable, on its network interface.
-func (s *Server) forward(ctx context.Context, p controlplane.Principal, id string, nc ssh.NewChannel) {
+func (s *Server) forward(ctx context.Context, p controlplane.Principal, id string, res *resumption, nc ssh.NewChannel) {
 	var dt struct {
 		Host       string
 		Port       uint32
@@ -334,6 +429,10 @@ func (s *Server) forward(ctx context.Context, p controlplane.Principal, id strin
 	}
 	if err := ssh.Unmarshal(nc.ExtraData(), &dt); err != nil {
 		nc.Reject(ssh.ConnectionFailed, "bad direct-tcpip request")
+		return
+	}
+	if msg := resumeMessage(res.wait(ctx)); msg != "" {
+		nc.Reject(ssh.Prohibited, msg)
 		return
 	}
 	addr, err := s.cp.SandboxPortAddr(ctx, p, id, int(dt.Port))

@@ -92,7 +92,7 @@ type Artifact struct {
 }
 
 // Feeds is the part of Store behind the event stream, webhooks and
-// artifacts (issue 8). It is embedded in Store.
+// artifacts (docs/events-and-webhooks.md). It is embedded in Store.
 type Feeds interface {
 	// ListEvents returns the org's events matching q, oldest first.
 	ListEvents(ctx context.Context, q EventQuery) ([]Event, error)

@@ -7,7 +7,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-// Project groups an org's sandboxes (seed 003's projectId). Every org has
+// Project groups an org's sandboxes (docs/access.md). Every org has
 // exactly one default project, where sandboxes go when a create names
 // none; a token may be scoped to one project.
 type Project struct {
@@ -26,11 +26,13 @@ type OrgQuotas struct {
 	MaxRAMMB     *int     `json:"max_ram_mb,omitempty"`
 }
 
-// Usage is what an org's sandboxes in some states add up to.
+// Usage is what an org's (or a host's) sandboxes in some states add up to.
 type Usage struct {
 	Sandboxes int
 	CPU       float64
 	RAMMB     int
+	// DiskGB is summed by HostUsage only (org quotas bound no disk).
+	DiskGB int
 }
 
 // ProjectStore holds projects, org quota overrides and org usage. Store

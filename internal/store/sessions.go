@@ -7,7 +7,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-// SessionStatus is the lifecycle status of a session (seed 000).
+// SessionStatus is the lifecycle status of a session (docs/sessions.md).
 type SessionStatus string
 
 // Session statuses. provisioning, ready and stopping are live: a context

@@ -1,6 +1,7 @@
 // Package store is the contract for Platinum's metadata store: orgs, API
 // tokens, templates and sandboxes. Implementations live in subpackages
-// (sqlite, later postgres) and all pass the shared suite in storetest.
+// (sqlite, the embedded default, and postgres) and all pass the shared
+// suite in storetest.
 //
 // The store holds desired state. Every sandbox update is a compare-and-swap
 // on Sandbox.Version, so two writers never silently overwrite each other.
@@ -81,6 +82,15 @@ type TemplateVersion struct {
 	Error     string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// OrgID owns a custom template's versions (built from an image or a
+	// Dockerfile); empty for the platform's templates, which every org
+	// sees.
+	OrgID string
+	// BuildID is the build that made a custom version.
+	BuildID string
+	// Spec says what a custom version is made of and how its sandboxes
+	// start; zero for platform templates.
+	Spec TemplateSpec
 }
 
 // TemplateStatus is the build status of a template version.
@@ -110,7 +120,9 @@ type ListOptions struct {
 	Metadata map[string]string
 	// ProjectID filters to one project.
 	ProjectID string
-	// ExcludeStates leaves out records in these states (seed 003's default
+	// HostID filters to the sandboxes placed on one host.
+	HostID string
+	// ExcludeStates leaves out records in these states (the default
 	// list leaves out destroyed and failed ones); State wins over it.
 	ExcludeStates []sandbox.State
 }
@@ -140,6 +152,7 @@ type StateChange struct {
 // Store is the metadata store. All methods are safe for concurrent use.
 type Store interface {
 	ProjectStore
+	TemplateBuildStore
 	IdempotencyStore
 
 	SessionStore
@@ -148,6 +161,11 @@ type Store interface {
 	CreateOrg(ctx context.Context, o Org) error
 	// GetOrg returns ErrNotFound if absent.
 	GetOrg(ctx context.Context, id string) (Org, error)
+	// DeleteOrg removes an org and every token of it in one transaction,
+	// so nothing can act as the org any more; its sandboxes, projects and
+	// other records stay (the control plane deletes its sandboxes, which
+	// final disposal purges later). ErrNotFound if absent.
+	DeleteOrg(ctx context.Context, id string) error
 
 	// CreateToken inserts a token; ErrConflict if its hash exists.
 	CreateToken(ctx context.Context, t Token) error
@@ -179,6 +197,21 @@ type Store interface {
 	// UpdatedAt is set to now; DeletedAt is written as given. If the state
 	// changed, an EventStateChanged row is written in the same transaction.
 	UpdateSandbox(ctx context.Context, s sandbox.Sandbox) (sandbox.Sandbox, error)
+	// ModifySandbox is a read-modify-write of one sandbox under its row
+	// lock: it reads the record with that ID (in orgID; any org if empty)
+	// so that no other writer can change it meanwhile, calls fn on it
+	// (again, on a fresh read, only if the database had to retry the
+	// transaction) and writes what fn leaves as UpdateSandbox would
+	// (Version+1, UpdatedAt now, an EventStateChanged row if the state
+	// changed), in one transaction. Concurrent calls on one sandbox apply
+	// one after another, each against the latest committed record: none
+	// loses another's change and none needs a retry (the env merge of
+	// PATCH …/env). fn must be quick and do no I/O: the row stays locked
+	// while it runs; its changes to ID, OrgID, CreatedAt and Version are
+	// ignored. An error from fn aborts with nothing changed and is returned
+	// as is. ErrNotFound if absent (or in another org); ErrConflict if fn
+	// gave the sandbox a name another live sandbox of its org holds.
+	ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error)
 	// ListSandboxes returns one page and the total matching count, both read
 	// from one snapshot.
 	ListSandboxes(ctx context.Context, o ListOptions) (rows []sandbox.Sandbox, total int, err error)
@@ -221,6 +254,9 @@ type Store interface {
 	// Feeds: the event stream, webhooks and artifacts (feeds.go).
 	Feeds
 
+	// Hosts, leases and cross-process locks (cluster.go).
+	ClusterStore
+
 	// Close releases the store's resources. Calling it again is a no-op.
 	Close() error
 }
@@ -247,10 +283,14 @@ type ObjectRef struct {
 // removed, and where it was. Buckets are the recorded ones; a bucket that
 // was never recorded stays unknown (empty), never inferred.
 type LedgerEntry struct {
-	ID             int64
-	OrgID          string
-	SandboxID      string
-	DeletedReason  string
+	ID            int64
+	OrgID         string
+	SandboxID     string
+	DeletedReason string
+	// DeletedBy is who caused the deletion (sandbox.DeletedByPlatform or
+	// DeletedByUser): what decided between the 30- and the 90-day
+	// retention. Empty on rows written before it was recorded.
+	DeletedBy      string
 	PurgedAt       time.Time
 	Objects        []ObjectRef
 	SnapshotBucket string

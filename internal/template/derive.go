@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Seed 003's template slugs, both derived from pt-base.
+// The session templates' slugs (docs/sandboxes.md), both derived from pt-base.
 const (
 	// SlugPythonNode is the broad default: Python 3 and Node.js on Debian.
 	SlugPythonNode = "python-node"

@@ -11,7 +11,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
-// TestBuildDerived builds seed 003's templates from pt-base's cache entry
+// TestBuildDerived builds python-node and node from pt-base's cache entry
 // and checks that each has its runtimes, runs them, and keeps neither the
 // build host's resolver nor apt's lists and downloads.
 func TestBuildDerived(t *testing.T) {

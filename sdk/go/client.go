@@ -46,6 +46,8 @@ type Client struct {
 	Sessions *SessionsService
 	// Pools lists and configures warm pools.
 	Pools *PoolsService
+	// Hosts lists the platform's hosts and drains them (admin token).
+	Hosts *HostsService
 	// Events reads the org's event feed (list, stream, follow).
 	Events *EventsService
 	// Webhooks manages webhooks that receive the org's events.
@@ -124,6 +126,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	c.Tokens = &TokensService{c: c}
 	c.Sessions = &SessionsService{c: c}
 	c.Pools = &PoolsService{c: c}
+	c.Hosts = &HostsService{c: c}
 	c.Events = &EventsService{c: c}
 	c.Webhooks = &WebhooksService{c: c}
 	c.Artifacts = &ArtifactsService{c: c}

@@ -16,7 +16,8 @@ import (
 // template. Without ContextID the Language's default context runs it.
 type RunCodeRequest struct {
 	Code string
-	// Language is "python" (the default), "javascript" or "bash".
+	// Language is "python" (the default), "javascript", "typescript" or
+	// "bash".
 	Language string
 	// ContextID names a context from CreateCodeContext.
 	ContextID string
@@ -25,10 +26,18 @@ type RunCodeRequest struct {
 	Cwd string
 	// Timeout interrupts the cell after this long; the context survives.
 	Timeout time.Duration
-	// OnStdout, OnStderr and OnResult, when set, see each event as it
-	// arrives (before RunCode returns).
+	// OnStdout, OnStderr, OnResult and OnError, when set, see each event
+	// as it arrives (before RunCode returns), as the TypeScript and Python
+	// SDKs' onStdout/onStderr/onResult/onError do. OnError sees the cell's
+	// own error (also in Execution.Error), never a failure to reach the
+	// sandbox, which RunCode returns.
 	OnStdout, OnStderr func(text string)
 	OnResult           func(CodeResult)
+	OnError            func(*CodeError)
+	// OnStart, when set, gets the execution's ID as soon as the server has
+	// accepted the cell, before its first event: StopCodeExecution(ID)
+	// from elsewhere stops it.
+	OnStart func(executionID string)
 }
 
 // CodeResult is one rich result: a MIME bundle (image types base64) and
@@ -47,16 +56,34 @@ func (r CodeResult) HTML() string { s, _ := r.Data["text/html"].(string); return
 // PNG returns the decoded image/png form (nil when it has none).
 func (r CodeResult) PNG() []byte { return r.Binary("image/png") }
 
+// SVG returns the result's image/svg+xml form ("" when it has none).
+func (r CodeResult) SVG() string { s, _ := r.Data["image/svg+xml"].(string); return s }
+
+// Markdown returns the result's text/markdown form ("" when it has none).
+func (r CodeResult) Markdown() string { s, _ := r.Data["text/markdown"].(string); return s }
+
+// JSON returns the result's application/json form (nil when it has none):
+// the decoded value, e.g. a map[string]any.
+func (r CodeResult) JSON() any { return r.Data["application/json"] }
+
 // Binary returns the decoded form of a base64 MIME type (image/png,
 // image/jpeg, application/pdf); nil when the result has none.
 func (r CodeResult) Binary(mime string) []byte {
-	s, _ := r.Data[mime].(string)
-	b, _ := base64.StdEncoding.DecodeString(s)
+	s, ok := r.Data[mime].(string)
+	if !ok {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil
+	}
 	return b
 }
 
-// CodeError is the error a cell raised (Name "TimeoutError" for one
-// interrupted at its timeout, "KernelDied" for one that killed its kernel).
+// CodeError is the error a cell raised: Name "TimeoutError" for one
+// interrupted at its timeout, "Interrupted" for one stopped by
+// InterruptCodeContext or StopCodeExecution, "KernelDied" for one that
+// killed its kernel.
 type CodeError struct {
 	Name, Value, Traceback string
 }
@@ -66,16 +93,22 @@ func (e *CodeError) Error() string { return e.Name + ": " + e.Value }
 // Execution is how a cell ended. A cell's own error is in Error, not
 // RunCode's error.
 type Execution struct {
+	// ID is the execution's ID (exec_…).
+	ID             string
 	Results        []CodeResult
 	Stdout, Stderr string
 	Error          *CodeError
 	ContextID      string
 	ExecutionCount int
-	// Status is "ok", "error", "timeout" or "disconnected".
-	Status   string
+	// Status is "ok", "error", "timeout", "interrupted" or
+	// "disconnected".
+	Status string
+	// Duration is the server's time from the cell's arrival to its end
+	// (waiting for its context included).
 	Duration time.Duration
 	// KernelRestarted is the reason, when the cell ran in a fresh kernel
-	// because the context's last one died.
+	// because the context's last one died or was replaced (a cell that
+	// ignored SIGINT past the grace period).
 	KernelRestarted string
 }
 
@@ -111,6 +144,7 @@ type codeEvent struct {
 	Value          string         `json:"value"`
 	Traceback      string         `json:"traceback"`
 	Reason         string         `json:"reason"`
+	ExecutionID    string         `json:"execution_id"`
 	ContextID      string         `json:"context_id"`
 	ExecutionCount *int           `json:"execution_count"`
 	Status         string         `json:"status"`
@@ -151,7 +185,10 @@ func (s *SandboxesService) runCode(ctx context.Context, id string, req RunCodeRe
 		return nil, err
 	}
 	defer resp.Body.Close()
-	ex := &Execution{}
+	ex := &Execution{ID: resp.Header.Get("X-Execution-Id")}
+	if req.OnStart != nil && ex.ID != "" {
+		req.OnStart(ex.ID)
+	}
 	var stdout, stderr bytes.Buffer
 	dec := json.NewDecoder(resp.Body)
 	for {
@@ -184,11 +221,17 @@ func (s *SandboxesService) runCode(ctx context.Context, id string, req RunCodeRe
 			}
 		case "error":
 			ex.Error = &CodeError{Name: ev.Name, Value: ev.Value, Traceback: ev.Traceback}
+			if req.OnError != nil {
+				req.OnError(ex.Error)
+			}
 		case "kernel_restarted":
 			ex.KernelRestarted = ev.Reason
 		case "end":
 			ex.Stdout, ex.Stderr = stdout.String(), stderr.String()
 			ex.ContextID, ex.Status = ev.ContextID, ev.Status
+			if ev.ExecutionID != "" {
+				ex.ID = ev.ExecutionID
+			}
 			if ev.ExecutionCount != nil {
 				ex.ExecutionCount = *ev.ExecutionCount
 			}
@@ -253,6 +296,39 @@ func (s *SandboxesService) InterruptCodeContext(ctx context.Context, id, context
 		return false, fmt.Errorf("interrupt code context %s: %w", contextID, err)
 	}
 	return out.Interrupted, nil
+}
+
+// CodeExecutionInfo is a cell that has not ended: running, or waiting
+// behind another in its context.
+type CodeExecutionInfo struct {
+	ID        string `json:"id"`
+	ContextID string `json:"context_id"`
+	Language  string `json:"language"`
+	// State is "running", or "waiting" behind another cell.
+	State     string    `json:"state"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// ListCodeExecutions lists the sandbox's cells that have not ended.
+func (s *SandboxesService) ListCodeExecutions(ctx context.Context, id string) ([]CodeExecutionInfo, error) {
+	var out struct {
+		Executions []CodeExecutionInfo `json:"executions"`
+	}
+	if _, err := s.c.doJSON(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions", nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("list code executions of sandbox %s: %w", id, err)
+	}
+	return out.Executions, nil
+}
+
+// StopCodeExecution stops a running cell (SIGINT, then its process is
+// replaced if it ignores that) and returns once it has ended; its context
+// keeps its state unless the process had to be replaced. An execution
+// that has ended is an *APIError with status 404.
+func (s *SandboxesService) StopCodeExecution(ctx context.Context, id, executionID string) error {
+	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions/"+url.PathEscape(executionID), nil, nil, nil); err != nil {
+		return fmt.Errorf("stop code execution %s: %w", executionID, err)
+	}
+	return nil
 }
 
 // DeleteCodeContext stops the context's kernel and forgets it.

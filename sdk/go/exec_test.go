@@ -13,64 +13,54 @@ import (
 	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
 func TestExec(t *testing.T) {
-	srv, c := newFake(t)
-	id := srv.AddSandbox(platinumtest.Sandbox{})
+	_, c := newServer(t)
+	id := running(t, c, platinum.CreateSandboxRequest{}).ID
 	tests := []struct {
-		name     string
-		req      platinum.ExecRequest
-		wantCall platinumtest.ExecCall
-		want     platinum.ExecResult
+		name string
+		req  platinum.ExecRequest
+		want platinum.ExecResult
 	}{
 		{
-			name:     "argv",
-			req:      platinum.ExecRequest{Cmd: []string{"echo", "hello", "world"}},
-			wantCall: platinumtest.ExecCall{Argv: []string{"echo", "hello", "world"}},
-			want:     platinum.ExecResult{Stdout: "hello world\n"},
+			name: "argv",
+			req:  platinum.ExecRequest{Cmd: []string{"echo", "hello", "world"}},
+			want: platinum.ExecResult{Stdout: "hello world\n"},
 		},
 		{
-			name:     "shell string",
-			req:      platinum.ExecRequest{Shell: "echo hi"},
-			wantCall: platinumtest.ExecCall{Shell: "echo hi"},
-			want:     platinum.ExecResult{Stdout: "hi\n"},
+			name: "shell string",
+			req:  platinum.ExecRequest{Shell: "echo hi"},
+			want: platinum.ExecResult{Stdout: "hi\n"},
 		},
 		{
-			name:     "env cwd timeout",
-			req:      platinum.ExecRequest{Cmd: []string{"printenv", "FOO"}, Env: map[string]string{"FOO": "bar"}, Cwd: "/tmp", Timeout: 1500 * time.Microsecond},
-			wantCall: platinumtest.ExecCall{Argv: []string{"printenv", "FOO"}, Env: map[string]string{"FOO": "bar"}, Cwd: "/tmp", TimeoutMS: 2},
-			want:     platinum.ExecResult{Stdout: "bar\n"},
+			name: "env and cwd",
+			req:  platinum.ExecRequest{Shell: `printf '%s %s\n' "$FOO" "$PWD"`, Env: map[string]string{"FOO": "bar"}, Cwd: "/tmp", Timeout: 10 * time.Second},
+			want: platinum.ExecResult{Stdout: "bar /tmp\n"},
 		},
 		{
-			name:     "stdin",
-			req:      platinum.ExecRequest{Cmd: []string{"cat"}, Stdin: "fed in"},
-			wantCall: platinumtest.ExecCall{Argv: []string{"cat"}, Stdin: "fed in"},
-			want:     platinum.ExecResult{Stdout: "fed in"},
+			name: "stdin",
+			req:  platinum.ExecRequest{Cmd: []string{"cat"}, Stdin: "fed in"},
+			want: platinum.ExecResult{Stdout: "fed in"},
 		},
 		{
-			name:     "non-zero exit is not an error",
-			req:      platinum.ExecRequest{Cmd: []string{"nosuch"}},
-			wantCall: platinumtest.ExecCall{Argv: []string{"nosuch"}},
-			want:     platinum.ExecResult{ExitCode: 127, Stderr: "sh: nosuch: not found\n"},
+			name: "non-zero exit is not an error",
+			req:  platinum.ExecRequest{Shell: "echo oops >&2; exit 7"},
+			want: platinum.ExecResult{ExitCode: 7, Stderr: "oops\n"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.wantCall.SandboxID = id
-			n := len(srv.Execs())
 			got, err := c.Sandboxes.Exec(t.Context(), id, tt.req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := tt.want
-			want.Duration = 7 * time.Millisecond // what the fake reports
-			if *got != want {
-				t.Errorf("Exec = %+v, want %+v", *got, want)
+			if got.Duration <= 0 {
+				t.Errorf("Duration = %v, want the time the command ran", got.Duration)
 			}
-			if call := srv.Execs()[n]; !reflect.DeepEqual(call, tt.wantCall) {
-				t.Errorf("server got %+v, want %+v", call, tt.wantCall)
+			got.Duration = 0
+			if *got != tt.want {
+				t.Errorf("Exec = %+v, want %+v", *got, tt.want)
 			}
 
 			var stdout, stderr bytes.Buffer
@@ -89,7 +79,7 @@ func TestExec(t *testing.T) {
 }
 
 func TestExecBadRequest(t *testing.T) {
-	_, c := newFake(t)
+	_, c := newServer(t)
 	for _, req := range []platinum.ExecRequest{
 		{},
 		{Cmd: []string{"ls"}, Shell: "ls"},
@@ -106,51 +96,35 @@ func TestExecBadRequest(t *testing.T) {
 
 func TestExecStream(t *testing.T) {
 	tests := []struct {
-		name         string
-		outcome      platinumtest.ExecOutcome
-		wantStdout   string
-		wantStderr   string
-		wantResult   *platinum.ExecResult
-		wantErrCode  string
-		wantBuffered platinum.ExecResult
+		name        string
+		req         platinum.ExecRequest
+		stop        bool // stop the sandbox once the output starts
+		wantStdout  string
+		wantStderr  string
+		wantResult  *platinum.ExecResult
+		wantErrCode string
 	}{
 		{
-			name: "interleaved output in order",
-			outcome: platinumtest.ExecOutcome{Output: []platinumtest.Chunk{
-				{Stream: "stdout", Data: "a"}, {Stream: "stderr", Data: "E1"}, {Stream: "stdout", Data: "b\n"}, {Stream: "stderr", Data: "E2\n"},
-			}, ExitCode: 3},
+			name:       "both streams and the exit code",
+			req:        platinum.ExecRequest{Shell: `printf a; printf E1 >&2; printf 'b\n'; printf 'E2\n' >&2; exit 3`},
 			wantStdout: "ab\n", wantStderr: "E1E2\n",
 			wantResult: &platinum.ExecResult{ExitCode: 3},
 		},
 		{
 			name:       "timed out",
-			outcome:    platinumtest.ExecOutcome{Output: []platinumtest.Chunk{{Stream: "stdout", Data: "partial"}}, ExitCode: -1, TimedOut: true},
+			req:        platinum.ExecRequest{Shell: "printf partial; sleep 30", Timeout: 300 * time.Millisecond},
 			wantStdout: "partial",
 			wantResult: &platinum.ExecResult{ExitCode: -1, TimedOut: true},
-		},
-		{
-			name:        "error event",
-			outcome:     platinumtest.ExecOutcome{Output: []platinumtest.Chunk{{Stream: "stdout", Data: "x"}}, ErrorCode: "unavailable", ErrorMsg: "agent went away"},
-			wantStdout:  "x",
-			wantErrCode: "unavailable",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, c := newFake(t)
-			srv.Exec = func(platinumtest.ExecCall) platinumtest.ExecOutcome { return tt.outcome }
-			id := srv.AddSandbox(platinumtest.Sandbox{})
+			_, c := newServer(t)
+			id := running(t, c, platinum.CreateSandboxRequest{}).ID
 			var stdout, stderr bytes.Buffer
-			res, err := c.Sandboxes.ExecStream(t.Context(), id, platinum.ExecRequest{Shell: "x"}, &stdout, &stderr)
+			res, err := c.Sandboxes.ExecStream(t.Context(), id, tt.req, &stdout, &stderr)
 			if stdout.String() != tt.wantStdout || stderr.String() != tt.wantStderr {
 				t.Errorf("stdout %q stderr %q, want %q %q", stdout.String(), stderr.String(), tt.wantStdout, tt.wantStderr)
-			}
-			if tt.wantErrCode != "" {
-				var ae *platinum.APIError
-				if !errors.As(err, &ae) || ae.Code != tt.wantErrCode || ae.Message != tt.outcome.ErrorMsg {
-					t.Fatalf("err = %v, want APIError %s", err, tt.wantErrCode)
-				}
-				return
 			}
 			if err != nil || !reflect.DeepEqual(res, tt.wantResult) {
 				t.Errorf("ExecStream = %+v, %v; want %+v", res, err, tt.wantResult)
@@ -184,6 +158,8 @@ func TestExecStreamWire(t *testing.T) {
 		{"ended without exit", "application/x-ndjson", `{"type":"start","pid":1}` + "\n" + `{"type":"stdout","data":"a"}` + "\n", "a", "", 0, platinum.ErrStreamEnded},
 		{"cut mid-line", "application/x-ndjson", `{"type":"stdout","data":"a"}` + "\n" + `{"type":"std`, "a", "", 0, platinum.ErrStreamEnded},
 		{"unknown event types are skipped", "application/x-ndjson", `{"type":"start","pid":1}` + "\n" + `{"type":"resize","cols":80}` + "\n" + `{"type":"exit","exit_code":4,"timed_out":false}` + "\n", "", "", 4, nil},
+		{"error event", "application/x-ndjson", `{"type":"stdout","data":"x"}` + "\n" + `{"type":"error","code":"unavailable","error":"agent went away"}` + "\n", "x", "", 0,
+			&platinum.APIError{StatusCode: 200, Code: platinum.CodeUnavailable, Message: "agent went away"}},
 		{"server that does not stream", "application/json", `{"exit_code":2,"stdout":"o","stderr":"e","timed_out":false,"duration_ms":1}`, "o", "e", 2, nil},
 	}
 	for _, tt := range tests {
@@ -193,6 +169,13 @@ func TestExecStreamWire(t *testing.T) {
 			res, err := c.Sandboxes.ExecStream(t.Context(), "sbx_1", platinum.ExecRequest{Shell: "x"}, &stdout, &stderr)
 			if stdout.String() != tt.wantStdout || stderr.String() != tt.wantStderr {
 				t.Errorf("stdout %q stderr %q, want %q %q", stdout.String(), stderr.String(), tt.wantStdout, tt.wantStderr)
+			}
+			var wantAE, ae *platinum.APIError
+			if errors.As(tt.wantErr, &wantAE) {
+				if !errors.As(err, &ae) || ae.Code != wantAE.Code || ae.Message != wantAE.Message {
+					t.Errorf("err = %v, want APIError %s %q", err, wantAE.Code, wantAE.Message)
+				}
+				return
 			}
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {

@@ -49,6 +49,10 @@ const (
 	DeletedTTLExpired = "ttl_expired"
 	// DeletedByPlatform: the platform removed it.
 	DeletedByPlatform = "platform_deleted"
+	// DeletedHostLost: its host lost its disk, so it could not run again.
+	DeletedHostLost = "host_lost"
+	// DeletedOrgDeleted: its organization was deleted.
+	DeletedOrgDeleted = "org_deleted"
 )
 
 // StartInfo is what a start brought back, as kept in the sandbox's

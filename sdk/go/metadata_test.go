@@ -9,11 +9,11 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// TestLastStartIsThePlatformsKey: against the fake, as against ptd, a
+// TestLastStartIsThePlatformsKey: against ptd, a
 // create may not set metadata.last_start (400 invalid_request, field
 // metadata), and a metadata filter never matches the platform's value.
 func TestLastStartIsThePlatformsKey(t *testing.T) {
-	_, c := newFake(t)
+	_, c := newServer(t)
 	ctx := context.Background()
 	_, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Metadata: map[string]string{"last_start": "mine"}})
 	var ae *platinum.APIError

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
+	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 )
 
 func TestResize(t *testing.T) {
@@ -19,7 +19,7 @@ func TestResize(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		setup func(*platinumtest.Server)
+		setup func(*fakeptd.Server)
 		state string
 		req   platinum.ResizeRequest
 		// pre runs resizes before the one under test (to grow, then shrink).
@@ -32,7 +32,7 @@ func TestResize(t *testing.T) {
 		wantNotRes *platinum.NotResizableError // LiveResize and Hint; steps use $ID
 		wantLocal  bool
 	}{
-		{name: "live cpu and memory (the seed's example)", state: "running", req: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
+		{name: "live cpu and memory (the guide's example)", state: "running", req: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 4, RAMMB: 8192, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
 				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 4, GuestMemTotalMB: 7962}},
@@ -42,7 +42,7 @@ func TestResize(t *testing.T) {
 				Requested: platinum.ResizeRequest{DiskGB: new(30)},
 				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
 			wantSize: size{2, 2048, 30}},
-		{name: "shrink frees less than asked", setup: func(s *platinumtest.Server) { s.RAMShrinkFloorMB = 3072 }, state: "running",
+		{name: "shrink frees less than asked", setup: func(s *fakeptd.Server) { s.RAMShrinkFloorMB = 3072 }, state: "running",
 			pre: []platinum.ResizeRequest{{RAMMB: new(4096)}}, req: platinum.ResizeRequest{RAMMB: new(2048)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 3072, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{RAMMB: new(2048)}, Partial: true,
@@ -54,7 +54,7 @@ func TestResize(t *testing.T) {
 				LiveResize: platinum.LiveResizeStatus{Supported: false, Reason: "cpu 32 is above this boot's maximum of 16"},
 				Hint:       platinum.ResizeHint{Action: "stop_then_resize", AppliesAt: "restart", Steps: []string{"POST /v1/sandboxes/$ID/stop", "POST /v1/sandboxes/$ID/resize"}},
 			}},
-		{name: "host without live resize", setup: func(s *platinumtest.Server) { s.LiveResizeUnsupported = "this host does not support live resize" }, state: "running",
+		{name: "host without live resize", setup: func(s *fakeptd.Server) { s.LiveResizeUnsupported = "this host does not support live resize" }, state: "running",
 			req: platinum.ResizeRequest{RAMMB: new(4096)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeSandboxNotResizable,
 			wantNotRes: &platinum.NotResizableError{
 				LiveResize: platinum.LiveResizeStatus{Reason: "this host does not support live resize"},
@@ -66,7 +66,7 @@ func TestResize(t *testing.T) {
 				Requested: platinum.ResizeRequest{RAMMB: new(1024)}, Partial: true,
 				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
 			wantSize: size{2, 2048, 20}},
-		{name: "guest cannot grow its disk online", setup: func(s *platinumtest.Server) { s.DiskGrowUnsupported = true }, state: "running",
+		{name: "guest cannot grow its disk online", setup: func(s *fakeptd.Server) { s.DiskGrowUnsupported = true }, state: "running",
 			req: platinum.ResizeRequest{DiskGB: new(40)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeDiskGrowUnsupported},
 		{name: "disk shrink", state: "running", req: platinum.ResizeRequest{DiskGB: new(10)},
 			wantSize: size{2, 2048, 20}, wantCode: platinum.CodeInvalidRequest, wantField: "disk_gb"},
@@ -77,7 +77,7 @@ func TestResize(t *testing.T) {
 			want: &platinum.ResizeResult{State: platinum.StateStopped, CPU: 32, RAMMB: 65536, DiskGB: 40, AppliesAt: platinum.ResizeNextStart,
 				Requested: platinum.ResizeRequest{CPU: new(32.0), RAMMB: new(65536)}},
 			wantSize: size{32, 65536, 40}},
-		{name: "host not finished", setup: func(s *platinumtest.Server) { s.ResizePending = true }, state: "stopped", req: platinum.ResizeRequest{CPU: new(4.0)},
+		{name: "host not finished", setup: func(s *fakeptd.Server) { s.ResizePending = true }, state: "stopped", req: platinum.ResizeRequest{CPU: new(4.0)},
 			want: &platinum.ResizeResult{State: platinum.StateStopped, CPU: 4, RAMMB: 2048, DiskGB: 20, AppliesAt: platinum.ResizePending,
 				Requested: platinum.ResizeRequest{CPU: new(4.0)}},
 			wantSize: size{4, 2048, 20}},
@@ -92,7 +92,7 @@ func TestResize(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(srv)
 			}
-			id := srv.AddSandbox(platinumtest.Sandbox{State: tt.state, CPU: 2, RAMMB: 2048, DiskGB: 20})
+			id := srv.AddSandbox(fakeptd.Sandbox{State: tt.state, CPU: 2, RAMMB: 2048, DiskGB: 20})
 			for _, r := range tt.pre {
 				if _, err := c.Sandboxes.Resize(t.Context(), id, r); err != nil {
 					t.Fatal(err)
@@ -150,16 +150,16 @@ func TestResize(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	srv, c := newFake(t)
-	id := srv.AddSandbox(platinumtest.Sandbox{CPU: 1, RAMMB: 512, DiskGB: 2})
-	stopped := srv.AddSandbox(platinumtest.Sandbox{State: "stopped"})
-	srv.PutFile(id, "/data", make([]byte, 1000))
+	_, c := newServer(t)
+	id := running(t, c, platinum.CreateSandboxRequest{CPU: 1, RAMMB: 512, DiskGB: 2}).ID
+	stopped := inState(t, c, platinum.CreateSandboxRequest{}, platinum.StateStopped)
 	m, err := c.Sandboxes.Metrics(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := platinum.Metrics{CPUPercent: 12.5, MemoryUsedBytes: 128 << 20, MemoryLimitBytes: 512 << 20,
-		DiskUsedBytes: 64<<20 + 1000, DiskSizeBytes: 2 << 30, NetRxBytes: 1 << 20, NetTxBytes: 64 << 10, PIDs: 3, At: m.At}
+	// platinumtest's host measures nothing (there is no container); it
+	// reports the sandbox's limits, which ptd passes on.
+	want := platinum.Metrics{MemoryLimitBytes: 512 << 20, DiskSizeBytes: 2 << 30, At: m.At}
 	if *m != want || m.At.IsZero() {
 		t.Errorf("Metrics = %+v, want %+v", *m, want)
 	}
@@ -175,7 +175,7 @@ func TestUsage(t *testing.T) {
 	srv, c := newFake(t)
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC) // two hours before the fake's clock
-	id := srv.AddSandbox(platinumtest.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: platinumtest.Time{Time: t0}})
+	id := srv.AddSandbox(fakeptd.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: fakeptd.Time{Time: t0}})
 
 	t.Run("one running hour", func(t *testing.T) {
 		u, err := c.Sandboxes.Usage(ctx, id, t0, t0.Add(time.Hour))

@@ -76,7 +76,7 @@ type Sandbox struct {
 	// TTLMs is the lifetime last asked for (at create or by SetTTL), in
 	// milliseconds; ExpiresAt counts it from that request. 0: no TTL.
 	TTLMs int64 `json:"ttl_ms,omitempty"`
-	// Status is seed 003's status (StatusReady, StatusIdle, …), next to
+	// Status is the sandbox's status (StatusReady, StatusIdle, …), next to
 	// State.
 	Status Status `json:"status,omitempty"`
 	// OrgID is the sandbox's organization.
@@ -117,7 +117,7 @@ type CreateSandboxRequest struct {
 	// TTLMs is the lifetime in milliseconds: positive, at most 3600000 at
 	// creation (more is an APIError with code sandbox_ttl_exceeded). Zero
 	// takes the default: 1 hour for python-node and node sandboxes, none
-	// for others (seed 004 retention applies). Extend with SetTTL.
+	// for others (the type's retention timers apply). Extend with SetTTL.
 	TTLMs    int64             `json:"ttl_ms,omitempty"`
 	CPU      float64           `json:"cpu,omitempty"`
 	RAMMB    int               `json:"ram_mb,omitempty"`

@@ -10,16 +10,76 @@ import (
 	"testing"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/hostapi"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
+	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
-// newFake starts a fake ptd and a client for it that polls without delay.
-func newFake(t *testing.T) (*platinumtest.Server, *platinum.Client) {
+// newFake starts the hand-written fake ptd (being retired: tests move to
+// newServer) and a client for it that polls without delay.
+func newFake(t *testing.T) (*fakeptd.Server, *platinum.Client) {
 	t.Helper()
-	srv := platinumtest.NewServer()
+	srv := fakeptd.NewServer()
 	t.Cleanup(srv.Close)
-	return srv, platinum.New(srv.URL, platinumtest.Token, platinum.WithPollInterval(time.Millisecond))
+	return srv, platinum.New(srv.URL, fakeptd.Token, platinum.WithPollInterval(time.Millisecond))
+}
+
+// slowStart is a host start that takes d, then fails with err when it is
+// not nil.
+func slowStart(d time.Duration, err error) func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
+	return func(ctx context.Context, _ hostapi.StartSpec) (hostapi.Instance, error) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return hostapi.Instance{}, ctx.Err()
+		}
+		return hostapi.Instance{Address: "127.0.0.1"}, err
+	}
+}
+
+// newServer starts ptd in-process (platinumtest) and a client for it that
+// polls every few milliseconds.
+func newServer(t *testing.T) (*platinumtest.Server, *platinum.Client) {
+	t.Helper()
+	srv := platinumtest.NewServer(t)
+	return srv, platinum.New(srv.URL, platinumtest.Token, platinum.WithPollInterval(5*time.Millisecond))
+}
+
+// running creates a busybox sandbox and waits until it runs.
+func running(t *testing.T, c *platinum.Client, req platinum.CreateSandboxRequest) *platinum.Sandbox {
+	t.Helper()
+	if req.Template == "" {
+		req.Template = "busybox"
+	}
+	sb, err := c.Sandboxes.Create(t.Context(), req, platinum.WaitForRunning(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// inState creates a busybox sandbox and brings it to state: running,
+// stopped or archived.
+func inState(t *testing.T, c *platinum.Client, req platinum.CreateSandboxRequest, state platinum.State) string {
+	t.Helper()
+	id := running(t, c, req).ID
+	var err error
+	switch state {
+	case platinum.StateRunning:
+	case platinum.StateStopped:
+		_, err = c.Sandboxes.Stop(t.Context(), id, platinum.WaitForStopped(30*time.Second))
+	case platinum.StateArchived:
+		if _, err = c.Sandboxes.Stop(t.Context(), id, platinum.WaitForStopped(30*time.Second)); err == nil {
+			_, err = c.Sandboxes.Archive(t.Context(), id, platinum.WaitForArchived(30*time.Second))
+		}
+	default:
+		t.Fatalf("inState: cannot make a %s sandbox", state)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // posts returns the requests that created sandboxes.
@@ -75,7 +135,7 @@ func TestCreate(t *testing.T) {
 		},
 		{
 			name:      "202 wait_timed_out then polls to running",
-			setup:     func(s *platinumtest.Server) { s.CreatePolls = 3 },
+			setup:     func(s *platinumtest.Server) { s.Host.StartFunc = slowStart(1500*time.Millisecond, nil) },
 			req:       platinum.CreateSandboxRequest{Template: "busybox"},
 			opts:      []platinum.CreateOption{platinum.WaitForRunning(time.Second)},
 			wantPost:  "POST /v1/sandboxes?wait_for_state=running&wait_timeout_ms=1000",
@@ -83,8 +143,10 @@ func TestCreate(t *testing.T) {
 			wantGets:  true,
 		},
 		{
-			name:        "failed sandbox is a StateError",
-			setup:       func(s *platinumtest.Server) { s.CreatePolls, s.CreateFailReason = 1, "disk pool full" },
+			name: "failed sandbox is a StateError",
+			setup: func(s *platinumtest.Server) {
+				s.Host.StartFunc = slowStart(1500*time.Millisecond, errors.New("disk pool full"))
+			},
 			req:         platinum.CreateSandboxRequest{Template: "busybox"},
 			opts:        []platinum.CreateOption{platinum.WaitForRunning(time.Second)},
 			wantPost:    "POST /v1/sandboxes?wait_for_state=running&wait_timeout_ms=1000",
@@ -110,7 +172,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newFake(t)
+			srv, c := newServer(t)
 			if tt.setup != nil {
 				tt.setup(srv)
 			}
@@ -147,8 +209,11 @@ func TestCreate(t *testing.T) {
 }
 
 func TestCreateWaitEndsWithContext(t *testing.T) {
-	srv, c := newFake(t)
-	srv.CreatePolls = 1 << 30
+	srv, c := newServer(t)
+	srv.Host.StartFunc = func(ctx context.Context, _ hostapi.StartSpec) (hostapi.Instance, error) {
+		<-ctx.Done() // starts until the server closes
+		return hostapi.Instance{}, ctx.Err()
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	// Cancel once the client has polled a few times.
 	done := make(chan struct{})
@@ -173,7 +238,7 @@ func TestCreateWaitEndsWithContext(t *testing.T) {
 }
 
 func TestCreateSendsFields(t *testing.T) {
-	srv, c := newFake(t)
+	_, c := newServer(t)
 	sb, err := c.Sandboxes.Create(t.Context(), platinum.CreateSandboxRequest{
 		Template: "busybox", CPU: 0.5, RAMMB: 256, DiskGB: 3, Name: "ci",
 		Env: map[string]string{"B": "2", "A": "1"}, Metadata: map[string]string{"team": "x"},
@@ -181,21 +246,28 @@ func TestCreateSendsFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := srv.Sandbox(sb.ID)
-	want := []any{"busybox", 0.5, 256, 3, "ci", map[string]string{"B": "2", "A": "1"}, map[string]string{"team": "x"}}
-	have := []any{got.Template, got.CPU, got.RAMMB, got.DiskGB, *got.Name, got.Env, got.Metadata}
+	if !slices.Equal(sb.EnvKeys, []string{"A", "B"}) || sb.Name != "ci" || sb.CreatedAt.IsZero() {
+		t.Errorf("client got %+v", sb)
+	}
+	got, err := c.Sandboxes.WaitForState(t.Context(), sb.ID, platinum.StateRunning)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []any{"busybox", 0.5, 256, 3, "ci", map[string]string{"team": "x"}}
+	have := []any{got.Template, got.CPU, got.RAMMB, got.DiskGB, got.Name, got.Metadata}
 	if !reflect.DeepEqual(have, want) {
 		t.Errorf("server stored %v, want %v", have, want)
 	}
-	if !slices.Equal(sb.EnvKeys, []string{"A", "B"}) || sb.Name != "ci" || sb.CreatedAt.IsZero() {
-		t.Errorf("client got %+v", sb)
+	res, err := c.Sandboxes.Exec(t.Context(), sb.ID, platinum.ExecRequest{Shell: `echo "$A$B"`})
+	if err != nil || res.Stdout != "12\n" {
+		t.Errorf("the sandbox's env: %+v, %v", res, err)
 	}
 }
 
 func TestGetDeleteWait(t *testing.T) {
-	srv, c := newFake(t)
+	_, c := newServer(t)
 	ctx := t.Context()
-	id := srv.AddSandbox(platinumtest.Sandbox{State: "running"})
+	id := running(t, c, platinum.CreateSandboxRequest{}).ID
 	sb, err := c.Sandboxes.Get(ctx, id)
 	if err != nil || sb.ID != id || sb.State != platinum.StateRunning {
 		t.Fatalf("Get = %+v, %v", sb, err)
@@ -204,12 +276,12 @@ func TestGetDeleteWait(t *testing.T) {
 	if err != nil || del.State != platinum.StateDeleting {
 		t.Fatalf("Delete = %+v, %v", del, err)
 	}
-	if _, err := c.Sandboxes.Get(ctx, id); !platinum.IsNotFound(err) {
-		t.Errorf("Get after delete: err = %v, want not_found", err)
-	}
 	gone, err := c.Sandboxes.WaitForState(ctx, id, platinum.StateDeleted)
 	if err != nil || gone.State != platinum.StateDeleted || gone.DeletedAt == nil {
 		t.Errorf("WaitForState(deleted) = %+v, %v", gone, err)
+	}
+	if _, err := c.Sandboxes.Get(ctx, id); !platinum.IsNotFound(err) {
+		t.Errorf("Get after delete: err = %v, want not_found", err)
 	}
 	if _, err := c.Sandboxes.WaitForState(ctx, id, platinum.StateRunning); !platinum.IsNotFound(err) {
 		t.Errorf("WaitForState(running) of a deleted sandbox: err = %v, want not_found", err)
@@ -220,14 +292,16 @@ func TestGetDeleteWait(t *testing.T) {
 }
 
 func TestListAndIterate(t *testing.T) {
-	srv, c := newFake(t)
+	srv, c := newServer(t)
 	var ids []string // newest first once reversed
 	for i := range 7 {
-		state := "running"
+		id := running(t, c, platinum.CreateSandboxRequest{}).ID
 		if i%3 == 0 {
-			state = "stopped"
+			if _, err := c.Sandboxes.Stop(t.Context(), id, platinum.WaitForStopped(30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
 		}
-		ids = append(ids, srv.AddSandbox(platinumtest.Sandbox{State: state}))
+		ids = append(ids, id)
 	}
 	slices.Reverse(ids)
 	idsOf := func(rows []platinum.Sandbox) []string {
@@ -322,9 +396,12 @@ func TestListAndIterate(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	srv, c := newFake(t)
-	stopped := srv.AddSandbox(platinumtest.Sandbox{State: "stopped"})
-	running := srv.AddSandbox(platinumtest.Sandbox{State: "running"})
+	srv, c := newServer(t)
+	stopped := running(t, c, platinum.CreateSandboxRequest{}).ID
+	if _, err := c.Sandboxes.Stop(t.Context(), stopped, platinum.WaitForStopped(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	running := running(t, c, platinum.CreateSandboxRequest{}).ID
 	bad := platinum.New(srv.URL, "wrong")
 	admin := platinum.New(srv.URL, platinumtest.AdminToken)
 	tests := []struct {
@@ -338,15 +415,15 @@ func TestErrors(t *testing.T) {
 		{"unauthorized", func(ctx context.Context) error {
 			_, err := bad.Sandboxes.List(ctx, platinum.ListOptions{})
 			return err
-		}, 401, platinum.CodeUnauthorized, "", "set PT_TOKEN"},
+		}, 401, platinum.CodeUnauthorized, "", "Bearer $PT_TOKEN"},
 		{"not found", func(ctx context.Context) error {
 			_, err := c.Sandboxes.Get(ctx, "sbx_missing")
 			return err
-		}, 404, platinum.CodeNotFound, "", "sbx_missing not found"},
+		}, 404, platinum.CodeNotFound, "", `sandbox "sbx_missing": not found`},
 		{"not ready carries state", func(ctx context.Context) error {
 			_, err := c.Sandboxes.Exec(ctx, stopped, platinum.ExecRequest{Cmd: []string{"true"}})
 			return err
-		}, 409, platinum.CodeSandboxNotReady, platinum.StateStopped, "not running"},
+		}, 409, platinum.CodeSandboxNotReady, platinum.StateStopped, "it must be running"},
 		{"conflict carries state", func(ctx context.Context) error {
 			_, err := c.Sandboxes.Archive(ctx, running)
 			return err

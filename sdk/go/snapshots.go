@@ -157,6 +157,9 @@ type ForkOptions struct {
 	NoParent bool `json:"-"`
 	// Wait returns once every copy runs (or failed).
 	Wait bool `json:"wait,omitempty"`
+	// Metadata is set on every copy over the source's metadata (the
+	// copies' merged metadata has create's limits).
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// IdempotencyKey, when set, makes a retried call return the first
 	// call's copies instead of making more.
 	IdempotencyKey string `json:"-"`
@@ -181,6 +184,9 @@ func (s *SandboxesService) Fork(ctx context.Context, id string, opts ForkOptions
 	body := map[string]any{"count": max(opts.Count, 1), "wait": opts.Wait}
 	if opts.NoParent {
 		body["parent"] = false
+	}
+	if len(opts.Metadata) > 0 {
+		body["metadata"] = opts.Metadata
 	}
 	var out ForkResult
 	if err := s.c.doKeyed(ctx, "POST", sandboxPath(id)+"/fork", nil, opts.IdempotencyKey, body, &out); err != nil {

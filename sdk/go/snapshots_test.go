@@ -79,7 +79,7 @@ func TestSnapshotCalls(t *testing.T) {
 	if err != nil || snap.ID != "snap_1" || !snap.Memory || snap.State != platinum.SnapshotReady {
 		t.Fatalf("Snapshot = %+v, %v", snap, err)
 	}
-	res, err := c.Sandboxes.Fork(ctx, "sbx_1", platinum.ForkOptions{Count: 2, NoParent: true, Wait: true, IdempotencyKey: "k2"})
+	res, err := c.Sandboxes.Fork(ctx, "sbx_1", platinum.ForkOptions{Count: 2, NoParent: true, Wait: true, IdempotencyKey: "k2", Metadata: map[string]string{"by": "me"}})
 	if err != nil || len(res.Sandboxes) != 2 || !res.Memory {
 		t.Fatalf("Fork = %+v, %v", res, err)
 	}
@@ -98,7 +98,7 @@ func TestSnapshotCalls(t *testing.T) {
 	}
 	want := []string{
 		`POST /v1/sandboxes/sbx_1/snapshots k1 {"name":"n","memory":true}`,
-		`POST /v1/sandboxes/sbx_1/fork k2 {"count":2,"parent":false,"wait":true}`,
+		`POST /v1/sandboxes/sbx_1/fork k2 {"count":2,"metadata":{"by":"me"},"parent":false,"wait":true}`,
 		`POST /v1/sandboxes/sbx_1/backups {}`,
 		`GET /v1/snapshots/bkp_1`, `GET /v1/snapshots/bkp_1`, `GET /v1/snapshots/bkp_1`,
 		`DELETE /v1/snapshots/snap_1`,

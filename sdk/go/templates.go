@@ -38,6 +38,16 @@ type Template struct {
 	// Default is true for the server's default template, which creates
 	// that name no template get.
 	Default bool `json:"default"`
+	// Owner is "org" for the org's own template, "platform" otherwise;
+	// an org template says how its newest version was built and what its
+	// sandboxes start with.
+	Owner    string            `json:"owner,omitempty"`
+	BuildID  string            `json:"build_id,omitempty"`
+	Settings *TemplateSettings `json:"settings,omitempty"`
+	Source   *TemplateSource   `json:"source,omitempty"`
+	// Snapshot is true when creates of the template's size and class
+	// restore its started state.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // TemplatesService groups the template calls. Get it from Client.Templates.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Status is a sandbox's status as seed 003 names it, next to State: a
+// Status is a sandbox's status (docs/lifecycle.md), next to State: a
 // coarser view that also reflects activity and the TTL.
 type Status string
 
@@ -85,6 +85,12 @@ type TemplateVersion struct {
 	Error     string         `json:"error,omitempty"`
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
+	// Owner, BuildID, Settings, Source and Snapshot are as in Template.
+	Owner    string            `json:"owner,omitempty"`
+	BuildID  string            `json:"build_id,omitempty"`
+	Settings *TemplateSettings `json:"settings,omitempty"`
+	Source   *TemplateSource   `json:"source,omitempty"`
+	Snapshot bool              `json:"snapshot,omitempty"`
 }
 
 // Versions lists every build of a template, newest first.

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
 func TestUpdate(t *testing.T) {
@@ -55,18 +54,13 @@ func TestUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newFake(t)
-			web, taken := "web", "taken"
-			id := srv.AddSandbox(platinumtest.Sandbox{Name: &web})
-			srv.AddSandbox(platinumtest.Sandbox{Name: &taken})
+			srv, c := newServer(t)
+			id := running(t, c, platinum.CreateSandboxRequest{Name: "web"}).ID
+			running(t, c, platinum.CreateSandboxRequest{Name: "taken"})
 			sb, err := tt.call(t.Context(), c.Sandboxes, id)
 			got, _ := srv.Sandbox(id)
-			name := ""
-			if got.Name != nil {
-				name = *got.Name
-			}
-			if name != tt.wantName || *got.AutoResume != tt.wantResume {
-				t.Errorf("server has name %q auto_resume %v, want %q %v", name, *got.AutoResume, tt.wantName, tt.wantResume)
+			if got.Name != tt.wantName || !got.NoAutoResume != tt.wantResume {
+				t.Errorf("server has name %q auto_resume %v, want %q %v", got.Name, !got.NoAutoResume, tt.wantName, tt.wantResume)
 			}
 			if tt.wantCode != "" {
 				var ae *platinum.APIError
@@ -89,9 +83,9 @@ func TestUpdate(t *testing.T) {
 }
 
 func TestRenameFreesTheOldName(t *testing.T) {
-	srv, c := newFake(t)
-	a := srv.AddSandbox(platinumtest.Sandbox{})
-	b := srv.AddSandbox(platinumtest.Sandbox{})
+	_, c := newServer(t)
+	a := running(t, c, platinum.CreateSandboxRequest{}).ID
+	b := running(t, c, platinum.CreateSandboxRequest{}).ID
 	ctx := t.Context()
 	if _, err := c.Sandboxes.Rename(ctx, a, "ci"); err != nil {
 		t.Fatal(err)
@@ -123,7 +117,7 @@ func TestSetEnv(t *testing.T) {
 		wantCode  string
 		wantLocal bool // fails before any request
 	}{
-		{name: "the seed's example", state: "running", env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1", "KEEP": "k"},
+		{name: "the guide's example", state: "running", env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1", "KEEP": "k"},
 			call: func(ctx context.Context, s *platinum.SandboxesService, id string) (*platinum.EnvResult, error) {
 				return s.SetEnv(ctx, id, map[string]*string{"API_TOKEN": new("new-value"), "OLD_UNUSED": nil})
 			},
@@ -182,8 +176,8 @@ func TestSetEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newFake(t)
-			id := srv.AddSandbox(platinumtest.Sandbox{State: tt.state, Env: tt.env})
+			srv, c := newServer(t)
+			id := inState(t, c, platinum.CreateSandboxRequest{Env: tt.env}, platinum.State(tt.state))
 			n := len(srv.Requests())
 			res, err := tt.call(t.Context(), c.Sandboxes, id)
 			got, _ := srv.Sandbox(id)
@@ -217,8 +211,8 @@ func TestSetEnv(t *testing.T) {
 }
 
 func TestSetEnvNewCommandsSeeIt(t *testing.T) {
-	srv, c := newFake(t)
-	id := srv.AddSandbox(platinumtest.Sandbox{Env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1"}})
+	_, c := newServer(t)
+	id := running(t, c, platinum.CreateSandboxRequest{Env: map[string]string{"API_TOKEN": "old", "OLD_UNUSED": "1"}}).ID
 	ctx := t.Context()
 	if _, err := c.Sandboxes.SetEnv(ctx, id, map[string]*string{"API_TOKEN": new("new-value"), "OLD_UNUSED": nil}); err != nil {
 		t.Fatal(err)
@@ -234,8 +228,8 @@ func TestSetEnvNewCommandsSeeIt(t *testing.T) {
 }
 
 func TestSetEnvConcurrentPatchesAllSurvive(t *testing.T) {
-	srv, c := newFake(t)
-	id := srv.AddSandbox(platinumtest.Sandbox{})
+	srv, c := newServer(t)
+	id := running(t, c, platinum.CreateSandboxRequest{}).ID
 	const n = 24
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -254,15 +248,15 @@ func TestSetEnvConcurrentPatchesAllSurvive(t *testing.T) {
 	}
 	got, _ := srv.Sandbox(id)
 	if len(got.Env) != n {
-		t.Errorf("server env has %d keys, want %d: %v", len(got.Env), n, got.EnvKeys)
+		t.Errorf("server env has %d keys, want %d: %v", len(got.Env), n, slices.Sorted(maps.Keys(got.Env)))
 	}
 }
 
 func TestParentAndChildren(t *testing.T) {
-	srv, c := newFake(t)
+	srv, c := newServer(t)
 	ctx := t.Context()
-	parent := srv.AddSandbox(platinumtest.Sandbox{Metadata: map[string]string{"team": "a"}})
-	other := srv.AddSandbox(platinumtest.Sandbox{State: "stopped", Metadata: map[string]string{"team": "b"}})
+	parent := running(t, c, platinum.CreateSandboxRequest{Metadata: map[string]string{"team": "a"}}).ID
+	other := inState(t, c, platinum.CreateSandboxRequest{Metadata: map[string]string{"team": "b"}}, platinum.StateStopped)
 
 	var kids []string
 	for i := range 2 {
@@ -368,8 +362,8 @@ func TestParentAndChildren(t *testing.T) {
 }
 
 func TestCreateChildErrorsAndAutoResume(t *testing.T) {
-	srv, c := newFake(t)
-	stopped := srv.AddSandbox(platinumtest.Sandbox{State: "stopped"})
+	srv, c := newServer(t)
+	stopped := inState(t, c, platinum.CreateSandboxRequest{}, platinum.StateStopped)
 	tests := []struct {
 		name      string
 		req       platinum.CreateSandboxRequest
@@ -403,8 +397,8 @@ func TestCreateChildErrorsAndAutoResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := srv.Sandbox(sb.ID)
-			if sb.AutoResume != tt.wantAuto || *got.AutoResume != tt.wantAuto || sb.ParentID != "" || got.ParentID != nil {
-				t.Errorf("client %+v, server auto_resume %v parent %v", sb, *got.AutoResume, got.ParentID)
+			if sb.AutoResume != tt.wantAuto || got.NoAutoResume == tt.wantAuto || sb.ParentID != "" || got.ParentID != "" {
+				t.Errorf("client %+v, server auto_resume %v parent %q", sb, !got.NoAutoResume, got.ParentID)
 			}
 		})
 	}

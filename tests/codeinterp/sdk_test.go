@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"image"
+	_ "image/png" // image.Decode of the saved plot
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +17,11 @@ import (
 )
 
 // TestGoSDKRunCode drives the Go SDK's RunCode and code contexts against
-// the real ptd: state, streamed stdout before the end, a PNG result, the
-// cell's own error, a context of its own, and an API error for a refused
-// call.
+// the real ptd: state, streamed stdout, a PNG result, the cell's own error
+// (OnError), stderr and display() results as they come (OnStderr,
+// OnResult), per-call Env and Cwd, Timeout, StopCodeExecution with the ID
+// from OnStart, RestartCodeContext, a context of its own, and an API error
+// for a refused call.
 func TestGoSDKRunCode(t *testing.T) {
 	c := newClient(t)
 	id := c.create("")
@@ -42,9 +46,60 @@ func TestGoSDKRunCode(t *testing.T) {
 	if err != nil || len(ex.Results) == 0 || !bytes.HasPrefix(ex.Results[0].PNG(), []byte("\x89PNG\r\n\x1a\n")) {
 		t.Fatalf("plot: %+v %v", ex, err)
 	}
-	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1/0"})
-	if err != nil || ex.Error == nil || ex.Error.Name != "ZeroDivisionError" || ex.Status != "error" {
-		t.Fatalf("1/0: %+v %v", ex, err)
+	var cbErr *platinum.CodeError
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "1/0", OnError: func(e *platinum.CodeError) { cbErr = e }})
+	if err != nil || ex.Error == nil || ex.Error.Name != "ZeroDivisionError" || ex.Status != "error" || cbErr == nil || cbErr.Name != "ZeroDivisionError" {
+		t.Fatalf("1/0: %+v %v (OnError %+v)", ex, err, cbErr)
+	}
+	// OnStderr and OnResult see display() output and warnings as they come;
+	// Env and Cwd last one call.
+	var stderrs []string
+	var results []platinum.CodeResult
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{
+		Code: "import os, sys\nfrom IPython.display import display, SVG\nprint('careful', file=sys.stderr, flush=True)\n" +
+			"display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))\n(os.environ['SDK_VAR'], os.getcwd())",
+		Env: map[string]string{"SDK_VAR": "v"}, Cwd: "/tmp",
+		OnStderr: func(s string) { stderrs = append(stderrs, s) },
+		OnResult: func(r platinum.CodeResult) { results = append(results, r) },
+	})
+	if err != nil || strings.Join(stderrs, "") != "careful\n" || ex.Stderr != "careful\n" || len(results) != 2 ||
+		!strings.Contains(results[0].SVG(), "<svg") || results[0].IsMainResult || results[1].Text() != "('v', '/tmp')" {
+		t.Fatalf("stderr, display, env, cwd: %+v %v (stderr %q, results %+v)", ex, err, stderrs, results)
+	}
+	if ex, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "(os.environ.get('SDK_VAR'), os.getcwd())"}); err != nil || ex.Text() == "('v', '/tmp')" {
+		t.Fatalf("env and cwd outlived their call: %+v %v", ex, err)
+	}
+	// Timeout interrupts; the context keeps x.
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "while True:\n    pass", Timeout: 2 * time.Second})
+	if err != nil || ex.Status != "timeout" || ex.Error == nil || ex.Error.Name != "TimeoutError" {
+		t.Fatalf("timeout: %+v %v", ex, err)
+	}
+	// StopCodeExecution from elsewhere, with the ID OnStart handed over.
+	started := make(chan string, 1)
+	stopped := make(chan error, 1)
+	go func() {
+		eid := <-started
+		stopped <- cl.Sandboxes.StopCodeExecution(ctx, id, eid)
+	}()
+	ex, err = h.RunCode(ctx, platinum.RunCodeRequest{Code: "import time\nprint('go', flush=True)\ntime.sleep(60)",
+		OnStart: func(eid string) { started <- eid }})
+	if err != nil || ex.Status != "interrupted" || ex.Error == nil || ex.Error.Name != "Interrupted" || !strings.HasPrefix(ex.ID, "exec_") {
+		t.Fatalf("stopped: %+v %v", ex, err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("StopCodeExecution: %v", err)
+	}
+	if ex, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "x"}); err != nil || ex.Text() != "41" {
+		t.Fatalf("after the timeout and the stop: %+v %v", ex, err)
+	}
+	if list, err := cl.Sandboxes.ListCodeExecutions(ctx, id); err != nil || len(list) != 0 {
+		t.Fatalf("executions: %+v %v", list, err)
+	}
+	if err := cl.Sandboxes.RestartCodeContext(ctx, id, "ctx_default_python"); err != nil {
+		t.Fatal(err)
+	}
+	if ex, err := h.RunCode(ctx, platinum.RunCodeRequest{Code: "'x' in globals()"}); err != nil || ex.Text() != "False" {
+		t.Fatalf("after the restart: %+v %v", ex, err)
 	}
 	cc, err := cl.Sandboxes.CreateCodeContext(ctx, id, "javascript", "")
 	if err != nil || cc.Language != "javascript" {
@@ -105,8 +160,23 @@ func TestCLIRunCode(t *testing.T) {
 	if _, errOut, code := pt(plot, "sandbox", "run-code", "--images", dir, id, "-"); code != 0 || !strings.Contains(errOut, "result-1.png") {
 		t.Errorf("plot: %d %q", code, errOut)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "result-1.png")); !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
-		t.Errorf("saved image is not a PNG (%d bytes)", len(b))
+	if f, err := os.Open(filepath.Join(dir, "result-1.png")); err != nil {
+		t.Error(err)
+	} else {
+		if _, format, err := image.Decode(f); err != nil || format != "png" {
+			t.Errorf("the saved image does not decode as a PNG: %s %v", format, err)
+		}
+		f.Close()
+	}
+	svg := "from IPython.display import SVG\nSVG('<svg xmlns=\"http://www.w3.org/2000/svg\"><circle r=\"2\"/></svg>')\n"
+	if _, errOut, code := pt(svg, "sandbox", "run-code", "--images", dir, id, "-"); code != 0 || !strings.Contains(errOut, "result-1.svg") {
+		t.Errorf("svg: %d %q", code, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "result-1.svg")); !bytes.Contains(b, []byte("<circle")) {
+		t.Errorf("saved SVG: %q", b)
+	}
+	if out, _, code := pt("const n: number = 2\nn * 21", "sandbox", "run-code", "--language", "typescript", id); code != 0 || out != "42\n" {
+		t.Errorf("typescript: %d %q", code, out)
 	}
 	if out, _, code := pt("console.log(1 + 1)", "sandbox", "run-code", "--language", "javascript", id); code != 0 || out != "2\n" {
 		t.Errorf("javascript: %d %q", code, out)

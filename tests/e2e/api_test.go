@@ -20,8 +20,8 @@ func TestCreateBadInput(t *testing.T) {
 		{"trailing data", `{"template":"busybox"} {}`, 400, "invalid_request", ""},
 		{"empty body", ``, 400, "invalid_request", ""},
 		{"unknown field", `{"template":"busybox","bogus":1}`, 400, "invalid_request", "bogus"},
-		// A create without template takes the server's default (seed 003);
-		// see TestSeed003Templates.
+		// A create without template takes the server's default;
+		// see TestTemplatesDefaultAndSessionTTL.
 		{"template wrong type", `{"template":5}`, 400, "invalid_request", "template"},
 		{"unknown template", `{"template":"no-such-template"}`, 404, "not_found", "template"},
 		{"cpu zero", `{"template":"busybox","cpu":0}`, 400, "invalid_request", "cpu"},
@@ -150,7 +150,7 @@ func TestCrossOrgIs404(t *testing.T) {
 		{"PUT", "/v1/sandboxes/" + id + "/files?path=/x", "x"},
 		{"DELETE", "/v1/sandboxes/" + id + "/files?path=/etc", nil},
 		{"POST", "/v1/sandboxes/" + id + "/files/mkdir", map[string]any{"path": "/x"}},
-		// Seed 004's sandbox API: rename, env, resize, tree, metrics, usage.
+		// The guide's sandbox calls: rename, env, resize, tree, metrics, usage.
 		{"PATCH", "/v1/sandboxes/" + id, map[string]any{"name": "stolen"}},
 		{"PATCH", "/v1/sandboxes/" + id + "/env", map[string]any{"env": map[string]any{"X": "1"}}},
 		{"POST", "/v1/sandboxes/" + id + "/resize", map[string]any{"cpu": 2}},

@@ -12,7 +12,7 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// TestDiskAutogrow: with --disk-autogrow-max-gb (seed 004's
+// TestDiskAutogrow: with --disk-autogrow-max-gb (docs/resize.md's
 // limits.disk_autogrow_max_gb) a running sandbox whose disk passes 90%
 // used grows by half and at least 10 GB, up to the limit, online (its df
 // sees it), and is billed at the new size from then on. (The cap and the

@@ -147,6 +147,16 @@ var netprobeBuild struct {
 // binary) into the sandbox at /usr/local/bin/netprobe.
 func installNetprobe(t *testing.T, c *client, id string) {
 	t.Helper()
+	b := netprobeBinary(t)
+	if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/usr/local/bin/netprobe", b); r.Status/100 != 2 {
+		t.Fatalf("upload netprobe: %d %s", r.Status, r.Body)
+	}
+	c.mustSh(id, "chmod 755 /usr/local/bin/netprobe")
+}
+
+// netprobeBinary builds testdata/netprobe once and returns it.
+func netprobeBinary(t *testing.T) []byte {
+	t.Helper()
 	netprobeBuild.once.Do(func() {
 		netprobeBuild.path = filepath.Join(env.binDir, "netprobe")
 		cmd := exec.Command("go", "build", "-o", netprobeBuild.path, "./testdata/netprobe")
@@ -162,10 +172,7 @@ func installNetprobe(t *testing.T, c *client, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.do("PUT", "/v1/sandboxes/"+id+"/files?path=/usr/local/bin/netprobe", b); r.Status/100 != 2 {
-		t.Fatalf("upload netprobe: %d %s", r.Status, r.Body)
-	}
-	c.mustSh(id, "chmod 755 /usr/local/bin/netprobe")
+	return b
 }
 
 // probe runs netprobe in the sandbox and returns its one-line verdict.

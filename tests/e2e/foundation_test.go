@@ -137,9 +137,14 @@ func TestAdminTokenGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second ptd: %v", err)
 	}
-	// The embedded store is SQLite under --data-dir.
-	if b, err := os.ReadFile(filepath.Join(d.DataDir, "platinum.db")); err != nil || !strings.HasPrefix(string(b), "SQLite format 3\x00") {
-		t.Errorf("no SQLite store at <data-dir>/platinum.db: %v", err)
+	if d.StoreURL == "" {
+		// The embedded store is SQLite under --data-dir.
+		if b, err := os.ReadFile(filepath.Join(d.DataDir, "platinum.db")); err != nil || !strings.HasPrefix(string(b), "SQLite format 3\x00") {
+			t.Errorf("no SQLite store at <data-dir>/platinum.db: %v", err)
+		}
+	} else if _, err := os.Stat(filepath.Join(d.DataDir, "platinum.db")); !os.IsNotExist(err) {
+		// --store postgres://…: nothing of the store in the data dir.
+		t.Errorf("a ptd on PostgreSQL made <data-dir>/platinum.db: %v", err)
 	}
 	path := filepath.Join(d.DataDir, "admin-token")
 	fi, err := os.Stat(path)

@@ -1,5 +1,6 @@
 // Package e2e drives a real ptd (real runc, SQLite, disks, namespaces)
 // through its public interfaces: the REST API, the pt CLI and the Go SDK.
+// PT_TEST_STORE=postgres runs it on a PostgreSQL store instead.
 package e2e
 
 import (
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +27,9 @@ var env struct {
 	bridge, subnet, cgroup      string
 	sshAddr                     string
 	skip                        string
+	// storeURL is ptd's PostgreSQL store (PT_TEST_STORE=postgres); empty
+	// when it runs on SQLite in dataDir.
+	storeURL string
 }
 
 func TestMain(m *testing.M) {
@@ -42,12 +47,14 @@ func runMain(m *testing.M) int {
 	// Every call to ptd's API is held to api/openapi.yaml (apicontract).
 	apicontract.Install()
 	code := ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
-		"--webhook-allow-private", "--webhook-retry-base", "200ms", "--idle-after", e2eIdleAfter.String()}, egressArgs()...)},
+		"--webhook-allow-private", "--webhook-retry-base", "200ms", "--idle-after", e2eIdleAfter.String(),
+		"--image-registry-allow-private", "--template-context-max-bytes", strconv.Itoa(e2eContextMaxBytes)}, egressArgs()...)},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.dataDir, env.binDir, env.skip = d.URL, d.Token, d.DataDir, d.BinDir, ""
 			env.previewURL, env.metricsURL = d.PreviewURL, d.MetricsURL
 			env.bridge, env.subnet, env.cgroup = d.Bridge, d.Subnet, d.Cgroup
 			env.sshAddr = d.SSHAddr
+			env.storeURL = d.StoreURL
 			apicontract.Register(d.URL)
 			return nil
 		})

@@ -71,7 +71,7 @@ func cleanupTagged(t *testing.T, c *client, tag string) {
 	})
 }
 
-// TestIdempotencyE2E: seed 003's idempotency on a real ptd: a retried
+// TestIdempotencyE2E: docs/api.md's idempotency on a real ptd: a retried
 // create with the same key and body returns the first sandbox (one
 // sandbox, same body, Idempotent-Replayed); another body is 409
 // idempotency_key_reused; the idempotency_key body field works as the
@@ -100,7 +100,7 @@ func TestIdempotencyE2E(t *testing.T) {
 		t.Fatalf("same key, other body: %d %s", other.Status, other.Body)
 	}
 
-	// The body field, as the seed's idempotencyKey: stripped before the
+	// The body field, as camelCase idempotencyKey: stripped before the
 	// strict decoder, then the same as the header.
 	bkey := "body-" + randHex(8)
 	withField := map[string]any{"template": "busybox", "metadata": map[string]string{"run": tag}, "idempotency_key": bkey}

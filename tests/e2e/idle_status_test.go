@@ -10,7 +10,7 @@ import (
 // short enough to watch one go idle.
 const e2eIdleAfter = 5 * time.Second
 
-// TestIdleStatus walks seed 003's activity statuses of a running sandbox:
+// TestIdleStatus walks the activity statuses of a running sandbox:
 // ready after activity, running while a command is in flight, idle after
 // --idle-after without activity, and ready again on the next activity.
 func TestIdleStatus(t *testing.T) {

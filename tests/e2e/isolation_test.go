@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every test here fails if the isolation it names breaks, and runs on
@@ -165,8 +167,7 @@ func TestIsolationNetwork(t *testing.T) {
 
 		// B serves on 8080; the host can reach it (that is how ptd reaches agents)...
 		c.mustSh(b, "nc -ll -p 8080 -e echo hi </dev/null >/dev/null 2>&1 &")
-		sleep(300)
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(bAddr, "8080"), 2e9)
+		conn, err := dialWithin(net.JoinHostPort(bAddr, "8080"), 10*time.Second)
 		if err != nil {
 			t.Fatalf("host cannot reach a sandbox port: %v", err)
 		}
@@ -203,92 +204,147 @@ func TestIsolationNetwork(t *testing.T) {
 	})
 }
 
+// oomEvents returns the sandbox's oom_killed events' data.
+func oomEvents(t *testing.T, c *client, id string) []map[string]any {
+	t.Helper()
+	r := c.do("GET", "/v1/events?format=json&type=oom_killed&sandbox_id="+id, nil)
+	if r.Status != 200 {
+		t.Fatalf("events: %d %s", r.Status, r.Body)
+	}
+	var page struct {
+		Rows []sseEvent `json:"rows"`
+	}
+	if err := json.Unmarshal(r.Body, &page); err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, e := range page.Rows {
+		var d map[string]any
+		json.Unmarshal(e.Data, &d)
+		out = append(out, d)
+	}
+	return out
+}
+
+// startBystander starts a long sleep in the sandbox and returns its pid: a
+// process that has nothing to do with a bomb, and must outlive it.
+func startBystander(t *testing.T, c *client, id string) string {
+	t.Helper()
+	pid := strings.TrimSpace(c.mustSh(id, "sleep 3600 </dev/null >/dev/null 2>&1 & echo $!"))
+	if pid == "" {
+		t.Fatal("no bystander pid")
+	}
+	return pid
+}
+
+// TestIsolationMemoryBombOOMKilledInside: in a 256 MB sandbox, a process
+// that asks for 512 MB at once is killed inside the sandbox, on both
+// classes (runc: the kernel's OOM killer of the sandbox's cgroup; gVisor:
+// pt-agent's memory guard, with the host cgroup sized above the sandbox for
+// the Sentry's own overhead, see internal/runtime/oci/gvisor.go). Every
+// other process of the sandbox lives on, the sandbox is never booted
+// again, and the kill is an oom_killed event of scope "process" on the
+// sandbox.
 func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
-		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 128})
-		// dd allocates its whole 600 MB block: more than the sandbox has.
-		if class == "gvisor" {
-			// gVisor (runsc 2024-07) has no OOM killer of its own: the host
-			// cgroup holds one kernel, the Sentry, and the host's OOM killer
-			// ends the whole sandbox. The limit holds, ptd lives on, and the
-			// reconciler boots the sandbox again from its disk.
-			r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "dd if=/dev/zero of=/dev/null bs=600M count=1", "timeout_ms": 60000})
-			if r.Status == 200 && r.JSON()["exit_code"] == 0.0 {
-				t.Fatalf("a 600 MB allocation in a 128 MB sandbox succeeded: %s", r.Body)
-			}
-			if r := c.do("GET", "/healthz", nil); r.Status != 200 {
-				t.Errorf("ptd after OOM: %d", r.Status)
-			}
-			for i := 0; ; i++ {
-				r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "echo alive"})
-				if r.Status == 200 && r.JSON()["stdout"] == "alive\n" {
-					break
+		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
+		bystander := startBystander(t, c, id)
+		var before int
+		var oomKills func() int
+		if class == "runc" {
+			_, cgroup := hostResources(t, id)
+			oomKills = func() int {
+				t.Helper()
+				b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgroup, "memory.oom_control"))
+				if err != nil {
+					b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", cgroup, "memory.events"))
 				}
-				if i == 180 {
-					t.Fatalf("sandbox not back 90 s after its OOM: %d %s", r.Status, r.Body)
+				if err != nil {
+					t.Fatalf("sandbox memory cgroup: %v", err)
 				}
-				sleep(500)
+				for _, line := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+						n, _ := strconv.Atoi(v)
+						return n
+					}
+				}
+				t.Fatalf("no oom_kill counter in %q", b)
+				return 0
 			}
-			return
+			before = oomKills()
 		}
-		_, cgroup := hostResources(t, id)
-		oomKills := func() int {
-			t.Helper()
-			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cgroup, "memory.oom_control"))
-			if err != nil {
-				b, err = os.ReadFile(filepath.Join("/sys/fs/cgroup", cgroup, "memory.events"))
-			}
-			if err != nil {
-				t.Fatalf("sandbox memory cgroup: %v", err)
-			}
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-					n, _ := strconv.Atoi(v)
-					return n
-				}
-			}
-			t.Fatalf("no oom_kill counter in %q", b)
-			return 0
-		}
-		before := oomKills()
-		res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=600M count=1")
+		// dd allocates its whole 512 MB block: more than the sandbox has.
+		res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=512M count=1")
 		if res.ExitCode == 0 {
-			t.Fatalf("a 1 GB allocation in a 128 MB sandbox succeeded: %+v", res)
+			t.Fatalf("a 512 MB allocation in a 256 MB sandbox succeeded: %+v", res)
 		}
-		// Killed by the OOM killer of the sandbox's own cgroup.
-		if res.ExitCode != -1 || oomKills() <= before {
-			t.Errorf("dd ended with %+v and the sandbox cgroup's oom_kill went %d → %d; want an OOM kill inside", res, before, oomKills())
+		if res.ExitCode != -1 {
+			t.Errorf("dd ended with %+v; want it killed (exit_code -1)", res)
 		}
-		// The sandbox, and ptd, live on.
-		if out := c.mustSh(id, "echo alive"); out != "alive\n" {
-			t.Errorf("sandbox after OOM: %q", out)
+		if oomKills != nil && oomKills() <= before {
+			t.Errorf("the sandbox cgroup's oom_kill stayed at %d; want an OOM kill inside", before)
+		}
+		// The rest of the sandbox lives on: same processes, no new boot.
+		if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
+			t.Errorf("bystander after the OOM kill: %q", out)
 		}
 		if r := c.do("GET", "/healthz", nil); r.Status != 200 {
 			t.Errorf("ptd after OOM: %d", r.Status)
 		}
+		// The kill is an event on the sandbox.
+		var evs []map[string]any
+		for i := 0; i < 100 && len(evs) == 0; i++ {
+			if evs = oomEvents(t, c, id); len(evs) == 0 {
+				sleep(200)
+			}
+		}
+		if len(evs) == 0 {
+			t.Fatal("no oom_killed event 20 s after the kill")
+		}
+		if e := evs[0]; e["scope"] != "process" || e["count"].(float64) < 1 {
+			t.Errorf("oom_killed event %v; want scope process", e)
+		} else if class == "gvisor" && (e["command"] != "dd" || e["source"] != "guard") {
+			t.Errorf("oom_killed event %v; want dd named, killed by the guard", e)
+		}
+		for _, e := range evs {
+			if e["scope"] == "sandbox" {
+				t.Errorf("the whole sandbox was ended: %v", e)
+			}
+		}
 	})
 }
 
+// TestIsolationForkBombStopsAtPidsLimit: a sandbox that forks without end
+// is refused at its task limit inside (runc: the pids cgroup; gVisor:
+// RLIMIT_NPROC in its own kernel, with the host's limits above it), and
+// every other process of the sandbox lives on.
 func TestIsolationForkBombStopsAtPidsLimit(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		id := c.create(map[string]any{"template": "busybox", "runtime": class})
-		// ptd runs with --pids-limit 256 in these tests.
-		// Counting and killing use shell builtins: at the limit nothing can fork.
-		// ash gives up on the first failed fork, so the bomb runs in a subshell.
-		res := c.sh(id, `(n=0; while [ $n -lt 600 ]; do sleep 60 & n=$((n+1)); done) 2>/tmp/err; set -- /proc/[0-9]*; echo $#; kill -9 -1; wait; grep -c "fork" /tmp/err || true`)
+		bystander := startBystander(t, c, id)
+		// ptd runs with --pids-limit 256 in these tests. Counting and
+		// killing use shell builtins only: at the limit nothing can fork.
+		// ash gives up on the first failed fork, so the bomb runs in a
+		// subshell that records each child's pid; the bomb's own sleeps are
+		// then killed by pid, and nothing else is.
+		res := c.sh(id, `(n=0; while [ $n -lt 600 ]; do sleep 60 & echo $! >> /tmp/bomb; n=$((n+1)); done) 2>/tmp/err; `+
+			`set -- /proc/[0-9]*; echo $#; while read p; do kill -9 $p; done </tmp/bomb; grep -c "fork" /tmp/err || true`)
 		lines := strings.Fields(res.Stdout)
 		if len(lines) < 2 {
 			t.Fatalf("fork bomb output: %+v", res)
 		}
 		procs, _ := strconv.Atoi(lines[0])
 		if procs > 256 || procs < 100 {
-			t.Errorf("sandbox reached %d processes; want the pids limit of 256 to stop it (threads count too)", procs)
+			t.Errorf("sandbox reached %d processes; want the task limit of 256 to stop it (threads count too)", procs)
 		}
 		if lines[1] == "0" {
 			t.Errorf("no fork failed: %+v", res)
 		}
-		if out := c.mustSh(id, "echo alive"); out != "alive\n" {
-			t.Errorf("sandbox after fork bomb: %q", out)
+		if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
+			t.Errorf("bystander after the fork bomb: %q", out)
+		}
+		if evs := oomEvents(t, c, id); len(evs) != 0 {
+			t.Errorf("a fork bomb under the task limit made OOM kills: %v", evs)
 		}
 	})
 }

@@ -142,13 +142,12 @@ func waitState(t *testing.T, c *client, id, state string) {
 	t.Fatalf("sandbox %s never reached %s", id, state)
 }
 
-// TestSeedCurlCreate runs seed 004's curl create example verbatim.
-func TestSeedCurlCreate(t *testing.T) {
+// TestGuideCreateThenExec runs the guide's curl create example
+// (docs/sandboxes.md) verbatim and runs a command in what it made.
+func TestGuideCreateThenExec(t *testing.T) {
 	c := newClient(t)
 	ensureTemplate(t, c, "pt-base")
-	script := `curl -sS -X POST "$PT_API_URL/v1/sandboxes?wait_for_state=running" \
-  -H "Authorization: Bearer $PT_TOKEN" -H "Content-Type: application/json" \
-  -d '{"template":"pt-base","cpu":2,"ram_mb":1024}'`
+	script := guideExample(t, "sandboxes.md#create")
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+env.token)
 	out, err := cmd.Output()
@@ -164,9 +163,9 @@ func TestSeedCurlCreate(t *testing.T) {
 		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
 	}
 	if rec["state"] != "running" || rec["cpu"] != 2.0 || rec["ram_mb"] != 1024.0 {
-		t.Fatalf("seed example answered %s", out)
+		t.Fatalf("the guide's create answered %s", out)
 	}
 	if got := c.mustSh(id, "nproc >/dev/null && echo ok"); got != "ok\n" {
-		t.Errorf("exec in seed sandbox: %q", got)
+		t.Errorf("exec in the sandbox: %q", got)
 	}
 }

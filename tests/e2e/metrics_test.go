@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,5 +73,36 @@ func TestMetricsLifecycle(t *testing.T) {
 	r := (&client{t: t}).do("GET", "/metrics", nil)
 	if r.Status != 401 || r.Header.Get("X-Request-Id") == "" || !strings.Contains(string(r.Body), `"request_id"`) {
 		t.Errorf("/metrics without a token: %d %v %s", r.Status, r.Header, r.Body)
+	}
+}
+
+// TestRequestIDInPtdLog: a request's id (the client's own) is on ptd's
+// access line for it, with the route template and status, so a user who
+// quotes the id from an error finds the request in the log.
+func TestRequestIDInPtdLog(t *testing.T) {
+	newClient(t)
+	id := "e2e-" + randHex(8)
+	req, _ := http.NewRequest("GET", env.url+"/v1/sandboxes/sbx_01ARZ3NDEKTSV4RRFFQ69G5FAV", nil)
+	req.Header.Set("Authorization", "Bearer "+env.token)
+	req.Header.Set("X-Request-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("get of a missing sandbox: %d", resp.StatusCode)
+	}
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(filepath.Join(env.binDir, "ptd.log"))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "request_id="+id) && strings.Contains(line, `route="GET /v1/sandboxes/{id}"`) && strings.Contains(line, "status=404") {
+				return
+			}
+		}
+		if i == 20 {
+			t.Fatalf("ptd's log has no access line with request_id=%s", id)
+		}
+		sleep(100)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 )
 
@@ -475,12 +476,24 @@ func (w *wsConn) read(t *testing.T) string {
 // restoring, read from ptd's store (read-only).
 func startEvents(t *testing.T, id string) int {
 	t.Helper()
+	var n int
+	if env.storeURL != "" {
+		conn, err := pgx.Connect(t.Context(), env.storeURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(t.Context())
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM events WHERE sandbox_id = $1 AND type = 'state_changed'
+			AND data->>'to' IN ('starting', 'restoring')`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(env.dataDir, "platinum.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var n int
 	err = db.QueryRow(`SELECT count(*) FROM events WHERE sandbox_id = ? AND type = 'state_changed'
 		AND json_extract(data, '$.to') IN ('starting', 'restoring')`, id).Scan(&n)
 	if err != nil {

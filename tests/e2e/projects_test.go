@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestProjectsE2E: seed 003's projects: creates land in the org's default
+// TestProjectsE2E: docs/access.md's projects: creates land in the org's default
 // project unless they name one; a project-scoped token sees and creates
 // only in its project (everything else is 404); lists filter by project;
 // unknown projects are 404 naming project_id; members get 403 on admin
@@ -166,7 +166,7 @@ func TestOrgQuotaE2E(t *testing.T) {
 	}
 }
 
-// TestMetadataE2E: seed 003's metadata limits and the metadata[k]=v list
+// TestMetadataE2E: docs/sandboxes.md's metadata limits and the metadata[k]=v list
 // filter.
 func TestMetadataE2E(t *testing.T) {
 	c := newClient(t)

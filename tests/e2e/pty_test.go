@@ -85,9 +85,17 @@ func (p *ptyConn) closeStatus() websocket.CloseError {
 	}
 }
 
+// TestPTYWebSocket drives the PTY WebSocket on both runtime classes.
 func TestPTYWebSocket(t *testing.T) {
 	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox"})
+	for _, rt := range []string{"runc", "gvisor"} {
+		t.Run(rt, func(t *testing.T) {
+			testPTY(t, c, c.create(map[string]any{"template": "busybox", "runtime": rt}))
+		})
+	}
+}
+
+func testPTY(t *testing.T, c *client, id string) {
 	bearer := http.Header{"Authorization": {"Bearer " + env.token}}
 
 	t.Run("shell", func(t *testing.T) {
@@ -188,6 +196,40 @@ func TestPTYWebSocket(t *testing.T) {
 		p.control(map[string]any{"type": "start", "cols": 0})
 		if ce := p.closeStatus(); ce.Code != 4400 || !strings.Contains(ce.Reason, "cols") {
 			t.Fatalf("close %d %q, want 4400 naming cols", ce.Code, ce.Reason)
+		}
+	})
+
+	t.Run("start as another user", func(t *testing.T) {
+		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.control(map[string]any{"type": "start", "user": "user", "cmd": `echo "$(id -un) $(id -u) $HOME $(pwd)"; touch mine; stat -c %U mine`})
+		ce := p.closeStatus()
+		if !strings.Contains(p.out.String(), "user 1000 /home/user /home/user\r\nuser\r\n") || ce.Reason != "exit 0" {
+			t.Fatalf("output %q, close %d %q", p.out.String(), ce.Code, ce.Reason)
+		}
+		p, _, err = dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.control(map[string]any{"type": "start", "user": "root", "cmd": "id -u; exit 0"})
+		if ce := p.closeStatus(); !strings.Contains(p.out.String(), "0\r\n") || ce.Reason != "exit 0" {
+			t.Fatalf("as root: output %q, close %d %q", p.out.String(), ce.Code, ce.Reason)
+		}
+	})
+
+	t.Run("an unknown user closes 4400 naming it", func(t *testing.T) {
+		for _, user := range []string{"nosuchuser", "Not A User!"} {
+			p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.control(map[string]any{"type": "start", "user": user, "cmd": "echo ran"})
+			ce := p.closeStatus()
+			if ce.Code != 4400 || !strings.Contains(ce.Reason, "user") || !strings.Contains(ce.Reason, user) || strings.Contains(p.out.String(), "ran") {
+				t.Errorf("user %q: close %d %q, output %q; want 4400 naming the user and nothing run", user, ce.Code, ce.Reason, p.out.String())
+			}
 		}
 	})
 

@@ -53,9 +53,58 @@ func diskKB(t *testing.T, c *client, id string) int64 {
 	return n
 }
 
+// resizeGVisor: gVisor fixes the CPU count and memory its guest sees at
+// boot, so a running gvisor sandbox's cpu/ram resize — up, down, or past
+// the headroom — is 409 sandbox_not_resizable with the reason and the
+// stop-then-resize hint, the record keeps what the guest has, the guest
+// keeps its size and its processes.
+func resizeGVisor(t *testing.T, c *client) {
+	id := c.create(map[string]any{"template": "busybox", "runtime": "gvisor", "cpu": 1, "ram_mb": 256, "disk_gb": 1})
+	if out := strings.TrimSpace(c.mustSh(id, "nproc")); out != "1" {
+		t.Errorf("nproc inside a 1-cpu sandbox = %s", out)
+	}
+	if kb := memTotalKB(t, c, id); kb != 256*1024 {
+		t.Errorf("MemTotal inside a 256 MB sandbox = %d kB", kb)
+	}
+	c.mustSh(id, "sleep 600 </dev/null >/dev/null 2>&1 &")
+	for _, body := range []map[string]any{{"cpu": 2, "ram_mb": 512}, {"ram_mb": 512}, {"cpu": 2}, {"ram_mb": 128}, {"cpu": 32}} {
+		r := c.do("POST", "/v1/sandboxes/"+id+"/resize", body)
+		m := r.JSON()
+		lr, _ := m["live_resize"].(map[string]any)
+		hint, _ := m["hint"].(map[string]any)
+		if r.Status != 409 || m["code"] != "sandbox_not_resizable" || lr == nil || lr["supported"] != false || hint == nil || hint["action"] != "stop_then_resize" {
+			t.Errorf("live resize %v of a gvisor sandbox: %d %s", body, r.Status, r.Body)
+		}
+	}
+	if g := c.do("GET", "/v1/sandboxes/"+id, nil).JSON(); g["cpu"] != 1.0 || g["ram_mb"] != 256.0 {
+		t.Errorf("record after refused resizes: cpu %v ram_mb %v", g["cpu"], g["ram_mb"])
+	}
+	if out, kb := strings.TrimSpace(c.mustSh(id, "nproc")), memTotalKB(t, c, id); out != "1" || kb != 256*1024 {
+		t.Errorf("guest after refused resizes: nproc %s, MemTotal %d kB", out, kb)
+	}
+	if out := c.mustSh(id, "pidof sleep"); strings.TrimSpace(out) == "" {
+		t.Error("processes did not survive a refused resize")
+	}
+	resizeDiskAndStopped(t, c, id, "gvisor")
+}
+
+// TestResize runs the resize contract on both classes (see resizeRunc and
+// resizeGVisor): live where the guest can see it, 409 where it cannot; the
+// disk grows online on both; a stopped resize boots cold at the new size.
 func TestResize(t *testing.T) {
-	c := newClient(t)
-	id := c.create(map[string]any{"template": "busybox", "cpu": 1, "ram_mb": 256, "disk_gb": 1})
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		if class == "gvisor" {
+			resizeGVisor(t, c)
+			return
+		}
+		resizeRunc(t, c)
+	})
+}
+
+// resizeRunc: a running runc sandbox changes cpu and ram_mb live and its
+// guest sees it; memory it cannot free keeps a shrink partial.
+func resizeRunc(t *testing.T, c *client) {
+	id := c.create(map[string]any{"template": "busybox", "runtime": "runc", "cpu": 1, "ram_mb": 256, "disk_gb": 1})
 	if got := memLimit(t, c, id); got != 256<<20 {
 		t.Fatalf("boot memory limit %d", got)
 	}
@@ -117,15 +166,23 @@ func TestResize(t *testing.T) {
 	if m := r.JSON(); r.Status != 200 || m["ram_mb"] != 256.0 || m["partial"] != true {
 		t.Errorf("shrink below boot: %d %s", r.Status, r.Body)
 	}
-	// Beyond the headroom: 409 with the seed's hint.
+	// Beyond the headroom: 409 with the stop-then-resize hint.
 	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"cpu": 32})
 	m = r.JSON()
 	if r.Status != 409 || m["code"] != "sandbox_not_resizable" || m["hint"] == nil || m["live_resize"].(map[string]any)["supported"] != false {
 		t.Errorf("beyond headroom: %d %s", r.Status, r.Body)
 	}
+	resizeDiskAndStopped(t, c, id, "runc")
+}
+
+// resizeDiskAndStopped is what both classes share: the disk grows online
+// and the guest's df sees it at once; bad bodies are 400; a stopped resize
+// is recorded and the next (cold) start boots at the new size, which the
+// guest sees.
+func resizeDiskAndStopped(t *testing.T, c *client, id, class string) {
 	// Disk grows online; the guest sees it.
 	before := diskKB(t, c, id)
-	r = c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"disk_gb": 2})
+	r := c.do("POST", "/v1/sandboxes/"+id+"/resize", map[string]any{"disk_gb": 2})
 	if r.Status != 200 || r.JSON()["disk_gb"] != 2.0 {
 		t.Fatalf("disk grow: %d %s", r.Status, r.Body)
 	}
@@ -147,8 +204,10 @@ func TestResize(t *testing.T) {
 	if r.JSON()["restore"] != "disk_only" {
 		t.Errorf("start after a stopped resize should be a cold boot: %s", r.Body)
 	}
-	if got := memLimit(t, c, id); got != 768<<20 {
-		t.Errorf("memory limit after cold boot %d", got)
+	if class == "runc" {
+		if got := memLimit(t, c, id); got != 768<<20 {
+			t.Errorf("memory limit after cold boot %d", got)
+		}
 	}
 	if kb := memTotalKB(t, c, id); kb != 768*1024 {
 		t.Errorf("MemTotal after a cold boot at 768 MB = %d kB", kb)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestSecretsNeverLeak: a secret's value appears in no API answer, no log
@@ -40,7 +42,43 @@ func TestSecretsNeverLeak(t *testing.T) {
 			t.Errorf("%s holds a secret value in the clear", f)
 		}
 	}
+	if env.storeURL != "" {
+		if table := pgTableHolding(t, value); table != "" {
+			t.Errorf("the PostgreSQL store's %s table holds a secret value in the clear", table)
+		}
+	}
 	if r := c.do("POST", "/v1/sandboxes", map[string]any{"template": "busybox", "secrets": map[string]any{"X": map[string]any{"val": 1}}}); r.Status != 400 {
 		t.Errorf("malformed secret: %d %s", r.Status, r.Body)
 	}
+}
+
+// pgTableHolding returns the first table of ptd's PostgreSQL store with a
+// row whose text holds s ("" if none): the store's equivalent of reading
+// the SQLite file.
+func pgTableHolding(t *testing.T, s string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), env.storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	rows, err := conn.Query(t.Context(), `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range tables {
+		var n int
+		q := `SELECT count(*) FROM ` + pgx.Identifier{table}.Sanitize() + ` r WHERE strpos(to_jsonb(r)::text, $1) > 0`
+		if err := conn.QueryRow(t.Context(), q, s).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return table
+		}
+	}
+	return ""
 }

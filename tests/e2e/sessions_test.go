@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Sessions (seed 000) against a real ptd: warm (200) and cold (202)
+// Sessions (docs/sessions.md) against a real ptd: warm (200) and cold (202)
 // creates, pool refill, concurrent claims, not_ready refusal, the ID
 // kinds, passive status lookups, and workspaces across sessions.
 
@@ -352,7 +352,7 @@ func TestSessionStatusLookupCreatesNothing(t *testing.T) {
 	sc := newSessionCtx()
 	for _, path := range []string{
 		"/v1/sessions/status?" + sc.query(),
-		"/api/sandbox/status?vaultId=" + sc.vault + "&workflowId=" + sc.workflow, // the seed's names
+		"/api/sandbox/status?vaultId=" + sc.vault + "&workflowId=" + sc.workflow, // the camelCase names
 	} {
 		r := c.do("GET", path, nil)
 		if r.Status != 200 || r.JSON()["status"] != "none" || r.JSON()["session_id"] != nil {

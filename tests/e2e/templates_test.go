@@ -145,9 +145,10 @@ func TestTemplateVersions(t *testing.T) {
 	}
 }
 
-// TestSeed003Templates: python-node (Python 3 + Node.js) is the server's
-// default template and a session (one-hour TTL by default); node is lean.
-func TestSeed003Templates(t *testing.T) {
+// TestTemplatesDefaultAndSessionTTL: python-node (Python 3 + Node.js) is
+// the server's default template and a session template (one-hour TTL by
+// default); node is lean.
+func TestTemplatesDefaultAndSessionTTL(t *testing.T) {
 	c := newClient(t)
 	r := c.do("GET", "/v1/templates", nil)
 	for _, slug := range []string{"python-node", "node", "pt-base", "busybox"} {
@@ -164,7 +165,7 @@ func TestSeed003Templates(t *testing.T) {
 	ensureTemplate(t, c, "python-node")
 	ensureTemplate(t, c, "node")
 
-	// The seed's example: create({template: "python-node", ttlMs: 10 min, metadata}).
+	// A create with a TTL and metadata: {template: "python-node", ttlMs: 10 min, metadata}.
 	r = c.do("POST", "/v1/sandboxes", map[string]any{"template": "python-node", "ttl_ms": 10 * 60 * 1000, "metadata": map[string]string{"run": "nightly-eval"}})
 	if r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)

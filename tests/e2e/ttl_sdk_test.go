@@ -11,7 +11,7 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// TestTTLGoSDK: the Go SDK's seed 003 surface: TTLMs at create, Status,
+// TestTTLGoSDK: the Go SDK's TTL surface: TTLMs at create, Status,
 // SetTTL, Kill (twice), Include in lists, template versions and pinning.
 func TestTTLGoSDK(t *testing.T) {
 	requireEnv(t)

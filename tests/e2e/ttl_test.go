@@ -101,7 +101,7 @@ func TestTTLLifecycle(t *testing.T) {
 		{`{"ttl_ms":86400000}`, 400, "sandbox_ttl_exceeded"},
 		{`{"ttl_ms":0}`, 400, "invalid_request"},
 		{`{}`, 400, "invalid_request"},
-		{`{"ttl_ms":1000,"ttlMs":2000}`, 400, "invalid_request"}, // the seed's name is accepted, but not two different values
+		{`{"ttl_ms":1000,"ttlMs":2000}`, 400, "invalid_request"}, // the camelCase name is accepted, but not two different values
 	} {
 		r := c.do("POST", "/v1/sandboxes/"+id+"/ttl", tc.body)
 		if r.Status != tc.status || r.JSON()["code"] != tc.code {
@@ -160,7 +160,7 @@ func TestTTLExpiry(t *testing.T) {
 	}
 }
 
-// TestTTLDefaults: seed 004 creates (pt-base, busybox) keep their retention
+// TestTTLDefaults: creates from pt-base and busybox keep their retention
 // and no TTL; a create that names neither template nor ttl is refused only
 // if the default template is unknown (it is python-node here, tested in
 // templates_test.go).
@@ -170,7 +170,7 @@ func TestTTLDefaults(t *testing.T) {
 	id := c.create(map[string]any{"template": "busybox"})
 	sb := decodeSandbox(t, c.do("GET", "/v1/sandboxes/"+id, nil))
 	if sb.ExpiresAt != nil || sb.TTLMs != nil || sb.AutoStopMinutes != 60 {
-		t.Errorf("seed 004 create: expires_at %v ttl_ms %v auto_stop %d, want no TTL and 60-minute auto-stop", sb.ExpiresAt, sb.TTLMs, sb.AutoStopMinutes)
+		t.Errorf("pt-base create: expires_at %v ttl_ms %v auto_stop %d, want no TTL and 60-minute auto-stop", sb.ExpiresAt, sb.TTLMs, sb.AutoStopMinutes)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net"
 	"testing"
 	"time"
 )
@@ -22,4 +23,18 @@ func ensureTemplate(t *testing.T, c *client, slug string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("template %s never became ready", slug)
+}
+
+// dialWithin dials addr until it accepts or d has passed: a server just
+// started in the background inside a sandbox listens a moment later, and
+// later still on a loaded machine.
+func dialWithin(addr string, d time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(d)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil || time.Now().After(deadline) {
+			return conn, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

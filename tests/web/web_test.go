@@ -108,7 +108,9 @@ func tree(t *testing.T, dir string) map[string]string {
 
 // TestBrowser runs dashboard.test.mjs (node --test, playwright-core pinned
 // by package-lock.json) with Debian's chromium against the test's ptd.
-// Screenshots of each view go to a temp dir the test logs.
+// Screenshots of each view, at 1280x800 and at phone width, go to
+// tests/web/artifacts/ (emptied first, ignored by git, left in place
+// after the run), whose path the test logs.
 func TestBrowser(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
@@ -118,12 +120,18 @@ func TestBrowser(t *testing.T) {
 	chromium := "/usr/bin/chromium"
 	need(t, exists(chromium), "chromium is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
 	need(t, exists("node_modules/playwright-core/package.json"), "run `npm ci` in tests/web first (scripts/test.sh does)")
-	shots, err := os.MkdirTemp("", "pt-dashboard-shots-")
+	shots, err := filepath.Abs("artifacts")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.RemoveAll(shots); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("screenshots: %s", shots)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "--test-concurrency=1", "dashboard.test.mjs")
 	cmd.Env = append(os.Environ(), "PT_URL="+env.url, "PT_TOKEN="+env.token, "PT_ARTIFACTS="+shots, "PT_CHROMIUM="+chromium)
@@ -132,9 +140,10 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node --test: %v", err)
 	}
-	if !strings.Contains(string(out), "pass") {
+	if !regexp.MustCompile(`(?m)^\S*\s*pass [1-9]`).Match(out) {
 		t.Fatal("node --test ran no test")
 	}
+	t.Logf("screenshots: %s", shots)
 }
 
 // TestServedByPtd checks the real ptd's listener: the dashboard at / and
@@ -167,8 +176,11 @@ func TestServedByPtd(t *testing.T) {
 		!strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
 		t.Fatalf("GET %s = %d, headers %v", asset[1], resp.StatusCode, resp.Header)
 	}
-	if resp, body := get("/sandbox/sbx_01KABCDEFGHJKMNPQRSTVWXYZ0"); resp.StatusCode != 200 || body != index {
-		t.Fatalf("a client route = %d, not index.html", resp.StatusCode)
+	for _, p := range []string{"/sandbox/sbx_01KABCDEFGHJKMNPQRSTVWXYZ0", "/sandbox/sbx_01KABCDEFGHJKMNPQRSTVWXYZ0/terminal",
+		"/new", "/usage", "/template", "/template/busybox"} {
+		if resp, body := get(p); resp.StatusCode != 200 || body != index {
+			t.Fatalf("client route %s = %d, not index.html", p, resp.StatusCode)
+		}
 	}
 	// The API surfaces answer as before: JSON, no dashboard headers.
 	for _, tc := range []struct {

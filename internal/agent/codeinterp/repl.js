@@ -8,12 +8,15 @@
 const vm = require('vm');
 const util = require('util');
 const readline = require('readline');
-const { Writable } = require('stream');
 const fs = require('fs');
 
 function send(ev) { fs.writeSync(1, JSON.stringify(ev) + '\n'); }
+// A plain sink for the cell's console, not a stream.Writable: SIGINT ends
+// a cell wherever it is (breakOnSigint), inside a write too, and a
+// Writable left "writing" would hold back every later console line of the
+// context. Here an interrupted write loses at most itself.
 function stream(name) {
-  return new Writable({ write(chunk, _enc, cb) { send({ type: name, text: chunk.toString() }); cb(); } });
+  return { write(chunk) { send({ type: name, text: String(chunk) }); return true; } };
 }
 // A TypeScript context strips each cell's types before running it (Debian's
 // typescript; transpile only, so types are not checked, as tsx and
@@ -33,7 +36,7 @@ function compile(code) {
   }
   return out.outputText;
 }
-const cons = new console.Console({ stdout: stream('stdout'), stderr: stream('stderr') });
+const cons = new console.Console({ stdout: stream('stdout'), stderr: stream('stderr'), ignoreErrors: false });
 const sandbox = { console: cons, require, process, Buffer, setTimeout, clearTimeout, setInterval, clearInterval,
   setImmediate, clearImmediate, queueMicrotask, URL, URLSearchParams, TextEncoder, TextDecoder, fetch: globalThis.fetch,
   structuredClone, module: { exports: {} }, __filename: '<cell>', __dirname: process.cwd() };
@@ -65,6 +68,8 @@ function result(v) {
 
 async function run(req) {
   count++;
+  // The sandbox's env as it changed since the last cell (removals too).
+  for (const k of req.unset || []) delete process.env[k];
   for (const [k, v] of Object.entries(req.env || {})) process.env[k] = v;
   const saved = {};
   for (const [k, v] of Object.entries(req.call_env || {})) { saved[k] = process.env[k]; process.env[k] = v; }

@@ -19,6 +19,7 @@ and jupyter_client are used: the template installs both from Debian.
 """
 
 import base64
+import codecs
 import datetime
 import json
 import os
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -43,29 +45,52 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python",
 INTERRUPT_GRACE = 3.0  # seconds a cell gets to stop after SIGINT before its process is replaced
 INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not stopped
 
-# The kernel we launch: ipykernel without its debugger. Importing debugpy
-# costs 1.5-3 s of every kernel start (measured in the template) and no
-# client here attaches a debugger; tracebacks lose their ANSI colours.
-KERNEL_NAME = "pt-python3"
-KERNEL_PY = """import sys
-sys.modules["debugpy"] = None  # ipykernel then runs without its debugger
+# The kernel we launch: ipykernel, minus what no client here uses, which
+# is most of its start (CPU measured in the template): debugpy (1.5-3 s;
+# nothing attaches a debugger), jedi (completion requests are never sent)
+# and IPython's terminal UI (prompt_toolkit), which `import IPython` pulls
+# in for IPython.embed alone: a stand-in loads it when embed is called.
+# After the imports the stand-ins for debugpy and jedi go, so a cell can
+# import them. History lives in memory (no sqlite file, no writer thread);
+# tracebacks lose their ANSI colours.
+KERNEL_PY = """import importlib, sys, types
+sys.modules["debugpy"] = None
+sys.modules["jedi"] = None
+_embed = types.ModuleType("IPython.terminal.embed")
+def _real_embed():
+    if sys.modules.get("IPython.terminal.embed") is _embed:
+        del sys.modules["IPython.terminal.embed"]
+    return importlib.import_module("IPython.terminal.embed")
+def _embed_getattr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(_real_embed(), name)
+def embed(**kwargs):  # IPython's embed(): its terminal UI loads on this first call
+    return _real_embed().embed(**kwargs)
+_embed.embed = embed
+del embed
+_embed.__getattr__ = _embed_getattr
+sys.modules["IPython.terminal.embed"] = _embed
 from ipykernel import kernelapp
+for _m in ("debugpy", "jedi"):
+    if sys.modules.get(_m, 0) is None:
+        del sys.modules[_m]
 kernelapp.launch_new_instance()
 """
+KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
 
 
-def install_kernelspec():
-    """Writes the kernelspec next to this file and points jupyter at it."""
-    d = os.path.join(HERE, "jupyter", "kernels", KERNEL_NAME)
+def install_kernel():
+    """Writes the kernel's launcher next to this file; returns its path."""
+    d = os.path.join(HERE, "jupyter")
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(HERE, "jupyter", "kernel.py"), "w") as f:
+    path = os.path.join(d, "kernel.py")
+    with open(path, "w") as f:
         f.write(KERNEL_PY)
-    spec = {"argv": [sys.executable, os.path.join(HERE, "jupyter", "kernel.py"), "-f", "{connection_file}",
-                     "--InteractiveShell.colors=NoColor"],
-            "display_name": "Python 3", "language": "python", "interrupt_mode": "signal"}
-    with open(os.path.join(d, "kernel.json"), "w") as f:
-        json.dump(spec, f)
-    os.environ["JUPYTER_PATH"] = os.path.join(HERE, "jupyter")
+    return path
+
+
+KERNEL_FILE = os.path.join(HERE, "jupyter", "kernel.py")
 
 
 # MIME types → E2B's Result field names (anything else goes in extra).
@@ -98,13 +123,23 @@ def sandbox_env():
 class Cell:
     """One execution: where its events go and how it may be stopped."""
 
-    def __init__(self, sink, timeout, alive):
+    def __init__(self, sink, timeout, alive, ctx):
+        self.id = "exec_" + uuid.uuid4().hex[:24]
+        self.ctx = ctx
+        self.started_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.sink = sink          # callable(event dict)
         self.deadline = time.monotonic() + timeout if timeout else None
         self.alive = alive        # callable() -> False once the client is gone
         self.status = "ok"
         self.execution_count = None
-        self.interrupt = False  # set by POST /contexts/{id}/interrupt
+        # Set by POST /contexts/{id}/interrupt or DELETE /executions/{id}.
+        self.interrupt = False
+        self.done = threading.Event()  # set once the cell's events are all sent
+        self.state = "waiting"  # "running" once its context runs it
+
+    def view(self):
+        return {"id": self.id, "context_id": self.ctx.id, "language": self.ctx.language,
+                "state": self.state, "started_at": self.started_at}
 
     def stopped(self):
         """Why the cell must stop now: "interrupted", "timeout",
@@ -116,6 +151,41 @@ class Cell:
         if not self.alive():
             return "disconnected"
         return None
+
+
+class Executions:
+    """The cells accepted and not yet ended, by ID, so that one can be
+    stopped by DELETE /executions/{id} from another connection."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_id = {}
+
+    def add(self, cell):
+        with self.lock:
+            self.by_id[cell.id] = cell
+
+    def discard(self, cell):
+        with self.lock:
+            self.by_id.pop(cell.id, None)
+        cell.done.set()
+
+    def list(self):
+        with self.lock:
+            return [c.view() for c in self.by_id.values()]
+
+    def stop(self, eid):
+        """Interrupts execution eid and waits until it has ended (its
+        process replaced, at worst, after INTERRUPT_GRACE)."""
+        with self.lock:
+            cell = self.by_id.get(eid)
+        if cell is None:
+            raise HTTPError(404, "not_found", "execution %s not found (it ended, or never ran here)" % eid)
+        cell.interrupt = True
+        cell.done.wait(INTERRUPT_GRACE + 30)
+
+
+EXECUTIONS = Executions()
 
 
 class Stopper:
@@ -152,6 +222,45 @@ class Stopper:
         return False
 
 
+class Job:
+    """A call waiting for, then running on, a context's thread."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.lock = threading.Lock()
+        self.taken = self.cancelled = False
+        self.done = threading.Event()
+        self.value = self.error = None
+
+    def take(self):
+        """Claims the job for the context's thread; False once cancelled."""
+        with self.lock:
+            if self.cancelled:
+                return False
+            self.taken = True
+            return True
+
+    def cancel(self):
+        """Drops the job if its thread has not taken it yet."""
+        with self.lock:
+            if self.taken:
+                return False
+            self.cancelled = True
+            return True
+
+    def run(self):
+        try:
+            self.value = self.fn()
+        except BaseException as e:  # handed to the caller
+            self.error = e
+        self.done.set()
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class Context:
     """A context: one language, one process, its state kept across cells."""
 
@@ -171,21 +280,15 @@ class Context:
             job = self.jobs.get()
             if job is None:
                 return
-            fn, box, done = job
-            try:
-                box["value"] = fn()
-            except BaseException as e:  # handed to the caller
-                box["error"] = e
-            done.set()
+            if job.take():
+                job.run()
 
     def call(self, fn):
         """Runs fn on the context's thread and returns its result."""
-        box, done = {}, threading.Event()
-        self.jobs.put((fn, box, done))
-        done.wait()
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        job = Job(fn)
+        self.jobs.put(job)
+        job.done.wait()
+        return job.result()
 
     def close(self):
         """Stops the process and the context's thread."""
@@ -199,15 +302,30 @@ class Context:
         return {"id": self.id, "language": self.language, "cwd": self.cwd, "default": self.default}
 
     def run(self, code, env, cwd, cell):
-        self.call(lambda: self.run_here(code, env, cwd, cell))
+        job = Job(lambda: self.run_here(code, env, cwd, cell))
+        self.jobs.put(job)
+        # A cell waiting behind another can be stopped (deleted, timed out,
+        # its client gone) before it starts: it then never runs.
+        while not job.done.wait(0.05):
+            why = cell.stopped()
+            if why is not None and job.cancel():
+                PythonContext.stopped_cell(cell, why)
+                return
+        job.result()
 
     def run_here(self, code, env, cwd, cell):
+        why = cell.stopped()
+        if why is not None:
+            # Stopped while waiting behind another cell: it never runs.
+            PythonContext.stopped_cell(cell, why)
+            return
         if self.notice:
             cell.sink({"type": "kernel_restarted", "reason": self.notice})
             self.notice = None
         if not self.alive():
             self.start()
         self.running = cell
+        cell.state = "running"
         try:
             self.execute(code, env, cwd, cell)
         finally:
@@ -233,29 +351,81 @@ class Context:
 
 
 class PythonContext(Context):
+    """An IPython kernel, launched and spoken to with jupyter_client's
+    connection file and client only: KernelManager's provisioner lookup
+    (entry points), kernelspec search and readiness polling cost the
+    server as much CPU as the kernel's own start."""
+
     def __init__(self, *a):
         super().__init__(*a)
-        self.km = self.kc = None
+        self.proc = self.kc = self.conn_file = None
         self.synced_env = None
 
     def start(self):
-        from jupyter_client import KernelManager
-        km = KernelManager(kernel_name=KERNEL_NAME)
+        from jupyter_client.blocking.client import BlockingKernelClient
+        from jupyter_client.connect import write_connection_file
+        base = sandbox_env()
         env = dict(os.environ)
-        env.update(sandbox_env())
+        env.update(base)
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        km.start_kernel(env=env, cwd=self.cwd if os.path.isdir(self.cwd) else "/")
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
-        self.km, self.kc, self.synced_env = km, kc, None
+        self.conn_file, info = write_connection_file(
+            fname=os.path.join(tempfile.gettempdir(), "pt-kernel-%s.json" % uuid.uuid4().hex),
+            ip="127.0.0.1", key=uuid.uuid4().hex.encode())
+        # Its own session (process group): SIGINT and the harder kill
+        # reach the kernel and whatever it started, never the server.
+        self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
+                                     cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        kc = BlockingKernelClient()
+        kc.load_connection_info(info)
+        kc.start_channels(stdin=False, hb=False, control=False)
+        self.kc = kc
+        try:
+            self.wait_ready(time.monotonic() + 60)
+        except BaseException:
+            self.stop()
+            raise
+        # The kernel started with base: a variable removed from the
+        # sandbox's env later is unset from there.
+        self.synced_env = base
         self.silent("import os as __pt_os\n"
                     "def __pt_env(set_, unset):\n"
                     "    for k in unset: __pt_os.environ.pop(k, None)\n"
                     "    __pt_os.environ.update(set_)\n")
 
+    def wait_ready(self, deadline):
+        """Returns once the kernel answers on shell and its IOPub reaches
+        us (a SUB socket misses what is published before it connects, so
+        a status message for our own request proves the first cell's
+        output will arrive)."""
+        while True:
+            msg_id = self.kc.kernel_info()
+            got_reply = False
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("the kernel exited while starting (exit %s)" % self.proc.returncode)
+                try:
+                    if not got_reply:
+                        got_reply = self.kc.get_shell_msg(timeout=0.1)["parent_header"].get("msg_id") == msg_id
+                        continue
+                    m = self.kc.get_iopub_msg(timeout=0.2)
+                except queue.Empty:
+                    if got_reply:
+                        break  # IOPub missed it: ask again
+                    continue
+                if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status":
+                    return
+            if time.monotonic() >= deadline:
+                raise RuntimeError("the kernel did not answer within 60 s")
+
     def alive(self):
-        return self.km is not None and self.km.is_alive()
+        return self.proc is not None and self.proc.poll() is None
+
+    def interrupt(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        except OSError:
+            pass
 
     def stop(self):
         if self.kc is not None:
@@ -263,12 +433,18 @@ class PythonContext(Context):
                 self.kc.stop_channels()
             except Exception:
                 pass
-        if self.km is not None:
+        if self.proc is not None:
             try:
-                self.km.shutdown_kernel(now=True)
-            except Exception:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
                 pass
-        self.km = self.kc = None
+            self.proc.wait()
+        if self.conn_file:
+            try:
+                os.remove(self.conn_file)
+            except OSError:
+                pass
+        self.proc = self.kc = self.conn_file = None
 
     def silent(self, code):
         """Runs code without output or history and waits for its reply."""
@@ -316,19 +492,19 @@ class PythonContext(Context):
         # or interrupted one came back with no result and no error. Cells
         # here run one at a time, so there is never a queue to abort.
         msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-        stop = Stopper(cell, self.km.interrupt_kernel)
+        stop = Stopper(cell, self.interrupt)
         while True:
             if stop.poll():
                 # SIGINT was not enough (C code that ignores it): replace the kernel.
                 self.stop()
                 self.notice = "the kernel did not stop after SIGINT and was replaced; its state is gone"
-                self.stopped_cell(cell, stop.why)
+                self.stopped_cell(cell, stop.why, replaced=True)
                 return
             stopping = stop.why
             try:
                 msg = kc.get_iopub_msg(timeout=0.05)
             except queue.Empty:
-                if not self.km.is_alive():
+                if not self.alive():
                     self.died(cell)
                     return
                 continue
@@ -370,7 +546,7 @@ class PythonContext(Context):
     def died(self, cell):
         code = None
         try:
-            code = self.km.provisioner.process.poll() if self.km.provisioner else None
+            code = self.proc.poll()
         except Exception:
             pass
         self.stop()
@@ -381,15 +557,18 @@ class PythonContext(Context):
                    "traceback": ""})
 
     @staticmethod
-    def stopped_cell(cell, why):
+    def stopped_cell(cell, why, replaced=False):
+        """Ends a cell stopped for why; replaced says its process ignored
+        SIGINT past the grace period and was replaced."""
         cell.status = why
+        kept = ("it did not stop after SIGINT, so its process was replaced and the context's state is gone"
+                if replaced else "the context keeps its state")
         if why == "interrupted":
             cell.sink({"type": "error", "name": "Interrupted",
-                       "value": "the cell was interrupted on request; the context keeps its state", "traceback": ""})
+                       "value": "the cell was interrupted on request; " + kept, "traceback": ""})
         if why == "timeout":
             cell.sink({"type": "error", "name": "TimeoutError",
-                       "value": "the cell ran past its timeout and was interrupted; the context keeps its state",
-                       "traceback": ""})
+                       "value": "the cell ran past its timeout and was interrupted; " + kept, "traceback": ""})
 
 
 # ---------------------------------------------------------------- processes speaking a line protocol
@@ -418,8 +597,12 @@ class ProcContext(Context):
         self.proc = None
 
     def spawn(self, argv, **kw):
+        base = sandbox_env()
         env = dict(os.environ)
-        env.update(sandbox_env())
+        env.update(base)
+        # What the process started with: later cells apply the difference
+        # (removals included).
+        self.synced_env = base
         return subprocess.Popen(argv, cwd=self.cwd if os.path.isdir(self.cwd) else "/", env=env,
                                 start_new_session=True, **kw)
 
@@ -457,14 +640,17 @@ class JSContext(ProcContext):
             sys.stderr.write("repl.js: " + line.decode(errors="replace"))
 
     def execute(self, code, env, cwd, cell):
-        req = {"code": code, "env": sandbox_env(), "call_env": env or {}, "cwd": cwd or ""}
+        want = sandbox_env()
+        req = {"code": code, "env": {k: v for k, v in want.items() if self.synced_env.get(k) != v},
+               "unset": [k for k in self.synced_env if k not in want], "call_env": env or {}, "cwd": cwd or ""}
+        self.synced_env = want
         self.proc.stdin.write((json.dumps(req) + "\n").encode())
         stop = Stopper(cell, self.interrupt)
         while True:
             if stop.poll():
                 self.stop()
                 self.notice = "the JavaScript process did not stop after SIGINT and was replaced; its state is gone"
-                PythonContext.stopped_cell(cell, stop.why)
+                PythonContext.stopped_cell(cell, stop.why, replaced=True)
                 return
             stopping = stop.why
             try:
@@ -499,8 +685,10 @@ class BashContext(ProcContext):
         self.proc = self.spawn(["bash", "--noprofile", "--norc"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         self.count = 0
-        self.synced_env = {}
-        self.proc.stdin.write(b"trap 'true' INT\n")
+        # SIGINT ends the cell being sourced (`return` from `.`), not the
+        # shell; between cells it does nothing (the return fails quietly).
+        # A plain `trap true` would go on with the cell's next line.
+        self.proc.stdin.write(b"trap 'return 130 2>/dev/null' INT\n")
 
     def execute(self, code, env, cwd, cell):
         self.count += 1
@@ -517,21 +705,26 @@ class BashContext(ProcContext):
         if env or cwd:  # per-call env and cwd in a subshell: they last only for that cell
             exports = "".join("export %s=%s; " % (k, shq(v)) for k, v in (env or {}).items() if k.isidentifier())
             body = "( %s%s. %s )" % (exports, ("cd %s && " % shq(cwd)) if cwd else "", path)
+        # The end marker starts with an ASCII record separator, not a
+        # newline: output is sent as it comes, holding back only a tail
+        # that could be the marker's start (a cell's "started\n" must not
+        # wait for the cell's end). Each printf is one write.
         end = "__PT_END_" + token
-        script = ("%s%s\n__pt_rc=$?; rm -f %s; printf '\\n%s %%d\\n' $__pt_rc; printf '\\n%s\\n' >&2\n"
+        script = ("%s%s\n__pt_rc=$?; rm -f %s; printf '\\036%s %%d\\n' $__pt_rc; printf '\\036%s\\n' >&2\n"
                   % (pre, body, path, end, end))
         self.proc.stdin.write(script.encode())
         bufs = {"stdout": b"", "stderr": b""}
         done = {"stdout": False, "stderr": False}
         files = {self.proc.stdout.fileno(): "stdout", self.proc.stderr.fileno(): "stderr"}
-        marker = ("\n" + end).encode()
+        marker = ("\x1e" + end).encode()
+        text = {n: codecs.getincrementaldecoder("utf-8")(errors="replace") for n in bufs}
         rc = 0
         stop = Stopper(cell, self.interrupt)
         while not all(done.values()):
             if stop.poll():
                 self.stop()
                 self.notice = "the shell did not stop after SIGINT and was replaced; its state is gone"
-                PythonContext.stopped_cell(cell, stop.why)
+                PythonContext.stopped_cell(cell, stop.why, replaced=True)
                 return
             stopping = stop.why
             fds = [fd for fd, name in files.items() if not done[name]]
@@ -555,22 +748,30 @@ class BashContext(ProcContext):
                             rc = int(rest.split(b"\n")[0].strip() or b"0")
                         except ValueError:
                             rc = 0
-                    out, done[name] = buf[:i], True
+                    out, done[name] = text[name].decode(buf[:i], final=True), True
                     if out and not stopping:
-                        cell.sink({"type": name, "text": out.decode(errors="replace")})
+                        cell.sink({"type": name, "text": out})
                     bufs[name] = b""
                     continue
-                # keep a tail that could be the start of the marker
-                keep = len(marker)
-                out, bufs[name] = buf[:-keep] if len(buf) > keep else b"", buf[-keep:] if len(buf) > keep else buf
+                keep = marker_start(buf, marker)
+                out, bufs[name] = text[name].decode(buf[:len(buf) - keep]), buf[len(buf) - keep:]
                 if out and not stopping:
-                    cell.sink({"type": name, "text": out.decode(errors="replace")})
+                    cell.sink({"type": name, "text": out})
         cell.execution_count = self.count
         if stop.why:
             PythonContext.stopped_cell(cell, stop.why)
         elif rc != 0:
             cell.status = "error"
             cell.sink({"type": "error", "name": "ExitCode", "value": str(rc), "traceback": ""})
+
+
+def marker_start(buf, marker):
+    """The length of the longest tail of buf that is a proper prefix of
+    marker (0 when none): the bytes that may be the marker's first part."""
+    j = buf.find(marker[:1], max(0, len(buf) - len(marker) + 1))
+    while j >= 0 and not marker.startswith(buf[j:]):
+        j = buf.find(marker[:1], j + 1)
+    return len(buf) - j if j >= 0 else 0
 
 
 def shq(s):
@@ -725,7 +926,15 @@ class Handler(BaseHTTPRequestHandler):
                     ctx = CONTEXTS.create(b.get("language"), b.get("cwd"))
                     ctx.ensure_started()
                     return self.reply(201 if native else 200, ctx.view())
+            if method == "GET" and p == "/executions":
+                return self.reply(200, EXECUTIONS.list())
             parts = p.strip("/").split("/")
+            if method == "DELETE" and len(parts) == 2 and parts[0] == "executions":
+                EXECUTIONS.stop(parts[1])
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if len(parts) >= 2 and parts[0] == "contexts":
                 if method == "DELETE" and len(parts) == 2:
                     CONTEXTS.remove(parts[1])
@@ -783,10 +992,9 @@ class Handler(BaseHTTPRequestHandler):
         timeout = b.get("timeout_ms") if native else None
         if timeout is not None and (not isinstance(timeout, int) or timeout <= 0):
             raise HTTPError(400, "invalid_request", "timeout_ms must be a positive integer")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        cwd = b.get("cwd") or None
+        if cwd is not None and (not isinstance(cwd, str) or not os.path.isdir(cwd)):
+            raise HTTPError(400, "invalid_request", "cwd %r is not a directory in the sandbox" % (cwd,))
         wlock = threading.Lock()
         gone = [False]
 
@@ -806,26 +1014,41 @@ class Handler(BaseHTTPRequestHandler):
             if out is not None:
                 write(out)
 
-        cell = Cell(sink, timeout / 1000.0 if timeout else None, lambda: not gone[0] and self.client_alive())
+        cell = Cell(sink, timeout / 1000.0 if timeout else None, lambda: not gone[0] and self.client_alive(), ctx)
         start = time.monotonic()
+        EXECUTIONS.add(cell)
         try:
-            ctx.run(code, env, b.get("cwd"), cell)
-        except Exception as e:  # a broken kernel start, a closed pipe: the cell's error
-            cell.status = "error"
-            sink({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": ""})
-        if native:
-            write({"type": "end", "context_id": ctx.id, "execution_count": cell.execution_count,
-                   "status": cell.status, "duration_ms": round((time.monotonic() - start) * 1000, 3)})
-        else:
-            if cell.execution_count is not None:
-                write({"type": "number_of_executions", "execution_count": cell.execution_count})
-            write({"type": "end_of_execution"})
-        try:
-            with wlock:
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-        except OSError:
-            pass
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            # Known before the first event, so another client can stop the
+            # cell with DELETE /executions/{id} while it runs.
+            self.send_header("X-Execution-Id", cell.id)
+            self.end_headers()
+            try:
+                ctx.run(code, env, cwd, cell)
+            except Exception as e:  # a broken kernel start, a closed pipe: the cell's error
+                cell.status = "error"
+                sink({"type": "error", "name": type(e).__name__, "value": str(e), "traceback": ""})
+            # Off the list before the end is written: a client that read
+            # the end and then lists executions must not see this cell.
+            EXECUTIONS.discard(cell)
+            if native:
+                write({"type": "end", "execution_id": cell.id, "context_id": ctx.id,
+                       "execution_count": cell.execution_count, "status": cell.status,
+                       "duration_ms": round((time.monotonic() - start) * 1000, 3)})
+            else:
+                if cell.execution_count is not None:
+                    write({"type": "number_of_executions", "execution_count": cell.execution_count})
+                write({"type": "end_of_execution"})
+            try:
+                with wlock:
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+            except OSError:
+                pass
+        finally:
+            EXECUTIONS.discard(cell)
 
 
 class Server(ThreadingHTTPServer):
@@ -835,7 +1058,7 @@ class Server(ThreadingHTTPServer):
 
 def main():
     port = int(os.environ.get("PT_CODE_PORT", "49999"))
-    install_kernelspec()
+    install_kernel()
     srv = Server(("0.0.0.0", port), Handler)
 
     def shutdown(*_):

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,14 @@ type createSandbox struct {
 		DockerfileContent string `json:"dockerfileContent"`
 	} `json:"buildInfo"`
 	Secrets []json.RawMessage `json:"secrets"`
+	// Accepted without effect: spot (a sandbox here is never evicted)
+	// and otelEndpointOverride (no telemetry export).
+	Spot                 bool     `json:"spot"`
+	OtelEndpointOverride string   `json:"otelEndpointOverride"`
+	OutboundProxyURL     string   `json:"outboundProxyUrl"`
+	LinkedSandbox        string   `json:"linkedSandbox"`
+	KVM                  bool     `json:"kvm"`
+	GPUType              []string `json:"gpuType"`
 }
 
 // decodeJSON reads an optional JSON body (the SDK sends bodiless POSTs as
@@ -79,21 +88,47 @@ func (c *createSandbox) unsupported() error {
 	switch {
 	case len(c.Volumes) > 0:
 		return badRequest("volumes %s", later)
-	case c.GPU != nil && *c.GPU > 0:
-		return badRequest("gpu %s (Platinum sandboxes have no GPUs)", later)
 	case len(c.Secrets) > 0:
 		return badRequest("secrets %s; pass values in env or use Platinum's /v1 secrets", later)
 	case c.AutoPauseInterval != nil && *c.AutoPauseInterval > 0:
 		return badRequest("autoPauseInterval %s; autoStopInterval stops with memory kept", later)
 	case c.User != "" && c.User != "root":
 		return badRequest("user %q %s: Platinum's templates run as root", c.User, later)
+	case c.OutboundProxyURL != "":
+		return badRequest("outboundProxyUrl %s; restrict egress with networkAllowList or domainAllowList", later)
+	case c.LinkedSandbox != "":
+		return badRequest("linkedSandbox %s", later)
+	case c.KVM:
+		return badRequest("kvm %s (sandboxes are containers, with no /dev/kvm)", later)
+	case len(c.GPUType) > 0 && (c.GPU == nil || *c.GPU < 1):
+		return badRequest("gpuType needs gpu of at least 1")
 	}
-	return nil
+	return c.validNetwork()
 }
 
-// template resolves snapshot (a template slug, or a Platinum snapshot ID)
-// or a one-line Dockerfile "FROM <template>" (the SDK's image string).
-func (h *Handler) template(ctx context.Context, c *createSandbox) (slug, snapID string, err error) {
+// gpuTypes are Daytona's GPU type names; gpuModel turns one into the
+// model name Platinum matches against the host's GPUs (a part of it,
+// any case: "RTX-4090" finds "NVIDIA GeForce RTX 4090").
+var gpuTypes = []string{"H100", "H200", "B300", "RTX-PRO-6000", "RTX-4090", "RTX-5090", "MI355X"}
+
+func gpuModel(t string) string { return strings.ReplaceAll(t, "-", " ") }
+
+// gpuType is the Daytona name of a model asked for at create ("" when it
+// is not one).
+func gpuType(model string) string {
+	for _, t := range gpuTypes {
+		if strings.EqualFold(gpuModel(t), model) {
+			return t
+		}
+	}
+	return ""
+}
+
+// template resolves a create's snapshot: a template slug, one of the
+// org's snapshots (by name or snap_… ID; the sandbox is a clone of it), or
+// a one-line Dockerfile "FROM <template>" (the SDK's image string). None
+// is the server's default template.
+func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *createSandbox) (slug, snapID string, err error) {
 	name := c.Snapshot
 	if c.BuildInfo != nil {
 		df := strings.TrimSpace(c.BuildInfo.DockerfileContent)
@@ -101,10 +136,10 @@ func (h *Handler) template(ctx context.Context, c *createSandbox) (slug, snapID 
 		if !ok || strings.ContainsAny(from, "\n ") {
 			return "", "", badRequest("images and Dockerfiles are not built by Platinum: name a template as snapshot (%s)", h.templateList(ctx))
 		}
-		name = from
-	}
-	if strings.HasPrefix(name, sandbox.PrefixSnapshot) {
-		return "", name, nil
+		if _, err := h.cp.GetTemplate(ctx, from); err != nil {
+			return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("image %s is not one of this server's templates (%s); Platinum builds no images", from, h.templateList(ctx))}
+		}
+		return from, "", nil
 	}
 	if name == "" {
 		ts, err := h.cp.ListTemplates(ctx)
@@ -118,7 +153,20 @@ func (h *Handler) template(ctx context.Context, c *createSandbox) (slug, snapID 
 		}
 		return "", "", badRequest("snapshot is required: name a template (%s)", h.templateList(ctx))
 	}
-	return name, "", nil
+	if _, err := h.cp.GetTemplate(ctx, name); err == nil {
+		return name, "", nil
+	}
+	s, ok, err := h.orgSnapshotNamed(ctx, p, name)
+	if err != nil {
+		return "", "", err
+	}
+	if !ok {
+		return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s, and the organization's own snapshots", name, h.templateList(ctx))}
+	}
+	if s.State != sandbox.SnapshotReady {
+		return "", "", &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Snapshot %s is still being taken", name)}
+	}
+	return "", s.ID, nil
 }
 
 func (h *Handler) templateList(ctx context.Context) string {
@@ -193,7 +241,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 		return err
 	}
 	ctx := r.Context()
-	slug, snapID, err := h.template(ctx, &req)
+	slug, snapID, err := h.template(ctx, p, &req)
 	if err != nil {
 		return err
 	}
@@ -215,13 +263,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 	if req.Public {
 		md[labelPublic] = "true"
 	}
+	if snapID != "" {
+		md[labelSnapshot] = req.Snapshot // shown as the DTO's snapshot
+	}
 	cr := controlplane.CreateRequest{
 		Template: slug, FromSnapshot: snapID, Name: req.Name, Env: req.Env, Metadata: md,
 		Network: req.network(), Runtime: req.Labels[LabelRuntime],
 		Type: ret.Type, AutoStopMinutes: &ret.AutoStopMinutes, AutoArchiveDays: &ret.AutoArchiveDays, AutoDeleteDays: &ret.AutoDeleteDays,
 	}
 	// Daytona's defaults where the create names no size: 1 vCPU, 1 GiB,
-	// 3 GiB of disk.
+	// 3 GiB of disk; a clone of a snapshot gets the snapshot's.
 	cpu, mem, disk := float64(defaultCPU), float64(defaultMemoryGiB), defaultDiskGiB
 	if req.CPU != nil {
 		cpu = *req.CPU
@@ -234,17 +285,42 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 	}
 	mb := int(mem * 1024)
 	cr.CPU, cr.RAMMB, cr.DiskGB = &cpu, &mb, &disk
+	if snapID != "" {
+		cr.CPU, cr.RAMMB, cr.DiskGB = req.CPU, nil, req.Disk
+		if req.Memory != nil {
+			cr.RAMMB = &mb
+		}
+	}
 	if req.TTLMinutes != nil {
 		if *req.TTLMinutes < 0 {
 			return badRequest("ttlMinutes must not be negative")
 		}
 		cr.TTL = time.Duration(*req.TTLMinutes) * time.Minute // a wall-clock cap: deleted then
 	}
-	sb, err := h.cp.Create(ctx, p, cr)
+	if req.GPU != nil {
+		cr.GPUs = *req.GPU
+	}
+	// gpuType lists the models the caller accepts: the first a host has
+	// enough of wins (a refusal names what the host has).
+	models := []string{""}
+	if len(req.GPUType) > 0 {
+		models = models[:0]
+		for _, t := range req.GPUType {
+			models = append(models, gpuModel(t))
+		}
+	}
+	var sb sandbox.Sandbox
+	for _, m := range models {
+		cr.GPUModel = m
+		var ge *controlplane.GPUsUnavailableError
+		if sb, err = h.cp.Create(ctx, p, cr); !errors.As(err, &ge) {
+			break
+		}
+	}
 	if err != nil {
 		var nf interface{ Field() string }
-		if errors.As(err, &nf) && nf.Field() == "template" {
-			return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s", slug, h.templateList(ctx))}
+		if errors.As(err, &nf) && (nf.Field() == "template" || nf.Field() == "from_snapshot") {
+			return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s", cmp.Or(slug, req.Snapshot), h.templateList(ctx))}
 		}
 		return err
 	}
@@ -292,58 +368,6 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	return nil
 }
 
-// list is GET /sandbox: labels (a JSON object) filters, cursor is an
-// offset, limit at most 200; {items, nextCursor}.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	q := r.URL.Query()
-	lr := controlplane.ListRequest{Limit: 100, Include: []string{"failed"}}
-	if l := q.Get("labels"); l != "" {
-		if err := json.Unmarshal([]byte(l), &lr.Metadata); err != nil {
-			return badRequest("labels must be a JSON object of strings: %v", err)
-		}
-	}
-	if c := q.Get("cursor"); c != "" {
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 0 {
-			return badRequest("cursor %q is not one this server gave", c)
-		}
-		lr.Offset = n
-	}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			return badRequest("limit must be between 1 and 200")
-		}
-		lr.Limit = n
-	}
-	page, total, err := h.cp.List(r.Context(), p, lr)
-	if err != nil {
-		return err
-	}
-	states := q["states"]
-	items := make([]sandboxDTO, 0, len(page))
-	for _, sb := range page {
-		d := view(r, sb)
-		if len(states) > 0 && !slices.Contains(states, d.State) {
-			continue
-		}
-		if name := q.Get("name"); name != "" && d.Name != name {
-			continue
-		}
-		if id := q.Get("id"); id != "" && d.ID != id {
-			continue
-		}
-		items = append(items, d)
-	}
-	var next *string
-	if end := lr.Offset + len(page); end < total {
-		s := strconv.Itoa(end)
-		next = &s
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
-	return nil
-}
-
 // settle waits until sb reaches target (or failed or deleted), bounded by
 // LifecycleWait; the SDK polls for anything left.
 func (h *Handler) settle(ctx context.Context, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State) (sandbox.Sandbox, error) {
@@ -387,8 +411,9 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, p controlplane.P
 }
 
 // stop is POST /sandbox/{id}/stop: only from started (400 otherwise, 409
-// during a transition), answered once stopped. Memory is kept where the
-// host can (gVisor checkpoints; runc freezes within the warm window).
+// during a transition), answered once stopped, or for an ephemeral
+// sandbox once destroyed. Memory is kept where the host can (gVisor
+// checkpoints; runc freezes within the warm window).
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	ctx := r.Context()
 	sb, err := h.lookup(ctx, p, r.PathValue("id"))
@@ -406,6 +431,15 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	}
 	if sb, err = h.settle(ctx, p, sb, sandbox.StateStopped); err != nil {
 		return err
+	}
+	if sb.Retention.Type == sandbox.TypeEphemeral && (sb.State == sandbox.StateStopped || sb.State == sandbox.StateDeleting) {
+		// Daytona never shows an ephemeral sandbox stopped: its stop ends
+		// in destroyed, and reads after it are 404. Platinum records the
+		// stop and then deletes, so the answer waits for the delete too
+		// (a read right after it would otherwise still find the sandbox).
+		if sb, err = h.settle(ctx, p, sb, sandbox.StateDeleted); err != nil {
+			return err
+		}
 	}
 	writeJSON(w, http.StatusOK, view(r, sb))
 	return nil
@@ -439,11 +473,17 @@ func (h *Handler) archive(w http.ResponseWriter, r *http.Request, p controlplane
 }
 
 // delete is DELETE /sandbox/{id}: teardown runs in the background; the
-// answer says destroying and later reads are 404.
+// answer says destroying and later reads are 404. As on Daytona, a
+// sandbox in the middle of a state change (starting, stopping, archiving,
+// restoring) is 409; one being created may be deleted (Daytona exempts
+// pending_build), and one already being deleted answers as it is.
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	sb, err := h.lookup(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
+	}
+	if transitional(sb.State) && sb.State != sandbox.StateCreating && sb.State != sandbox.StateDeleting {
+		return &controlplane.StateError{State: sb.State}
 	}
 	if sb, err = h.cp.Delete(r.Context(), p, sb.ID); err != nil {
 		return err

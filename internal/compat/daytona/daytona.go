@@ -10,12 +10,14 @@ package daytona
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -48,9 +50,16 @@ func DefaultConfig() Config {
 	return Config{LifecycleWait: 55 * time.Second}
 }
 
+// Authenticator resolves a Daytona API key (a Platinum token) to its
+// principal; tenancy.Service is one.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (controlplane.Principal, error)
+}
+
 // Handler serves Daytona's API and toolbox routing.
 type Handler struct {
 	cp    *controlplane.Service
+	auth  Authenticator
 	cfg   Config
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -58,13 +67,20 @@ type Handler struct {
 }
 
 // New builds the handler.
-func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
+func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			to, err := agentAddr(addr)
+			if err != nil {
+				return nil, err
+			}
+			return dialer.DialContext(ctx, network, to)
+		},
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	h := &Handler{cp: cp, cfg: cfg, log: logger, mux: http.NewServeMux()}
+	h := &Handler{cp: cp, auth: auth, cfg: cfg, log: logger, mux: http.NewServeMux()}
 	h.proxy = h.newProxy(tr)
 	h.routes()
 	return h
@@ -72,8 +88,8 @@ func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
 
 // Mount returns one handler for ptd's listener: paths under /daytona/ go to
 // the Daytona surface, everything else to next unchanged.
-func Mount(next http.Handler, cp *controlplane.Service, cfg Config, logger *slog.Logger) http.Handler {
-	h := New(cp, cfg, logger)
+func Mount(next http.Handler, cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) http.Handler {
+	h := New(cp, auth, cfg, logger)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/daytona/") {
 			h.ServeHTTP(w, r)
@@ -111,6 +127,8 @@ func (h *Handler) routes() {
 	api("DELETE /sandbox/{id}", h.delete)
 	api("POST /sandbox/{id}/start", h.start)
 	api("POST /sandbox/{id}/recover", h.start)
+	api("POST /sandbox/{id}/snapshot", h.sandboxSnapshot)
+	api("POST /sandbox/{id}/fork", h.fork)
 	api("POST /sandbox/{id}/stop", h.stop)
 	api("POST /sandbox/{id}/archive", h.archive)
 	api("POST /sandbox/{id}/resize", h.resize)
@@ -118,12 +136,20 @@ func (h *Handler) routes() {
 	api("POST /sandbox/{id}/autostop/{interval}", h.setTimer(timerStop))
 	api("POST /sandbox/{id}/autoarchive/{interval}", h.setTimer(timerArchive))
 	api("POST /sandbox/{id}/autodelete/{interval}", h.setTimer(timerDelete))
+	api("POST /sandbox/{id}/ttl/{ttl}", h.setTTL)
+	api("POST /sandbox/{id}/public/{public}", h.setPublic)
+	api("POST /sandbox/{id}/network-settings", h.networkSettings)
+	api("GET /sandbox/{id}/signing-key", h.getSigningKey)
+	api("POST /sandbox/{id}/signing-key/rotate", h.rotateSigningKey)
 	api("POST /sandbox/{id}/last-activity", h.lastActivity)
 	api("GET /sandbox/{id}/toolbox-proxy-url", h.toolboxProxyURL)
 	api("GET /sandbox/{id}/ports/{port}/preview-url", h.previewURL(false))
 	api("GET /sandbox/{id}/ports/{port}/signed-preview-url", h.previewURL(true))
 	api("GET /snapshots", h.listSnapshots)
+	api("POST /snapshots", h.createSnapshotFromImage)
 	api("GET /snapshots/{name}", h.getSnapshot)
+	api("DELETE /snapshots/{name}", h.deleteSnapshot)
+	api("POST /snapshots/{name}/activate", h.activateSnapshot)
 	api("GET /config", h.config)
 	h.mux.HandleFunc("GET "+APIPrefix+"/health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -143,7 +169,7 @@ func bearer(r *http.Request) string {
 // the bearer, the same string as for /v1).
 func (h *Handler) handle(pattern string, fn handlerFunc) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, err := h.cp.Authenticate(r.Context(), bearer(r))
+		p, err := h.auth.Authenticate(r.Context(), bearer(r))
 		if err != nil {
 			h.writeError(w, r, err)
 			return
@@ -174,7 +200,7 @@ func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			up, _ := pr.In.Context().Value(upstreamKey{}).(upstream)
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.addr, up.addr
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", poolHost(up.id, up.addr), up.addr
 			pr.Out.URL.Path, pr.Out.URL.RawPath = agentToolboxPrefix+up.path, ""
 			pr.Out.Header.Del("Authorization") // the API key stays with ptd
 			pr.Out.Header.Set("X-Access-Token", up.token)
@@ -192,11 +218,51 @@ func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	}
 }
 
-type upstream struct{ addr, token, path string }
+type upstream struct{ id, addr, token, path string }
+
+// poolHost names the connection pool of one sandbox's agent at one
+// address: the transport keys idle connections by URL host, and an
+// address alone is reused by the next sandbox that gets it (or by the
+// same sandbox after a restart), whose agent would reset a kept
+// connection; a POST sent on it cannot be retried. agentAddr turns the
+// name back into the address to dial.
+func poolHost(id, addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	ip, perr := netip.ParseAddr(host)
+	if err != nil || perr != nil {
+		return addr
+	}
+	return fmt.Sprintf("a%x.%s.agent:%s", ip.AsSlice(), strings.ToLower(strings.ReplaceAll(id, "_", "-")), port)
+}
+
+// agentAddr is the address a poolHost name stands for (addr itself when
+// it is not one).
+func agentAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	label, _, ok := strings.Cut(host, ".")
+	if !ok || !strings.HasSuffix(host, ".agent") || !strings.HasPrefix(label, "a") {
+		return addr, nil
+	}
+	b, err := hex.DecodeString(label[1:])
+	if err != nil {
+		return "", fmt.Errorf("agent address %q: %w", host, err)
+	}
+	ip, ok := netip.AddrFromSlice(b)
+	if !ok {
+		return "", fmt.Errorf("agent address %q: not an IP", host)
+	}
+	return net.JoinHostPort(ip.String(), port), nil
+}
 
 // serveToolbox routes /daytona/toolbox/<id>/<route> to the sandbox's
 // pt-agent once the bearer token is known and the sandbox is the caller's
-// and running (another org's sandbox is not found).
+// and running (another org's sandbox is not found). A signed file URL
+// (signing.go) stands in for the bearer token on the two routes it can
+// reach. POST /env is answered here: it changes the sandbox's own
+// environment (PatchEnv), which ptd keeps and hands to the agent.
 func (h *Handler) serveToolbox(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, ToolboxPrefix+"/")
 	id, route, _ := strings.Cut(rest, "/")
@@ -207,28 +273,98 @@ func (h *Handler) serveToolbox(w http.ResponseWriter, r *http.Request) {
 		writeToolboxError(w, r, http.StatusBadRequest, "BAD_REQUEST", "toolbox paths must be clean (no '.', '..' or '//')")
 		return
 	}
-	p, err := h.cp.Authenticate(r.Context(), bearer(r))
-	if err != nil {
+	ctx := r.Context()
+	var sb sandbox.Sandbox
+	p, err := h.auth.Authenticate(ctx, bearer(r))
+	if err == nil {
+		sb, err = h.lookup(ctx, p, id)
+	} else if op := signedOperation(r.Method, route); op != "" && bearer(r) == "" && r.URL.Query().Has("signature") {
+		if sb, p, err = h.cp.AgentSandbox(ctx, id, "", false); err != nil {
+			writeToolboxError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("Sandbox with ID %s not found", id))
+			return
+		}
+		if err := verifySignedURL(r, signingKey(sb), op, time.Now()); err != nil {
+			writeToolboxError(w, r, http.StatusForbidden, "FORBIDDEN", "signed URL refused: "+err.Error())
+			return
+		}
+	} else {
 		writeToolboxError(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "missing or unknown API key: set DAYTONA_API_KEY to a Platinum token")
 		return
 	}
-	sb, err := h.lookup(r.Context(), p, id)
+	if err == nil && route == "/env" && r.Method == http.MethodPost {
+		h.updateEnv(w, r, p, sb)
+		return
+	}
 	if err == nil {
 		var addr, token string
-		if addr, token, err = h.cp.AgentEndpoint(r.Context(), p, sb.ID); err == nil {
+		if addr, token, err = h.cp.AgentEndpoint(ctx, p, sb.ID); err == nil {
 			_ = http.NewResponseController(w).EnableFullDuplex()
-			h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, upstream{addr: addr, token: token, path: route})))
+			h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamKey{}, upstream{id: sb.ID, addr: addr, token: token, path: route})))
 			return
 		}
 	}
+	h.toolboxFailure(w, r, id, err)
+}
+
+// toolboxFailure answers a toolbox call ptd could not route.
+func (h *Handler) toolboxFailure(w http.ResponseWriter, r *http.Request, id string, err error) {
 	var se *controlplane.StateError
+	var fe *sandbox.FieldError
 	switch {
 	case errors.As(err, &se):
 		writeToolboxError(w, r, http.StatusBadRequest, "BAD_REQUEST", fmt.Sprintf("sandbox %s is %s, not started; start it first", id, daytonaState(se.State)))
+	case errors.As(err, &fe), errors.Is(err, sandbox.ErrInvalidArgument), errors.Is(err, controlplane.ErrEnvTooLarge):
+		writeToolboxError(w, r, http.StatusBadRequest, "BAD_REQUEST", err.Error())
 	case errors.Is(err, sandbox.ErrNotFound):
 		writeToolboxError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("Sandbox with ID or name %s not found", id))
 	default:
 		status, body := errorStatus(err)
+		if status == http.StatusInternalServerError {
+			h.log.Error("daytona toolbox request failed", "path", r.URL.Path, "err", err)
+		}
 		writeToolboxError(w, r, status, "INTERNAL_SERVER_ERROR", body.Message)
 	}
+}
+
+// updateEnv is the toolbox's POST /env {set?, unset?, unsetValuePrefix?}
+// (sandbox.updateEnv): unset names (and, with unsetValuePrefix, every
+// variable whose value starts with it and that set does not name) are
+// removed, then set is applied, in one patch of the sandbox's environment.
+// Commands, sessions and PTYs started afterwards see it, it survives stops
+// and starts, and the DTO's env shows it. Answers the resulting
+// environment.
+func (h *Handler) updateEnv(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox) {
+	var req struct {
+		Set              map[string]string `json:"set"`
+		Unset            []string          `json:"unset"`
+		UnsetValuePrefix string            `json:"unsetValuePrefix"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		writeToolboxError(w, r, http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error())
+		return
+	}
+	changes := map[string]*string{}
+	for _, k := range req.Unset {
+		changes[k] = nil
+	}
+	if req.UnsetValuePrefix != "" {
+		for k, v := range sb.Env {
+			if _, set := req.Set[k]; !set && strings.HasPrefix(v, req.UnsetValuePrefix) {
+				changes[k] = nil
+			}
+		}
+	}
+	for k, v := range req.Set {
+		changes[k] = &v
+	}
+	res, err := h.cp.PatchEnv(r.Context(), p, sb.ID, changes)
+	if err != nil {
+		h.toolboxFailure(w, r, sb.ID, err)
+		return
+	}
+	env := res.Sandbox.Env
+	if env == nil {
+		env = map[string]string{}
+	}
+	writeJSON(w, http.StatusOK, env)
 }

@@ -58,7 +58,7 @@ func errorStatus(err error) (int, errorBody) {
 	var fe *sandbox.FieldError
 	var se *controlplane.StateError
 	var ce *controlplane.CapacityError
-	var qe *controlplane.QuotaError
+	var qe *sandbox.QuotaError
 	var nr *controlplane.NotResizableError
 	var dg *controlplane.DiskGrowError
 	var ch *controlplane.ChildrenError

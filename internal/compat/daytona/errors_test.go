@@ -23,7 +23,7 @@ func TestErrorStatus(t *testing.T) {
 		{&controlplane.StateError{State: sandbox.StateStopped}, http.StatusBadRequest},
 		{&controlplane.StateError{State: sandbox.StateStopping}, http.StatusConflict},
 		{&controlplane.StateError{State: sandbox.StateArchiving}, http.StatusConflict},
-		{&controlplane.QuotaError{}, http.StatusTooManyRequests},
+		{&sandbox.QuotaError{}, http.StatusTooManyRequests},
 		{&controlplane.CapacityError{Reason: "start_queue_full"}, http.StatusServiceUnavailable},
 		{&sandbox.FieldError{Field: "cpu", Reason: "bad"}, http.StatusBadRequest},
 		{fmt.Errorf("t: %w", sandbox.ErrUnauthenticated), http.StatusUnauthorized},

@@ -3,6 +3,7 @@ package daytona
 import (
 	"math"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -14,6 +15,11 @@ import (
 const (
 	hiddenLabelPrefix = "daytona."
 	labelPublic       = hiddenLabelPrefix + "public"
+	// labelSnapshot is the Daytona snapshot name a clone was made from.
+	labelSnapshot = hiddenLabelPrefix + "snapshot"
+	// labelSigningGen is the generation of the sandbox's file URL
+	// signing key (rotate moves it on).
+	labelSigningGen = hiddenLabelPrefix + "signing-gen"
 	// LabelRuntime picks the runtime class at create (runc or gvisor);
 	// it stays visible.
 	LabelRuntime = "platinum.runtime"
@@ -79,9 +85,11 @@ type sandboxDTO struct {
 	Public              bool              `json:"public"`
 	NetworkBlockAll     bool              `json:"networkBlockAll"`
 	NetworkAllowList    *string           `json:"networkAllowList,omitempty"`
+	DomainAllowList     *string           `json:"domainAllowList,omitempty"`
 	Target              string            `json:"target"`
 	CPU                 int               `json:"cpu"`
 	GPU                 int               `json:"gpu"`
+	GPUType             string            `json:"gpuType,omitempty"`
 	Memory              int               `json:"memory"`
 	Disk                int               `json:"disk"`
 	State               string            `json:"state"`
@@ -92,6 +100,7 @@ type sandboxDTO struct {
 	AutoStopInterval    int               `json:"autoStopInterval"`
 	AutoArchiveInterval int               `json:"autoArchiveInterval"`
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoDestroyAt       *string           `json:"autoDestroyAt,omitempty"`
 	Volumes             []any             `json:"volumes"`
 	CreatedAt           string            `json:"createdAt"`
 	UpdatedAt           string            `json:"updatedAt"`
@@ -121,8 +130,12 @@ func view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
 	if name == "" {
 		name = sb.ID
 	}
+	snapshot := sb.Template
+	if v := sb.Metadata[labelSnapshot]; v != "" {
+		snapshot = v
+	}
 	d := sandboxDTO{
-		ID: sb.ID, OrganizationID: sb.OrgID, Name: name, Snapshot: sb.Template, User: "root",
+		ID: sb.ID, OrganizationID: sb.OrgID, Name: name, Snapshot: snapshot, User: "root",
 		Env: env, Labels: labels, Public: sb.Metadata[labelPublic] == "true", Target: "local",
 		// Daytona's sizes are whole vCPUs and GiB (its clients parse
 		// integers): fractions (a /v1 sandbox of 512 MB) round up.
@@ -131,6 +144,7 @@ func view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
 		AutoStopInterval: sb.Retention.AutoStopMinutes, AutoArchiveInterval: sb.Retention.AutoArchiveDays * minutesPerDay,
 		AutoDeleteInterval: -1, Volumes: []any{}, CreatedAt: isoTime(sb.CreatedAt), UpdatedAt: isoTime(sb.UpdatedAt),
 		SandboxClass: "container", ToolboxProxyURL: toolboxURL(r), Runtime: sb.Runtime,
+		GPU: sb.GPUs, GPUType: gpuType(sb.GPUModel),
 	}
 	switch {
 	case sb.Retention.Type == sandbox.TypeEphemeral:
@@ -144,15 +158,43 @@ func view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
 	if sb.LastActivityAt != nil {
 		d.LastActivityAt = isoTime(*sb.LastActivityAt)
 	}
+	if sb.ExpiresAt != nil && sb.ExpiryAction == sandbox.ExpireDelete {
+		at := isoTime(*sb.ExpiresAt)
+		d.AutoDestroyAt = &at
+	}
 	if n := sb.Network; n != nil && n.Egress == "deny" {
 		if len(n.AllowOut) == 0 {
 			d.NetworkBlockAll = true
 		} else {
-			list := strings.Join(n.AllowOut, ",")
-			d.NetworkAllowList = &list
+			var cidrs, domains []string
+			for _, a := range n.AllowOut {
+				if isCIDR(a) {
+					cidrs = append(cidrs, a)
+				} else {
+					domains = append(domains, a)
+				}
+			}
+			if len(cidrs) > 0 {
+				list := strings.Join(cidrs, ",")
+				d.NetworkAllowList = &list
+			}
+			if len(domains) > 0 {
+				list := strings.Join(domains, ",")
+				d.DomainAllowList = &list
+			}
 		}
 	}
 	return d
+}
+
+// isCIDR reports whether an allow_out entry is an address or prefix (not
+// a domain).
+func isCIDR(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // withRestore adds what the last start brought back (start answers).

@@ -109,7 +109,7 @@ func timeout(seconds *int64, def int64) (time.Duration, error) {
 // only once the sandbox's agent accepts RPCs: the SDK's Sandbox.create
 // returns on that answer and uses the sandbox at once. If the wait runs
 // out it answers a retryable 503 sandbox_not_ready and deletes the sandbox
-// it made (seed 004), so a failed create leaves nothing behind.
+// it made (docs/compatibility.md), so a failed create leaves nothing behind.
 func (h *Handler) create(apiVersion int) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 		var req newSandbox

@@ -16,6 +16,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // brokenHost is a controlplane.Host whose sandboxes never become ready:
@@ -47,7 +48,7 @@ func (brokenHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, e
 func (brokenHost) Frozen(ctx context.Context, id string) bool   { return false }
 func (brokenHost) Destroy(ctx context.Context, id string) error { return nil }
 
-// TestCreateNotReady checks seed 004's promise: an E2B create whose
+// TestCreateNotReady checks docs/compatibility.md's promise: an E2B create whose
 // sandbox does not become ready answers 503 sandbox_not_ready (retryable)
 // or 500 sandbox_create_failed, and deletes the sandbox it made.
 func TestCreateNotReady(t *testing.T) {
@@ -68,14 +69,15 @@ func TestCreateNotReady(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { st.Close() })
-			cp := controlplane.New(controlplane.DefaultConfig(), st, tc.host, log)
+			tn := tenancy.New(tenancy.DefaultConfig(), st, log)
+			cp := controlplane.New(controlplane.DefaultConfig(), st, tc.host, tn, log)
 			t.Cleanup(cp.Close) // cancels the hanging Start
-			if _, err := cp.Bootstrap(ctx, "pt_e2btest"); err != nil {
+			if _, err := tn.Bootstrap(ctx, "pt_e2btest"); err != nil {
 				t.Fatal(err)
 			}
 			cfg := DefaultConfig()
 			cfg.CreateWait = 300 * time.Millisecond
-			srv := httptest.NewServer(New(cp, cfg, log))
+			srv := httptest.NewServer(New(cp, tn, cfg, log))
 			t.Cleanup(srv.Close)
 
 			req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"busybox"}`))
@@ -93,7 +95,7 @@ func TestCreateNotReady(t *testing.T) {
 			if tc.status == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
 				t.Error("503 without Retry-After")
 			}
-			p, err := cp.Authenticate(ctx, "pt_e2btest")
+			p, err := tn.Authenticate(ctx, "pt_e2btest")
 			if err != nil {
 				t.Fatal(err)
 			}

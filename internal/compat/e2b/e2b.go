@@ -70,10 +70,17 @@ func DefaultConfig() Config {
 	return Config{CreateWait: 55 * time.Second, LifecycleWait: 55 * time.Second, EnvdVersion: "0.5.7"}
 }
 
+// Authenticator resolves an E2B API key (a Platinum token) to its
+// principal; tenancy.Service is one.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (controlplane.Principal, error)
+}
+
 // Handler serves E2B's control-plane API and envd routing. Build it with
 // New; Mount composes it with the native API.
 type Handler struct {
 	cp    *controlplane.Service
+	auth  Authenticator
 	cfg   Config
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -81,7 +88,7 @@ type Handler struct {
 }
 
 // New builds the handler.
-func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
+func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 16,
@@ -90,7 +97,7 @@ func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
 		// per message over HTTP/1.1 chunks, which is what the SDK speaks.
 		ForceAttemptHTTP2: false,
 	}
-	h := &Handler{
+	h := &Handler{auth: auth,
 		cp: cp, cfg: cfg, log: logger,
 		mux: http.NewServeMux(),
 	}
@@ -102,13 +109,13 @@ func New(cp *controlplane.Service, cfg Config, logger *slog.Logger) *Handler {
 // Mount returns one handler for ptd's listener: E2B requests (envd traffic
 // carrying E2b-Sandbox-Id, and E2B control-plane paths) go to the E2B
 // surface, everything else (/v1, /healthz) to next unchanged.
-func Mount(next http.Handler, cp *controlplane.Service, logger *slog.Logger) http.Handler {
-	return MountConfig(next, cp, DefaultConfig(), logger)
+func Mount(next http.Handler, cp *controlplane.Service, auth Authenticator, logger *slog.Logger) http.Handler {
+	return MountConfig(next, cp, auth, DefaultConfig(), logger)
 }
 
 // MountConfig is Mount with a Config.
-func MountConfig(next http.Handler, cp *controlplane.Service, cfg Config, logger *slog.Logger) http.Handler {
-	h := New(cp, cfg, logger)
+func MountConfig(next http.Handler, cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) http.Handler {
+	h := New(cp, auth, cfg, logger)
 	// Both surfaces answer with X-Request-Id and are counted by route
 	// (no-ops inside ptd's own chain, which does both already).
 	return requestid.Middleware(metrics.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +223,7 @@ func (h *Handler) handle(pattern string, fn handlerFunc) {
 			tok, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			tok = strings.TrimSpace(tok)
 		}
-		p, err := h.cp.Authenticate(r.Context(), tok)
+		p, err := h.auth.Authenticate(r.Context(), tok)
 		if err != nil {
 			h.writeError(w, r, err)
 			return

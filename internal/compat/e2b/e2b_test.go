@@ -56,7 +56,7 @@ func TestMountKeepsNativeRoutes(t *testing.T) {
 		w.Header().Set("X-Native", "1")
 		w.WriteHeader(http.StatusTeapot)
 	})
-	h := Mount(next, nil, slog.New(slog.DiscardHandler))
+	h := Mount(next, nil, nil, slog.New(slog.DiscardHandler))
 	for _, tc := range []struct {
 		method, path string
 		status       int
@@ -121,6 +121,8 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", sandbox.ErrUnavailable), 503, "", 5},
 		{notReady(sandbox.Sandbox{ID: "sbx_1", State: sandbox.StateCreating}, "create"), 503, "sandbox_not_ready", 1},
 		{notReady(sandbox.Sandbox{ID: "sbx_1", State: sandbox.StateFailed, Reason: "boom"}, "create"), 500, "sandbox_create_failed", 0},
+		{&sandbox.QuotaError{Limit: "max_sandboxes", Max: 2}, 429, "", 0},
+		{&controlplane.NoSpaceError{Free: 1 << 20, Min: 512 << 20}, 507, "", 0},
 		{errors.New("disk on fire"), 500, "internal_server_error", 0},
 	} {
 		status, body, retry := errorStatus(tc.err)

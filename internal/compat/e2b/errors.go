@@ -67,6 +67,12 @@ func errorStatus(err error) (int, errorBody, int) {
 		status, msg, code = http.StatusConflict, se.Error(), ""
 	case errors.As(err, &ce):
 		status, msg, code, retry = http.StatusServiceUnavailable, ce.Error(), "capacity", 5
+	case errors.As(err, new(*controlplane.NoSpaceError)):
+		status, msg, code = http.StatusInsufficientStorage, err.Error(), ""
+	case errors.Is(err, sandbox.ErrQuotaExceeded):
+		// E2B answers a sandbox limit with 429, which its SDKs raise as
+		// a rate-limit error.
+		status, msg, code = http.StatusTooManyRequests, err.Error(), ""
 	case errors.Is(err, sandbox.ErrNotFound):
 		status, msg, code = http.StatusNotFound, err.Error(), ""
 	case errors.Is(err, sandbox.ErrInvalidArgument):

@@ -5,15 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/fuzzkit"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // Fuzz targets for E2B's request decoders (the create body, the list
@@ -89,9 +93,10 @@ func FuzzEnvdHeaders(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { st.Close() })
-	cp := controlplane.New(controlplane.DefaultConfig(), st, brokenHost{startErr: errors.New("no")}, log)
+	tn := tenancy.New(tenancy.DefaultConfig(), st, log)
+	cp := controlplane.New(controlplane.DefaultConfig(), st, brokenHost{startErr: errors.New("no")}, tn, log)
 	f.Cleanup(cp.Close)
-	h := New(cp, DefaultConfig(), log)
+	h := New(cp, tn, DefaultConfig(), log)
 	f.Fuzz(func(t *testing.T, method, path, id, port, token string) {
 		if id == "" || !validHeader(id) || !validHeader(port) || !validHeader(token) || !validMethod(method) ||
 			len(path) == 0 || path[0] != '/' {
@@ -147,3 +152,87 @@ func validHeader(v string) bool {
 	}
 	return true
 }
+
+// e2bServer is the E2B surface over a fuzzkit.Env, with one running
+// sandbox made through it (id). Its targets send each input through the
+// whole chain (routing, authentication, decoder, control plane, SQLite)
+// and hold the REST targets' two properties in E2B's error shape: no input
+// is a server error (bad input is a 4xx whose body's code is the status),
+// and a refused request changes nothing in the store or on the host.
+type e2bServer struct {
+	*fuzzkit.Env
+	h  *Handler
+	id string
+}
+
+func newE2BServer(f *testing.F) *e2bServer {
+	f.Helper()
+	env := fuzzkit.New(f)
+	s := &e2bServer{Env: env, h: New(env.CP, env.Tenancy, DefaultConfig(), slog.New(slog.DiscardHandler))}
+	if err := s.fresh(); err != nil {
+		f.Fatal(err)
+	}
+	return s
+}
+
+// fresh makes a new running sandbox the fixture.
+func (s *e2bServer) fresh() error {
+	code, body := s.do("POST", "/v2/sandboxes", `{"templateID":"busybox","timeout":3600}`)
+	var sb struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	if json.Unmarshal(body, &sb); code != http.StatusCreated || sb.SandboxID == "" {
+		return fmt.Errorf("fixture sandbox: %d %s", code, body)
+	}
+	s.id = sb.SandboxID
+	return nil
+}
+
+func (s *e2bServer) do(method, target, body string) (int, []byte) {
+	r := httptest.NewRequest(method, "http://ptd"+target, strings.NewReader(body))
+	r.Header.Set(headerAPIKey, fuzzkit.Token)
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, r)
+	return rec.Code, rec.Body.Bytes()
+}
+
+// check sends one fuzzed body to route ({id} is the fixture sandbox) and
+// holds the two properties.
+func (s *e2bServer) check(t *testing.T, method, route string, body []byte) {
+	t.Helper()
+	if !s.Running(t, s.id) { // an accepted pause or kill ends it
+		if err := s.fresh(); err != nil {
+			t.Fatal(err)
+		}
+		s.Settle(t)
+	}
+	target := strings.ReplaceAll(route, "{id}", s.id)
+	s.Check(t, fmt.Sprintf("%s %s %q", method, target, body), func() (int, []byte) { return s.do(method, target, string(body)) },
+		func(code int, answer []byte) string {
+			var e errorBody
+			if err := json.Unmarshal(answer, &e); err != nil || e.Code != code || e.Message == "" {
+				return "want E2B's error body, its code the status"
+			}
+			return ""
+		})
+}
+
+// fuzzE2B fuzzes one route's JSON body.
+func fuzzE2B(f *testing.F, method, route string) {
+	s := newE2BServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) { s.check(t, method, route, body) })
+}
+
+func FuzzE2BCreateV1(f *testing.F)    { fuzzE2B(f, "POST", "/sandboxes") }
+func FuzzE2BCreateV2(f *testing.F)    { fuzzE2B(f, "POST", "/v2/sandboxes") }
+func FuzzE2BTimeoutBody(f *testing.F) { fuzzE2B(f, "POST", "/sandboxes/{id}/timeout") }
+func FuzzE2BRefreshBody(f *testing.F) { fuzzE2B(f, "POST", "/sandboxes/{id}/refreshes") }
+func FuzzE2BPauseBody(f *testing.F)   { fuzzE2B(f, "POST", "/sandboxes/{id}/pause") }
+func FuzzE2BResumeBody(f *testing.F)  { fuzzE2B(f, "POST", "/sandboxes/{id}/resume") }
+func FuzzE2BConnectV1(f *testing.F)   { fuzzE2B(f, "POST", "/sandboxes/{id}/connect") }
+func FuzzE2BConnectV2(f *testing.F)   { fuzzE2B(f, "POST", "/v2/sandboxes/{id}/connect") }
+func FuzzE2BSnapshotBody(f *testing.F) {
+	fuzzE2B(f, "POST", "/sandboxes/{id}/snapshots")
+}
+func FuzzE2BForkBody(f *testing.F)    { fuzzE2B(f, "POST", "/sandboxes/{id}/fork") }
+func FuzzE2BNetworkBody(f *testing.F) { fuzzE2B(f, "PUT", "/sandboxes/{id}/network") }

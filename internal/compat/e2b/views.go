@@ -42,8 +42,8 @@ func templateSlug(id string) string {
 }
 
 // sandboxView is E2B's Sandbox (create, connect and resume answers), plus
-// what the start restored (seed 004: "E2B connect/resume answers carry the
-// same information as restore and ramRestored").
+// what the start restored (docs/stop-start.md: E2B connect/resume answers
+// carry the same information as restore and ramRestored).
 type sandboxView struct {
 	TemplateID         string  `json:"templateID"`
 	SandboxID          string  `json:"sandboxID"`

@@ -70,3 +70,6 @@ func (p *Pool) TakeSpare(ctx context.Context, name string, sizeGB int, mountpoin
 
 // DropSpares is only implemented on Linux.
 func (p *Pool) DropSpares(ctx context.Context) error { return nil }
+
+// LoopBackingFiles is only implemented on Linux.
+func LoopBackingFiles() []string { return nil }

@@ -138,3 +138,18 @@ func (l boundLoop) waitReleased() {
 		delay = min(2*delay, 10*time.Millisecond)
 	}
 }
+
+// LoopBackingFiles returns the backing file of every attached loop device
+// on the host (a file since unlinked ends in " (deleted)").
+func LoopBackingFiles() []string {
+	matches, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var out []string
+	for _, m := range matches {
+		if b, err := os.ReadFile(m); err == nil {
+			if s := strings.TrimSpace(string(b)); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

@@ -29,7 +29,7 @@ func (m *Manager) Adopt(ctx context.Context, id string, addr netip.Addr) (Endpoi
 	if err := validID(id); err != nil {
 		return Endpoint{}, err
 	}
-	unlock := m.idLocks.lock(id)
+	unlock := m.idLocks.Lock(id)
 	defer unlock()
 	if ep, ok := m.Endpoint(id); ok {
 		return ep, nil

@@ -309,7 +309,7 @@ func (m *Manager) Attach(ctx context.Context, id string) (Endpoint, error) {
 	if err := validID(id); err != nil {
 		return Endpoint{}, err
 	}
-	unlock := m.idLocks.lock(id)
+	unlock := m.idLocks.Lock(id)
 	defer unlock()
 	if ep, ok := m.Endpoint(id); ok {
 		return ep, nil
@@ -465,7 +465,7 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	unlock := m.idLocks.lock(id)
+	unlock := m.idLocks.Lock(id)
 	defer unlock()
 	nsName, veth := m.names(id)
 	if ep, ok := m.Endpoint(id); ok {

@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -706,4 +708,49 @@ func BenchmarkAttachDetach(b *testing.B) {
 	}
 	b.ReportMetric(float64(attach.Microseconds())/float64(b.N)/1000, "attach-ms/op")
 	b.ReportMetric(float64(detach.Microseconds())/float64(b.N)/1000, "detach-ms/op")
+}
+
+// TestRemoveUnknownKeepsOtherBridges: two managers on one host share the
+// namespace prefix (two ptd with the default "pt-"); a sweep removes
+// what a crash left on its own bridge and never another manager's
+// sandboxes.
+func TestRemoveUnknownKeepsOtherBridges(t *testing.T) {
+	t.Parallel()
+	cfgA, cfgB := testConfig(t, false), testConfig(t, false)
+	cfgB.NetNSPrefix = cfgA.NetNSPrefix
+	a, b := newTestManager(t, cfgA), newTestManager(t, cfgB)
+	ctx := context.Background()
+	idA := "sbx_a_" + randHex(t, 8)
+	epA, err := a.Attach(ctx, idA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before either teardown, whose checks look for the shared prefix.
+	t.Cleanup(func() { a.Detach(ctx, idA) })
+	epB, err := b.Attach(ctx, "sbx_b_"+randHex(t, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A manager on b's bridge that holds no endpoint: b's sandbox is what
+	// a crash left there.
+	fresh, err := New(cfgB, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := fresh.RemoveUnknown(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Base(epB.NetNSPath)}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v (only the namespace on this bridge)", removed, want)
+	}
+	if _, err := os.Stat(epA.NetNSPath); err != nil {
+		t.Errorf("the other bridge's sandbox lost its namespace: %v", err)
+	}
+	if _, err := netlink.LinkByName(epA.HostVeth); err != nil {
+		t.Errorf("the other bridge's sandbox lost its veth: %v", err)
+	}
+	if _, err := os.Stat(epB.NetNSPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("this bridge's leftover namespace: stat = %v, want gone", err)
+	}
 }

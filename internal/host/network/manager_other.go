@@ -29,3 +29,11 @@ func (m *Manager) Detach(ctx context.Context, id string) error { return errUnsup
 
 // SetPolicy is only implemented on Linux.
 func (m *Manager) SetPolicy(ctx context.Context, id string, p Policy) error { return errUnsupported }
+
+// HasNamespace is only implemented on Linux.
+func (m *Manager) HasNamespace(id string) bool { return false }
+
+// RemoveUnknown is only implemented on Linux.
+func (m *Manager) RemoveUnknown(ctx context.Context, known []string) ([]string, error) {
+	return nil, errUnsupported
+}

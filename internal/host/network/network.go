@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // Endpoint is one sandbox's place on the network.
@@ -45,7 +46,7 @@ type Manager struct {
 	log     *slog.Logger
 	gateway netip.Addr
 
-	idLocks keyedMutex
+	idLocks syncs.KeyedMutex
 
 	mu        sync.Mutex
 	endpoints map[string]Endpoint   // by sandbox ID
@@ -105,10 +106,15 @@ func (m *Manager) Gateway() netip.Addr { return m.gateway }
 // limited to 15 bytes, so we cannot use the sandbox ID itself; a hash of
 // (bridge, id) keeps names unique across managers and lets Detach find
 // leftovers of a crashed ptd without any state.
-func (m *Manager) names(id string) (nsName, veth string) {
-	sum := sha256.Sum256([]byte(m.cfg.Bridge + "\x00" + id))
+func (m *Manager) names(id string) (nsName, veth string) { return Names(m.cfg, id) }
+
+// Names returns the network namespace (under /run/netns) and host veth
+// names a Manager with cfg gives sandbox id, so a tool that checks a host
+// for leftovers (bench/load) finds them by the same rule.
+func Names(cfg Config, id string) (nsName, veth string) {
+	sum := sha256.Sum256([]byte(cfg.Bridge + "\x00" + id))
 	h := hex.EncodeToString(sum[:6])
-	return m.cfg.NetNSPrefix + h, vethPrefix + h
+	return cfg.NetNSPrefix + h, vethPrefix + h
 }
 
 const (
@@ -168,40 +174,4 @@ func lastAddr(p netip.Prefix) netip.Addr {
 		host -= n
 	}
 	return netip.AddrFrom4(b)
-}
-
-// keyedMutex serialises operations on one sandbox ID (Attach vs Detach)
-// without serialising different sandboxes.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	e := k.m[key]
-	if e == nil {
-		e = &keyedEntry{}
-		k.m[key] = e
-	}
-	e.n++
-	k.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		k.mu.Lock()
-		e.n--
-		if e.n == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 }

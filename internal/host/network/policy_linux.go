@@ -21,7 +21,7 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p Policy) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	unlock := m.idLocks.lock(id)
+	unlock := m.idLocks.Lock(id)
 	defer unlock()
 	ep, ok := m.Endpoint(id)
 	if !ok {

@@ -176,12 +176,13 @@ func (r *Runtime) updateCgroup(ctx context.Context, id string, res runtime.Resou
 			return err
 		}
 	}
+	tasks := gvisorTasks(res.Pids, res.MemoryBytes)
 	if res.Pids > 0 {
 		d, _, err := dir("pids")
 		if err != nil {
 			return err
 		}
-		if err := writeCgroup(d, "pids.max", strconv.FormatInt(gvisorPids(res.Pids), 10)); err != nil {
+		if err := writeCgroup(d, "pids.max", strconv.FormatInt(gvisorPids(tasks), 10)); err != nil {
 			return err
 		}
 	}
@@ -190,11 +191,58 @@ func (r *Runtime) updateCgroup(ctx context.Context, id string, res runtime.Resou
 		if err != nil {
 			return err
 		}
-		if err := setMemoryLimit(d, v2, res.MemoryBytes); err != nil {
+		if err := setSentryMemory(d, v2, res.MemoryBytes, tasks); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sizeSentryCgroup sizes a gVisor sandbox's host memory cgroup once runsc
+// has booted it. runsc set the limit to the sandbox's size from
+// config.json, and gave the guest that as its memory (MemTotal) at boot;
+// the host limit now goes up by the Sentry's own overhead
+// (gvisorHostMemory), so the guest's OOM killer (pt-agent's MemoryGuard)
+// acts before the host would have to end the whole sandbox.
+func (r *Runtime) sizeSentryCgroup(spec runtime.Spec) error {
+	if !r.gvisor || spec.Resources.MemoryBytes <= 0 || spec.CgroupPath == "" {
+		return nil
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	d, v2, ok := cgroupDir(mounts, "memory", spec.CgroupPath)
+	if !ok {
+		return fmt.Errorf("cgroup %s has no memory controller", spec.CgroupPath)
+	}
+	return setSentryMemory(d, v2, spec.Resources.MemoryBytes, gvisorTasks(spec.Resources.Pids, spec.Resources.MemoryBytes))
+}
+
+// setSentryMemory sets a gVisor sandbox's host memory cgroup for a sandbox
+// of memBytes running at most tasks tasks. v1: the limit is
+// gvisorHostMemory and the kernel's OOM killer is off for the cgroup
+// (memory.oom_control): a sandbox that reaches the limit stalls, and the
+// host's OOM watcher lets the allocation that stalled it finish (up to
+// gvisorStallRoom) while the guard inside kills the process that made it,
+// instead of the kernel killing the Sentry and with it every process. v2
+// has no such switch: memory.high at gvisorHostMemory throttles, and
+// memory.max the stall room above it is where the kernel ends the sandbox.
+func setSentryMemory(dir string, v2 bool, memBytes, tasks int64) error {
+	limit := gvisorHostMemory(memBytes, tasks)
+	if v2 {
+		if err := writeCgroup(dir, "memory.max", strconv.FormatInt(limit+gvisorStallRoom(memBytes), 10)); err != nil {
+			return err
+		}
+		if err := writeCgroup(dir, "memory.high", strconv.FormatInt(limit, 10)); err != nil {
+			return err
+		}
+		return ignoreMissing(writeCgroup(dir, "memory.swap.max", "0"))
+	}
+	if err := setMemoryLimit(dir, false, limit); err != nil {
+		return err
+	}
+	return writeCgroup(dir, "memory.oom_control", "1")
 }
 
 // setMemoryLimit sets memory and memory+swap to limit (v1: memsw must stay
@@ -364,4 +412,20 @@ func killCgroupAndWait(ctx context.Context, bundle string, timeout time.Duration
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
+}
+
+// enableOOMKiller turns the kernel's OOM killer back on for the memory
+// cgroup of the container in bundle (v1; nothing to do on v2).
+func enableOOMKiller(bundle string) {
+	path, err := bundleCgroupPath(bundle)
+	if err != nil {
+		return
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return
+	}
+	if d, v2, ok := cgroupDir(mounts, "memory", path); ok && !v2 {
+		writeCgroup(d, "memory.oom_control", "0")
+	}
 }

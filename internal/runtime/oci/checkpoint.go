@@ -127,7 +127,7 @@ func (c *CheckpointRuntime) Restore(ctx context.Context, spec runtime.Spec, imag
 	}
 	sub := []string{"restore", "--image-path", imageDir, "--detach", "--bundle", spec.BundleDir}
 	sub = append(sub, c.restoreFlags()...)
-	args := c.args(logPath, c.networkFlags(spec), append(sub, spec.ID)...)
+	args := c.args(logPath, c.containerFlags(spec), append(sub, spec.ID)...)
 	if err := c.start(ctx, spec, logPath, args); err != nil {
 		if !errors.Is(err, sandbox.ErrAlreadyExists) {
 			// Leave nothing behind under the ID (a half-restored sandbox).
@@ -137,6 +137,10 @@ func (c *CheckpointRuntime) Restore(ctx context.Context, spec runtime.Spec, imag
 		}
 		return fmt.Errorf("restore %s: %w", spec.ID, err)
 	}
+	if err := c.sizeSentryCgroup(spec); err != nil {
+		return fmt.Errorf("restore %s: size the host cgroup: %w", spec.ID, err)
+	}
+	c.WatchOOM(spec.ID)
 	c.logger.DebugContext(ctx, "container restored", "container", spec.ID)
 	return nil
 }

@@ -61,6 +61,8 @@ type platform struct {
 	nofile uint64
 	// gvisor adapts limits to runsc (see gvisorPids).
 	gvisor bool
+	// cdiDirs are where CDI specs for Spec.CDIDevices are read (cdi.go).
+	cdiDirs []string
 }
 
 // validID is runc's container ID rule.
@@ -85,6 +87,9 @@ func validateSpec(s runtime.Spec) error {
 		return bad("NetNSPath", "must be absolute")
 	}
 	if err := validateResources(s.Resources); err != nil {
+		return err
+	}
+	if err := validateCDIDevices(s.CDIDevices); err != nil {
 		return err
 	}
 	for _, m := range s.Mounts {
@@ -128,7 +133,7 @@ func resources(r runtime.Resources, pl platform) *specs.LinuxResources {
 	if r.Pids > 0 {
 		n := r.Pids
 		if pl.gvisor {
-			n = gvisorPids(r.Pids)
+			n = gvisorPids(gvisorTasks(r.Pids, r.MemoryBytes))
 		}
 		out.Pids = &specs.LinuxPids{Limit: &n}
 	}
@@ -218,7 +223,7 @@ func buildConfig(s runtime.Spec, pl platform) (*specs.Spec, error) {
 	}
 	caps := func() []string { return append([]string(nil), capabilities...) }
 	netns := specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: s.NetNSPath}
-	return &specs.Spec{
+	cfg := &specs.Spec{
 		Version: ociVersion,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
@@ -249,7 +254,11 @@ func buildConfig(s runtime.Spec, pl platform) (*specs.Spec, error) {
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
 		},
-	}, nil
+	}
+	if err := injectCDI(cfg, s, pl.cdiDirs); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // encodeConfig returns config.json's bytes for s.

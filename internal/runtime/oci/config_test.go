@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,6 +47,12 @@ func TestConfigGolden(t *testing.T) {
 
 	gvisor := goldenPlatform
 	gvisor.gvisor = true
+	// GPUs: the fixture CDI spec's device, its edits and the spec-wide ones.
+	cdiDirs := []string{filepath.Join("testdata", "cdi")}
+	gpu := full
+	gpu.CDIDevices = []string{"nvidia.com/gpu=0"}
+	gpuRunc, gpuGVisor := goldenPlatform, gvisor
+	gpuRunc.cdiDirs, gpuGVisor.cdiDirs = cdiDirs, cdiDirs
 
 	tests := []struct {
 		name string
@@ -58,6 +65,8 @@ func TestConfigGolden(t *testing.T) {
 		{"tiny", tiny, goldenPlatform},
 		// runsc: scaled pids limit, /tmp bound to the rootfs.
 		{"gvisor", full, gvisor},
+		{"gpu-runc", gpu, gpuRunc},
+		{"gpu-gvisor", gpu, gpuGVisor},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,6 +113,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"relative mount", func(s *runtime.Spec) {
 			s.Mounts = []runtime.Mount{{Source: "x", Destination: "/x"}}
 		}},
+		{"unqualified CDI device", func(s *runtime.Spec) { s.CDIDevices = []string{"gpu0"} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +245,114 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate = %v, want nil", err)
 			case tc.field != "" && (!errors.As(err, &ce) || ce.Field != tc.field):
 				t.Errorf("Validate = %v, want ConfigError{Field: %s}", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestConfigCDI: what a GPU container gets from the fixture CDI spec (the
+// golden files pin the whole config; this says what matters), and a
+// device no spec names.
+func TestConfigCDI(t *testing.T) {
+	pl := goldenPlatform
+	pl.cdiDirs = []string{filepath.Join("testdata", "cdi")}
+	s := baseSpec()
+	s.CDIDevices = []string{"nvidia.com/gpu=0"}
+	cfg, err := buildConfig(s, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]specs.LinuxDevice{}
+	for _, d := range cfg.Linux.Devices {
+		nodes[d.Path] = d
+	}
+	for path, mm := range map[string][2]int64{"/dev/nvidia0": {195, 0}, "/dev/nvidiactl": {195, 255}, "/dev/nvidia-uvm": {508, 0}, "/dev/null": {1, 3}} {
+		d, ok := nodes[path]
+		if !ok || d.Type != "c" || d.Major != mm[0] || d.Minor != mm[1] {
+			t.Errorf("device %s: %+v (present %v), want c %d:%d", path, d, ok, mm[0], mm[1])
+		}
+	}
+	// The default rule denies every device; the GPU's are allowed after it.
+	rules := cfg.Linux.Resources.Devices
+	if rules[0].Allow || rules[0].Major != nil {
+		t.Fatalf("first device rule %+v, want deny all", rules[0])
+	}
+	allowed := func(major, minor int64) bool {
+		for _, r := range rules[1:] {
+			if r.Allow && r.Type == "c" && r.Major != nil && *r.Major == major && r.Minor != nil && *r.Minor == minor && r.Access == "rwm" {
+				return true
+			}
+		}
+		return false
+	}
+	if !allowed(195, 0) || !allowed(195, 255) || !allowed(508, 0) {
+		t.Errorf("GPU device rules missing: %+v", rules)
+	}
+	if allowed(195, 1) {
+		t.Error("a GPU the container was not given is allowed")
+	}
+	var libcuda bool
+	for _, m := range cfg.Mounts {
+		if m.Destination == "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05" && m.Type == "bind" && slices.Contains(m.Options, "ro") {
+			libcuda = true
+		}
+	}
+	if !libcuda {
+		t.Errorf("the driver library is not bound read-only: %+v", cfg.Mounts)
+	}
+	if cfg.Hooks == nil || len(cfg.Hooks.CreateContainer) != 1 || cfg.Hooks.CreateContainer[0].Path != "/usr/bin/nvidia-cdi-hook" {
+		t.Errorf("hooks: %+v", cfg.Hooks)
+	}
+	if !slices.Contains(cfg.Process.Env, "NVIDIA_VISIBLE_DEVICES=void") {
+		t.Errorf("env: %v", cfg.Process.Env)
+	}
+	// Isolation is untouched: same capabilities, seccomp, namespaces.
+	plain, err := buildConfig(baseSpec(), goldenPlatform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(plain.Process.Capabilities, cfg.Process.Capabilities); d != "" {
+		t.Errorf("capabilities changed:\n%s", d)
+	}
+	if d := cmp.Diff(plain.Linux.Seccomp, cfg.Linux.Seccomp); d != "" {
+		t.Errorf("seccomp changed:\n%s", d)
+	}
+
+	s.CDIDevices = []string{"nvidia.com/gpu=7"}
+	if _, err := buildConfig(s, pl); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("unknown CDI device: %v, want ErrUnavailable", err)
+	}
+	pl.cdiDirs = []string{t.TempDir()}
+	s.CDIDevices = []string{"nvidia.com/gpu=0"}
+	if _, err := buildConfig(s, pl); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("no CDI spec at all: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestGPUFlags: runsc gets --nvproxy for a container with GPUs, after
+// its network flags; runc gets no flag (the spec carries everything).
+func TestGPUFlags(t *testing.T) {
+	gpu := baseSpec()
+	gpu.CDIDevices = []string{"nvidia.com/gpu=0"}
+	tests := []struct {
+		name   string
+		gvisor bool
+		spec   runtime.Spec
+		want   []string
+	}{
+		{"runc", false, gpu, nil},
+		{"gvisor", true, gpu, []string{"--network=none", "--nvproxy"}},
+		{"gvisor without GPUs", true, baseSpec(), []string{"--network=none"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Runtime{gvisor: tc.gvisor, cfg: GVisorConfig("/run/x")}
+			if d := cmp.Diff(tc.want, r.containerFlags(tc.spec)); d != "" {
+				t.Errorf("flags (-want +got):\n%s", d)
+			}
+			args := r.args("/b/runc.log", r.containerFlags(tc.spec), "run", "--detach", "--bundle", "/b", tc.spec.ID)
+			if tc.gvisor && len(tc.spec.CDIDevices) > 0 && !slices.Contains(args, "--nvproxy") {
+				t.Errorf("runsc run without --nvproxy: %v", args)
 			}
 		})
 	}

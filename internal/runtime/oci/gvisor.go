@@ -71,6 +71,12 @@ func GVisorConfig(root string) Config {
 	}
 }
 
+// containerFlags are the global flags one container adds to run and
+// restore: its network's and its GPUs'.
+func (r *Runtime) containerFlags(spec runtime.Spec) []string {
+	return append(r.networkFlags(spec), r.gpuFlags(spec)...)
+}
+
 // networkFlags returns per-container global flags: runsc's sandbox network
 // needs a namespace to copy, so a Spec without one gets loopback only (the
 // equivalent of runc's fresh, empty namespace).
@@ -81,6 +87,56 @@ func (r *Runtime) networkFlags(spec runtime.Spec) []string {
 	return nil
 }
 
+// gVisor's memory and tasks on the host, measured with systrap (2024-07)
+// on this kernel: a guest process costs about 0.83 MiB of the host
+// cgroup's memory (500 busybox sleeps: +416 MiB), of which 0.45 MiB is
+// the guest's own anonymous memory (what its MemTotal accounts) and the
+// rest the Sentry's (its task state, page tables, the systrap stub
+// process); an idle sandbox's Sentry and gofer charge 15-30 MiB. A
+// sandbox whose host cgroup is exactly its size is therefore ended as a
+// whole (the host kills the Sentry) by a guest that fills its memory, or by
+// enough processes that each use little.
+const (
+	// gvisorMemBase and gvisorMemPerTask size the host cgroup above the
+	// sandbox's memory for the Sentry's own use (gvisorHostMemory).
+	gvisorMemBase    = 64 << 20
+	gvisorMemPerTask = 512 << 10
+	// gvisorMinTasks is the task limit of the smallest sandboxes.
+	gvisorMinTasks = 64
+)
+
+// gvisorTasks is a gVisor sandbox's task limit (processes and threads,
+// RLIMIT_NPROC inside, see rlimits): the host's pids limit, but at most one
+// task per MiB of the sandbox's memory (at least gvisorMinTasks), so that
+// a fork bomb is refused inside (EAGAIN) while what its tasks cost the
+// Sentry still fits the host cgroup. A 256 MB sandbox runs 256 tasks.
+func gvisorTasks(pids, memBytes int64) int64 {
+	if memBytes <= 0 {
+		return pids
+	}
+	n := max(gvisorMinTasks, memBytes>>20)
+	if pids > 0 {
+		n = min(n, pids)
+	}
+	return n
+}
+
+// gvisorHostMemory is the host cgroup limit of a gVisor sandbox of
+// memBytes running at most tasks tasks: its memory, which its guest sees
+// as MemTotal and the guard inside (pt-agent's MemoryGuard) holds it to,
+// plus the Sentry's own overhead. A 256 MB sandbox (256 tasks) gets 448 MiB.
+func gvisorHostMemory(memBytes, tasks int64) int64 {
+	return memBytes + gvisorMemBase + tasks*gvisorMemPerTask
+}
+
+// gvisorStallRoom is how far above gvisorHostMemory the host's OOM
+// watcher may let a stalled gVisor sandbox grow (see internal/host's
+// oom.go): the room a guest process the guard already killed may need to
+// finish the one system call that asked for more memory than the sandbox
+// has (its kill takes effect when the call returns). Past it the host's
+// OOM killer ends the sandbox.
+func gvisorStallRoom(memBytes int64) int64 { return max(memBytes, 256<<20) }
+
 // Host tasks per sandbox process and for gVisor itself, measured with
 // systrap (2024-07): a limit of 64 allowed 19 sandbox processes, 128
 // allowed 51 and 256 allowed 113, and an idle sandbox has ≈25 host tasks.
@@ -89,10 +145,10 @@ const (
 	gvisorTasksOverhead   = 64
 )
 
-// gvisorPids converts a sandbox pids limit into the host cgroup's, so the
-// sandbox can run about pids processes before the host limit stops it.
-func gvisorPids(pids int64) int64 {
-	return pids*gvisorTasksPerProcess + gvisorTasksOverhead
+// gvisorPids converts a sandbox task limit into the host cgroup's, so the
+// sandbox can run about that many tasks before the host limit stops it.
+func gvisorPids(tasks int64) int64 {
+	return tasks*gvisorTasksPerProcess + gvisorTasksOverhead
 }
 
 // runscCheckpointSupport returns why runsc with these flags cannot
@@ -153,15 +209,15 @@ func ensureTmpDir(s runtime.Spec) error {
 
 // rlimits are the init process's limits, inherited by everything the
 // sandbox runs: RLIMIT_NOFILE always and, for gVisor, RLIMIT_NPROC at the
-// sandbox's pids limit. gVisor's own kernel counts the sandbox's tasks
+// sandbox's task limit (gvisorTasks). gVisor's own kernel counts the sandbox's tasks
 // against it (per user, as Linux does), so a fork bomb gets EAGAIN inside
 // the sandbox and the sandbox lives on, as with runc's pids cgroup; the
 // host cgroup's scaled limit (gvisorPids) stays as the backstop. runc
 // shares the host kernel's per-user count, so it relies on the cgroup only.
 func rlimits(r runtime.Resources, pl platform) []specs.POSIXRlimit {
 	out := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: pl.nofile, Soft: pl.nofile}}
-	if pl.gvisor && r.Pids > 0 {
-		out = append(out, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(r.Pids), Soft: uint64(r.Pids)})
+	if n := gvisorTasks(r.Pids, r.MemoryBytes); pl.gvisor && n > 0 {
+		out = append(out, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(n), Soft: uint64(n)})
 	}
 	return out
 }

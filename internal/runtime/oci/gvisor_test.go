@@ -151,3 +151,32 @@ func TestGVisorSeccompOnlyEPERM(t *testing.T) {
 		}
 	}
 }
+
+// TestGVisorSizing: a gVisor sandbox runs at most one task per MiB of its
+// memory (at least gvisorMinTasks, at most the pids limit), and its host
+// cgroup holds its memory plus the Sentry's base and per-task overhead.
+func TestGVisorSizing(t *testing.T) {
+	tests := []struct {
+		name              string
+		pids, mem         int64
+		wantTasks, wantMB int64
+	}{
+		{"256 MB, pids 256", 256, 256 << 20, 256, 256 + 64 + 128},
+		{"256 MB, pids 4096", 4096, 256 << 20, 256, 256 + 64 + 128},
+		{"512 MB, pids 256", 256, 512 << 20, 256, 512 + 64 + 128},
+		{"32 MB, no pids limit", 0, 32 << 20, 64, 32 + 64 + 32},
+		{"1 GB, pids 100", 100, 1 << 30, 100, 1024 + 64 + 50},
+		{"no memory limit", 300, 0, 300, 0 + 64 + 150},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tasks := gvisorTasks(tc.pids, tc.mem)
+			if tasks != tc.wantTasks {
+				t.Errorf("gvisorTasks(%d, %d) = %d, want %d", tc.pids, tc.mem, tasks, tc.wantTasks)
+			}
+			if got := gvisorHostMemory(tc.mem, tasks); got != tc.wantMB<<20 {
+				t.Errorf("gvisorHostMemory = %d MiB, want %d", got>>20, tc.wantMB)
+			}
+		})
+	}
+}

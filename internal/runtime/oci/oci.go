@@ -44,6 +44,9 @@ type Config struct {
 	// GlobalArgs are extra flags placed before the subcommand, e.g.
 	// ["--platform=systrap"] for runsc.
 	GlobalArgs []string
+	// CDISpecDirs are where the CDI specs of Spec.CDIDevices are read;
+	// nil means DefaultCDISpecDirs.
+	CDISpecDirs []string
 }
 
 // DefaultConfig returns a runc configuration; Root must still be set.
@@ -91,6 +94,8 @@ type Runtime struct {
 	// noCheckpoint says why this host cannot checkpoint with the binary;
 	// nil when it can.
 	noCheckpoint error
+	// oom watches running containers' memory cgroups (oom.go).
+	oom oomWatches
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -106,6 +111,9 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	}
 	if cfg.Class == "" {
 		cfg.Class = def.Class
+	}
+	if cfg.CDISpecDirs == nil {
+		cfg.CDISpecDirs = DefaultCDISpecDirs
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -135,9 +143,10 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 		binary: bin,
 		logger: logger.With("runtime", cfg.Class),
 		pl: platform{
-			goarch: goruntime.GOARCH,
-			nofile: min(uint64(maxNofile), uint64(lim.Max)),
-			gvisor: gvisor,
+			goarch:  goruntime.GOARCH,
+			nofile:  min(uint64(maxNofile), uint64(lim.Max)),
+			gvisor:  gvisor,
+			cdiDirs: cfg.CDISpecDirs,
 		},
 		gvisor: gvisor,
 	}
@@ -212,10 +221,14 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 	if err := os.WriteFile(logPath, nil, 0o600); err != nil {
 		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
-	args := r.args(logPath, r.networkFlags(spec), "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
+	args := r.args(logPath, r.containerFlags(spec), "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
 	if err := r.start(ctx, spec, logPath, args); err != nil {
 		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
+	if err := r.sizeSentryCgroup(spec); err != nil {
+		return fmt.Errorf("run %s: size the host cgroup: %w", spec.ID, err)
+	}
+	r.WatchOOM(spec.ID)
 	r.logger.DebugContext(ctx, "container started", "container", spec.ID)
 	return nil
 }
@@ -382,6 +395,12 @@ func (r *Runtime) delete(ctx context.Context, id string, kill bool) error {
 	if r.gvisor {
 		bundle = r.bundleOf(ctx, id)
 	}
+	r.stopOOMWatch(id)
+	if bundle != "" {
+		// A sandbox stalled at its limit (its kernel OOM killer off, see
+		// setSentryMemory) could not be killed: let the kernel have it.
+		enableOOMKiller(bundle)
+	}
 	t0 := time.Now()
 	// Errors are expected here (already stopped, absent); delete decides.
 	if kill {
@@ -477,17 +496,36 @@ func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 		Pids:             d.Pids.Current,
 	}
 	if st.MemoryLimitBytes == 0 && r.gvisor {
-		// runsc reports the sandbox's own accounting, without the limit;
-		// the limit is its host cgroup's (a live resize changes it), else
-		// the one config.json asked for.
-		if b := r.bundleOf(ctx, id); b != "" {
+		// runsc reports the sandbox's own accounting, without the limit:
+		// the sandbox's memory is the size config.json asked for (what its
+		// guest sees); its host cgroup is larger by the Sentry's overhead.
+		st.MemoryLimitBytes = r.configMemoryLimit(ctx, id)
+		if b := r.bundleOf(ctx, id); b != "" && st.MemoryLimitBytes == 0 {
 			st.MemoryLimitBytes = cgroupMemoryLimit(b)
-		}
-		if st.MemoryLimitBytes == 0 {
-			st.MemoryLimitBytes = r.configMemoryLimit(ctx, id)
 		}
 	}
 	return st, nil
+}
+
+// configPids reads the pids limit config.json in bundle asked for (the
+// sandbox's task limit; 0 when unknown). For gVisor the config holds the
+// host's scaled limit: this returns what the runtime was asked for only up
+// to that scaling, which gvisorTasks caps by memory anyway.
+func (r *Runtime) configPids(bundle string) int64 {
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return 0
+	}
+	var cfg specs.Spec
+	if json.Unmarshal(b, &cfg) != nil || cfg.Linux == nil || cfg.Linux.Resources == nil || cfg.Linux.Resources.Pids == nil ||
+		cfg.Linux.Resources.Pids.Limit == nil {
+		return 0
+	}
+	n := *cfg.Linux.Resources.Pids.Limit
+	if r.gvisor {
+		n = (n - gvisorTasksOverhead) / gvisorTasksPerProcess
+	}
+	return max(n, 0)
 }
 
 // configMemoryLimit reads the memory limit from the container's

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +29,17 @@ func newGVisor(t *testing.T) runtime.Runtime {
 // gvisorSemantics are the places where gVisor legitimately differs from
 // runc (see GVisorConfig); nothing about isolation is relaxed.
 var gvisorSemantics = runtimetest.Options{
-	HostPidsLimit:     gvisorPids,
+	HostPidsLimit: func(pids int64) int64 { return gvisorPids(gvisorTasks(pids, 0)) },
+	// The conformance specs' memory and pids give the host cgroup the
+	// Sentry's overhead on top (memory.limit_in_bytes on v1; on v2 that is
+	// memory.high, and memory.max adds the stall room).
+	HostMemoryLimit: func(mem, pids int64) int64 {
+		limit := gvisorHostMemory(mem, gvisorTasks(pids, mem))
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			limit += gvisorStallRoom(mem)
+		}
+		return limit
+	},
 	LimitsStopSandbox: true,
 }
 

@@ -31,8 +31,8 @@ func (s *Store) PurgeSandbox(ctx context.Context, id string, l store.LedgerEntry
 		}
 		t := sandbox.FormatTime(now())
 		if _, err := tx.ExecContext(ctx, `INSERT INTO deletion_ledger
-			(org_id, sandbox_id, deleted_reason, purged_at, objects, snapshot_bucket) VALUES (?, ?, ?, ?, ?, ?)`,
-			org, id, l.DeletedReason, t, string(objs), l.SnapshotBucket); err != nil {
+			(org_id, sandbox_id, deleted_reason, deleted_by, purged_at, objects, snapshot_bucket) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			org, id, l.DeletedReason, l.DeletedBy, t, string(objs), l.SnapshotBucket); err != nil {
 			return fmt.Errorf("purge sandbox %q: ledger: %w", id, err)
 		}
 		for _, o := range l.Objects {
@@ -61,7 +61,7 @@ func nonNilRefs(r []store.ObjectRef) []store.ObjectRef {
 
 // Ledger implements store.Store.
 func (s *Store) Ledger(ctx context.Context) ([]store.LedgerEntry, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, org_id, sandbox_id, deleted_reason, purged_at, objects, snapshot_bucket
+	rows, err := s.r.QueryContext(ctx, `SELECT id, org_id, sandbox_id, deleted_reason, deleted_by, purged_at, objects, snapshot_bucket
 		FROM deletion_ledger ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %w", err)
@@ -71,7 +71,7 @@ func (s *Store) Ledger(ctx context.Context) ([]store.LedgerEntry, error) {
 	for rows.Next() {
 		var l store.LedgerEntry
 		var purged, objs string
-		if err := rows.Scan(&l.ID, &l.OrgID, &l.SandboxID, &l.DeletedReason, &purged, &objs, &l.SnapshotBucket); err != nil {
+		if err := rows.Scan(&l.ID, &l.OrgID, &l.SandboxID, &l.DeletedReason, &l.DeletedBy, &purged, &objs, &l.SnapshotBucket); err != nil {
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 		if l.PurgedAt, err = parseTime(purged); err != nil {

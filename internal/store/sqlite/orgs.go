@@ -52,7 +52,10 @@ func (s *Store) CreateToken(ctx context.Context, t store.Token) error {
 // TokenByHash returns the token with that hash; ErrNotFound if none. The
 // error does not echo the hash: it is derived from a secret.
 func (s *Store) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
-	var t store.Token
+	t, gen, ok := s.cache.token(ctx, hash)
+	if ok {
+		return t, nil
+	}
 	var role, created string
 	err := s.r.QueryRowContext(ctx,
 		`SELECT id, org_id, role, hash, created_at, sandbox_id, project_id FROM tokens WHERE hash = ?`, hash).
@@ -67,6 +70,7 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (store.Token, erro
 	if t.CreatedAt, err = parseTime(created); err != nil {
 		return store.Token{}, fmt.Errorf("get token %q: %w", t.ID, err)
 	}
+	s.cache.putToken(gen, t)
 	return t, nil
 }
 
@@ -81,4 +85,21 @@ func conflictUnlessInserted(res sql.Result, kind, id string) error {
 		return fmt.Errorf("%s %q: already exists: %w", kind, id, store.ErrConflict)
 	}
 	return nil
+}
+
+// DeleteOrg removes the org and its tokens; ErrNotFound if absent.
+func (s *Store) DeleteOrg(ctx context.Context, id string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM orgs WHERE id = ?`, id)
+		if err != nil {
+			return fmt.Errorf("delete org %q: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return fmt.Errorf("org %q: %w", id, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tokens WHERE org_id = ?`, id); err != nil {
+			return fmt.Errorf("delete org %q: tokens: %w", id, err)
+		}
+		return nil
+	})
 }

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 )
 
 const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
@@ -19,11 +19,11 @@ const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
-	env, meta, err := encodeMaps(sb)
+	env, meta, err := codec.EncodeMaps(sb)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
-	lc, err := encodeLifecycle(sb)
+	lc, err := codec.EncodeLifecycle(sb)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -47,9 +47,13 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 // GetSandbox returns the sandbox with that ID in orgID (any org if orgID is
 // empty); ErrNotFound if absent or in another org.
 func (s *Store) GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error) {
-	sb, err := getSandbox(ctx, s.r, id)
-	if err != nil {
-		return sandbox.Sandbox{}, err
+	sb, gen, ok := s.cache.sandbox(ctx, id)
+	if !ok {
+		var err error
+		if sb, err = getSandbox(ctx, s.r, id); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		s.cache.putSandbox(gen, sb)
 	}
 	if orgID != "" && sb.OrgID != orgID {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
@@ -71,16 +75,8 @@ func getSandbox(ctx context.Context, q queryer, id string) (sandbox.Sandbox, err
 // store.EventStateChanged event in the same transaction, so the event log
 // never disagrees with the table.
 func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
-	env, meta, err := encodeMaps(sb)
-	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-	}
-	lc, err := encodeLifecycle(sb)
-	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-	}
 	var out sandbox.Sandbox
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
 		var orgID, state string
 		var version int64
 		err := tx.QueryRowContext(ctx, `SELECT org_id, state, version FROM sandboxes WHERE id = ?`, sb.ID).
@@ -94,42 +90,82 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 		if version != sb.Version {
 			return fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, version, store.ErrConflict)
 		}
-
-		t := sandbox.FormatTime(now())
-		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
-				name = ?, state = ?, template = ?, template_version_id = ?, cpu = ?, ram_mb = ?,
-				disk_gb = ?, env = ?, metadata = ?, host_id = ?, address = ?, agent_token = ?,
-				reason = ?, version = version + 1, updated_at = ?, deleted_at = ?, lifecycle = ?
-			WHERE id = ? AND version = ?`,
-			sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
-			sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
-			sb.Reason, t, deletedAt(sb), lc,
-			sb.ID, sb.Version); err != nil {
-			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
-				return fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
-			}
-			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-		}
-
-		if sandbox.State(state) != sb.State {
-			data, err := json.Marshal(store.StateChange{From: sandbox.State(state), To: sb.State, Reason: sb.Reason})
-			if err != nil {
-				return fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
-			}
-			if _, err := tx.ExecContext(ctx,
-				`INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
-				orgID, sb.ID, store.EventStateChanged, string(data), t); err != nil {
-				return fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
-			}
-		}
-
-		out, err = getSandbox(ctx, tx, sb.ID)
+		out, err = writeSandbox(ctx, tx, sb, orgID, sandbox.State(state))
 		return err
 	})
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	return out, nil
+}
+
+// ModifySandbox implements store.Store. The write transaction (BEGIN
+// IMMEDIATE on the one write connection) is the row lock: no other writer
+// runs between the read and the write.
+func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error) {
+	var out sandbox.Sandbox
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getSandbox(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if orgID != "" && cur.OrgID != orgID {
+			return fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+		}
+		sb := cur
+		if err := fn(&sb); err != nil {
+			return err
+		}
+		sb.ID, sb.OrgID, sb.CreatedAt, sb.Version = cur.ID, cur.OrgID, cur.CreatedAt, cur.Version
+		out, err = writeSandbox(ctx, tx, sb, cur.OrgID, cur.State)
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}
+
+// writeSandbox writes sb over the row whose stored org and state are orgID
+// and from (its version already checked), appends the state change event
+// if the state changed, and returns the stored record.
+func writeSandbox(ctx context.Context, tx *sql.Tx, sb sandbox.Sandbox, orgID string, from sandbox.State) (sandbox.Sandbox, error) {
+	env, meta, err := codec.EncodeMaps(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+	lc, err := codec.EncodeLifecycle(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+	t := sandbox.FormatTime(now())
+	if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET
+			name = ?, state = ?, template = ?, template_version_id = ?, cpu = ?, ram_mb = ?,
+			disk_gb = ?, env = ?, metadata = ?, host_id = ?, address = ?, agent_token = ?,
+			reason = ?, version = version + 1, updated_at = ?, deleted_at = ?, lifecycle = ?
+		WHERE id = ? AND version = ?`,
+		sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
+		sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
+		sb.Reason, t, deletedAt(sb), lc,
+		sb.ID, sb.Version); err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
+		}
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+
+	if from != sb.State {
+		data, err := json.Marshal(store.StateChange{From: from, To: sb.State, Reason: sb.Reason})
+		if err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
+			orgID, sb.ID, store.EventStateChanged, string(data), t); err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
+		}
+	}
+	return getSandbox(ctx, tx, sb.ID)
 }
 
 // ListSandboxes returns one page and the total count, both from one read
@@ -165,6 +201,10 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	if o.ProjectID != "" {
 		where = append(where, "project_id = ?")
 		args = append(args, o.ProjectID)
+	}
+	if o.HostID != "" {
+		where = append(where, "host_id = ?")
+		args = append(args, o.HostID)
 	}
 	for k, v := range o.Metadata {
 		where = append(where, "json_extract(metadata, '$.' || json_quote(?)) = ?")
@@ -264,24 +304,12 @@ func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
 		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if err := decodeLifecycle(lc, &sb); err != nil {
+	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
 	}
 	sb.State = sandbox.State(state)
-	sb.Env = map[string]string{}
-	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: env: %w", sb.ID, err)
-	}
-	sb.Metadata = map[string]string{}
-	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: metadata: %w", sb.ID, err)
-	}
-	// A JSON null would have reset the maps to nil; keep the non-nil promise.
-	if sb.Env == nil {
-		sb.Env = map[string]string{}
-	}
-	if sb.Metadata == nil {
-		sb.Metadata = map[string]string{}
+	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	var err error
 	if sb.CreatedAt, err = parseTime(created); err != nil {
@@ -300,86 +328,12 @@ func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
 	return sb, nil
 }
 
-// encodeMaps renders Env and Metadata as JSON objects; nil becomes {}.
-func encodeMaps(sb sandbox.Sandbox) (env, meta string, err error) {
-	enc := func(m map[string]string) (string, error) {
-		if m == nil {
-			return "{}", nil
-		}
-		b, err := json.Marshal(m)
-		return string(b), err
-	}
-	if env, err = enc(sb.Env); err != nil {
-		return "", "", fmt.Errorf("env: %w", err)
-	}
-	if meta, err = enc(sb.Metadata); err != nil {
-		return "", "", fmt.Errorf("metadata: %w", err)
-	}
-	return env, meta, nil
-}
-
 // deletedAt is sb.DeletedAt as a nullable stored time.
 func deletedAt(sb sandbox.Sandbox) any {
 	if sb.DeletedAt == nil {
 		return nil
 	}
 	return sandbox.FormatTime(*sb.DeletedAt)
-}
-
-// lifecycle is the stored form of the record's lifecycle fields.
-type lifecycle struct {
-	ExpiresAt      *time.Time                `json:"expires_at,omitempty"`
-	ExpiryAction   sandbox.ExpiryAction      `json:"expiry_action,omitempty"`
-	TTLMs          int64                     `json:"ttl_ms,omitempty"`
-	LastStart      *sandbox.LastStart        `json:"last_start,omitempty"`
-	Retention      sandbox.Retention         `json:"retention"`
-	LastActivityAt *time.Time                `json:"last_activity_at,omitempty"`
-	StoppedAt      *time.Time                `json:"stopped_at,omitempty"`
-	Archive        *sandbox.ArchiveRef       `json:"archive,omitempty"`
-	NoAutoResume   bool                      `json:"no_auto_resume,omitempty"`
-	Live           *sandbox.LiveHeadroom     `json:"live,omitempty"`
-	Secrets        map[string]sandbox.Secret `json:"secrets,omitempty"`
-	APIToken       string                    `json:"api_token,omitempty"`
-	Runtime        string                    `json:"runtime,omitempty"`
-	SourceSnapshot string                    `json:"source_snapshot,omitempty"`
-	RestoreSnap    string                    `json:"restore_snapshot,omitempty"`
-	Preview        *sandbox.Preview          `json:"preview,omitempty"`
-	Network        *sandbox.NetworkPolicy    `json:"network,omitempty"`
-	IdemTag        string                    `json:"idempotency_tag,omitempty"`
-	DeletedBy      string                    `json:"deleted_by,omitempty"`
-	SSHKeys        []string                  `json:"ssh_keys,omitempty"`
-}
-
-func encodeLifecycle(sb sandbox.Sandbox) (string, error) {
-	b, err := json.Marshal(lifecycle{
-		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, TTLMs: sb.TTLMs, LastStart: sb.LastStart,
-		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
-		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
-		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
-		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
-		IdemTag: sb.IdempotencyTag, DeletedBy: sb.DeletedBy, SSHKeys: sb.SSHKeys,
-	})
-	if err != nil {
-		return "", fmt.Errorf("lifecycle: %w", err)
-	}
-	return string(b), nil
-}
-
-func decodeLifecycle(s string, sb *sandbox.Sandbox) error {
-	var lc lifecycle
-	if err := json.Unmarshal([]byte(s), &lc); err != nil {
-		return fmt.Errorf("lifecycle: %w", err)
-	}
-	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
-	sb.TTLMs = lc.TTLMs
-	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
-	sb.NoAutoResume, sb.Live, sb.Secrets, sb.APIToken = lc.NoAutoResume, lc.Live, lc.Secrets, lc.APIToken
-	sb.Runtime, sb.Preview = lc.Runtime, lc.Preview
-	sb.SourceSnapshotID, sb.RestoreSnapshotID = lc.SourceSnapshot, lc.RestoreSnap
-	sb.Network = lc.Network
-	sb.IdempotencyTag, sb.DeletedBy = lc.IdemTag, lc.DeletedBy
-	sb.SSHKeys = lc.SSHKeys
-	return nil
 }
 
 // AddEvent appends one event row.

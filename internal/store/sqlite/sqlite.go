@@ -39,9 +39,17 @@ type Store struct {
 	w      *sql.DB // exactly one connection; BEGIN IMMEDIATE
 	r      *sql.DB // read-only connections
 	logger *slog.Logger
+	// cache holds the hot point reads while the file does not change
+	// (cache.go); watch, one connection of watchDB, tells it when it does.
+	cache   *readCache
+	watchDB *sql.DB
+	watch   *sql.Conn
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// keys are LockKey's locks (cluster.go).
+	keys keyLocks
 }
 
 var _ store.Store = (*Store)(nil)
@@ -94,7 +102,18 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 
-	return &Store{w: w, r: r, logger: logger}, nil
+	// The read cache's own connection (cache.go), outside the read pool so
+	// it is the same connection for the Store's life.
+	wdb := openMetered(dsn(path, false), "read")
+	watch, err := wdb.Conn(ctx)
+	if err != nil {
+		wdb.Close()
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+
+	return &Store{w: w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch)}, nil
 }
 
 // dsn builds the modernc DSN for path. busy_timeout comes first so the other
@@ -117,10 +136,10 @@ func dsn(path string, write bool) string {
 	return path + "?" + q.Encode()
 }
 
-// Close closes both connection pools. It is safe to call more than once.
+// Close closes every connection. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.watch.Close(), s.watchDB.Close(), s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }

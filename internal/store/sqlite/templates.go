@@ -3,20 +3,26 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-const templateCols = `id, slug, status, progress, rootfs, size_bytes, error, created_at, updated_at`
+const templateCols = `id, slug, status, progress, rootfs, size_bytes, error, created_at, updated_at, org_id, build_id, spec`
 
 // PutTemplateVersion inserts v, or replaces the version with its ID while
 // keeping the stored CreatedAt. Zero times mean now.
 func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion) error {
 	t := now()
-	_, err := s.w.ExecContext(ctx, `INSERT INTO template_versions (`+templateCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	spec, err := json.Marshal(v.Spec)
+	if err != nil {
+		return fmt.Errorf("put template version %q: %w", v.ID, err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO template_versions (`+templateCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			slug = excluded.slug,
 			status = excluded.status,
@@ -24,9 +30,12 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 			rootfs = excluded.rootfs,
 			size_bytes = excluded.size_bytes,
 			error = excluded.error,
-			updated_at = excluded.updated_at`,
+			updated_at = excluded.updated_at,
+			org_id = excluded.org_id,
+			build_id = excluded.build_id,
+			spec = excluded.spec`,
 		v.ID, v.Slug, string(v.Status), v.Progress, v.RootFS, v.SizeBytes, v.Error,
-		formatTime(v.CreatedAt, t), formatTime(v.UpdatedAt, t))
+		formatTime(v.CreatedAt, t), formatTime(v.UpdatedAt, t), v.OrgID, v.BuildID, string(spec))
 	if err != nil {
 		return fmt.Errorf("put template version %q: %w", v.ID, err)
 	}
@@ -39,11 +48,11 @@ func (s *Store) GetTemplateVersion(ctx context.Context, id string) (store.Templa
 		`SELECT `+templateCols+` FROM template_versions WHERE id = ?`, id), scanTemplate, "template version", id)
 }
 
-// LatestTemplateVersion returns slug's newest version in any status;
-// ErrNotFound if it has none.
+// LatestTemplateVersion returns the platform slug's newest version in any
+// status; ErrNotFound if it has none.
 func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.TemplateVersion, error) {
 	v, err := scanTemplate(s.r.QueryRowContext(ctx,
-		`SELECT `+templateCols+` FROM template_versions WHERE slug = ?
+		`SELECT `+templateCols+` FROM template_versions WHERE slug = ? AND org_id = ''
 		 ORDER BY created_at DESC, id DESC LIMIT 1`, slug))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.TemplateVersion{}, fmt.Errorf("template %q: no versions: %w", slug, store.ErrNotFound)
@@ -64,11 +73,32 @@ func (s *Store) ListTemplateVersions(ctx context.Context) ([]store.TemplateVersi
 	return vs, nil
 }
 
+// ListTemplateVersionsOf implements store.TemplateBuildStore.
+func (s *Store) ListTemplateVersionsOf(ctx context.Context, orgID, slug string) ([]store.TemplateVersion, error) {
+	q, args := `SELECT `+templateCols+` FROM template_versions WHERE org_id = ?`, []any{orgID}
+	if slug != "" {
+		q, args = q+` AND slug = ?`, append(args, slug)
+	}
+	vs, err := queryAll(ctx, s.r, scanTemplate, q+` ORDER BY created_at DESC, id DESC`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list template versions of %q: %w", slug, err)
+	}
+	return vs, nil
+}
+
+// DeleteTemplateVersion implements store.TemplateBuildStore.
+func (s *Store) DeleteTemplateVersion(ctx context.Context, id string) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM template_versions WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete template version %q: %w", id, err)
+	}
+	return nil
+}
+
 func scanTemplate(sc scanner) (store.TemplateVersion, error) {
 	var v store.TemplateVersion
-	var status, created, updated string
+	var status, created, updated, spec string
 	if err := sc.Scan(&v.ID, &v.Slug, &status, &v.Progress, &v.RootFS, &v.SizeBytes, &v.Error,
-		&created, &updated); err != nil {
+		&created, &updated, &v.OrgID, &v.BuildID, &spec); err != nil {
 		return store.TemplateVersion{}, err
 	}
 	v.Status = store.TemplateStatus(status)
@@ -79,5 +109,248 @@ func scanTemplate(sc scanner) (store.TemplateVersion, error) {
 	if v.UpdatedAt, err = parseTime(updated); err != nil {
 		return store.TemplateVersion{}, err
 	}
+	if err := json.Unmarshal([]byte(spec), &v.Spec); err != nil {
+		return store.TemplateVersion{}, fmt.Errorf("template version %q spec: %w", v.ID, err)
+	}
 	return v, nil
+}
+
+const buildCols = `id, org_id, slug, status, request, version_id, error, failure, log, box_id, created_at, updated_at, finished_at`
+
+// CreateTemplateBuild implements store.TemplateBuildStore.
+func (s *Store) CreateTemplateBuild(ctx context.Context, b store.TemplateBuild) error {
+	failure, finished, err := buildExtras(b)
+	if err != nil {
+		return fmt.Errorf("create template build %q: %w", b.ID, err)
+	}
+	t := now()
+	created := formatTime(b.CreatedAt, t)
+	res, err := s.w.ExecContext(ctx, `INSERT INTO template_builds (`+buildCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		b.ID, b.OrgID, b.Slug, string(b.Status), b.Request, b.VersionID, b.Error, failure, nonNilBytes(b.Log), b.BoxID,
+		created, formatTime(b.UpdatedAt, t), finished)
+	if err != nil {
+		return fmt.Errorf("create template build %q: %w", b.ID, err)
+	}
+	return conflictUnlessInserted(res, "template build", b.ID)
+}
+
+// UpdateTemplateBuild implements store.TemplateBuildStore.
+func (s *Store) UpdateTemplateBuild(ctx context.Context, b store.TemplateBuild) error {
+	failure, finished, err := buildExtras(b)
+	if err != nil {
+		return fmt.Errorf("update template build %q: %w", b.ID, err)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE template_builds SET status = ?, version_id = ?, error = ?, failure = ?,
+		log = ?, box_id = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
+		string(b.Status), b.VersionID, b.Error, failure, nonNilBytes(b.Log), b.BoxID, sandbox.FormatTime(now()), finished, b.ID)
+	if err != nil {
+		return fmt.Errorf("update template build %q: %w", b.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("template build %q: %w", b.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+func buildExtras(b store.TemplateBuild) (failure, finished string, err error) {
+	if b.Failure != nil {
+		f, err := json.Marshal(b.Failure)
+		if err != nil {
+			return "", "", err
+		}
+		failure = string(f)
+	}
+	if b.FinishedAt != nil {
+		finished = sandbox.FormatTime(*b.FinishedAt)
+	}
+	return failure, finished, nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// GetTemplateBuild implements store.TemplateBuildStore.
+func (s *Store) GetTemplateBuild(ctx context.Context, orgID, id string) (store.TemplateBuild, error) {
+	b, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+buildCols+` FROM template_builds WHERE id = ?`, id),
+		scanBuild, "template build", id)
+	if err == nil && orgID != "" && b.OrgID != orgID {
+		return store.TemplateBuild{}, fmt.Errorf("template build %q: %w", id, store.ErrNotFound)
+	}
+	return b, err
+}
+
+// ListTemplateBuilds implements store.TemplateBuildStore.
+func (s *Store) ListTemplateBuilds(ctx context.Context, f store.BuildFilter) ([]store.TemplateBuild, error) {
+	q := `SELECT id, org_id, slug, status, request, version_id, error, failure, x'', box_id, created_at, updated_at, finished_at
+		FROM template_builds WHERE 1 = 1`
+	var args []any
+	if f.OrgID != "" {
+		q, args = q+` AND org_id = ?`, append(args, f.OrgID)
+	}
+	if f.Slug != "" {
+		q, args = q+` AND slug = ?`, append(args, f.Slug)
+	}
+	if f.Status != "" {
+		q, args = q+` AND status = ?`, append(args, string(f.Status))
+	}
+	bs, err := queryAll(ctx, s.r, scanBuild, q+` ORDER BY created_at DESC, id DESC`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list template builds: %w", err)
+	}
+	return bs, nil
+}
+
+func scanBuild(sc scanner) (store.TemplateBuild, error) {
+	var b store.TemplateBuild
+	var status, failure, created, updated, finished string
+	if err := sc.Scan(&b.ID, &b.OrgID, &b.Slug, &status, &b.Request, &b.VersionID, &b.Error, &failure, &b.Log,
+		&b.BoxID, &created, &updated, &finished); err != nil {
+		return store.TemplateBuild{}, err
+	}
+	b.Status = store.BuildStatus(status)
+	if len(b.Log) == 0 {
+		b.Log = nil
+	}
+	var err error
+	if b.CreatedAt, err = parseTime(created); err != nil {
+		return store.TemplateBuild{}, err
+	}
+	if b.UpdatedAt, err = parseTime(updated); err != nil {
+		return store.TemplateBuild{}, err
+	}
+	if finished != "" {
+		t, err := parseTime(finished)
+		if err != nil {
+			return store.TemplateBuild{}, err
+		}
+		b.FinishedAt = &t
+	}
+	if failure != "" {
+		b.Failure = &store.BuildFailure{}
+		if err := json.Unmarshal([]byte(failure), b.Failure); err != nil {
+			return store.TemplateBuild{}, fmt.Errorf("template build %q failure: %w", b.ID, err)
+		}
+	}
+	return b, nil
+}
+
+const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
+
+// PutBuildCache implements store.TemplateBuildStore.
+func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) error {
+	t := now()
+	_, err := s.w.ExecContext(ctx, `INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, key) DO UPDATE SET snapshot_id = excluded.snapshot_id, ready = excluded.ready,
+			used_at = excluded.used_at`,
+		e.OrgID, e.Key, e.SnapshotID, e.Ready, formatTime(e.CreatedAt, t), formatTime(e.UsedAt, t))
+	if err != nil {
+		return fmt.Errorf("put build cache %q: %w", e.Key, err)
+	}
+	return nil
+}
+
+// GetBuildCache implements store.TemplateBuildStore.
+func (s *Store) GetBuildCache(ctx context.Context, orgID, key string) (store.BuildCacheEntry, error) {
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+cacheCols+` FROM template_build_cache WHERE org_id = ? AND key = ?`,
+		orgID, key), scanCache, "build cache entry", key)
+}
+
+// ListBuildCache implements store.TemplateBuildStore.
+func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.BuildCacheEntry, error) {
+	q, args := `SELECT `+cacheCols+` FROM template_build_cache`, []any{}
+	if orgID != "" {
+		q, args = q+` WHERE org_id = ?`, append(args, orgID)
+	}
+	es, err := queryAll(ctx, s.r, scanCache, q+` ORDER BY used_at, key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list build cache: %w", err)
+	}
+	return es, nil
+}
+
+// DeleteBuildCache implements store.TemplateBuildStore.
+func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key); err != nil {
+		return fmt.Errorf("delete build cache %q: %w", key, err)
+	}
+	return nil
+}
+
+func scanCache(sc scanner) (store.BuildCacheEntry, error) {
+	var e store.BuildCacheEntry
+	var created, used string
+	if err := sc.Scan(&e.OrgID, &e.Key, &e.SnapshotID, &e.Ready, &created, &used); err != nil {
+		return store.BuildCacheEntry{}, err
+	}
+	var err error
+	if e.CreatedAt, err = parseTime(created); err != nil {
+		return store.BuildCacheEntry{}, err
+	}
+	if e.UsedAt, err = parseTime(used); err != nil {
+		return store.BuildCacheEntry{}, err
+	}
+	return e, nil
+}
+
+const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
+
+// PutRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCredential) error {
+	t := now()
+	_, err := s.w.ExecContext(ctx, `INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, registry) DO UPDATE SET username = excluded.username, sealed = excluded.sealed,
+			kind = excluded.kind, updated_at = excluded.updated_at`,
+		c.OrgID, c.Registry, c.Username, nonNilBytes(c.Sealed), c.Kind, formatTime(c.CreatedAt, t), formatTime(c.UpdatedAt, t))
+	if err != nil {
+		return fmt.Errorf("put registry credential %q: %w", c.Registry, err)
+	}
+	return nil
+}
+
+// GetRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry string) (store.RegistryCredential, error) {
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? AND registry = ?`,
+		orgID, registry), scanCred, "registry credential", registry)
+}
+
+// ListRegistryCredentials implements store.TemplateBuildStore.
+func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
+	cs, err := queryAll(ctx, s.r, scanCred, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("list registry credentials: %w", err)
+	}
+	return cs, nil
+}
+
+// DeleteRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
+	if err != nil {
+		return fmt.Errorf("delete registry credential %q: %w", registry, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("registry credential %q: %w", registry, store.ErrNotFound)
+	}
+	return nil
+}
+
+func scanCred(sc scanner) (store.RegistryCredential, error) {
+	var c store.RegistryCredential
+	var created, updated string
+	if err := sc.Scan(&c.OrgID, &c.Registry, &c.Username, &c.Sealed, &c.Kind, &created, &updated); err != nil {
+		return store.RegistryCredential{}, err
+	}
+	var err error
+	if c.CreatedAt, err = parseTime(created); err != nil {
+		return store.RegistryCredential{}, err
+	}
+	if c.UpdatedAt, err = parseTime(updated); err != nil {
+		return store.RegistryCredential{}, err
+	}
+	return c, nil
 }

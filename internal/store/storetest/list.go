@@ -552,7 +552,7 @@ func testPurge(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	l := store.LedgerEntry{DeletedReason: "user_deleted", Objects: []store.ObjectRef{
+	l := store.LedgerEntry{DeletedReason: "user_deleted", DeletedBy: "user", Objects: []store.ObjectRef{
 		{Bucket: "b1", Key: "manifests/a.json", Kind: "archive_manifest"}, {Bucket: "b2", Key: "manifests/a.json", Kind: "backup_manifest"}}}
 	if err := s.PurgeSandbox(ctx, parent.ID, l); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("purge of a live record: %v", err)
@@ -573,7 +573,7 @@ func testPurge(t *testing.T, s store.Store) {
 		t.Errorf("child after parent purge: %+v %v", c, err)
 	}
 	led, _ := s.Ledger(ctx)
-	if len(led) != 1 || led[0].SandboxID != parent.ID || led[0].OrgID != "org_p" || len(led[0].Objects) != 2 || led[0].Objects[1].Bucket != "b2" {
+	if len(led) != 1 || led[0].SandboxID != parent.ID || led[0].OrgID != "org_p" || led[0].DeletedBy != "user" || len(led[0].Objects) != 2 || led[0].Objects[1].Bucket != "b2" {
 		t.Fatalf("ledger: %+v", led)
 	}
 	dels, _ := s.ObjectDeletions(ctx, 0)

@@ -34,6 +34,8 @@ func newSandbox(org string, at time.Time) sandbox.Sandbox {
 		ExpiresAt:         ptr(at.Add(time.Hour)),
 		ExpiryAction:      sandbox.ExpireDelete,
 		TTLMs:             3_600_000,
+		GPUs:              2,
+		GPUModel:          "A100",
 		Version:           1,
 		CreatedAt:         at,
 		UpdatedAt:         at,

@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite for store.Store. Every
-// implementation (sqlite now, postgres later) runs Run from its own tests, so
+// implementation (sqlite and postgres) runs Run from its own tests, so
 // the behaviour the rest of Platinum relies on — compare-and-swap versions,
 // stable list order at microsecond precision, snapshot totals, event rows on
 // state changes, error categories — is pinned down once, not per backend.
@@ -7,6 +7,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,8 +29,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Orgs", testOrgs},
 		{"Tokens", testTokens},
+		{"DeleteOrg", testDeleteOrg},
 		{"TemplateVersions", testTemplateVersions},
 		{"LatestTemplateVersion", testLatestTemplateVersion},
+		{"CustomTemplateVersions", testCustomTemplateVersions},
+		{"TemplateBuilds", testTemplateBuilds},
+		{"BuildCache", testBuildCache},
+		{"RegistryCredentials", testRegistryCredentials},
 		{"CreateGetSandbox", testCreateGetSandbox},
 		{"CreateSandboxDefaults", testCreateSandboxDefaults},
 		{"SandboxMaps", testSandboxMaps},
@@ -55,6 +61,18 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Projects", testProjects},
 		{"OrgQuotasAndUsage", testOrgQuotasAndUsage},
 		{"IdempotencyKeys", testIdempotencyKeys},
+		{"ModifySandbox", testModifySandbox},
+		{"ConcurrentModify", testConcurrentModify},
+		{"ListSnapshotPaged", testListSnapshotPaged},
+		{"EventCursorUnderWrites", testEventCursorUnderWrites},
+		{"ConcurrentIdempotencyClaims", testConcurrentIdempotencyClaims},
+		{"ConcurrentPoolClaims", testConcurrentPoolClaims},
+		{"MicrosecondTimes", testMicrosecondTimes},
+		{"Hosts", testHosts},
+		{"HostUsage", testHostUsage},
+		{"Leases", testLeases},
+		{"ConcurrentLeases", testConcurrentLeases},
+		{"LockKey", testLockKey},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -294,4 +312,29 @@ func testLatestTemplateVersion(t *testing.T, s store.Store) {
 			}
 		})
 	}
+}
+
+// testDeleteOrg: an org's deletion takes its tokens with it (nobody can
+// act as it) and leaves other orgs and its sandbox records alone.
+func testDeleteOrg(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	gone, kept := sandbox.NewID(sandbox.PrefixOrg), sandbox.NewID(sandbox.PrefixOrg)
+	for i, o := range []string{gone, kept} {
+		wantErr(t, "CreateOrg", s.CreateOrg(ctx, store.Org{ID: o, Name: "o"}), nil)
+		tok := store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: o, Role: store.RoleAdmin,
+			Hash: fmt.Sprintf("%064d", i+1), CreatedAt: base}
+		wantErr(t, "CreateToken", s.CreateToken(ctx, tok), nil)
+	}
+	sb := newSandbox(gone, base)
+	wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, sb), nil)
+	wantErr(t, "DeleteOrg", s.DeleteOrg(ctx, gone), nil)
+	_, err := s.GetOrg(ctx, gone)
+	wantErr(t, "GetOrg of a deleted org", err, store.ErrNotFound)
+	_, err = s.TokenByHash(ctx, fmt.Sprintf("%064d", 1))
+	wantErr(t, "TokenByHash of a deleted org's token", err, store.ErrNotFound)
+	_, err = s.TokenByHash(ctx, fmt.Sprintf("%064d", 2))
+	wantErr(t, "TokenByHash of another org's token", err, nil)
+	_, err = s.GetSandbox(ctx, gone, sb.ID)
+	wantErr(t, "GetSandbox of a deleted org's sandbox", err, nil)
+	wantErr(t, "DeleteOrg twice", s.DeleteOrg(ctx, gone), store.ErrNotFound)
 }

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from typing import Any, AsyncIterator
 
+import httpx
 import pytest
 
 from platinum import AsyncPlatinum, AsyncSandbox, NotFoundError, SandboxNotReadyError
@@ -16,18 +18,35 @@ from conftest import tag
 @pytest.mark.asyncio
 async def test_twenty_concurrent_creates(aclient: AsyncPlatinum) -> None:
     t = tag()
-    made = await asyncio.gather(*(
-        aclient.sandboxes.create(template="busybox", metadata={"suite": t}, wait_for_running=True, timeout=300)
-        for _ in range(20)))
-    try:
-        assert len({s.id for s in made}) == 20
-        assert all(s.state == "running" for s in made)
-        outs = await asyncio.gather(*(s.exec(["echo", s.id]) for s in made))
-        assert [o.stdout for o in outs] == [s.id + "\n" for s in made]
-        listed = [s.id async for s in aclient.sandboxes.iter(metadata={"suite": t}, limit=7)]
-        assert sorted(listed) == sorted(s.id for s in made)
-    finally:
-        await asyncio.gather(*(s.delete() for s in made), return_exceptions=True)
+    sent: list[float] = []
+    answered: list[float] = []
+
+    async def on_request(r: httpx.Request) -> None:
+        if r.method == "POST" and r.url.path == "/v1/sandboxes":
+            sent.append(time.monotonic())
+
+    async def on_response(r: httpx.Response) -> None:
+        if r.request.method == "POST" and r.request.url.path == "/v1/sandboxes":
+            answered.append(time.monotonic())
+
+    http = httpx.AsyncClient(event_hooks={"request": [on_request], "response": [on_response]})
+    async with http, AsyncPlatinum(http_client=http) as c:
+        made = await asyncio.gather(*(
+            c.sandboxes.create(template="busybox", metadata={"suite": t}, wait_for_running=True, timeout=300)
+            for _ in range(20)))
+        try:
+            # Concurrent, not one after another: every create was on the wire
+            # before ptd answered any of them (each answers once running).
+            assert len(sent) == 20 and len(answered) == 20
+            assert max(sent) < min(answered), "the creates did not overlap"
+            assert len({s.id for s in made}) == 20
+            assert all(s.state == "running" for s in made)
+            outs = await asyncio.gather(*(s.exec(["echo", s.id]) for s in made))
+            assert [o.stdout for o in outs] == [s.id + "\n" for s in made]
+            listed = [s.id async for s in aclient.sandboxes.iter(metadata={"suite": t}, limit=7)]
+            assert sorted(listed) == sorted(s.id for s in made)
+        finally:
+            await asyncio.gather(*(s.delete() for s in made), return_exceptions=True)
 
 
 @pytest.mark.asyncio

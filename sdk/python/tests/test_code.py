@@ -75,9 +75,13 @@ def test_cell_timeout_interrupts_and_keeps_state(ci: Sandbox) -> None:
 
 
 def test_contexts_do_not_share_state(ci: Sandbox) -> None:
+    ci.run_code("only_in_default = 1")
+    assert ci.run_code("only_in_default").text == "1"
     c = ci.code_contexts.create(language="python")
     assert isinstance(c, CodeContext) and c.id.startswith("ctx_")
-    assert ci.run_code("'x' in globals()", context=c).text == "False"
+    assert ci.run_code("'only_in_default' in globals()", context=c).text == "False"
+    ci.run_code("only_in_ctx = 2", context=c)
+    assert ci.run_code("'only_in_ctx' in globals()").text == "False"
     assert c.id in [x.id for x in ci.code_contexts.list()]
     ci.run_code("y = 5", context=c.id)
     ci.code_contexts.restart(c)

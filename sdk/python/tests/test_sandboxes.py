@@ -289,11 +289,11 @@ def test_snapshot_restore_and_fork(client: Platinum, busybox: Sandbox, track: Tr
     sbx.restore(snap.id, wait_for_running=True, timeout=120)
     assert sbx.state == "running" and sbx.files.read("/root/v.txt") == "one"
 
-    forked = sbx.fork(count=1, wait=True, timeout=120)
+    forked = sbx.fork(count=1, wait=True, metadata={"copy": "yes"}, timeout=120)
     kids = forked["sandboxes"]
     for k in kids:
         track(k.id)
-    assert len(kids) == 1 and kids[0].id != sbx.id
+    assert len(kids) == 1 and kids[0].id != sbx.id and kids[0].metadata["copy"] == "yes"
     kid = client.sandboxes.wait_for_state(kids[0].id, "running", timeout=120)
     assert kid.files.read("/root/v.txt") == "one"
 
@@ -330,6 +330,48 @@ def test_ttl_fields_set_ttl_kill_and_commands(client: Platinum, track: Track) ->
     assert destroyed.destroyed_at
     again = client.sandboxes.kill(sbx.id)
     assert again.destroyed_at == destroyed.destroyed_at
+
+
+def test_create_pins_a_template_version_in_another_project(client: Platinum, busybox: Sandbox,
+                                                          track: Track) -> None:
+    # template_version_id alone (no slug) pins the version another sandbox
+    # booted; project_id puts the sandbox in another project of the org.
+    prj = client.projects.create("py-" + tag())
+    assert prj.id.startswith("prj_") and prj.id != busybox.project_id
+    assert prj.id in [p.id for p in client.projects.list()]
+    sbx = client.sandboxes.create(template_version_id=busybox.template_version_id, project_id=prj.id,
+                                  wait_for_running=True, timeout=120)
+    track(sbx.id)
+    assert (sbx.template_version_id, sbx.template, sbx.project_id) == (busybox.template_version_id, "busybox", prj.id)
+    assert client.sandboxes.get(sbx.id).project_id == prj.id, "the server recorded the project"
+    assert [r.id for r in client.sandboxes.list(project_id=prj.id)["rows"]] == [sbx.id]
+    assert sbx.exec(["true"]).exit_code == 0
+
+
+def test_streamed_upload_is_keyed(client: Platinum, busybox: Sandbox) -> None:
+    keys: list[str | None] = []
+
+    def hook(r: httpx.Request) -> None:
+        if r.method == "PUT":
+            keys.append(r.headers.get("Idempotency-Key"))
+
+    http = httpx.Client(event_hooks={"request": [hook]})
+    with Platinum(http_client=http) as c:
+        c.sandboxes.connect(busybox.id).files.write("/root/s.txt", iter([b"one ", b"two"]))
+    http.close()
+    assert len(keys) == 1 and (keys[0] or "").startswith("ptk_"), "a streamed upload carries a generated key"
+    assert busybox.files.read("/root/s.txt") == "one two"
+
+    # ptd hashed the streamed body under its key: the same upload again gets
+    # the first answer without writing, another body under it is refused.
+    k = new_idempotency_key()
+    first = busybox.files.write("/root/k.txt", iter([b"fir", b"st"]), idempotency_key=k)
+    busybox.exec(["sh", "-c", "echo changed > /root/k.txt"])
+    again = busybox.files.write("/root/k.txt", iter([b"fir", b"st"]), idempotency_key=k)
+    assert dict(again) == dict(first)
+    assert busybox.files.read("/root/k.txt") == "changed\n", "the replay wrote nothing"
+    with pytest.raises(IdempotencyKeyReusedError):
+        busybox.files.write("/root/k.txt", iter([b"other"]), idempotency_key=k)
 
 
 def test_the_client_is_safe_across_threads(client: Platinum, busybox: Sandbox) -> None:

@@ -72,13 +72,17 @@ def test_parent_and_children(client: Platinum, track: Callable[[str], None]) -> 
 
 def test_get_and_connect(client: Platinum, busybox: Sandbox) -> None:
     # The guide's placeholder id names no sandbox: a typed not_found.
+    # Each line runs in a wrapper of its own, so the second runs too.
     with pytest.raises(NotFoundError) as e:
         # Sandboxes guide, "Get" (Python), line 1:
         s = client.sandboxes.get("sbx_01K…")
+        # (end of example)
     assert e.value.code == "not_found" and e.value.status == 404
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as e:
         # Sandboxes guide, "Get" (Python), line 2:
         sbx = client.sandboxes.connect("sbx_01K…")
+        # (end of example)
+    assert e.value.code == "not_found" and e.value.status == 404
 
     # The same two lines with a real sandbox's id in the placeholder's place.
     s = client.sandboxes.get(busybox.id)
@@ -113,8 +117,8 @@ def test_stop_start_resize_archive_delete(client: Platinum, track: Callable[[str
 
     sbx.stop(wait_for_stopped=True)
     assert sbx.state == "stopped"
-    # Sandboxes guide, "Resize" (Python), on the stopped sandbox (a cold
-    # resize: the next start boots at the new size):
+    # On the stopped sandbox: a cold resize, the next start boots at the new size.
+    # Sandboxes guide, "Resize" (Python):
     sbx.resize(cpu=4, ram_mb=8192, disk_gb=8)
     # (end of example)
     got = client.sandboxes.get(sbx.id)

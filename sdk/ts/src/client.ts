@@ -1,8 +1,22 @@
 /** The client: `new Platinum({ url, token })`. */
-import { type RequestOptions, Transport, withContext } from "./http.js";
+import { type RawBody, type RequestOptions, Transport, openContext, withContext } from "./http.js";
+import { ndjson } from "./streams.js";
 import { Artifacts } from "./files.js";
 import { SandboxesApi } from "./sandboxes.js";
-import type { OrgCreated, OrgQuota, Project, QuotaOverrides, Snapshot, Template } from "./types.js";
+import type {
+  BuildLogLine,
+  CreateTemplateBody,
+  OrgCreated,
+  OrgQuota,
+  Project,
+  QuotaOverrides,
+  RegistryCredential,
+  Snapshot,
+  Template,
+  TemplateBuild,
+  TemplateUpload,
+  TemplateVersion,
+} from "./types.js";
 
 /** The SDK's version, sent in the User-Agent so ptd's logs show which client called. */
 export const VERSION = "0.1.0";
@@ -79,6 +93,95 @@ export class TemplatesApi {
 
   get(slug: string, opts?: RequestOptions): Promise<Template> {
     return withContext(opts, async (ctx) => (await this.t.json<Template>({ method: "GET", path: `/v1/templates/${encodeURIComponent(slug)}` }, ctx)).data);
+  }
+
+  /**
+   * Builds a version of the org's own template from `from_image`, an
+   * `image_upload_id` or a `dockerfile` (with `context_upload_id`). The
+   * build runs in the background: follow it with `logs` or `wait`
+   * (docs/templates.md).
+   */
+  create(input: CreateTemplateBody, opts?: RequestOptions): Promise<TemplateBuild> {
+    return withContext(opts, async (ctx) => (await this.t.json<TemplateBuild>({ method: "POST", path: "/v1/templates", json: input }, ctx)).data);
+  }
+
+  /** Uploads a Dockerfile build context (a tar) for `create`'s `context_upload_id`. */
+  uploadContext(tar: RawBody, opts?: RequestOptions): Promise<TemplateUpload> {
+    return this.upload("context", tar, opts);
+  }
+
+  /** Uploads an image tarball (`docker save` or OCI layout) for `create`'s `image_upload_id`. */
+  uploadImage(tar: RawBody, opts?: RequestOptions): Promise<TemplateUpload> {
+    return this.upload("image", tar, opts);
+  }
+
+  private upload(purpose: string, tar: RawBody, opts?: RequestOptions): Promise<TemplateUpload> {
+    return withContext(opts, async (ctx) =>
+      (await this.t.json<TemplateUpload>({ method: "POST", path: "/v1/templates/uploads", query: { purpose }, body: tar, contentType: "application/x-tar" }, ctx)).data);
+  }
+
+  /** A build's status (`running`, `ready`, `failed`), its version and, when it failed, where. */
+  getBuild(slug: string, buildId: string, opts?: RequestOptions): Promise<TemplateBuild> {
+    return withContext(opts, async (ctx) => (await this.t.json<TemplateBuild>({ method: "GET", path: this.buildPath(slug, buildId) }, ctx)).data);
+  }
+
+  /**
+   * A build's log lines after `since`; with `follow` it yields them as they
+   * happen until the build ends (the last line is `done`).
+   */
+  async *logs(slug: string, buildId: string, o: { since?: number; follow?: boolean } & RequestOptions = {}): AsyncGenerator<BuildLogLine> {
+    const ctx = openContext(o);
+    try {
+      const res = await this.t.send({ method: "GET", path: `${this.buildPath(slug, buildId)}/logs`, query: { since: o.since, follow: o.follow }, accept: "application/x-ndjson" }, ctx);
+      if (!res.body) return;
+      for await (const line of ndjson(res.body)) yield line as BuildLogLine;
+    } finally {
+      ctx.dispose();
+    }
+  }
+
+  /** Follows a build's log (each line to `onLine`) until it ends, and returns the finished build. */
+  async wait(slug: string, buildId: string, o: { onLine?: (line: BuildLogLine) => void } & RequestOptions = {}): Promise<TemplateBuild> {
+    for await (const line of this.logs(slug, buildId, { ...o, follow: true })) o.onLine?.(line);
+    return this.getBuild(slug, buildId, o);
+  }
+
+  /** Every version of a template, newest first. */
+  versions(slug: string, opts?: RequestOptions): Promise<TemplateVersion[]> {
+    return withContext(opts, async (ctx) =>
+      (await this.t.json<{ rows?: TemplateVersion[] }>({ method: "GET", path: `/v1/templates/${encodeURIComponent(slug)}/versions` }, ctx)).data.rows ?? []);
+  }
+
+  /** Deletes the org's template (every version); returns the deleted version IDs. A version in use is `template_in_use`. */
+  delete(slug: string, opts?: RequestOptions): Promise<string[]> {
+    return withContext(opts, async (ctx) =>
+      (await this.t.json<{ deleted?: string[] }>({ method: "DELETE", path: `/v1/templates/${encodeURIComponent(slug)}` }, ctx)).data.deleted ?? []);
+  }
+
+  /** Deletes one version of the org's template. */
+  async deleteVersion(slug: string, versionId: string, opts?: RequestOptions): Promise<void> {
+    await withContext(opts, (ctx) => this.t.json({ method: "DELETE", path: `/v1/templates/${encodeURIComponent(slug)}/versions/${encodeURIComponent(versionId)}` }, ctx));
+  }
+
+  /** Stores the org's credentials for a registry host: a username and password, or a token. */
+  setRegistryCredential(registry: string, cred: { username: string; password: string } | { token: string }, opts?: RequestOptions): Promise<RegistryCredential> {
+    return withContext(opts, async (ctx) =>
+      (await this.t.json<RegistryCredential>({ method: "PUT", path: `/v1/registry-credentials/${encodeURIComponent(registry)}`, json: cred }, ctx)).data);
+  }
+
+  /** The registries the org stored credentials for (never the secrets). */
+  registryCredentials(opts?: RequestOptions): Promise<RegistryCredential[]> {
+    return withContext(opts, async (ctx) =>
+      (await this.t.json<{ rows?: RegistryCredential[] }>({ method: "GET", path: "/v1/registry-credentials" }, ctx)).data.rows ?? []);
+  }
+
+  /** Forgets the org's credentials for a registry. */
+  async deleteRegistryCredential(registry: string, opts?: RequestOptions): Promise<void> {
+    await withContext(opts, (ctx) => this.t.json({ method: "DELETE", path: `/v1/registry-credentials/${encodeURIComponent(registry)}` }, ctx));
+  }
+
+  private buildPath(slug: string, buildId: string): string {
+    return `/v1/templates/${encodeURIComponent(slug)}/builds/${encodeURIComponent(buildId)}`;
   }
 }
 

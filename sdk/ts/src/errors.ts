@@ -6,6 +6,7 @@
  * answer (`field`, `state`, `children`, the resize `hint`, quota `limit`…)
  * are properties of the error, and the whole decoded body is `err.body`.
  */
+import { parseRetryAfter } from "./retryafter.js";
 
 /** The stable error codes ptd sends (see the `Error` schema of the API reference). */
 export type ErrorCode =
@@ -48,6 +49,12 @@ export class PlatinumError extends Error {
   readonly body: Record<string, unknown>;
   /** The HTTP method and path of the failed call, e.g. `POST /v1/sandboxes`. */
   readonly request: string | undefined;
+  /**
+   * How long the server asked to wait before calling again (its
+   * `Retry-After`, in milliseconds), e.g. 5000 on a 503 `capacity`. The SDK
+   * has already waited that long between its own retries.
+   */
+  readonly retryAfterMs: number | undefined;
 
   constructor(init: ErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -57,6 +64,7 @@ export class PlatinumError extends Error {
     this.requestId = init.requestId;
     this.body = init.body ?? {};
     this.request = init.request;
+    this.retryAfterMs = init.retryAfterMs;
     this.field = str(this.body, "field");
   }
 }
@@ -69,6 +77,7 @@ export interface ErrorInit {
   requestId?: string;
   body?: Record<string, unknown>;
   request?: string;
+  retryAfterMs?: number;
   cause?: unknown;
 }
 
@@ -312,6 +321,7 @@ export async function errorFromResponse(res: Response, request: string): Promise
   }
   const requestId =
     res.headers.get("x-request-id") ?? res.headers.get("request-id") ?? str(body, "request_id") ?? undefined;
+  const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
   return makeError({
     code,
     status: res.status,
@@ -319,8 +329,10 @@ export async function errorFromResponse(res: Response, request: string): Promise
     body,
     request,
     ...(requestId ? { requestId } : {}),
+    ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
   });
 }
+
 
 async function readBounded(res: Response, limit: number): Promise<string> {
   if (!res.body) return "";

@@ -14,6 +14,7 @@
  *   call, waits and streamed bodies included.
  */
 import { ConnectionError, PlatinumError, TimeoutError, errorFromResponse } from "./errors.js";
+import { parseRetryAfter } from "./retryafter.js";
 
 /** Options every call takes. */
 export interface RequestOptions {
@@ -153,11 +154,7 @@ const mutating = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 /** How long Retry-After asks to wait, in ms (seconds or an HTTP date), or undefined. */
 export function retryAfterMs(h: string | null, now = Date.now()): number | undefined {
-  if (!h) return undefined;
-  const s = h.trim();
-  if (/^\d+(\.\d+)?$/.test(s)) return Math.round(parseFloat(s) * 1000);
-  const at = Date.parse(s);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+  return parseRetryAfter(h, now);
 }
 
 /**
@@ -227,7 +224,15 @@ export class Transport {
       const init: RequestInit & { duplex?: "half" } = { method: call.method, headers, signal: ctx.signal };
       if (body !== undefined) {
         init.body = body;
-        if (!replayable) init.duplex = "half";
+        if (!replayable) {
+          init.duplex = "half";
+          // fetch sends a clone of the request unless its redirect mode is
+          // "error", and cloning tees a stream body: the unread branch would
+          // keep every chunk sent until the call ends, the whole upload. A
+          // streamed body cannot follow a redirect anyway (it cannot be
+          // sent twice).
+          init.redirect = "error";
+        }
       }
       let res: Response;
       try {
@@ -242,7 +247,7 @@ export class Transport {
       if (res.ok) return res;
       const err = await errorFromResponse(res, what);
       if (!replayable || attempt >= this.o.maxRetries || !retryable(err)) throw err;
-      const ra = retryAfterMs(res.headers.get("retry-after")) ?? numField(err.body, "retry_after_ms");
+      const ra = err.retryAfterMs ?? numField(err.body, "retry_after_ms");
       await this.pause(attempt, ra, ctx, err);
     }
   }

@@ -573,11 +573,15 @@ export class SandboxHandle {
     return this._apply(await this.#api.lifecycle(this.id, "restore", "running", !!opts?.waitForRunning, opts, { snapshot_id: snapshotId }));
   }
 
-  /** Forks the running sandbox into count copies (children of it unless `parent: false`). */
-  async fork(input: { count?: number; wait?: boolean; parent?: boolean } = {}, opts?: RequestOptions): Promise<ForkResult> {
+  /**
+   * Forks the running sandbox into count copies (children of it unless
+   * `parent: false`); `metadata` is set on every copy over the source's.
+   */
+  async fork(input: { count?: number; wait?: boolean; parent?: boolean; metadata?: Record<string, string> } = {}, opts?: RequestOptions): Promise<ForkResult> {
     const body: Record<string, unknown> = { count: input.count ?? 1 };
     if (input.wait !== undefined) body["wait"] = input.wait;
     if (input.parent === false) body["parent"] = false;
+    if (input.metadata) body["metadata"] = input.metadata;
     return withContext(opts, async (ctx) => {
       const r = await this.#api.call<{ source_id: string; memory: boolean; memory_reason?: string; wait_timed_out?: boolean; sandboxes: Sandbox[] }>(ctx, "POST", path(this.id, "/fork"), body);
       const out: ForkResult = { sourceId: r.source_id, memory: r.memory, waitTimedOut: !!r.wait_timed_out, sandboxes: r.sandboxes.map((s) => this.#api.handle(s)) };

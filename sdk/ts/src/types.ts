@@ -40,6 +40,13 @@ export type QuotaOverrides = S["QuotaOverrides"];
 export type Project = S["Project"];
 export type Template = S["Template"];
 export type TemplateVersion = S["TemplateVersion"];
+/** The body of POST /v1/templates: a build of the org's own template. */
+export type CreateTemplateBody = S["CreateTemplate"];
+export type TemplateBuild = S["TemplateBuild"];
+/** One line of a template build's log. */
+export type BuildLogLine = S["BuildLogLine"];
+export type TemplateUpload = S["TemplateUpload"];
+export type RegistryCredential = S["RegistryCredential"];
 export type ErrorBody = S["Error"];
 /** The query of GET /v1/sandboxes. */
 export type ListSandboxesQuery = NonNullable<operations["listSandboxes"]["parameters"]["query"]>;

@@ -1,8 +1,10 @@
 // Package daytonacompat proves ptd's Daytona surface against a real ptd:
 // raw HTTP tests check the mapping without Node, and TestSDK runs the real
-// @daytonaio/sdk npm package (pinned in package.json / package-lock.json)
-// with node --test against the same daemon, configured only by
-// DAYTONA_API_URL and DAYTONA_API_KEY.
+// Daytona npm SDK — under both its names, @daytonaio/sdk and @daytona/sdk,
+// pinned in package.json / package-lock.json — with node --test against
+// the same daemon, configured only by DAYTONA_API_URL and DAYTONA_API_KEY.
+// The Daytona surface is outside api/openapi.yaml: these SDKs are its
+// contract (docs/testing.md).
 package daytonacompat
 
 import (
@@ -24,8 +26,8 @@ import (
 
 // env is the one ptd every test of this package talks to.
 var env struct {
-	url, token, previewURL string
-	skip                   string
+	url, token, previewURL, dataDir string
+	skip                            string
 }
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
@@ -39,12 +41,13 @@ func runMain(m *testing.M) int {
 	env.skip = "Daytona compatibility tests need root (they run real sandboxes)"
 	return ptdtest.Main(m, "daytona compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
 		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
+			env.url, env.token, env.previewURL, env.dataDir, env.skip = d.URL, d.Token, d.PreviewURL, d.DataDir, ""
 			// Build the templates before any create: a first build
 			// outlasts create's wait, which is the point of that wait,
-			// not of these tests. python-node has python3 and node for
-			// codeRun.
-			for _, tpl := range []string{"busybox", "pt-base", "python-node"} {
+			// not of these tests. python-node has python3, node and git;
+			// code-interpreter has the kernels codeRun and the
+			// interpreter run on.
+			for _, tpl := range []string{"busybox", "pt-base", "python-node", "code-interpreter"} {
 				if err := warmTemplate(tpl); err != nil {
 					return err
 				}
@@ -144,15 +147,28 @@ func TestErrorsAndOrgs(t *testing.T) {
 	before := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]
 	for _, body := range []map[string]any{
 		{"snapshot": "busybox", "volumes": []any{map[string]any{"volumeId": "v", "mountPath": "/v"}}},
-		{"snapshot": "busybox", "gpu": 1},
+		{"snapshot": "busybox", "gpuType": []string{"H100"}},
 		{"snapshot": "busybox", "user": "daytona"},
+		{"snapshot": "busybox", "outboundProxyUrl": "http://proxy.example:3128"},
+		{"snapshot": "busybox", "kvm": true},
+		{"snapshot": "busybox", "linkedSandbox": "sbx_x"},
+		{"snapshot": "busybox", "networkAllowList": "10.0.0.1"},
+		{"snapshot": "busybox", "networkAllowList": "10.0.0.0/8,10.0.0.1/32,10.0.0.2/32,10.0.0.3/32,10.0.0.4/32,10.0.0.5/32,10.0.0.6/32,10.0.0.7/32,10.0.0.8/32,10.0.0.9/32,10.0.0.10/32"},
 		{"snapshot": "busybox", "autoStopInterval": -1},
 		{"snapshot": "busybox", "labels": map[string]string{"daytona.public": "x"}},
 		{"buildInfo": map[string]any{"dockerfileContent": "FROM python:3.12\nRUN pip install x\n"}},
 	} {
 		wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", body), 400)
 	}
+	// GPUs this host does not have: 409, naming what it has.
+	for _, body := range []map[string]any{{"snapshot": "busybox", "gpu": 1}, {"snapshot": "busybox", "gpu": 1, "gpuType": []string{"H100", "RTX-4090"}}} {
+		r := mustDo(t, "POST", "/daytona/api/sandbox", body)
+		if wantError(t, r, 409); !strings.Contains(r.json()["message"].(string), "GPU") {
+			t.Errorf("GPUs the host lacks: %s", r.body)
+		}
+	}
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "no-such-template"}), 404)
+	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"buildInfo": map[string]any{"dockerfileContent": "FROM ubuntu:24.04\n"}}), 404)
 	if after := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]; after != before {
 		t.Errorf("refused creates made sandboxes: %v → %v", before, after)
 	}
@@ -230,7 +246,36 @@ func TestErrorsAndOrgs(t *testing.T) {
 	}
 }
 
-// TestSDK runs the real Daytona SDK's test scripts (*.test.mjs) with node.
+// TestEphemeralStop: Daytona never shows an ephemeral sandbox stopped.
+// Its stop answers destroyed once the delete is done, so a read right
+// after it is 404 (the SDK's stop then returns without polling), and the
+// sandbox no longer counts against the org.
+func TestEphemeralStop(t *testing.T) {
+	need(t)
+	r := mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox", "autoDeleteInterval": 0})
+	if r.status != 200 || r.json()["state"] != "started" || r.json()["autoDeleteInterval"] != float64(0) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := r.json()["id"].(string)
+	t.Cleanup(func() { do("DELETE", "/daytona/api/sandbox/"+id, nil) })
+	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop", nil); r.status != 200 || r.json()["state"] != "destroyed" || r.json()["desiredState"] != "destroyed" {
+		t.Fatalf("stop of an ephemeral sandbox: %d %s, want state destroyed", r.status, r.body)
+	}
+	wantError(t, mustDo(t, "GET", "/daytona/api/sandbox/"+id, nil), 404)
+	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/start", nil), 404)
+	if r := mustDo(t, "GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil); r.status != 200 || r.json()["state"] != "deleted" {
+		t.Errorf("the sandbox after its stop answered: %d %s, want deleted", r.status, r.body)
+	}
+}
+
+// TestSDK runs the real Daytona SDK's test scripts (*.test.mjs) with
+// node, once per npm name of the SDK. It gives them what they cannot make
+// themselves: a network namespace with two addresses serving "hi" on TCP
+// port 9000 (egress allow and block targets; PT_OUTSIDE_ADDRS), an org
+// per run whose quota is one sandbox (PT_LIMITED_KEY: its second create
+// is 429),
+// and ptd's data dir (PT_DATA_DIR: the error-state test breaks a stopped
+// sandbox's disk image there).
 func TestSDK(t *testing.T) {
 	need(t)
 	node, err := exec.LookPath("node")
@@ -240,23 +285,66 @@ func TestSDK(t *testing.T) {
 		}
 		t.Skip("node is not installed")
 	}
-	if _, err := os.Stat("node_modules/@daytonaio/sdk/package.json"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node_modules missing: run `npm ci` in tests/compat/daytona (scripts/test.sh does)")
+	out := ptdtest.NewOutside(t, "dyt", 2)
+	ln := out.Listen(t, "0.0.0.0:9000")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintln(c, "hi")
+			c.Close()
 		}
-		t.Skip("run `npm ci` in tests/compat/daytona first")
+	}()
+	addrs := make([]string, len(out.Addrs))
+	for i, a := range out.Addrs {
+		addrs[i] = a.String()
 	}
 	files, _ := filepath.Glob("*.test.mjs")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-force-exit", "--test-timeout=240000", "--test-concurrency=1", "--test-reporter=spec"}, files...)...)
-	cmd.Env = append(os.Environ(), "DAYTONA_API_URL="+env.url+"/daytona/api", "DAYTONA_API_KEY="+env.token,
-		"PT_API_URL="+env.url, "PT_PREVIEW_URL="+env.previewURL)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node --test output:\n%s", out)
-	if err != nil {
-		t.Fatalf("node --test: %v", err)
+	// One package after the other: run at once, they doubled the load on
+	// a shared machine and its creates outlasted the SDK's 60 s wait.
+	// Their names and labels are unique per run all the same (uniq).
+	for _, pkg := range []string{"@daytonaio/sdk", "@daytona/sdk"} {
+		t.Run(pkg, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatal("node_modules missing: run `npm ci` in tests/compat/daytona (scripts/test.sh does)")
+				}
+				t.Skip("run `npm ci` in tests/compat/daytona first")
+			}
+			limited := limitedOrg(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-force-exit", "--test-timeout=600000", "--test-concurrency=1", "--test-reporter=spec"}, files...)...)
+			cmd.Env = append(os.Environ(), "DAYTONA_SDK_PACKAGE="+pkg,
+				"DAYTONA_API_URL="+env.url+"/daytona/api", "DAYTONA_API_KEY="+env.token,
+				"PT_API_URL="+env.url, "PT_PREVIEW_URL="+env.previewURL, "PT_DATA_DIR="+env.dataDir,
+				"PT_OUTSIDE_ADDRS="+strings.Join(addrs, ","), "PT_LIMITED_KEY="+limited)
+			b, err := cmd.CombinedOutput()
+			t.Logf("node --test output (%s):\n%s", pkg, b)
+			if err != nil {
+				t.Fatalf("node --test with %s: %v", pkg, err)
+			}
+		})
 	}
+}
+
+// limitedOrg makes an org whose quota is one sandbox and returns its
+// token.
+func limitedOrg(t *testing.T) string {
+	t.Helper()
+	org := mustDo(t, "POST", "/v1/orgs", map[string]any{"name": "daytona-limited-" + ptdtest.RandHex(4)})
+	token, _ := org.json()["token"].(string)
+	o, _ := org.json()["org"].(map[string]any)
+	orgID, _ := o["id"].(string)
+	if token == "" || orgID == "" {
+		t.Fatalf("new org: %d %s", org.status, org.body)
+	}
+	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.status != 200 {
+		t.Fatalf("quota: %d %s", r.status, r.body)
+	}
+	return token
 }
 
 // TestPythonSDK runs the real `daytona` Python SDK (pinned in

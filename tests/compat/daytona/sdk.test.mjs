@@ -1,30 +1,29 @@
-// The real @daytonaio/sdk against a real ptd (see daytona_test.go), told
-// only DAYTONA_API_URL and DAYTONA_API_KEY.
-import { test, after } from 'node:test';
+// The real Daytona SDK (lib.mjs: @daytonaio/sdk or @daytona/sdk) against a
+// real ptd (see daytona_test.go), told only DAYTONA_API_URL and
+// DAYTONA_API_KEY: the main lifecycle, process, file and git cases.
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  Daytona,
+import { availableParallelism } from 'node:os';
+import { sdk, pkgName, sdkVersion, daytona, create, track, sleep, sh, deadline, uniq } from './lib.mjs';
+
+const {
   DaytonaNotFoundError,
   DaytonaConflictError,
   DaytonaFileNotFoundError,
   DaytonaProcessExecutionTimeoutError,
-} from '@daytonaio/sdk';
+} = sdk;
 
-const daytona = new Daytona({ apiUrl: process.env.DAYTONA_API_URL, apiKey: process.env.DAYTONA_API_KEY });
-const made = [];
-after(async () => {
-  for (const sb of made) {
-    try { await sb.delete(); } catch { /* already gone */ }
-  }
+test(`the SDK under test is ${pkgName} ${sdkVersion}`, () => {
+  assert.equal(sdkVersion, { '@daytonaio/sdk': '0.218.0', '@daytona/sdk': '0.216.0' }[pkgName]);
 });
 
-async function create(params = {}) {
-  const sb = await daytona.create({ snapshot: 'python-node', autoStopInterval: 0, ...params });
-  made.push(sb);
-  return sb;
-}
+// twoCPUs is what nproc shows for cpu: 2 (this host may have fewer).
+const twoCPUs = String(Math.min(2, availableParallelism()));
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// memTotalMB is the guest's MemTotal.
+async function memTotalMB(sb) {
+  return Math.round(Number((await sh(sb, "awk '/^MemTotal/ {print $2}' /proc/meminfo"))) / 1024);
+}
 
 test('create answers started with labels, env and resources', async () => {
   const sb = await create({ labels: { team: 'sdk' }, envVars: { GREETING: 'hi' }, resources: { cpu: 2, memory: 1, disk: 3 } });
@@ -39,7 +38,9 @@ test('create answers started with labels, env and resources', async () => {
   assert.equal(got.id, sb.id);
   assert.equal(got.state, 'started');
   const r = await sb.process.executeCommand('echo $GREETING; nproc');
-  assert.equal(r.result.trim().split('\n')[0], 'hi');
+  assert.deepEqual(r.result.trim().split('\n'), ['hi', twoCPUs], 'the guest has the 2 vCPUs the DTO claims');
+  const mem = await memTotalMB(sb);
+  assert.ok(mem > 900 && mem <= 1024, `the guest has the 1 GiB the DTO claims (MemTotal ${mem} MB)`);
 });
 
 test('executeCommand: exit code, stdout, cwd, env, timeout', async () => {
@@ -97,12 +98,12 @@ test('PTY: input, output, resize, exit', async () => {
   let buf = '';
   const pty = await sb.process.createPty({ id: 'p1', cols: 80, rows: 24, envs: { PTYVAR: 'set' }, onData: (d) => { buf += new TextDecoder().decode(d); } });
   await pty.sendInput('echo "v=$PTYVAR"; stty size\n');
-  for (let i = 0; i < 100 && !/24 80/.test(buf); i++) await sleep(50);
+  for (const end = deadline(); Date.now() < end && !/24 80/.test(buf);) await sleep(50);
   assert.match(buf, /v=set/);
   assert.match(buf, /24 80/);
   await pty.resize(120, 40);
   await pty.sendInput('stty size\n');
-  for (let i = 0; i < 100 && !/40 120/.test(buf); i++) await sleep(50);
+  for (const end = deadline(); Date.now() < end && !/40 120/.test(buf);) await sleep(50);
   assert.match(buf, /40 120/);
   const info = await sb.process.getPtySessionInfo('p1');
   assert.equal(info.cols, 120);
@@ -118,18 +119,6 @@ test('PTY: input, output, resize, exit', async () => {
   const res = await pty.wait();
   assert.equal(res.exitCode, 5);
   await pty.disconnect();
-});
-
-test('codeRun runs python on a fresh interpreter', async () => {
-  const sb = await create();
-  const r = await sb.process.codeRun('import sys\nprint(sum(range(10)), sys.argv[1:])', { argv: ['a'] });
-  assert.equal(r.exitCode, 0);
-  assert.equal(r.result.trim(), "45 ['a']");
-  const bad = await sb.process.codeRun('raise SystemExit(4)');
-  assert.equal(bad.exitCode, 4);
-  const js = await create({ language: 'javascript' });
-  const j = await js.process.codeRun('console.log(6 * 7)');
-  assert.equal(j.result.trim(), '42');
 });
 
 test('files: upload, download, list, folders, move, delete, find, replace, search, permissions', async () => {
@@ -210,7 +199,7 @@ test('git: clone, status, add, commit, branches, checkout, push, pull', async ()
 });
 
 test('labels update and list by label', async () => {
-  const tag = `l${Date.now()}`;
+  const tag = uniq('l');
   const a = await create({ labels: { suite: tag, role: 'a' } });
   await create({ labels: { suite: tag, role: 'b' } });
   const got = await a.setLabels({ suite: tag, role: 'changed' });
@@ -238,10 +227,10 @@ test('timers: autostop, autoarchive, autodelete', async () => {
 });
 
 test('ephemeral: deleted at stop', async () => {
-  const sb = await daytona.create({ snapshot: 'busybox', ephemeral: true });
-  made.push(sb);
+  const sb = track(await daytona.create({ snapshot: 'busybox', ephemeral: true }));
   assert.equal(sb.autoDeleteInterval, 0);
   await sb.stop();
+  assert.equal(sb.state, 'destroyed', 'never shown stopped');
   await assert.rejects(daytona.get(sb.id), DaytonaNotFoundError);
 });
 
@@ -251,7 +240,7 @@ test('stop/start keeps a file and a running process (gVisor), start while stoppi
   assert.equal(dto.runtime, 'gvisor');
   await sb.fs.uploadFile(Buffer.from('kept'), '/root/keep.txt');
   await sb.process.createSession('bg');
-  await sb.process.executeSessionCommand('bg', { command: 'n=0; while true; do n=$((n+1)); echo $n > /tmp/counter; sleep 0.1; done', runAsync: true });
+  await sb.process.executeSessionCommand('bg', { command: 'n=0; while true; do n=$((n+1)); echo $n > /tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done', runAsync: true });
   await sleep(500);
   const stopping = sb.stop();
   let seen = false;
@@ -262,7 +251,9 @@ test('stop/start keeps a file and a running process (gVisor), start while stoppi
     else await sleep(10);
   }
   if (seen) {
+    // Both refused while the stop is in flight, as Daytona refuses them.
     await assert.rejects(sb.start(), DaytonaConflictError);
+    await assert.rejects(sb.delete(), DaytonaConflictError);
   }
   await stopping;
   assert.equal(sb.state, 'stopped');
@@ -300,17 +291,26 @@ test('archive then start', async () => {
   assert.equal((await sb.fs.downloadFile('/root/a.txt')).toString(), 'through the archive');
 });
 
-test('resize', async () => {
-  const sb = await create({ snapshot: 'busybox', resources: { cpu: 1, memory: 1 } });
+test('resize: the guest sees the new cpu, memory and disk', async () => {
+  const sb = await create({ snapshot: 'busybox', resources: { cpu: 1, memory: 1, disk: 3 } });
+  assert.equal(await sh(sb, 'nproc'), '1');
+  const mem0 = await memTotalMB(sb);
+  assert.ok(mem0 > 900 && mem0 <= 1024, `MemTotal at boot ${mem0} MB`);
+  const disk = async () => Number(await sh(sb, "df -k / | tail -1 | awk '{print $2}'"));
+  const disk0 = await disk();
   await sb.resize({ cpu: 2, memory: 2 });
   assert.equal(sb.cpu, 2);
   assert.equal(sb.memory, 2);
+  assert.equal(await sh(sb, 'nproc'), twoCPUs, 'live: two vCPUs online');
+  assert.equal(await memTotalMB(sb), 2048, 'live: MemTotal 2 GiB');
   await sb.stop();
   await sb.resize({ disk: 4 });
   assert.equal(sb.disk, 4);
   await sb.start();
-  const r = await sb.process.executeCommand('df -k / | tail -1');
-  assert.equal(r.exitCode, 0);
+  const disk1 = await disk();
+  assert.ok(disk1 - disk0 > 900 * 1024, `the filesystem grew by about 1 GiB (${disk0} → ${disk1} KB)`);
+  assert.equal(await sh(sb, 'nproc'), twoCPUs, 'the cold boot kept the new size');
+  await assert.rejects(sb.resize({ disk: 3 }), (e) => e.statusCode === 400 && /shrink/.test(e.message));
 });
 
 test('preview URL reaches a server in the sandbox', async () => {
@@ -321,7 +321,7 @@ test('preview URL reaches a server in the sandbox', async () => {
   const link = await sb.getPreviewLink(8080);
   assert.equal(new URL(link.url).port, new URL(process.env.PT_PREVIEW_URL).port, link.url);
   let text = '';
-  for (let i = 0; i < 100; i++) {
+  for (const end = deadline(); Date.now() < end;) {
     const r = await fetch(link.url, { headers: { 'x-daytona-preview-token': link.token } });
     if (r.status === 200) { text = await r.text(); break; }
     await sleep(100);

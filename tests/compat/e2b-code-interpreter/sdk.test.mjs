@@ -1,7 +1,33 @@
 // The real @e2b/code-interpreter SDK against ptd (see ci_test.go).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { inflateSync } from 'node:zlib';
 import { Sandbox } from '@e2b/code-interpreter';
+
+// decodePNG decodes a PNG far enough to prove it is one: the signature,
+// IHDR's size, and IDAT inflating to exactly one filter byte plus a row of
+// pixels per scanline. Returns [width, height].
+function decodePNG(bytes) {
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  let width = 0, height = 0, bitDepth = 0, colorType = 0, interlace = 0;
+  const idat = [];
+  for (let off = 8; off < bytes.length;) {
+    const len = bytes.readUInt32BE(off);
+    const type = bytes.toString('latin1', off + 4, off + 8);
+    const data = bytes.subarray(off + 8, off + 8 + len);
+    if (type === 'IHDR') {
+      width = data.readUInt32BE(0); height = data.readUInt32BE(4);
+      bitDepth = data[8]; colorType = data[9]; interlace = data[12];
+    } else if (type === 'IDAT') idat.push(data);
+    else if (type === 'IEND') break;
+    off += 12 + len;
+  }
+  assert.equal(interlace, 0, 'an interlaced PNG');
+  const channels = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 }[colorType];
+  const raw = inflateSync(Buffer.concat(idat));
+  assert.equal(raw.length, height * (1 + Math.ceil((width * channels * bitDepth) / 8)), 'IDAT does not match IHDR');
+  return [width, height];
+}
 
 let sbx;
 before(async () => { sbx = await Sandbox.create({ timeoutMs: 10 * 60 * 1000 }); });
@@ -25,9 +51,28 @@ test('matplotlib figure is a PNG that decodes', async () => {
   assert.equal(ex.error, undefined, ex.error && ex.error.traceback);
   const png = ex.results.find((r) => r.png);
   assert.ok(png, `no png among ${JSON.stringify(ex.results.map((r) => r.formats()))}`);
-  const bytes = Buffer.from(png.png, 'base64');
-  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  assert.ok(bytes.length > 1000, `png of ${bytes.length} bytes`);
+  const [w, h] = decodePNG(Buffer.from(png.png, 'base64'));
+  assert.ok(w >= 100 && h >= 100, `png of ${w}x${h}`);
+});
+
+test('onStdout, onStderr, onResult and onError see each message as it comes', async () => {
+  const seen = [];
+  const ex = await sbx.runCode(
+    "import sys\nfrom IPython.display import display, SVG, JSON\nprint('out', flush=True)\nprint('err', file=sys.stderr, flush=True)\n" +
+      "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"2\" height=\"2\"/></svg>'))\n" +
+      "display(JSON({'k': [1, 2]}))\nraise ValueError('late')",
+    {
+      onStdout: (m) => seen.push(`stdout ${m.line.trim()}`),
+      onStderr: (m) => seen.push(`stderr ${m.line.trim()}`),
+      onResult: (r) => seen.push(`result ${r.formats().filter((f) => f !== 'text').join('+')}`),
+      onError: (e) => seen.push(`error ${e.name}`),
+    },
+  );
+  assert.deepEqual(seen, ['stdout out', 'stderr err', 'result svg', 'result json', 'error ValueError']);
+  assert.deepEqual(ex.logs.stderr.map((s) => s.trim()), ['err']);
+  assert.match(ex.results[0].svg, /<rect/);
+  assert.deepEqual(ex.results[1].json, { k: [1, 2] });
+  assert.equal(ex.error.value, 'late');
 });
 
 test('DataFrame is HTML', async () => {
@@ -77,6 +122,8 @@ test('two contexts do not share state', async () => {
   const a = await sbx.createCodeContext({ language: 'python' });
   const b = await sbx.createCodeContext();
   assert.notEqual(a.id, b.id);
+  await sbx.runCode('shared_default = 1');
+  assert.equal((await sbx.runCode("'shared_default' in globals()", { context: a })).text, 'False');
   await sbx.runCode('secret = 7', { context: a });
   assert.equal((await sbx.runCode('secret', { context: a })).text, '7');
   const other = await sbx.runCode('secret', { context: b });
@@ -102,4 +149,18 @@ test('per-call envs reach the cell and last only for it', async () => {
   const ex = await sbx.runCode("import os\nos.environ.get('PT_CI_VAR')", { envs: { PT_CI_VAR: 'v1' } });
   assert.equal(ex.text, "'v1'");
   assert.equal((await sbx.runCode("repr(os.environ.get('PT_CI_VAR'))")).text, "'None'");
+});
+
+test('a cell that kills its kernel is an error; the next says so on stderr and runs fresh', async () => {
+  const ctx = await sbx.createCodeContext();
+  await sbx.runCode('doomed = 1', { context: ctx });
+  const died = await sbx.runCode('import os\nos._exit(3)', { context: ctx });
+  assert.equal(died.error.name, 'KernelDied');
+  const stderr = [];
+  const next = await sbx.runCode("'doomed' in globals()", { context: ctx, onStderr: (m) => stderr.push(m.line) });
+  assert.equal(next.text, 'False');
+  assert.match(next.logs.stderr.join(''), /^\[platinum\] the kernel died/);
+  assert.deepEqual(stderr, next.logs.stderr);
+  assert.deepEqual((await sbx.runCode('1', { context: ctx })).logs.stderr, []);
+  await sbx.removeCodeContext(ctx);
 });

@@ -1,15 +1,18 @@
 """The real `e2b-code-interpreter` Python SDK (pinned in requirements.txt)
 against a real ptd (see ci_test.go, TestPythonSDK), told only E2B_API_URL,
-E2B_SANDBOX_URL and E2B_API_KEY: state across cells, a PNG, a DataFrame,
-an exception, streamed stdout, a timeout, contexts, the async client."""
+E2B_SANDBOX_URL and E2B_API_KEY: state across cells, a PNG that Pillow
+decodes, a DataFrame, an exception, streamed stdout, the callbacks, SVG and
+JSON results, a timeout, contexts, a kernel crash, the async client."""
 
 from __future__ import annotations
 
 import base64
+import io
 import time
 from typing import Iterator
 
 import pytest
+from PIL import Image
 from e2b import TimeoutException
 from e2b_code_interpreter import AsyncSandbox, Sandbox
 
@@ -40,8 +43,10 @@ def test_matplotlib_png_decodes(sbx: Sandbox) -> None:
     assert ex.error is None, ex.error and ex.error.traceback
     png = next((r.png for r in ex.results if r.png), None)
     assert png, f"no png among {[r.formats() for r in ex.results]}"
-    raw = base64.b64decode(png)
-    assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 1000
+    img = Image.open(io.BytesIO(base64.b64decode(png)))
+    assert img.format == "PNG"
+    img.load()  # decodes every pixel
+    assert img.size[0] >= 100 and img.size[1] >= 100, img.size
 
 
 def test_dataframe_is_html(sbx: Sandbox) -> None:
@@ -69,6 +74,25 @@ def test_stdout_streams_before_the_cell_ends(sbx: Sandbox) -> None:
     assert end - seen[0][1] >= 1.0, "the first line arrived only when the cell ended"
 
 
+def test_callbacks_svg_json_and_stderr(sbx: Sandbox) -> None:
+    seen: list[str] = []
+    ex = sbx.run_code(
+        "import sys\nfrom IPython.display import display, SVG, JSON\nprint('out', flush=True)\n"
+        "print('err', file=sys.stderr, flush=True)\n"
+        "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"2\" height=\"2\"/></svg>'))\n"
+        "display(JSON({'k': [1, 2]}))\nraise ValueError('late')",
+        on_stdout=lambda m: seen.append("stdout " + m.line.strip()),
+        on_stderr=lambda m: seen.append("stderr " + m.line.strip()),
+        on_result=lambda r: seen.append("result " + "+".join(f for f in r.formats() if f != "text")),
+        on_error=lambda e: seen.append("error " + e.name),
+    )
+    assert seen == ["stdout out", "stderr err", "result svg", "result json", "error ValueError"]
+    assert [s.strip() for s in ex.logs.stderr] == ["err"]
+    assert "<rect" in (ex.results[0].svg or "")
+    assert ex.results[1].json == {"k": [1, 2]}
+    assert ex.error is not None and ex.error.value == "late"
+
+
 def test_timeout_interrupts_and_keeps_variables(sbx: Sandbox) -> None:
     sbx.run_code("kept = 'still here'")
     with pytest.raises(TimeoutException):
@@ -84,8 +108,12 @@ def test_timeout_interrupts_and_keeps_variables(sbx: Sandbox) -> None:
 
 
 def test_contexts_do_not_share_state(sbx: Sandbox) -> None:
+    sbx.run_code("only_in_default = 1")
+    assert sbx.run_code("only_in_default").text == "1"
     ctx = sbx.create_code_context(language="python")
-    assert sbx.run_code("'x' in globals()", context=ctx).text == "False"
+    assert sbx.run_code("'only_in_default' in globals()", context=ctx).text == "False"
+    sbx.run_code("only_in_ctx = 2", context=ctx)
+    assert sbx.run_code("'only_in_ctx' in globals()").text == "False"
     assert ctx.id in [c.id for c in sbx.list_code_contexts()]
     sbx.remove_code_context(ctx)
     sbx.run_code("let n = 20", language="javascript")
@@ -95,6 +123,18 @@ def test_contexts_do_not_share_state(sbx: Sandbox) -> None:
 def test_envs_apply_to_one_cell(sbx: Sandbox) -> None:
     assert sbx.run_code("import os\nos.environ.get('PY_E2B')", envs={"PY_E2B": "yes"}).text == "'yes'"
     assert sbx.run_code("import os\nstr(os.environ.get('PY_E2B'))").text == "'None'"
+
+
+def test_kernel_crash_is_said_on_stderr(sbx: Sandbox) -> None:
+    ctx = sbx.create_code_context()
+    sbx.run_code("doomed = 1", context=ctx)
+    died = sbx.run_code("import os\nos._exit(3)", context=ctx)
+    assert died.error is not None and died.error.name == "KernelDied"
+    nxt = sbx.run_code("'doomed' in globals()", context=ctx)
+    assert nxt.text == "False"
+    assert "".join(nxt.logs.stderr).startswith("[platinum] the kernel died")
+    assert sbx.run_code("1", context=ctx).logs.stderr == []
+    sbx.remove_code_context(ctx)
 
 
 async def _async_case() -> None:

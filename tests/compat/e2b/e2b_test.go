@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/runnercheck"
 )
 
 // env is the one ptd every test of this package talks to.
@@ -899,6 +900,10 @@ func TestSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node --test: %v", err)
 	}
+	// Every test passed, at least one, none skipped.
+	if err := runnercheck.NodeTest(string(out)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestSnapshotsAndFork drives E2B's snapshot and fork routes with raw
@@ -1006,7 +1011,8 @@ func TestPythonSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pytest: %v", err)
 	}
-	if !strings.Contains(string(out), " passed") || strings.Contains(string(out), " skipped") {
-		t.Errorf("pytest ran no test or skipped some")
+	// At least one test passed, none failed, errored or skipped.
+	if err := runnercheck.Pytest(string(out)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -32,7 +32,9 @@ import (
 // env is the one ptd every test of this package talks to.
 var env struct {
 	url, token, previewURL, binDir string
-	skip                           string
+	// root is the repository, for a second ptd (TestPtdAllowDeleteAny).
+	root string
+	skip string
 }
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
@@ -43,8 +45,11 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "mcp compat:", err)
 		return 1
 	}
-	env.skip = "MCP tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "mcp compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
+	env.skip, env.root = "MCP tests need root (they run real sandboxes)", root
+	// --max-create-ttl below create_sandbox's own 3600 s bound, so the API
+	// itself refuses a ttl_seconds the tool's schema lets through
+	// (TestAPIFieldErrors).
+	return ptdtest.Main(m, "mcp compat", ptdtest.Options{RepoRoot: root, ExtraArgs: ptdArgs},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.previewURL, env.binDir, env.skip = d.URL, d.Token, d.PreviewURL, d.BinDir, ""
 			// Build the templates before any test, so creates take
@@ -65,6 +70,9 @@ func runMain(m *testing.M) int {
 			return nil
 		})
 }
+
+// ptdArgs are the flags of the tests' ptd (and of TestPtdAllowDeleteAny's).
+var ptdArgs = []string{"--pids-limit", "256", "--max-create-ttl", "30m"}
 
 func need(t *testing.T) {
 	t.Helper()
@@ -132,9 +140,15 @@ type session struct {
 // transports are the two ways an agent reaches the server.
 var transports = []string{"stdio", "http"}
 
-// connect opens an MCP session over transport with token; extra args go
-// to `pt mcp` (stdio only).
+// connect opens an MCP session over transport with token to the tests'
+// ptd; extra args go to `pt mcp` (stdio only).
 func connect(t *testing.T, transport, token string, extra ...string) *session {
+	t.Helper()
+	return dial(t, transport, env.url, token, extra...)
+}
+
+// dial is connect to the ptd (or the proxy in front of it) at apiURL.
+func dial(t *testing.T, transport, apiURL, token string, extra ...string) *session {
 	t.Helper()
 	pl := &progressLog{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "platinum-mcp-test", Version: "1"},
@@ -143,14 +157,14 @@ func connect(t *testing.T, transport, token string, extra ...string) *session {
 	switch transport {
 	case "stdio":
 		cmd := exec.Command(filepath.Join(env.binDir, "pt"), append([]string{"mcp"}, extra...)...)
-		cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+token)
+		cmd.Env = append(os.Environ(), "PT_API_URL="+apiURL, "PT_TOKEN="+token)
 		cmd.Stderr = os.Stderr
 		tr = &mcp.CommandTransport{Command: cmd}
 	case "http":
 		if len(extra) > 0 {
 			t.Fatalf("http transport takes no pt mcp flags")
 		}
-		tr = &mcp.StreamableClientTransport{Endpoint: env.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}
+		tr = &mcp.StreamableClientTransport{Endpoint: apiURL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -221,7 +235,9 @@ type sandboxOut struct {
 	State        string            `json:"state"`
 	Template     string            `json:"template"`
 	Metadata     map[string]string `json:"metadata"`
+	EnvKeys      []string          `json:"env_keys"`
 	CreatedByMCP bool              `json:"created_by_mcp"`
+	CreatedByYou bool              `json:"created_by_you"`
 }
 
 // create makes a busybox sandbox through MCP and deletes it (through /v1)
@@ -299,7 +315,7 @@ func TestTools(t *testing.T) {
 				if want.required != nil && !slices.Equal(req, want.required) {
 					t.Errorf("%s: required %v, want %v", tool, req, want.required)
 				}
-				if schemas[tool]["additionalProperties"] == nil {
+				if schemas[tool]["additionalProperties"] != false {
 					t.Errorf("%s: schema allows unknown arguments", tool)
 				}
 			}
@@ -311,8 +327,8 @@ func TestTools(t *testing.T) {
 			var sb sandboxOut
 			s.ok("create_sandbox", map[string]any{"template": "busybox", "ttl_seconds": 600, "metadata": map[string]any{"purpose": "mcp-test"}}, &sb, "create-1")
 			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), sb.ID) })
-			if sb.State != "running" || sb.Template != "busybox" || !sb.CreatedByMCP ||
-				sb.Metadata[mcpserver.CreatedLabel] != "1" || sb.Metadata["purpose"] != "mcp-test" {
+			if sb.State != "running" || sb.Template != "busybox" || !sb.CreatedByMCP || !sb.CreatedByYou ||
+				sb.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) || sb.Metadata["purpose"] != "mcp-test" {
 				t.Fatalf("created %+v", sb)
 			}
 			endsRunning := func(p []string) bool { return len(p) > 0 && strings.HasSuffix(p[len(p)-1], "is running") }
@@ -480,7 +496,7 @@ func TestTools(t *testing.T) {
 				Total     int
 			}
 			s.ok("list_sandboxes", map[string]any{"metadata": map[string]any{"purpose": "mcp-test"}}, &l)
-			if !slices.ContainsFunc(l.Sandboxes, func(x sandboxOut) bool { return x.ID == sb.ID && x.CreatedByMCP }) {
+			if !slices.ContainsFunc(l.Sandboxes, func(x sandboxOut) bool { return x.ID == sb.ID && x.CreatedByMCP && x.CreatedByYou }) {
 				t.Errorf("list_sandboxes: %+v", l)
 			}
 
@@ -526,98 +542,215 @@ func fetchPreview(t *testing.T, url, header, token string) string {
 	}
 }
 
-// TestLifecycleTools: stop, start, snapshot and fork, with progress.
+// TestLifecycleTools: stop, start, snapshot and fork, with their
+// progress, on each transport; the copies are the caller's.
 func TestLifecycleTools(t *testing.T) {
 	need(t)
-	s := connect(t, "http", env.token)
-	sb := s.create(nil)
-	s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt", "content": "kept"}, nil)
-	var out sandboxOut
-	s.ok("stop_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "stop")
-	if out.State != "stopped" {
-		t.Fatalf("stop: %+v", out)
-	}
-	s.ok("start_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "start")
-	if out.State != "running" {
-		t.Fatalf("start: %+v", out)
-	}
-	if p := s.progress.until("stop", func(p []string) bool { return len(p) > 0 }); len(p) == 0 {
-		t.Error("stop_sandbox sent no progress")
-	}
-	var snap struct{ ID, State string }
-	s.ok("snapshot_sandbox", map[string]any{"sandbox_id": sb.ID, "name": "mcp"}, &snap, "snap")
-	if !strings.HasPrefix(snap.ID, "snap_") || snap.State != "ready" {
-		t.Fatalf("snapshot: %+v", snap)
-	}
-	t.Cleanup(func() { api().Sandboxes.DeleteSnapshot(context.Background(), snap.ID) })
-	snapDone := func(p []string) bool { return len(p) >= 2 && strings.HasSuffix(p[len(p)-1], ": done") }
-	if p := s.progress.until("snap", snapDone); !snapDone(p) {
-		t.Errorf("snapshot progress %q", p)
-	}
-	var fk struct {
-		Sandboxes []sandboxOut
-	}
-	s.ok("fork_sandbox", map[string]any{"sandbox_id": sb.ID, "count": 2}, &fk, "fork")
-	if len(fk.Sandboxes) != 2 {
-		t.Fatalf("fork: %+v", fk)
-	}
-	forkDone := func(p []string) bool {
-		return len(p) >= 2 && p[0] == "fork of "+sb.ID+": started" && strings.HasSuffix(p[len(p)-1], ": done")
-	}
-	if p := s.progress.until("fork", forkDone); !forkDone(p) {
-		t.Errorf("fork progress %q", p)
-	}
-	for _, f := range fk.Sandboxes {
-		t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), f.ID) })
-		if f.State != "running" || !f.CreatedByMCP {
-			t.Errorf("fork copy %+v", f)
-		}
-		if res := s.ok("read_file", map[string]any{"sandbox_id": f.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
-			t.Errorf("fork %s has %q", f.ID, text(res))
-		}
-		s.ok("delete_sandbox", map[string]any{"sandbox_id": f.ID}, nil)
-	}
-	var clone sandboxOut
-	s.ok("create_sandbox", map[string]any{"from_snapshot": snap.ID}, &clone)
-	t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), clone.ID) })
-	if res := s.ok("read_file", map[string]any{"sandbox_id": clone.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" || !clone.CreatedByMCP {
-		t.Errorf("clone of the snapshot: %+v has %q", clone, text(res))
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			s := connect(t, tr, env.token)
+			sb := s.create(nil)
+			s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt", "content": "kept"}, nil)
+			var out sandboxOut
+			s.ok("stop_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "stop")
+			if out.State != "stopped" {
+				t.Fatalf("stop: %+v", out)
+			}
+			// The call's answer (stopping), then what the wait saw.
+			stopped := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is stopped" }
+			if p := s.progress.until("stop", stopped); !stopped(p) || p[0] != "sandbox "+sb.ID+" is stopping" {
+				t.Errorf("stop_sandbox progress %q, want stopping … stopped", p)
+			}
+			s.ok("start_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "start")
+			if out.State != "running" {
+				t.Fatalf("start: %+v", out)
+			}
+			running := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is running" }
+			if p := s.progress.until("start", running); !running(p) || p[0] != "sandbox "+sb.ID+" is starting" {
+				t.Errorf("start_sandbox progress %q, want starting … running", p)
+			}
+			if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
+				t.Errorf("after stop and start the file has %q", text(res))
+			}
+
+			var snap struct{ ID, State string }
+			s.ok("snapshot_sandbox", map[string]any{"sandbox_id": sb.ID, "name": "mcp"}, &snap, "snap")
+			if !strings.HasPrefix(snap.ID, "snap_") || snap.State != "ready" {
+				t.Fatalf("snapshot: %+v", snap)
+			}
+			t.Cleanup(func() { api().Sandboxes.DeleteSnapshot(context.Background(), snap.ID) })
+			snapDone := func(p []string) bool {
+				return len(p) >= 2 && p[0] == "snapshot of "+sb.ID+": started" && p[len(p)-1] == "snapshot of "+sb.ID+": done"
+			}
+			if p := s.progress.until("snap", snapDone); !snapDone(p) {
+				t.Errorf("snapshot progress %q", p)
+			}
+			var fk struct {
+				Sandboxes []sandboxOut
+			}
+			s.ok("fork_sandbox", map[string]any{"sandbox_id": sb.ID, "count": 2}, &fk, "fork")
+			if len(fk.Sandboxes) != 2 {
+				t.Fatalf("fork: %+v", fk)
+			}
+			forkDone := func(p []string) bool {
+				return len(p) >= 2 && p[0] == "fork of "+sb.ID+": started" && p[len(p)-1] == "fork of "+sb.ID+": done"
+			}
+			if p := s.progress.until("fork", forkDone); !forkDone(p) {
+				t.Errorf("fork progress %q", p)
+			}
+			for _, f := range fk.Sandboxes {
+				t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), f.ID) })
+				if f.State != "running" || !f.CreatedByYou || f.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) {
+					t.Errorf("fork copy %+v", f)
+				}
+				if res := s.ok("read_file", map[string]any{"sandbox_id": f.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
+					t.Errorf("fork %s has %q", f.ID, text(res))
+				}
+				s.ok("delete_sandbox", map[string]any{"sandbox_id": f.ID}, nil)
+			}
+			var clone sandboxOut
+			s.ok("create_sandbox", map[string]any{"from_snapshot": snap.ID}, &clone)
+			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), clone.ID) })
+			if res := s.ok("read_file", map[string]any{"sandbox_id": clone.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" || !clone.CreatedByYou {
+				t.Errorf("clone of the snapshot: %+v has %q", clone, text(res))
+			}
+		})
 	}
 }
 
-// TestDeleteGuard: delete_sandbox refuses a sandbox MCP did not create,
-// on both transports, unless pt mcp runs with --allow-delete-any.
+// TestDeleteGuard: delete_sandbox deletes only what the caller's own
+// token made through MCP. Two tokens of one organization, A and B, on
+// both transports: A cannot delete B's MCP sandbox, B's fork of A's, nor
+// one made through /v1; B can delete its own and its fork; a sandbox made
+// through pt mcp is deletable through /mcp with the same token; and
+// `pt mcp --allow-delete-any` deletes the others.
 func TestDeleteGuard(t *testing.T) {
 	need(t)
 	ctx := context.Background()
+	_, tokB, err := api().Tokens.Create(ctx, platinum.CreateTokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	foreign, err := api().Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), foreign.ID) })
-	for _, tr := range transports {
-		s := connect(t, tr, env.token)
-		if msg := s.fails("delete_sandbox", map[string]any{"sandbox_id": foreign.ID}); !strings.HasPrefix(msg, "[forbidden]") || !strings.Contains(msg, "--allow-delete-any") {
-			t.Errorf("%s: delete of a foreign sandbox: %q", tr, msg)
+	refused := func(t *testing.T, s *session, id, why string) {
+		t.Helper()
+		msg := s.fails("delete_sandbox", map[string]any{"sandbox_id": id})
+		if !strings.HasPrefix(msg, "[forbidden] sandbox "+id+" "+why) || !strings.Contains(msg, "--allow-delete-any") {
+			t.Errorf("delete of %s: %q, want [forbidden] … %s", id, msg, why)
 		}
-		if sb, err := api().Sandboxes.Get(ctx, foreign.ID); err != nil || sb.State != platinum.StateRunning {
-			t.Fatalf("%s: after the refused delete: %+v, %v", tr, sb, err)
+		if sb, err := api().Sandboxes.Get(ctx, id); err != nil || sb.State != platinum.StateRunning {
+			t.Errorf("after the refused delete of %s: %+v, %v", id, sb, err)
 		}
 	}
-	s := connect(t, "stdio", env.token, "--allow-delete-any")
-	s.ok("delete_sandbox", map[string]any{"sandbox_id": foreign.ID}, nil)
-	if !gone(foreign.ID) {
-		t.Errorf("with --allow-delete-any the sandbox is still there")
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			a, b := connect(t, tr, env.token), connect(t, tr, tokB)
+			ofA, ofB := a.create(nil), b.create(nil)
+			if ofB.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(tokB) || ofB.Metadata[mcpserver.CreatedLabel] == ofA.Metadata[mcpserver.CreatedLabel] {
+				t.Fatalf("labels: A's %v, B's %v", ofA.Metadata, ofB.Metadata)
+			}
+			var seen sandboxOut
+			a.ok("get_sandbox", map[string]any{"sandbox_id": ofB.ID}, &seen)
+			if !seen.CreatedByMCP || seen.CreatedByYou {
+				t.Errorf("A sees B's sandbox as %+v, want created_by_mcp and not created_by_you", seen)
+			}
+			var fk struct{ Sandboxes []sandboxOut }
+			b.ok("fork_sandbox", map[string]any{"sandbox_id": ofA.ID}, &fk)
+			if len(fk.Sandboxes) != 1 || !fk.Sandboxes[0].CreatedByYou {
+				t.Fatalf("B's fork of A's sandbox: %+v", fk)
+			}
+			forkOfA := fk.Sandboxes[0].ID
+			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), forkOfA) })
+
+			refused(t, a, foreign.ID, "was not created through MCP")
+			refused(t, a, ofB.ID, "was created through MCP with another token")
+			refused(t, a, forkOfA, "was created through MCP with another token")
+			refused(t, b, ofA.ID, "was created through MCP with another token")
+			for _, id := range []string{forkOfA, ofB.ID} {
+				b.ok("delete_sandbox", map[string]any{"sandbox_id": id}, nil)
+				if !gone(id) {
+					t.Errorf("B's delete of its own %s: /v1 still sees it live", id)
+				}
+			}
+			a.ok("delete_sandbox", map[string]any{"sandbox_id": ofA.ID}, nil)
+			if !gone(ofA.ID) {
+				t.Errorf("A's delete of its own %s: /v1 still sees it live", ofA.ID)
+			}
+		})
+	}
+
+	// One token, two transports: the same caller.
+	viaStdio := connect(t, "stdio", env.token).create(nil)
+	connect(t, "http", env.token).ok("delete_sandbox", map[string]any{"sandbox_id": viaStdio.ID}, nil)
+	if !gone(viaStdio.ID) {
+		t.Errorf("/mcp did not delete what pt mcp made with the same token")
+	}
+
+	ofA := connect(t, "http", env.token).create(nil)
+	s := connect(t, "stdio", tokB, "--allow-delete-any")
+	for _, id := range []string{foreign.ID, ofA.ID} {
+		s.ok("delete_sandbox", map[string]any{"sandbox_id": id}, nil)
+		if !gone(id) {
+			t.Errorf("with --allow-delete-any %s is still there", id)
+		}
+	}
+}
+
+// TestPtdAllowDeleteAny: a ptd started with --mcp-allow-delete-any lets
+// /mcp's delete_sandbox delete what another token made through MCP and
+// what was made through /v1; the tests' own ptd (without it) refuses
+// both (TestDeleteGuard).
+func TestPtdAllowDeleteAny(t *testing.T) {
+	need(t)
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: env.root, ExtraArgs: append(slices.Clone(ptdArgs), "--mcp-allow-delete-any")})
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := platinum.New(d.URL, d.Token)
+	_, tokB, err := c.Tokens.Create(ctx, platinum.CreateTokenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ofB sandboxOut
+	dial(t, "http", d.URL, tokB).ok("create_sandbox", map[string]any{"template": "busybox"}, &ofB)
+	a := dial(t, "http", d.URL, d.Token)
+	for _, id := range []string{foreign.ID, ofB.ID} {
+		var del struct{ ID, State string }
+		a.ok("delete_sandbox", map[string]any{"sandbox_id": id}, &del)
+		sb, err := c.Sandboxes.Get(ctx, id)
+		if del.ID != id || !(platinum.IsNotFound(err) || err == nil && (sb.State == platinum.StateDeleting || sb.State == platinum.StateDeleted)) {
+			t.Errorf("delete of %s through /mcp of a ptd with --mcp-allow-delete-any: %+v; /v1 sees %+v, %v", id, del, sb, err)
+		}
 	}
 }
 
 // TestOtherOrg: a token of another organization sees none of this org's
-// sandboxes through MCP, on either transport, and cannot take over an MCP
-// session opened with another token.
+// sandboxes through MCP, on either transport; and an MCP session opened
+// with one token refuses requests with any other (another org's, or
+// another admin token of the same org) with 403, while it keeps working
+// for its owner.
 func TestOtherOrg(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	_, otherTok, err := api().Orgs.Create(ctx, "mcp-other-"+ptdtest.RandHex(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sameOrgTok, err := api().Tokens.Create(ctx, platinum.CreateTokenRequest{Role: "admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,8 +789,24 @@ func TestOtherOrg(t *testing.T) {
 	if init.status != 200 || sid == "" {
 		t.Fatalf("initialize: %d %v %s", init.status, init.header, init.body)
 	}
-	if r := rawMCP(t, otherTok, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); r.status < 400 || strings.Contains(r.body, "create_sandbox") {
-		t.Errorf("another token on the session: %d %s", r.status, r.body)
+	if r := rawMCP(t, env.token, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", r.status, r.body)
+	}
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	for _, tok := range []string{otherTok, sameOrgTok} {
+		if r := rawMCP(t, tok, sid, list); r.status != http.StatusForbidden || strings.TrimSpace(r.body) != "session user mismatch" {
+			t.Errorf("another token on the session: %d %q, want 403 session user mismatch", r.status, r.body)
+		}
+	}
+	// The owner's session still works, before and after the attempts.
+	if r := rawMCP(t, env.token, sid, list); r.status != http.StatusOK || !strings.Contains(r.body, `"create_sandbox"`) {
+		t.Errorf("the owner on its own session: %d %s", r.status, r.body)
+	}
+	if r := rawMCP(t, otherTok, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"delete_sandbox","arguments":{"sandbox_id":"`+mine.ID+`"}}}`); r.status != http.StatusForbidden {
+		t.Errorf("a tool call with another token on the session: %d %s", r.status, r.body)
+	}
+	if sb, err := api().Sandboxes.Get(ctx, mine.ID); err != nil || sb.State != platinum.StateRunning {
+		t.Errorf("after the takeover attempts: %+v, %v", sb, err)
 	}
 }
 

@@ -80,6 +80,7 @@ test('tools, schemas and a sandbox session', async () => {
   cleanup.push(sb.id);
   assert.equal(sb.state, 'running');
   assert.equal(sb.created_by_mcp, true);
+  assert.equal(sb.created_by_you, true);
   assert.ok(progress.some((m) => /running/.test(m)), `progress: ${progress}`);
 
   const ex = await ok(client, 'exec', { sandbox_id: sb.id, command: 'echo hi' });
@@ -129,13 +130,26 @@ test('run_code keeps state and returns a plot as image content', async () => {
   assert.equal(err.structuredContent.error.name, 'ZeroDivisionError');
 });
 
-test('delete of a sandbox MCP did not create is refused', async () => {
+test('delete of a sandbox this token did not make through MCP is refused', async () => {
   const client = await connect();
   const r = await v1('POST', '/v1/sandboxes?wait_for_state=running', { template: 'busybox' });
   assert.equal(r.status, 201, JSON.stringify(r.body));
   cleanup.push(r.body.id);
-  assert.match(await fails(client, 'delete_sandbox', { sandbox_id: r.body.id }), /^\[forbidden\].*--allow-delete-any/);
+  assert.match(await fails(client, 'delete_sandbox', { sandbox_id: r.body.id }), /^\[forbidden\].*not created through MCP.*--allow-delete-any/);
   assert.equal((await v1('GET', `/v1/sandboxes/${r.body.id}`)).body.state, 'running');
+
+  // Another token of the same organization: its MCP sandbox is its own.
+  const tok = await v1('POST', '/v1/tokens', {});
+  assert.equal(tok.status, 201, JSON.stringify(tok.body));
+  const other = await connect(tok.body.token);
+  const theirs = await create(other);
+  assert.equal(theirs.created_by_you, true);
+  const seen = (await ok(client, 'get_sandbox', { sandbox_id: theirs.id })).structuredContent;
+  assert.equal(seen.created_by_mcp, true);
+  assert.equal(seen.created_by_you, false);
+  assert.match(await fails(client, 'delete_sandbox', { sandbox_id: theirs.id }), /^\[forbidden\].*another token/);
+  assert.equal((await v1('GET', `/v1/sandboxes/${theirs.id}`)).body.state, 'running');
+  assert.match((await ok(other, 'delete_sandbox', { sandbox_id: theirs.id })).structuredContent.state, /^delet/);
 });
 
 test("another org's token sees none of the sandboxes", async () => {

@@ -1,7 +1,8 @@
 // Package tssdk runs the TypeScript SDK (sdk/ts, @platinum-dev/sdk)
 // against a real ptd: its end-to-end suites under node --test (the docs'
 // TypeScript examples verbatim, typed errors, retries, waits, streamed
-// files and exec, run code, processes), and the packed tarball installed into an
+// files and exec, run code, processes), a start refused by the start
+// admission queue of a second ptd, and the packed tarball installed into an
 // empty project and loaded with both import and require.
 package tssdk
 
@@ -25,13 +26,14 @@ var env struct {
 	skip       string
 }
 
-// sdkDir is the SDK's package directory.
-var sdkDir string
+// sdkDir is the SDK's package directory, root the repository's.
+var sdkDir, root string
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
+	var err error
+	root, err = filepath.Abs("../../..")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ts sdk:", err)
 		return 1
@@ -81,15 +83,21 @@ func nodeReady(t *testing.T) string {
 	return node
 }
 
-// run runs an npm script of the SDK with PT_API_URL and PT_TOKEN set and
-// fails the test with its output when it fails.
+// run runs an npm script of the SDK against the suite's ptd; see runAt.
 func run(t *testing.T, timeout time.Duration, args ...string) string {
+	t.Helper()
+	return runAt(t, env.url, env.token, timeout, args...)
+}
+
+// runAt runs an npm script of the SDK with PT_API_URL and PT_TOKEN set to
+// url and token, and fails the test with its output when it fails.
+func runAt(t *testing.T, url, token string, timeout time.Duration, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npm", args...)
 	cmd.Dir = sdkDir
-	cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+env.token)
+	cmd.Env = append(os.Environ(), "PT_API_URL="+url, "PT_TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	t.Logf("npm %s:\n%s", strings.Join(args, " "), out)
 	if err != nil {
@@ -98,13 +106,25 @@ func run(t *testing.T, timeout time.Duration, args ...string) string {
 	return string(out)
 }
 
+// checkSummary fails the test unless node --test's closing summary says
+// tests ran and every one passed: none failed, was cancelled, skipped or
+// left todo (a skipped or todo test would otherwise pass unnoticed).
+func checkSummary(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "ℹ tests 0\n") || !strings.Contains(out, "ℹ pass ") {
+		t.Errorf("node --test ran no test")
+	}
+	for _, want := range []string{"ℹ fail 0\n", "ℹ cancelled 0\n", "ℹ skipped 0\n", "ℹ todo 0\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("node --test summary lacks %q: a test failed, was cancelled, skipped or left todo", strings.TrimSpace(want))
+		}
+	}
+}
+
 // TestE2E runs the SDK's end-to-end suites (test/e2e/*.test.mts).
 func TestE2E(t *testing.T) {
 	nodeReady(t)
-	out := run(t, 20*time.Minute, "run", "--silent", "test:e2e")
-	if !strings.Contains(out, "ℹ fail 0") || strings.Contains(out, "ℹ tests 0\n") {
-		t.Errorf("node --test ran no test or reported failures")
-	}
+	checkSummary(t, run(t, 20*time.Minute, "run", "--silent", "test:e2e"))
 }
 
 // TestProcesses runs the processes suite (test/e2e/processes.test.mts):
@@ -112,10 +132,47 @@ func TestE2E(t *testing.T) {
 // and PTY resize over /v1/sandboxes/{id}/processes.
 func TestProcesses(t *testing.T) {
 	nodeReady(t)
-	out := run(t, 10*time.Minute, "run", "--silent", "test:processes")
-	if !strings.Contains(out, "ℹ fail 0") || strings.Contains(out, "ℹ tests 0\n") {
-		t.Errorf("node --test ran no test or reported failures")
+	checkSummary(t, run(t, 10*time.Minute, "run", "--silent", "test:processes"))
+}
+
+// TestTemplates runs the custom templates suite (test/e2e/templates.test.mts):
+// a Dockerfile build from an uploaded context followed through its log, the
+// version it made, deletes refused in use, a failing RUN, registry
+// credentials (docs/templates.md).
+func TestTemplates(t *testing.T) {
+	nodeReady(t)
+	checkSummary(t, run(t, 10*time.Minute, "run", "--silent", "test:templates"))
+}
+
+// TestStartAdmission runs test/e2e/admission.test.mts against a ptd of its
+// own whose host runs one start at a time and queues none, so a start that
+// arrives while another is in flight is refused with a real 503 capacity
+// (start_queue_full, Retry-After: 5), which the SDK retries.
+func TestStartAdmission(t *testing.T) {
+	nodeReady(t)
+	d := admissionDaemon(t)
+	checkSummary(t, runAt(t, d.URL, d.Token, 10*time.Minute, "run", "--silent", "test:admission"))
+}
+
+// admissionDaemon starts a second ptd, stopped and reset when the test
+// ends, with one start slot (also while the host's CPU is busy, which a
+// loaded test machine often is) and no start queue.
+func admissionDaemon(t *testing.T) *ptdtest.Daemon {
+	t.Helper()
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512",
+		"--start-admission-slots", "1", "--start-admission-slots-saturated", "1", "--start-admission-max-queue", "0"}})
+	t.Cleanup(func() {
+		if t.Failed() && d != nil {
+			t.Logf("ptd log:\n%s", d.Log())
+		}
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("start the admission ptd: %v", err)
 	}
+	return d
 }
 
 // TestPackage packs the SDK and uses the tarball from an empty project.

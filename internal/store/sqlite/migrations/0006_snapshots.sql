@@ -1,4 +1,4 @@
--- Snapshots and backups of sandboxes (issue 5): a local snapshot is a
+-- Snapshots and backups of sandboxes (docs/snapshots.md): a local snapshot is a
 -- reflink copy of the disk image (and a checkpoint image when it holds
 -- memory) on its host; a backup is the disk in the object store.
 CREATE TABLE snapshots (

@@ -1,4 +1,4 @@
--- Projects (seed 003): every sandbox belongs to one project of its org;
+-- Projects (docs/access.md): every sandbox belongs to one project of its org;
 -- every org has one default project (created by ptd at start-up, which also
 -- moves sandboxes that predate projects into it). Tokens may be scoped to
 -- a project. Orgs may carry quota overrides. Idempotency keys remember the

@@ -1,4 +1,4 @@
--- Sessions (seed 000): an execution session owned by a context (a vault
+-- Sessions (docs/sessions.md): an execution session owned by a context (a vault
 -- plus a workflow or an agent session). A context has at most one live
 -- session (provisioning, ready, stopping) at a time.
 CREATE TABLE sessions (

@@ -1,4 +1,4 @@
--- Event stream, webhooks and artifacts (issue 8).
+-- Event stream, webhooks and artifacts (docs/events-and-webhooks.md).
 
 -- GET /v1/events reads one org's events after a cursor.
 CREATE INDEX events_org ON events (org_id, id);

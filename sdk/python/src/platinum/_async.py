@@ -22,6 +22,7 @@ from ._ops import (
     OrgsOps,
     PreviewOps,
     ProcessesOps,
+    ProjectsOps,
     SandboxesOps,
     SandboxOps,
     SnapshotsOps,
@@ -36,6 +37,7 @@ from ._records import (
     NetworkResult,
     PreviewURL,
     Process,
+    Project,
     Record,
     ResizeResult,
     SandboxFields,
@@ -531,6 +533,15 @@ class AsyncOrgs:
     set_quotas = _method(_rec(Record))(OrgsOps.set_quotas)
 
 
+class AsyncProjects:
+    def __init__(self, c: AsyncRunner) -> None:
+        self._c = c
+        self._ops = ProjectsOps(c.core)
+
+    create = _method(_rec(Project))(ProjectsOps.create)
+    list = _method(_recs(Project))(ProjectsOps.list)
+
+
 class AsyncTemplates:
     def __init__(self, c: AsyncRunner) -> None:
         self._c = c
@@ -538,6 +549,17 @@ class AsyncTemplates:
 
     get = _method(_rec(Record))(TemplatesOps.get)
     list = _method(_recs(Record))(TemplatesOps.list)
+    create = _method(_rec(Record))(TemplatesOps.create)
+    upload = _method(_rec(Record))(TemplatesOps.upload)
+    get_build = _method(_rec(Record))(TemplatesOps.get_build)
+    logs = _method(_same)(TemplatesOps.logs)
+    wait_build = _method(_rec(Record))(TemplatesOps.wait_build)
+    versions = _method(_recs(Record))(TemplatesOps.versions)
+    delete = _method(_same)(TemplatesOps.delete)
+    delete_version = _method(_none)(TemplatesOps.delete_version)
+    set_registry_credential = _method(_rec(Record))(TemplatesOps.set_registry_credential)
+    registry_credentials = _method(_recs(Record))(TemplatesOps.registry_credentials)
+    delete_registry_credential = _method(_none)(TemplatesOps.delete_registry_credential)
 
 
 class AsyncPlatinum:
@@ -566,6 +588,7 @@ class AsyncPlatinum:
         self.artifacts = AsyncArtifacts(self._c)
         self.orgs = AsyncOrgs(self._c)
         self.templates = AsyncTemplates(self._c)
+        self.projects = AsyncProjects(self._c)
 
     @property
     def api_url(self) -> str:

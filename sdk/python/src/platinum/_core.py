@@ -203,9 +203,11 @@ class Core:
     ) -> Op[Reply]:
         """Sends a request and returns its 2xx reply, raising APIError for
         any other. A mutating request carries an idempotency key (the one
-        given, else a fresh one, except for a one-shot streamed body, which
-        ptd would have to spool to hash); reads and keyed requests are
-        retried on answers that say "try again", with the same key."""
+        given, else a fresh one), a one-shot streamed body too: ptd spools a
+        keyed upload to hash it, so a resend of the whole upload with the
+        same key (after a crash, say) gets the first answer. Reads and keyed
+        requests are retried on answers that say "try again", with the same
+        key; a one-shot streamed body is never sent twice."""
         dl = deadline or Deadline(None)
         hdrs = self.headers()
         if has_json:
@@ -215,7 +217,7 @@ class Core:
         mutating = method in MUTATING
         if mutating and idempotency_key:
             hdrs[IDEMPOTENCY_HEADER] = idempotency_key
-        elif mutating and self.idempotency_keys and rewindable:
+        elif mutating and self.idempotency_keys:
             hdrs[IDEMPOTENCY_HEADER] = new_idempotency_key()
         can_retry = rewindable and (not mutating or IDEMPOTENCY_HEADER in hdrs)
         base = http_timeout if http_timeout is not None else self.timeout

@@ -478,12 +478,16 @@ class SandboxOps:
                                               timeout=timeout))
 
     def fork(self, *, count: int = 1, wait: bool = False, parent: bool = True,
+             metadata: dict[str, str] | None = None,
              idempotency_key: str | None = None, timeout: float | None = None) -> Op[dict[str, Any]]:
         """Makes ``count`` running copies of the sandbox (children of it
-        unless ``parent=False``): ``{"sandboxes": [...], "memory": ...}``."""
+        unless ``parent=False``; ``metadata`` set on each over the source's):
+        ``{"sandboxes": [...], "memory": ...}``."""
         body: dict[str, Any] = {"count": count, "wait": wait}
         if not parent:
             body["parent"] = False
+        if metadata is not None:
+            body["metadata"] = metadata
         return want_dict((yield from self.core.call(
             "POST", self.path + "/fork", body, deadline=Deadline(timeout),
             http_timeout=(DEFAULT_SERVER_WAIT + WAIT_GRACE) if wait else None,
@@ -759,6 +763,23 @@ class OrgsOps:
                                                     deadline=Deadline(timeout))))
 
 
+class ProjectsOps:
+    """Projects of the caller's organization (``client.projects``); a
+    sandbox is created in one with ``project_id=``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def create(self, name: str, *, timeout: float | None = None) -> Op[dict[str, Any]]:
+        """Creates a project (``prj_…``) in the token's organization."""
+        return want_dict((yield from self.core.call("POST", "/v1/projects", {"name": name},
+                                                    deadline=Deadline(timeout))))
+
+    def list(self, *, timeout: float | None = None) -> Op[builtins.list[dict[str, Any]]]:
+        out = want_dict((yield from self.core.call("GET", "/v1/projects", deadline=Deadline(timeout))))
+        return list(out.get("rows") or [])
+
+
 class TemplatesOps:
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -771,6 +792,95 @@ class TemplatesOps:
 
     def get(self, slug: str, *, timeout: float | None = None) -> Op[dict[str, Any]]:
         return want_dict((yield from self.core.call("GET", "/v1/templates/" + seg(slug), deadline=Deadline(timeout))))
+
+    def create(self, slug: str, *, from_image: str | None = None, image_upload_id: str | None = None,
+               dockerfile: str | None = None, context_upload_id: str | None = None,
+               build_args: Mapping[str, str] | None = None, no_cache: bool | None = None,
+               snapshot: bool | None = None, network: Mapping[str, Any] | None = None,
+               timeout_seconds: int | None = None, settings: Mapping[str, Any] | None = None,
+               timeout: float | None = None) -> Op[dict[str, Any]]:
+        """Builds a version of the org's own template from an image, an
+        uploaded image tarball or a Dockerfile (docs/templates.md). The
+        build runs in the background: ``wait_build`` follows it."""
+        body = _drop_none({"slug": slug, "from_image": from_image, "image_upload_id": image_upload_id,
+                           "dockerfile": dockerfile, "context_upload_id": context_upload_id,
+                           "build_args": dict(build_args) if build_args is not None else None,
+                           "no_cache": no_cache, "snapshot": snapshot,
+                           "network": dict(network) if network is not None else None,
+                           "timeout_seconds": timeout_seconds,
+                           "settings": dict(settings) if settings is not None else None})
+        return want_dict((yield from self.core.call("POST", "/v1/templates", body, deadline=Deadline(timeout))))
+
+    def upload(self, purpose: str, content: bytes, *, timeout: float | None = None) -> Op[dict[str, Any]]:
+        """Uploads a tar: a Dockerfile's build context (``purpose="context"``)
+        or an image tarball (``purpose="image"``)."""
+        reply = yield from self.core.request(
+            "POST", "/v1/templates/uploads", params=[("purpose", purpose)], content=content,
+            headers={"Content-Type": "application/x-tar"}, deadline=Deadline(timeout),
+            http_timeout=_stream_timeout(timeout))
+        return _decode_or_empty(reply)
+
+    def get_build(self, slug: str, build_id: str, *, timeout: float | None = None) -> Op[dict[str, Any]]:
+        """A build's status (running, ready, failed), the version it made
+        and, when it failed, where (``failure``)."""
+        return want_dict((yield from self.core.call("GET", _build_path(slug, build_id), deadline=Deadline(timeout))))
+
+    def logs(self, slug: str, build_id: str, *, since: int = 0,
+             timeout: float | None = None) -> Op[builtins.list[dict[str, Any]]]:
+        """The build's log lines so far after line ``since`` (one dict per
+        line: ``seq``, ``type``, ...)."""
+        reply = yield from self.core.request("GET", _build_path(slug, build_id) + "/logs",
+                                             params=[("since", str(since))], headers={"Accept": "application/x-ndjson"},
+                                             deadline=Deadline(timeout), stream=True)
+        raw = yield ReadBody(reply, None)
+        text = raw.decode() if isinstance(raw, (bytes, bytearray)) else str(raw or "")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def wait_build(self, slug: str, build_id: str, *, timeout: float | None = None) -> Op[dict[str, Any]]:
+        """Polls a build until it is no longer running and returns it."""
+        dl = Deadline(timeout)
+        while True:
+            b = yield from self.get_build(slug, build_id, timeout=dl.remaining())
+            if b.get("status") != "running":
+                return b
+            if dl.expired():
+                raise WaitTimeoutError(f"template build {build_id} is still running after {dl.timeout}s", b)
+            yield Sleep(dl.cap(self.core.poll_interval))
+
+    def versions(self, slug: str, *, timeout: float | None = None) -> Op[builtins.list[dict[str, Any]]]:
+        """Every version of the template, newest first."""
+        out = want_dict((yield from self.core.call("GET", "/v1/templates/" + seg(slug) + "/versions",
+                                                   deadline=Deadline(timeout))))
+        return list(out.get("rows") or [])
+
+    def delete(self, slug: str, *, timeout: float | None = None) -> Op[builtins.list[str]]:
+        """Deletes the org's template, every version; returns the deleted
+        version IDs. A version a sandbox uses is ``template_in_use`` (409)."""
+        out = want_dict((yield from self.core.call("DELETE", "/v1/templates/" + seg(slug), deadline=Deadline(timeout))))
+        return list(out.get("deleted") or [])
+
+    def delete_version(self, slug: str, version_id: str, *, timeout: float | None = None) -> Op[None]:
+        yield from self.core.call("DELETE", "/v1/templates/" + seg(slug) + "/versions/" + seg(version_id),
+                                  deadline=Deadline(timeout))
+
+    def set_registry_credential(self, registry: str, *, username: str | None = None, password: str | None = None,
+                                token: str | None = None, timeout: float | None = None) -> Op[dict[str, Any]]:
+        """Stores the org's credentials for a registry host: a username and
+        password, or a token. The secret is never returned."""
+        body = _drop_none({"username": username, "password": password, "token": token})
+        return want_dict((yield from self.core.call("PUT", "/v1/registry-credentials/" + seg(registry), body,
+                                                    deadline=Deadline(timeout))))
+
+    def registry_credentials(self, *, timeout: float | None = None) -> Op[builtins.list[dict[str, Any]]]:
+        out = want_dict((yield from self.core.call("GET", "/v1/registry-credentials", deadline=Deadline(timeout))))
+        return list(out.get("rows") or [])
+
+    def delete_registry_credential(self, registry: str, *, timeout: float | None = None) -> Op[None]:
+        yield from self.core.call("DELETE", "/v1/registry-credentials/" + seg(registry), deadline=Deadline(timeout))
+
+
+def _build_path(slug: str, build_id: str) -> str:
+    return "/v1/templates/" + seg(slug) + "/builds/" + seg(build_id)
 
 
 def health(core: Core, *, timeout: float | None = None) -> Op[None]:

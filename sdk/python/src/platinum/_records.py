@@ -272,6 +272,18 @@ class Process(Record):
     stdin: field[bool] = field(False)
 
 
+class Project(Record):
+    """A project of the organization (``prj_…``); ``default`` is where
+    creates without ``project_id`` go."""
+
+    __slots__ = ()
+    id: field[str] = field("")
+    org_id: field[str] = field("")
+    name: field[str] = field("")
+    default: field[bool] = field(False)
+    created_at: field[str] = field("")
+
+
 class Artifact(Record):
     __slots__ = ()
     id: field[str] = field("")

@@ -21,6 +21,7 @@ from ._ops import (
     OrgsOps,
     PreviewOps,
     ProcessesOps,
+    ProjectsOps,
     SandboxesOps,
     SandboxOps,
     SnapshotsOps,
@@ -35,6 +36,7 @@ from ._records import (
     NetworkResult,
     PreviewURL,
     Process,
+    Project,
     Record,
     ResizeResult,
     SandboxFields,
@@ -546,6 +548,15 @@ class Orgs:
     set_quotas = _method(_rec(Record))(OrgsOps.set_quotas)
 
 
+class Projects:
+    def __init__(self, c: Runner) -> None:
+        self._c = c
+        self._ops = ProjectsOps(c.core)
+
+    create = _method(_rec(Project))(ProjectsOps.create)
+    list = _method(_recs(Project))(ProjectsOps.list)
+
+
 class Templates:
     def __init__(self, c: Runner) -> None:
         self._c = c
@@ -553,6 +564,17 @@ class Templates:
 
     get = _method(_rec(Record))(TemplatesOps.get)
     list = _method(_recs(Record))(TemplatesOps.list)
+    create = _method(_rec(Record))(TemplatesOps.create)
+    upload = _method(_rec(Record))(TemplatesOps.upload)
+    get_build = _method(_rec(Record))(TemplatesOps.get_build)
+    logs = _method(_same)(TemplatesOps.logs)
+    wait_build = _method(_rec(Record))(TemplatesOps.wait_build)
+    versions = _method(_recs(Record))(TemplatesOps.versions)
+    delete = _method(_same)(TemplatesOps.delete)
+    delete_version = _method(_none)(TemplatesOps.delete_version)
+    set_registry_credential = _method(_rec(Record))(TemplatesOps.set_registry_credential)
+    registry_credentials = _method(_recs(Record))(TemplatesOps.registry_credentials)
+    delete_registry_credential = _method(_none)(TemplatesOps.delete_registry_credential)
 
 
 class Platinum:
@@ -588,6 +610,7 @@ class Platinum:
         self.artifacts = Artifacts(self._c)
         self.orgs = Orgs(self._c)
         self.templates = Templates(self._c)
+        self.projects = Projects(self._c)
 
     @property
     def api_url(self) -> str:

@@ -83,7 +83,11 @@ export interface paths {
          * @description Ordered by `created_at` descending, then `id` descending. Destroyed
          *     (`deleting`, `deleted`) and `failed` sandboxes are excluded unless
          *     asked with `include=destroyed,failed` (a `state` filter wins over
-         *     it). Environment values are never returned.
+         *     it): list with `include=failed` (or `state=failed`) to see the
+         *     sandboxes whose create, start, stop or restart failed, with their
+         *     `reason`. A failed sandbox holds nothing on its host but its disk (no
+         *     process, mount, address or cgroup); start it to boot from that disk
+         *     again, or delete it. Environment values are never returned.
          *     Filters (`state`, `parent_id`/`roots_only`, `metadata[KEY]`) combine
          *     with AND.
          */
@@ -175,7 +179,7 @@ export interface paths {
          *     run-code after the call), removals included. Processes already
          *     running, and anything started from the guest's boot environment
          *     (`/etc/pt-env`: services started at boot, terminal shells), keep the
-         *     old values until the next cold boot, which re-seeds `/etc/pt-env`
+         *     old values until the next cold boot, which rewrites `/etc/pt-env`
          *     from the current values. `applies` says which: `next_exec` for a
          *     running sandbox, `next_start` for a stopped one.
          *
@@ -699,6 +703,11 @@ export interface paths {
          *     false`. `memory` says whether they continue from the source's
          *     memory; `memory_reason` why not. Answers `201` (`202` with
          *     `wait_timed_out` when a wait runs out).
+         *
+         *     Copies get the source's metadata with `metadata`'s keys set over it
+         *     (the MCP server records who made a copy this way, docs/mcp.md); the
+         *     merged metadata has create's limits and reserved keys
+         *     (`400 invalid_request`, `field: metadata`).
          */
         post: operations["forkSandbox"];
         delete?: never;
@@ -938,13 +947,20 @@ export interface paths {
          *     one context. The answer streams `CodeEvent`s as NDJSON, in order:
          *     `stdout`/`stderr` chunks, `result` MIME bundles, at most one
          *     `error`, and always one final `end`. With `?stream=false` the same
-         *     events come back as one `CodeExecution` document. A cell past
-         *     `timeout_ms`, whose client disconnects, or whose context gets `POST …/interrupt` is interrupted (SIGINT,
-         *     then its process is replaced) and the context survives; a cell
-         *     that kills its kernel reports an `error` and the next call gets a
-         *     fresh kernel and a `kernel_restarted` event first. Python cells see
-         *     the sandbox's current environment (an env PATCH is seen by the next
-         *     cell) plus `env` for this call only.
+         *     events come back as one `CodeExecution` document.
+         *
+         *     The cell's ID (`exec_…`) is in the `X-Execution-Id` header, sent
+         *     before the first event, and in `end`. A cell past `timeout_ms`,
+         *     whose client disconnects, that is deleted (`DELETE
+         *     …/code/executions/{exec}`), or whose context gets `POST
+         *     …/interrupt` is interrupted: SIGINT, sent again every 0.5 s; a cell
+         *     still running 3 s after the first has its process replaced (its
+         *     state is lost and the next call gets a `kernel_restarted` event
+         *     first). Otherwise the context survives with its earlier state. A
+         *     cell that kills its kernel reports an `error` and the next call gets
+         *     a fresh kernel and a `kernel_restarted` event first. Cells see the
+         *     sandbox's current environment (an env PATCH, removals included, is
+         *     seen by the next cell) plus `env` for this call only.
          */
         post: operations["runCode"];
         delete?: never;
@@ -1009,12 +1025,60 @@ export interface paths {
         /**
          * Interrupt the context's running cell (SIGINT; its state is kept).
          * @description The running cell ends with an `Interrupted` error and `end.status:
-         *     "interrupted"`; a cell still running 2 s later has its process
+         *     "interrupted"`; a cell still running 3 s later has its process
          *     replaced (the next cell says so with `kernel_restarted`).
          *     `interrupted` is false when no cell was running.
          */
         post: operations["interruptCodeContext"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/code/executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /** List the cells running or waiting for their context right now. */
+        get: operations["listCodeExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/code/executions/{exec}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description An execution ID (`exec_…`, the `X-Execution-Id` of `POST …/code`). */
+                exec: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Stop a running cell (SIGINT, then harder); its context keeps its state.
+         * @description Interrupts the cell as a timeout would and answers once it has
+         *     ended: its stream ends with an `Interrupted` error and `end.status:
+         *     "interrupted"`. A cell still running 3 s after the first SIGINT
+         *     has its process replaced, its state lost (the next cell gets
+         *     `kernel_restarted` first). A cell still waiting behind another in
+         *     its context never runs. 404 once the cell has ended.
+         */
+        delete: operations["deleteCodeExecution"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1064,9 +1128,10 @@ export interface paths {
          *     **Text** frames from the client are `PtyControlMessage` JSON: an
          *     optional first `{"type":"start",...}` names the command (default:
          *     the sandbox's login shell, bash `-l` if present else sh `-l`),
-         *     cwd, env and size (default 80x24; TERM defaults to
-         *     `xterm-256color`); the server waits one second for it before it
-         *     starts the default. `{"type":"resize","cols":N,"rows":N}` sets the
+         *     cwd, env, user (default root; `user` where the template has it)
+         *     and size (default 80x24; TERM defaults to `xterm-256color`); the
+         *     server waits one second for it before it starts the default. A
+         *     user the sandbox does not have closes with `4400` naming it. `{"type":"resize","cols":N,"rows":N}` sets the
          *     size at any time.
          *
          *     Close: when the process ends the server closes with code `1000`
@@ -1145,8 +1210,113 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List templates. */
+        /**
+         * List templates.
+         * @description The platform's templates and the caller org's own (newest ready version each).
+         */
         get: operations["listTemplates"];
+        put?: never;
+        /**
+         * Build a version of the org's own template from an image, an image tarball or a Dockerfile.
+         * @description Exactly one of `from_image` (pulled from its registry with the org's
+         *     stored credentials, see `/v1/registry-credentials`),
+         *     `image_upload_id` (a `docker save` or OCI-layout tarball uploaded
+         *     with `POST /v1/templates/uploads?purpose=image`) and `dockerfile`
+         *     (with `context_upload_id`, a tar uploaded with `purpose=context`).
+         *     What can be checked at once is: the slug, the Dockerfile (every
+         *     instruction, expanded; an unsupported one is `400
+         *     dockerfile_unsupported` naming its `line`), that the image exists
+         *     (`404 image_not_found`) and that the org may pull it (`403
+         *     image_unauthorized`). A refused request changes nothing. Then the
+         *     build runs in the background and the answer is `202` with it: follow
+         *     `GET /v1/templates/{slug}/builds/{build_id}` and its `/logs`. A
+         *     build that succeeds adds an immutable version of the slug (creates
+         *     take the newest; `template_version_id` pins one); one that fails
+         *     adds none. Every Dockerfile `RUN` runs in a build sandbox, never on
+         *     the host. The slug is the org's: another org never sees it, and a
+         *     platform template's slug is `409 template_slug_reserved`.
+         */
+        post: operations["createTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a build context or an image tarball (streamed) for a template build.
+         * @description The body is a tar, streamed: a Dockerfile's build context
+         *     (`purpose=context`; `pt template build` packs it honouring
+         *     `.dockerignore`) or an image tarball (`purpose=image`). A context
+         *     larger than the server's `--template-context-max-bytes` (256 MiB by
+         *     default) or an image larger than `--template-image-max-bytes` (8 GiB)
+         *     is `413 upload_too_large` with `max_bytes`; nothing is stored.
+         *     Uploads are the org's and are kept 24 hours.
+         */
+        post: operations["uploadTemplateFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/{slug}/builds/{build_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                build_id: string;
+            };
+            cookie?: never;
+        };
+        /** One build of the org's template. */
+        get: operations["getTemplateBuild"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/{slug}/builds/{build_id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                build_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A build's log, NDJSON or Server-Sent Events; with follow=true it streams until the build ends.
+         * @description One `BuildLogLine` per line: `step` when a Dockerfile step starts
+         *     (`step`, `steps`, `line`, `instruction`), `cache` when it ends
+         *     (`cached: true` for a layer-cache hit, `duration_ms`), `output` for a
+         *     RUN's output (`stream`, `text`), `pull` for a layer's download
+         *     (`layer`, `bytes`, `total`, `cached: true` when it was stored
+         *     already), `info`, `error` (`exit_code` for a failed RUN) and
+         *     `done` last (`status`, `version_id`). `since` skips the lines up to
+         *     that `seq`.
+         *
+         *     With `Accept: text/event-stream` (or `format=sse`) the same lines
+         *     come as Server-Sent Events, as `GET /v1/events` sends them: `id` is
+         *     the line's `seq`, `event` its `type`, `data` the line's JSON. A
+         *     reconnect's `Last-Event-ID` resumes after that line (it wins over
+         *     `since`).
+         */
+        get: operations["getTemplateBuildLogs"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1168,7 +1338,80 @@ export interface paths {
         get: operations["getTemplate"];
         put?: never;
         post?: never;
+        /**
+         * Delete every version of the org's template.
+         * @description Refused with `409 template_in_use` (naming `sandboxes` and
+         *     `snapshots`) while a sandbox that is not deleted, or a snapshot,
+         *     still uses a version; nothing is deleted then. A platform template is
+         *     `403`. Layers no version needs any more are removed from the host.
+         */
+        delete: operations["deleteTemplate"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/templates/{slug}/versions/{version_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                version_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete one version of the org's template.
+         * @description As `DELETE /v1/templates/{slug}`, for one version.
+         */
+        delete: operations["deleteTemplateVersion"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/registry-credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The registries the org stored credentials for (never the secrets). */
+        get: operations["listRegistryCredentials"];
+        put?: never;
+        post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/registry-credentials/{registry}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A registry host, optionally with :port (ghcr.io, registry.example.com:5000); Docker Hub is docker.io. */
+                registry: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Store the org's credentials for a registry (a username and password, or a token).
+         * @description Pulls of the org's template builds from that registry use them (a
+         *     token registry's bearer flow included). The secret is sealed at rest
+         *     and never returned or logged.
+         */
+        put: operations["putRegistryCredential"];
+        post?: never;
+        /** Forget the org's credentials for a registry. */
+        delete: operations["deleteRegistryCredential"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1308,6 +1551,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/orgs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an organization (platform admin token only).
+         * @description Removes the org and every token of it at once, so nothing can act as
+         *     it any more, deletes its webhooks, and deletes every live sandbox of
+         *     it (children included) with `deleted_reason: org_deleted`. That is a
+         *     platform deletion: a sandbox with a complete archive or backup keeps
+         *     that recovery data 90 days before final disposal instead of 30, and
+         *     the deletion ledger records the cause. The sandboxes' teardown runs in
+         *     the background; their records stay readable to platform admins until
+         *     final disposal. The platform's own orgs (`org_default`, `org_pool`)
+         *     cannot be deleted (409).
+         */
+        delete: operations["deleteOrg"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/orgs/{id}/quotas": {
         parameters: {
             query?: never;
@@ -1409,12 +1682,66 @@ export interface paths {
          * @description Each host's runtime classes (runc, gvisor), how a stop keeps memory
          *     ("freeze": the sandbox stays in RAM for the warm window), whether the
          *     class can write memory to disk (checkpoint; runsc can, runc only with
-         *     CRIU >= 4.1) and, if not, why; and whether LXCFS shows sandboxes
-         *     their own /proc/meminfo.
+         *     CRIU >= 4.1) and, if not, why; whether LXCFS shows sandboxes
+         *     their own /proc/meminfo; and its NVIDIA GPUs (device nodes, what the
+         *     driver reports, the CDI device that gives each to a sandbox), which
+         *     bound `gpus` at create.
+         *
+         *     A host that registered in the store (every `ptd serve` registers its
+         *     own and heartbeats) also shows its registration: `state` (active,
+         *     draining, lost), `generation`, `heartbeat_at`, `capacity` (what the
+         *     machine offers) and `load` (its sandboxes by state and what the live
+         *     ones reserve, as of its last heartbeat).
          */
         get: operations["listHosts"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/hosts/{id}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop placing new sandboxes on a host (platform admin)
+         * @description The host keeps its sandboxes running; creates it would take answer
+         *     `503 capacity` with reason `host_draining`. A drain outlives the
+         *     host's restarts until undrained. Draining a draining host is a no-op.
+         */
+        post: operations["drainHost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/hosts/{id}/undrain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Let a drained host take new sandboxes again (platform admin)
+         * @description A lost host cannot be undrained (409); it becomes active by registering again.
+         */
+        post: operations["undrainHost"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1434,7 +1761,9 @@ export interface paths {
          *     (`state_changed`, data `{from, to, reason}`), session status changes
          *     (`session_status_changed`, data `{session_id, workflow_id,
          *     agent_session_id, vault_id, status, reason}`), host events
-         *     (`start_ram_not_restored`, …) and `artifact_created` (data
+         *     (`start_ram_not_restored`, `processes_lost`, …; `oom_killed`, data
+         *     `{scope, count, source, at}` and for gVisor `{pid, command,
+         *     rss_bytes}`) and `artifact_created` (data
          *     `{artifact_id, name, path, kind, size_bytes}`). Another org's events
          *     never appear.
          *
@@ -1644,7 +1973,7 @@ export interface paths {
         /**
          * Start (or return) the session of a context
          * @description A session is owned by a context: `vault_id` plus exactly one of
-         *     `workflow_id` and `agent_session_id` (the seed's `vaultId`,
+         *     `workflow_id` and `agent_session_id` (the camelCase `vaultId`,
          *     `workflowId`, `agentSessionId` are accepted too). It returns a
          *     `session_id` (`ses_…`), distinct from the context's IDs and never
          *     interchangeable with them: a session ID given as a context ID (or
@@ -1695,7 +2024,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The seed's status lookup (same as /v1/sessions/status)
+         * The status lookup under camelCase names (same as /v1/sessions/status)
          * @description Accepts `vaultId`, `workflowId` and `agentSessionId` (and the snake_case names).
          */
         get: operations["getSandboxStatusCompat"];
@@ -1881,11 +2210,15 @@ export interface components {
          *     `application/pdf`, `text/latex`, …) and `is_main_result` (the
          *     cell's last expression, versus display() output). `error`: `name`,
          *     `value`, `traceback`; `TimeoutError` for a cell interrupted at its
-         *     timeout, `KernelDied` for one that killed its kernel.
+         *     timeout, `KernelDied` for one that killed its kernel,
+         *     `CodeInterpreterLost` (then `end` with status `error`) when the
+         *     sandbox's server stopped answering mid-cell.
          *     `kernel_restarted`: `reason`, before a cell that runs in a fresh
-         *     kernel because the last one died. `end` (last): `context_id`,
-         *     `execution_count`, `status` (`ok`, `error`, `timeout`,
-         *     `interrupted`, `disconnected`) and `duration_ms`.
+         *     kernel because the last one died or was replaced. `end` (last):
+         *     `execution_id`, `context_id`, `execution_count`, `status` (`ok`,
+         *     `error`, `timeout`, `interrupted`, `disconnected`) and `duration_ms`
+         *     (from the request's arrival in the sandbox to the end, waiting for
+         *     the context included).
          */
         CodeEvent: {
             /** @enum {string} */
@@ -1899,6 +2232,7 @@ export interface components {
             value?: string;
             traceback?: string;
             reason?: string;
+            execution_id?: string;
             context_id?: string;
             execution_count?: number | null;
             /** @enum {string} */
@@ -1912,10 +2246,25 @@ export interface components {
             stderr: string;
             results: components["schemas"]["CodeEvent"][];
             error: components["schemas"]["CodeEvent"] | null;
+            execution_id: string;
             context_id: string;
             execution_count: number | null;
             status: string;
             duration_ms: number;
+        };
+        /** @description A cell that has not ended (running, or waiting for its context). */
+        CodeExecutionInfo: {
+            /** @description `exec_…`. */
+            id: string;
+            context_id: string;
+            language: string;
+            /**
+             * @description `waiting`: queued behind another cell of its context.
+             * @enum {string}
+             */
+            state: "running" | "waiting";
+            /** @description When the sandbox accepted the cell. */
+            started_at: components["schemas"]["Time"];
         };
         CodeContextRequest: {
             /**
@@ -2010,7 +2359,7 @@ export interface components {
                 ram_mb?: number;
             };
         };
-        /** @description vault_id (or its seed name vaultId) is required. */
+        /** @description vault_id (or its camelCase name vaultId) is required. */
         CreateSession: {
             vault_id?: string;
             /** @description Exactly one of workflow_id and agent_session_id. */
@@ -2018,7 +2367,7 @@ export interface components {
             agent_session_id?: string;
             /** @description Defaults to ptd's --session-template. */
             template?: string;
-            /** @description The seed's name for vault_id. */
+            /** @description The camelCase name of vault_id. */
             vaultId?: string;
             workflowId?: string;
             agentSessionId?: string;
@@ -2026,7 +2375,7 @@ export interface components {
         /** @description A session. It has no `id` field on purpose; `session_id` is the only ID commands take. */
         Session: {
             session_id?: string | null;
-            /** @description The same as session_id, under the seed's name. */
+            /** @description The same as session_id, under its camelCase name. */
             sessionId?: string | null;
             /** @enum {string} */
             status?: "none" | "provisioning" | "ready" | "stopping" | "stopped" | "failed";
@@ -2051,6 +2400,48 @@ export interface components {
             ready_at?: components["schemas"]["Time"] | null;
             ended_at?: components["schemas"]["Time"] | null;
         };
+        HostState: {
+            id: string;
+            /** @enum {string} */
+            state: "active" | "draining" | "lost";
+            state_reason?: string;
+            generation: number;
+            region?: string;
+            registered_at?: components["schemas"]["Time"];
+            heartbeat_at?: components["schemas"]["Time"];
+            capacity?: components["schemas"]["HostCapacity"];
+            load?: components["schemas"]["HostLoad"];
+        };
+        /** @description What the host's machine offers, as it registered. */
+        HostCapacity: {
+            cpu?: number;
+            ram_mb?: number;
+            /** @description Free space of the filesystem holding its data dir when it registered. */
+            disk_gb?: number;
+            runtime_classes?: {
+                name?: string;
+                checkpoint?: boolean;
+                checkpoint_reason?: string;
+                stop_keeps_memory?: string;
+            }[];
+            gpus?: {
+                model?: string;
+                memory_mb?: number;
+                usable?: boolean;
+            }[];
+            lxcfs?: boolean;
+        };
+        /** @description The host's sandboxes as of its last heartbeat. */
+        HostLoad: {
+            /** @description Count by state (deleted ones left out). */
+            sandboxes?: {
+                [key: string]: number;
+            };
+            /** @description What its creating, starting, running, stopping and restoring sandboxes reserve. */
+            cpu?: number;
+            ram_mb?: number;
+            disk_gb?: number;
+        };
         Pool: {
             template?: string;
             min_ready?: number;
@@ -2069,6 +2460,7 @@ export interface components {
              * @example state_changed
              * @example session_status_changed
              * @example start_ram_not_restored
+             * @example oom_killed
              */
             type: string;
             sandbox_id?: string;
@@ -2150,7 +2542,7 @@ export interface components {
          */
         Error: {
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "code_interpreter_unavailable";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "code_interpreter_unavailable" | "gpus_unavailable" | "image_not_found" | "image_unauthorized" | "image_digest_mismatch" | "image_invalid" | "image_layer_unsafe" | "image_too_large" | "registry_unavailable" | "dockerfile_invalid" | "dockerfile_unsupported" | "upload_too_large" | "template_slug_reserved" | "template_in_use";
             /** @description A human message saying what to do. */
             error: string;
             /**
@@ -2165,6 +2557,24 @@ export interface components {
             state?: components["schemas"]["SandboxState"];
             /** @description On a `conflict` from deleting a parent, the ids of its live children. */
             children?: string[];
+            /** @description On `dockerfile_invalid`, `dockerfile_unsupported` (and an image error of a Dockerfile's FROM), the Dockerfile line at fault. */
+            line?: number;
+            /** @description On `upload_too_large`, the limit. */
+            max_bytes?: number;
+            /** @description On `template_in_use`, the sandboxes still using the version. */
+            sandboxes?: string[];
+            /** @description On `template_in_use`, the snapshots still needing the version. */
+            snapshots?: string[];
+            /** @description On `gpus_unavailable`, the GPUs each host can give sandboxes. */
+            available?: {
+                host_id: string;
+                /** @description GPUs sandboxes can be given (a CDI device names them). */
+                gpus: number;
+                /** @description Their models, one entry per GPU. */
+                models: string[];
+                /** @description Why GPUs the host has cannot go to sandboxes. */
+                problem?: string;
+            }[];
         } & {
             [key: string]: unknown;
         };
@@ -2230,17 +2640,25 @@ export interface components {
              *     /v1/sandboxes/{id}`.
              */
             auto_resume: boolean;
+            /** @description GPUs the sandbox gets at each start (0 for none). */
+            gpus?: number;
+            /** @description The GPU model asked for at create, when one was. */
+            gpu_model?: string;
             /**
              * @description SHA256 fingerprints of the keys the SSH gateway accepts for
              *     this sandbox (docs/terminal.md), in the order given; the keys
              *     themselves are never returned.
              */
             ssh_key_fingerprints?: string[];
-            /** @description Why the sandbox failed, was deleted or an archive or restore was interrupted; omitted when empty. */
+            /**
+             * @description Why the sandbox failed, was deleted or an archive or restore was interrupted; omitted when empty.
+             *     `host_lost`: its host stopped heartbeating (GET /v1/hosts); its disk stays there and a start
+             *     boots it again once the host is back.
+             */
             reason?: string;
             created_at: components["schemas"]["Time"];
             /**
-             * @description List and child-list rows only: `created_at` under seed 004's name, UTC ISO 8601 with six
+             * @description List and child-list rows only: `created_at` under its camelCase name, UTC ISO 8601 with six
              *     fractional-second digits.
              */
             createdAt?: string;
@@ -2252,14 +2670,17 @@ export interface components {
              *     `ephemeral` sandbox stopped), `ttl_expired` (it passed
              *     `expires_at`), `user_killed` (a kill), `session_stopped` and
              *     `session_failed` (its session ended), `pool_discarded` and
-             *     `pool_drained` (a warm pool let it go), `platform_deleted`.
-             *     Absent on live sandboxes.
+             *     `pool_drained` (a warm pool let it go), `host_lost` (its host lost
+             *     its disk, so it cannot run again; restore a backup or its archive
+             *     into a new sandbox), `org_deleted` (its organization was deleted),
+             *     `platform_deleted`. Absent on live sandboxes.
              *     A sandbox the platform deleted by itself (`ttl_expired`,
-             *     `platform_deleted`) with a complete archive or backup keeps that
-             *     recovery data 90 days before final disposal instead of 30.
+             *     `host_lost`, `org_deleted`, `platform_deleted`, `pool_*`) with a
+             *     complete archive or backup keeps that recovery data 90 days before
+             *     final disposal instead of 30.
              * @enum {string}
              */
-            deleted_reason?: "user_deleted" | "user_killed" | "auto_deleted" | "ttl_expired" | "platform_deleted" | "session_stopped" | "session_failed" | "pool_discarded" | "pool_drained";
+            deleted_reason?: "user_deleted" | "user_killed" | "auto_deleted" | "ttl_expired" | "platform_deleted" | "session_stopped" | "session_failed" | "pool_discarded" | "pool_drained" | "host_lost" | "org_deleted";
             type: components["schemas"]["SandboxType"];
             /** @description Stop after this many idle minutes while running; 0 never auto-stops. */
             auto_stop_minutes: number;
@@ -2269,8 +2690,8 @@ export interface components {
             auto_delete_days: number;
             /**
              * @description When the sandbox expires (and is destroyed, or stopped for an E2B
-             *     auto-pause sandbox); null when it has no TTL (seed 004 retention
-             *     only). Set by `ttl_ms` at create and reset by `POST
+             *     auto-pause sandbox); null when it has no TTL (retention timers
+             *     only, docs/lifecycle.md). Set by `ttl_ms` at create and reset by `POST
              *     /v1/sandboxes/{id}/ttl`.
              */
             expires_at: components["schemas"]["Time"] | null;
@@ -2294,7 +2715,7 @@ export interface components {
              * @description Why a destroyed sandbox is gone (the values of `deleted_reason`); absent on live sandboxes.
              * @enum {string}
              */
-            destroyed_reason?: "user_killed" | "user_deleted" | "auto_deleted" | "ttl_expired" | "platform_deleted" | "session_stopped" | "session_failed" | "pool_discarded" | "pool_drained";
+            destroyed_reason?: "user_killed" | "user_deleted" | "auto_deleted" | "ttl_expired" | "platform_deleted" | "session_stopped" | "session_failed" | "pool_discarded" | "pool_drained" | "host_lost" | "org_deleted";
             restore?: components["schemas"]["StartRestore"];
             /**
              * @description Whether the latest start brought memory back (`restore: memory`).
@@ -2305,7 +2726,7 @@ export interface components {
             ram_restored?: boolean;
         };
         /**
-         * @description Seed 003's status, derived from `state`, activity and the TTL:
+         * @description The sandbox's status (docs/lifecycle.md), derived from `state`, activity and the TTL:
          *     `destroyed` (deleting, deleted) and `failed` first; then `expiring`
          *     for any live sandbox within a minute of `expires_at`; `creating`;
          *     `starting` (starting, restoring); for a running sandbox `running`
@@ -2327,6 +2748,165 @@ export interface components {
             progress?: string;
             size_bytes: number;
             error?: string;
+            created_at: components["schemas"]["Time"];
+            updated_at: components["schemas"]["Time"];
+            /**
+             * @description `org` for the caller org's own template.
+             * @enum {string}
+             */
+            owner: "platform" | "org";
+            /** @description The build that made an org template's version. */
+            build_id?: string;
+            settings?: components["schemas"]["TemplateSettings"];
+            source?: components["schemas"]["TemplateSource"];
+            /** @description Whether creates of the same size and class restore the version's started state (`restore: memory`). */
+            snapshot?: boolean;
+        };
+        /**
+         * @description What sandboxes of an org template start with: `start_cmd` runs in
+         *     the background at every cold boot (a memory restore has it running);
+         *     a create or start reports `running` only once `ready_cmd` exits 0,
+         *     retried every 100 ms for at most `ready_timeout_ms` (default 60 s),
+         *     else the sandbox is `failed` with the reason. `env`, `user` and
+         *     `workdir` are the defaults of every process; `cpu`, `ram_mb`,
+         *     `disk_gb` and `runtime` a create's defaults. From an image they come
+         *     from its config (`Env`, `User`, `WorkingDir`, `Entrypoint` + `Cmd` →
+         *     `start_cmd`), from a Dockerfile from its final state, and a request's
+         *     `settings` override them.
+         */
+        TemplateSettings: {
+            start_cmd?: string[];
+            ready_cmd?: string[];
+            ready_timeout_ms?: number;
+            env?: {
+                [key: string]: string;
+            };
+            user?: string;
+            workdir?: string;
+            cpu?: number;
+            ram_mb?: number;
+            disk_gb?: number;
+            runtime?: string;
+            labels?: {
+                [key: string]: string;
+            };
+            exposed_ports?: string[];
+        };
+        /** @description Overrides of `TemplateSettings`. `start_cmd` and `ready_cmd` take an argv array, or a string run by `/bin/sh -c`; an empty array or string clears the image's. */
+        TemplateSettingsInput: {
+            start_cmd?: string | string[];
+            ready_cmd?: string | string[];
+            ready_timeout_ms?: number;
+            env?: {
+                [key: string]: string;
+            };
+            user?: string;
+            workdir?: string;
+            cpu?: number;
+            ram_mb?: number;
+            disk_gb?: number;
+            runtime?: string;
+        };
+        TemplateSource: {
+            /** @enum {string} */
+            kind: "image" | "upload" | "dockerfile";
+            /** @description The image pulled (or a Dockerfile's FROM image). */
+            image?: string;
+            image_digest?: string;
+            /** @description A Dockerfile FROM that named a template. */
+            from_template?: string;
+            dockerfile_sha256?: string;
+        };
+        CreateTemplate: {
+            slug: string;
+            /** @description An image reference (registry/repo:tag or @sha256:…); lists resolve to linux/amd64. */
+            from_image?: string;
+            /** @description A `purpose=image` upload: a docker save or OCI-layout tarball. */
+            image_upload_id?: string;
+            /** @description The Dockerfile's text. FROM names an image, or a template the org sees (a bare name such as `pt-base` or `busybox`). */
+            dockerfile?: string;
+            /** @description A `purpose=context` upload: the build context COPY and ADD read. */
+            context_upload_id?: string;
+            /** @description Values of the Dockerfile's ARGs (--build-arg). */
+            build_args?: {
+                [key: string]: string;
+            };
+            /** @description Run every step; do not reuse the layer cache. */
+            no_cache?: boolean;
+            /**
+             * @description After the build, start a sandbox, wait for `ready_cmd` and
+             *     checkpoint its memory (gVisor): creates of the template's size
+             *     and class then restore the started sandbox (`restore: memory`),
+             *     each with a new identity. Needs `start_cmd` and `ready_cmd`; a
+             *     class that cannot checkpoint is `409 memory_snapshot_unsupported`.
+             */
+            snapshot?: boolean;
+            network?: components["schemas"]["NetworkPolicy"];
+            /** @description Bound the build (at most the server's --template-build-timeout, 30 minutes by default). */
+            timeout_seconds?: number;
+            settings?: components["schemas"]["TemplateSettingsInput"];
+        };
+        TemplateBuild: {
+            /** @example tbld_01KABCDEFGHJKMNPQRSTVWXYZ0 */
+            id: string;
+            slug: string;
+            /** @enum {string} */
+            status: "running" | "ready" | "failed";
+            /** @enum {string} */
+            kind: "image" | "upload" | "dockerfile";
+            /** @description The version a ready build made. */
+            version_id: string | null;
+            version?: number | null;
+            /** @description Why it failed. */
+            error?: string;
+            /** @description Where a Dockerfile build failed. */
+            failure?: {
+                step: number;
+                steps: number;
+                line: number;
+                instruction: string;
+                /** @description A failed RUN's exit code. */
+                exit_code?: number;
+            };
+            created_at: components["schemas"]["Time"];
+            updated_at: components["schemas"]["Time"];
+            finished_at: components["schemas"]["Time"] | null;
+        };
+        BuildLogLine: {
+            seq: number;
+            time: components["schemas"]["Time"];
+            /** @enum {string} */
+            type: "step" | "cache" | "output" | "pull" | "info" | "error" | "done";
+            step?: number;
+            steps?: number;
+            line?: number;
+            instruction?: string;
+            cached?: boolean;
+            duration_ms?: number;
+            /** @enum {string} */
+            stream?: "stdout" | "stderr";
+            text?: string;
+            layer?: string;
+            bytes?: number;
+            total?: number;
+            exit_code?: number;
+            status?: string;
+            version_id?: string;
+        };
+        TemplateUpload: {
+            /** @example tupl_01KABCDEFGHJKMNPQRSTVWXYZ0 */
+            id: string;
+            /** @enum {string} */
+            purpose: "context" | "image";
+            size_bytes: number;
+            sha256: string;
+        };
+        RegistryCredential: {
+            /** @example ghcr.io */
+            registry: string;
+            username?: string;
+            /** @enum {string} */
+            kind: "basic" | "token";
             created_at: components["schemas"]["Time"];
             updated_at: components["schemas"]["Time"];
         };
@@ -2396,7 +2976,7 @@ export interface components {
              *     hour at creation): `400 sandbox_ttl_exceeded`. Without it,
              *     sandboxes of `python-node` and `node` that name no retention
              *     field (`type`, `auto_*`) get 3600000 and no auto-stop; others
-             *     keep seed 004's retention and no TTL.
+             *     keep their type's retention timers and no TTL.
              */
             ttl_ms?: number;
             /** @default 1 */
@@ -2428,18 +3008,32 @@ export interface components {
             project_id?: string;
             /** @description Same as the `Idempotency-Key` header (stripped before the body is read). */
             idempotency_key?: string;
-            /** @description Seed 003's name for `ttl_ms` (both with different values: `400 invalid_request`). */
+            /** @description The camelCase name of `ttl_ms` (both with different values: `400 invalid_request`). */
             ttlMs?: number;
-            /** @description Seed 003's name for `template_version_id`. */
+            /** @description The camelCase name of `template_version_id`. */
             templateVersionId?: string;
-            /** @description Seed 003's name for `project_id`. */
+            /** @description The camelCase name of `project_id`. */
             projectId?: string;
             /** @description The SDK name for `parent_id`. */
             parentId?: string;
-            /** @description Seed 003's name for `idempotency_key`. */
+            /** @description The camelCase name of `idempotency_key`. */
             idempotencyKey?: string;
-            /** @description No host of this platform has GPUs; 0 (or leaving it out) is accepted, more is `400 invalid_request`. */
+            /**
+             * @description GPUs the sandbox gets (docs/gpus.md), whole NVIDIA GPUs of its
+             *     host given through their CDI devices (runc) or gVisor's nvproxy.
+             *     More than any host has (`GET /v1/hosts`, `gpus`) is `409
+             *     gpus_unavailable` naming what exists, and nothing is created.
+             *     A GPU sandbox's stop never keeps memory: its GPUs go back to the
+             *     host.
+             * @default 0
+             */
             gpus?: number;
+            /**
+             * @description Only GPUs whose model contains this (case-insensitive, e.g.
+             *     `A100` or `H100 80GB`); needs `gpus` of at least 1.
+             * @example A100
+             */
+            gpu_model?: string;
             /**
              * @description Makes the sandbox a child of this one. The parent must exist in
              *     the same organization (404 otherwise) and be running (409
@@ -2762,6 +3356,11 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /**
+             * @description start only: the sandbox user the command runs as (its home is the default cwd); default root. Templates have `root` and `user` (uid 1000).
+             * @example user
+             */
+            user?: string;
             cols?: number;
             rows?: number;
         };
@@ -2806,6 +3405,17 @@ export interface components {
             version?: number | null;
             /** @description Whether this is the server's default template (`--default-template`), used by creates that name none. */
             default?: boolean;
+            /**
+             * @description `org` for the caller org's own template.
+             * @enum {string}
+             */
+            owner?: "platform" | "org";
+            /** @description The build that made the newest version of an org template. */
+            build_id?: string;
+            settings?: components["schemas"]["TemplateSettings"];
+            source?: components["schemas"]["TemplateSource"];
+            /** @description Whether the newest version has a started-state snapshot. */
+            snapshot?: boolean;
         };
         TemplateList: {
             rows: components["schemas"]["Template"][];
@@ -2818,6 +3428,14 @@ export interface components {
             id: string;
             name: string;
             created_at: components["schemas"]["Time"];
+        };
+        OrgDeleted: {
+            /** @example org_01KABCDEFGHJKMNPQRSTVWXYZ0 */
+            id: string;
+            name: string;
+            deleted_at: components["schemas"]["Time"];
+            /** @description How many of its sandboxes this call moved to `deleting` (those already deleting or deleted are not counted). */
+            sandboxes_deleting: number;
         };
         OrgCreated: {
             org: components["schemas"]["Org"];
@@ -2981,6 +3599,34 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description A template request refused, changing nothing: `invalid_request`
+         *     (`field`); `dockerfile_invalid` or `dockerfile_unsupported` (`line`:
+         *     the Dockerfile line at fault); `image_invalid`,
+         *     `image_digest_mismatch`, `image_layer_unsafe` or `image_too_large`
+         *     (400); `image_unauthorized` (403: the registry refused the pull; store
+         *     credentials with `PUT /v1/registry-credentials/{registry}`);
+         *     `image_not_found` or `not_found` (404; `field`); `template_slug_reserved`,
+         *     `template_in_use` (`sandboxes`, `snapshots`) or
+         *     `memory_snapshot_unsupported` (409); `upload_too_large` (413,
+         *     `max_bytes`).
+         */
+        TemplateRefused: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "code": "dockerfile_unsupported",
+                 *       "field": "dockerfile",
+                 *       "line": 3,
+                 *       "error": "Dockerfile line 3: COPY --from: multi-stage builds are not supported"
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `payload_too_large`: the request body is too large. */
         PayloadTooLarge: {
             headers: {
@@ -2990,7 +3636,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description `no_space`: the disk is full. */
+        /** @description `no_space`: the disk is full: the sandbox's own (free space in it or grow `disk_gb`), or the host's data dir, which ptd keeps `--min-free-mb` free by refusing creates and uploads before anything is made (retry once space is freed). */
         NoSpace: {
             headers: {
                 [name: string]: unknown;
@@ -3268,6 +3914,9 @@ export interface operations {
              *     is). `sandbox_failed`: with `wait_for_state=running`, provisioning
              *     failed; the body is the failed sandbox's record (`id`, `reason`):
              *     start it again or delete it (do not create it again).
+             *     `gpus_unavailable`: no host has that many GPUs (of `gpu_model`,
+             *     when given) that sandboxes can use; `available` lists what each
+             *     host has, and nothing was created.
              */
             409: {
                 headers: {
@@ -4472,6 +5121,10 @@ export interface operations {
                     parent?: boolean;
                     /** @default false */
                     wait?: boolean;
+                    /** @description Keys set on every copy over the source's metadata. */
+                    metadata?: {
+                        [key: string]: string;
+                    };
                 };
             };
         };
@@ -4995,6 +5648,8 @@ export interface operations {
             /** @description The cell ran (its own errors are `error` events, not statuses). */
             200: {
                 headers: {
+                    /** @description The cell's ID, for `DELETE …/code/executions/{exec}`. */
+                    "X-Execution-Id"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5169,6 +5824,75 @@ export interface operations {
                         interrupted: boolean;
                     };
                 };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["SandboxNotReady"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listCodeExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The executions not yet ended, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        executions: components["schemas"]["CodeExecutionInfo"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["SandboxNotReady"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteCodeExecution: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description An execution ID (`exec_…`, the `X-Execution-Id` of `POST …/code`). */
+                exec: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cell has stopped. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
@@ -5431,7 +6155,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every template. */
+            /** @description Every template the org sees. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -5443,6 +6167,170 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    createTemplate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "slug": "app",
+                 *       "dockerfile": "FROM busybox\nCOPY app.sh /srv/\nRUN chmod +x /srv/app.sh\n",
+                 *       "context_upload_id": "tupl_01KABCDEFGHJKMNPQRSTVWXYZ0"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateTemplate"];
+            };
+        };
+        responses: {
+            /** @description The build, running. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateBuild"];
+                };
+            };
+            400: components["responses"]["TemplateRefused"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["TemplateRefused"];
+            404: components["responses"]["TemplateRefused"];
+            409: components["responses"]["TemplateRefused"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    uploadTemplateFile: {
+        parameters: {
+            query: {
+                purpose: "context" | "image";
+            };
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-tar": string;
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The upload. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateUpload"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
+            413: components["responses"]["TemplateRefused"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getTemplateBuild: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                build_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The build. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TemplateBuild"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    getTemplateBuildLogs: {
+        parameters: {
+            query?: {
+                follow?: boolean;
+                since?: number;
+                /** @description Overrides the Accept header: ndjson (the default) or sse. */
+                format?: "ndjson" | "sse";
+            };
+            header?: {
+                /** @description The last seq the client saw (SSE reconnect); only with SSE. */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                build_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The log lines. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["BuildLogLine"];
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["Internal"];
         };
     };
     getTemplate: {
@@ -5469,6 +6357,214 @@ export interface operations {
             404: components["responses"]["NotFound"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteTemplate: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted versions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: string[];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["TemplateRefused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    deleteTemplateVersion: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                slug: components["parameters"]["TemplateSlug"];
+                version_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted: string[];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["TemplateRefused"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    listRegistryCredentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The credentials. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        rows: components["schemas"]["RegistryCredential"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+        };
+    };
+    putRegistryCredential: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A registry host, optionally with :port (ghcr.io, registry.example.com:5000); Docker Hub is docker.io. */
+                registry: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    username?: string;
+                    password?: string;
+                    token?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The stored credentials, without the secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RegistryCredential"];
+                };
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteRegistryCredential: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                /** @description A registry host, optionally with :port (ghcr.io, registry.example.com:5000); Docker Hub is docker.io. */
+                registry: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Forgotten. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["InvalidRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyConflict"];
+            500: components["responses"]["Internal"];
         };
     };
     buildTemplate: {
@@ -5542,7 +6638,7 @@ export interface operations {
             content: {
                 "application/json": {
                     ttl_ms?: number;
-                    /** @description Seed 003's name for `ttl_ms`. */
+                    /** @description The camelCase name of `ttl_ms`. */
                     ttlMs?: number;
                 };
             };
@@ -5717,6 +6813,49 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteOrg: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The org is gone; its sandboxes are being deleted. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgDeleted"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -5963,6 +7102,46 @@ export interface operations {
                         rows?: {
                             id?: string;
                             lxcfs?: boolean;
+                            /** @description The host's NVIDIA GPUs; empty when it has none. */
+                            gpus?: {
+                                /** @description NVML's index (nvidia-smi's), else the device minor. */
+                                index: number;
+                                /** @example NVIDIA A100-SXM4-40GB */
+                                model: string;
+                                /** @example GPU-4b4f6d2a-1c1e-5c3a-9d0e-9a3c2b1f0a11 */
+                                uuid?: string;
+                                /** @description From nvidia-smi, when installed. */
+                                memory_mb?: number;
+                                /** @example /dev/nvidia0 */
+                                device: string;
+                                /**
+                                 * @description The CDI device that gives a sandbox this GPU.
+                                 * @example nvidia.com/gpu=0
+                                 */
+                                cdi_device?: string;
+                                /** @description Whether a sandbox can be given it (a CDI device names it). */
+                                usable: boolean;
+                            }[];
+                            /**
+                             * @description The NVIDIA kernel driver's version, when loaded.
+                             * @example 535.104.05
+                             */
+                            gpu_driver?: string;
+                            /** @description Why GPUs the host has cannot go to sandboxes (no CDI spec names them). */
+                            gpu_problem?: string;
+                            /**
+                             * @description draining: keeps its sandboxes, takes no new ones (create answers 503 capacity, reason host_draining); lost: stopped heartbeating past the bound.
+                             * @enum {string}
+                             */
+                            state?: "active" | "draining" | "lost";
+                            state_reason?: string;
+                            /** @description Grows at every registration of the host: the fencing token of its session. */
+                            generation?: number;
+                            region?: string;
+                            registered_at?: components["schemas"]["Time"];
+                            heartbeat_at?: components["schemas"]["Time"];
+                            capacity?: components["schemas"]["HostCapacity"];
+                            load?: components["schemas"]["HostLoad"];
                             runtime_classes?: {
                                 name?: string;
                                 /**
@@ -5982,6 +7161,88 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    drainHost: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The host's registration. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HostState"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+        };
+    };
+    undrainHost: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe: the first request with a key runs; a retry within
+                 *     24 hours with the same key and the same request (method, path, query,
+                 *     JSON body with keys in any order), by the same token, gets the first
+                 *     answer again with `Idempotent-Replayed: true`. The same key with
+                 *     another request is `409 idempotency_key_reused`; a retry while the
+                 *     first still runs waits up to 30 s, then `409
+                 *     idempotency_key_in_progress`. Answers that may change on a retry
+                 *     (5xx, 409, 429, bodies over 1 MiB) are not kept. JSON bodies may
+                 *     carry the key as an `idempotency_key` (or `idempotencyKey`) field
+                 *     instead; the field is removed before the body is read, so the body
+                 *     schemas do not list it.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The host's registration. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HostState"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
         };
     };
     streamEvents: {

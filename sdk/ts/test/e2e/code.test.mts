@@ -68,10 +68,14 @@ describe("runCode", () => {
   });
 
   test("contexts keep their own state; javascript keeps its own", async () => {
+    await s.runCode("only_in_default = 1");
+    assert.equal((await s.runCode("only_in_default")).text, "1");
     const c = await s.codeContexts.create({ language: "python" });
     assert.match(c.id, /^ctx_/);
-    const ex = await s.runCode("'x' in globals()", { context: c });
+    const ex = await s.runCode("'only_in_default' in globals()", { context: c });
     assert.equal(ex.text, "False");
+    await s.runCode("only_in_ctx = 2", { context: c });
+    assert.equal((await s.runCode("'only_in_ctx' in globals()")).text, "False");
     assert.ok((await s.codeContexts.list()).some((x) => x.id === c.id));
     await s.runCode("y = 5", { context: c.id });
     await s.codeContexts.restart(c);

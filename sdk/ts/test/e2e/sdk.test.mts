@@ -6,6 +6,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import {
   CapacityError,
   ConflictError,
@@ -21,6 +23,17 @@ import {
   AuthenticationError,
 } from "@platinum-dev/sdk";
 import { admin, cleanup, freshOrg, running, url } from "./helpers.mjs";
+
+// A full garbage collection on demand (as --expose-gc gives), for the
+// memory bound of the streamed file test.
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
+
+/** ArrayBuffer bytes still held after a full garbage collection. */
+function held(): number {
+  gc();
+  return process.memoryUsage().arrayBuffers;
+}
 
 /** A fetch that records every request's method, path and answer status. */
 function recordingFetch() {
@@ -182,8 +195,11 @@ describe("sdk against ptd", () => {
     });
   });
 
-  test("503 capacity: retried after Retry-After with the same key; typed when retries run out", async () => {
-    // A proxy in front of ptd answers the first creates 503 capacity, as a busy host does.
+  test("a 503 on a create: retried after Retry-After with the same key; typed when retries run out", async () => {
+    // ptd never queues creates (admission.test.mts has its real 503
+    // capacity, on a start); here a proxy in front of it refuses the first
+    // creates, as a load balancer shedding load would, and the retry must
+    // not make a second sandbox.
     let refuse = 2;
     const keys: (string | undefined)[] = [];
     const proxy = createServer(async (req, res) => {
@@ -274,22 +290,29 @@ describe("sdk against ptd", () => {
     }
   });
 
-  test("files: a 10 MB file streams in and out intact", async () => {
+  test("files: a 10 MB file streams in and out intact, never whole in memory", async (t) => {
     const s = await running(client);
     const size = 10 * 1024 * 1024;
+    const piece = 64 * 1024;
+    // What the process holds in ArrayBuffers (file bytes live there) once
+    // garbage is collected, above where it started: a write that gathered
+    // the body, or a read that buffered the answer, holds all 10 MB at once.
+    const base = held();
+    let peakUp = 0;
     const up = createHash("sha256");
     let chunks = 0;
+    // The file is generated as the upload pulls it, 64 KB at a time.
     async function* gen() {
-      for (let sent = 0; sent < size; sent += 256 * 1024) {
-        const c = randomBytes(256 * 1024);
+      for (let sent = 0; sent < size; sent += piece) {
+        const c = randomBytes(piece);
         up.update(c);
-        chunks++;
+        if (++chunks % 8 === 0) peakUp = Math.max(peakUp, held() - base);
         yield c;
       }
     }
     const w = await s.files.write("/tmp/big.bin", gen());
     assert.equal(w.size, size);
-    assert.equal(chunks, 40);
+    assert.equal(chunks, size / piece);
     const want = up.digest("hex");
     const inSandbox = await s.exec(["sha256sum", "/tmp/big.bin"]);
     assert.equal(inSandbox.stdout.split(" ")[0], want, "the sandbox has the same bytes");
@@ -298,14 +321,20 @@ describe("sdk against ptd", () => {
     const down = createHash("sha256");
     let got = 0;
     let pieces = 0;
+    let peakDown = 0;
     for await (const c of stream as unknown as AsyncIterable<Uint8Array>) {
       down.update(c);
       got += c.byteLength;
-      pieces++;
+      if (++pieces % 8 === 0) peakDown = Math.max(peakDown, held() - base);
     }
     assert.equal(got, size);
     assert.ok(pieces > 1, "the body arrived in pieces, not as one buffer");
     assert.equal(down.digest("hex"), want);
+    const mb = (n: number) => (n / 2 ** 20).toFixed(1);
+    t.diagnostic(`held at most ${mb(peakUp)} MB while uploading, ${mb(peakDown)} MB while downloading`);
+    const bound = 4 * 1024 * 1024;
+    assert.ok(peakUp < bound, `the upload held ${mb(peakUp)} MB at once (bound 4 MB of 10)`);
+    assert.ok(peakDown < bound, `the download held ${mb(peakDown)} MB at once (bound 4 MB of 10)`);
   });
 
   test("files: text, bytes, list, mkdir, remove", async () => {
@@ -383,8 +412,9 @@ describe("sdk against ptd", () => {
     assert.equal(await s.files.read("/root/state.txt"), "one");
     assert.ok((await s.snapshots()).some((x) => x.id === snap.id));
 
-    const fork = await s.fork({ count: 1, wait: true });
+    const fork = await s.fork({ count: 1, wait: true, metadata: { copy: "yes" } });
     assert.equal(fork.sourceId, s.id);
+    assert.equal(fork.sandboxes[0]!.metadata?.["copy"], "yes");
     assert.equal(fork.sandboxes.length, 1);
     const copy = fork.sandboxes[0]!;
     await copy.waitForState("running", { timeoutMs: 120_000 });

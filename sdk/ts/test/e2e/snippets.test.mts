@@ -20,7 +20,7 @@ import {
   type ListSandboxHandlesResponse,
   type SandboxHandle,
 } from "@platinum-dev/sdk";
-import { cleanup, freshOrg, running } from "./helpers.mjs";
+import { cleanup, freshOrg, rand, running, url } from "./helpers.mjs";
 
 /** Runs fn with console.log captured; returns what it logged. */
 async function logged(fn: () => Promise<void>): Promise<unknown[][]> {
@@ -131,13 +131,22 @@ describe("sandboxes guide", () => {
   });
 
   test("Get (the example's ids do not exist)", async () => {
+    // Each line of the example runs in a wrapper of its own, so the second
+    // runs even though the first throws: the placeholder id names no
+    // sandbox, and both calls ask ptd, which answers 404 not_found.
+    const notFound = (e: unknown) => e instanceof NotFoundError && e.status === 404 && e.code === "not_found";
     await assert.rejects(async () => {
-      // ---- sandboxes guide, Get ----
+      // ---- sandboxes guide, Get (line 1) ----
       const s = await client.sandboxes.get("sbx_01K…");
+      // ---- end ----
+      void s;
+    }, notFound);
+    await assert.rejects(async () => {
+      // ---- sandboxes guide, Get (line 2) ----
       const sbx = await client.sandboxes.connect("sbx_01K…");
       // ---- end ----
-      void s, sbx;
-    }, NotFoundError);
+      void sbx;
+    }, notFound);
     // The same calls with an id that exists.
     const real = await running(client);
     const s = await client.sandboxes.get(real.id);
@@ -203,38 +212,78 @@ describe("sandboxes guide", () => {
   });
 });
 
+// ---- sdk reference, create / get / setTtl / list / kill signatures ----
+interface SandboxesReference {
+create(input?: CreateSandboxInput): Promise<SandboxHandle>
+get(sandboxId: `sbx_${string}`): Promise<SandboxHandle>
+setTtl(
+  sandboxId: `sbx_${string}`,
+  input: { ttlMs: number; idempotencyKey?: string },
+): Promise<SandboxHandle>
+list(input?: ListSandboxesInput): Promise<ListSandboxHandlesResponse>
+kill(sandboxId: `sbx_${string}`): Promise<SandboxHandle>
+}
+// ---- end ----
+
+/** An exec answer as ptd sent it, recorded by {@link execRecordingClient}. */
+interface ExecAnswer {
+  sandboxId: string;
+  status: number;
+  body: { exit_code: number; stdout: string; stderr: string };
+}
+
+/**
+ * A client whose fetch keeps every exec answer, so a test can check what
+ * the calls of an example returned without changing the example.
+ */
+function execRecordingClient(token: string): { client: Platinum; execs: ExecAnswer[] } {
+  const execs: ExecAnswer[] = [];
+  const f: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    const m = /^\/v1\/sandboxes\/([^/]+)\/exec$/.exec(new URL(String(input)).pathname);
+    if (m) execs.push({ sandboxId: decodeURIComponent(m[1]!), status: res.status, body: (await res.clone().json()) as ExecAnswer["body"] });
+    return res;
+  };
+  return { client: new Platinum({ url, token, fetch: f }), execs };
+}
+
 describe("sdk reference (client.sandboxes)", () => {
   let client: Platinum;
+  let token: string;
   before(async () => {
-    client = (await freshOrg("ts-ref")).client;
+    ({ client, token } = await freshOrg("ts-ref"));
   });
   after(async () => {
     await cleanup(client);
   });
 
-  test("signatures", () => {
-    // ---- sdk reference, create / get / setTtl / list / kill signatures, as types ----
-    type Create = (input?: CreateSandboxInput) => Promise<SandboxHandle>;
-    type Get = (sandboxId: `sbx_${string}`) => Promise<SandboxHandle>;
-    type SetTtl = (
-      sandboxId: `sbx_${string}`,
-      input: { ttlMs: number; idempotencyKey?: string },
-    ) => Promise<SandboxHandle>;
-    type List = (input?: ListSandboxesInput) => Promise<ListSandboxHandlesResponse>;
-    type Kill = (sandboxId: `sbx_${string}`) => Promise<SandboxHandle>;
-    // ---- end ----
-    const c = new Platinum({ url: "http://127.0.0.1:1", token: "t" });
-    const fns: [Create, Get, SetTtl, List, Kill] = [
-      (i) => c.sandboxes.create(i),
-      (id) => c.sandboxes.get(id),
-      (id, i) => c.sandboxes.setTtl(id, i),
-      (i) => c.sandboxes.list(i),
-      (id) => c.sandboxes.kill(id),
-    ];
-    assert.equal(fns.length, 5);
+  test("signatures: client.sandboxes is the reference's create / get / setTtl / list / kill", async () => {
+    // The assignment is the check: tsc (strict) rejects it when a method's
+    // parameters or result stop matching the reference's signatures. Each
+    // call below then goes through the reference's types to a real ptd.
+    const sandboxes: SandboxesReference = client.sandboxes;
+    const made = await sandboxes.create({ template: "busybox", ttlMs: 120_000, metadata: { signatures: "yes" } });
+    assert.match(made.id, /^sbx_/);
+    assert.equal(made.ttlMs, 120_000);
+    const id = made.id as `sbx_${string}`;
+    const got = await sandboxes.get(id);
+    assert.equal(got.id, id);
+    assert.deepEqual(got.metadata, { signatures: "yes" });
+    const before = Date.now();
+    const ttl = await sandboxes.setTtl(id, { ttlMs: 300_000, idempotencyKey: "ts-sig-" + rand() });
+    assert.equal(ttl.ttlMs, 300_000);
+    assert.ok(Math.abs(Date.parse(String(ttl.expiresAt)) - (before + 300_000)) < 5_000, `expiresAt ${ttl.expiresAt}`);
+    const listed = await sandboxes.list({ metadata: { signatures: "yes" } });
+    assert.deepEqual(listed.data.map((h) => h.id), [id]);
+    assert.deepEqual(listed.rows.map((r) => r.id), [id]);
+    assert.equal(typeof listed.data[0]!.commands.run, "function", "list's data are handles");
+    const killed = await sandboxes.kill(id);
+    assert.equal(killed.status, "destroyed");
+    assert.equal(killed.destroyedReason, "user_killed");
+    assert.deepEqual((await sandboxes.list({ metadata: { signatures: "yes" } })).data, [], "a destroyed sandbox is not listed");
   });
 
-  test("create, Sandbox object, get, setTtl, list, kill", async () => {
+  test("create, Sandbox object, create inputs, get, setTtl, list, kill", async () => {
     const [lines, sandbox] = await (async () => {
       let sb!: SandboxHandle;
       const lines = await logged(async () => {
@@ -271,6 +320,30 @@ describe("sdk reference (client.sandboxes)", () => {
     assert.equal(sandbox.destroyedAt, undefined);
     assert.equal(sandbox.destroyedReason, undefined);
 
+    // The other create inputs of the reference: templateVersionId pins the
+    // version the first sandbox booted (no slug given), projectId puts the
+    // sandbox in another project of the org, idempotencyKey names the create.
+    const project = await client.projects.create({ name: "ts-ref-" + rand() });
+    assert.match(project.id, /^prj_/);
+    assert.notEqual(project.id, sandbox.projectId);
+    const key = "ts-ref-create-" + rand();
+    const pinned = await client.sandboxes.create(
+      { templateVersionId: sandbox.templateVersionId, projectId: project.id, idempotencyKey: key },
+      { waitForRunning: true, timeoutMs: 300_000 },
+    );
+    assert.equal(pinned.templateVersionId, sandbox.templateVersionId);
+    assert.equal(pinned.template_version_id, sandbox.templateVersionId);
+    assert.equal(pinned.templateSlug, "python-node");
+    assert.equal(pinned.projectId, project.id);
+    assert.equal(pinned.project_id, project.id);
+    assert.equal((await client.sandboxes.get(pinned.id)).projectId, project.id, "the server recorded the project");
+    assert.deepEqual((await client.sandboxes.list({ projectId: project.id })).rows.map((r) => r.id), [pinned.id]);
+    const again = await client.sandboxes.create(
+      { templateVersionId: sandbox.templateVersionId, projectId: project.id, idempotencyKey: key },
+      { waitForRunning: true, timeoutMs: 300_000 },
+    );
+    assert.equal(again.id, pinned.id, "the same idempotencyKey returns the first create's sandbox");
+
     await assert.rejects(async () => {
       const out = await logged(async () => {
         // ---- sdk reference, get ----
@@ -298,21 +371,25 @@ describe("sdk reference (client.sandboxes)", () => {
     await sandbox.setTtl({ ttlMs: 30 * 60 * 1000 });
     assert.equal(sandbox.ttlMs, 1_800_000, "sandbox.setTtl refreshes the handle");
 
-    const runs: string[] = [];
-    const orig = SandboxHandleProto.commandsRun(sandbox);
-    await (async () => {
+    // The list example runs with a client that records each exec answer,
+    // so the results of the loop's own commands.run calls are checked.
+    const rec = execRecordingClient(token);
+    const listed = await (async (client: Platinum) => {
       // ---- sdk reference, list ----
       const sandboxes = await client.sandboxes.list();
       for (const sandbox of sandboxes.data) {
         await sandbox.commands.run("python --version");
       }
       // ---- end ----
-      runs.push(...sandboxes.data.map((s) => s.id));
-    })();
-    assert.deepEqual(runs, [sandbox.id]);
-    const v = await orig("python --version");
-    assert.equal(v.exitCode, 0);
-    assert.match(v.stdout + v.stderr, /^Python 3/);
+      return sandboxes.data.map((s) => s.id);
+    })(rec.client);
+    assert.deepEqual(new Set(listed), new Set([sandbox.id, pinned.id]), "the org's two live sandboxes");
+    assert.deepEqual(rec.execs.map((e) => e.sandboxId), listed, "one commands.run per listed sandbox, in order");
+    for (const e of rec.execs) {
+      assert.equal(e.status, 200);
+      assert.equal(e.body.exit_code, 0, `python --version in ${e.sandboxId}: ${JSON.stringify(e.body)}`);
+      assert.match(e.body.stdout + e.body.stderr, /^Python 3\.\d+/);
+    }
 
     const killed = await logged(async () => {
       // ---- sdk reference, kill ----
@@ -324,12 +401,6 @@ describe("sdk reference (client.sandboxes)", () => {
     await sandbox.kill();
     assert.equal(sandbox.status, "destroyed", "killing again returns the destroyed record");
     assert.match(String(sandbox.destroyedAt), iso);
+    await pinned.kill();
   });
 });
-
-/** sandbox.commands.run, bound: what the list example calls on each handle. */
-const SandboxHandleProto = {
-  commandsRun(s: SandboxHandle) {
-    return (cmd: string) => s.commands.run(cmd);
-  },
-};

@@ -116,6 +116,7 @@ describe("retries", () => {
     assert.ok(err instanceof CapacityError, String(err));
     assert.ok(Date.now() - t0 < 900, "gave up at once instead of waiting 5 s");
     assert.equal(seen.length, 1);
+    assert.equal(err.retryAfterMs, 5000, "the error says how long the server asked to wait");
   });
 
   test("a refused connection is a ConnectionError after the retries", async () => {

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/oci"
+	"github.com/platinum-dev/platinum/internal/template"
+)
+
+var onlyColdCreate = flag.Bool("only-cold-create", false,
+	"measure only cold create → first exec per class beside the raw runtime's run -d + first exec, interleaved, with ptd's create steps (coldcreate.go)")
+
+// coldCreateBench times, per runtime class, create → first exec through
+// the API (cold: no pool serves plain creates) beside the same class's raw
+// runtime doing the same work on a busybox bundle made by ptd's own config
+// code: `run -d` of a sleeping init, then `exec true`, unpinned and
+// pinned to one core as the host pins a 1-CPU sandbox (its cpuset is the
+// CPU count the guest sees). The raw runs and one API create alternate,
+// so all see the same load on a shared host. The raw gVisor run has no
+// network namespace (--network=none); ptd's sandbox has one.
+// log returns ptd's log so far: its debug lines give each create's steps.
+func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
+	defer func() {
+		if err != nil { // what ptd said last, for the failure
+			l := strings.Split(strings.TrimSpace(log()), "\n")
+			fmt.Println(strings.Join(l[max(0, len(l)-25):], "\n"))
+		}
+	}()
+	if err := c.EnsureTemplate("busybox"); err != nil {
+		return err
+	}
+	var classes []string
+	for _, class := range strings.Split(*coldClasses, ",") {
+		if _, err := exec.LookPath(map[string]string{"gvisor": "runsc"}[class]); class == "gvisor" && err != nil {
+			continue // not installed here
+		}
+		classes = append(classes, class)
+	}
+	for _, class := range classes {
+		raw, err := newRawBaseline(class)
+		if err != nil {
+			return fmt.Errorf("%s baseline: %w", class, err)
+		}
+		var create, firstExec, secondExec, total []time.Duration
+		before := len(log())
+		for i := range n {
+			if err := errors.Join(raw.once(i, ""), raw.once(i, "0")); err != nil {
+				raw.close()
+				return fmt.Errorf("%s baseline: %w", class, err)
+			}
+			t0 := time.Now()
+			id, err := createClass(c, class, 512)
+			if err != nil {
+				raw.close()
+				return err
+			}
+			t1 := time.Now()
+			if _, err := c.Exec(id, []string{"true"}); err != nil {
+				raw.close()
+				return err
+			}
+			create, firstExec, total = append(create, t1.Sub(t0)), append(firstExec, time.Since(t1)), append(total, time.Since(t0))
+			t2 := time.Now()
+			if _, err := c.Exec(id, []string{"true"}); err != nil {
+				raw.close()
+				return err
+			}
+			secondExec = append(secondExec, time.Since(t2))
+			if err := c.Delete(id); err != nil {
+				raw.close()
+				return err
+			}
+			c.WaitGone(id)
+		}
+		raw.close()
+		bin := raw.binary
+		fmt.Printf("\n%s, cold, %d runs interleaved with the raw runtime:\n", class, n)
+		benchkit.Report("raw "+bin+" run -d", raw.run, nil)
+		benchkit.Report("raw "+bin+" exec true (first)", raw.exec, nil)
+		benchkit.Report("raw "+bin+" run -d + first exec", sum(raw.run, raw.exec), nil)
+		benchkit.Report("raw, pinned to one core: run -d", raw.pinnedRun, raw.run)
+		benchkit.Report("raw, pinned to one core: exec true", raw.pinnedExec, raw.exec)
+		benchkit.Report("raw, pinned to one core: run -d + exec", sum(raw.pinnedRun, raw.pinnedExec), sum(raw.run, raw.exec))
+		fmt.Println("ratios below: against raw unpinned, then raw pinned (a 1-CPU sandbox is pinned)")
+		benchkit.Report("create → first exec ("+class+")", total, sum(raw.run, raw.exec))
+		benchkit.Report("create → first exec ("+class+")", total, sum(raw.pinnedRun, raw.pinnedExec))
+		benchkit.Report("  create API call (until running)", create, raw.pinnedRun)
+		benchkit.Report("  first exec API call", firstExec, raw.pinnedExec)
+		benchkit.Report("  second exec API call (not timed above)", secondExec, raw.pinnedExec)
+		reportCreateSteps(log()[before:])
+	}
+	if *burst > 0 {
+		for _, class := range classes {
+			if err := burstBench(c, class, *burst, log); err != nil {
+				return fmt.Errorf("%s burst: %w", class, err)
+			}
+		}
+	}
+	return nil
+}
+
+// rawBaseline is one runtime class's raw run + first exec on a busybox
+// bundle written by ptd's own OCI config code.
+type rawBaseline struct {
+	binary, dir, rootfs, cg, state string
+	rt                             *oci.Runtime
+	run, exec                      []time.Duration
+	// pinnedRun and pinnedExec are the same on one core, as the host
+	// pins a 1-CPU sandbox (its cpuset is what the guest counts).
+	pinnedRun, pinnedExec []time.Duration
+}
+
+func newRawBaseline(class string) (*rawBaseline, error) {
+	dir, err := os.MkdirTemp("/var/tmp", "pt-bench-"+class+"-")
+	if err != nil {
+		return nil, err
+	}
+	b := &rawBaseline{dir: dir, rootfs: filepath.Join(dir, "rootfs"), cg: "/platinum-bench-" + ptdtest.RandHex(3),
+		state: filepath.Join(dir, "state")}
+	cfg := oci.DefaultConfig()
+	if class == "gvisor" {
+		cfg = oci.GVisorConfig(b.state)
+	}
+	cfg.Root = b.state
+	b.binary = cfg.Binary
+	if err := template.BuildBusybox(context.Background(), b.rootfs); err != nil {
+		b.close()
+		return nil, err
+	}
+	if b.rt, err = oci.New(cfg, nil); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *rawBaseline) close() {
+	ptdtest.RemoveCgroup(b.cg)
+	os.RemoveAll(b.dir)
+}
+
+// sum is run + exec of each run.
+func sum(run, exec []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(run))
+	for i := range run {
+		out[i] = run[i] + exec[i]
+	}
+	return out
+}
+
+// once runs a container detached through ptd's runtime wrapper (the
+// runtime binary with ptd's global flags, stdio on /dev/null), runs
+// `true` in it with the plain binary, and deletes it. cpus pins it as
+// the host pins a sandbox of that many CPUs ("" leaves it unpinned).
+func (b *rawBaseline) once(i int, cpus string) error {
+	id := fmt.Sprintf("bench-%d-%d", i, len(cpus))
+	bundle := filepath.Join(b.dir, id)
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(bundle)
+	spec := runtime.Spec{ID: id, BundleDir: bundle, RootFS: b.rootfs, Hostname: id, CgroupPath: b.cg + "/" + id,
+		Resources: runtime.Resources{CPU: 1, MemoryBytes: 512 << 20, Pids: 1024, CPUs: cpus},
+		Args:      []string{"/bin/sleep", "1000"}}
+	t0 := time.Now()
+	if err := b.rt.Run(context.Background(), spec); err != nil {
+		return err
+	}
+	run := time.Since(t0)
+	t1 := time.Now()
+	if out, err := exec.Command(b.binary, "--root", b.state, "exec", id, "/bin/true").CombinedOutput(); err != nil {
+		return fmt.Errorf("%s exec: %v: %s", b.binary, err, out)
+	}
+	if cpus == "" {
+		b.run, b.exec = append(b.run, run), append(b.exec, time.Since(t1))
+	} else {
+		b.pinnedRun, b.pinnedExec = append(b.pinnedRun, run), append(b.pinnedExec, time.Since(t1))
+	}
+	return b.rt.Delete(context.Background(), id)
+}
+
+var coldClasses = flag.String("cold-classes", "runc,gvisor", "with -only-cold-create: the runtime classes (gvisor where runsc is installed)")
+
+var burst = flag.Int("burst", 20, "with -only-cold-create: creates sent at once per class, beside as many raw runs started at once (0 skips)")
+
+// burstWaitMS is the wait_timeout_ms each burst create sends; an answer
+// later than it breaks the API's promise.
+const burstWaitMS = 120000
+
+// burstBench starts n raw `run -d` + first exec of class at once (each
+// pinned to one core, spread over the cores as the host spreads 1-CPU
+// sandboxes) and, after they are gone, sends n creates
+// (?wait_for_state=running) each followed by its first exec at once. It
+// prints both wall times, the creates' latencies, their answers by code,
+// and how many answered after their wait_timeout_ms.
+func burstBench(c *benchkit.Client, class string, n int, log func() string) error {
+	raw, err := newRawBaseline(class)
+	if err != nil {
+		return err
+	}
+	defer raw.close()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	var mu sync.Mutex
+	t0 := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = raw.onceLocked(&mu, 1000+i, strconv.Itoa(i%goruntime.NumCPU()))
+		}()
+	}
+	wg.Wait()
+	rawWall := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("raw burst: %w", err)
+	}
+
+	before := len(log())
+	lat, answered := make([]time.Duration, n), make([]time.Duration, n)
+	codes := make([]int, n)
+	ids := make([]string, n)
+	t1 := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := time.Now()
+			st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms="+strconv.Itoa(burstWaitMS), map[string]any{
+				"template": "busybox", "runtime": class, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
+			codes[i], answered[i] = st, time.Since(s)
+			var m struct{ ID string }
+			json.Unmarshal(b, &m)
+			ids[i] = m.ID
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if st == 201 {
+				if _, err := c.Exec(m.ID, []string{"true"}); err != nil {
+					errs[i] = err
+				}
+			}
+			lat[i] = time.Since(s)
+		}()
+	}
+	wg.Wait()
+	apiWall := time.Since(t1)
+	byCode := map[int]int{}
+	late := 0
+	for i, st := range codes {
+		byCode[st]++
+		if answered[i] > burstWaitMS*time.Millisecond+time.Second {
+			late++
+		}
+	}
+	for _, id := range ids {
+		if id != "" {
+			c.Delete(id)
+		}
+	}
+	for _, id := range ids {
+		if id != "" {
+			c.WaitGone(id)
+		}
+	}
+	fmt.Printf("\n%s, %d at once (raw pinned across %d cores):\n", class, n, goruntime.NumCPU())
+	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall", benchkit.MS(rawWall))
+	fmt.Printf("%-42s %9s   ratio vs raw wall %.2fx\n", "create → first exec through ptd, wall", benchkit.MS(apiWall), float64(apiWall)/float64(rawWall))
+	benchkit.Report("  each create → first exec", lat, raw.pinnedRun)
+	benchkit.Report("  each create API answer", answered, nil)
+	fmt.Printf("  answers by code %v; answered after wait_timeout_ms: %d; errors: %v\n", byCode, late, errors.Join(errs...))
+	// A boot whose agent was slower than the host's first wait is torn
+	// down and booted again: each is a whole boot more on a loaded host.
+	fmt.Printf("  boots torn down and started again (agent slower than the first wait): %d\n",
+		strings.Count(log()[before:], "agent unreachable; rebuilding"))
+	reportCreateSteps(log()[before:])
+	return nil
+}
+
+// onceLocked is once for concurrent callers: the runs themselves overlap,
+// only the recording is serialised.
+func (b *rawBaseline) onceLocked(mu *sync.Mutex, i int, cpus string) error {
+	nb := &rawBaseline{binary: b.binary, dir: b.dir, rootfs: b.rootfs, cg: b.cg, state: b.state, rt: b.rt}
+	if err := nb.once(i, cpus); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	b.pinnedRun = append(b.pinnedRun, sum(nb.pinnedRun, nb.pinnedExec)...)
+	return nil
+}

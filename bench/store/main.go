@@ -1,0 +1,230 @@
+// Command store measures the metadata store's hot operations on both
+// implementations in one run: SQLite (the embedded default, a file in a
+// temp dir) is the baseline and PostgreSQL (a throwaway local cluster on a
+// unix socket, started as internal/pgtest starts it: fsync off, so commits
+// cost what SQLite's WAL with synchronous=NORMAL costs, no disk flush) is
+// measured beside it. Each operation runs in alternating rounds on the two
+// stores, so both see the same machine load. It prints p50/p95/p99 per
+// operation and store and PostgreSQL's p50 ratio against SQLite's.
+//
+//	go run ./bench/store [-n 2000] [-rows 1000] [-c 8] [-round 100]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/pgtest"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/postgres"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/store:", err)
+		os.Exit(1)
+	}
+}
+
+// subject is one store under measurement with the records it was seeded
+// with.
+type subject struct {
+	name  string
+	st    store.Store
+	ids   []string // sandboxes of org_bench
+	token string   // a token hash
+}
+
+func run() error {
+	n := flag.Int("n", 2000, "measured calls per operation and store")
+	rows := flag.Int("rows", 1000, "sandboxes seeded in each store (the list pages through them)")
+	conns := flag.Int("c", 8, "concurrent writers for the concurrent operations")
+	round := flag.Int("round", 100, "calls per round; rounds alternate between the stores")
+	flag.Parse()
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+
+	dir, err := os.MkdirTemp("", "bench-store-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	lite, err := sqlite.Open(ctx, filepath.Join(dir, "platinum.db"), log)
+	if err != nil {
+		return err
+	}
+	defer lite.Close()
+	cluster, err := pgtest.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	url, err := cluster.CreateDatabase(ctx, "platinum")
+	if err != nil {
+		return err
+	}
+	pg, err := postgres.Open(ctx, url, log)
+	if err != nil {
+		return err
+	}
+	defer pg.Close()
+
+	subjects := []*subject{{name: "sqlite", st: lite}, {name: "postgres", st: pg}}
+	for _, s := range subjects {
+		if err := seed(ctx, s, *rows); err != nil {
+			return fmt.Errorf("seed %s: %w", s.name, err)
+		}
+	}
+
+	type op struct {
+		name string
+		// call runs the i-th call on s; concurrent ops are called from
+		// several goroutines at once.
+		call       func(s *subject, i int) error
+		concurrent bool
+	}
+	ops := []op{
+		{"GetSandbox (point read)", func(s *subject, i int) error {
+			_, err := s.st.GetSandbox(ctx, "org_bench", s.ids[i%len(s.ids)])
+			return err
+		}, false},
+		{"TokenByHash (every request's auth)", func(s *subject, _ int) error {
+			_, err := s.st.TokenByHash(ctx, s.token)
+			return err
+		}, false},
+		{"ListSandboxes 50 + total (paginated)", func(s *subject, i int) error {
+			_, _, err := s.st.ListSandboxes(ctx, store.ListOptions{OrgID: "org_bench", Limit: 50, Offset: (i * 50) % len(s.ids)})
+			return err
+		}, false},
+		{"GetSandbox + UpdateSandbox, state change + event", func(s *subject, i int) error {
+			return toggle(ctx, s.st, s.ids[i%len(s.ids)])
+		}, false},
+		{"ModifySandbox env merge, one row, -c at once", func(s *subject, i int) error {
+			_, err := s.st.ModifySandbox(ctx, "", s.ids[0], func(sb *sandbox.Sandbox) error {
+				sb.Env["K"+strconv.Itoa(i%16)] = strconv.Itoa(i)
+				return nil
+			})
+			return err
+		}, true},
+		{"AddEvent, -c at once", func(s *subject, i int) error {
+			return s.st.AddEvent(ctx, "org_bench", s.ids[i%len(s.ids)], "bench", map[string]int{"i": i})
+		}, true},
+	}
+
+	fmt.Printf("Platinum metadata store: SQLite (baseline) vs PostgreSQL, %d calls per operation, %d seeded sandboxes, %d concurrent callers where marked, %s\n\n",
+		*n, *rows, *conns, time.Now().UTC().Format(time.RFC3339))
+	for _, o := range ops {
+		lat := map[string][]time.Duration{}
+		wall := map[string]time.Duration{}
+		for done := 0; done < *n; done += *round {
+			k := min(*round, *n-done)
+			for _, s := range subjects {
+				t0 := time.Now()
+				ds, err := measure(s, done, k, o.concurrent, *conns, o.call)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", o.name, s.name, err)
+				}
+				wall[s.name] += time.Since(t0)
+				lat[s.name] = append(lat[s.name], ds...)
+			}
+		}
+		fmt.Println(o.name)
+		benchkit.Report("  sqlite", lat["sqlite"], nil)
+		benchkit.Report("  postgres", lat["postgres"], lat["sqlite"])
+		if o.concurrent {
+			fmt.Printf("  %-40s sqlite %.0f/s, postgres %.0f/s\n", "throughput", float64(*n)/wall["sqlite"].Seconds(), float64(*n)/wall["postgres"].Seconds())
+		}
+	}
+	return nil
+}
+
+// measure runs calls first..first+k-1 of call on s, from conns goroutines
+// when concurrent, and returns each call's latency.
+func measure(s *subject, first, k int, concurrent bool, conns int, call func(*subject, int) error) ([]time.Duration, error) {
+	if !concurrent {
+		out := make([]time.Duration, 0, k)
+		for i := first; i < first+k; i++ {
+			t0 := time.Now()
+			if err := call(s, i); err != nil {
+				return nil, err
+			}
+			out = append(out, time.Since(t0))
+		}
+		return out, nil
+	}
+	out := make([]time.Duration, k)
+	errs := make(chan error, conns)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range conns {
+		wg.Go(func() {
+			for i := range next {
+				t0 := time.Now()
+				if err := call(s, first+i); err != nil {
+					errs <- err
+					return
+				}
+				out[i] = time.Since(t0)
+			}
+		})
+	}
+	for i := range k {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return out, <-errs
+}
+
+// seed creates an org, a token and rows sandboxes in s.
+func seed(ctx context.Context, s *subject, rows int) error {
+	if err := s.st.CreateOrg(ctx, store.Org{ID: "org_bench", Name: "bench"}); err != nil {
+		return err
+	}
+	s.token = fmt.Sprintf("%064x", 42)
+	if err := s.st.CreateToken(ctx, store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: "org_bench", Role: store.RoleAdmin, Hash: s.token}); err != nil {
+		return err
+	}
+	base := time.Now().UTC()
+	for i := range rows {
+		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: "org_bench", State: sandbox.StateRunning,
+			Template: "busybox", CPU: 1, RAMMB: 512, DiskGB: 10, Env: map[string]string{"A": "b"},
+			Metadata: map[string]string{"owner": "bench"}, CreatedAt: base.Add(time.Duration(i) * time.Microsecond)}
+		if err := s.st.CreateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		s.ids = append(s.ids, sb.ID)
+	}
+	return nil
+}
+
+// toggle moves a sandbox between running and stopped (a state change, so
+// an event row too), retrying on a version conflict.
+func toggle(ctx context.Context, st store.Store, id string) error {
+	for {
+		sb, err := st.GetSandbox(ctx, "", id)
+		if err != nil {
+			return err
+		}
+		if sb.State == sandbox.StateRunning {
+			sb.State = sandbox.StateStopped
+		} else {
+			sb.State = sandbox.StateRunning
+		}
+		if _, err = st.UpdateSandbox(ctx, sb); !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+}

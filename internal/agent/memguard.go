@@ -1,0 +1,223 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MemoryGuard is the OOM killer of a gVisor sandbox. gVisor (runsc
+// 2024-07) has none: its guest may allocate past the memory it reports
+// (MemTotal, the sandbox's size), until the host cgroup holding the whole
+// sandbox — the Sentry, its gofer and the guest's memory — is full, and
+// then the host kills the Sentry: every process of the sandbox dies. The
+// guard watches the guest's own accounting and, as Linux's OOM killer
+// does inside a runc sandbox's cgroup, kills the process using the most
+// memory once the guest's unreclaimable memory (anonymous and shared
+// pages) passes MemTotal; the host cgroup is sized above MemTotal for the
+// Sentry's own overhead, so the guard acts before the host has to.
+//
+// gVisor accounts a mapping's pages when it allocates them, before it
+// fills them, so even one system call that asks for more than the sandbox
+// has (a read of 512 MB into fresh memory) shows up here while it is still
+// filling them in. The kill takes effect when that call returns; the host
+// gives the call the memory to finish meanwhile (internal/host's OOM
+// watcher), and the guard reports every kill for the host to turn into an
+// oom_killed event.
+type MemoryGuard struct {
+	proc string // "/proc"; tests point it elsewhere
+	self int    // never killed: pt-agent itself
+	kill func(pid int) error
+
+	mu     sync.Mutex
+	kills  []OOMKill
+	wake   chan struct{} // closed and replaced at each kill
+	victim int           // the last victim while it is still exiting
+}
+
+// OOMKill is one process the guard killed.
+type OOMKill struct {
+	Seq      uint64    `json:"seq"`
+	PID      int       `json:"pid"`
+	Command  string    `json:"command"`
+	RSSBytes uint64    `json:"rss_bytes"`
+	UsedMB   uint64    `json:"used_mb"`  // the guest's anonymous and shared memory then
+	LimitMB  uint64    `json:"limit_mb"` // MemTotal
+	At       time.Time `json:"at"`
+}
+
+// NewMemoryGuard returns a guard over this sandbox's /proc.
+func NewMemoryGuard() *MemoryGuard {
+	return &MemoryGuard{proc: "/proc", self: os.Getpid(), wake: make(chan struct{}),
+		kill: func(pid int) error { return unix.Kill(pid, unix.SIGKILL) }}
+}
+
+// Guard intervals: the guard reads /proc/meminfo often while memory is
+// more than half used and rarely otherwise, so an idle sandbox costs
+// nearly nothing; a jump to over the limit is seen within slowPoll.
+const (
+	fastPoll = 20 * time.Millisecond
+	slowPoll = 100 * time.Millisecond
+	// maxKept bounds the kills remembered for the host.
+	maxKept = 64
+)
+
+// Run checks the guest's memory until ctx ends.
+func (g *MemoryGuard) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		used, total, err := g.usage()
+		next := slowPoll
+		if err == nil && total > 0 {
+			if used > total/2 {
+				next = fastPoll
+			}
+			if used > total {
+				g.killLargest(used, total)
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// usage returns the guest's anonymous and shared memory and MemTotal.
+func (g *MemoryGuard) usage() (used, total uint64, err error) {
+	m, err := readMeminfoAt(filepath.Join(g.proc, "meminfo"))
+	if err != nil {
+		return 0, 0, err
+	}
+	return m["AnonPages"] + m["Shmem"], m["MemTotal"], nil
+}
+
+// killLargest kills the process with the largest resident set (not
+// pt-agent, not one whose oom_score_adj is -1000), unless the last victim
+// is still exiting: its memory is about to come back.
+func (g *MemoryGuard) killLargest(used, total uint64) {
+	g.mu.Lock()
+	if v := g.victim; v != 0 {
+		if _, err := os.Stat(filepath.Join(g.proc, strconv.Itoa(v))); err == nil {
+			g.mu.Unlock()
+			return
+		}
+		g.victim = 0
+	}
+	g.mu.Unlock()
+	pid, rss := g.largest()
+	if pid == 0 {
+		return
+	}
+	comm, _ := os.ReadFile(filepath.Join(g.proc, strconv.Itoa(pid), "comm"))
+	if err := g.kill(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.victim = pid
+	var seq uint64 = 1
+	if n := len(g.kills); n > 0 {
+		seq = g.kills[n-1].Seq + 1
+	}
+	g.kills = append(g.kills, OOMKill{Seq: seq, PID: pid, Command: strings.TrimSpace(string(comm)), RSSBytes: rss,
+		UsedMB: used >> 20, LimitMB: total >> 20, At: time.Now().UTC()})
+	if len(g.kills) > maxKept {
+		g.kills = g.kills[len(g.kills)-maxKept:]
+	}
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// largest returns the killable process with the largest resident set.
+func (g *MemoryGuard) largest() (pid int, rss uint64) {
+	entries, err := os.ReadDir(g.proc)
+	if err != nil {
+		return 0, 0
+	}
+	page := uint64(os.Getpagesize())
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == g.self || p == 1 {
+			continue
+		}
+		dir := filepath.Join(g.proc, e.Name())
+		if adj, err := os.ReadFile(filepath.Join(dir, "oom_score_adj")); err == nil && strings.TrimSpace(string(adj)) == "-1000" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "statm"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		if n*page > rss {
+			pid, rss = p, n*page
+		}
+	}
+	return pid, rss
+}
+
+// Kills returns the kills after seq (oldest first), waiting up to wait
+// for one when there is none yet.
+func (g *MemoryGuard) Kills(ctx context.Context, after uint64, wait time.Duration) []OOMKill {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		g.mu.Lock()
+		var out []OOMKill
+		for _, k := range g.kills {
+			if k.Seq > after {
+				out = append(out, k)
+			}
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		if len(out) > 0 || wait <= 0 {
+			return out
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// maxOOMWait bounds GET /oom's wait.
+const maxOOMWait = 60 * time.Second
+
+// handleOOM answers GET /oom?after=SEQ&wait_ms=MS: the guard's kills after
+// SEQ, waiting up to MS (at most a minute) for one. Without a guard (runc
+// sandboxes: the kernel kills there) the list is always empty.
+func (s *Server) handleOOM(w http.ResponseWriter, r *http.Request) {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	ms, _ := strconv.Atoi(r.URL.Query().Get("wait_ms"))
+	wait := min(time.Duration(max(ms, 0))*time.Millisecond, maxOOMWait)
+	kills := []OOMKill{}
+	if g := s.cfg.MemoryGuard; g != nil {
+		if k := g.Kills(r.Context(), after, wait); k != nil {
+			kills = k
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kills": kills, "guarded": s.cfg.MemoryGuard != nil})
+}

@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeProc writes a /proc with meminfo and processes (pid → resident
+// pages, oom_score_adj).
+func fakeProc(t *testing.T, anonKB, totalKB uint64, procs map[int][2]int) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "meminfo"), []byte(fmt.Sprintf("MemTotal: %d kB\nAnonPages: %d kB\nShmem: 0 kB\nCached: 9999999 kB\n", totalKB, anonKB)), 0o644)
+	for pid, p := range procs {
+		d := filepath.Join(dir, fmt.Sprint(pid))
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "statm"), []byte(fmt.Sprintf("100000 %d 0 0 0 0 0\n", p[0])), 0o644)
+		os.WriteFile(filepath.Join(d, "comm"), []byte(fmt.Sprintf("proc%d\n", pid)), 0o644)
+		os.WriteFile(filepath.Join(d, "oom_score_adj"), []byte(fmt.Sprintf("%d\n", p[1])), 0o644)
+	}
+	return dir
+}
+
+// TestMemoryGuard: over MemTotal (page cache not counted) the guard kills
+// the process with the largest resident set — never itself, PID 1 or a
+// process with oom_score_adj -1000 — once, until that victim is gone; a
+// waiter on GET /oom's Kills wakes with the kill. Under the limit it kills
+// nothing.
+func TestMemoryGuard(t *testing.T) {
+	var mu sync.Mutex
+	var killed []int
+	procs := map[int][2]int{1: {900000, 0}, 7: {5000, 0}, 8: {60000, 0}, 9: {80000, -1000}, 42: {100, 0}}
+	g := &MemoryGuard{self: 42, wake: make(chan struct{}), kill: func(pid int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		killed = append(killed, pid)
+		return nil
+	}}
+	g.proc = fakeProc(t, 200*1024, 256*1024, procs) // under the limit
+	used, total, err := g.usage()
+	if err != nil || used != 200<<20 || total != 256<<20 {
+		t.Fatalf("usage %d/%d %v", used, total, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.Run(ctx)
+	time.Sleep(3 * slowPoll)
+	if len(killed) != 0 {
+		t.Fatalf("killed %v under the limit", killed)
+	}
+	got := make(chan []OOMKill, 1)
+	go func() { got <- g.Kills(ctx, 0, 5*time.Second) }()
+	// A 600 MB allocation in a 256 MB sandbox.
+	os.WriteFile(filepath.Join(g.proc, "meminfo.new"), []byte("MemTotal: 262144 kB\nAnonPages: 614400 kB\nShmem: 0 kB\n"), 0o644)
+	os.Rename(filepath.Join(g.proc, "meminfo.new"), filepath.Join(g.proc, "meminfo"))
+	var kills []OOMKill
+	select {
+	case kills = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no kill reported")
+	}
+	if len(kills) != 1 || kills[0].PID != 8 || kills[0].Command != "proc8" || kills[0].RSSBytes != 60000*uint64(os.Getpagesize()) ||
+		kills[0].LimitMB != 256 || kills[0].UsedMB != 600 || kills[0].Seq != 1 {
+		t.Fatalf("kills %+v, want pid 8 (the largest killable)", kills)
+	}
+	// The victim is still there (in this fake /proc): no second kill.
+	time.Sleep(5 * fastPoll)
+	mu.Lock()
+	n := len(killed)
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("killed %v while the first victim was still exiting", killed)
+	}
+	if k := g.Kills(ctx, 1, 0); len(k) != 0 {
+		t.Errorf("kills after seq 1: %v", k)
+	}
+}

@@ -1,0 +1,60 @@
+package controlplane
+
+import (
+	"context"
+
+	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// EventOOMKilled is the event type of an OOM kill in a sandbox: one
+// process (scope process: the sandbox runs on, as a runc sandbox's
+// processes do when its cgroup's OOM killer picks one, or a gVisor
+// sandbox's when pt-agent's memory guard does), or the whole sandbox
+// (scope sandbox: the host ended a gVisor sandbox; the reconciler boots it
+// again from its disk).
+const EventOOMKilled = "oom_killed"
+
+// OOMKilledData is the data of an oom_killed event.
+type OOMKilledData struct {
+	Scope string `json:"scope"`
+	Count int    `json:"count"`
+	// PID, Command and RSSBytes name the process when the guard killed it
+	// (gVisor); the kernel does not say which one it killed.
+	PID      int    `json:"pid,omitempty"`
+	Command  string `json:"command,omitempty"`
+	RSSBytes uint64 `json:"rss_bytes,omitempty"`
+	Source   string `json:"source"`
+	At       string `json:"at"`
+}
+
+// watchOOM asks the host to report the running sandbox's OOM kills.
+func (s *Service) watchOOM(sb sandbox.Sandbox) {
+	if r, ok := s.host.(hostapi.OOMReporter); ok {
+		r.WatchOOM(sb.ID, sb.AgentToken)
+	}
+}
+
+// reportOOM turns the host's OOM reports into oom_killed events of the
+// sandboxes until ctx ends.
+func (s *Service) reportOOM(ctx context.Context) {
+	r, ok := s.host.(hostapi.OOMReporter)
+	if !ok {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-r.OOMEvents():
+			sb, err := s.store.GetSandbox(ctx, "", e.SandboxID)
+			if err != nil {
+				continue // a container of no sandbox (the sweep takes it)
+			}
+			s.log.WarnContext(ctx, "out of memory: killed", "sandbox", sb.ID, "scope", e.Scope, "count", e.Count,
+				"pid", e.PID, "command", e.Command, "source", e.Source)
+			s.event(ctx, sb, EventOOMKilled, OOMKilledData{Scope: e.Scope, Count: e.Count, PID: e.PID, Command: e.Command,
+				RSSBytes: e.RSSBytes, Source: e.Source, At: sandbox.FormatTime(e.At)})
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/hostapi"
+)
+
+// oomHost is a fake host that reports OOM kills and records which
+// sandboxes the control plane asked it to watch.
+type oomHost struct {
+	*fakeHost
+	events  chan hostapi.OOMEvent
+	mu      sync.Mutex
+	watched []string
+}
+
+func (h *oomHost) WatchOOM(id, token string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watched = append(h.watched, id)
+}
+
+func (h *oomHost) OOMEvents() <-chan hostapi.OOMEvent { return h.events }
+
+// TestOOMKillIsAnEvent: a sandbox that reaches running is watched for OOM
+// kills, and each kill the host reports becomes an oom_killed event on the
+// sandbox with its scope, count, source and the killed process; a report
+// for a container no sandbox owns is dropped.
+func TestOOMKillIsAnEvent(t *testing.T) {
+	ctx := context.Background()
+	h := &oomHost{fakeHost: &fakeHost{}, events: make(chan hostapi.OOMEvent, 4)}
+	s, st := newServiceWith(t, h, "", nil)
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	h.mu.Lock()
+	watched := slices.Contains(h.watched, sb.ID)
+	h.mu.Unlock()
+	if !watched {
+		t.Error("a running sandbox is not watched for OOM kills")
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h.events <- hostapi.OOMEvent{SandboxID: "sbx_nobody", Scope: hostapi.OOMScopeProcess, Count: 1, Source: "kernel", At: at}
+	h.events <- hostapi.OOMEvent{SandboxID: sb.ID, Scope: hostapi.OOMScopeProcess, Count: 1, PID: 42, Command: "dd", RSSBytes: 300 << 20, Source: "guard", At: at}
+	h.events <- hostapi.OOMEvent{SandboxID: sb.ID, Scope: hostapi.OOMScopeSandbox, Count: 1, Source: "kernel", At: at}
+	var got []OOMKilledData
+	for i := 0; i < 200 && len(got) < 2; i++ {
+		evs, err := st.SandboxEvents(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, e := range evs {
+			if e.Type != EventOOMKilled {
+				continue
+			}
+			var d OOMKilledData
+			if err := json.Unmarshal([]byte(e.Data), &d); err != nil {
+				t.Fatalf("event data %q: %v", e.Data, err)
+			}
+			got = append(got, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := []OOMKilledData{
+		{Scope: "process", Count: 1, PID: 42, Command: "dd", RSSBytes: 300 << 20, Source: "guard", At: "2026-01-02T03:04:05.000000Z"},
+		{Scope: "sandbox", Count: 1, Source: "kernel", At: "2026-01-02T03:04:05.000000Z"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("oom_killed events %+v, want %+v", got, want)
+	}
+}

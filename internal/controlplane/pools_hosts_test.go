@@ -1,0 +1,84 @@
+package controlplane
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// namedHost is a test host with its own ID, for two control planes on one
+// store.
+type namedHost struct {
+	*fakeHost
+	id string
+}
+
+func (h namedHost) ID() string { return h.id }
+
+// TestPoolsAcrossHosts: two control planes (two ptd processes, two hosts)
+// sharing one store and one warm pool. Refills racing from both make the
+// pool's min_ready platform-wide, not once per host (one creates at a time,
+// under LeasePools); a failed pooled sandbox is disposed of by its own host
+// only, never by the other (whose runtime does not hold it).
+func TestPoolsAcrossHosts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	hA, hB := &fakeHost{}, &fakeHost{}
+	a, st := newServiceWith(t, namedHost{hA, "host_a"}, path, nil)
+	b, _ := newServiceWith(t, namedHost{hB, "host_b"}, path, nil)
+	ctx := context.Background()
+	if err := a.ensurePoolOrg(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 2, Max: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		for _, s := range []*Service{a, b} {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.refillPools(ctx) }()
+		}
+		wg.Wait()
+	}
+	pooled, err := a.pooled(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, sb := range pooled["busybox"] {
+		if sb.State == sandbox.StateCreating || sb.State == sandbox.StateStarting || sb.State == sandbox.StateRunning {
+			live++
+		}
+	}
+	if live > 2 {
+		t.Fatalf("%d live pooled sandboxes after refills racing from two hosts, want at most min_ready 2", live)
+	}
+
+	// A failed pooled sandbox of b's: a leaves it alone, b disposes of it.
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	victim := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, Template: "busybox",
+		State: sandbox.StateFailed, Reason: "test", HostID: "host_b", CPU: 1, RAMMB: 512, DiskGB: 2,
+		Metadata: map[string]string{store.MetaPool: "busybox"}, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateSandbox(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	a.refillPools(ctx)
+	if cur, _ := st.GetSandbox(ctx, "", victim.ID); cur.State != sandbox.StateFailed {
+		t.Fatalf("host_a's refill moved host_b's failed pooled sandbox to %s", cur.State)
+	}
+	b.refillPools(ctx)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cur, _ := st.GetSandbox(ctx, "", victim.ID)
+		if cur.State == sandbox.StateDeleting || cur.State == sandbox.StateDeleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("its own host never disposed of the failed pooled sandbox: %s", cur.State)
+		}
+	}
+}

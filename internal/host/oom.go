@@ -1,0 +1,146 @@
+package host
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/runtime/oci"
+)
+
+var _ hostapi.OOMReporter = (*Host)(nil)
+
+// oomState is where the host's OOM reports meet: the runtimes' kernel
+// kills (oci.Runtime.OnOOM) and, for gVisor sandboxes, one long poll per
+// sandbox of its guard's kills (pt-agent's GET /oom).
+type oomState struct {
+	events chan hostapi.OOMEvent
+	mu     sync.Mutex
+	guards map[string]context.CancelFunc // gVisor sandbox → its guard poll
+}
+
+// oomQueue bounds the reports waiting for the control plane; past it a
+// report is dropped (and logged): OOM kills come in bursts at most.
+const oomQueue = 256
+
+func (h *Host) initOOM() {
+	h.oom.events = make(chan hostapi.OOMEvent, oomQueue)
+	h.oom.guards = map[string]context.CancelFunc{}
+	for _, rt := range h.rts {
+		if r, ok := ociRuntime(rt); ok {
+			r.OnOOM(func(k oci.OOMKill) {
+				scope := hostapi.OOMScopeProcess
+				if k.Sandbox {
+					scope = hostapi.OOMScopeSandbox
+				}
+				h.emitOOM(hostapi.OOMEvent{SandboxID: k.ID, Scope: scope, Count: k.Count, Source: "kernel", At: k.At})
+			})
+		}
+	}
+}
+
+func (h *Host) emitOOM(e hostapi.OOMEvent) {
+	select {
+	case h.oom.events <- e:
+	default:
+		h.log.Warn("OOM report dropped: the queue is full", "sandbox", e.SandboxID, "scope", e.Scope)
+	}
+}
+
+// OOMEvents implements hostapi.OOMReporter.
+func (h *Host) OOMEvents() <-chan hostapi.OOMEvent { return h.oom.events }
+
+// WatchOOM implements hostapi.OOMReporter: the sandbox's runtime watches
+// its memory cgroup (the runtime starts that itself at every boot; this
+// covers containers a previous ptd started), and a gVisor sandbox's guard
+// is polled for its kills.
+func (h *Host) WatchOOM(id, agentToken string) {
+	ctx := context.Background()
+	rt := h.runtimeOf(ctx, id)
+	r, ok := ociRuntime(rt)
+	if !ok {
+		return
+	}
+	r.WatchOOM(id)
+	if rt.Name() != ClassGVisor {
+		return
+	}
+	h.oom.mu.Lock()
+	defer h.oom.mu.Unlock()
+	if _, ok := h.oom.guards[id]; ok {
+		return
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	h.oom.guards[id] = cancel
+	go h.pollGuard(gctx, id, agentToken)
+}
+
+// unwatchOOM ends a sandbox's guard poll (its container is going away).
+func (h *Host) unwatchOOM(id string) {
+	h.oom.mu.Lock()
+	defer h.oom.mu.Unlock()
+	if cancel, ok := h.oom.guards[id]; ok {
+		cancel()
+		delete(h.oom.guards, id)
+	}
+}
+
+// guardWait is one long poll of a guard; guardRetry bounds the pause after
+// a failed one (the sandbox may be checkpointing, or gone).
+const (
+	guardWait  = 25 * time.Second
+	guardRetry = 5 * time.Second
+)
+
+// pollGuard reports the guard's kills until ctx ends. It starts after the
+// kills the guard already has (reported by an earlier poll, or before a
+// restart of ptd), so none is reported twice.
+func (h *Host) pollGuard(ctx context.Context, id, token string) {
+	var after uint64
+	first := true
+	for ctx.Err() == nil {
+		ep, ok := h.net.Endpoint(id)
+		if !ok {
+			h.unwatchOOM(id)
+			return
+		}
+		c := agentclient.New("http://"+net.JoinHostPort(ep.Addr.String(), strconv.Itoa(hostapi.AgentPort)), token, h.oomClient)
+		wait := guardWait
+		if first {
+			wait = 0
+		}
+		kills, err := c.OOMKills(ctx, after, wait)
+		if err != nil {
+			select {
+			case <-time.After(guardRetry):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for _, k := range kills {
+			if k.Seq > after {
+				after = k.Seq
+			}
+			if !first {
+				h.emitOOM(hostapi.OOMEvent{SandboxID: id, Scope: hostapi.OOMScopeProcess, Count: 1, PID: k.PID, Command: k.Command,
+					RSSBytes: k.RSSBytes, Source: "guard", At: k.At})
+			}
+		}
+		first = false
+	}
+}
+
+// ociRuntime returns the *oci.Runtime behind rt, if it is one.
+func ociRuntime(rt any) (*oci.Runtime, bool) {
+	switch r := rt.(type) {
+	case *oci.Runtime:
+		return r, true
+	case *oci.CheckpointRuntime:
+		return r.Runtime, true
+	}
+	return nil, false
+}

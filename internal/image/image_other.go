@@ -1,0 +1,30 @@
+//go:build !linux
+
+package image
+
+import (
+	"context"
+	"errors"
+	"io"
+)
+
+var errUnsupported = errors.New("image: only implemented on Linux")
+
+func (s *Store) storeLayer(ctx context.Context, r io.Reader, want string, b *budget, check func() error) (string, error) {
+	return "", errUnsupported
+}
+
+// Flatten is only implemented on Linux.
+func (s *Store) Flatten(ctx context.Context, dest, base string, layers []string) error {
+	return errUnsupported
+}
+
+// ImportDir is only implemented on Linux.
+func (s *Store) ImportDir(ctx context.Context, upper string, exclude []string) (string, error) {
+	return "", errUnsupported
+}
+
+// Size is only implemented on Linux.
+func Size(dir string) int64 { return 0 }
+
+func removeAll(dir string) {}

@@ -1,0 +1,235 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// oomStep is how much a stalled gVisor sandbox's host limit rises at a
+// time, and oomStepWait how long the watcher gives the guard inside to
+// kill the process that stalled it before the first rise (the guard
+// polls every 20-100 ms, see internal/agent/memguard.go, but on a loaded
+// host it may not run for a while: at 150 ms a 512 MB dd in a 256 MB
+// sandbox sometimes finished before the guard saw it). oomStepPace is the
+// pause between two rises.
+const (
+	oomStep     = 64 << 20
+	oomStepWait = time.Second
+	oomStepPace = 100 * time.Millisecond
+	// oomV2Poll is how often a cgroup v2 memory.events is read.
+	oomV2Poll = time.Second
+)
+
+// watchOOM watches id's memory cgroup until ctx ends or the cgroup goes
+// away. v1: an eventfd registered on memory.oom_control (cgroup.event_control)
+// wakes it at each OOM; v2 has no such notification for a cgroup's own
+// kills, so memory.events is read every oomV2Poll.
+func (r *Runtime) watchOOM(ctx context.Context, id string) error {
+	bundle := r.bundleOf(ctx, id)
+	if bundle == "" {
+		return errors.New("no bundle")
+	}
+	path, err := bundleCgroupPath(bundle)
+	if err != nil {
+		return err
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return err
+	}
+	dir, v2, ok := cgroupDir(mounts, "memory", path)
+	if !ok {
+		return fmt.Errorf("cgroup %s has no memory controller", path)
+	}
+	mem := int64(r.configMemoryLimit(ctx, id))
+	tasks := gvisorTasks(r.configPids(bundle), mem)
+	if v2 {
+		return r.watchOOMv2(ctx, id, dir)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	ev := os.NewFile(uintptr(efd), "oom-eventfd") // pollable: Read parks the goroutine, not a thread
+	defer ev.Close()
+	ctl, err := os.Open(filepath.Join(dir, "memory.oom_control"))
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(fmt.Sprintf("%d %d", efd, ctl.Fd())), 0); err != nil {
+		return fmt.Errorf("cgroup.event_control: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { ev.Close() })
+	defer stop()
+	last := oomControl(dir, "oom_kill")
+	st := stall{base: gvisorHostMemory(mem, tasks), ceiling: gvisorHostMemory(mem, tasks) + gvisorStallRoom(mem)}
+	st.limit = st.base
+	// The kernel signals an OOM before its killer has run, so after a
+	// wake the kill counter is looked at again for a while (oomSettle).
+	var settle time.Time
+	for {
+		if r.gvisor && mem > 0 {
+			r.relieve(ctx, id, dir, &st)
+		}
+		if n := oomControl(dir, "oom_kill"); n > last {
+			r.oom.report(OOMKill{ID: id, Count: n - last, Sandbox: r.gvisor, At: time.Now().UTC()})
+			last = n
+		}
+		// While the limit is raised, look again soon to lower it back; and
+		// soon after a wake, for the kill that follows it.
+		var deadline time.Time
+		if st.limit > st.base || time.Now().Before(settle) {
+			deadline = time.Now().Add(oomRecheck)
+		}
+		ev.SetReadDeadline(deadline)
+		var b [8]byte
+		_, err := ev.Read(b[:])
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return ctx.Err()
+		}
+		if err == nil {
+			settle = time.Now().Add(oomSettle)
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil // the cgroup was removed (its removal signals too)
+		}
+	}
+}
+
+// stall is a gVisor sandbox's host memory limit as its OOM watcher moves
+// it: base (gvisorHostMemory) normally, raised up to ceiling while a stall
+// is relieved.
+type stall struct{ base, ceiling, limit int64 }
+
+// oomRecheck is how often a raised limit is checked for lowering, and the
+// kill counter after an OOM signal, for oomSettle.
+const (
+	oomRecheck = 200 * time.Millisecond
+	oomSettle  = 3 * time.Second
+)
+
+// relieve handles a gVisor sandbox stalled at its host limit (the kernel's
+// OOM killer is off for it, see setSentryMemory). The guard inside has
+// killed, or is about to kill, the process whose allocation stalled it,
+// and that process dies only when the system call that asked for the
+// memory returns: so after oomStepWait, the limit rises a step at a time,
+// up to the stall room above the sandbox's host size, while the sandbox
+// stays stalled. Past that room (no guard, or a call larger than the room)
+// the sandbox is ended as a whole (endStalled). Once the
+// sandbox's usage is back under its host size, the limit returns there
+// and the killer is off again.
+func (r *Runtime) relieve(ctx context.Context, id, dir string, st *stall) {
+	if oomControl(dir, "under_oom") == 1 {
+		select {
+		case <-time.After(oomStepWait):
+		case <-ctx.Done():
+			return
+		}
+		for oomControl(dir, "under_oom") == 1 && ctx.Err() == nil {
+			if st.limit >= st.ceiling {
+				r.logger.Warn("gvisor sandbox stalled at its memory limit past the stall room; ending it", "container", id, "limit_bytes", st.limit)
+				r.endStalled(id, dir)
+				return
+			}
+			next := min(st.limit+oomStep, st.ceiling)
+			if err := setMemoryLimit(dir, false, next); err != nil {
+				r.logger.Warn("raise a stalled gvisor sandbox's memory limit; ending it", "container", id, "err", err)
+				r.endStalled(id, dir)
+				return
+			}
+			st.limit = next
+			r.logger.Debug("raised a stalled gvisor sandbox's memory limit", "container", id, "limit_bytes", next)
+			time.Sleep(oomStepPace)
+		}
+		return
+	}
+	if st.limit > st.base && memUsage(dir)+oomStep <= st.base {
+		if err := setMemoryLimit(dir, false, st.base); err == nil {
+			st.limit = st.base
+			writeCgroup(dir, "memory.oom_control", "1")
+		}
+	}
+}
+
+// endStalled ends a gVisor sandbox that a stall could not relieve: every
+// process of its cgroup is killed (SIGKILL), and the kill is reported as
+// one of the whole sandbox. It is not left to the kernel's OOM killer:
+// that picks the process charged the most, which is one of the Sentry's
+// systrap stubs (they map the guest's memory), and a sandbox that lost a
+// stub neither runs nor exits. The reconciler then boots the sandbox again
+// from its disk.
+func (r *Runtime) endStalled(id, dir string) {
+	writeCgroup(dir, "memory.oom_control", "0")
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+	r.oom.report(OOMKill{ID: id, Count: 1, Sandbox: true, At: time.Now().UTC()})
+}
+
+// memUsage reads a v1 memory cgroup's usage in bytes (0 when unreadable).
+func memUsage(dir string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// watchOOMv2 reports oom_kill increments of a v2 cgroup's memory.events.
+func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string) error {
+	last := eventsField(filepath.Join(dir, "memory.events"), "oom_kill")
+	t := time.NewTicker(oomV2Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if n := eventsField(filepath.Join(dir, "memory.events"), "oom_kill"); n > last {
+			r.oom.report(OOMKill{ID: id, Count: n - last, Sandbox: r.gvisor, At: time.Now().UTC()})
+			last = n
+		}
+	}
+}
+
+// oomControl reads one field of a v1 cgroup's memory.oom_control (-1 when
+// unreadable).
+func oomControl(dir, field string) int {
+	return eventsField(filepath.Join(dir, "memory.oom_control"), field)
+}
+
+// eventsField reads "field value" from a cgroup key-value file.
+func eventsField(path, field string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+" "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
+}

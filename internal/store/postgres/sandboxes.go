@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+)
+
+const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id,
+	project_id`
+
+// CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
+func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	env, meta, err := codec.EncodeMaps(sb)
+	if err != nil {
+		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
+	}
+	lc, err := codec.EncodeLifecycle(sb)
+	if err != nil {
+		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
+	}
+	created := ts(sb.CreatedAt, now())
+	updated := ts(sb.UpdatedAt, created)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT DO NOTHING`,
+		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
+		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
+		created, updated, optTS(sb.DeletedAt), lc, sb.ParentID, sb.ProjectID)
+	if err != nil {
+		return wrap(fmt.Sprintf("create sandbox %q", sb.ID), err)
+	}
+	return conflictUnlessInserted(tag, "sandbox", sb.ID)
+}
+
+// GetSandbox returns the sandbox with that ID in orgID (any org if orgID is
+// empty); ErrNotFound if absent or in another org.
+func (s *Store) GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error) {
+	sb, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id), scanSandbox, "sandbox", id)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if orgID != "" && sb.OrgID != orgID {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+	}
+	return sb, nil
+}
+
+// UpdateSandbox writes sb if the stored version equals sb.Version. The
+// version is read under the row lock (FOR UPDATE), so the check and the
+// write are one step for every other writer of the row.
+func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	var out sandbox.Sandbox
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var orgID, state string
+		var version int64
+		err := tx.QueryRow(ctx, `SELECT org_id, state, version FROM sandboxes WHERE id = $1 FOR UPDATE`, sb.ID).
+			Scan(&orgID, &state, &version)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && sb.OrgID != "" && sb.OrgID != orgID) {
+			return fmt.Errorf("sandbox %q: %w", sb.ID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+		}
+		if version != sb.Version {
+			return fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, version, store.ErrConflict)
+		}
+		out, err = writeSandbox(ctx, tx, sb, orgID, sandbox.State(state))
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}
+
+// ModifySandbox implements store.Store: SELECT … FOR UPDATE, fn, write, in
+// one transaction; a concurrent caller waits on the row lock and then
+// reads the committed result.
+func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error) {
+	var out sandbox.Sandbox
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id),
+			scanSandbox, "sandbox", id)
+		if err != nil {
+			return err
+		}
+		if orgID != "" && cur.OrgID != orgID {
+			return fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+		}
+		sb := cur
+		if err := fn(&sb); err != nil {
+			return err
+		}
+		sb.ID, sb.OrgID, sb.CreatedAt, sb.Version = cur.ID, cur.OrgID, cur.CreatedAt, cur.Version
+		out, err = writeSandbox(ctx, tx, sb, cur.OrgID, cur.State)
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}
+
+// writeSandbox writes sb over its row, locked by the caller with the
+// stored org and state orgID and from, and appends the state change event
+// last (it takes the events lock, held to commit).
+func writeSandbox(ctx context.Context, tx pgx.Tx, sb sandbox.Sandbox, orgID string, from sandbox.State) (sandbox.Sandbox, error) {
+	env, meta, err := codec.EncodeMaps(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+	lc, err := codec.EncodeLifecycle(sb)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+	}
+	t := now()
+	out, err := scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET
+			name = $1, state = $2, template = $3, template_version_id = $4, cpu = $5, ram_mb = $6,
+			disk_gb = $7, env = $8, metadata = $9, host_id = $10, address = $11, agent_token = $12,
+			reason = $13, version = version + 1, updated_at = $14, deleted_at = $15, lifecycle = $16
+		WHERE id = $17 RETURNING `+sandboxCols,
+		sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
+		sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
+		sb.Reason, t, optTS(sb.DeletedAt), lc, sb.ID))
+	if isUnique(err) {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, wrap(fmt.Sprintf("update sandbox %q", sb.ID), err)
+	}
+	if from != sb.State {
+		data, err := json.Marshal(store.StateChange{From: from, To: sb.State, Reason: sb.Reason})
+		if err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: event: %w", sb.ID, err)
+		}
+		if err := insertEvent(ctx, tx, orgID, sb.ID, store.EventStateChanged, string(data), t); err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// ListSandboxes returns one page and the total count, both read in one
+// REPEATABLE READ snapshot: under READ COMMITTED each statement would see
+// its own, and a create between them would make the total disagree with
+// the pages a client walks.
+func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandbox.Sandbox, int, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if o.OrgID != "" {
+		where = append(where, "org_id = "+arg(o.OrgID))
+	}
+	switch {
+	case o.State != "":
+		where = append(where, "state = "+arg(string(o.State)))
+	case !o.IncludeDeleted:
+		where = append(where, "state <> "+arg(string(sandbox.StateDeleted)))
+	}
+	if o.State == "" && len(o.ExcludeStates) > 0 {
+		where = append(where, "state <> ALL("+arg(stateStrings(o.ExcludeStates))+")")
+	}
+	switch {
+	case o.ParentID != "":
+		where = append(where, "parent_id = "+arg(o.ParentID))
+	case o.RootsOnly:
+		where = append(where, "parent_id = ''")
+	}
+	if o.ProjectID != "" {
+		where = append(where, "project_id = "+arg(o.ProjectID))
+	}
+	if o.HostID != "" {
+		where = append(where, "host_id = "+arg(o.HostID))
+	}
+	if len(o.Metadata) > 0 {
+		md, err := codec.EncodeMap(o.Metadata)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list sandboxes: %w", err)
+		}
+		where = append(where, "metadata @> "+arg(md)+"::jsonb")
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	var limit any // nil: LIMIT NULL, no limit
+	if o.Limit > 0 {
+		limit = o.Limit
+	}
+	page := `SELECT ` + sandboxCols + ` FROM sandboxes` + cond + ` ORDER BY created_at DESC, id DESC LIMIT ` +
+		arg(limit) + ` OFFSET ` + arg(max(o.Offset, 0))
+
+	var total int
+	var rows []sandbox.Sandbox
+	err := s.snapshot(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sandboxes`+cond, args[:len(args)-2]...).Scan(&total); err != nil {
+			return err
+		}
+		if s.afterListCount != nil {
+			s.afterListCount()
+		}
+		var err error
+		rows, err = queryAll(ctx, tx, scanSandbox, page, args...)
+		return err
+	})
+	if err != nil {
+		return nil, 0, wrap("list sandboxes", err)
+	}
+	return rows, total, nil
+}
+
+// SandboxesInStates returns every sandbox in any of states, across orgs,
+// oldest first.
+func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
+	if len(states) == 0 {
+		return []sandbox.Sandbox{}, nil
+	}
+	rows, err := queryAll(ctx, s.pool, scanSandbox,
+		`SELECT `+sandboxCols+` FROM sandboxes WHERE state = ANY($1) ORDER BY created_at, id`, stateStrings(states))
+	if err != nil {
+		return nil, fmt.Errorf("sandboxes in states: %w", err)
+	}
+	return rows, nil
+}
+
+// SandboxTotals implements store.Store.
+func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
+	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.StateTotal, error) {
+		var t store.StateTotal
+		var state string
+		err := r.Scan(&state, &t.Count, &t.CPU, &t.RAMMB, &t.DiskGB)
+		t.State = sandbox.State(state)
+		return t, err
+	}, `SELECT state, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0)::bigint, coalesce(sum(disk_gb), 0)::bigint
+		FROM sandboxes GROUP BY state ORDER BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox totals: %w", err)
+	}
+	return out, nil
+}
+
+func scanSandbox(r pgx.Row) (sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	var state, env, meta, lc string
+	if err := r.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
+		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
+		&sb.Reason, &sb.Version, &sb.CreatedAt, &sb.UpdatedAt, &sb.DeletedAt, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.State = sandbox.State(state)
+	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
+	}
+	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return sb, nil
+}

@@ -1,0 +1,294 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
+
+func scanHost(sc scanner) (store.HostRecord, error) {
+	var h store.HostRecord
+	var state, capacity, status, registered, heartbeat, changed string
+	if err := sc.Scan(&h.ID, &h.Region, &h.URL, &state, &h.Generation, &capacity, &status, &h.Reason,
+		&registered, &heartbeat, &changed); err != nil {
+		return store.HostRecord{}, err
+	}
+	h.State, h.Capacity, h.Status = store.HostState(state), json.RawMessage(capacity), json.RawMessage(status)
+	var err error
+	if h.RegisteredAt, err = parseTime(registered); err != nil {
+		return store.HostRecord{}, err
+	}
+	if h.HeartbeatAt, err = parseTime(heartbeat); err != nil {
+		return store.HostRecord{}, err
+	}
+	if h.StateChangedAt, err = parseTime(changed); err != nil {
+		return store.HostRecord{}, err
+	}
+	return h, nil
+}
+
+// doc is a JSON document as stored: empty means {}.
+func doc(b json.RawMessage) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+// RegisterHost records a host joining; see store.ClusterStore.
+func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
+	var out store.HostRecord
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		at := sandbox.FormatTime(now())
+		cur, err := scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
+				h.ID, h.Region, h.URL, string(store.HostActive), doc(h.Capacity), at, at, at); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			state, changed, reason := store.HostActive, at, ""
+			if cur.State == store.HostDraining {
+				state, changed, reason = cur.State, sandbox.FormatTime(cur.StateChangedAt), cur.Reason
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET region = ?, url = ?, state = ?, generation = generation + 1, capacity = ?,
+				reason = ?, registered_at = ?, heartbeat_at = ?, state_changed_at = ? WHERE id = ?`,
+				h.Region, h.URL, string(state), doc(h.Capacity), reason, at, at, changed, h.ID); err != nil {
+				return err
+			}
+		}
+		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		return err
+	})
+	if err != nil {
+		return store.HostRecord{}, fmt.Errorf("register host %q: %w", h.ID, err)
+	}
+	return out, nil
+}
+
+// HeartbeatHost records a heartbeat of generation gen; see
+// store.ClusterStore.
+func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
+	var out store.HostRecord
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		if err != nil {
+			return err
+		}
+		if cur.Generation != gen || cur.State == store.HostLost {
+			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET status = ?, heartbeat_at = ? WHERE id = ?`,
+			doc(status), sandbox.FormatTime(now()), id); err != nil {
+			return err
+		}
+		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return store.HostRecord{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return out, nil
+}
+
+// GetHost returns ErrNotFound if absent.
+func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+}
+
+// ListHosts returns every host, by ID.
+func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
+	out, err := queryAll(ctx, s.r, scanHost, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	return out, nil
+}
+
+// SetHostState moves a host to state; see store.ClusterStore.
+func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
+	var out store.HostRecord
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		if err != nil {
+			return err
+		}
+		if gen > 0 && cur.Generation != gen {
+			return fmt.Errorf("host %q is at generation %d, not %d: %w", id, cur.Generation, gen, store.ErrConflict)
+		}
+		if cur.State == store.HostLost && state != store.HostLost {
+			return fmt.Errorf("host %q is lost; it becomes %s by registering again: %w", id, state, store.ErrConflict)
+		}
+		changed := sandbox.FormatTime(cur.StateChangedAt)
+		if cur.State != state {
+			changed = sandbox.FormatTime(now())
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET state = ?, reason = ?, state_changed_at = ? WHERE id = ?`,
+			string(state), reason, changed, id); err != nil {
+			return err
+		}
+		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return store.HostRecord{}, fmt.Errorf("set host state: %w", err)
+	}
+	return out, nil
+}
+
+// HostUsage sums the sandboxes in any of states by host.
+func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error) {
+	out := map[string]store.Usage{}
+	if len(states) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(states))
+	for i, st := range states {
+		args[i] = string(st)
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")
+	rows, err := s.r.QueryContext(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0), coalesce(sum(disk_gb), 0)
+		FROM sandboxes WHERE state IN (`+marks+`) GROUP BY host_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("host usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var u store.Usage
+		if err := rows.Scan(&id, &u.Sandboxes, &u.CPU, &u.RAMMB, &u.DiskGB); err != nil {
+			return nil, fmt.Errorf("host usage: %w", err)
+		}
+		out[id] = u
+	}
+	return out, rows.Err()
+}
+
+const leaseCols = `name, holder, generation, expires_at`
+
+func scanLease(sc scanner) (store.Lease, error) {
+	var l store.Lease
+	var exp string
+	if err := sc.Scan(&l.Name, &l.Holder, &l.Generation, &exp); err != nil {
+		return store.Lease{}, err
+	}
+	var err error
+	l.ExpiresAt, err = parseTime(exp)
+	return l, err
+}
+
+// AcquireLease takes or renews a lease; see store.ClusterStore.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, bool, error) {
+	var out store.Lease
+	held := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		at := now()
+		exp := sandbox.FormatTime(at.Add(ttl))
+		cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := tx.ExecContext(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES (?, ?, 1, ?)`, name, holder, exp); err != nil {
+				return err
+			}
+			held = true
+		case err != nil:
+			return err
+		case cur.Holder == holder && cur.ExpiresAt.After(at):
+			if _, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE name = ?`, exp, name); err != nil {
+				return err
+			}
+			held = true
+		case !cur.ExpiresAt.After(at):
+			if _, err := tx.ExecContext(ctx, `UPDATE leases SET holder = ?, generation = generation + 1, expires_at = ? WHERE name = ?`,
+				holder, exp, name); err != nil {
+				return err
+			}
+			held = true
+		}
+		out, err = scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		return err
+	})
+	if err != nil {
+		return store.Lease{}, false, fmt.Errorf("lease %q: %w", name, err)
+	}
+	return out, held, nil
+}
+
+// ReleaseLease gives up holder's lease; see store.ClusterStore.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
+		sandbox.FormatTime(now()), name, holder, sandbox.FormatTime(now()))
+	if err != nil {
+		return fmt.Errorf("release lease %q: %w", name, err)
+	}
+	return nil
+}
+
+// ListLeases returns the leases whose name starts with prefix, by name.
+func (s *Store) ListLeases(ctx context.Context, prefix string) ([]store.Lease, error) {
+	out, err := queryAll(ctx, s.r, scanLease, `SELECT `+leaseCols+` FROM leases WHERE substr(name, 1, ?) = ? ORDER BY name`,
+		len(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	return out, nil
+}
+
+// LockKey takes a lock named key. An SQLite store is one process's (the
+// embedded default), so an in-process lock excludes everyone.
+func (s *Store) LockKey(ctx context.Context, key string) (func(), error) {
+	return s.keys.lock(ctx, key)
+}
+
+// keyLocks are LockKey's locks: one channel of capacity one per key held
+// or waited for, so a wait can end with its ctx.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+func (k *keyLocks) lock(ctx context.Context, key string) (func(), error) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyLock{ch: make(chan struct{}, 1)}
+		k.m[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	drop := func() {
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, fmt.Errorf("lock %q: %w", key, ctx.Err())
+	}
+}

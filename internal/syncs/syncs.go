@@ -1,0 +1,150 @@
+// Package syncs holds the few concurrency shapes the control plane and the
+// host repeat: a mutex per key, a wake-up broadcast per key, a bounded wait
+// that wakes on a broadcast and re-checks on a backstop poll, and a
+// background loop that runs on a ticker or a wake-up. One tested copy of
+// each, so a fix to a race lands everywhere at once.
+package syncs
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// KeyedMutex serialises operations on one key (a sandbox ID, an org's quota)
+// without serialising different keys. Its zero value is ready to use. An
+// entry lives only while someone holds or waits for its key.
+type KeyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// Lock locks key and returns the function that unlocks it.
+func (k *KeyedMutex) Lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// Notifier wakes the waiters of a key when what they wait on has changed. A
+// waiter takes the key's channel before it reads the state, so a change
+// committed between the read and the sleep still wakes it. Its zero value is
+// ready to use.
+type Notifier struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// Channel returns a channel closed by the next Broadcast of key.
+func (n *Notifier) Channel(key string) <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = map[string]chan struct{}{}
+	}
+	c, ok := n.ch[key]
+	if !ok {
+		c = make(chan struct{})
+		n.ch[key] = c
+	}
+	return c
+}
+
+// Broadcast wakes every waiter on key.
+func (n *Notifier) Broadcast(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.ch[key]; ok {
+		close(c)
+		delete(n.ch, key)
+	}
+}
+
+// Wait calls check until it reports done, for at most timeout. Between calls
+// it sleeps until the channel wake returned just before the call is closed,
+// poll has passed (a backstop for writers this process does not see) or ctx
+// ends. It reports whether check finished (false when timeout ran out) and
+// the error of check or of ctx, which end the wait too.
+func Wait(ctx context.Context, timeout, poll time.Duration, wake func() <-chan struct{}, check func() (done bool, err error)) (bool, error) {
+	deadline := time.NewTimer(timeout) // timers use the monotonic clock
+	defer deadline.Stop()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		changed := wake() // before the read: a commit after it still wakes us
+		done, err := check()
+		if done || err != nil {
+			return done, err
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-deadline.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// Loop runs fn at once and then again each time interval passes or the
+// channel wake returned before the previous run is closed, until ctx ends. A
+// run finishes before the next begins, so runs never pile up behind a slow
+// one, and ticks or wake-ups that come meanwhile collapse into one run. A nil
+// wake means the ticker alone.
+func Loop(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var changed <-chan struct{}
+		if wake != nil {
+			changed = wake()
+		}
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+// Every runs fn each time interval passes, starting one interval from now,
+// until ctx ends. Like Loop, a run finishes before the next begins and a
+// tick missed meanwhile is dropped rather than queued.
+func Every(ctx context.Context, interval time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package syncs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestKeyedMutexSerialisesOneKeyOnly(t *testing.T) {
+	var k KeyedMutex
+	var inA atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			unlock := k.Lock("a")
+			defer unlock()
+			if n := inA.Add(1); n != 1 {
+				t.Errorf("%d holders of key a at once", n)
+			}
+			time.Sleep(time.Millisecond)
+			inA.Add(-1)
+		}()
+	}
+	// Another key is not held up by a.
+	unlockA := k.Lock("a")
+	done := make(chan struct{})
+	go func() { k.Lock("b")(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("key b waited for key a")
+	}
+	unlockA()
+	wg.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.m) != 0 {
+		t.Fatalf("entries left after every unlock: %v", k.m)
+	}
+}
+
+func TestNotifierWakesTakenChannelsOfThatKey(t *testing.T) {
+	var n Notifier
+	a, b := n.Channel("a"), n.Channel("b")
+	n.Broadcast("a")
+	select {
+	case <-a:
+	default:
+		t.Fatal("broadcast of a did not close a's channel")
+	}
+	select {
+	case <-b:
+		t.Fatal("broadcast of a closed b's channel")
+	default:
+	}
+	if n.Channel("a") == a {
+		t.Fatal("a channel taken after the broadcast is the closed one")
+	}
+	n.Broadcast("nobody-waits") // no channel: nothing to do
+}
+
+func TestWait(t *testing.T) {
+	var n Notifier
+	boom := errors.New("boom")
+	tests := []struct {
+		name     string
+		timeout  time.Duration
+		check    func(calls int) (bool, error)
+		wakeUp   bool // broadcast once after the first check
+		ctxEnds  bool
+		wantDone bool
+		wantErr  error
+	}{
+		{name: "done at once", timeout: time.Minute, check: func(int) (bool, error) { return true, nil }, wantDone: true},
+		{name: "done after a wake-up", timeout: time.Minute, wakeUp: true, check: func(c int) (bool, error) { return c > 1, nil }, wantDone: true},
+		{name: "check error ends it", timeout: time.Minute, check: func(int) (bool, error) { return false, boom }, wantErr: boom},
+		{name: "timeout", timeout: 20 * time.Millisecond, check: func(int) (bool, error) { return false, nil }},
+		{name: "ctx ends", timeout: time.Minute, ctxEnds: true, check: func(int) (bool, error) { return false, nil }, wantErr: context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			calls := 0
+			done, err := Wait(ctx, tc.timeout, time.Hour, func() <-chan struct{} { return n.Channel(tc.name) }, func() (bool, error) {
+				calls++
+				if calls == 1 {
+					if tc.wakeUp {
+						go n.Broadcast(tc.name)
+					}
+					if tc.ctxEnds {
+						cancel()
+					}
+				}
+				return tc.check(calls)
+			})
+			if done != tc.wantDone || !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Wait = %v, %v; want %v, %v", done, err, tc.wantDone, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestLoopRunsAtOnceOnWakeAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	kick := make(chan struct{}, 1)
+	runs := make(chan struct{}, 10)
+	ended := make(chan struct{})
+	go func() {
+		Loop(ctx, time.Hour, func() <-chan struct{} { return kick }, func(context.Context) { runs <- struct{}{} })
+		close(ended)
+	}()
+	<-runs // at once
+	kick <- struct{}{}
+	select {
+	case <-runs:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a wake-up did not run fn")
+	}
+	cancel()
+	<-ended
+}
+
+func TestEveryWaitsOneIntervalFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var runs atomic.Int32
+	ended := make(chan struct{})
+	go func() {
+		Every(ctx, time.Hour, func(context.Context) { runs.Add(1) })
+		close(ended)
+	}()
+	cancel()
+	<-ended
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("Every ran %d times before its first interval", n)
+	}
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	go Every(ctx2, time.Millisecond, func(context.Context) {
+		if runs.Add(1) == 3 {
+			cancel2()
+		}
+	})
+	<-ctx2.Done()
+}

@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
+
+	"github.com/platinum-dev/platinum/internal/template"
+)
+
+// e2eContextMaxBytes is ptd's build context limit in these tests, small
+// enough to pass in a test.
+const e2eContextMaxBytes = 8 << 20
+
+// loopbackRegistry serves an in-memory OCI registry on loopback; wrap,
+// when set, sits in front of it (auth). Nothing reaches an outside
+// registry: every image the tests use is built here and pushed to it.
+func loopbackRegistry(t *testing.T, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// tarEntry is one entry of a test layer.
+type tarEntry struct {
+	name, body, link string
+	typ              byte
+	mode             int64
+	uid, gid         int
+}
+
+func tarLayer(t *testing.T, entries ...tarEntry) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		typ, mode := e.typ, e.mode
+		if typ == 0 {
+			typ = tar.TypeReg
+		}
+		if mode == 0 {
+			mode = 0o644
+			if typ == tar.TypeDir {
+				mode = 0o755
+			}
+		}
+		hdr := &tar.Header{Name: e.name, Typeflag: typ, Mode: mode, Uid: e.uid, Gid: e.gid, Linkname: e.link,
+			ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
+		if typ == tar.TypeReg {
+			hdr.Size = int64(len(e.body))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+var busyboxOnce struct {
+	sync.Once
+	layer v1.Layer
+	err   error
+}
+
+// busyboxLayer is the busybox template's rootfs as an image layer.
+func busyboxLayer(t *testing.T) v1.Layer {
+	t.Helper()
+	busyboxOnce.Do(func() {
+		dir := filepath.Join(os.TempDir(), "pt-e2e-busybox-"+randHex(6))
+		defer os.RemoveAll(dir)
+		if busyboxOnce.err = template.BuildBusybox(context.Background(), dir); busyboxOnce.err != nil {
+			return
+		}
+		var es []tarEntry
+		busyboxOnce.err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == dir {
+				return err
+			}
+			rel, _ := filepath.Rel(dir, p)
+			var st unix.Stat_t
+			if err := unix.Lstat(p, &st); err != nil {
+				return err
+			}
+			e := tarEntry{name: rel, mode: int64(st.Mode & 0o7777), uid: int(st.Uid), gid: int(st.Gid)}
+			switch {
+			case d.IsDir():
+				e.typ = tar.TypeDir
+			case d.Type()&fs.ModeSymlink != 0:
+				e.typ = tar.TypeSymlink
+				e.link, _ = os.Readlink(p)
+			default:
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				e.body = string(b)
+			}
+			es = append(es, e)
+			return nil
+		})
+		if busyboxOnce.err == nil {
+			busyboxOnce.layer = tarLayer(t, es...)
+		}
+	})
+	if busyboxOnce.err != nil {
+		t.Fatal(busyboxOnce.err)
+	}
+	return busyboxOnce.layer
+}
+
+var counterOnce struct {
+	sync.Once
+	bin []byte
+	err error
+}
+
+// counterBinary builds testdata/counter, static.
+func counterBinary(t *testing.T) []byte {
+	t.Helper()
+	counterOnce.Do(func() {
+		out := filepath.Join(os.TempDir(), "pt-e2e-counter-"+randHex(6))
+		defer os.Remove(out)
+		cmd := exec.Command("go", "build", "-o", out, "./testdata/counter/main.go")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			counterOnce.err = fmt.Errorf("go build counter: %v: %s", err, b)
+			return
+		}
+		counterOnce.bin, counterOnce.err = os.ReadFile(out)
+	})
+	if counterOnce.err != nil {
+		t.Fatal(counterOnce.err)
+	}
+	return counterOnce.bin
+}
+
+// testImage stacks layers on an empty linux/amd64 image with cfg.
+func testImage(t *testing.T, cfg v1.Config, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config = "linux", "amd64", cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func pushImage(t *testing.T, ref string, img v1.Image, opts ...remote.Option) {
+	t.Helper()
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img, opts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildLog is what following a build's log saw.
+type buildLog struct {
+	lines []map[string]any
+	took  time.Duration
+}
+
+func (l buildLog) of(typ string) []map[string]any {
+	var out []map[string]any
+	for _, ln := range l.lines {
+		if ln["type"] == typ {
+			out = append(out, ln)
+		}
+	}
+	return out
+}
+
+func (l buildLog) String() string {
+	var b strings.Builder
+	for _, ln := range l.lines {
+		js, _ := json.Marshal(ln)
+		b.Write(js)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// startBuild posts a build and returns the accepted build's record.
+func (c *client) startBuild(body map[string]any) map[string]any {
+	c.t.Helper()
+	r := c.do("POST", "/v1/templates", body)
+	if r.Status != 202 {
+		c.t.Fatalf("POST /v1/templates: %d %s", r.Status, r.Body)
+	}
+	return r.JSON()
+}
+
+// followBuild streams a build's log until it ends and returns the build's
+// final record and the log.
+func (c *client) followBuild(slug, id string) (map[string]any, buildLog) {
+	c.t.Helper()
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", env.url+"/v1/templates/"+slug+"/builds/"+id+"/logs?follow=true", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		b, _ := io.ReadAll(resp.Body)
+		c.t.Fatalf("logs: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	var lg buildLog
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			c.t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		lg.lines = append(lg.lines, m)
+	}
+	lg.took = time.Since(t0)
+	if len(lg.lines) == 0 || lg.lines[len(lg.lines)-1]["type"] != "done" {
+		c.t.Fatalf("the log did not end with done:\n%s", lg)
+	}
+	r := c.do("GET", "/v1/templates/"+slug+"/builds/"+id, nil)
+	if r.Status != 200 {
+		c.t.Fatalf("get build: %d %s", r.Status, r.Body)
+	}
+	return r.JSON(), lg
+}
+
+// build runs a template build to its end and fails the test unless it
+// made a version.
+func (c *client) build(body map[string]any) (map[string]any, buildLog) {
+	c.t.Helper()
+	b := c.startBuild(body)
+	got, lg := c.followBuild(body["slug"].(string), b["id"].(string))
+	if got["status"] != "ready" {
+		c.t.Fatalf("build %s: %v\n%s", got["id"], got, lg)
+	}
+	return got, lg
+}
+
+// upload posts a tar for a template build.
+func (c *client) upload(purpose string, tarball []byte) string {
+	c.t.Helper()
+	r := c.do("POST", "/v1/templates/uploads?purpose="+purpose, tarball)
+	if r.Status != 201 {
+		c.t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	return r.JSON()["id"].(string)
+}
+
+// contextTar packs files (name → content; a "+x" suffix on the name makes
+// it executable) as a build context.
+func contextTar(files map[string]string) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for n, body := range files {
+		mode := int64(0o644)
+		if rest, ok := strings.CutSuffix(n, "+x"); ok {
+			n, mode = rest, 0o755
+		}
+		tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(body)), ModTime: time.Unix(1700000000, 0)})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	return buf.Bytes()
+}
+
+// newOrg creates another org and returns a client with its token.
+func newOrg(t *testing.T, c *client) *client {
+	t.Helper()
+	r := c.do("POST", "/v1/orgs", map[string]any{"name": "other-" + randHex(4)})
+	if r.Status != 201 {
+		t.Fatalf("create org: %d %s", r.Status, r.Body)
+	}
+	id := r.JSON()["org"].(map[string]any)["id"].(string)
+	t.Cleanup(func() { c.do("DELETE", "/v1/orgs/"+id, nil) })
+	return &client{t: t, token: r.JSON()["token"].(string)}
+}
+
+// writeDockerSave writes img as `docker save` would.
+func writeDockerSave(w io.Writer, img v1.Image) error {
+	tag, err := name.NewTag("example.com/app:v1")
+	if err != nil {
+		return err
+	}
+	return tarball.Write(tag, img, w)
+}
