@@ -571,3 +571,35 @@ func TestGRPCOverH2C(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionsPerBoot: the proxy keeps connections to a sandbox's
+// port between requests, but not across its boots. A sandbox started
+// again (or another sandbox given the same address) resets a connection
+// kept from before, and a POST sent on it would fail with 502.
+func TestConnectionsPerBoot(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(hello))
+	sb := sandbox.Sandbox{ID: r.id, State: sandbox.StateRunning, Address: "127.0.0.1", Preview: &sandbox.Preview{Public: []int{r.port}}}
+	r.be.set(sb)
+	post := func() string {
+		t.Helper()
+		resp, err := http.Post(fmt.Sprintf("%s/%s/%d/x", r.proxyURL, r.id, r.port), "text/plain", strings.NewReader("body"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST: %d", resp.StatusCode)
+		}
+		return (<-r.seen).RemoteAddr
+	}
+	first := post()
+	if again := post(); again != first {
+		t.Fatalf("a second request in the same boot dialled again (%s, then %s)", first, again)
+	}
+	sb.LastStart = &sandbox.LastStart{At: time.Now()}
+	r.be.set(sb)
+	if after := post(); after == first {
+		t.Fatalf("a request after the sandbox started again reused connection %s from its previous boot", first)
+	}
+}

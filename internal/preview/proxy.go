@@ -16,6 +16,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // Names of the token's carriers.
@@ -128,7 +129,7 @@ func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, 
 	s := &Server{cfg: cfg, signer: signer, be: be, log: logger, now: time.Now, active: map[string]int{}}
 	s.flight.calls = map[string]*call{}
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
@@ -149,9 +150,9 @@ func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, 
 	h2.Protocols.SetUnencryptedHTTP2(true)
 	s.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			u, _ := pr.In.Context().Value(upstreamKey{}).(upstream)
+			u, _ := pr.In.Context().Value(upstreamKey{}).(hop)
 			pr.SetXForwarded()
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", u.addr, ""
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", u.pool, u.addr
 			if u.path != "" {
 				pr.Out.URL.Path, pr.Out.URL.RawPath = u.path, u.rawPath
 			}
@@ -247,8 +248,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 type upstreamKey struct{}
 
-type upstream struct {
-	addr, path, rawPath string
+// hop is where one request goes: pool is addr's upstream.Host name.
+type hop struct {
+	pool, addr, path, rawPath string
 }
 
 // ServeHTTP routes, checks the token, resumes the sandbox when needed and
@@ -306,7 +308,8 @@ func (s *Server) ForwardPort(w http.ResponseWriter, r *http.Request, sb sandbox.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, sb sandbox.Sandbox, port int, prefix, fwdPath string) {
 	s.begin(sb.ID)
 	defer s.end(sb.ID)
-	u := upstream{addr: net.JoinHostPort(sb.Address, strconv.Itoa(port))}
+	addr := net.JoinHostPort(sb.Address, strconv.Itoa(port))
+	u := hop{pool: upstream.Host(sb, addr), addr: addr}
 	if prefix != "" {
 		u.path = fwdPath
 		if raw := strings.TrimPrefix(r.URL.EscapedPath(), prefix); raw != "" && raw != fwdPath {

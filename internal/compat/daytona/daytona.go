@@ -10,20 +10,19 @@ package daytona
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // Paths of the surface on ptd's listener.
@@ -68,15 +67,8 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			to, err := agentAddr(addr)
-			if err != nil {
-				return nil, err
-			}
-			return dialer.DialContext(ctx, network, to)
-		},
+		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second}),
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}
@@ -199,8 +191,8 @@ type upstreamKey struct{}
 func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			up, _ := pr.In.Context().Value(upstreamKey{}).(upstream)
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", poolHost(up.id, up.addr), up.addr
+			up, _ := pr.In.Context().Value(upstreamKey{}).(target)
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
 			pr.Out.URL.Path, pr.Out.URL.RawPath = agentToolboxPrefix+up.path, ""
 			pr.Out.Header.Del("Authorization") // the API key stays with ptd
 			pr.Out.Header.Set("X-Access-Token", up.token)
@@ -218,44 +210,9 @@ func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	}
 }
 
-type upstream struct{ id, addr, token, path string }
-
-// poolHost names the connection pool of one sandbox's agent at one
-// address: the transport keys idle connections by URL host, and an
-// address alone is reused by the next sandbox that gets it (or by the
-// same sandbox after a restart), whose agent would reset a kept
-// connection; a POST sent on it cannot be retried. agentAddr turns the
-// name back into the address to dial.
-func poolHost(id, addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	ip, perr := netip.ParseAddr(host)
-	if err != nil || perr != nil {
-		return addr
-	}
-	return fmt.Sprintf("a%x.%s.agent:%s", ip.AsSlice(), strings.ToLower(strings.ReplaceAll(id, "_", "-")), port)
-}
-
-// agentAddr is the address a poolHost name stands for (addr itself when
-// it is not one).
-func agentAddr(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", err
-	}
-	label, _, ok := strings.Cut(host, ".")
-	if !ok || !strings.HasSuffix(host, ".agent") || !strings.HasPrefix(label, "a") {
-		return addr, nil
-	}
-	b, err := hex.DecodeString(label[1:])
-	if err != nil {
-		return "", fmt.Errorf("agent address %q: %w", host, err)
-	}
-	ip, ok := netip.AddrFromSlice(b)
-	if !ok {
-		return "", fmt.Errorf("agent address %q: not an IP", host)
-	}
-	return net.JoinHostPort(ip.String(), port), nil
-}
+// target is where one toolbox request goes: pool is addr's
+// upstream.Host name.
+type target struct{ pool, addr, token, path string }
 
 // serveToolbox routes /daytona/toolbox/<id>/<route> to the sandbox's
 // pt-agent once the bearer token is known and the sandbox is the caller's
@@ -299,7 +256,7 @@ func (h *Handler) serveToolbox(w http.ResponseWriter, r *http.Request) {
 		var addr, token string
 		if addr, token, err = h.cp.AgentEndpoint(ctx, p, sb.ID); err == nil {
 			_ = http.NewResponseController(w).EnableFullDuplex()
-			h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamKey{}, upstream{id: sb.ID, addr: addr, token: token, path: route})))
+			h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, upstreamKey{}, target{pool: upstream.Host(sb, addr), addr: addr, token: token, path: route})))
 			return
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // Header names of E2B's envd routing (sent by the SDK on every envd call).
@@ -90,7 +91,7 @@ type Handler struct {
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second}),
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		// Agents answer plain HTTP/1.1 (and h2c); Connect streams flush

@@ -18,9 +18,14 @@ import (
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 type upstreamKey struct{}
+
+// target is where one envd request goes: pool is addr's upstream.Host
+// name.
+type target struct{ pool, addr string }
 
 // autoResumeTimeout is the least TTL a sandbox resumed by traffic gets
 // (E2B's own rule: at least five minutes).
@@ -34,8 +39,8 @@ const autoResumeTimeout = 5 * time.Minute
 func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			addr, _ := pr.In.Context().Value(upstreamKey{}).(string)
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", addr, addr
+			up, _ := pr.In.Context().Value(upstreamKey{}).(target)
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
 		},
 		Transport:     tr,
 		FlushInterval: -1,
@@ -136,7 +141,7 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 	// transport then fails that body read and drops the upstream
 	// connection mid-stream. Full duplex leaves the body to the proxy.
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, target{pool: upstream.Host(sb, addr), addr: addr})))
 }
 
 // codeInterpreterPort is @e2b/code-interpreter's JUPYTER_PORT.
