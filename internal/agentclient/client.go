@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -510,7 +511,7 @@ func rpcErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w", op, ctxErr)
 	}
 	var ce *connect.Error
-	if !errors.As(err, &ce) {
+	if !errors.As(err, &ce) || brokenConn(err) {
 		return transportErr(ctx, op, err)
 	}
 	var cat error
@@ -535,6 +536,14 @@ func rpcErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %s: %w", op, ce.Message(), cat)
+}
+
+// brokenConn reports whether err is the connection to the agent failing
+// under a call (connect-go files a reset read as "canceled"): the agent
+// crashed or its sandbox stopped, which is unavailability, not a bug.
+func brokenConn(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // transportErr classifies a failure to reach the agent at all.

@@ -398,3 +398,48 @@ func currentUser(t *testing.T) string {
 	}
 	return u.Username
 }
+
+// TestResetMidCallIsUnavailable: an agent that drops the connection while
+// answering (it crashed, or the sandbox stopped under it) is
+// ErrUnavailable, which the API answers 503, never an internal error.
+func TestResetMidCallIsUnavailable(t *testing.T) {
+	ctx := testCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Read the request's head, answer the start of a
+				// stream, then reset.
+				buf := make([]byte, 4096)
+				n, _ := c.Read(buf)
+				head := "HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 100\r\n\r\n"
+				if strings.Contains(string(buf[:n]), "/Start ") {
+					head = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\nTransfer-Encoding: chunked\r\n\r\n"
+				}
+				_, _ = io.WriteString(c, head)
+				time.Sleep(20 * time.Millisecond)
+				_ = c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}()
+		}
+	}()
+	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	for name, call := range map[string]func() error{
+		"exec": func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
+		"stat": func() error { _, err := c.Stat(ctx, "/"); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := call(); !errors.Is(err, sandbox.ErrUnavailable) {
+				t.Fatalf("err = %v, want ErrUnavailable", err)
+			}
+		})
+	}
+}
