@@ -151,12 +151,36 @@ func (c *Client) InitWith(ctx context.Context, r InitRequest) error {
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
 	}
-	resp, err := c.doIdempotent(ctx, http.MethodPost, "/init", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("agent init: %w", err)
+	// A dial refused or unanswered right after a boot or restore (the
+	// guest's network coming up under a loaded host: bench saw "no route
+	// to host" on a clone from a gVisor memory snapshot) is sent again
+	// for a while; /init sets the whole state, so a repeat is harmless.
+	deadline := time.Now().Add(initRedial)
+	for {
+		resp, err := c.doIdempotent(ctx, http.MethodPost, "/init", "application/json", bytes.NewReader(body))
+		if err == nil {
+			drain(resp.Body)
+			return nil
+		}
+		if !dialFailed(err) || time.Now().After(deadline) {
+			return fmt.Errorf("agent init: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent init: %w", err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	drain(resp.Body)
-	return nil
+}
+
+// initRedial is how long Init dials again after a dial failed.
+const initRedial = 5 * time.Second
+
+// dialFailed reports whether err is a failure to connect at all (nothing
+// was sent).
+func dialFailed(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH)
 }
 
 // ExecRequest describes one command run by Exec.
@@ -554,7 +578,7 @@ func transportErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s%w", op, ctxErr)
 	}
-	return fmt.Errorf("%s%w: %v", op, sandbox.ErrUnavailable, err)
+	return fmt.Errorf("%s%w: %w", op, sandbox.ErrUnavailable, err)
 }
 
 func orEOF(err error) error {

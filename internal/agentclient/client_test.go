@@ -443,3 +443,32 @@ func TestResetMidCallIsUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// TestInitRedials: an agent whose port is not open yet when Init is sent
+// (a guest network coming up) gets the init once it listens.
+func TestInitRedials(t *testing.T) {
+	ctx := testCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	got := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- r.URL.Path + " " + string(b)
+	})}
+	t.Cleanup(func() { srv.Close() })
+	time.AfterFunc(200*time.Millisecond, func() {
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			go srv.Serve(ln)
+		}
+	})
+	if err := agentclient.New("http://"+addr, token, nil).Init(ctx, map[string]string{"A": "1"}); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	if g := <-got; !strings.HasPrefix(g, "/init ") || !strings.Contains(g, `"A":"1"`) {
+		t.Fatalf("agent got %q", g)
+	}
+}
