@@ -115,6 +115,7 @@ func serveLogged(t *testing.T, h controlplane.Host, tune func(*controlplane.Conf
 	sesCfg := sessions.DefaultConfig()
 	sesCfg.Objects, sesCfg.PollInterval = cfg.Objects, cfg.PollInterval
 	sesCfg.DefaultWait, sesCfg.MaxWait = cfg.DefaultWait, cfg.MaxWait
+	sesCfg.ProvisionTimeout, sesCfg.ReadyTimeout = cfg.ProvisionTimeout, cfg.ProvisionTimeout+cfg.TemplateBuildTimeout
 	ses := sessions.New(sesCfg, fst, cp, tn, log)
 	cp.SkipAgentInit()
 	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {

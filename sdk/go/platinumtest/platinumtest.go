@@ -124,6 +124,7 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	sesCfg := sessions.DefaultConfig()
 	sesCfg.Objects, sesCfg.PollInterval = objs, cfg.PollInterval
 	sesCfg.DefaultWait, sesCfg.MaxWait = cfg.DefaultWait, cfg.MaxWait
+	sesCfg.ProvisionTimeout, sesCfg.ReadyTimeout = cfg.ProvisionTimeout, cfg.ProvisionTimeout+cfg.TemplateBuildTimeout
 	ses := sessions.New(sesCfg, fst, cp, tn, log)
 	stop := func() {
 		ses.Close()
