@@ -82,6 +82,8 @@ func TestDependencyDirection(t *testing.T) {
 		"internal/sandbox":      {mod, "net/http", "database/sql"},
 		"internal/hostapi":      {mod + "internal/controlplane", mod + "internal/host", mod + "internal/store", mod + "internal/httpapi", "net/http"},
 		"internal/controlplane": {"net/http", mod + "internal/httpapi", mod + "internal/host", mod + "internal/store/sqlite", mod + "internal/store/postgres"},
+		// The sessions part sits beside the core, over the same layers.
+		"internal/sessions": {"net/http", mod + "internal/httpapi", mod + "internal/host", mod + "internal/store/sqlite", mod + "internal/store/postgres"},
 		// A host runs sandboxes and nothing else: no control plane, store,
 		// transports or webhooks, so a host-only process stays small.
 		"internal/host":    {mod + "internal/controlplane", mod + "internal/store", mod + "internal/httpapi", mod + "internal/webhook", mod + "internal/compat"},

@@ -16,6 +16,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/hostclaim"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/requestid"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
@@ -196,7 +197,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.Int64Var(&c.builds.ContextMaxBytes, "template-context-max-bytes", c.builds.ContextMaxBytes, "largest build context a Dockerfile build may upload (larger is 413 upload_too_large)")
 	fs.Int64Var(&c.builds.ImageMaxBytes, "template-image-max-bytes", c.builds.ImageMaxBytes, "largest image tarball that may be uploaded (larger is 413 upload_too_large)")
 	imagePrivate := fs.Bool("image-registry-allow-private", false, "let template builds pull from registries on loopback, private and link-local addresses (tests and closed networks only)")
-	fs.DurationVar(&c.sessionStopTimeout, "session-stop-timeout", controlplane.DefaultSessionConfig().StopTimeout,
+	fs.DurationVar(&c.sessionStopTimeout, "session-stop-timeout", sessions.DefaultConfig().StopTimeout,
 		"bound on a session's stop; its workspace save is retried for three quarters of it while the object store is down, then the sandbox is kept stopped")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -6,12 +6,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sessions"
 )
 
 // poolFlags is the repeatable --warm-pool TEMPLATE=MIN_READY[:MAX] flag:
 // the warm-pool defaults that PUT /v1/pools/{template} overrides.
-type poolFlags map[string]controlplane.PoolSize
+type poolFlags map[string]sessions.PoolSize
 
 func (p poolFlags) String() string {
 	var out []string
@@ -39,6 +39,6 @@ func (p poolFlags) Set(v string) error {
 			return fmt.Errorf("max of %q must be an integer >= min_ready", v)
 		}
 	}
-	p[tpl] = controlplane.PoolSize{MinReady: minReady, Max: mx}
+	p[tpl] = sessions.PoolSize{MinReady: minReady, Max: mx}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sessions"
 )
 
 func TestPoolFlags(t *testing.T) {
@@ -41,7 +41,7 @@ func TestPoolFlags(t *testing.T) {
 			t.Errorf("%v: %v", tc.args, err)
 			continue
 		}
-		if diff := cmp.Diff(map[string]controlplane.PoolSize(tc.want), map[string]controlplane.PoolSize(got)); diff != "" {
+		if diff := cmp.Diff(map[string]sessions.PoolSize(tc.want), map[string]sessions.PoolSize(got)); diff != "" {
 			t.Errorf("%v (-want +got):\n%s", tc.args, diff)
 		}
 	}

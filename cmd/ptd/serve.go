@@ -30,6 +30,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/sshgw"
 	"github.com/platinum-dev/platinum/internal/tenancy"
 	"github.com/platinum-dev/platinum/mcpserver"
@@ -97,13 +98,11 @@ func serve(ctx context.Context, args []string) error {
 	if pv != nil {
 		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
 	}
-	cpCfg.Sessions.Pools, cpCfg.Sessions.DefaultTemplate = cfg.pools, cfg.sessionTemplate
-	cpCfg.Sessions.StopTimeout = cfg.sessionStopTimeout
 	cpCfg.MinFreeBytes = cfg.minFreeMB << 20
 	// The control plane's parts (docs/ARCHITECTURE.md): tenancy below the
-	// core, the core, events beside it, and the transports over them. Every
-	// part writes through the feed-wrapped store, so a commit anywhere
-	// wakes the event readers.
+	// core, the core, events, artifacts and sessions beside it, and the
+	// transports over them. Every part writes through the feed-wrapped
+	// store, so a commit anywhere wakes the event readers.
 	feed := &events.Feed{}
 	if l, ok := st.(interface {
 		ListenEvents(context.Context, func())
@@ -134,10 +133,15 @@ func serve(ctx context.Context, args []string) error {
 	art := artifacts.New(artCfg, st, cp, log.With("component", "artifacts"))
 	defer art.Close()
 	art.Sweep(ctx, started) // what a crash left of exports
+	sesCfg := sessions.DefaultConfig()
+	sesCfg.Pools, sesCfg.DefaultTemplate = cfg.pools, cfg.sessionTemplate
+	sesCfg.StopTimeout, sesCfg.Objects = cfg.sessionStopTimeout, cpCfg.Objects
+	ses := sessions.New(sesCfg, st, cp, tn, log.With("component", "sessions"))
+	defer ses.Close() // before the core's: its work drives the core
 	cp.RunReconciler(ctx, cfg.reconcileInterval)
 	cp.RunTimers(ctx)
 	ev.Run(ctx)
-	if err := cp.RunSessions(ctx); err != nil {
+	if err := ses.Run(ctx); err != nil {
 		return err
 	}
 
@@ -187,7 +191,7 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("ssh gateway ready", "listen", sshLn.Addr().String(), "fingerprint", ssh.FingerprintSHA256(hostKey.PublicKey()))
 	}
-	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art}, log)
+	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses}, log)
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md).
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{

@@ -130,8 +130,6 @@ type Config struct {
 	Objects objstore.Store
 	// ArchiveBucket is the bucket archives are written to.
 	ArchiveBucket string
-	// Sessions tunes sessions, warm pools and workspaces (docs/sessions.md).
-	Sessions SessionConfig
 	// TTL tunes lifetimes and statuses (ttl.go, docs/lifecycle.md).
 	TTL TTLConfig
 	// Templates picks the default template and the session templates.
@@ -166,7 +164,6 @@ func DefaultConfig() Config {
 		Idempotency:               DefaultIdempotencyConfig(),
 		ChunkGCInterval:           6 * time.Hour,
 		PlanMaxRAMMB:              16384,
-		Sessions:                  DefaultSessionConfig(),
 		TTL:                       DefaultTTLConfig(),
 		Admission:                 DefaultAdmissionConfig(),
 		SweepGrace:                30 * time.Second,
@@ -178,13 +175,11 @@ func DefaultConfig() Config {
 // Service is the control plane. Create it with New and stop it with Close,
 // which waits for every background operation it started.
 type Service struct {
-	// holder names this process in the store's leases (LeasePools).
-	holder string
 	cfg    Config
 	store  store.Store
 	host   Host
 	log    *slog.Logger
-	notify *syncs.Notifier // wakes waiters on a sandbox, a session or an idempotency key
+	notify *syncs.Notifier // wakes waiters on a sandbox or an idempotency key
 	locks  syncs.KeyedMutex
 	// tenancy resolves projects, issues sandbox tokens and checks org
 	// quotas (internal/tenancy); cmd/ptd hands the same one to the
@@ -228,9 +223,6 @@ type Service struct {
 	// lastChunkGC is only touched by the timer loop.
 	lastChunkGC time.Time
 
-	// pools signals warm-pool refills and tracks preparations.
-	pools *poolState
-
 	// idem is the state of Idempotency-Key handling (idempotency.go).
 	idem idemState
 }
@@ -241,7 +233,6 @@ type Service struct {
 func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slog.Logger) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
-		holder:   "cp/" + host.ID() + "/" + randomToken()[:12],
 		cfg:      cfg,
 		store:    st,
 		host:     host,
@@ -253,7 +244,6 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 		agents:   map[string]*agentclient.Client{},
 		activity: map[string]time.Time{},
 		progress: map[string]sandbox.Progress{},
-		pools:    newPoolState(),
 	}
 	s.tpl = newTemplates(s)
 	s.builds = newBuilds(cfg.TemplateBuilds.MaxConcurrent)

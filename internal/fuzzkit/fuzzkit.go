@@ -24,6 +24,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/preview"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -38,6 +39,7 @@ type Env struct {
 	Tenancy   *tenancy.Service
 	Events    *events.Service
 	Artifacts *artifacts.Service
+	Sessions  *sessions.Service
 	Store     *sqlite.Store
 	Host      *Host
 }
@@ -81,15 +83,19 @@ func New(tb testing.TB) *Env {
 	artCfg := artifacts.DefaultConfig()
 	artCfg.Objects = cfg.Objects
 	art := artifacts.New(artCfg, fst, cp, log)
+	sesCfg := sessions.DefaultConfig()
+	sesCfg.Objects = cfg.Objects
+	ses := sessions.New(sesCfg, fst, cp, tn, log)
 	if _, err := tn.Bootstrap(ctx, Token); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
+		ses.Close()
 		cp.Close()
 		ev.Close()
 		st.Close()
 	})
-	return &Env{CP: cp, Tenancy: tn, Events: ev, Artifacts: art, Store: st, Host: h}
+	return &Env{CP: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses, Store: st, Host: h}
 }
 
 // State is what a refused request must leave as it was: every row of every

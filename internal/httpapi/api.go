@@ -22,6 +22,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
@@ -38,6 +39,8 @@ type Deps struct {
 	Events *events.Service
 	// Artifacts exports and serves artifacts.
 	Artifacts *artifacts.Service
+	// Sessions runs sessions, warm pools and workspaces.
+	Sessions *sessions.Service
 }
 
 // API serves the REST API.
@@ -46,6 +49,7 @@ type API struct {
 	tn  *tenancy.Service
 	ev  *events.Service
 	art *artifacts.Service
+	ses *sessions.Service
 	log *slog.Logger
 	mux *http.ServeMux
 	// routes are the mounted patterns, in registration order (Routes).
@@ -61,7 +65,7 @@ type API struct {
 // New builds the handler tree over d's parts.
 func New(d Deps, logger *slog.Logger) *API {
 	cp := d.Sandboxes
-	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
+	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, ses: d.Sessions, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
 	var access *slog.Logger
 	if logger != nil {
 		access = logger.With("component", "http")

@@ -14,6 +14,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/artifacts"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/events"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -111,16 +112,22 @@ func serveLogged(t *testing.T, h controlplane.Host, tune func(*controlplane.Conf
 	artCfg := artifacts.DefaultConfig()
 	artCfg.Objects = cfg.Objects
 	art := artifacts.New(artCfg, fst, cp, log)
+	sesCfg := sessions.DefaultConfig()
+	sesCfg.Objects, sesCfg.PollInterval = cfg.Objects, cfg.PollInterval
+	sesCfg.DefaultWait, sesCfg.MaxWait = cfg.DefaultWait, cfg.MaxWait
+	sesCfg.ProvisionTimeout, sesCfg.ReadyTimeout = cfg.ProvisionTimeout, cfg.ProvisionTimeout+cfg.TemplateBuildTimeout
+	ses := sessions.New(sesCfg, fst, cp, tn, log)
 	cp.SkipAgentInit()
 	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		ses.Close()
 		cp.Close()
 		ev.Close()
 		st.Close()
 	})
-	srv := serveAPI(t, New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art}, log)) // closed before the control plane
+	srv := serveAPI(t, New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses}, log)) // closed before the control plane
 	return srv
 }
 

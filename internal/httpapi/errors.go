@@ -13,6 +13,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -68,7 +69,7 @@ func (a *API) errorBody(err error) (int, map[string]any) {
 	var de *controlplane.DestroyedError
 	var nf interface{ Field() string }
 	var ik *controlplane.IDKindError
-	var snr *controlplane.SessionNotReadyError
+	var snr *sessions.NotReadyError
 	var epe *events.EventsPrunedError
 	var atl *artifacts.TooLargeError
 	var tpe *controlplane.TemplateError

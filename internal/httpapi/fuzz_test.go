@@ -45,7 +45,7 @@ type fuzzServer struct {
 func newFuzzServer(f *testing.F) *fuzzServer {
 	f.Helper()
 	env := fuzzkit.New(f)
-	s := &fuzzServer{Env: env, api: New(Deps{Sandboxes: env.CP, Tenancy: env.Tenancy, Events: env.Events, Artifacts: env.Artifacts}, slog.New(slog.DiscardHandler))}
+	s := &fuzzServer{Env: env, api: New(Deps{Sandboxes: env.CP, Tenancy: env.Tenancy, Events: env.Events, Artifacts: env.Artifacts, Sessions: env.Sessions}, slog.New(slog.DiscardHandler))}
 	code, body := s.do("POST", "/v1/orgs", `{"name":"fuzz"}`)
 	var org struct{ Org struct{ ID string } }
 	if json.Unmarshal(body, &org); code != 201 || org.Org.ID == "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
@@ -25,7 +26,7 @@ type sessionBody struct {
 
 // sessionContext fills req's vault, workflow and agent-session IDs from
 // their snake_case and camelCase spellings (aliases.go).
-func sessionContext(req *controlplane.SessionRequest, v [3][2]string) error {
+func sessionContext(req *sessions.Request, v [3][2]string) error {
 	var err error
 	if req.VaultID, err = aliasString(v[0][0], v[0][1], "vault_id", "vaultId"); err != nil {
 		return err
@@ -72,12 +73,12 @@ func optTimeView(t *time.Time) *string {
 	return &v
 }
 
-func (a *API) sessionView(s controlplane.Session) sessionView {
+func (a *API) sessionView(s sessions.Session) sessionView {
 	return sessionView{
 		SessionID: s.ID, SessionIDCamel: s.ID, Status: string(s.Status), Reason: s.Reason,
 		VaultID: s.VaultID, WorkflowID: s.WorkflowID, AgentSessionID: s.AgentSessionID,
 		Template: s.Template, SandboxID: s.SandboxID, Warm: s.Warm,
-		Workspace: workspaceView{Name: controlplane.WorkspaceName(s), Path: a.cp.WorkspacePath()},
+		Workspace: workspaceView{Name: sessions.WorkspaceName(s), Path: a.ses.WorkspacePath()},
 		CreatedAt: sandbox.FormatTime(s.CreatedAt), UpdatedAt: sandbox.FormatTime(s.UpdatedAt),
 		ReadyAt: optTimeView(s.ReadyAt), EndedAt: optTimeView(s.EndedAt),
 	}
@@ -98,7 +99,7 @@ func sessionWait(r *http.Request) (time.Duration, error) {
 
 // sessionStatusCode is 200 for a settled session and 202 while it is
 // provisioning or stopping.
-func sessionStatusCode(s controlplane.Session) int {
+func sessionStatusCode(s sessions.Session) int {
 	if s.Status == store.SessionProvisioning || s.Status == store.SessionStopping {
 		return http.StatusAccepted
 	}
@@ -114,17 +115,17 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	var req controlplane.SessionRequest
+	var req sessions.Request
 	if err := sessionContext(&req, [3][2]string{{b.VaultID, b.VaultIDCamel}, {b.WorkflowID, b.WorkflowIDCamel}, {b.AgentSessionID, b.AgentSessionIDCamel}}); err != nil {
 		return err
 	}
 	req.Template = b.Template
-	ses, _, err := a.cp.CreateSession(r.Context(), p, req)
+	ses, _, err := a.ses.Create(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
 	if wait > 0 && ses.Status == store.SessionProvisioning {
-		if ses, err = a.cp.WaitSession(r.Context(), p, ses.ID, wait); err != nil {
+		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
 			return err
 		}
 	}
@@ -137,11 +138,11 @@ func (a *API) getSession(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		return err
 	}
-	var ses controlplane.Session
+	var ses sessions.Session
 	if wait > 0 {
-		ses, err = a.cp.WaitSession(r.Context(), p, r.PathValue("id"), wait)
+		ses, err = a.ses.Wait(r.Context(), p, r.PathValue("id"), wait)
 	} else {
-		ses, err = a.cp.GetSession(r.Context(), p, r.PathValue("id"))
+		ses, err = a.ses.Get(r.Context(), p, r.PathValue("id"))
 	}
 	if err != nil {
 		return err
@@ -155,12 +156,12 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 	if err != nil {
 		return err
 	}
-	ses, err := a.cp.StopSession(r.Context(), p, r.PathValue("id"))
+	ses, err := a.ses.Stop(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if wait > 0 && ses.Status == store.SessionStopping {
-		if ses, err = a.cp.WaitSession(r.Context(), p, ses.ID, wait); err != nil {
+		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
 			return err
 		}
 	}
@@ -170,7 +171,7 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	all, _ := strconv.ParseBool(r.URL.Query().Get("all"))
-	sess, err := a.cp.ListSessions(r.Context(), p, all)
+	sess, err := a.ses.List(r.Context(), p, all)
 	if err != nil {
 		return err
 	}
@@ -185,13 +186,13 @@ func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplan
 // sessionStatus is the passive lookup by context: it reads, never starts.
 func (a *API) sessionStatus(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	q := r.URL.Query()
-	var sr controlplane.SessionRequest
+	var sr sessions.Request
 	if err := sessionContext(&sr, [3][2]string{{q.Get("vault_id"), q.Get("vaultId")}, {q.Get("workflow_id"), q.Get("workflowId")},
 		{q.Get("agent_session_id"), q.Get("agentSessionId")}}); err != nil {
 		return err
 	}
-	req := controlplane.SessionStatusRequest{VaultID: sr.VaultID, WorkflowID: sr.WorkflowID, AgentSessionID: sr.AgentSessionID}
-	ses, ok, err := a.cp.SessionStatus(r.Context(), p, req)
+	req := sessions.StatusRequest{VaultID: sr.VaultID, WorkflowID: sr.WorkflowID, AgentSessionID: sr.AgentSessionID}
+	ses, ok, err := a.ses.Status(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func (a *API) sessionStatus(w http.ResponseWriter, r *http.Request, p controlpla
 // session's sandbox; a session that is not ready refuses with not_ready.
 func (a *API) viaSession(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-		sbx, err := a.cp.SessionSandbox(r.Context(), p, r.PathValue("id"))
+		sbx, err := a.ses.SandboxID(r.Context(), p, r.PathValue("id"))
 		if err != nil {
 			return err
 		}
@@ -233,13 +234,13 @@ type poolView struct {
 	Source       string `json:"source"`
 }
 
-func toPoolView(ps controlplane.PoolStatus) poolView {
+func toPoolView(ps sessions.PoolStatus) poolView {
 	return poolView{Template: ps.Template, MinReady: ps.MinReady, Max: ps.Max, Ready: ps.Ready,
 		Provisioning: ps.Provisioning, Source: ps.Source}
 }
 
 func (a *API) listPools(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	pools, err := a.cp.Pools(r.Context(), p)
+	pools, err := a.ses.Pools(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if b.Max != nil {
 		mx = *b.Max
 	}
-	ps, err := a.cp.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx)
+	ps, err := a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx)
 	if err != nil {
 		return err
 	}

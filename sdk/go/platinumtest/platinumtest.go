@@ -37,6 +37,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/httpapi"
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/sessions"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -120,7 +121,13 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	artCfg := artifacts.DefaultConfig()
 	artCfg.Objects = objs
 	art := artifacts.New(artCfg, fst, cp, log)
+	sesCfg := sessions.DefaultConfig()
+	sesCfg.Objects, sesCfg.PollInterval = objs, cfg.PollInterval
+	sesCfg.DefaultWait, sesCfg.MaxWait = cfg.DefaultWait, cfg.MaxWait
+	sesCfg.ProvisionTimeout, sesCfg.ReadyTimeout = cfg.ProvisionTimeout, cfg.ProvisionTimeout+cfg.TemplateBuildTimeout
+	ses := sessions.New(sesCfg, fst, cp, tn, log)
 	stop := func() {
+		ses.Close()
 		cp.Close()
 		ev.Close()
 		art.Close()
@@ -139,7 +146,7 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 		t.Fatal(err)
 	}
 	srv := &Server{Host: h.Host, store: st, host: h}
-	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art}, log)
+	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses}, log)
 	srv.Server = httptest.NewServer(srv.record(api))
 	srv.close = func() {
 		srv.Server.CloseClientConnections()

@@ -1,17 +1,32 @@
-package controlplane
+// Package sessions is the control plane's sessions part: execution
+// sessions owned by a context, the warm pools that make their sandboxes
+// ahead of time, and the workspaces that outlive each session's sandbox
+// (docs/sessions.md). It keeps its own records in the store and reaches
+// sandboxes only through the core's public methods (Core), as the other
+// parts (internal/tenancy, internal/events, internal/artifacts) do.
+package sessions
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
+	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agentclient"
+	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
+	"github.com/platinum-dev/platinum/internal/objstore"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/syncs"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // Sessions (docs/sessions.md): an execution session is owned by a context — a
@@ -20,10 +35,10 @@ import (
 // never accepted for each other. A context has at most one live session;
 // its workspace (/workspace) outlives each session's sandbox.
 
-// SessionConfig tunes sessions, warm pools and workspaces.
-type SessionConfig struct {
+// Config tunes sessions, warm pools and workspaces.
+type Config struct {
 	// DefaultTemplate is the template of sessions that name none; empty
-	// means the server's default template (Templates.Default).
+	// means the core's default template (Core.DefaultTemplate).
 	DefaultTemplate string
 	// Pools are the warm-pool defaults per template (ptd --warm-pool);
 	// PUT /v1/pools/{template} overrides them.
@@ -33,12 +48,29 @@ type SessionConfig struct {
 	PoolInterval time.Duration
 	// MaxPoolSize caps any pool's max.
 	MaxPoolSize int
+	// Objects is where workspaces go; nil keeps none (a stop cannot save
+	// one).
+	Objects objstore.Store
 	// WorkspaceBucket is the object-store bucket of workspaces.
 	WorkspaceBucket string
 	// WorkspacePath is where a session's workspace is inside its sandbox.
 	WorkspacePath string
 	// StopTimeout bounds saving a workspace and disposing of a sandbox.
 	StopTimeout time.Duration
+	// ProvisionTimeout bounds preparing a pooled sandbox and restoring a
+	// workspace into a claimed one (the core's ProvisionTimeout).
+	ProvisionTimeout time.Duration
+	// ReadyTimeout bounds a cold session's wait for its sandbox to run,
+	// a template build included (the core's ProvisionTimeout plus its
+	// TemplateBuildTimeout).
+	ReadyTimeout time.Duration
+	// DefaultWait bounds waits that ask for no timeout; MaxWait caps any
+	// wait (as the core's).
+	DefaultWait time.Duration
+	MaxWait     time.Duration
+	// PollInterval is the backstop poll of waits, covering writers this
+	// process does not see (other API nodes).
+	PollInterval time.Duration
 }
 
 // PoolSize is one template's warm-pool setting: keep MinReady sandboxes
@@ -48,25 +80,134 @@ type PoolSize struct {
 	Max      int
 }
 
-// DefaultSessionConfig returns the production defaults.
-func DefaultSessionConfig() SessionConfig {
-	return SessionConfig{
-		PoolInterval:    time.Second,
-		MaxPoolSize:     64,
-		WorkspaceBucket: "platinum-workspaces",
-		WorkspacePath:   "/workspace",
-		StopTimeout:     5 * time.Minute,
+// DefaultConfig returns the production defaults (no object store yet: the
+// caller sets Objects).
+func DefaultConfig() Config {
+	return Config{
+		PoolInterval:     time.Second,
+		MaxPoolSize:      64,
+		WorkspaceBucket:  "platinum-workspaces",
+		WorkspacePath:    "/workspace",
+		StopTimeout:      5 * time.Minute,
+		ProvisionTimeout: 2 * time.Minute,
+		ReadyTimeout:     22 * time.Minute,
+		DefaultWait:      60 * time.Second,
+		MaxWait:          10 * time.Minute,
+		PollInterval:     time.Second,
 	}
 }
 
-// PoolOrgID owns pooled sandboxes until a session claims one; the claim
-// moves the sandbox (and its sandbox-scoped token) to the session's org.
-// Pools are platform-wide: every org draws from the same ready sandboxes,
-// each fresh and used by at most one session.
-const PoolOrgID = "org_pool"
+// PoolOrgID owns pooled sandboxes until a session claims one
+// (controlplane.PoolOrgID).
+const PoolOrgID = controlplane.PoolOrgID
 
-// SessionRequest asks for a session of a context.
-type SessionRequest struct {
+// Principal is who calls (internal/tenancy).
+type Principal = tenancy.Principal
+
+// Core is what this part needs of the control plane's core
+// (*controlplane.Service): sandboxes made, waited for, stopped and
+// disposed of for the platform, two record changes, and agent clients.
+// The core never calls back: a create never claims from a pool; only
+// Create here does.
+type Core interface {
+	CreatePlatform(ctx context.Context, p Principal, r controlplane.CreateRequest) (sandbox.Sandbox, error)
+	WaitFor(ctx context.Context, p Principal, id string, target sandbox.State, timeout time.Duration) (sandbox.Sandbox, bool, error)
+	DeleteWithReason(ctx context.Context, id, reason string) (sandbox.Sandbox, error)
+	StopWithReason(ctx context.Context, p Principal, id, reason string) (sandbox.Sandbox, error)
+	KeepPersistent(ctx context.Context, id string) error
+	SetPlatformMetadata(ctx context.Context, org, id, key, value string, want sandbox.State) (bool, error)
+	AgentFor(sb sandbox.Sandbox) *agentclient.Client
+	KnownTemplate(ctx context.Context, org, slug string) (bool, error)
+	DefaultTemplate() string
+	HostID() string
+}
+
+// Service is the sessions part. Create it with New, call Run once the
+// core has reconciled, and stop it with Close (before the core's), which
+// waits for every background operation it started.
+type Service struct {
+	cfg   Config
+	store store.Store
+	core  Core
+	// tenancy resolves a claim's project and checks the org's quotas.
+	tenancy *tenancy.Service
+	log     *slog.Logger
+	// holder names this process in the store's leases (LeasePools).
+	holder string
+	notify *syncs.Notifier // wakes waiters on a session
+	locks  syncs.KeyedMutex
+	// pools signals warm-pool refills and tracks preparations.
+	pools *poolState
+
+	ctx    context.Context // cancelled by Close; parent of background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds the service over st, making sandboxes through core, with tn
+// for claims' projects and quotas.
+func New(cfg Config, st store.Store, core Core, tn *tenancy.Service, logger *slog.Logger) *Service {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{
+		cfg: cfg, store: st, core: core, tenancy: tn, log: logger,
+		holder: "cp/" + core.HostID() + "/" + holderSuffix(),
+		notify: &syncs.Notifier{}, pools: newPoolState(),
+		ctx: ctx, cancel: cancel,
+	}
+}
+
+// Close stops background work and waits for it. Sessions in flight are
+// resumed by the next Run.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// goBackground runs fn on a goroutine owned by the service.
+func (s *Service) goBackground(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+}
+
+// goBackgroundFor is goBackground for work a request started: fn's context
+// (the service's, so it outlives the request) carries the request's id, so
+// what the work logs names the request that caused it.
+func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
+	ctx := s.ctx
+	if id := requestid.From(origin); id != "" {
+		ctx = requestid.With(ctx, id)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(ctx)
+	}()
+}
+
+// runLoop runs syncs.Loop on a goroutine owned by the service; it ends
+// with ctx or when the service closes, whichever comes first, and fn's ctx
+// ends with it; after (when not nil) runs once it has ended.
+func (s *Service) runLoop(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, fn func(context.Context), after func()) {
+	s.goBackground(func(sctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(sctx, cancel) // the service closing ends a run too
+		defer stop()
+		syncs.Loop(ctx, interval, wake, fn)
+		if after != nil {
+			after()
+		}
+	})
+}
+
+// WorkspacePath is where sessions see their workspace.
+func (s *Service) WorkspacePath() string { return s.cfg.WorkspacePath }
+
+// Request asks for a session of a context.
+type Request struct {
 	VaultID        string
 	WorkflowID     string
 	AgentSessionID string
@@ -76,13 +217,13 @@ type SessionRequest struct {
 // Session is a session as callers see it.
 type Session = store.Session
 
-// SessionEventType is the event type of every session status change; its
-// data is a SessionEvent.
-const SessionEventType = "session_status_changed"
+// EventType is the event type of every session status change; its
+// data is an Event.
+const EventType = "session_status_changed"
 
-// SessionEvent is the data of a session_status_changed event, carrying
+// Event is the data of a session_status_changed event, carrying
 // the context so subscribers filter by session or by context.
-type SessionEvent struct {
+type Event struct {
 	SessionID      string `json:"session_id"`
 	WorkflowID     string `json:"workflow_id"`
 	AgentSessionID string `json:"agent_session_id"`
@@ -91,50 +232,15 @@ type SessionEvent struct {
 	Reason         string `json:"reason"`
 }
 
-// IDKindError says an ID of one kind was passed where another kind is
-// expected (a workflow ID as a session ID, or the reverse). It is a
-// not-found error: the thing asked for does not exist under that ID.
-type IDKindError struct {
-	// Field is the request field or path parameter at fault.
-	Field string
-	// Got is the kind of ID passed (workflow_id, agent_session_id,
-	// session_id, sandbox_id), or "" when unknown.
-	Got string
-	// Want is the kind expected.
-	Want string
-	// ID is the value passed.
-	ID string
-	// Hint says what to do instead.
-	Hint string
-}
-
-// Error implements error.
-func (e *IDKindError) Error() string {
-	msg := fmt.Sprintf("%s %q: ", e.Field, e.ID)
-	if e.Got != "" {
-		msg += fmt.Sprintf("that is a %s, not a %s; ", e.Got, e.Want)
-	} else {
-		msg += "no such " + e.Want + "; "
-	}
-	msg += fmt.Sprintf("%s expects a %s", e.Field, e.Want)
-	if e.Hint != "" {
-		msg += " (" + e.Hint + ")"
-	}
-	return msg
-}
-
-// Unwrap makes errors.Is(err, sandbox.ErrNotFound) hold.
-func (e *IDKindError) Unwrap() error { return sandbox.ErrNotFound }
-
-// SessionNotReadyError refuses a command to a session that is not ready.
-type SessionNotReadyError struct {
+// NotReadyError refuses a command to a session that is not ready.
+type NotReadyError struct {
 	ID     string
 	Status store.SessionStatus
 	Reason string
 }
 
 // Error implements error.
-func (e *SessionNotReadyError) Error() string {
+func (e *NotReadyError) Error() string {
 	switch e.Status {
 	case store.SessionProvisioning:
 		return fmt.Sprintf("session %s is provisioning; commands run only once it is ready (wait with GET /v1/sessions/%s?wait_timeout_ms=…)", e.ID, e.ID)
@@ -145,12 +251,12 @@ func (e *SessionNotReadyError) Error() string {
 }
 
 // Unwrap makes errors.Is(err, sandbox.ErrConflict) hold.
-func (e *SessionNotReadyError) Unwrap() error { return sandbox.ErrConflict }
+func (e *NotReadyError) Unwrap() error { return sandbox.ErrConflict }
 
 var contextIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$`)
 
 // validate checks the context fields and the kinds of IDs in them.
-func (r *SessionRequest) validate() error {
+func (r *Request) validate() error {
 	if r.VaultID == "" {
 		return &sandbox.FieldError{Field: "vault_id", Reason: "is required"}
 	}
@@ -177,32 +283,30 @@ func (r *SessionRequest) validate() error {
 func notSessionID(field, v string) error {
 	switch {
 	case sandbox.ValidID(sandbox.PrefixSession, v):
-		return &IDKindError{Field: field, Got: "session_id", Want: field, ID: v,
+		return &controlplane.IDKindError{Field: field, Got: "session_id", Want: field, ID: v,
 			Hint: "a session_id names an execution session; pass the id of the context that owns it"}
 	case sandbox.ValidID(sandbox.PrefixSandbox, v):
-		return &IDKindError{Field: field, Got: "sandbox_id", Want: field, ID: v,
+		return &controlplane.IDKindError{Field: field, Got: "sandbox_id", Want: field, ID: v,
 			Hint: "a sandbox_id names an execution environment; pass the id of the owning context"}
 	}
 	return nil
 }
 
-// CreateSession returns the context's live session, or starts one: from
+// Create returns the context's live session, or starts one: from
 // the warm pool of its template when a pooled sandbox is ready (the
 // session is ready at once), else by provisioning a sandbox in the
 // background (the session is provisioning). created is false when the
 // context already had a live session.
-func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionRequest) (ses Session, created bool, err error) {
+func (s *Service) Create(ctx context.Context, p Principal, r Request) (ses Session, created bool, err error) {
 	if p.SandboxID != "" {
 		return Session{}, false, fmt.Errorf("a sandbox's token cannot manage sessions: %w", sandbox.ErrForbidden)
 	}
 	if err := r.validate(); err != nil {
 		return Session{}, false, err
 	}
-	r.Template = cmp.Or(r.Template, s.cfg.Sessions.DefaultTemplate, s.cfg.Templates.Default)
-	if !s.tpl.known(r.Template) {
-		if _, ok, err := s.latestCustom(ctx, p.OrgID, r.Template); err != nil || !ok {
-			return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &sandbox.NotFoundFieldError{Name: "template"})
-		}
+	r.Template = cmp.Or(r.Template, s.cfg.DefaultTemplate, s.core.DefaultTemplate())
+	if ok, err := s.core.KnownTemplate(ctx, p.OrgID, r.Template); err != nil || !ok {
+		return Session{}, false, fmt.Errorf("template %q: %w", r.Template, &sandbox.NotFoundFieldError{Name: "template"})
 	}
 	for attempt := 0; ; attempt++ {
 		cur, err := s.store.ContextSession(ctx, p.OrgID, r.VaultID, r.WorkflowID, r.AgentSessionID)
@@ -210,7 +314,7 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionReque
 		case err == nil && cur.Status == store.SessionStopping:
 			// The previous session is saving the workspace: the new one
 			// must see what it saved.
-			prev, err := s.WaitSession(ctx, p, cur.ID, s.cfg.Sessions.StopTimeout)
+			prev, err := s.Wait(ctx, p, cur.ID, s.cfg.StopTimeout)
 			if err != nil {
 				return Session{}, false, err
 			}
@@ -232,7 +336,7 @@ func (s *Service) CreateSession(ctx context.Context, p Principal, r SessionReque
 }
 
 // startSession claims a pooled sandbox or provisions one.
-func (s *Service) startSession(ctx context.Context, p Principal, r SessionRequest) (Session, error) {
+func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Session, error) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	ses := Session{
 		ID: sandbox.NewID(sandbox.PrefixSession), OrgID: p.OrgID, VaultID: r.VaultID,
@@ -281,10 +385,9 @@ func (s *Service) startSession(ctx context.Context, p Principal, r SessionReques
 	crashpoint.Hit("session.cold.recorded") // no sandbox yet
 	s.kickPool()
 	zero := 0
-	sb, err = s.Create(ctx, p, CreateRequest{
+	sb, err = s.core.CreatePlatform(ctx, p, controlplane.CreateRequest{
 		Template: r.Template, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata:         map[string]string{store.MetaSessionID: ses.ID},
-		platformMetadata: true,
+		Metadata: map[string]string{store.MetaSessionID: ses.ID},
 	})
 	if err != nil {
 		s.setSession(context.WithoutCancel(ctx), ses, store.SessionFailed, "create: "+err.Error(), nil)
@@ -360,7 +463,7 @@ func (s *Service) provisionSession(ctx context.Context, id string) {
 		s.log.InfoContext(ctx, "session adopted the sandbox a crash left unnamed", "session", id, "sandbox", sb.ID)
 	}
 	p := Principal{OrgID: ses.OrgID}
-	sb, ok, err := s.WaitFor(ctx, p, ses.SandboxID, sandbox.StateRunning, s.cfg.ProvisionTimeout+s.cfg.TemplateBuildTimeout)
+	sb, ok, err := s.core.WaitFor(ctx, p, ses.SandboxID, sandbox.StateRunning, s.cfg.ReadyTimeout)
 	if ctx.Err() != nil {
 		return // shutting down: Reconcile resumes it
 	}
@@ -421,7 +524,7 @@ func (s *Service) failSession(ctx context.Context, ses Session, reason string) {
 	}
 	s.log.WarnContext(ctx, "session failed", "session", ses.ID, "reason", reason)
 	if ses.SandboxID != "" {
-		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_failed"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := s.core.DeleteWithReason(ctx, ses.SandboxID, "session_failed"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			s.log.WarnContext(ctx, "dispose of a failed session's sandbox", "session", ses.ID, "err", err)
 		}
 	}
@@ -447,7 +550,7 @@ func (s *Service) setSession(ctx context.Context, ses Session, status store.Sess
 // event (the SSE feed and webhooks read events), then wakes its waiters,
 // so a waiter that sees the status also finds its event.
 func (s *Service) sessionEvent(ctx context.Context, ses Session) {
-	err := s.store.AddEvent(context.WithoutCancel(ctx), ses.OrgID, ses.SandboxID, SessionEventType, SessionEvent{
+	err := s.store.AddEvent(context.WithoutCancel(ctx), ses.OrgID, ses.SandboxID, EventType, Event{
 		SessionID: ses.ID, WorkflowID: ses.WorkflowID, AgentSessionID: ses.AgentSessionID,
 		VaultID: ses.VaultID, Status: string(ses.Status), Reason: ses.Reason,
 	})
@@ -457,10 +560,10 @@ func (s *Service) sessionEvent(ctx context.Context, ses Session) {
 	s.notify.Broadcast(ses.ID)
 }
 
-// GetSession returns a session of p's org. An ID of another kind (a
+// Get returns a session of p's org. An ID of another kind (a
 // workflow, agent-session or sandbox ID) is not found with a message that
 // says which kind it is.
-func (s *Service) GetSession(ctx context.Context, p Principal, id string) (Session, error) {
+func (s *Service) Get(ctx context.Context, p Principal, id string) (Session, error) {
 	if p.SandboxID != "" {
 		return Session{}, fmt.Errorf("session %q: %w", id, sandbox.ErrNotFound)
 	}
@@ -476,7 +579,7 @@ func (s *Service) GetSession(ctx context.Context, p Principal, id string) (Sessi
 
 // wrongSessionID explains a non-session ID passed as a session ID.
 func (s *Service) wrongSessionID(ctx context.Context, p Principal, id string) error {
-	e := &IDKindError{Field: "session_id", Want: "session_id (ses_…)", ID: id}
+	e := &controlplane.IDKindError{Field: "session_id", Want: "session_id (ses_…)", ID: id}
 	if sandbox.ValidID(sandbox.PrefixSandbox, id) {
 		e.Got, e.Hint = "sandbox_id", "use /v1/sandboxes/"+id+" for the sandbox itself"
 		return e
@@ -532,16 +635,16 @@ func (s *Service) syncSession(ctx context.Context, ses Session) Session {
 	return out
 }
 
-// WaitSession waits until the session is settled (ready, stopped or
+// Wait waits until the session is settled (ready, stopped or
 // failed) or timeout runs out, and returns it as last read.
-func (s *Service) WaitSession(ctx context.Context, p Principal, id string, timeout time.Duration) (Session, error) {
+func (s *Service) Wait(ctx context.Context, p Principal, id string, timeout time.Duration) (Session, error) {
 	if timeout <= 0 {
 		timeout = s.cfg.DefaultWait
 	}
 	timeout = min(timeout, s.cfg.MaxWait)
 	var ses Session
 	_, err := syncs.Wait(ctx, timeout, s.cfg.PollInterval, func() <-chan struct{} { return s.notify.Channel(id) }, func() (bool, error) {
-		got, err := s.GetSession(ctx, p, id)
+		got, err := s.Get(ctx, p, id)
 		if err != nil {
 			ses = Session{}
 			return false, err
@@ -552,21 +655,21 @@ func (s *Service) WaitSession(ctx context.Context, p Principal, id string, timeo
 	return ses, err
 }
 
-// SessionStatusRequest names a context for a passive status lookup.
-type SessionStatusRequest struct {
+// StatusRequest names a context for a passive status lookup.
+type StatusRequest struct {
 	VaultID        string
 	WorkflowID     string
 	AgentSessionID string
 }
 
-// SessionStatus returns the context's session (its live one, else its
+// Status returns the context's session (its live one, else its
 // newest); ok is false when the context never had one. It never starts
 // an environment.
-func (s *Service) SessionStatus(ctx context.Context, p Principal, r SessionStatusRequest) (ses Session, ok bool, err error) {
+func (s *Service) Status(ctx context.Context, p Principal, r StatusRequest) (ses Session, ok bool, err error) {
 	if p.SandboxID != "" {
 		return Session{}, false, fmt.Errorf("a sandbox's token cannot read sessions: %w", sandbox.ErrForbidden)
 	}
-	req := SessionRequest{VaultID: r.VaultID, WorkflowID: r.WorkflowID, AgentSessionID: r.AgentSessionID}
+	req := Request{VaultID: r.VaultID, WorkflowID: r.WorkflowID, AgentSessionID: r.AgentSessionID}
 	if err := req.validate(); err != nil {
 		return Session{}, false, err
 	}
@@ -580,34 +683,34 @@ func (s *Service) SessionStatus(ctx context.Context, p Principal, r SessionStatu
 	return s.syncSession(ctx, ses), true, nil
 }
 
-// ListSessions returns p's org's sessions, newest first; live ones only
+// List returns p's org's sessions, newest first; live ones only
 // unless all.
-func (s *Service) ListSessions(ctx context.Context, p Principal, all bool) ([]Session, error) {
+func (s *Service) List(ctx context.Context, p Principal, all bool) ([]Session, error) {
 	if p.SandboxID != "" {
 		return []Session{}, nil
 	}
 	return s.store.ListSessions(ctx, p.OrgID, all)
 }
 
-// SessionSandbox returns the sandbox ID of a ready session, for commands
+// SandboxID returns the sandbox ID of a ready session, for commands
 // and file operations; a session that is not ready refuses them.
-func (s *Service) SessionSandbox(ctx context.Context, p Principal, id string) (string, error) {
-	ses, err := s.GetSession(ctx, p, id)
+func (s *Service) SandboxID(ctx context.Context, p Principal, id string) (string, error) {
+	ses, err := s.Get(ctx, p, id)
 	if err != nil {
 		return "", err
 	}
 	if ses.Status != store.SessionReady {
-		return "", &SessionNotReadyError{ID: ses.ID, Status: ses.Status, Reason: ses.Reason}
+		return "", &NotReadyError{ID: ses.ID, Status: ses.Status, Reason: ses.Reason}
 	}
 	return ses.SandboxID, nil
 }
 
-// StopSession stops a session: the workspace is saved to the workspace
+// Stop stops a session: the workspace is saved to the workspace
 // store, then the sandbox is disposed of, in the background. Stopping an
 // ended session returns it unchanged.
-func (s *Service) StopSession(ctx context.Context, p Principal, id string) (Session, error) {
+func (s *Service) Stop(ctx context.Context, p Principal, id string) (Session, error) {
 	for {
-		ses, err := s.GetSession(ctx, p, id)
+		ses, err := s.Get(ctx, p, id)
 		if err != nil {
 			return Session{}, err
 		}
@@ -635,14 +738,14 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 	if err != nil || ses.Status != store.SessionStopping {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Sessions.StopTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StopTimeout)
 	defer cancel()
 	reason := ses.Reason
 	if ses.SandboxID != "" {
 		sb, err := s.store.GetSandbox(ctx, "", ses.SandboxID)
 		if err == nil && ses.ReadyAt != nil && (sb.State == sandbox.StateStarting || sb.State == sandbox.StateRestoring) {
 			// Coming back (a restart drives it): save once it runs.
-			if got, _, werr := s.WaitFor(ctx, Principal{OrgID: ses.OrgID}, sb.ID, sandbox.StateRunning, s.cfg.Sessions.StopTimeout/2); werr == nil {
+			if got, _, werr := s.core.WaitFor(ctx, Principal{OrgID: ses.OrgID}, sb.ID, sandbox.StateRunning, s.cfg.StopTimeout/2); werr == nil {
 				sb = got
 			}
 		}
@@ -662,9 +765,9 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 				// disposed of with the work in it.
 				s.log.ErrorContext(ctx, "workspace save", "session", id, "err", serr)
 				reason = fmt.Sprintf("workspace save failed: %v; sandbox %s is kept stopped with the workspace on its disk", serr, sb.ID)
-				if err := s.keepSessionSandbox(ctx, sb.ID); err != nil {
+				if err := s.core.KeepPersistent(ctx, sb.ID); err != nil {
 					s.log.ErrorContext(ctx, "keep the session sandbox for its workspace", "session", id, "sandbox", sb.ID, "err", err)
-				} else if _, err := s.stop(ctx, Principal{OrgID: ses.OrgID, Role: store.RoleAdmin}, sb.ID, "workspace save failed", false); err != nil {
+				} else if _, err := s.core.StopWithReason(ctx, Principal{OrgID: ses.OrgID, Role: store.RoleAdmin}, sb.ID, "workspace save failed"); err != nil {
 					s.log.ErrorContext(ctx, "stop the session sandbox kept for its workspace", "session", id, "sandbox", sb.ID, "err", err)
 				}
 				now := time.Now().UTC()
@@ -674,11 +777,11 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 				return
 			}
 		}
-		if _, err := s.deleteWithReason(ctx, ses.SandboxID, "session_stopped"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := s.core.DeleteWithReason(ctx, ses.SandboxID, "session_stopped"); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			s.log.ErrorContext(ctx, "dispose of session sandbox", "session", id, "err", err)
 			return // stays stopping; Reconcile retries
 		}
-		if _, ok, err := s.WaitFor(ctx, Principal{OrgID: ses.OrgID}, ses.SandboxID, sandbox.StateDeleted, s.cfg.Sessions.StopTimeout); err == nil && !ok {
+		if _, ok, err := s.core.WaitFor(ctx, Principal{OrgID: ses.OrgID}, ses.SandboxID, sandbox.StateDeleted, s.cfg.StopTimeout); err == nil && !ok {
 			s.log.WarnContext(ctx, "session sandbox still being deleted", "session", id, "sandbox", ses.SandboxID)
 		}
 	}
@@ -690,31 +793,12 @@ func (s *Service) stopSession(ctx context.Context, id string) {
 	s.log.InfoContext(ctx, "session stopped", "session", id)
 }
 
-// keepSessionSandbox makes a session's sandbox persistent: session
-// sandboxes are ephemeral (deleted when they stop), and this one's disk
-// holds the only copy of a workspace that could not be saved.
-func (s *Service) keepSessionSandbox(ctx context.Context, id string) error {
-	for {
-		sb, err := s.store.GetSandbox(ctx, "", id)
-		if err != nil {
-			return err
-		}
-		if sb.Retention.Type != sandbox.TypeEphemeral {
-			return nil
-		}
-		sb.Retention.Type = sandbox.TypePersistent
-		if _, err = s.update(ctx, sb); !isConflict(err) {
-			return err
-		}
-	}
-}
-
 // saveWorkspaceRetrying saves the session's workspace, retrying with
 // backoff (an object store may be down for a while: docs/testing.md,
 // "Faults") until three quarters of the stop's time are spent, leaving the
 // rest to dispose of the sandbox.
 func (s *Service) saveWorkspaceRetrying(ctx context.Context, ses Session, sb sandbox.Sandbox) error {
-	deadline := time.Now().Add(s.cfg.Sessions.StopTimeout * 3 / 4)
+	deadline := time.Now().Add(s.cfg.StopTimeout * 3 / 4)
 	wait := 200 * time.Millisecond
 	for {
 		err := s.saveWorkspace(ctx, ses, sb)
@@ -764,4 +848,12 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 		s.goBackground(func(ctx context.Context) { s.provisionSession(ctx, id) })
 	}
 	return nil
+}
+
+// holderSuffix tells this process's lease holder from another's on the
+// same host.
+func holderSuffix() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

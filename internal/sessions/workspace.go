@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -38,15 +38,12 @@ func workspaceKey(ses Session) string {
 	return "workspaces/" + ses.OrgID + "/" + WorkspaceName(ses) + ".tar"
 }
 
-// WorkspacePath is where sessions see their workspace.
-func (s *Service) WorkspacePath() string { return s.cfg.Sessions.WorkspacePath }
-
 // workspaceExists reports whether the context has a saved workspace.
 func (s *Service) workspaceExists(ctx context.Context, ses Session) (bool, error) {
 	if s.cfg.Objects == nil {
 		return false, nil
 	}
-	_, err := s.cfg.Objects.Stat(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses))
+	_, err := s.cfg.Objects.Stat(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses))
 	if errors.Is(err, objstore.ErrNotFound) || errors.Is(err, sandbox.ErrNotFound) {
 		return false, nil
 	}
@@ -62,14 +59,14 @@ func (s *Service) workspaceSavedSince(ctx context.Context, ses Session, t time.T
 	if s.cfg.Objects == nil {
 		return false
 	}
-	info, err := s.cfg.Objects.Stat(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses))
+	info, err := s.cfg.Objects.Stat(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses))
 	return err == nil && !info.ModTime.Before(t.Truncate(time.Second))
 }
 
 // makeWorkspaceDir creates the (empty) workspace directory.
 func (s *Service) makeWorkspaceDir(ctx context.Context, sb sandbox.Sandbox) error {
-	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
-	if _, err := ag.MakeDir(ctx, s.cfg.Sessions.WorkspacePath); err != nil {
+	ag := s.core.AgentFor(sb)
+	if _, err := ag.MakeDir(ctx, s.cfg.WorkspacePath); err != nil {
 		return fmt.Errorf("workspace dir: %w", err)
 	}
 	return nil
@@ -89,17 +86,17 @@ func (s *Service) restoreWorkspace(ctx context.Context, ses Session, sb sandbox.
 		}
 		return s.makeWorkspaceDir(ctx, sb)
 	}
-	rc, err := s.cfg.Objects.Get(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses))
+	rc, err := s.cfg.Objects.Get(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses))
 	if err != nil {
 		return fmt.Errorf("workspace store: %w", err)
 	}
 	defer rc.Close()
-	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
+	ag := s.core.AgentFor(sb)
 	tmp := "/tmp/.pt-workspace-" + ses.ID + ".tar"
 	if err := ag.Upload(ctx, tmp, rc); err != nil {
 		return err
 	}
-	dir := s.cfg.Sessions.WorkspacePath
+	dir := s.cfg.WorkspacePath
 	return s.sessionShell(ctx, sb, fmt.Sprintf("mkdir -p %s && tar -C %s -xf %s; rc=$?; rm -f %s; exit $rc", dir, dir, tmp, tmp))
 }
 
@@ -110,22 +107,22 @@ func (s *Service) saveWorkspace(ctx context.Context, ses Session, sb sandbox.San
 	if s.cfg.Objects == nil {
 		return fmt.Errorf("no object store configured for workspaces: %w", sandbox.ErrUnavailable)
 	}
-	if err := s.cfg.Objects.EnsureBucket(ctx, s.cfg.Sessions.WorkspaceBucket); err != nil {
+	if err := s.cfg.Objects.EnsureBucket(ctx, s.cfg.WorkspaceBucket); err != nil {
 		return fmt.Errorf("workspace store: %w", err)
 	}
-	dir := s.cfg.Sessions.WorkspacePath
+	dir := s.cfg.WorkspacePath
 	tmp := "/tmp/.pt-workspace-" + ses.ID + ".tar"
 	if err := s.sessionShell(ctx, sb, fmt.Sprintf("mkdir -p %s /tmp && tar -C %s -cf %s .", dir, dir, tmp)); err != nil {
 		return err
 	}
 	crashpoint.Hit("session.stop.saving") // the tar is made, not yet stored
-	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
+	ag := s.core.AgentFor(sb)
 	rc, err := ag.Download(ctx, tmp)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if err := s.cfg.Objects.Put(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses), rc, objstore.SizeUnknown); err != nil {
+	if err := s.cfg.Objects.Put(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses), rc, objstore.SizeUnknown); err != nil {
 		return fmt.Errorf("workspace store: %w", err)
 	}
 	s.log.InfoContext(ctx, "workspace saved", "session", ses.ID, "workspace", WorkspaceName(ses))
@@ -135,7 +132,7 @@ func (s *Service) saveWorkspace(ctx context.Context, ses Session, sb sandbox.San
 // sessionShell runs a /bin/sh script as root in the sandbox and fails
 // unless it exits 0.
 func (s *Service) sessionShell(ctx context.Context, sb sandbox.Sandbox, script string) error {
-	ag := s.agent(sb.ID, sb.Address, sb.AgentToken)
+	ag := s.core.AgentFor(sb)
 	var stderr strings.Builder
 	res, err := ag.Exec(ctx, execRequest(script), nil, func(b []byte) {
 		if stderr.Len() < 4096 {

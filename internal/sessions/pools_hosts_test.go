@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -28,8 +28,8 @@ func (h namedHost) ID() string { return h.id }
 func TestPoolsAcrossHosts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db")
 	hA, hB := &fakeHost{}, &fakeHost{}
-	a, st := newServiceWith(t, namedHost{hA, "host_a"}, path, nil)
-	b, _ := newServiceWith(t, namedHost{hB, "host_b"}, path, nil)
+	a, _, st := newServiceWith(t, namedHost{hA, "host_a"}, path)
+	b, _, _ := newServiceWith(t, namedHost{hB, "host_b"}, path)
 	ctx := context.Background()
 	if err := a.ensurePoolOrg(ctx); err != nil {
 		t.Fatal(err)

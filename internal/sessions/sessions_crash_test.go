@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // workspace was not saved, unless the interrupted stop had saved it
 // already (the workspace object is newer than the stop).
 func TestStopSessionSaysWhenTheWorkspaceWasNotSaved(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+	s, cp, st := newTestService(t, &fakeHost{})
 	objs, err := objfs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestStopSessionSaysWhenTheWorkspaceWasNotSaved(t *testing.T) {
 	s.cfg.Objects = objs
 	ctx := context.Background()
 	mustOrgs(t, s)
-	if err := objs.EnsureBucket(ctx, s.cfg.Sessions.WorkspaceBucket); err != nil {
+	if err := objs.EnsureBucket(ctx, s.cfg.WorkspaceBucket); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -37,11 +37,11 @@ func TestStopSessionSaysWhenTheWorkspaceWasNotSaved(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
+			sb, err := cp.Create(ctx, org, CreateRequest{Template: "busybox"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second); err != nil || !ok {
+			if _, ok, err := cp.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second); err != nil || !ok {
 				t.Fatalf("sandbox not running: %v", err)
 			}
 			cur, err := st.GetSandbox(ctx, "", sb.ID)
@@ -64,7 +64,7 @@ func TestStopSessionSaysWhenTheWorkspaceWasNotSaved(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.saved {
-				if err := objs.Put(ctx, s.cfg.Sessions.WorkspaceBucket, workspaceKey(ses), strings.NewReader("tar"), 3); err != nil {
+				if err := objs.Put(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses), strings.NewReader("tar"), 3); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -19,22 +20,22 @@ func TestSessionProvisioningFailureEndsFailedWithReason(t *testing.T) {
 	h := &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
 		return Instance{}, errors.New("no room on this host")
 	}}
-	s, st := newTestService(t, h)
+	s, _, st := newTestService(t, h)
 	ctx := context.Background()
 	mustOrgs(t, s)
-	ses, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	ses, created, err := s.Create(ctx, org, Request{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
 	if err != nil || !created || ses.Status != store.SessionProvisioning || ses.Warm {
 		t.Fatalf("CreateSession = %+v %v %v; want a cold provisioning session", ses, created, err)
 	}
-	got, err := s.WaitSession(ctx, org, ses.ID, 5*time.Second)
+	got, err := s.Wait(ctx, org, ses.ID, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != store.SessionFailed || !strings.Contains(got.Reason, "no room on this host") || got.EndedAt == nil {
 		t.Fatalf("after a failed start: %+v; want failed with the host's reason", got)
 	}
-	if _, err := s.SessionSandbox(ctx, org, ses.ID); !errors.As(err, new(*SessionNotReadyError)) {
-		t.Errorf("SessionSandbox of a failed session = %v; want SessionNotReadyError", err)
+	if _, err := s.SandboxID(ctx, org, ses.ID); !errors.As(err, new(*NotReadyError)) {
+		t.Errorf("SessionSandbox of a failed session = %v; want NotReadyError", err)
 	}
 
 	// Every status change is an event carrying the session's context.
@@ -44,10 +45,10 @@ func TestSessionProvisioningFailureEndsFailedWithReason(t *testing.T) {
 	}
 	var statuses []string
 	for _, e := range evs {
-		if e.Type != SessionEventType {
+		if e.Type != EventType {
 			continue
 		}
-		var d SessionEvent
+		var d Event
 		if err := json.Unmarshal([]byte(e.Data), &d); err != nil {
 			t.Fatal(err)
 		}
@@ -61,36 +62,36 @@ func TestSessionProvisioningFailureEndsFailedWithReason(t *testing.T) {
 	}
 
 	// The context is free again: a new create starts a new session.
-	again, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	again, created, err := s.Create(ctx, org, Request{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
 	if err != nil || !created || again.ID == ses.ID {
 		t.Fatalf("create after failure = %+v %v %v; want a new session", again, created, err)
 	}
 }
 
-func TestSessionRequestValidation(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+func TestRequestValidation(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	sesID := sandbox.NewID(sandbox.PrefixSession)
 	tests := []struct {
 		name      string
-		req       SessionRequest
+		req       Request
 		field     string
 		notFound  bool
 		wantInMsg string
 	}{
-		{"no vault", SessionRequest{WorkflowID: "w"}, "vault_id", false, "required"},
-		{"no context", SessionRequest{VaultID: "v"}, "workflow_id", false, "exactly one"},
-		{"both contexts", SessionRequest{VaultID: "v", WorkflowID: "w", AgentSessionID: "a"}, "workflow_id", false, "exactly one"},
-		{"bad characters", SessionRequest{VaultID: "v", WorkflowID: "w w"}, "workflow_id", false, "letters"},
-		{"session id as workflow", SessionRequest{VaultID: "v", WorkflowID: sesID}, "workflow_id", true, "is a session_id"},
-		{"sandbox id as agent session", SessionRequest{VaultID: "v", AgentSessionID: sandbox.NewID(sandbox.PrefixSandbox)}, "agent_session_id", true, "is a sandbox_id"},
-		{"unknown template", SessionRequest{VaultID: "v", WorkflowID: "w", Template: "nope"}, "template", true, ""},
+		{"no vault", Request{WorkflowID: "w"}, "vault_id", false, "required"},
+		{"no context", Request{VaultID: "v"}, "workflow_id", false, "exactly one"},
+		{"both contexts", Request{VaultID: "v", WorkflowID: "w", AgentSessionID: "a"}, "workflow_id", false, "exactly one"},
+		{"bad characters", Request{VaultID: "v", WorkflowID: "w w"}, "workflow_id", false, "letters"},
+		{"session id as workflow", Request{VaultID: "v", WorkflowID: sesID}, "workflow_id", true, "is a session_id"},
+		{"sandbox id as agent session", Request{VaultID: "v", AgentSessionID: sandbox.NewID(sandbox.PrefixSandbox)}, "agent_session_id", true, "is a sandbox_id"},
+		{"unknown template", Request{VaultID: "v", WorkflowID: "w", Template: "nope"}, "template", true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := s.CreateSession(ctx, org, tc.req)
+			_, _, err := s.Create(ctx, org, tc.req)
 			var fe *sandbox.FieldError
-			var ik *IDKindError
+			var ik *controlplane.IDKindError
 			var nf interface{ Field() string }
 			switch {
 			case tc.notFound && errors.As(err, &ik):
@@ -119,9 +120,9 @@ func TestSessionRequestValidation(t *testing.T) {
 }
 
 func TestSessionStatusNeverStartsAnything(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
-	_, ok, err := s.SessionStatus(ctx, org, SessionStatusRequest{VaultID: "v", AgentSessionID: "chat-1"})
+	_, ok, err := s.Status(ctx, org, StatusRequest{VaultID: "v", AgentSessionID: "chat-1"})
 	if err != nil || ok {
 		t.Fatalf("SessionStatus = %v %v; want no session", ok, err)
 	}
@@ -137,24 +138,24 @@ func TestGetSessionSaysWhichIDKindItExpects(t *testing.T) {
 	h := &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
 		return Instance{}, errors.New("no")
 	}}
-	s, _ := newTestService(t, h)
+	s, cp, _ := newTestService(t, h)
 	ctx := context.Background()
 	mustOrgs(t, s)
-	ses, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "wf-9", Template: "busybox"})
+	ses, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "wf-9", Template: "busybox"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.GetSession(ctx, org, "wf-9")
-	var ik *IDKindError
+	_, err = s.Get(ctx, org, "wf-9")
+	var ik *controlplane.IDKindError
 	if !errors.As(err, &ik) || ik.Got != "workflow_id" || !strings.Contains(err.Error(), ses.ID) {
 		t.Fatalf("GetSession(workflow id) = %v; want an IDKindError naming the workflow and its session", err)
 	}
 	// Another org learns nothing about the workflow.
-	_, err = s.GetSession(ctx, Principal{OrgID: "org_b", Role: store.RoleAdmin}, "wf-9")
+	_, err = s.Get(ctx, Principal{OrgID: "org_b", Role: store.RoleAdmin}, "wf-9")
 	if !errors.As(err, &ik) || ik.Got != "" {
 		t.Fatalf("GetSession from another org = %v; want a plain not-found", err)
 	}
-	if _, err := s.Get(ctx, org, ses.ID, false); !errors.As(err, &ik) || ik.Got != "session_id" {
+	if _, err := cp.Get(ctx, org, ses.ID, false); !errors.As(err, &ik) || ik.Got != "session_id" {
 		t.Fatalf("Get(sandbox) with a session id = %v; want an IDKindError", err)
 	}
 }
@@ -173,7 +174,7 @@ func mustOrgs(t *testing.T, s *Service) {
 }
 
 func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	mustOrgs(t, s)
 	pooled := sandbox.Sandbox{
@@ -189,7 +190,7 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 		}
 	}
 	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 })
-	_, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	_, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "w", Template: "busybox"})
 	var qe *sandbox.QuotaError
 	if !errors.As(err, &qe) {
 		t.Fatalf("claim over the org's sandbox quota = %v; want a sandbox.QuotaError", err)
@@ -199,7 +200,7 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 	}
 
 	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 2 })
-	ses, created, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	ses, created, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "w", Template: "busybox"})
 	if err != nil || !created || !ses.Warm || ses.Status != store.SessionReady || ses.SandboxID != pooled.ID {
 		t.Fatalf("warm claim = %+v %v %v; want the pooled sandbox, ready", ses, created, err)
 	}
@@ -214,19 +215,19 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 // may not set the platform's keys, and replacing a session sandbox's
 // metadata keeps its pt_session_id, so the session still finds it.
 func TestPlatformMetadataSurvivesPatch(t *testing.T) {
-	s, _ := newTestService(t, &fakeHost{})
+	s, cp, _ := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	mustOrgs(t, s)
-	ses, _, err := s.CreateSession(ctx, org, SessionRequest{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
+	ses, _, err := s.Create(ctx, org, Request{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	forged := map[string]string{store.MetaPoolReady: "1"}
-	if _, err := s.Update(ctx, org, ses.SandboxID, Patch{Metadata: &forged}); !errors.As(err, new(*sandbox.FieldError)) {
+	if _, err := cp.Update(ctx, org, ses.SandboxID, Patch{Metadata: &forged}); !errors.As(err, new(*sandbox.FieldError)) {
 		t.Fatalf("patch setting %s = %v; want a metadata FieldError", store.MetaPoolReady, err)
 	}
 	md := map[string]string{"team": "a"}
-	sb, err := s.Update(ctx, org, ses.SandboxID, Patch{Metadata: &md})
+	sb, err := cp.Update(ctx, org, ses.SandboxID, Patch{Metadata: &md})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package controlplane
+package sessions
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -60,7 +61,7 @@ type PoolStatus struct {
 // poolSettings merges the flag defaults with the stored settings.
 func (s *Service) poolSettings(ctx context.Context) (map[string]PoolStatus, error) {
 	out := map[string]PoolStatus{}
-	for tpl, sz := range s.cfg.Sessions.Pools {
+	for tpl, sz := range s.cfg.Pools {
 		out[tpl] = PoolStatus{Template: tpl, MinReady: sz.MinReady, Max: sz.Max, Source: "default"}
 	}
 	stored, err := s.store.ListPools(ctx)
@@ -127,14 +128,14 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template string, min
 	if p.Role != store.RoleAdmin || p.OrgID != tenancy.DefaultOrgID || p.SandboxID != "" {
 		return PoolStatus{}, fmt.Errorf("warm pools are platform-wide; setting one needs a platform admin token: %w", sandbox.ErrForbidden)
 	}
-	if !s.tpl.known(template) {
+	if ok, err := s.core.KnownTemplate(ctx, "", template); err != nil || !ok {
 		return PoolStatus{}, fmt.Errorf("template %q: %w", template, &sandbox.NotFoundFieldError{Name: "template"})
 	}
-	if minReady < 0 || minReady > s.cfg.Sessions.MaxPoolSize {
-		return PoolStatus{}, &sandbox.FieldError{Field: "min_ready", Reason: fmt.Sprintf("must be between 0 and %d", s.cfg.Sessions.MaxPoolSize)}
+	if minReady < 0 || minReady > s.cfg.MaxPoolSize {
+		return PoolStatus{}, &sandbox.FieldError{Field: "min_ready", Reason: fmt.Sprintf("must be between 0 and %d", s.cfg.MaxPoolSize)}
 	}
-	if max < minReady || max > s.cfg.Sessions.MaxPoolSize {
-		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: fmt.Sprintf("must be between min_ready and %d", s.cfg.Sessions.MaxPoolSize)}
+	if max < minReady || max > s.cfg.MaxPoolSize {
+		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: fmt.Sprintf("must be between min_ready and %d", s.cfg.MaxPoolSize)}
 	}
 	if err := s.store.PutPool(ctx, store.Pool{Template: template, MinReady: minReady, Max: max}); err != nil {
 		return PoolStatus{}, err
@@ -152,9 +153,9 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template string, min
 	return PoolStatus{Template: template, MinReady: minReady, Max: max, Source: "api"}, nil
 }
 
-// RunSessions resumes sessions left in flight and starts the loop that
+// Run resumes sessions left in flight and starts the loop that
 // refills warm pools and ends ready sessions whose sandbox is gone.
-func (s *Service) RunSessions(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) error {
 	if err := s.ensurePoolOrg(ctx); err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func (s *Service) RunSessions(ctx context.Context) error {
 		return err
 	}
 	kick := func() <-chan struct{} { return s.pools.kick }
-	s.runLoop(ctx, s.cfg.Sessions.PoolInterval, true, kick, func(ctx context.Context) {
+	s.runLoop(ctx, s.cfg.PoolInterval, kick, func(ctx context.Context) {
 		s.refillPools(ctx)
 		s.sweepSessions(ctx)
 	}, func() {
@@ -192,7 +193,7 @@ const LeasePools = "loop/pools"
 // and prepares only its own host's pooled sandboxes, and creates only
 // while it holds LeasePools.
 func (s *Service) refillPools(ctx context.Context) {
-	_, leader, err := s.store.AcquireLease(ctx, LeasePools, s.holder, 3*max(s.cfg.Sessions.PoolInterval, time.Second))
+	_, leader, err := s.store.AcquireLease(ctx, LeasePools, s.holder, 3*max(s.cfg.PoolInterval, time.Second))
 	if err != nil {
 		s.log.WarnContext(ctx, "pools: lease", "err", err)
 	}
@@ -217,14 +218,14 @@ func (s *Service) refillPools(ctx context.Context) {
 		ps := settings[tpl]
 		var live, ready []sandbox.Sandbox
 		for _, sb := range pooled[tpl] {
-			mine := sb.HostID == "" || sb.HostID == s.host.ID()
+			mine := sb.HostID == "" || sb.HostID == s.core.HostID()
 			switch sb.State {
 			case sandbox.StateFailed, sandbox.StateStopped, sandbox.StateArchived:
 				// A pooled sandbox that is not on its way to running is
 				// of no use: its host disposes of it and a fresh one is
 				// made.
 				if mine {
-					s.deleteWithReason(ctx, sb.ID, "pool_discarded")
+					s.core.DeleteWithReason(ctx, sb.ID, "pool_discarded")
 				}
 				continue
 			case sandbox.StateDeleting:
@@ -241,7 +242,7 @@ func (s *Service) refillPools(ctx context.Context) {
 		}
 		// Drain: beyond max, ready ones go first (oldest first).
 		for excess := len(live) - ps.Max; excess > 0 && len(ready) > 0; excess-- {
-			s.deleteWithReason(ctx, ready[0].ID, "pool_drained")
+			s.core.DeleteWithReason(ctx, ready[0].ID, "pool_drained")
 			ready = ready[1:]
 		}
 		need := min(ps.MinReady, ps.Max) - len(live)
@@ -261,10 +262,9 @@ func (s *Service) refillPools(ctx context.Context) {
 // runs.
 func (s *Service) addPooled(ctx context.Context, tpl string) error {
 	zero := 0
-	sb, err := s.Create(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, CreateRequest{
+	sb, err := s.core.CreatePlatform(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, controlplane.CreateRequest{
 		Template: tpl, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata:         map[string]string{store.MetaPool: tpl},
-		platformMetadata: true,
+		Metadata: map[string]string{store.MetaPool: tpl},
 	})
 	if err != nil {
 		return err
@@ -299,22 +299,15 @@ func (s *Service) preparePooled(id string) {
 		defer cancel()
 		if err := s.makeWorkspaceDir(pctx, sb); err != nil {
 			s.log.WarnContext(ctx, "prepare pooled sandbox", "sandbox", id, "err", err)
-			s.deleteWithReason(ctx, id, "pool_discarded")
+			s.core.DeleteWithReason(ctx, id, "pool_discarded")
 			return
 		}
-		for {
-			sb, err := s.store.GetSandbox(ctx, PoolOrgID, id)
-			if err != nil || sb.State != sandbox.StateRunning {
-				return
-			}
-			sb.Metadata[store.MetaPoolReady] = "1"
-			if _, err := s.update(ctx, sb); err == nil {
-				s.log.DebugContext(ctx, "pooled sandbox ready", "sandbox", id, "template", sb.Template)
-				return
-			} else if !errors.Is(err, store.ErrConflict) {
-				s.log.WarnContext(ctx, "mark pooled sandbox ready", "sandbox", id, "err", err)
-				return
-			}
+		ok, err := s.core.SetPlatformMetadata(ctx, PoolOrgID, id, store.MetaPoolReady, "1", sandbox.StateRunning)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "mark pooled sandbox ready", "sandbox", id, "err", err)
+		case ok:
+			s.log.DebugContext(ctx, "pooled sandbox ready", "sandbox", id, "template", sb.Template)
 		}
 	})
 }
