@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
@@ -70,7 +72,12 @@ func run() error {
 		return err
 	}
 	if !rep.OK() {
-		return fmt.Errorf("the run found problems (above); ptd's log is %s", filepath.Join(d.BinDir, "ptd.log"))
+		// Stop removes the daemon's directory: keep its log for the reader.
+		kept := filepath.Join(os.TempDir(), fmt.Sprintf("pt-load-%d.log", time.Now().Unix()))
+		if b, err := os.ReadFile(filepath.Join(d.BinDir, "ptd.log")); err == nil && os.WriteFile(kept, b, 0o644) == nil {
+			return fmt.Errorf("the run found problems (above); ptd's log is kept in %s", kept)
+		}
+		return errors.New("the run found problems (above)")
 	}
 	return nil
 }
