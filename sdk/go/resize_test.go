@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
@@ -18,7 +17,7 @@ import (
 
 // resizable makes a busybox sandbox of 2 CPUs, 2048 MB and 20 GB in
 // state: running, stopped, stopping (a host stop that lasts until the
-// server closes) or creating (a host start that does).
+// server closes) or creating (a template build that does).
 func resizable(t *testing.T, srv *platinumtest.Server, c *platinum.Client, state platinum.State) string {
 	t.Helper()
 	req := platinum.CreateSandboxRequest{Template: "busybox", CPU: 2, RAMMB: 2048, DiskGB: 20}
@@ -37,9 +36,12 @@ func resizable(t *testing.T, srv *platinumtest.Server, c *platinum.Client, state
 		}
 		return id
 	case platinum.StateCreating:
-		srv.Host.StartFunc = func(ctx context.Context, _ hostapi.StartSpec) (hostapi.Instance, error) {
+		// While its template builds, a creating sandbox holds no lock and
+		// a resize finds it creating (a boot would hold the resize until
+		// it ends).
+		srv.Host.BuildFunc = func(ctx context.Context, _, _ string, _ func(string)) (string, int64, error) {
 			<-ctx.Done()
-			return hostapi.Instance{}, ctx.Err()
+			return "", 0, ctx.Err()
 		}
 		sb, err := c.Sandboxes.Create(t.Context(), req)
 		if err != nil || sb.State != platinum.StateCreating {
