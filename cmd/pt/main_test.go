@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
@@ -24,13 +23,6 @@ import (
 type result struct {
 	code           int
 	stdout, stderr string
-}
-
-// ptRun runs pt against the fake with PT_API_URL and PT_TOKEN pointing at
-// it (env overrides them; an empty value unsets), polling without delay.
-func ptRun(t *testing.T, srv *fakeptd.Server, stdin string, env map[string]string, args ...string) result {
-	t.Helper()
-	return runPT(t, srv.URL, fakeptd.Token, stdin, env, args...)
 }
 
 // ptd runs pt against a real in-process ptd (platinumtest).
@@ -61,31 +53,6 @@ func runPT(t *testing.T, url, token, stdin string, env map[string]string, args .
 	}
 	code := a.run(t.Context(), args)
 	return result{code, stdout.String(), stderr.String()}
-}
-
-func pt(t *testing.T, srv *fakeptd.Server, args ...string) result {
-	t.Helper()
-	return ptRun(t, srv, "", nil, args...)
-}
-
-func newFake(t *testing.T) *fakeptd.Server {
-	t.Helper()
-	srv := fakeptd.NewServer()
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// sandboxFromCreate returns the one sandbox the fake made.
-func onlySandbox(t *testing.T, srv *fakeptd.Server) fakeptd.Sandbox {
-	t.Helper()
-	for _, r := range srv.Requests() {
-		if id, ok := strings.CutPrefix(r, "GET /v1/sandboxes/"); ok {
-			sb, _ := srv.Sandbox(id)
-			return sb
-		}
-	}
-	t.Fatalf("no sandbox was read back; requests %q", srv.Requests())
-	return fakeptd.Sandbox{}
 }
 
 // created reads the sandbox pt printed (its first line, "ID: sbx_…", or

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
@@ -282,11 +281,25 @@ func TestSandboxListTypeColumnFits(t *testing.T) {
 
 func TestSandboxGetShowsLifecycle(t *testing.T) {
 	t.Parallel()
-	srv := newFake(t)
-	srv.StartRestore = "disk_only"
-	expires := fakeptd.Time{Time: time.Date(2026, 12, 24, 18, 0, 0, 0, time.UTC)}
-	id := srv.AddSandbox(fakeptd.Sandbox{State: "stopped", Type: "ephemeral", AutoStopMinutes: 15, ExpiresAt: &expires,
-		Metadata: map[string]string{"team": "x"}})
+	srv := platinumtest.NewServer(t)
+	ctx := t.Context()
+	c := platinum.New(srv.URL, platinumtest.Token, platinum.WithPollInterval(5*time.Millisecond))
+	// An ephemeral sandbox whose template (busybox) builds until the test
+	// ends has never started.
+	srv.Host.BuildFunc = func(ctx context.Context, slug, versionID string, _ func(string)) (string, int64, error) {
+		if slug == "busybox" {
+			<-ctx.Done()
+			return "", 0, ctx.Err()
+		}
+		return "/templates/" + versionID, 1, nil
+	}
+	eph, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Type: platinum.SandboxType("ephemeral"), TTLMs: 3600000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A persistent one that stopped, then started from its disk alone.
+	id := seedIn(srv, platinum.CreateSandboxRequest{Template: "pt-base", Metadata: map[string]string{"team": "x"}}, true)
+	srv.Host.StartFunc = coldStart
 	line := func(out, key string) string {
 		for l := range strings.Lines(out) {
 			if strings.HasPrefix(l, key+":") {
@@ -295,26 +308,32 @@ func TestSandboxGetShowsLifecycle(t *testing.T) {
 		}
 		return ""
 	}
-	before := pt(t, srv, "sandbox", "get", id).stdout
-	if r := pt(t, srv, "sandbox", "start", id, "--wait"); r.code != 0 {
+	before := ptd(t, srv, "sandbox", "get", eph.ID).stdout
+	if r := ptd(t, srv, "sandbox", "start", id, "--wait"); r.code != 0 {
 		t.Fatalf("start: exit %d stderr %q", r.code, r.stderr)
 	}
-	running := pt(t, srv, "sandbox", "get", id).stdout
-	if r := pt(t, srv, "sandbox", "stop", id); r.code != 0 {
+	running := ptd(t, srv, "sandbox", "get", id).stdout
+	srv.Host.StopFunc = stopBlocks
+	if r := ptd(t, srv, "sandbox", "stop", id); r.code != 0 {
 		t.Fatalf("stop: exit %d stderr %q", r.code, r.stderr)
 	}
-	stopping := pt(t, srv, "sandbox", "get", id).stdout
+	stopping := ptd(t, srv, "sandbox", "get", id).stdout
+	ephRec, _ := srv.Sandbox(eph.ID)
+	rec, _ := srv.Sandbox(id)
+	if ephRec.ExpiresAt == nil || rec.LastStart == nil {
+		t.Fatalf("expires_at %v, last start %v", ephRec.ExpiresAt, rec.LastStart)
+	}
 	tests := []struct {
 		name, out, key, want string
 	}{
 		{"type", before, "Type", "ephemeral"},
 		{"timers", before, "Timers", "stop after 15 min idle, never archive, delete when stopped"},
-		{"expiry", before, "Expires", "2026-12-24T18:00:00Z"},
+		{"expiry", before, "Expires", ephRec.ExpiresAt.UTC().Format(time.RFC3339)},
 		{"never started", before, "Started", ""},
 		{"restored while running", running, "Restored", "disk only"},
 		{"last start is not metadata", running, "Metadata", "team=x"},
 		{"no restore once stopped", stopping, "Restored", ""},
-		{"last start once stopped", stopping, "Started", "disk only restored, 2026-11-29T15:04:05Z"},
+		{"last start once stopped", stopping, "Started", "disk only restored, " + rec.LastStart.At.UTC().Format(time.RFC3339)},
 	}
 	for _, tt := range tests {
 		if got := line(tt.out, tt.key); got != tt.want {

@@ -14,11 +14,10 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
 
-// verbCase is one pt command line against a fake seeded by setup. In args
+// verbCase is one pt command line against a server seeded by setup. In args
 // and the wants, $NAME stands for the ID setup returned under NAME.
 type verbCase[S verbServer] struct {
 	name  string
@@ -93,11 +92,6 @@ func runVerbCases[S verbServer](t *testing.T, start func(*testing.T) S, run func
 			}
 		})
 	}
-}
-
-// one seeds a single sandbox in the fake as $ID.
-func one(sb fakeptd.Sandbox) func(*fakeptd.Server) map[string]string {
-	return func(s *fakeptd.Server) map[string]string { return map[string]string{"ID": s.AddSandbox(sb)} }
 }
 
 // seed creates one sandbox through ptd's API as $ID, stopped when asked.

@@ -1,16 +1,57 @@
 package platinum_test
 
 import (
+	"context"
 	"errors"
 	"math"
+	"net/url"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
+	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
+
+// resizable makes a busybox sandbox of 2 CPUs, 2048 MB and 20 GB in
+// state: running, stopped, stopping (a host stop that lasts until the
+// server closes) or creating (a template build that does).
+func resizable(t *testing.T, srv *platinumtest.Server, c *platinum.Client, state platinum.State) string {
+	t.Helper()
+	req := platinum.CreateSandboxRequest{Template: "busybox", CPU: 2, RAMMB: 2048, DiskGB: 20}
+	switch state {
+	case platinum.StateRunning, platinum.StateStopped:
+		return inState(t, c, req, state)
+	case platinum.StateStopping:
+		id := running(t, c, req).ID
+		srv.Host.StopFunc = func(ctx context.Context, _ string, _ bool) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		sb, err := c.Sandboxes.Stop(t.Context(), id)
+		if err != nil || sb.State != platinum.StateStopping {
+			t.Fatalf("stop: %v, %+v", err, sb)
+		}
+		return id
+	case platinum.StateCreating:
+		// While its template builds, a creating sandbox holds no lock and
+		// a resize finds it creating (a boot would hold the resize until
+		// it ends).
+		srv.Host.BuildFunc = func(ctx context.Context, _, _ string, _ func(string)) (string, int64, error) {
+			<-ctx.Done()
+			return "", 0, ctx.Err()
+		}
+		sb, err := c.Sandboxes.Create(t.Context(), req)
+		if err != nil || sb.State != platinum.StateCreating {
+			t.Fatalf("create: %v, %+v", err, sb)
+		}
+		return sb.ID
+	}
+	t.Fatalf("resizable: cannot make a %s sandbox", state)
+	return ""
+}
 
 func TestResize(t *testing.T) {
 	type size struct {
@@ -19,8 +60,8 @@ func TestResize(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		setup func(*fakeptd.Server)
-		state string
+		setup func(*platinumtest.Server)
+		state platinum.State
 		req   platinum.ResizeRequest
 		// pre runs resizes before the one under test (to grow, then shrink).
 		pre []platinum.ResizeRequest
@@ -32,67 +73,83 @@ func TestResize(t *testing.T) {
 		wantNotRes *platinum.NotResizableError // LiveResize and Hint; steps use $ID
 		wantLocal  bool
 	}{
-		{name: "live cpu and memory (the guide's example)", state: "running", req: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
+		// platinumtest's guest sees what the host grants (whole CPUs of
+		// quota, the memory limit); the headroom is the plan's (16 CPUs,
+		// 16384 MB).
+		{name: "live cpu and memory (the guide's example)", state: platinum.StateRunning, req: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 4, RAMMB: 8192, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{CPU: new(4.0), RAMMB: new(8192)},
-				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 4, GuestMemTotalMB: 7962}},
+				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 4, GuestMemTotalMB: 8192}},
 			wantSize: size{4, 8192, 20}},
-		{name: "live disk grow", state: "running", req: platinum.ResizeRequest{DiskGB: new(30)},
+		{name: "live disk grow", state: platinum.StateRunning, req: platinum.ResizeRequest{DiskGB: new(30)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 2048, DiskGB: 30, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{DiskGB: new(30)},
-				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
+				Live:      &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 2048}},
 			wantSize: size{2, 2048, 30}},
-		{name: "shrink frees less than asked", setup: func(s *fakeptd.Server) { s.RAMShrinkFloorMB = 3072 }, state: "running",
+		{name: "shrink frees less than asked", setup: func(s *platinumtest.Server) {
+			// The sandbox cannot give memory back below 4096 MB.
+			s.Host.ResizeFunc = func(_ context.Context, _ string, _ float64, ramMB int) error {
+				if ramMB < 4096 {
+					return sandbox.ErrConflict
+				}
+				return nil
+			}
+		}, state: platinum.StateRunning,
 			pre: []platinum.ResizeRequest{{RAMMB: new(4096)}}, req: platinum.ResizeRequest{RAMMB: new(2048)},
-			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 3072, DiskGB: 20, AppliesAt: platinum.ResizeNow,
+			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 4096, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{RAMMB: new(2048)}, Partial: true,
-				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 2985}},
-			wantSize: size{2, 3072, 20}},
-		{name: "beyond the boot's headroom", state: "running", req: platinum.ResizeRequest{CPU: new(32.0)},
+				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 4096}},
+			wantSize: size{2, 4096, 20}},
+		{name: "beyond the boot's headroom", state: platinum.StateRunning, req: platinum.ResizeRequest{CPU: new(32.0)},
 			wantSize: size{2, 2048, 20}, wantCode: platinum.CodeSandboxNotResizable,
 			wantNotRes: &platinum.NotResizableError{
 				LiveResize: platinum.LiveResizeStatus{Supported: false, Reason: "cpu 32 is above this boot's maximum of 16"},
 				Hint:       platinum.ResizeHint{Action: "stop_then_resize", AppliesAt: "restart", Steps: []string{"POST /v1/sandboxes/$ID/stop", "POST /v1/sandboxes/$ID/resize"}},
 			}},
-		{name: "host without live resize", setup: func(s *fakeptd.Server) { s.LiveResizeUnsupported = "this host does not support live resize" }, state: "running",
+		{name: "host without live resize", setup: func(s *platinumtest.Server) {
+			s.Host.ResizeFunc = func(context.Context, string, float64, int) error { return sandbox.ErrUnavailable }
+		}, state: platinum.StateRunning,
 			req: platinum.ResizeRequest{RAMMB: new(4096)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeSandboxNotResizable,
 			wantNotRes: &platinum.NotResizableError{
-				LiveResize: platinum.LiveResizeStatus{Reason: "this host does not support live resize"},
+				LiveResize: platinum.LiveResizeStatus{Reason: "its runtime class (runc) cannot change cpu or memory live"},
 				Hint:       platinum.ResizeHint{Action: "stop_then_resize", AppliesAt: "restart", Steps: []string{"POST /v1/sandboxes/$ID/stop", "POST /v1/sandboxes/$ID/resize"}},
 			}},
-		{name: "memory goes no lower than the boot size", state: "running",
+		{name: "memory goes no lower than the boot size", state: platinum.StateRunning,
 			pre: []platinum.ResizeRequest{{RAMMB: new(4096)}}, req: platinum.ResizeRequest{RAMMB: new(1024)},
 			want: &platinum.ResizeResult{State: platinum.StateRunning, CPU: 2, RAMMB: 2048, DiskGB: 20, AppliesAt: platinum.ResizeNow,
 				Requested: platinum.ResizeRequest{RAMMB: new(1024)}, Partial: true,
-				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 1990}},
+				Live: &platinum.LiveResize{MaxCPU: 16, MaxRAMMB: 16384, GuestCPUsOnline: 2, GuestMemTotalMB: 2048}},
 			wantSize: size{2, 2048, 20}},
-		{name: "guest cannot grow its disk online", setup: func(s *fakeptd.Server) { s.DiskGrowUnsupported = true }, state: "running",
-			req: platinum.ResizeRequest{DiskGB: new(40)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeDiskGrowUnsupported},
-		{name: "disk shrink", state: "running", req: platinum.ResizeRequest{DiskGB: new(10)},
+		{name: "guest cannot grow its disk online", setup: func(s *platinumtest.Server) { s.Host.GrowErr = errors.New("the filesystem cannot grow online") },
+			state: platinum.StateRunning,
+			req:   platinum.ResizeRequest{DiskGB: new(40)}, wantSize: size{2, 2048, 20}, wantCode: platinum.CodeDiskGrowUnsupported},
+		{name: "disk shrink", state: platinum.StateRunning, req: platinum.ResizeRequest{DiskGB: new(10)},
 			wantSize: size{2, 2048, 20}, wantCode: platinum.CodeInvalidRequest, wantField: "disk_gb"},
-		{name: "disk together with cpu", state: "running", req: platinum.ResizeRequest{CPU: new(4.0), DiskGB: new(40)},
+		{name: "disk together with cpu", state: platinum.StateRunning, req: platinum.ResizeRequest{CPU: new(4.0), DiskGB: new(40)},
 			wantSize: size{2, 2048, 20}, wantCode: platinum.CodeInvalidRequest, wantField: "disk_gb"},
-		{name: "stopped resizes at the next start, beyond the old headroom", state: "stopped",
+		{name: "stopped resizes at the next start, beyond the old headroom", state: platinum.StateStopped,
 			pre: []platinum.ResizeRequest{{DiskGB: new(40)}}, req: platinum.ResizeRequest{CPU: new(32.0), RAMMB: new(65536)},
 			want: &platinum.ResizeResult{State: platinum.StateStopped, CPU: 32, RAMMB: 65536, DiskGB: 40, AppliesAt: platinum.ResizeNextStart,
 				Requested: platinum.ResizeRequest{CPU: new(32.0), RAMMB: new(65536)}},
 			wantSize: size{32, 65536, 40}},
-		{name: "host not finished", setup: func(s *fakeptd.Server) { s.ResizePending = true }, state: "stopped", req: platinum.ResizeRequest{CPU: new(4.0)},
-			want: &platinum.ResizeResult{State: platinum.StateStopped, CPU: 4, RAMMB: 2048, DiskGB: 20, AppliesAt: platinum.ResizePending,
+		// The host is still stopping the sandbox: ptd records the size and
+		// answers 202 pending.
+		{name: "host not finished", state: platinum.StateStopping, req: platinum.ResizeRequest{CPU: new(4.0)},
+			want: &platinum.ResizeResult{State: platinum.StateStopping, CPU: 4, RAMMB: 2048, DiskGB: 20, AppliesAt: platinum.ResizePending,
 				Requested: platinum.ResizeRequest{CPU: new(4.0)}},
 			wantSize: size{4, 2048, 20}},
-		{name: "a state that cannot resize", state: "stopping", req: platinum.ResizeRequest{CPU: new(4.0)},
+		{name: "a state that cannot resize", state: platinum.StateCreating, req: platinum.ResizeRequest{CPU: new(4.0)},
 			wantSize: size{2, 2048, 20}, wantCode: platinum.CodeConflict},
-		{name: "nothing to change", state: "running", wantSize: size{2, 2048, 20}, wantLocal: true},
+		{name: "nothing to change", state: platinum.StateRunning, wantSize: size{2, 2048, 20}, wantLocal: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newFake(t)
+			srv, c := newServer(t)
 			if tt.setup != nil {
 				tt.setup(srv)
 			}
-			id := srv.AddSandbox(fakeptd.Sandbox{State: tt.state, CPU: 2, RAMMB: 2048, DiskGB: 20})
+			id := resizable(t, srv, c, tt.state)
 			for _, r := range tt.pre {
 				if _, err := c.Sandboxes.Resize(t.Context(), id, r); err != nil {
 					t.Fatal(err)
@@ -172,10 +229,22 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
-	srv, c := newFake(t)
+	srv, c := newServer(t)
 	ctx := t.Context()
-	t0 := time.Date(2026, 11, 29, 13, 0, 0, 0, time.UTC) // two hours before the fake's clock
-	id := srv.AddSandbox(fakeptd.Sandbox{CPU: 2, RAMMB: 1024, DiskGB: 4, CreatedAt: fakeptd.Time{Time: t0}})
+	sb := running(t, c, platinum.CreateSandboxRequest{CPU: 2, RAMMB: 1024, DiskGB: 4})
+	id := sb.ID
+	// ptd bills from the times it recorded, on the real clock: the windows
+	// start when the sandbox began to run and end in the future, which ptd
+	// bills as if the sandbox stays as it is.
+	u, err := c.Sandboxes.Usage(ctx, id, time.Time{}, time.Time{})
+	if err != nil || len(u.Periods) == 0 || u.Periods[len(u.Periods)-1].State != platinum.StateRunning {
+		t.Fatalf("Usage = %+v, %v; want it to end running", u, err)
+	}
+	t0 := u.Periods[len(u.Periods)-1].From
+	query := func(from, to time.Time) string {
+		const layout = "2006-01-02T15:04:05.000000Z" // what the SDK sends
+		return "?from=" + url.QueryEscape(from.Format(layout)) + "&to=" + url.QueryEscape(to.Format(layout))
+	}
 
 	t.Run("one running hour", func(t *testing.T) {
 		u, err := c.Sandboxes.Usage(ctx, id, t0, t0.Add(time.Hour))
@@ -187,7 +256,7 @@ func TestUsage(t *testing.T) {
 		if !reflect.DeepEqual(u, want) {
 			t.Errorf("Usage =\n%+v\nwant\n%+v", u, want)
 		}
-		if last := srv.Requests()[len(srv.Requests())-1]; last != "GET /v1/sandboxes/"+id+"/usage?from=2026-11-29T13%3A00%3A00.000000Z&to=2026-11-29T14%3A00%3A00.000000Z" {
+		if last := srv.Requests()[len(srv.Requests())-1]; last != "GET /v1/sandboxes/"+id+"/usage"+query(t0, t0.Add(time.Hour)) {
 			t.Errorf("request = %q", last)
 		}
 	})
@@ -196,7 +265,7 @@ func TestUsage(t *testing.T) {
 		if _, err := c.Sandboxes.Resize(ctx, id, platinum.ResizeRequest{CPU: new(4.0)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Sandboxes.Stop(ctx, id, platinum.WaitForStopped(0)); err != nil {
+		if _, err := c.Sandboxes.Stop(ctx, id, platinum.WaitForStopped(30*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		end := t0.Add(3 * time.Hour)
@@ -228,7 +297,8 @@ func TestUsage(t *testing.T) {
 		if !u.Periods[0].From.Equal(t0) || !u.Periods[3].To.Equal(end) {
 			t.Errorf("periods span %v..%v, want the window", u.Periods[0].From, u.Periods[3].To)
 		}
-		if math.Abs(u.CPUSeconds-cpuSec) > 1e-6 || math.Abs(u.StorageGBHours-storage) > 1e-9 || u.CPUSeconds < 2*7200 {
+		// Stopped for nearly all of the three hours, at 4 GB.
+		if math.Abs(u.CPUSeconds-cpuSec) > 1e-6 || math.Abs(u.StorageGBHours-storage) > 1e-9 || u.StorageGBHours < 4*2.9 {
 			t.Errorf("cpu_seconds %v storage_gb_hours %v, want %v and %v", u.CPUSeconds, u.StorageGBHours, cpuSec, storage)
 		}
 	})
@@ -238,8 +308,8 @@ func TestUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !u.From.Equal(t0) || !u.To.After(t0) {
-			t.Errorf("window %v..%v, want from the sandbox's creation", u.From, u.To)
+		if !u.From.Equal(sb.CreatedAt) || !u.To.After(t0) {
+			t.Errorf("window %v..%v, want from the sandbox's creation (%v)", u.From, u.To, sb.CreatedAt)
 		}
 		if last := srv.Requests()[len(srv.Requests())-1]; last != "GET /v1/sandboxes/"+id+"/usage" {
 			t.Errorf("request = %q, want no window", last)

@@ -12,18 +12,8 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
-	"github.com/platinum-dev/platinum/sdk/go/fakeptd"
 	"github.com/platinum-dev/platinum/sdk/go/platinumtest"
 )
-
-// newFake starts the hand-written fake ptd (being retired: tests move to
-// newServer) and a client for it that polls without delay.
-func newFake(t *testing.T) (*fakeptd.Server, *platinum.Client) {
-	t.Helper()
-	srv := fakeptd.NewServer()
-	t.Cleanup(srv.Close)
-	return srv, platinum.New(srv.URL, fakeptd.Token, platinum.WithPollInterval(time.Millisecond))
-}
 
 // slowStart is a host start that takes d, then fails with err when it is
 // not nil.

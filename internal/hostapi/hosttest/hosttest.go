@@ -27,6 +27,11 @@ type Host struct {
 	BuildFunc   func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error)
 	DestroyFunc func(ctx context.Context, id string) error
 	MetricsFunc func(id string) (hostapi.Metrics, error)
+	// ResizeFunc, when set, answers live resizes (the cpu and ram_mb the
+	// sandbox would have). Its error is the host's: sandbox.ErrUnavailable
+	// is a host that cannot resize live, sandbox.ErrConflict a sandbox that
+	// cannot free that much memory (docs/resize.md, "Live").
+	ResizeFunc func(ctx context.Context, id string, cpu float64, ramMB int) error
 	// GrowErr is what GrowDisk answers.
 	GrowErr error
 	// DiskImageFile is what DiskImage returns; empty means the host has no
@@ -152,8 +157,13 @@ func (h *Host) Destroyed() []string {
 	return append([]string(nil), h.destroyed...)
 }
 
-// Resize implements hostapi.Host.
-func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error { return nil }
+// Resize implements hostapi.Host: it succeeds unless ResizeFunc answers.
+func (h *Host) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
+	if h.ResizeFunc != nil {
+		return h.ResizeFunc(ctx, id, cpu, ramMB)
+	}
+	return nil
+}
 
 // GrowDisk implements hostapi.Host.
 func (h *Host) GrowDisk(ctx context.Context, id string, newGB int) error { return h.GrowErr }

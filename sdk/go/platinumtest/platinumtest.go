@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -218,7 +219,9 @@ type sandboxAgent struct {
 	srv  *agent.Server
 	http *http.Server
 	addr string
-	// ramMB and diskGB are the sandbox's size (Metrics reports them).
+	// cpu, ramMB and diskGB are the sandbox's size as the host last set
+	// it (Metrics reports them, and so does the agent's GET /size).
+	cpu           float64
 	ramMB, diskGB int
 }
 
@@ -233,20 +236,20 @@ func (h *agentHost) Start(ctx context.Context, spec hostapi.StartSpec) (hostapi.
 		return hostapi.Instance{}, err
 	}
 	h.mu.Lock()
-	a.ramMB, a.diskGB = spec.RAMMB, spec.DiskGB
+	a.cpu, a.ramMB, a.diskGB = spec.CPU, spec.RAMMB, spec.DiskGB
 	h.mu.Unlock()
 	inst.Address = a.addr
 	return inst, nil
 }
 
-// Resize records the new size, for Metrics.
+// Resize records the new size, for Metrics and the guest's view.
 func (h *agentHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
 	if err := h.Host.Resize(ctx, id, cpu, ramMB); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	if a := h.agents[id]; a != nil && ramMB > 0 {
-		a.ramMB = ramMB
+		a.cpu, a.ramMB = cpu, ramMB
 	}
 	h.mu.Unlock()
 	return nil
@@ -345,7 +348,7 @@ func (h *agentHost) startAgent(id, token string) (*sandboxAgent, error) {
 		srv.Close()
 		return nil, err
 	}
-	hs := &http.Server{Handler: envFileInDir(srv, filepath.Join(h.dir, id+".pt-env")), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h.guestSize(id, envFileInDir(srv, filepath.Join(h.dir, id+".pt-env"))), ReadHeaderTimeout: 10 * time.Second}
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
 	hs.Protocols.SetUnencryptedHTTP2(true)
@@ -397,6 +400,28 @@ func listenLoopback() (net.Listener, error) {
 		last = err
 	}
 	return nil, fmt.Errorf("no free loopback address for an agent: %w", last)
+}
+
+// guestSize serves the agent, except that its GET /size (the guest's own
+// view of its size, which ptd reports after a live resize, docs/resize.md)
+// answers what the host granted the sandbox: whole CPUs of its quota and
+// its memory limit, as a container with LXCFS shows them. The agent
+// itself would read the test machine's CPUs and memory.
+func (h *agentHost) guestSize(id string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/size" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.mu.Lock()
+		var cpus, memMB int
+		if a := h.agents[id]; a != nil {
+			cpus, memMB = int(math.Ceil(a.cpu)), a.ramMB
+		}
+		h.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"cpus_online":%d,"mem_total_mb":%d}`, cpus, memMB)
+	})
 }
 
 // envFileInDir serves the agent, except that the environment file ptd
