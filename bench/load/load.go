@@ -245,7 +245,13 @@ func Run(ctx context.Context, cfg Config, t Target) (*Report, error) {
 		return r.rep, err
 	}
 	r.deleteAll(ctx)
-	r.rep.Leaks = leaks(t, r.all, baseline)
+	for _, l := range leaks(t, r.all, baseline) {
+		id, _, _ := strings.Cut(l, ":")
+		if c := r.class[id]; c != "" {
+			l = id + " (" + c + ")" + strings.TrimPrefix(l, id)
+		}
+		r.rep.Leaks = append(r.rep.Leaks, l)
+	}
 	return r.rep, nil
 }
 

@@ -37,7 +37,11 @@ type cgroupMount struct {
 	controllers []string // v1 only
 }
 
-// cgroupMounts lists the cgroup hierarchies mounted on this host.
+// cgroupMounts lists the cgroup hierarchies mounted on this host: every
+// one, also v1 hierarchies without a controller ptd sets (blkio, devices,
+// freezer, name=systemd), where runc makes a container's cgroup too and,
+// when its delete meets tasks still exiting, leaves it (RemoveCgroup must
+// see them: the load run found them left after every delete under load).
 func cgroupMounts() ([]cgroupMount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -66,9 +70,7 @@ func cgroupMounts() ([]cgroupMount, error) {
 					ctrls = append(ctrls, o)
 				}
 			}
-			if len(ctrls) > 0 {
-				out = append(out, cgroupMount{dir: pf[4], controllers: ctrls})
-			}
+			out = append(out, cgroupMount{dir: pf[4], controllers: ctrls})
 		}
 	}
 	return out, sc.Err()
