@@ -110,14 +110,52 @@ class HTTPError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+class EnvFile:
+    """The sandbox's current environment as pt-agent last wrote it, read
+    again only when the file may have changed: every cell asks for it, and
+    a read and parse per cell is time on the steady-state round trip
+    (docs/code-interpreter.md, "Performance"). pt-agent replaces the file
+    (a new file renamed over it), so its inode, size or times change; since
+    file times are coarse (a write a moment after the last read can keep
+    them), a file changed less than RACY seconds before it was read is read
+    again every time, as git treats racily clean files."""
+
+    RACY = 2.0
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.stamp = None
+        self.read_at = 0
+        self.env = {}
+
+    def get(self):
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return {}
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with self.lock:
+            if stamp != self.stamp or max(st.st_mtime_ns, st.st_ctime_ns) > self.read_at - int(self.RACY * 1e9):
+                self.read_at = time.time_ns()
+                self.env, self.stamp = self.read(), stamp
+            return dict(self.env)
+
+    def read(self):
+        try:
+            with open(self.path) as f:
+                env = json.load(f)
+            return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+
+SANDBOX_ENV = EnvFile(ENV_FILE)
+
+
 def sandbox_env():
     """The sandbox's current environment as pt-agent last wrote it."""
-    try:
-        with open(ENV_FILE) as f:
-            env = json.load(f)
-        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return SANDBOX_ENV.get()
 
 
 class Cell:
@@ -878,6 +916,8 @@ class Handler(BaseHTTPRequestHandler):
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_CODE + 65536 * 4 + 4096:
+            # The body stays unread: this connection cannot carry another request.
+            self.close_connection = True
             raise HTTPError(413, "code_too_large", "request body over %d bytes" % (MAX_CODE + 4096))
         raw = self.rfile.read(n) if n else b""
         if not raw:
@@ -998,13 +1038,16 @@ class Handler(BaseHTTPRequestHandler):
         wlock = threading.Lock()
         gone = [False]
 
-        def write(obj):
+        def write(obj, last=False):
+            """Sends obj as one chunk (with the stream's terminator
+            when last: one write, one segment, for the event a client
+            waits on)."""
             if gone[0]:
                 return
             data = (json.dumps(obj) + "\n").encode()
             try:
                 with wlock:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.write(b"%x\r\n%s\r\n%s" % (len(data), data, b"0\r\n\r\n" if last else b""))
                     self.wfile.flush()
             except OSError:
                 gone[0] = True
@@ -1036,17 +1079,14 @@ class Handler(BaseHTTPRequestHandler):
             if native:
                 write({"type": "end", "execution_id": cell.id, "context_id": ctx.id,
                        "execution_count": cell.execution_count, "status": cell.status,
-                       "duration_ms": round((time.monotonic() - start) * 1000, 3)})
+                       "duration_ms": round((time.monotonic() - start) * 1000, 3)}, last=True)
             else:
                 if cell.execution_count is not None:
                     write({"type": "number_of_executions", "execution_count": cell.execution_count})
-                write({"type": "end_of_execution"})
-            try:
-                with wlock:
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
-            except OSError:
-                pass
+                write({"type": "end_of_execution"}, last=True)
+            if gone[0]:
+                # The stream did not end cleanly: the connection cannot carry another request.
+                self.close_connection = True
         finally:
             EXECUTIONS.discard(cell)
 
