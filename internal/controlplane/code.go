@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"strconv"
+
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // CodeInterpreterPort is where the code-interpreter server listens inside
@@ -14,7 +16,9 @@ const CodeInterpreterPort = 49999
 const MaxCodeBytes = 1 << 20
 
 // CodeServer returns the address of a running sandbox's code-interpreter
-// server for p, and a func to call when the call ends. The call counts as
+// server for p, named for the sandbox's boot (upstream.Host: a client
+// that keeps connections pools them per boot; upstream.Addr gives the
+// address to dial), and a func to call when the call ends. The call counts as
 // activity and keeps the sandbox busy (its idle timers wait) while it
 // lasts; another org's sandbox is not found. expected says whether the
 // sandbox's template runs the server (a caller may wait for it to come up
@@ -25,7 +29,7 @@ func (s *Service) CodeServer(ctx context.Context, p Principal, id string) (addr 
 		return "", false, nil, err
 	}
 	end := s.busy.start(sb.ID)
-	return net.JoinHostPort(sb.Address, strconv.Itoa(CodeInterpreterPort)), sb.Template == CodeInterpreterTemplate,
+	return upstream.Host(sb, net.JoinHostPort(sb.Address, strconv.Itoa(CodeInterpreterPort))), sb.Template == CodeInterpreterTemplate,
 		func() { end(); s.Touch(sb.ID) }, nil
 }
 

@@ -53,6 +53,15 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # After the imports the stand-ins for debugpy and jedi go, so a cell can
 # import them. History lives in memory (no sqlite file, no writer thread);
 # tracebacks lose their ANSI colours.
+# ipykernel flushes stdout and stderr six times a cell (before a result,
+# before the reply, after the handler), each a round trip to its IOPub
+# thread even with nothing written: ~1 ms of a 1+1 cell on one core
+# (docs/code-interpreter.md, "Performance"). A flush with nothing
+# buffered returns at once: what was written is already queued on the
+# IOPub thread, which sends in order, so output still comes before the
+# result and the idle status after everything; only the execute_reply
+# (shell channel) may now leave before the IOPub thread has sent the
+# cell's last messages, and this server reads the reply after idle.
 KERNEL_PY = """import importlib, sys, types
 sys.modules["debugpy"] = None
 sys.modules["jedi"] = None
@@ -71,10 +80,20 @@ _embed.embed = embed
 del embed
 _embed.__getattr__ = _embed_getattr
 sys.modules["IPython.terminal.embed"] = _embed
-from ipykernel import kernelapp
+from ipykernel import kernelapp, iostream
 for _m in ("debugpy", "jedi"):
     if sys.modules.get(_m, 0) is None:
         del sys.modules[_m]
+_flush = iostream.OutStream.flush
+def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPub thread
+    try:
+        idle = self._buffer.tell() == 0 and not self._flush_pending and not self._subprocess_flush_pending
+    except AttributeError:  # another ipykernel: its own flush
+        idle = False
+    if not idle:
+        _flush(self)
+iostream.OutStream.flush = flush
+del flush
 kernelapp.launch_new_instance()
 """
 KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
@@ -110,14 +129,52 @@ class HTTPError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+class EnvFile:
+    """The sandbox's current environment as pt-agent last wrote it, read
+    again only when the file may have changed: every cell asks for it, and
+    a read and parse per cell is time on the steady-state round trip
+    (docs/code-interpreter.md, "Performance"). pt-agent replaces the file
+    (a new file renamed over it), so its inode, size or times change; since
+    file times are coarse (a write a moment after the last read can keep
+    them), a file changed less than RACY seconds before it was read is read
+    again every time, as git treats racily clean files."""
+
+    RACY = 2.0
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.stamp = None
+        self.read_at = 0
+        self.env = {}
+
+    def get(self):
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return {}
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        with self.lock:
+            if stamp != self.stamp or max(st.st_mtime_ns, st.st_ctime_ns) > self.read_at - int(self.RACY * 1e9):
+                self.read_at = time.time_ns()
+                self.env, self.stamp = self.read(), stamp
+            return dict(self.env)
+
+    def read(self):
+        try:
+            with open(self.path) as f:
+                env = json.load(f)
+            return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+
+SANDBOX_ENV = EnvFile(ENV_FILE)
+
+
 def sandbox_env():
     """The sandbox's current environment as pt-agent last wrote it."""
-    try:
-        with open(ENV_FILE) as f:
-            env = json.load(f)
-        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return SANDBOX_ENV.get()
 
 
 class Cell:
@@ -878,6 +935,8 @@ class Handler(BaseHTTPRequestHandler):
     def body(self):
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_CODE + 65536 * 4 + 4096:
+            # The body stays unread: this connection cannot carry another request.
+            self.close_connection = True
             raise HTTPError(413, "code_too_large", "request body over %d bytes" % (MAX_CODE + 4096))
         raw = self.rfile.read(n) if n else b""
         if not raw:
@@ -998,13 +1057,16 @@ class Handler(BaseHTTPRequestHandler):
         wlock = threading.Lock()
         gone = [False]
 
-        def write(obj):
+        def write(obj, last=False):
+            """Sends obj as one chunk (with the stream's terminator
+            when last: one write, one segment, for the event a client
+            waits on)."""
             if gone[0]:
                 return
             data = (json.dumps(obj) + "\n").encode()
             try:
                 with wlock:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.write(b"%x\r\n%s\r\n%s" % (len(data), data, b"0\r\n\r\n" if last else b""))
                     self.wfile.flush()
             except OSError:
                 gone[0] = True
@@ -1036,17 +1098,14 @@ class Handler(BaseHTTPRequestHandler):
             if native:
                 write({"type": "end", "execution_id": cell.id, "context_id": ctx.id,
                        "execution_count": cell.execution_count, "status": cell.status,
-                       "duration_ms": round((time.monotonic() - start) * 1000, 3)})
+                       "duration_ms": round((time.monotonic() - start) * 1000, 3)}, last=True)
             else:
                 if cell.execution_count is not None:
                     write({"type": "number_of_executions", "execution_count": cell.execution_count})
-                write({"type": "end_of_execution"})
-            try:
-                with wlock:
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
-            except OSError:
-                pass
+                write({"type": "end_of_execution"}, last=True)
+            if gone[0]:
+                # The stream did not end cleanly: the connection cannot carry another request.
+                self.close_connection = True
         finally:
             EXECUTIONS.discard(cell)
 
