@@ -41,7 +41,7 @@ type cgroupMount struct {
 // one, also v1 hierarchies without a controller ptd sets (blkio, devices,
 // freezer, name=systemd), where runc makes a container's cgroup too and,
 // when its delete meets tasks still exiting, leaves it (RemoveCgroup must
-// see them: the load run found them left after every delete under load).
+// see them: a load run found them left after some deletes under load).
 func cgroupMounts() ([]cgroupMount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
