@@ -566,8 +566,8 @@ func rpcErr(ctx context.Context, op string, err error) error {
 // under a call (connect-go files a reset read as "canceled"): the agent
 // crashed or its sandbox stopped, which is unavailability, not a bug.
 func brokenConn(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, io.ErrUnexpectedEOF)
+	return dialFailed(err) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // transportErr classifies a failure to reach the agent at all.
