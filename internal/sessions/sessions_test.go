@@ -215,11 +215,14 @@ func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 // may not set the platform's keys, and replacing a session sandbox's
 // metadata keeps its pt_session_id, so the session still finds it.
 func TestPlatformMetadataSurvivesPatch(t *testing.T) {
-	s, cp, _ := newTestService(t, &fakeHost{})
+	// The sandbox is stored, not provisioned: a provisioning session would
+	// fail (no agent answers behind the fake host) and delete it mid-test.
+	s, cp, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	mustOrgs(t, s)
-	ses, _, err := s.Create(ctx, org, Request{VaultID: "v1", WorkflowID: "wf-1", Template: "busybox"})
-	if err != nil {
+	ses := Session{ID: sandbox.NewID(sandbox.PrefixSession), SandboxID: sandbox.NewID(sandbox.PrefixSandbox)}
+	if err := st.CreateSandbox(ctx, sandbox.Sandbox{ID: ses.SandboxID, OrgID: org.OrgID, State: sandbox.StateRunning,
+		Template: "busybox", CPU: 1, RAMMB: 512, DiskGB: 1, Metadata: map[string]string{store.MetaSessionID: ses.ID}}); err != nil {
 		t.Fatal(err)
 	}
 	forged := map[string]string{store.MetaPoolReady: "1"}
