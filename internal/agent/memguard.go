@@ -25,13 +25,17 @@ import (
 // pages) passes MemTotal; the host cgroup is sized above MemTotal for the
 // Sentry's own overhead, so the guard acts before the host has to.
 //
-// gVisor accounts a mapping's pages when it allocates them, before it
-// fills them, so even one system call that asks for more than the sandbox
-// has (a read of 512 MB into fresh memory) shows up here while it is still
-// filling them in. The kill takes effect when that call returns; the host
-// gives the call the memory to finish meanwhile (internal/host's OOM
-// watcher), and the guard reports every kill for the host to turn into an
-// oom_killed event.
+// A process that grows a system call at a time is seen and killed between
+// two of them. One system call that asks for more than the sandbox has (a
+// read of 512 MB into fresh memory) is different: while gVisor fills that
+// memory, every other guest task that touches a new page or reads
+// /proc/meminfo waits for it (a pure-sleep probe stalled 1.1 s during a
+// 1.5 GB read), the guard too, so the guard sees it only when the call
+// returns and its kill races the process's exit. The host gives such a call
+// the memory to finish (the runtime's OOM watcher, up to a stall room), so
+// the sandbox lives on either way; docs/ARCHITECTURE.md ("Where gvisor
+// differs") has the numbers. The guard reports every kill for the host to
+// turn into an oom_killed event.
 type MemoryGuard struct {
 	proc string // "/proc"; tests point it elsewhere
 	self int    // never killed: pt-agent itself
