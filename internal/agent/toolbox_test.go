@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // tbCall calls a toolbox route of the in-process agent and decodes a JSON
@@ -61,12 +63,7 @@ func (e *env) tb(t *testing.T, method, path string, body any, out any) int {
 // local bare repo, status, add, commit, branches, checkout, push, pull,
 // history, and the daemon's error codes.
 func TestToolboxGit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is required in CI")
-		}
-		t.Skip("git not installed")
-	}
+	testenv.RequiresCommand(t, "git")
 	e := newEnv(t)
 	dir := t.TempDir()
 	bare := filepath.Join(dir, "origin.git")
@@ -231,12 +228,7 @@ func TestToolboxSessionConcurrent(t *testing.T) {
 // and credential store) in a temp dir, never the test user's own.
 func gitEnv(t *testing.T) (*env, string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is required in CI")
-		}
-		t.Skip("git not installed")
-	}
+	testenv.RequiresCommand(t, "git")
 	e := newEnv(t)
 	home := t.TempDir()
 	req, _ := http.NewRequestWithContext(testCtx(t), "POST", e.ts.URL+"/init",

@@ -78,6 +78,9 @@ type Options struct {
 	// dir) or "postgres" (a throwaway cluster started for this daemon and
 	// stopped with it). Empty takes $PT_TEST_STORE, then sqlite.
 	Store string
+	// Warm names templates Main builds before the tests (Daemon.Warm): a
+	// first build outlasts the waits the tests ask for.
+	Warm []string
 }
 
 // StoreFromEnv is the store PT_TEST_STORE asks for: "sqlite" unless it
@@ -376,6 +379,9 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 			fmt.Fprintln(os.Stderr, name+":", err)
 		}
 	}()
+	if err == nil {
+		err = d.Warm(o.Warm...)
+	}
 	if err == nil {
 		err = use(d)
 	}

@@ -9,6 +9,17 @@ import (
 	"time"
 )
 
+// Warm builds each template by WarmTemplate, allowing each 40 minutes (a
+// cold build of code-interpreter under load takes tens of minutes).
+func (d *Daemon) Warm(slugs ...string) error {
+	for _, slug := range slugs {
+		if err := WarmTemplate(d.URL, d.Token, slug, 40*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WarmTemplate creates one sandbox of slug on the ptd at url (building the
 // template first when it has no ready version: minutes for the large
 // derived ones on a cold cache) and deletes it once it runs, so the

@@ -7,6 +7,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -27,6 +28,47 @@ func RequiresCommand(t testing.TB, names ...string) {
 			skipOrFail(t, "requires "+n+" on PATH (run scripts/setup.sh)")
 		}
 	}
+}
+
+// Require skips t with msg unless ok (fails under CI).
+func Require(t testing.TB, ok bool, msg string) {
+	t.Helper()
+	if !ok {
+		skipOrFail(t, msg)
+	}
+}
+
+// RequiresNode returns node's path once node is on PATH and dir's
+// node_modules holds each of pkgs (scripts/test.sh runs `npm ci` there);
+// otherwise it skips t (fails under CI).
+func RequiresNode(t testing.TB, dir string, pkgs ...string) string {
+	t.Helper()
+	RequiresCommand(t, "node")
+	node, _ := exec.LookPath("node")
+	for _, pkg := range pkgs {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
+			skipOrFail(t, "no "+pkg+" in node_modules: run `npm ci` in "+abs(dir)+" (scripts/test.sh does)")
+		}
+	}
+	return node
+}
+
+// RequiresVenv returns the python of dir's .venv, which scripts/test.sh
+// makes from dir's requirements.txt; without it, it skips t (fails under
+// CI).
+func RequiresVenv(t testing.TB, dir string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, ".venv", "lib")); err != nil {
+		skipOrFail(t, "no .venv: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in "+abs(dir)+" (scripts/test.sh does)")
+	}
+	return filepath.Join(dir, ".venv", "bin", "python")
+}
+
+func abs(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
 }
 
 func skipOrFail(t testing.TB, msg string) {

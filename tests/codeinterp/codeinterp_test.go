@@ -36,14 +36,13 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "code-interpreter tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "codeinterp", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
-		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.binDir, env.skip = d.URL, d.Token, d.BinDir, ""
-			// The template's first build takes minutes on a cold cache
-			// (longer under load); every test after this one extracts it
-			// from the cache.
-			return ptdtest.WarmTemplate(d.URL, d.Token, "code-interpreter", 40*time.Minute)
-		})
+	// The template's first build takes minutes on a cold cache (longer
+	// under load); every test after it extracts it from the cache.
+	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
+	return ptdtest.Main(m, "codeinterp", o, func(d *ptdtest.Daemon) error {
+		env.url, env.token, env.binDir, env.skip = d.URL, d.Token, d.BinDir, ""
+		return nil
+	})
 }
 
 type client struct {

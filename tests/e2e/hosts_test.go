@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/apicontract"
 	"github.com/platinum-dev/platinum/internal/pgtest"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -29,12 +31,8 @@ import (
 // sandbox from its disk with its files.
 func TestHostsShareAStore(t *testing.T) {
 	requireEnv(t)
-	if _, err := pgtest.BinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	_, err := pgtest.BinDir()
+	testenv.Require(t, err == nil, fmt.Sprint(err))
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // sshKey makes an ed25519 key pair with the real ssh-keygen and returns
@@ -99,12 +100,8 @@ func sftpBatch(t *testing.T, key, id, batch string) (stdout, stderr string, code
 func requireSSH(t *testing.T) {
 	t.Helper()
 	for _, tool := range []string{"ssh", "ssh-keygen", "scp", "sftp"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("the OpenSSH client's %s is missing: run scripts/setup.sh with PT_SETUP_TESTS=1", tool)
-			}
-			t.Skipf("no %s (openssh-client)", tool)
-		}
+		_, err := exec.LookPath(tool)
+		testenv.Require(t, err == nil, "the OpenSSH client's "+tool+" is missing: run scripts/setup.sh with PT_SETUP_TESTS=1")
 	}
 }
 

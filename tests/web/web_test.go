@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 var env struct {
@@ -41,28 +42,15 @@ func runMain(m *testing.M) int {
 	})
 }
 
-// need finds a tool or a directory the tests cannot do without: missing
-// is a failure in CI and a skip elsewhere.
-func need(t *testing.T, ok bool, msg string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // TestBuildUpToDate rebuilds the dashboard into a temp dir and compares it
 // file by file with the committed web/dist, which ptd embeds.
 func TestBuildUpToDate(t *testing.T) {
 	_, err := exec.LookPath("npm")
-	need(t, err == nil, "npm is required (scripts/setup.sh installs node)")
+	testenv.Require(t, err == nil, "npm is required (scripts/setup.sh installs node)")
 	web := filepath.Join(env.root, "web")
-	need(t, exists(filepath.Join(web, "node_modules/vite/package.json")), "run `npm ci` in web/ first (scripts/test.sh does)")
+	testenv.Require(t, exists(filepath.Join(web, "node_modules/vite/package.json")), "run `npm ci` in web/ first (scripts/test.sh does)")
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -116,10 +104,10 @@ func TestBrowser(t *testing.T) {
 		t.Skip(env.skip)
 	}
 	node, err := exec.LookPath("node")
-	need(t, err == nil, "node is required (scripts/setup.sh installs it)")
+	testenv.Require(t, err == nil, "node is required (scripts/setup.sh installs it)")
 	chromium := "/usr/bin/chromium"
-	need(t, exists(chromium), "chromium is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-	need(t, exists("node_modules/playwright-core/package.json"), "run `npm ci` in tests/web first (scripts/test.sh does)")
+	testenv.Require(t, exists(chromium), "chromium is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+	testenv.Require(t, exists("node_modules/playwright-core/package.json"), "run `npm ci` in tests/web first (scripts/test.sh does)")
 	shots, err := filepath.Abs("artifacts")
 	if err != nil {
 		t.Fatal(err)

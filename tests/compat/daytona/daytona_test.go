@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // env is the one ptd every test of this package talks to.
@@ -39,37 +40,16 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "Daytona compatibility tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "daytona compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
-		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.previewURL, env.dataDir, env.skip = d.URL, d.Token, d.PreviewURL, d.DataDir, ""
-			// Build the templates before any create: a first build
-			// outlasts create's wait, which is the point of that wait,
-			// not of these tests. python-node has python3, node and git;
-			// code-interpreter has the kernels codeRun and the
-			// interpreter run on.
-			for _, tpl := range []string{"busybox", "pt-base", "python-node", "code-interpreter"} {
-				if err := warmTemplate(tpl); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-}
-
-// warmTemplate creates and deletes one sandbox through /v1, which builds
-// the template when it has no version yet.
-func warmTemplate(slug string) error {
-	r, err := do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=900000", map[string]any{"template": slug})
-	if err != nil {
-		return err
-	}
-	if r.status != 201 {
-		return fmt.Errorf("warm %s: %d %s", slug, r.status, r.body)
-	}
-	var sb struct{ ID string }
-	json.Unmarshal(r.body, &sb)
-	_, err = do("DELETE", "/v1/sandboxes/"+sb.ID, nil)
-	return err
+	// The templates are built before any create: a first build outlasts
+	// create's wait, which is the point of that wait, not of these tests.
+	// python-node has python3, node and git; code-interpreter has the
+	// kernels codeRun and the interpreter run on.
+	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"},
+		Warm: []string{"busybox", "pt-base", "python-node", "code-interpreter"}}
+	return ptdtest.Main(m, "daytona compat", o, func(d *ptdtest.Daemon) error {
+		env.url, env.token, env.previewURL, env.dataDir, env.skip = d.URL, d.Token, d.PreviewURL, d.DataDir, ""
+		return nil
+	})
 }
 
 type response struct {
@@ -278,13 +258,7 @@ func TestEphemeralStop(t *testing.T) {
 // sandbox's disk image there).
 func TestSDK(t *testing.T) {
 	need(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-		}
-		t.Skip("node is not installed")
-	}
+	node := testenv.RequiresNode(t, ".")
 	out := ptdtest.NewOutside(t, "dyt", 2)
 	ln := out.Listen(t, "0.0.0.0:9000")
 	go func() {
@@ -307,12 +281,7 @@ func TestSDK(t *testing.T) {
 	// Their names and labels are unique per run all the same (uniq).
 	for _, pkg := range []string{"@daytonaio/sdk", "@daytona/sdk"} {
 		t.Run(pkg, func(t *testing.T) {
-			if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal("node_modules missing: run `npm ci` in tests/compat/daytona (scripts/test.sh does)")
-				}
-				t.Skip("run `npm ci` in tests/compat/daytona first")
-			}
+			testenv.RequiresNode(t, ".", pkg)
 			limited := limitedOrg(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
@@ -352,13 +321,7 @@ func limitedOrg(t *testing.T) string {
 // main cases.
 func TestPythonSDK(t *testing.T) {
 	need(t)
-	py := filepath.Join(".venv", "bin", "python")
-	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/daytona (scripts/test.sh does)")
-		}
-		t.Skip("make tests/compat/daytona/.venv first (see scripts/test.sh)")
-	}
+	py := testenv.RequiresVenv(t, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", "test_python_sdk.py")

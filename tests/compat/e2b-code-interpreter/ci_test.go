@@ -23,6 +23,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/runnercheck"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // daemon is one ptd the suites run against, by its default runtime class.
@@ -51,15 +52,12 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "code-interpreter SDK tests need root (they run real sandboxes)"
-	opts := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}}
+	// The template's first build takes minutes (Debian's scientific
+	// stack); the SDK's create would not wait that long.
+	opts := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
 	code := ptdtest.Main(m, "e2b code interpreter", opts, func(d *ptdtest.Daemon) error {
 		env.skip = ""
 		env.daemons = []daemon{{"runc", d.URL, d.Token}}
-		// The template's first build takes minutes (Debian's scientific
-		// stack); the SDK's create would not wait that long.
-		if err := warmTemplate(env.daemons[0], "code-interpreter"); err != nil {
-			return err
-		}
 		if _, err := exec.LookPath("runsc"); err != nil {
 			if os.Getenv("CI") == "true" {
 				return fmt.Errorf("runsc is required in CI (scripts/setup.sh installs it)")
@@ -75,22 +73,15 @@ func runMain(m *testing.M) int {
 			return fmt.Errorf("gvisor ptd: %w", err)
 		}
 		env.daemons = append(env.daemons, daemon{"gvisor", g.URL, g.Token})
-		return warmTemplate(env.daemons[1], "code-interpreter") // from the shared cache
+		if err := g.Warm("code-interpreter"); err != nil {
+			return fmt.Errorf("on gvisor: %w", err)
+		}
+		return nil
 	})
 	if err := gvisorDaemon.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2b code interpreter: gvisor ptd:", err)
 	}
 	return code
-}
-
-// warmTemplate creates and deletes one sandbox through /v1, which builds
-// the template when it has no version yet (ptdtest.WarmTemplate polls past
-// the create's capped wait).
-func warmTemplate(d daemon, slug string) error {
-	if err := ptdtest.WarmTemplate(d.url, d.token, slug, 40*time.Minute); err != nil {
-		return fmt.Errorf("on %s: %w", d.runtime, err)
-	}
-	return nil
 }
 
 // eachRuntime runs f once per daemon, as a subtest named by its runtime
@@ -163,19 +154,7 @@ func TestSDK(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-		}
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat("node_modules/@e2b/code-interpreter/package.json"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node_modules missing: run `npm ci` in tests/compat/e2b-code-interpreter (scripts/test.sh does)")
-		}
-		t.Skip("run `npm ci` in tests/compat/e2b-code-interpreter first")
-	}
+	node := testenv.RequiresNode(t, ".", "@e2b/code-interpreter")
 	files, _ := filepath.Glob("*.test.mjs")
 	eachRuntime(t, func(t *testing.T, d daemon) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -201,13 +180,7 @@ func TestPythonSDK(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	py := filepath.Join(".venv", "bin", "python")
-	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/e2b-code-interpreter (scripts/test.sh does)")
-		}
-		t.Skip("make tests/compat/e2b-code-interpreter/.venv first (see scripts/test.sh)")
-	}
+	py := testenv.RequiresVenv(t, ".")
 	eachRuntime(t, func(t *testing.T, d daemon) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

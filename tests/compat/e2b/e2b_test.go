@@ -28,6 +28,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/runnercheck"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // env is the one ptd every test of this package talks to.
@@ -45,44 +46,14 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	env.skip = "E2B compatibility tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "e2b compat", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}},
-		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.skip = d.URL, d.Token, ""
-			// Build both templates before any E2B create: a first pt-base
-			// build (≈60 s) would outlast create's wait, which is the point
-			// of that wait, not of these tests.
-			for _, tpl := range []string{"busybox", "pt-base"} {
-				if err := warmTemplate(tpl); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-}
-
-// warmTemplate creates and deletes one sandbox through /v1, which builds
-// the template when it has no version yet.
-func warmTemplate(slug string) error {
-	body := strings.NewReader(`{"template":"` + slug + `"}`)
-	req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=600000", body)
-	req.Header.Set("Authorization", "Bearer "+env.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 201 {
-		return fmt.Errorf("warm %s: %d %s", slug, resp.StatusCode, b)
-	}
-	var sb struct{ ID string }
-	json.Unmarshal(b, &sb)
-	del, _ := http.NewRequest("DELETE", env.url+"/v1/sandboxes/"+sb.ID, nil)
-	del.Header.Set("Authorization", "Bearer "+env.token)
-	if r, err := http.DefaultClient.Do(del); err == nil {
-		r.Body.Close()
-	}
-	return nil
+	// Both templates are built before any E2B create: a first pt-base
+	// build (≈60 s) would outlast create's wait, which is the point of
+	// that wait, not of these tests.
+	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}, Warm: []string{"busybox", "pt-base"}}
+	return ptdtest.Main(m, "e2b compat", o, func(d *ptdtest.Daemon) error {
+		env.url, env.token, env.skip = d.URL, d.Token, ""
+		return nil
+	})
 }
 
 // client speaks E2B's control-plane API with one API key.
@@ -877,19 +848,7 @@ func TestSDK(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-		}
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat("node_modules/e2b/package.json"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node_modules missing: run `npm ci` in tests/compat/e2b (scripts/test.sh does)")
-		}
-		t.Skip("run `npm ci` in tests/compat/e2b first")
-	}
+	node := testenv.RequiresNode(t, ".", "e2b")
 	files, _ := filepath.Glob("*.test.mjs")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -995,13 +954,7 @@ func TestPythonSDK(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	py := filepath.Join(".venv", "bin", "python")
-	if _, err := os.Stat(filepath.Join(".venv", "lib")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(".venv missing: run `python3 -m venv .venv && .venv/bin/pip install -r requirements.txt` in tests/compat/e2b (scripts/test.sh does)")
-		}
-		t.Skip("make tests/compat/e2b/.venv first (see scripts/test.sh)")
-	}
+	py := testenv.RequiresVenv(t, ".")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_python_sdk.py")

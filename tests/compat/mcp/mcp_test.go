@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 	"github.com/platinum-dev/platinum/mcpserver"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -908,19 +909,7 @@ func alive(t *testing.T, id string, pid int) bool {
 // Streamable HTTP against the same ptd.
 func TestNodeSDK(t *testing.T) {
 	need(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-		}
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat("node_modules/@modelcontextprotocol/sdk/package.json"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node_modules missing: run `npm ci` in tests/compat/mcp (scripts/test.sh does)")
-		}
-		t.Skip("run `npm ci` in tests/compat/mcp first")
-	}
+	node := testenv.RequiresNode(t, ".", "@modelcontextprotocol/sdk")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs")

@@ -11,8 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // env is the one ptd the suite talks to.
@@ -41,53 +40,14 @@ func runMain(m *testing.M) int {
 	}
 	env.root = root
 	env.skip = "the Python SDK tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "python sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
-		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
-			// Build the templates first: a first pt-base build (≈60 s), let
-			// alone code-interpreter's (minutes), would outlast the waits the
-			// tests ask for.
-			for _, tpl := range []string{"busybox", "pt-base", "code-interpreter"} {
-				if err := warmTemplate(tpl); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-}
-
-// warmTemplate creates and deletes one sandbox, which builds the template
-// when it has no version yet.
-func warmTemplate(slug string) error {
-	body := strings.NewReader(`{"template":"` + slug + `"}`)
-	req, _ := http.NewRequest("POST", env.url+"/v1/sandboxes?wait_for_state=running&wait_timeout_ms=1500000", body)
-	req.Header.Set("Authorization", "Bearer "+env.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 201 {
-		return fmt.Errorf("warm %s: %d %s", slug, resp.StatusCode, b)
-	}
-	var sb struct{ ID string }
-	json.Unmarshal(b, &sb)
-	del, _ := http.NewRequest("DELETE", env.url+"/v1/sandboxes/"+sb.ID, nil)
-	del.Header.Set("Authorization", "Bearer "+env.token)
-	if r, err := http.DefaultClient.Do(del); err == nil {
-		r.Body.Close()
-	}
-	return nil
-}
-
-// missing fails in CI and skips elsewhere: CI must have every dependency.
-func missing(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	// The templates are built first: a first pt-base build (≈60 s), let
+	// alone code-interpreter's (minutes), would outlast the waits the tests
+	// ask for.
+	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"busybox", "pt-base", "code-interpreter"}}
+	return ptdtest.Main(m, "python sdk", o, func(d *ptdtest.Daemon) error {
+		env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
+		return nil
+	})
 }
 
 // venvPython returns sdk/python/.venv's python, making the venv (with the
@@ -103,7 +63,7 @@ func venvPython(t *testing.T) string {
 	}
 	python3, err := exec.LookPath("python3")
 	if err != nil {
-		missing(t, "python3 is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+		testenv.Require(t, false, "python3 is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
 	}
 	for _, args := range [][]string{
 		{python3, "-m", "venv", filepath.Join(sdk, ".venv")},
@@ -112,7 +72,7 @@ func venvPython(t *testing.T) string {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = sdk
 		if out, err := cmd.CombinedOutput(); err != nil {
-			missing(t, fmt.Sprintf("%s: %v\n%s", strings.Join(args, " "), err, out))
+			testenv.Require(t, false, fmt.Sprintf("%s: %v\n%s", strings.Join(args, " "), err, out))
 		}
 	}
 	return py
@@ -191,7 +151,7 @@ func TestPipInstall(t *testing.T) {
 	}
 	python3, err := exec.LookPath("python3")
 	if err != nil {
-		missing(t, "python3 is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
+		testenv.Require(t, false, "python3 is required (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
 	}
 	dir := t.TempDir()
 	venv := filepath.Join(dir, "venv")

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -67,20 +68,7 @@ func nodeReady(t *testing.T) string {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is required in CI (scripts/setup.sh installs it under PT_SETUP_TESTS=1)")
-		}
-		t.Skip("node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "typescript", "package.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sdk/ts/node_modules missing: run `npm ci` in sdk/ts (scripts/test.sh does)")
-		}
-		t.Skip("run `npm ci` in sdk/ts first")
-	}
-	return node
+	return testenv.RequiresNode(t, sdkDir, "typescript")
 }
 
 // run runs an npm script of the SDK against the suite's ptd; see runAt.
