@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -54,7 +55,8 @@ type Daemon struct {
 
 // Options tune the daemon.
 type Options struct {
-	// RepoRoot is the module root to build from.
+	// RepoRoot is the module root to build from; empty finds it above the
+	// working directory (RepoRoot).
 	RepoRoot string
 	// ExtraArgs go to `ptd serve`, after the harness's own flags (a flag
 	// given again wins). The harness pins --default-runtime runc: the
@@ -81,6 +83,25 @@ type Options struct {
 	// Warm names templates Main builds before the tests (Daemon.Warm): a
 	// first build outlasts the waits the tests ask for.
 	Warm []string
+}
+
+// RepoRoot is the root module's directory: the nearest one above the
+// working directory (a test's package directory) that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = up
+	}
 }
 
 // StoreFromEnv is the store PT_TEST_STORE asks for: "sqlite" unless it
@@ -127,6 +148,12 @@ func Build(repoRoot string) (string, error) {
 // Start builds the binaries and starts ptd. Call Stop when done, also on
 // failure (it is nil-safe).
 func Start(o Options) (*Daemon, error) {
+	if o.RepoRoot == "" {
+		var err error
+		if o.RepoRoot, err = RepoRoot(); err != nil {
+			return nil, err
+		}
+	}
 	bin, shared := o.BinDir, o.BinDir != ""
 	if !shared {
 		var err error

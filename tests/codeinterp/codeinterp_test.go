@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,15 +29,10 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "codeinterp:", err)
-		return 1
-	}
 	env.skip = "code-interpreter tests need root (they run real sandboxes)"
 	// The template's first build takes minutes on a cold cache (longer
 	// under load); every test after it extracts it from the cache.
-	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
+	o := ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
 	return ptdtest.Main(m, "codeinterp", o, func(d *ptdtest.Daemon) error {
 		env.url, env.token, env.binDir, env.skip = d.URL, d.Token, d.BinDir, ""
 		return nil

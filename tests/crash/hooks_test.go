@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,8 +18,7 @@ import (
 func startDaemon(t *testing.T, extra ...string) (*ptdtest.Daemon, *api) {
 	t.Helper()
 	testenv.RequiresRoot(t)
-	root, _ := filepath.Abs("../..")
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Keep: os.Getenv("PT_E2E_KEEP") != "", ExtraArgs: extra})
+	d, err := ptdtest.Start(ptdtest.Options{Keep: os.Getenv("PT_E2E_KEEP") != "", ExtraArgs: extra})
 	t.Cleanup(func() {
 		if t.Failed() && d != nil {
 			t.Logf("ptd log tail:\n%s", tail(d.Log(), 60))

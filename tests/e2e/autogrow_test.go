@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,11 +18,7 @@ import (
 // 90% line are table-tested in internal/controlplane, TestDiskAutogrow.)
 func TestDiskAutogrow(t *testing.T) {
 	requireEnv(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256",
+	d, err := ptdtest.Start(ptdtest.Options{ExtraArgs: []string{"--pids-limit", "256",
 		"--disk-autogrow-max-gb", "11", "--timer-interval", "200ms"}})
 	t.Cleanup(func() {
 		if err := d.Stop(); err != nil {

@@ -122,13 +122,9 @@ func TestExecStreamNDJSON(t *testing.T) {
 // replaces nor prints it again.
 func TestAdminTokenGenerated(t *testing.T) {
 	requireEnv(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The harness sets PT_TOKEN; an empty one (added last, so it wins) is
 	// a start without it.
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Env: []string{"PT_TOKEN="}, ExtraArgs: []string{"--pids-limit", "256"}})
+	d, err := ptdtest.Start(ptdtest.Options{Env: []string{"PT_TOKEN="}, ExtraArgs: []string{"--pids-limit", "256"}})
 	t.Cleanup(func() {
 		if err := d.Stop(); err != nil {
 			t.Errorf("second ptd: %v", err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,11 +15,7 @@ import (
 // name a runtime under gvisor, because runsc runs sandboxes on these hosts.
 func TestDefaultRuntimeIsGVisor(t *testing.T) {
 	requireEnv(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--default-runtime=", "--pids-limit", "256"}})
+	d, err := ptdtest.Start(ptdtest.Options{ExtraArgs: []string{"--default-runtime=", "--pids-limit", "256"}})
 	t.Cleanup(func() {
 		if err := d.Stop(); err != nil {
 			t.Errorf("second ptd: %v", err)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,16 +36,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
 	env.skip = "e2e tests need root (they run real sandboxes)"
 	defer egressCleanup()
 	// Every call to ptd's API is held to api/openapi.yaml (apicontract).
 	apicontract.Install()
-	code := ptdtest.Main(m, "e2e", ptdtest.Options{RepoRoot: root, ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
+	code := ptdtest.Main(m, "e2e", ptdtest.Options{ExtraArgs: append([]string{"--pids-limit", "256", "--log-level", "debug",
 		"--webhook-allow-private", "--webhook-retry-base", "200ms", "--idle-after", e2eIdleAfter.String(),
 		"--image-registry-allow-private", "--template-context-max-bytes", strconv.Itoa(e2eContextMaxBytes)}, egressArgs()...)},
 		func(d *ptdtest.Daemon) error {

@@ -33,13 +33,9 @@ func TestHostsShareAStore(t *testing.T) {
 	requireEnv(t)
 	_, err := pgtest.BinDir()
 	testenv.Require(t, err == nil, fmt.Sprint(err))
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fast := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "2s",
 		"--reconcile-interval", "1s", "--timer-interval", "500ms"}
-	a, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Store: "postgres", ExtraArgs: fast})
+	a, err := ptdtest.Start(ptdtest.Options{Store: "postgres", ExtraArgs: fast})
 	t.Cleanup(func() {
 		if err := a.Stop(); err != nil {
 			t.Errorf("ptd a: %v", err)
@@ -48,7 +44,7 @@ func TestHostsShareAStore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ptd a: %v", err)
 	}
-	b, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Store: "sqlite", ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
+	b, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
 	t.Cleanup(func() {
 		if err := b.Stop(); err != nil {
 			t.Errorf("ptd b: %v", err)

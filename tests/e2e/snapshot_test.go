@@ -326,11 +326,7 @@ func TestBackupRoundTrip(t *testing.T) {
 		t.Errorf("list backups: %s", r.Body)
 	}
 
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d2, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--objects", filepath.Join(env.dataDir, "objects"), "--pids-limit", "256"}})
+	d2, err := ptdtest.Start(ptdtest.Options{ExtraArgs: []string{"--objects", filepath.Join(env.dataDir, "objects"), "--pids-limit", "256"}})
 	t.Cleanup(func() {
 		if err := d2.Stop(); err != nil {
 			t.Errorf("second ptd: %v", err)

@@ -5,7 +5,6 @@ package webtest
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,14 +28,9 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "web:", err)
-		return 1
-	}
-	env.root = root
+	env.root, _ = ptdtest.RepoRoot()
 	env.skip = "dashboard browser tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "web", ptdtest.Options{RepoRoot: root}, func(d *ptdtest.Daemon) error {
+	return ptdtest.Main(m, "web", ptdtest.Options{}, func(d *ptdtest.Daemon) error {
 		env.url, env.token, env.skip = d.URL, d.Token, ""
 		return nil
 	})

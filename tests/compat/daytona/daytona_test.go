@@ -34,17 +34,12 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "daytona compat:", err)
-		return 1
-	}
 	env.skip = "Daytona compatibility tests need root (they run real sandboxes)"
 	// The templates are built before any create: a first build outlasts
 	// create's wait, which is the point of that wait, not of these tests.
 	// python-node has python3, node and git; code-interpreter has the
 	// kernels codeRun and the interpreter run on.
-	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"},
+	o := ptdtest.Options{ExtraArgs: []string{"--pids-limit", "256"},
 		Warm: []string{"busybox", "pt-base", "python-node", "code-interpreter"}}
 	return ptdtest.Main(m, "daytona compat", o, func(d *ptdtest.Daemon) error {
 		env.url, env.token, env.previewURL, env.dataDir, env.skip = d.URL, d.Token, d.PreviewURL, d.DataDir, ""

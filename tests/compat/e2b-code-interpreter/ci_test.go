@@ -46,15 +46,10 @@ var gvisorDaemon *ptdtest.Daemon
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2b code interpreter:", err)
-		return 1
-	}
 	env.skip = "code-interpreter SDK tests need root (they run real sandboxes)"
 	// The template's first build takes minutes (Debian's scientific
 	// stack); the SDK's create would not wait that long.
-	opts := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
+	opts := ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"code-interpreter"}}
 	code := ptdtest.Main(m, "e2b code interpreter", opts, func(d *ptdtest.Daemon) error {
 		env.skip = ""
 		env.daemons = []daemon{{"runc", d.URL, d.Token}}

@@ -40,16 +40,11 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2b compat:", err)
-		return 1
-	}
 	env.skip = "E2B compatibility tests need root (they run real sandboxes)"
 	// Both templates are built before any E2B create: a first pt-base
 	// build (≈60 s) would outlast create's wait, which is the point of
 	// that wait, not of these tests.
-	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "256"}, Warm: []string{"busybox", "pt-base"}}
+	o := ptdtest.Options{ExtraArgs: []string{"--pids-limit", "256"}, Warm: []string{"busybox", "pt-base"}}
 	return ptdtest.Main(m, "e2b compat", o, func(d *ptdtest.Daemon) error {
 		env.url, env.token, env.skip = d.URL, d.Token, ""
 		return nil

@@ -41,16 +41,12 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mcp compat:", err)
-		return 1
-	}
-	env.skip, env.root = "MCP tests need root (they run real sandboxes)", root
+	env.root, _ = ptdtest.RepoRoot()
+	env.skip = "MCP tests need root (they run real sandboxes)"
 	// --max-create-ttl below create_sandbox's own 3600 s bound, so the API
 	// itself refuses a ttl_seconds the tool's schema lets through
 	// (TestAPIFieldErrors).
-	return ptdtest.Main(m, "mcp compat", ptdtest.Options{RepoRoot: root, ExtraArgs: ptdArgs},
+	return ptdtest.Main(m, "mcp compat", ptdtest.Options{ExtraArgs: ptdArgs},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.previewURL, env.binDir, env.skip = d.URL, d.Token, d.PreviewURL, d.BinDir, ""
 			// Build the templates before any test, so creates take

@@ -33,17 +33,12 @@ var env struct {
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "python sdk:", err)
-		return 1
-	}
-	env.root = root
+	env.root, _ = ptdtest.RepoRoot()
 	env.skip = "the Python SDK tests need root (they run real sandboxes)"
 	// The templates are built first: a first pt-base build (≈60 s), let
 	// alone code-interpreter's (minutes), would outlast the waits the tests
 	// ask for.
-	o := ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"busybox", "pt-base", "code-interpreter"}}
+	o := ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512"}, Warm: []string{"busybox", "pt-base", "code-interpreter"}}
 	return ptdtest.Main(m, "python sdk", o, func(d *ptdtest.Daemon) error {
 		env.url, env.token, env.previewURL, env.skip = d.URL, d.Token, d.PreviewURL, ""
 		return nil

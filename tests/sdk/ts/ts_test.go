@@ -41,7 +41,7 @@ func runMain(m *testing.M) int {
 	}
 	sdkDir = filepath.Join(root, "sdk", "ts")
 	env.skip = "the TypeScript SDK tests need root (they run real sandboxes)"
-	return ptdtest.Main(m, "ts sdk", ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512"}},
+	return ptdtest.Main(m, "ts sdk", ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512"}},
 		func(d *ptdtest.Daemon) error {
 			env.url, env.token, env.skip = d.URL, d.Token, ""
 			// Build every template the suites use before they run: a first
@@ -147,7 +147,7 @@ func TestStartAdmission(t *testing.T) {
 // loaded test machine often is) and no start queue.
 func admissionDaemon(t *testing.T) *ptdtest.Daemon {
 	t.Helper()
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--pids-limit", "512",
+	d, err := ptdtest.Start(ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512",
 		"--start-admission-slots", "1", "--start-admission-slots-saturated", "1", "--start-admission-max-queue", "0"}})
 	t.Cleanup(func() {
 		if t.Failed() && d != nil {
