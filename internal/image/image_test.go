@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -30,38 +31,38 @@ import (
 // must get right.
 func testImage(t *testing.T) v1.Image {
 	t.Helper()
-	base := dirLayer(t, busyboxDir(t))
-	extra := layerOf(t,
-		entry{name: "opt/keep/a", body: "a"},
-		entry{name: "opt/hide/old", body: "old"},
-		entry{name: "etc/motd", body: "hello\n"},
+	base := imagetest.DirLayer(t, busyboxDir(t))
+	extra := imagetest.Layer(t,
+		imagetest.Entry{Name: "opt/keep/a", Body: "a"},
+		imagetest.Entry{Name: "opt/hide/old", Body: "old"},
+		imagetest.Entry{Name: "etc/motd", Body: "hello\n"},
 	)
-	top := layerOf(t,
+	top := imagetest.Layer(t,
 		// a whiteout and an opaque directory
-		entry{name: "etc/.wh.motd"},
-		entry{name: "opt/hide/", typ: tar.TypeDir},
-		entry{name: "opt/hide/.wh..wh..opq"},
-		entry{name: "opt/hide/new", body: "new"},
+		imagetest.Entry{Name: "etc/.wh.motd"},
+		imagetest.Entry{Name: "opt/hide/", Type: tar.TypeDir},
+		imagetest.Entry{Name: "opt/hide/.wh..wh..opq"},
+		imagetest.Entry{Name: "opt/hide/new", Body: "new"},
 		// hard links: inside the layer and to a lower layer's file
-		entry{name: "srv/one", body: "same inode", uid: 1000, gid: 1000, mode: 0o640},
-		entry{name: "srv/two", typ: tar.TypeLink, link: "srv/one"},
-		entry{name: "srv/bb", typ: tar.TypeLink, link: "bin/busybox"},
+		imagetest.Entry{Name: "srv/one", Body: "same inode", UID: 1000, GID: 1000, Mode: 0o640},
+		imagetest.Entry{Name: "srv/two", Type: tar.TypeLink, Link: "srv/one"},
+		imagetest.Entry{Name: "srv/bb", Type: tar.TypeLink, Link: "bin/busybox"},
 		// a symlink pointing outside the root filesystem: kept as a link,
 		// resolved inside the sandbox at run time, never followed here
-		entry{name: "srv/outside", typ: tar.TypeSymlink, link: "../../../../../../etc/shadow"},
+		imagetest.Entry{Name: "srv/outside", Type: tar.TypeSymlink, Link: "../../../../../../etc/shadow"},
 		// setuid, a file capability and a user xattr; an overlay xattr a
 		// layer must not be able to forge
-		entry{name: "usr/local/bin/suid", body: "#!/bin/sh\n", mode: 0o4755},
-		entry{name: "usr/local/bin/cap", body: "cap", mode: 0o755, pax: map[string]string{
+		imagetest.Entry{Name: "usr/local/bin/suid", Body: "#!/bin/sh\n", Mode: 0o4755},
+		imagetest.Entry{Name: "usr/local/bin/cap", Body: "cap", Mode: 0o755, PAX: map[string]string{
 			"SCHILY.xattr.security.capability":    string(capNetBindService()),
 			"SCHILY.xattr.user.origin":            "test",
 			"SCHILY.xattr.trusted.overlay.opaque": "y",
 		}},
 		// device nodes are skipped; a fifo is kept
-		entry{name: "dev/fake", typ: tar.TypeChar},
-		entry{name: "srv/fifo", typ: tar.TypeFifo, mode: 0o600},
+		imagetest.Entry{Name: "dev/fake", Type: tar.TypeChar},
+		imagetest.Entry{Name: "srv/fifo", Type: tar.TypeFifo, Mode: 0o600},
 	)
-	return imageOf(t, v1.Config{
+	return imagetest.Image(t, v1.Config{
 		Env: []string{"PATH=/usr/local/bin:/bin", "GREETING=hi"}, User: "1000:1000", WorkingDir: "/srv",
 		Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"echo up"},
 		ExposedPorts: map[string]struct{}{"8080/tcp": {}}, Labels: map[string]string{"org.example": "x"},
@@ -79,9 +80,9 @@ func capNetBindService() []byte {
 
 func TestPullFlatten(t *testing.T) {
 	img := testImage(t)
-	reg := testRegistry(t, nil)
+	reg := imagetest.Registry(t, nil)
 	ref := reg + "/team/app:v1"
-	push(t, ref, img)
+	imagetest.Push(t, ref, img)
 	s := newStore(t)
 	var events []Event
 	got, err := s.Pull(context.Background(), ref, Auth{}, func(e Event) { events = append(events, e) })
@@ -194,36 +195,36 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 	outside := t.TempDir()
 	for _, tc := range []struct {
 		name    string
-		entries []entry
+		entries []imagetest.Entry
 	}{
-		{"file through a symlink to an absolute path", []entry{
-			{name: "evil", typ: tar.TypeSymlink, link: outside},
-			{name: "evil/pwned", body: "x"},
+		{"file through a symlink to an absolute path", []imagetest.Entry{
+			{Name: "evil", Type: tar.TypeSymlink, Link: outside},
+			{Name: "evil/pwned", Body: "x"},
 		}},
-		{"file through a climbing symlink", []entry{
-			{name: "a/evil", typ: tar.TypeSymlink, link: "../../../../../../../../.." + outside},
-			{name: "a/evil/pwned", body: "x"},
+		{"file through a climbing symlink", []imagetest.Entry{
+			{Name: "a/evil", Type: tar.TypeSymlink, Link: "../../../../../../../../.." + outside},
+			{Name: "a/evil/pwned", Body: "x"},
 		}},
-		{"directory through a symlink", []entry{
-			{name: "evil", typ: tar.TypeSymlink, link: outside},
-			{name: "evil/sub/", typ: tar.TypeDir},
+		{"directory through a symlink", []imagetest.Entry{
+			{Name: "evil", Type: tar.TypeSymlink, Link: outside},
+			{Name: "evil/sub/", Type: tar.TypeDir},
 		}},
-		{"whiteout through a symlink", []entry{
-			{name: "evil", typ: tar.TypeSymlink, link: outside},
-			{name: "evil/.wh.victim"},
+		{"whiteout through a symlink", []imagetest.Entry{
+			{Name: "evil", Type: tar.TypeSymlink, Link: outside},
+			{Name: "evil/.wh.victim"},
 		}},
-		{"climbing name", []entry{{name: "../../pwned", body: "x"}}},
-		{"climbing hard link", []entry{{name: "l", typ: tar.TypeLink, link: "../../../../etc/passwd"}}},
-		{"hard link through a symlink", []entry{
-			{name: "evil", typ: tar.TypeSymlink, link: "/etc"},
-			{name: "l", typ: tar.TypeLink, link: "evil/passwd"},
+		{"climbing name", []imagetest.Entry{{Name: "../../pwned", Body: "x"}}},
+		{"climbing hard link", []imagetest.Entry{{Name: "l", Type: tar.TypeLink, Link: "../../../../etc/passwd"}}},
+		{"hard link through a symlink", []imagetest.Entry{
+			{Name: "evil", Type: tar.TypeSymlink, Link: "/etc"},
+			{Name: "l", Type: tar.TypeLink, Link: "evil/passwd"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.WriteFile(filepath.Join(outside, "victim"), []byte("keep"), 0o644)
-			img := imageOf(t, v1.Config{}, dirLayer(t, bb), layerOf(t, tc.entries...))
-			reg := testRegistry(t, nil)
-			push(t, reg+"/evil:1", img)
+			img := imagetest.Image(t, v1.Config{}, imagetest.DirLayer(t, bb), imagetest.Layer(t, tc.entries...))
+			reg := imagetest.Registry(t, nil)
+			imagetest.Push(t, reg+"/evil:1", img)
 			s := newStore(t)
 			_, err := s.Pull(context.Background(), reg+"/evil:1", Auth{}, nil)
 			if !errors.Is(err, ErrUnsafe) || !errors.Is(err, sandbox.ErrInvalidArgument) {
@@ -251,14 +252,14 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 }
 
 func TestManifestListPicksLinuxAmd64(t *testing.T) {
-	bb := dirLayer(t, busyboxDir(t))
-	amd := imageOf(t, v1.Config{Env: []string{"ARCH=amd64"}}, bb)
-	arm := imageOf(t, v1.Config{Env: []string{"ARCH=arm64"}}, layerOf(t, entry{name: "arm", body: "x"}))
+	bb := imagetest.DirLayer(t, busyboxDir(t))
+	amd := imagetest.Image(t, v1.Config{Env: []string{"ARCH=amd64"}}, bb)
+	arm := imagetest.Image(t, v1.Config{Env: []string{"ARCH=arm64"}}, imagetest.Layer(t, imagetest.Entry{Name: "arm", Body: "x"}))
 	idx := mutate.AppendManifests(empty.Index,
 		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
 		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
 	)
-	reg := testRegistry(t, nil)
+	reg := imagetest.Registry(t, nil)
 	r, _ := name.ParseReference(reg + "/multi:latest")
 	if err := remote.WriteIndex(r, idx); err != nil {
 		t.Fatal(err)
@@ -288,7 +289,7 @@ func TestManifestListPicksLinuxAmd64(t *testing.T) {
 }
 
 func TestPullFailures(t *testing.T) {
-	img := imageOf(t, v1.Config{}, dirLayer(t, busyboxDir(t)))
+	img := imagetest.Image(t, v1.Config{}, imagetest.DirLayer(t, busyboxDir(t)))
 	layers, _ := img.Layers()
 	layerDigest, _ := layers[0].Digest()
 	const user, pass = "alice", "s3cret-pass"
@@ -334,8 +335,8 @@ func TestPullFailures(t *testing.T) {
 			if tc.wrap != nil {
 				pushAuth = append(pushAuth, remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
 			}
-			reg := testRegistry(t, tc.wrap)
-			push(t, reg+"/app:1", img, pushAuth...)
+			reg := imagetest.Registry(t, tc.wrap)
+			imagetest.Push(t, reg+"/app:1", img, pushAuth...)
 			ref := tc.ref
 			if ref == "" {
 				ref = "/app:1"
@@ -404,7 +405,7 @@ func tokenAuth(ok func(*http.Request) bool) func(http.Handler) http.Handler {
 }
 
 func TestPrivateRegistryRefusedByDefault(t *testing.T) {
-	reg := testRegistry(t, nil)
+	reg := imagetest.Registry(t, nil)
 	s, err := Open(Config{Root: filepath.Join(t.TempDir(), "layers")}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,7 +104,7 @@ func tarDir(t *testing.T, dir string) []byte {
 func TestImportDirMatchesOverlay(t *testing.T) {
 	bb := busyboxDir(t)
 	s := newStore(t)
-	base, err := s.storeLayer(context.Background(), bytes.NewReader(layerTar(t, dirLayer(t, bb))), "", &budget{left: 1 << 30}, nil)
+	base, err := s.storeLayer(context.Background(), bytes.NewReader(layerTar(t, imagetest.DirLayer(t, bb))), "", &budget{left: 1 << 30}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -23,8 +24,8 @@ import (
 // with a .dockerignore, list versions, delete one, registry logins.
 func TestTemplateCLI(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	pushImage(t, reg+"/app:1", appImage(t))
+	reg := imagetest.Registry(t, nil)
+	imagetest.Push(t, reg+"/app:1", appImage(t))
 	slug := c.slugFor("cli")
 
 	out, errOut, code := pt(t, nil, "template", "create", slug, "--from-image", reg+"/app:1", "--env", "EXTRA=1")
@@ -102,7 +103,7 @@ func TestTemplateSDK(t *testing.T) {
 	defer cancel()
 	cl := platinum.New(env.url, env.token)
 	const user, pass = "sdk", "sdk-pass"
-	reg := loopbackRegistry(t, func(next http.Handler) http.Handler {
+	reg := imagetest.Registry(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if u, p, ok := r.BasicAuth(); !ok || u != user || p != pass {
 				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
@@ -112,7 +113,7 @@ func TestTemplateSDK(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	pushImage(t, reg+"/app:1", appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
+	imagetest.Push(t, reg+"/app:1", appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
 	slug := c.slugFor("sdk")
 
 	_, err := cl.Templates.Create(ctx, platinum.CreateTemplateRequest{Slug: slug, FromImage: reg + "/app:1"})

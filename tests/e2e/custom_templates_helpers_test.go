@@ -8,10 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,76 +18,16 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"golang.org/x/sys/unix"
 
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 	"github.com/platinum-dev/platinum/internal/template"
 )
 
 // e2eContextMaxBytes is ptd's build context limit in these tests, small
 // enough to pass in a test.
 const e2eContextMaxBytes = 8 << 20
-
-// loopbackRegistry serves an in-memory OCI registry on loopback; wrap,
-// when set, sits in front of it (auth). Nothing reaches an outside
-// registry: every image the tests use is built here and pushed to it.
-func loopbackRegistry(t *testing.T, wrap func(http.Handler) http.Handler) string {
-	t.Helper()
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	if wrap != nil {
-		h = wrap(h)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
-// tarEntry is one entry of a test layer.
-type tarEntry struct {
-	name, body, link string
-	typ              byte
-	mode             int64
-	uid, gid         int
-}
-
-func tarLayer(t *testing.T, entries ...tarEntry) v1.Layer {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		typ, mode := e.typ, e.mode
-		if typ == 0 {
-			typ = tar.TypeReg
-		}
-		if mode == 0 {
-			mode = 0o644
-			if typ == tar.TypeDir {
-				mode = 0o755
-			}
-		}
-		hdr := &tar.Header{Name: e.name, Typeflag: typ, Mode: mode, Uid: e.uid, Gid: e.gid, Linkname: e.link,
-			ModTime: time.Unix(1700000000, 0), Format: tar.FormatPAX}
-		if typ == tar.TypeReg {
-			hdr.Size = int64(len(e.body))
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(e.body))
-	}
-	tw.Close()
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 var busyboxOnce struct {
 	sync.Once
@@ -107,36 +44,7 @@ func busyboxLayer(t *testing.T) v1.Layer {
 		if busyboxOnce.err = template.BuildBusybox(context.Background(), dir); busyboxOnce.err != nil {
 			return
 		}
-		var es []tarEntry
-		busyboxOnce.err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == dir {
-				return err
-			}
-			rel, _ := filepath.Rel(dir, p)
-			var st unix.Stat_t
-			if err := unix.Lstat(p, &st); err != nil {
-				return err
-			}
-			e := tarEntry{name: rel, mode: int64(st.Mode & 0o7777), uid: int(st.Uid), gid: int(st.Gid)}
-			switch {
-			case d.IsDir():
-				e.typ = tar.TypeDir
-			case d.Type()&fs.ModeSymlink != 0:
-				e.typ = tar.TypeSymlink
-				e.link, _ = os.Readlink(p)
-			default:
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return err
-				}
-				e.body = string(b)
-			}
-			es = append(es, e)
-			return nil
-		})
-		if busyboxOnce.err == nil {
-			busyboxOnce.layer = tarLayer(t, es...)
-		}
+		busyboxOnce.layer = imagetest.DirLayer(t, dir)
 	})
 	if busyboxOnce.err != nil {
 		t.Fatal(busyboxOnce.err)
@@ -168,36 +76,6 @@ func counterBinary(t *testing.T) []byte {
 		t.Fatal(counterOnce.err)
 	}
 	return counterOnce.bin
-}
-
-// testImage stacks layers on an empty linux/amd64 image with cfg.
-func testImage(t *testing.T, cfg v1.Config, layers ...v1.Layer) v1.Image {
-	t.Helper()
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Config = "linux", "amd64", cfg
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
-func pushImage(t *testing.T, ref string, img v1.Image, opts ...remote.Option) {
-	t.Helper()
-	r, err := name.ParseReference(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(r, img, opts...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // buildLog is what following a build's log saw.

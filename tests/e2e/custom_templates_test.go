@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 )
 
 // Custom templates end to end (docs/templates.md): images pulled from a
@@ -43,32 +44,32 @@ func (c *client) slugFor(prefix string) string {
 // and a symlink pointing outside the root filesystem, with env, workdir
 // and user in its config.
 func appImage(t *testing.T) v1.Image {
-	extra := tarLayer(t,
-		tarEntry{name: "opt/keep/a", body: "a"},
-		tarEntry{name: "opt/hide/old", body: "old"},
-		tarEntry{name: "etc/motd", body: "hello\n"},
+	extra := imagetest.Layer(t,
+		imagetest.Entry{Name: "opt/keep/a", Body: "a"},
+		imagetest.Entry{Name: "opt/hide/old", Body: "old"},
+		imagetest.Entry{Name: "etc/motd", Body: "hello\n"},
 	)
-	top := tarLayer(t,
-		tarEntry{name: "etc/.wh.motd"},
-		tarEntry{name: "opt/hide/", typ: tar.TypeDir},
-		tarEntry{name: "opt/hide/.wh..wh..opq"},
-		tarEntry{name: "opt/hide/new", body: "new"},
-		tarEntry{name: "srv/", typ: tar.TypeDir, uid: 1000, gid: 1000},
-		tarEntry{name: "srv/one", body: "same inode", uid: 1000, gid: 1000},
-		tarEntry{name: "srv/two", typ: tar.TypeLink, link: "srv/one"},
-		tarEntry{name: "srv/sh", typ: tar.TypeLink, link: "bin/busybox"},
-		tarEntry{name: "srv/outside", typ: tar.TypeSymlink, link: "../../../../../etc/shadow"},
+	top := imagetest.Layer(t,
+		imagetest.Entry{Name: "etc/.wh.motd"},
+		imagetest.Entry{Name: "opt/hide/", Type: tar.TypeDir},
+		imagetest.Entry{Name: "opt/hide/.wh..wh..opq"},
+		imagetest.Entry{Name: "opt/hide/new", Body: "new"},
+		imagetest.Entry{Name: "srv/", Type: tar.TypeDir, UID: 1000, GID: 1000},
+		imagetest.Entry{Name: "srv/one", Body: "same inode", UID: 1000, GID: 1000},
+		imagetest.Entry{Name: "srv/two", Type: tar.TypeLink, Link: "srv/one"},
+		imagetest.Entry{Name: "srv/sh", Type: tar.TypeLink, Link: "bin/busybox"},
+		imagetest.Entry{Name: "srv/outside", Type: tar.TypeSymlink, Link: "../../../../../etc/shadow"},
 	)
-	return testImage(t, v1.Config{
+	return imagetest.Image(t, v1.Config{
 		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "GREETING=hello from the image"}, WorkingDir: "/srv", User: "1000:1000",
 	}, busyboxLayer(t), extra, top)
 }
 
 func TestTemplateFromImage(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
+	reg := imagetest.Registry(t, nil)
 	ref := reg + "/team/app:v1"
-	pushImage(t, ref, appImage(t))
+	imagetest.Push(t, ref, appImage(t))
 	slug := c.slugFor("img")
 
 	b, lg := c.build(map[string]any{"slug": slug, "from_image": ref})
@@ -129,11 +130,11 @@ func TestTemplateFromImage(t *testing.T) {
 
 func TestTemplateFromShellLessImage(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
+	reg := imagetest.Registry(t, nil)
 	// No shell, no /etc/passwd: only a static binary.
-	img := testImage(t, v1.Config{Cmd: []string{"/counter", "-addr", ":8080"}},
-		tarLayer(t, tarEntry{name: "counter", body: string(counterBinary(t)), mode: 0o755}))
-	pushImage(t, reg+"/bare:1", img)
+	img := imagetest.Image(t, v1.Config{Cmd: []string{"/counter", "-addr", ":8080"}},
+		imagetest.Layer(t, imagetest.Entry{Name: "counter", Body: string(counterBinary(t)), Mode: 0o755}))
+	imagetest.Push(t, reg+"/bare:1", img)
 	slug := c.slugFor("bare")
 	c.build(map[string]any{"slug": slug, "from_image": reg + "/bare:1",
 		"settings": map[string]any{"ready_cmd": []string{"/counter", "-probe", "127.0.0.1:8080"}}})
@@ -166,10 +167,10 @@ func TestTemplateImageImportTarball(t *testing.T) {
 
 func TestTemplateRefusals(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	pushImage(t, reg+"/app:1", appImage(t))
+	reg := imagetest.Registry(t, nil)
+	imagetest.Push(t, reg+"/app:1", appImage(t))
 	const user, pass = "alice", "s3cret-registry-pass"
-	authReg := loopbackRegistry(t, func(next http.Handler) http.Handler {
+	authReg := imagetest.Registry(t, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if u, p, ok := r.BasicAuth(); !ok || u != user || p != pass {
 				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
@@ -179,7 +180,7 @@ func TestTemplateRefusals(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	pushImage(t, authReg+"/private:1", appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
+	imagetest.Push(t, authReg+"/private:1", appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
 	slug := c.slugFor("refused")
 	big := make([]byte, e2eContextMaxBytes+(1<<20))
 	for i := range big {
@@ -266,12 +267,12 @@ func TestTemplateRefusals(t *testing.T) {
 
 func TestTemplateSymlinkEscapeRefused(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	img := testImage(t, v1.Config{}, busyboxLayer(t), tarLayer(t,
-		tarEntry{name: "evil", typ: tar.TypeSymlink, link: "/etc"},
-		tarEntry{name: "evil/pwned", body: "written through a symlink"},
+	reg := imagetest.Registry(t, nil)
+	img := imagetest.Image(t, v1.Config{}, busyboxLayer(t), imagetest.Layer(t,
+		imagetest.Entry{Name: "evil", Type: tar.TypeSymlink, Link: "/etc"},
+		imagetest.Entry{Name: "evil/pwned", Body: "written through a symlink"},
 	))
-	pushImage(t, reg+"/evil:1", img)
+	imagetest.Push(t, reg+"/evil:1", img)
 	slug := c.slugFor("evil")
 	b := c.startBuild(map[string]any{"slug": slug, "from_image": reg + "/evil:1"})
 	got, lg := c.followBuild(slug, b["id"].(string))
@@ -288,8 +289,8 @@ func TestTemplateSymlinkEscapeRefused(t *testing.T) {
 
 func TestTemplateOrgScoping(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	pushImage(t, reg+"/app:1", appImage(t))
+	reg := imagetest.Registry(t, nil)
+	imagetest.Push(t, reg+"/app:1", appImage(t))
 	slug := c.slugFor("scoped")
 	b, _ := c.build(map[string]any{"slug": slug, "from_image": reg + "/app:1"})
 	other := newOrg(t, c)
@@ -454,9 +455,9 @@ func TestDockerfileFailingRun(t *testing.T) {
 
 func TestTemplateStartAndReadyCommands(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	img := testImage(t, v1.Config{}, busyboxLayer(t), tarLayer(t, tarEntry{name: "usr/local/bin/counter", body: string(counterBinary(t)), mode: 0o755}))
-	pushImage(t, reg+"/counter:1", img)
+	reg := imagetest.Registry(t, nil)
+	img := imagetest.Image(t, v1.Config{}, busyboxLayer(t), imagetest.Layer(t, imagetest.Entry{Name: "usr/local/bin/counter", Body: string(counterBinary(t)), Mode: 0o755}))
+	imagetest.Push(t, reg+"/counter:1", img)
 	slug := c.slugFor("served")
 	c.build(map[string]any{"slug": slug, "from_image": reg + "/counter:1", "settings": map[string]any{
 		"start_cmd": "counter -addr :8080 2>/tmp/counter.log", "ready_cmd": []string{"counter", "-probe", "127.0.0.1:8080"}}})
@@ -498,10 +499,10 @@ func TestTemplateStartAndReadyCommands(t *testing.T) {
 
 func TestTemplateStartedStateSnapshot(t *testing.T) {
 	c := newClient(t)
-	reg := loopbackRegistry(t, nil)
-	img := testImage(t, v1.Config{Cmd: []string{"counter", "-addr", ":8080"}, Env: []string{"PATH=/usr/local/bin:/bin"}},
-		busyboxLayer(t), tarLayer(t, tarEntry{name: "usr/local/bin/counter", body: string(counterBinary(t)), mode: 0o755}))
-	pushImage(t, reg+"/counter:1", img)
+	reg := imagetest.Registry(t, nil)
+	img := imagetest.Image(t, v1.Config{Cmd: []string{"counter", "-addr", ":8080"}, Env: []string{"PATH=/usr/local/bin:/bin"}},
+		busyboxLayer(t), imagetest.Layer(t, imagetest.Entry{Name: "usr/local/bin/counter", Body: string(counterBinary(t)), Mode: 0o755}))
+	imagetest.Push(t, reg+"/counter:1", img)
 	slug := c.slugFor("started")
 	_, lg := c.build(map[string]any{"slug": slug, "from_image": reg + "/counter:1", "snapshot": true,
 		"settings": map[string]any{"ready_cmd": []string{"counter", "-probe", "127.0.0.1:8080"}, "runtime": "gvisor", "ram_mb": 512}})

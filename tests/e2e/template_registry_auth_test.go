@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 )
 
 // tokenRegistry puts the registry token flow in front of a loopback
@@ -56,10 +57,10 @@ func TestTemplatePullWithOrgCredentials(t *testing.T) {
 	const user = "puller"
 	pass, static := "pw-"+randHex(12), "static-"+randHex(12)
 	var exchanges atomic.Int64
-	reg := loopbackRegistry(t, tokenRegistry(user, pass, static, &exchanges))
+	reg := imagetest.Registry(t, tokenRegistry(user, pass, static, &exchanges))
 	host := strings.Split(reg, "/")[0]
 	ref := reg + "/private/app:1"
-	pushImage(t, ref, appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
+	imagetest.Push(t, ref, appImage(t), remote.WithAuth(authn.FromConfig(authn.AuthConfig{Username: user, Password: pass})))
 	slug := c.slugFor("private")
 
 	refused := func(cl *client, why string) {
