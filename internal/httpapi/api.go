@@ -65,7 +65,7 @@ type API struct {
 // New builds the handler tree over d's parts.
 func New(d Deps, logger *slog.Logger) *API {
 	cp := d.Sandboxes
-	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, ses: d.Sessions, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector())}
+	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, ses: d.Sessions, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector(), d.Sessions.Collector())}
 	var access *slog.Logger
 	if logger != nil {
 		access = logger.With("component", "http")

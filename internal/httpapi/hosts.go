@@ -20,6 +20,10 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 	for _, h := range recs {
 		registered[h.ID] = h
 	}
+	pools, err := a.ses.HostPools(r.Context())
+	if err != nil {
+		return err
+	}
 	rows := []map[string]any{}
 	for _, h := range a.cp.Hosts(r.Context(), p) {
 		classes := []map[string]any{}
@@ -48,7 +52,11 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 			}
 			gpus = append(gpus, row)
 		}
-		row := map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS, "gpus": gpus}
+		warm := []map[string]any{}
+		for _, hp := range pools[h.ID] {
+			warm = append(warm, map[string]any{"template": hp.Template, "ready": hp.Ready, "provisioning": hp.Provisioning})
+		}
+		row := map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS, "gpus": gpus, "warm_pools": warm}
 		if h.GPUDriver != "" {
 			row["gpu_driver"] = h.GPUDriver
 		}

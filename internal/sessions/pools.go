@@ -109,15 +109,56 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 	out := make([]PoolStatus, 0, len(settings))
 	for _, tpl := range slices.Sorted(maps.Keys(settings)) {
 		ps := settings[tpl]
-		for _, sb := range pooled[tpl] {
-			switch {
-			case poolReady(sb):
-				ps.Ready++
-			case sb.State == sandbox.StateCreating || sb.State == sandbox.StateRunning || sb.State == sandbox.StateStarting:
-				ps.Provisioning++
-			}
-		}
+		ps.Ready, ps.Provisioning = countMembers(pooled[tpl])
 		out = append(out, ps)
+	}
+	return out, nil
+}
+
+// countMembers counts pool members ready to be claimed and those on their
+// way (being created or started); others (failing, being disposed of)
+// are neither.
+func countMembers(sbs []sandbox.Sandbox) (ready, provisioning int) {
+	for _, sb := range sbs {
+		switch {
+		case poolReady(sb):
+			ready++
+		case sb.State == sandbox.StateCreating || sb.State == sandbox.StateRunning || sb.State == sandbox.StateStarting:
+			provisioning++
+		}
+	}
+	return ready, provisioning
+}
+
+// HostPool is one template's pool members on one host.
+type HostPool struct {
+	Template            string
+	Ready, Provisioning int
+}
+
+// HostPools returns each host's pool members by template (sorted), for
+// GET /v1/hosts: pool settings are platform-wide, members live on hosts.
+func (s *Service) HostPools(ctx context.Context) (map[string][]HostPool, error) {
+	pooled, err := s.pooled(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byHost := map[string]map[string][]sandbox.Sandbox{}
+	for tpl, sbs := range pooled {
+		for _, sb := range sbs {
+			if byHost[sb.HostID] == nil {
+				byHost[sb.HostID] = map[string][]sandbox.Sandbox{}
+			}
+			byHost[sb.HostID][tpl] = append(byHost[sb.HostID][tpl], sb)
+		}
+	}
+	out := map[string][]HostPool{}
+	for host, tpls := range byHost {
+		for _, tpl := range slices.Sorted(maps.Keys(tpls)) {
+			hp := HostPool{Template: tpl}
+			hp.Ready, hp.Provisioning = countMembers(tpls[tpl])
+			out[host] = append(out[host], hp)
+		}
 	}
 	return out, nil
 }

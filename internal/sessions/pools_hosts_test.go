@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // namedHost is a test host with its own ID, for two control planes on one
@@ -80,5 +82,73 @@ func TestPoolsAcrossHosts(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("its own host never disposed of the failed pooled sandbox: %s", cur.State)
 		}
+	}
+}
+
+// TestHostPoolsAndMetrics: GET /v1/hosts counts each host's pool members
+// by template and /metrics each pool's, ready apart from provisioning;
+// members being disposed of are neither.
+func TestHostPoolsAndMetrics(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	if err := s.ensurePoolOrg(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 3, Max: 5}); err != nil {
+		t.Fatal(err)
+	}
+	member := func(host string, state sandbox.State, ready bool) {
+		md := map[string]string{store.MetaPool: "busybox"}
+		if ready {
+			md[store.MetaPoolReady] = "1"
+		}
+		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, HostID: host, State: state,
+			Template: "busybox", CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk, Metadata: md}
+		if err := st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	member("host_a", sandbox.StateRunning, true)
+	member("host_a", sandbox.StateRunning, true)
+	member("host_a", sandbox.StateCreating, false)
+	member("host_b", sandbox.StateRunning, true)
+	member("host_b", sandbox.StateDeleting, false)
+
+	got, err := s.HostPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]HostPool{
+		"host_a": {{Template: "busybox", Ready: 2, Provisioning: 1}},
+		"host_b": {{Template: "busybox", Ready: 1}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("HostPools (-want +got):\n%s", diff)
+	}
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			series[key] = m.GetGauge().GetValue()
+		}
+	}
+	wantSeries := map[string]float64{
+		"platinum_warm_pool_sandboxes,state=ready,template=busybox":        3,
+		"platinum_warm_pool_sandboxes,state=provisioning,template=busybox": 1,
+		"platinum_warm_pool_min_ready,template=busybox":                    3,
+		"platinum_warm_pool_max,template=busybox":                          5,
+	}
+	if diff := cmp.Diff(wantSeries, series); diff != "" {
+		t.Errorf("pool series (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,6 +215,24 @@ func TestSessionWarmPathAndRefill(t *testing.T) {
 	drainPool(t, c)
 	setPool(t, c, 1, 2)
 	waitPoolReady(t, c, 1)
+	// The host that holds the pool says so, and so does /metrics.
+	hosts := c.do("GET", "/v1/hosts", nil)
+	var onHost float64
+	for _, wp := range hosts.JSON()["rows"].([]any)[0].(map[string]any)["warm_pools"].([]any) {
+		if wp := wp.(map[string]any); wp["template"] == sessionTemplate {
+			onHost = wp["ready"].(float64)
+		}
+	}
+	if onHost < 1 {
+		t.Errorf("GET /v1/hosts warm_pools: %s; want %s with a ready sandbox", hosts.Body, sessionTemplate)
+	}
+	text := scrapeMetrics(t, env.metricsURL, "")
+	if v := metricValue(text, `platinum_warm_pool_min_ready{template="busybox"}`); v != "1" {
+		t.Errorf("platinum_warm_pool_min_ready = %q, want 1", v)
+	}
+	if v, _ := strconv.Atoi(metricValue(text, `platinum_warm_pool_sandboxes{state="ready",template="busybox"}`)); v < 1 {
+		t.Errorf("platinum_warm_pool_sandboxes ready = %d, want at least 1", v)
+	}
 
 	sc := newSessionCtx()
 	r := c.createSession(sc)

@@ -7122,6 +7122,14 @@ export interface operations {
                                 /** @description Whether a sandbox can be given it (a CDI device names it). */
                                 usable: boolean;
                             }[];
+                            /** @description The warm-pool sandboxes on this host, per template (pool settings are platform-wide, GET /v1/pools). */
+                            warm_pools?: {
+                                template: string;
+                                /** @description Claimable now. */
+                                ready: number;
+                                /** @description Being created or started. */
+                                provisioning: number;
+                            }[];
                             /**
                              * @description The NVIDIA kernel driver's version, when loaded.
                              * @example 535.104.05
