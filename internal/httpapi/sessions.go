@@ -171,16 +171,7 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	all, _ := strconv.ParseBool(r.URL.Query().Get("all"))
-	sess, err := a.ses.List(r.Context(), p, all)
-	if err != nil {
-		return err
-	}
-	out := make([]sessionView, 0, len(sess))
-	for _, s := range sess {
-		out = append(out, a.sessionView(s))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
-	return nil
+	return respondRows(w, "sessions", a.sessionView)(a.ses.List(r.Context(), p, all))
 }
 
 // sessionStatus is the passive lookup by context: it reads, never starts.
@@ -240,16 +231,7 @@ func toPoolView(ps sessions.PoolStatus) poolView {
 }
 
 func (a *API) listPools(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	pools, err := a.ses.Pools(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	out := make([]poolView, 0, len(pools))
-	for _, ps := range pools {
-		out = append(out, toPoolView(ps))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
-	return nil
+	return respondRows(w, "pools", toPoolView)(a.ses.Pools(r.Context(), p))
 }
 
 func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -264,10 +246,5 @@ func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if b.Max != nil {
 		mx = *b.Max
 	}
-	ps, err := a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toPoolView(ps))
-	return nil
+	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx))
 }
