@@ -124,8 +124,5 @@ func (s *SandboxesService) MakeDir(ctx context.Context, id, path string) (create
 // RemoveFile removes path in the sandbox; a directory is removed with all
 // its contents. A missing path gives an APIError with code not_found.
 func (s *SandboxesService) RemoveFile(ctx context.Context, id, path string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", filesPath(id), url.Values{"path": {path}}, nil, nil); err != nil {
-		return fmt.Errorf("remove %s in sandbox %s: %w", path, id, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", filesPath(id), url.Values{"path": {path}}, nil, "remove %s in sandbox %s", path, id)
 }
