@@ -223,7 +223,7 @@ func (c *Client) doJSONKeyed(ctx context.Context, method, path string, query url
 
 // openJSON sends one request and hands back its 2xx answer for the caller
 // to read: the JSON-decoding calls (doJSON) and the streaming ones (exec,
-// run-code, build logs) share it, so they build, authenticate and check
+// run-code) share it, so they build, authenticate and check
 // requests the same way. With withBody, in is sent as a JSON body; accept,
 // when not "", is the Accept header; key, when not "", the Idempotency-Key.
 // On success the caller owns resp.Body.

@@ -246,7 +246,12 @@ func (s *TemplatesService) Logs(ctx context.Context, slug, id string, since int,
 	if follow {
 		q.Set("follow", "true")
 	}
-	resp, err := s.c.openJSON(ctx, "GET", buildPath(slug, id)+"/logs", q, "", nil, "application/x-ndjson", false)
+	req, err := s.c.newRequest(ctx, "GET", buildPath(slug, id)+"/logs", q, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := s.c.send(req)
 	if err != nil {
 		return nil, fmt.Errorf("template build %s logs: %w", id, err)
 	}

@@ -96,11 +96,7 @@ func (s *SandboxesService) ListFiles(ctx context.Context, id, path string) ([]Fi
 }
 
 func (s *SandboxesService) getFiles(ctx context.Context, id, path string) (*http.Response, error) {
-	req, err := s.c.newRequest(ctx, "GET", filesPath(id), url.Values{"path": {path}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.c.send(req)
+	return s.c.openJSON(ctx, "GET", filesPath(id), url.Values{"path": {path}}, "", nil, "", false)
 }
 
 func isJSON(resp *http.Response) bool {
