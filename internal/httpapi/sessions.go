@@ -124,13 +124,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	if wait > 0 && ses.Status == store.SessionProvisioning {
-		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, sessionStatusCode(ses), a.sessionView(ses))
-	return nil
+	return a.settleSession(w, r, p, ses, store.SessionProvisioning, wait)
 }
 
 func (a *API) getSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -160,7 +154,16 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 	if err != nil {
 		return err
 	}
-	if wait > 0 && ses.Status == store.SessionStopping {
+	return a.settleSession(w, r, p, ses, store.SessionStopping, wait)
+}
+
+// settleSession answers a create or a stop, which leave the session in
+// the passing status moving: when the caller asked to wait (wait > 0) and
+// it is still passing, it waits for it to settle first; the answer is 200
+// once settled, 202 while not (sessionStatusCode).
+func (a *API) settleSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal, ses sessions.Session, passing store.SessionStatus, wait time.Duration) error {
+	if wait > 0 && ses.Status == passing {
+		var err error
 		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
 			return err
 		}
