@@ -36,34 +36,15 @@ func (a *API) createArtifact(w http.ResponseWriter, r *http.Request, p controlpl
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	art, err := a.art.Create(r.Context(), p, r.PathValue("id"), artifacts.Request{Path: b.Path, Name: b.Name})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, viewArtifact(art))
-	return nil
+	return respond(w, http.StatusCreated, viewArtifact)(a.art.Create(r.Context(), p, r.PathValue("id"), artifacts.Request{Path: b.Path, Name: b.Name}))
 }
 
 func (a *API) listArtifacts(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	arts, err := a.art.List(r.Context(), p, r.URL.Query().Get("sandbox_id"))
-	if err != nil {
-		return err
-	}
-	rows := make([]artifactView, 0, len(arts))
-	for _, art := range arts {
-		rows = append(rows, viewArtifact(art))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewArtifact)(a.art.List(r.Context(), p, r.URL.Query().Get("sandbox_id")))
 }
 
 func (a *API) getArtifact(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	art, err := a.art.Get(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewArtifact(art))
-	return nil
+	return respond(w, http.StatusOK, viewArtifact)(a.art.Get(r.Context(), p, r.PathValue("id")))
 }
 
 // artifactContent streams the stored bytes with the artifact's content
@@ -88,9 +69,5 @@ func (a *API) artifactContent(w http.ResponseWriter, r *http.Request, p controlp
 }
 
 func (a *API) deleteArtifact(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.art.Delete(r.Context(), p, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.art.Delete(r.Context(), p, r.PathValue("id")))
 }

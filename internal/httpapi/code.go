@@ -128,15 +128,11 @@ func (a *API) runCode(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	body, _ := json.Marshal(b)
 	// The cell lives as long as its client: a disconnect cancels this
 	// request, which closes the server's connection, which interrupts it.
-	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodPost, "/v1/execute", body)
+	resp, release, err := a.codeCallOK(r, p, http.MethodPost, "/v1/execute", body, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return codeError(resp)
-	}
+	defer release()
 	if eid := resp.Header.Get("X-Execution-Id"); eid != "" {
 		w.Header().Set("X-Execution-Id", eid)
 	}
@@ -282,15 +278,11 @@ func (a *API) deleteCodeExecution(w http.ResponseWriter, r *http.Request, p cont
 
 // relayCodeList answers {key: [...]} with the server's JSON array at path.
 func (a *API) relayCodeList(w http.ResponseWriter, r *http.Request, p controlplane.Principal, path, key string) error {
-	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), http.MethodGet, path, nil)
+	resp, release, err := a.codeCallOK(r, p, http.MethodGet, path, nil, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return codeError(resp)
-	}
+	defer release()
 	var list []json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		return fmt.Errorf("code interpreter answer: %w", err)
@@ -316,15 +308,11 @@ func (a *API) interruptCodeContext(w http.ResponseWriter, r *http.Request, p con
 
 // relayCode answers with the server's own status and JSON body.
 func (a *API) relayCode(w http.ResponseWriter, r *http.Request, p controlplane.Principal, method, path string, body []byte) error {
-	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), method, path, body)
+	resp, release, err := a.codeCallOK(r, p, method, path, body, true)
 	if err != nil {
 		return err
 	}
-	defer done()
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return codeError(resp)
-	}
+	defer release()
 	if resp.StatusCode == http.StatusNoContent {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -366,6 +354,26 @@ func (a *API) codeCall(ctx context.Context, p controlplane.Principal, id, method
 			msg: fmt.Sprintf("sandbox %s has no code interpreter answering on port %d (create it from template code-interpreter): %v", id, controlplane.CodeInterpreterPort, err)}
 	}
 	return resp, done, nil
+}
+
+// codeCallOK is codeCall on the sandbox of r's path for the relays, which
+// go on only with a success: 200, or with any2xx any 2xx status. Another
+// answer becomes the server's error (codeError). On success release closes
+// the answer and then ends the call, the order every relay needs.
+func (a *API) codeCallOK(r *http.Request, p controlplane.Principal, method, path string, body []byte, any2xx bool) (*http.Response, func(), error) {
+	resp, done, err := a.codeCall(r.Context(), p, r.PathValue("id"), method, path, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	release := func() {
+		resp.Body.Close()
+		done()
+	}
+	if ok := resp.StatusCode == http.StatusOK || any2xx && resp.StatusCode < 300; !ok {
+		defer release()
+		return nil, nil, codeError(resp)
+	}
+	return resp, release, nil
 }
 
 // codeError turns the server's {code, error} answer into ours.

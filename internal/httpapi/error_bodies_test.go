@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -56,19 +53,7 @@ func TestErrorBodies(t *testing.T) {
 			if w.Code != tc.status {
 				t.Errorf("status %d, want %d", w.Code, tc.status)
 			}
-			var got map[string]any
-			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
-				t.Fatalf("body %q: %v", w.Body, err)
-			}
-			if msg, _ := got["error"].(string); msg == "" {
-				t.Errorf("no error message: %v", got)
-			}
-			if _, ok := tc.want["error"]; !ok {
-				delete(got, "error")
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("body (-want +got):\n%s", diff)
-			}
+			checkErrorBody(t, w, tc.want)
 		})
 	}
 }

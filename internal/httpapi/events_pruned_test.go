@@ -6,14 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/events"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
@@ -23,23 +19,8 @@ import (
 // is served.
 func TestEventCursorOlderThanRetention(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	feed := &events.Feed{}
-	fst := feed.Wrap(st) // every part's commits wake event readers
-	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
-	cp := controlplane.New(controlplane.DefaultConfig(), fst, &slowHost{release: make(chan struct{})}, tn, log)
-	ev := events.New(events.DefaultConfig(), fst, feed, log)
-	t.Cleanup(cp.Close)
-	t.Cleanup(ev.Close)
-	if _, err := tn.Bootstrap(ctx, "tok"); err != nil {
-		t.Fatal(err)
-	}
-	srv := serveAPI(t, New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev}, log))
+	st, _, api := newEventsStack(t, &slowHost{release: make(chan struct{})}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := serveAPI(t, api)
 	for range 3 {
 		if err := st.AddEvent(ctx, tenancy.DefaultOrgID, "", "hello", nil); err != nil {
 			t.Fatal(err)

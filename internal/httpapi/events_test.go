@@ -6,14 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/events"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
@@ -21,25 +17,8 @@ import (
 // stream (http.Server.Shutdown would otherwise wait for it forever) after
 // the stream has delivered what was committed.
 func TestEventStreamEndsAtShutdown(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	feed := &events.Feed{}
-	fst := feed.Wrap(st) // every part's commits wake event readers
-	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
-	cp := controlplane.New(controlplane.DefaultConfig(), fst, &slowHost{release: make(chan struct{})}, tn, log)
-	ev := events.New(events.DefaultConfig(), fst, feed, log)
-	defer cp.Close()
-	defer ev.Close()
-	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {
-		t.Fatal(err)
-	}
-	api := New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev}, log)
-	srv := serveAPI(t, api)
-	defer srv.Close() // before the control plane closes
+	st, _, api := newEventsStack(t, &slowHost{release: make(chan struct{})}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := serveAPI(t, api) // closed before the control plane
 
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/events?heartbeat_ms=100", nil)
 	req.Header.Set("Authorization", "Bearer tok")

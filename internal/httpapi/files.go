@@ -91,11 +91,7 @@ func (a *API) removeFile(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		return err
 	}
-	if err := a.cp.RemoveFile(r.Context(), p, r.PathValue("id"), path); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.RemoveFile(r.Context(), p, r.PathValue("id"), path))
 }
 
 func (a *API) mkdir(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {

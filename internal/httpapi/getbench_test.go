@@ -1,22 +1,16 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
-	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
-	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // BenchmarkGetSandboxInProcess serves GET /v1/sandboxes/{id} through the
@@ -24,26 +18,11 @@ import (
 // without sockets, for CPU and allocation profiles of the hot read
 // (-cpuprofile); requests/s over loopback are bench/api's job.
 func BenchmarkGetSandboxInProcess(b *testing.B) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "db"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	h := &slowHost{release: make(chan struct{})}
 	close(h.release)
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	feed := &events.Feed{}
-	fst := feed.Wrap(st)
-	tn := tenancy.New(tenancy.DefaultConfig(), fst, log)
-	cp := controlplane.New(controlplane.DefaultConfig(), fst, h, tn, log)
-	ev := events.New(events.DefaultConfig(), fst, feed, log)
+	_, cp, api := newEventsStack(b, h, log)
 	cp.SkipAgentInit()
-	if _, err := tn.Bootstrap(context.Background(), "tok"); err != nil {
-		b.Fatal(err)
-	}
-	defer cp.Close()
-	defer ev.Close()
-	api := New(Deps{Sandboxes: cp, Tenancy: tn, Events: ev}, log)
 	handler := requestid.Middleware(metrics.InstrumentLog(log, api))
 	srv := httptest.NewServer(handler)
 	defer srv.Close()

@@ -100,10 +100,5 @@ func (a *API) undrainHost(w http.ResponseWriter, r *http.Request, p controlplane
 }
 
 func (a *API) setHostDrain(w http.ResponseWriter, r *http.Request, p controlplane.Principal, drain bool) error {
-	h, err := a.cp.DrainHost(r.Context(), p, r.PathValue("id"), drain)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, hostStateView(h))
-	return nil
+	return respond(w, http.StatusOK, hostStateView)(a.cp.DrainHost(r.Context(), p, r.PathValue("id"), drain))
 }

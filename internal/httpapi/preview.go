@@ -31,12 +31,7 @@ func (a *API) getPreviewURL(w http.ResponseWriter, r *http.Request, p controlpla
 		}
 		expires = time.Duration(n) * time.Second
 	}
-	u, err := a.cp.PreviewURL(r.Context(), p, r.PathValue("id"), port, expires)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, previewView(u))
-	return nil
+	return respond(w, http.StatusOK, previewView)(a.cp.PreviewURL(r.Context(), p, r.PathValue("id"), port, expires))
 }
 
 func (a *API) setPreviewURL(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -53,12 +48,7 @@ func (a *API) setPreviewURL(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Public == nil {
 		return badRequest("public is required (true or false)", "public")
 	}
-	u, err := a.cp.SetPreviewPublic(r.Context(), p, r.PathValue("id"), port, *b.Public)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, previewView(u))
-	return nil
+	return respond(w, http.StatusOK, previewView)(a.cp.SetPreviewPublic(r.Context(), p, r.PathValue("id"), port, *b.Public))
 }
 
 func (a *API) revokePreviewURL(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -66,11 +56,7 @@ func (a *API) revokePreviewURL(w http.ResponseWriter, r *http.Request, p control
 	if err != nil {
 		return err
 	}
-	if err := a.cp.RevokePreview(r.Context(), p, r.PathValue("id"), port); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.RevokePreview(r.Context(), p, r.PathValue("id"), port))
 }
 
 func previewView(u controlplane.PreviewURL) map[string]any {

@@ -165,16 +165,7 @@ func (a *API) streamProcess(w http.ResponseWriter, st *controlplane.ProcessStrea
 }
 
 func (a *API) listProcesses(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	list, err := a.cp.Processes(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	out := make([]map[string]any, 0, len(list))
-	for _, pi := range list {
-		out = append(out, processJSON(pi))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"processes": out})
-	return nil
+	return respondRows(w, "processes", processJSON)(a.cp.Processes(r.Context(), p, r.PathValue("id")))
 }
 
 func (a *API) processInput(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -203,11 +194,7 @@ func (a *API) processInput(w http.ResponseWriter, r *http.Request, p controlplan
 	case !b.EOF:
 		return badRequest("send data, data_b64 or eof", "data")
 	}
-	if err := a.cp.ProcessInput(r.Context(), p, r.PathValue("id"), pid, data, b.EOF); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.ProcessInput(r.Context(), p, r.PathValue("id"), pid, data, b.EOF))
 }
 
 func (a *API) signalProcess(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -221,11 +208,7 @@ func (a *API) signalProcess(w http.ResponseWriter, r *http.Request, p controlpla
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	if err := a.cp.SignalProcess(r.Context(), p, r.PathValue("id"), pid, b.Signal); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.SignalProcess(r.Context(), p, r.PathValue("id"), pid, b.Signal))
 }
 
 func (a *API) resizeProcess(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -241,11 +224,7 @@ func (a *API) resizeProcess(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	if err := a.cp.ResizeProcess(r.Context(), p, r.PathValue("id"), pid, size); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.ResizeProcess(r.Context(), p, r.PathValue("id"), pid, size))
 }
 
 func (a *API) killProcess(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -253,11 +232,7 @@ func (a *API) killProcess(w http.ResponseWriter, r *http.Request, p controlplane
 	if err != nil {
 		return err
 	}
-	if err := a.cp.SignalProcess(r.Context(), p, r.PathValue("id"), pid, "SIGKILL"); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.SignalProcess(r.Context(), p, r.PathValue("id"), pid, "SIGKILL"))
 }
 
 // pathPID parses {pid}: a positive 32-bit integer.

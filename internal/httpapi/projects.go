@@ -28,34 +28,15 @@ func (a *API) createProject(w http.ResponseWriter, r *http.Request, p controlpla
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	pr, err := a.tn.CreateProject(r.Context(), p, b.Name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, viewProject(pr))
-	return nil
+	return respond(w, http.StatusCreated, viewProject)(a.tn.CreateProject(r.Context(), p, b.Name))
 }
 
 func (a *API) listProjects(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ps, err := a.tn.ListProjects(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	rows := make([]projectView, 0, len(ps))
-	for _, pr := range ps {
-		rows = append(rows, viewProject(pr))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewProject)(a.tn.ListProjects(r.Context(), p))
 }
 
 func (a *API) getProject(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	pr, err := a.tn.GetProject(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewProject(pr))
-	return nil
+	return respond(w, http.StatusOK, viewProject)(a.tn.GetProject(r.Context(), p, r.PathValue("id")))
 }
 
 // createToken is POST /v1/tokens {role?, project_id?}: a new token of the
@@ -94,12 +75,7 @@ func viewOrgQuota(q tenancy.OrgQuotaView) map[string]any {
 }
 
 func (a *API) getOrgQuota(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	q, err := a.tn.OrgQuota(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewOrgQuota(q))
-	return nil
+	return respond(w, http.StatusOK, viewOrgQuota)(a.tn.OrgQuota(r.Context(), p, r.PathValue("id")))
 }
 
 // setOrgQuota is PUT /v1/orgs/{id}/quotas {max_sandboxes?, max_cpu?,
@@ -110,10 +86,5 @@ func (a *API) setOrgQuota(w http.ResponseWriter, r *http.Request, p controlplane
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	q, err := a.tn.SetOrgQuota(r.Context(), p, r.PathValue("id"), b)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewOrgQuota(q))
-	return nil
+	return respond(w, http.StatusOK, viewOrgQuota)(a.tn.SetOrgQuota(r.Context(), p, r.PathValue("id"), b))
 }

@@ -238,52 +238,23 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 
 func (a *API) getSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	incl, _ := strconv.ParseBool(r.URL.Query().Get("include_deleted"))
-	sb, err := a.cp.Get(r.Context(), p, r.PathValue("id"), incl)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSandbox(sb))
-	return nil
+	return respond(w, http.StatusOK, viewSandbox)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
 }
 
 func (a *API) deleteSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	sb, err := a.cp.Delete(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, viewSandbox(sb))
-	return nil
+	return respond(w, http.StatusAccepted, viewSandbox)(a.cp.Delete(r.Context(), p, r.PathValue("id")))
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ts, err := a.cp.ListTemplatesFor(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	rows := make([]templateView, 0, len(ts))
-	for _, t := range ts {
-		rows = append(rows, viewTemplate(t))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewTemplate)(a.cp.ListTemplatesFor(r.Context(), p))
 }
 
 func (a *API) getTemplate(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	t, err := a.cp.GetTemplateFor(r.Context(), p, r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewTemplate(t))
-	return nil
+	return respond(w, http.StatusOK, viewTemplate)(a.cp.GetTemplateFor(r.Context(), p, r.PathValue("slug")))
 }
 
 func (a *API) buildTemplate(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	t, err := a.cp.BuildTemplate(r.Context(), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, viewTemplate(t))
-	return nil
+	return respond(w, http.StatusAccepted, viewTemplate)(a.cp.BuildTemplate(r.Context(), r.PathValue("slug")))
 }
 
 func (a *API) createOrg(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -406,12 +377,7 @@ func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplan
 			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name, auto_resume and ssh_keys", k), k)
 		}
 	}
-	sb, err := a.cp.Update(r.Context(), p, r.PathValue("id"), pt)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSandbox(sb))
-	return nil
+	return respond(w, http.StatusOK, viewSandbox)(a.cp.Update(r.Context(), p, r.PathValue("id"), pt))
 }
 
 // patchEnv is PATCH /v1/sandboxes/{id}/env: {"env": {"K": "v", "OLD": null}}.
@@ -436,16 +402,7 @@ func (a *API) patchEnv(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 }
 
 func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	rows, err := a.cp.Children(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	views := make([]sandboxView, 0, len(rows))
-	for _, sb := range rows {
-		views = append(views, listView(sb))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": views})
-	return nil
+	return respondRows(w, "rows", listView)(a.cp.Children(r.Context(), p, r.PathValue("id")))
 }
 
 // secretBody is a secret at create: "value", or {"value": …, "hosts": […],

@@ -124,13 +124,7 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	if wait > 0 && ses.Status == store.SessionProvisioning {
-		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, sessionStatusCode(ses), a.sessionView(ses))
-	return nil
+	return a.settleSession(w, r, p, ses, store.SessionProvisioning, wait)
 }
 
 func (a *API) getSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -160,7 +154,16 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 	if err != nil {
 		return err
 	}
-	if wait > 0 && ses.Status == store.SessionStopping {
+	return a.settleSession(w, r, p, ses, store.SessionStopping, wait)
+}
+
+// settleSession answers a create or a stop, which leave the session in
+// the passing status moving: when the caller asked to wait (wait > 0) and
+// it is still passing, it waits for it to settle first; the answer is 200
+// once settled, 202 while not (sessionStatusCode).
+func (a *API) settleSession(w http.ResponseWriter, r *http.Request, p controlplane.Principal, ses sessions.Session, passing store.SessionStatus, wait time.Duration) error {
+	if wait > 0 && ses.Status == passing {
+		var err error
 		if ses, err = a.ses.Wait(r.Context(), p, ses.ID, wait); err != nil {
 			return err
 		}
@@ -171,16 +174,7 @@ func (a *API) stopSession(w http.ResponseWriter, r *http.Request, p controlplane
 
 func (a *API) listSessions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	all, _ := strconv.ParseBool(r.URL.Query().Get("all"))
-	sess, err := a.ses.List(r.Context(), p, all)
-	if err != nil {
-		return err
-	}
-	out := make([]sessionView, 0, len(sess))
-	for _, s := range sess {
-		out = append(out, a.sessionView(s))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
-	return nil
+	return respondRows(w, "sessions", a.sessionView)(a.ses.List(r.Context(), p, all))
 }
 
 // sessionStatus is the passive lookup by context: it reads, never starts.
@@ -240,16 +234,7 @@ func toPoolView(ps sessions.PoolStatus) poolView {
 }
 
 func (a *API) listPools(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	pools, err := a.ses.Pools(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	out := make([]poolView, 0, len(pools))
-	for _, ps := range pools {
-		out = append(out, toPoolView(ps))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
-	return nil
+	return respondRows(w, "pools", toPoolView)(a.ses.Pools(r.Context(), p))
 }
 
 func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -264,10 +249,5 @@ func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if b.Max != nil {
 		mx = *b.Max
 	}
-	ps, err := a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, toPoolView(ps))
-	return nil
+	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx))
 }

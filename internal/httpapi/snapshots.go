@@ -46,11 +46,7 @@ func viewSnapshot(s sandbox.Snapshot) snapshotView {
 }
 
 func viewSnapshots(l []sandbox.Snapshot) map[string]any {
-	rows := make([]snapshotView, 0, len(l))
-	for _, s := range l {
-		rows = append(rows, viewSnapshot(s))
-	}
-	return map[string]any{"rows": rows}
+	return map[string]any{"rows": viewAll(l, viewSnapshot)}
 }
 
 type snapshotBody struct {
@@ -63,38 +59,19 @@ func (a *API) createSnapshot(w http.ResponseWriter, r *http.Request, p controlpl
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	snap, err := a.cp.Snapshot(r.Context(), p, r.PathValue("id"), controlplane.SnapshotRequest{Name: b.Name, Memory: b.Memory})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, viewSnapshot(snap))
-	return nil
+	return respond(w, http.StatusCreated, viewSnapshot)(a.cp.Snapshot(r.Context(), p, r.PathValue("id"), controlplane.SnapshotRequest{Name: b.Name, Memory: b.Memory}))
 }
 
 func (a *API) listSnapshots(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	l, err := a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindSnapshot)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSnapshots(l))
-	return nil
+	return respond(w, http.StatusOK, viewSnapshots)(a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindSnapshot))
 }
 
 func (a *API) getSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	snap, err := a.cp.GetSnapshot(r.Context(), p, r.PathValue("snap"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSnapshot(snap))
-	return nil
+	return respond(w, http.StatusOK, viewSnapshot)(a.cp.GetSnapshot(r.Context(), p, r.PathValue("snap")))
 }
 
 func (a *API) deleteSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.cp.DeleteSnapshot(r.Context(), p, r.PathValue("snap")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.DeleteSnapshot(r.Context(), p, r.PathValue("snap")))
 }
 
 type restoreBody struct {
@@ -190,19 +167,9 @@ func (a *API) createBackup(w http.ResponseWriter, r *http.Request, p controlplan
 	if err := decodeJSON(r, &b, true); err != nil {
 		return err
 	}
-	snap, err := a.cp.Backup(r.Context(), p, r.PathValue("id"), b.Name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, viewSnapshot(snap))
-	return nil
+	return respond(w, http.StatusAccepted, viewSnapshot)(a.cp.Backup(r.Context(), p, r.PathValue("id"), b.Name))
 }
 
 func (a *API) listBackups(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	l, err := a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindBackup)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSnapshots(l))
-	return nil
+	return respond(w, http.StatusOK, viewSnapshots)(a.cp.ListSnapshots(r.Context(), p, r.PathValue("id"), sandbox.KindBackup))
 }

@@ -104,12 +104,7 @@ func (a *API) createTemplate(w http.ResponseWriter, r *http.Request, p controlpl
 		}
 		req.Timeout = time.Duration(*b.TimeoutSeconds) * time.Second
 	}
-	bld, err := a.cp.CreateTemplate(r.Context(), p, req)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, viewBuild(bld))
-	return nil
+	return respond(w, http.StatusAccepted, viewBuild)(a.cp.CreateTemplate(r.Context(), p, req))
 }
 
 func (a *API) uploadTemplateFile(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -165,12 +160,7 @@ func viewBuild(b controlplane.TemplateBuild) buildView {
 }
 
 func (a *API) getTemplateBuild(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	b, err := a.cp.GetTemplateBuild(r.Context(), p, r.PathValue("slug"), r.PathValue("build_id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewBuild(b))
-	return nil
+	return respond(w, http.StatusOK, viewBuild)(a.cp.GetTemplateBuild(r.Context(), p, r.PathValue("slug"), r.PathValue("build_id")))
 }
 
 // templateBuildLogs is GET …/builds/{build_id}/logs: NDJSON lines, or
@@ -300,33 +290,15 @@ func (a *API) putRegistryCredential(w http.ResponseWriter, r *http.Request, p co
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	c, err := a.cp.PutRegistryCredential(r.Context(), p, r.PathValue("registry"), b.Username, b.Password, b.Token)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewCredential(c))
-	return nil
+	return respond(w, http.StatusOK, viewCredential)(a.cp.PutRegistryCredential(r.Context(), p, r.PathValue("registry"), b.Username, b.Password, b.Token))
 }
 
 func (a *API) listRegistryCredentials(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	cs, err := a.cp.ListRegistryCredentials(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	rows := make([]credentialView, 0, len(cs))
-	for _, c := range cs {
-		rows = append(rows, viewCredential(c))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewCredential)(a.cp.ListRegistryCredentials(r.Context(), p))
 }
 
 func (a *API) deleteRegistryCredential(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.cp.DeleteRegistryCredential(r.Context(), p, r.PathValue("registry")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.cp.DeleteRegistryCredential(r.Context(), p, r.PathValue("registry")))
 }
 
 // settingsView is a custom version's settings on the wire.

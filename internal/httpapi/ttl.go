@@ -16,12 +16,7 @@ func (a *API) kill(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 	if err := decodeJSON(r, &struct{}{}, true); err != nil {
 		return err
 	}
-	sb, err := a.cp.Kill(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSandbox(sb))
-	return nil
+	return respond(w, http.StatusOK, viewSandbox)(a.cp.Kill(r.Context(), p, r.PathValue("id")))
 }
 
 // setTTL is POST /v1/sandboxes/{id}/ttl {"ttl_ms": n}: the countdown
@@ -42,12 +37,7 @@ func (a *API) setTTL(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	if b.TTLMs == nil {
 		return badRequest("ttl_ms is required: the new lifetime in milliseconds from now", "ttl_ms")
 	}
-	sb, err := a.cp.SetTTL(r.Context(), p, r.PathValue("id"), *b.TTLMs)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewSandbox(sb))
-	return nil
+	return respond(w, http.StatusOK, viewSandbox)(a.cp.SetTTL(r.Context(), p, r.PathValue("id"), *b.TTLMs))
 }
 
 // templateVersionView is one build of a template.
@@ -74,16 +64,7 @@ func viewTemplateVersion(v controlplane.TemplateVersion) templateVersionView {
 
 // templateVersions is GET /v1/templates/{slug}/versions, newest first.
 func (a *API) templateVersions(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	vs, err := a.cp.TemplateVersionsFor(r.Context(), p, r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	rows := make([]templateVersionView, 0, len(vs))
-	for _, v := range vs {
-		rows = append(rows, viewTemplateVersion(v))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewTemplateVersion)(a.cp.TemplateVersionsFor(r.Context(), p, r.PathValue("slug")))
 }
 
 // newTemplateVersion is POST /v1/templates/{slug}/builds: 202 with the new
@@ -92,12 +73,7 @@ func (a *API) newTemplateVersion(w http.ResponseWriter, r *http.Request, p contr
 	if err := decodeJSON(r, &struct{}{}, true); err != nil {
 		return err
 	}
-	v, err := a.cp.NewTemplateVersion(r.Context(), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, viewTemplateVersion(v))
-	return nil
+	return respond(w, http.StatusAccepted, viewTemplateVersion)(a.cp.NewTemplateVersion(r.Context(), r.PathValue("slug")))
 }
 
 // listIncludes reads ?include=destroyed,failed (comma-separated or

@@ -35,42 +35,19 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request, p controlpla
 	if err := decodeJSON(r, &b, false); err != nil {
 		return err
 	}
-	wh, err := a.ev.CreateWebhook(r.Context(), p, events.WebhookRequest{URL: b.URL, Events: b.Events, Secret: b.Secret})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, viewWebhook(wh))
-	return nil
+	return respond(w, http.StatusCreated, viewWebhook)(a.ev.CreateWebhook(r.Context(), p, events.WebhookRequest{URL: b.URL, Events: b.Events, Secret: b.Secret}))
 }
 
 func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ws, err := a.ev.ListWebhooks(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	rows := make([]webhookView, 0, len(ws))
-	for _, wh := range ws {
-		rows = append(rows, viewWebhook(wh))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return respondRows(w, "rows", viewWebhook)(a.ev.ListWebhooks(r.Context(), p))
 }
 
 func (a *API) getWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wh, err := a.ev.GetWebhook(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewWebhook(wh))
-	return nil
+	return respond(w, http.StatusOK, viewWebhook)(a.ev.GetWebhook(r.Context(), p, r.PathValue("id")))
 }
 
 func (a *API) deleteWebhook(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	if err := a.ev.DeleteWebhook(r.Context(), p, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, a.ev.DeleteWebhook(r.Context(), p, r.PathValue("id")))
 }
 
 type deliveryView struct {
@@ -91,20 +68,15 @@ func (a *API) webhookDeliveries(w http.ResponseWriter, r *http.Request, p contro
 	if err != nil {
 		return err
 	}
-	ds, err := a.ev.WebhookDeliveries(r.Context(), p, r.PathValue("id"), limit)
-	if err != nil {
-		return err
+	return respondRows(w, "rows", viewDelivery)(a.ev.WebhookDeliveries(r.Context(), p, r.PathValue("id"), limit))
+}
+
+func viewDelivery(d store.Delivery) deliveryView {
+	v := deliveryView{ID: d.ID, WebhookID: d.WebhookID, EventID: d.EventID, Status: string(d.Status),
+		Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError,
+		CreatedAt: sandbox.FormatTime(d.CreatedAt), UpdatedAt: sandbox.FormatTime(d.UpdatedAt)}
+	if d.Status == store.DeliveryPending {
+		v.NextAttemptAt = sandbox.FormatTime(d.NextAttemptAt)
 	}
-	rows := make([]deliveryView, 0, len(ds))
-	for _, d := range ds {
-		v := deliveryView{ID: d.ID, WebhookID: d.WebhookID, EventID: d.EventID, Status: string(d.Status),
-			Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError,
-			CreatedAt: sandbox.FormatTime(d.CreatedAt), UpdatedAt: sandbox.FormatTime(d.UpdatedAt)}
-		if d.Status == store.DeliveryPending {
-			v.NextAttemptAt = sandbox.FormatTime(d.NextAttemptAt)
-		}
-		rows = append(rows, v)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"rows": rows})
-	return nil
+	return v
 }

@@ -41,11 +41,7 @@ type ArtifactsService struct {
 // Create copies a file or directory out of a running sandbox and returns
 // the stored artifact once the copy is whole.
 func (s *ArtifactsService) Create(ctx context.Context, sandboxID string, req ArtifactCreate) (*Artifact, error) {
-	var a Artifact
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(sandboxID)+"/artifacts", nil, req, &a); err != nil {
-		return nil, fmt.Errorf("create artifact of %s: %w", sandboxID, err)
-	}
-	return &a, nil
+	return fetchJSON[Artifact](ctx, s.c, "POST", "/v1/sandboxes/"+url.PathEscape(sandboxID)+"/artifacts", nil, req, "create artifact of %s", sandboxID)
 }
 
 // List returns the org's artifacts, newest first; sandboxID (optional)
@@ -55,25 +51,12 @@ func (s *ArtifactsService) List(ctx context.Context, sandboxID string) ([]Artifa
 	if sandboxID != "" {
 		q.Set("sandbox_id", sandboxID)
 	}
-	var out struct {
-		Rows []Artifact `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/artifacts", q, nil, &out); err != nil {
-		return nil, fmt.Errorf("list artifacts: %w", err)
-	}
-	if out.Rows == nil {
-		out.Rows = []Artifact{}
-	}
-	return out.Rows, nil
+	return nonNil(fetchRows[Artifact](ctx, s.c, "GET", "/v1/artifacts", q, nil, "list artifacts"))
 }
 
 // Get returns one artifact.
 func (s *ArtifactsService) Get(ctx context.Context, id string) (*Artifact, error) {
-	var a Artifact
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/artifacts/"+url.PathEscape(id), nil, nil, &a); err != nil {
-		return nil, fmt.Errorf("artifact %s: %w", id, err)
-	}
-	return &a, nil
+	return fetchJSON[Artifact](ctx, s.c, "GET", "/v1/artifacts/"+url.PathEscape(id), nil, nil, "artifact %s", id)
 }
 
 // Download opens the artifact's bytes (a tar stream for a directory); the
@@ -92,8 +75,5 @@ func (s *ArtifactsService) Download(ctx context.Context, id string) (io.ReadClos
 
 // Delete removes the artifact and its stored bytes.
 func (s *ArtifactsService) Delete(ctx context.Context, id string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/artifacts/"+url.PathEscape(id), nil, nil, nil); err != nil {
-		return fmt.Errorf("delete artifact %s: %w", id, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/artifacts/"+url.PathEscape(id), nil, nil, "delete artifact %s", id)
 }

@@ -201,23 +201,14 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 // doJSON sends in (when non-nil) as a JSON body and decodes a 2xx answer into
 // out (when non-nil). It returns the HTTP status code of a success.
 func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, fmt.Errorf("%s %s: encode request: %w", method, path, err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := c.newRequest(ctx, method, path, query, body)
-	if err != nil {
-		return 0, err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.send(req)
+	return c.doJSONKeyed(ctx, method, path, query, "", in, out)
+}
+
+// doJSONKeyed is doJSON with an explicit Idempotency-Key (none: ""), which
+// replaces the one newRequest chose. A keyed call always sends a body (JSON
+// null for a nil in), as the key is about that body.
+func (c *Client) doJSONKeyed(ctx context.Context, method, path string, query url.Values, key string, in, out any) (int, error) {
+	resp, err := c.openJSON(ctx, method, path, query, key, in, "application/json", in != nil || key != "")
 	if err != nil {
 		return 0, err
 	}
@@ -228,6 +219,37 @@ func (c *Client) doJSON(ctx context.Context, method, path string, query url.Valu
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// openJSON sends one request and hands back its 2xx answer for the caller
+// to read: the JSON-decoding calls (doJSON) and the streaming ones (exec,
+// run-code) share it, so they build, authenticate and check
+// requests the same way. With withBody, in is sent as a JSON body; accept,
+// when not "", is the Accept header; key, when not "", the Idempotency-Key.
+// On success the caller owns resp.Body.
+func (c *Client) openJSON(ctx context.Context, method, path string, query url.Values, key string, in any, accept string, withBody bool) (*http.Response, error) {
+	var body io.Reader
+	if withBody {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, query, body)
+	if err != nil {
+		return nil, err
+	}
+	if withBody {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return c.send(req)
 }
 
 // sleep waits for d or until ctx is done, returning ctx's error in that case.
@@ -245,8 +267,5 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Health checks that ptd answers GET /healthz. It needs no token, so it
 // tells "ptd is down" apart from "the token is wrong".
 func (c *Client) Health(ctx context.Context) error {
-	if _, err := c.doJSON(ctx, "GET", "/healthz", nil, nil, nil); err != nil {
-		return fmt.Errorf("health: %w", err)
-	}
-	return nil
+	return callJSON(ctx, c, "GET", "/healthz", nil, nil, "health")
 }

@@ -170,17 +170,7 @@ func (s *SandboxesService) runCode(ctx context.Context, id string, req RunCodeRe
 	if req.Timeout > 0 {
 		b.TimeoutMS = max(int64((req.Timeout+time.Millisecond-1)/time.Millisecond), 1)
 	}
-	raw, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	hreq, err := s.c.newRequest(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code", nil, bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/x-ndjson")
-	resp, err := s.c.send(hreq)
+	resp, err := s.c.openJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code", nil, "", b, "application/x-ndjson", true)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +243,6 @@ type CodeContext struct {
 // CreateCodeContext starts a new context ("" language is python; "" cwd
 // is /root).
 func (s *SandboxesService) CreateCodeContext(ctx context.Context, id, language, cwd string) (*CodeContext, error) {
-	var out CodeContext
 	body := map[string]string{}
 	if language != "" {
 		body["language"] = language
@@ -261,10 +250,7 @@ func (s *SandboxesService) CreateCodeContext(ctx context.Context, id, language, 
 	if cwd != "" {
 		body["cwd"] = cwd
 	}
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, body, &out); err != nil {
-		return nil, fmt.Errorf("create code context in sandbox %s: %w", id, err)
-	}
-	return &out, nil
+	return fetchJSON[CodeContext](ctx, s.c, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, body, "create code context in sandbox %s", id)
 }
 
 // ListCodeContexts lists the sandbox's contexts (default ones once used).
@@ -280,10 +266,7 @@ func (s *SandboxesService) ListCodeContexts(ctx context.Context, id string) ([]C
 
 // RestartCodeContext replaces the context's kernel; its state is dropped.
 func (s *SandboxesService) RestartCodeContext(ctx context.Context, id, contextID string) error {
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/restart", nil, nil, nil); err != nil {
-		return fmt.Errorf("restart code context %s: %w", contextID, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/restart", nil, nil, "restart code context %s", contextID)
 }
 
 // InterruptCodeContext interrupts the context's running cell (its state
@@ -325,18 +308,12 @@ func (s *SandboxesService) ListCodeExecutions(ctx context.Context, id string) ([
 // keeps its state unless the process had to be replaced. An execution
 // that has ended is an *APIError with status 404.
 func (s *SandboxesService) StopCodeExecution(ctx context.Context, id, executionID string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions/"+url.PathEscape(executionID), nil, nil, nil); err != nil {
-		return fmt.Errorf("stop code execution %s: %w", executionID, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions/"+url.PathEscape(executionID), nil, nil, "stop code execution %s", executionID)
 }
 
 // DeleteCodeContext stops the context's kernel and forgets it.
 func (s *SandboxesService) DeleteCodeContext(ctx context.Context, id, contextID string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID), nil, nil, nil); err != nil {
-		return fmt.Errorf("delete code context %s: %w", contextID, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID), nil, nil, "delete code context %s", contextID)
 }
 
 // RunCode runs a cell in the sandbox's code interpreter.

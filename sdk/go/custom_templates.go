@@ -175,11 +175,7 @@ type TemplateUpload struct {
 // where), …) and runs the build in the background. Follow it with Logs or
 // Wait.
 func (s *TemplatesService) Create(ctx context.Context, req CreateTemplateRequest) (*TemplateBuild, error) {
-	var b TemplateBuild
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/templates", nil, req, &b); err != nil {
-		return nil, fmt.Errorf("create template %s: %w", req.Slug, err)
-	}
-	return &b, nil
+	return fetchJSON[TemplateBuild](ctx, s.c, "POST", "/v1/templates", nil, req, "create template %s", req.Slug)
 }
 
 // UploadContext streams a build context tar (see PackContext); past the
@@ -218,11 +214,7 @@ func buildPath(slug, id string) string {
 
 // GetBuild returns one build of an org's template.
 func (s *TemplatesService) GetBuild(ctx context.Context, slug, id string) (*TemplateBuild, error) {
-	var b TemplateBuild
-	if _, err := s.c.doJSON(ctx, "GET", buildPath(slug, id), nil, nil, &b); err != nil {
-		return nil, fmt.Errorf("template build %s: %w", id, err)
-	}
-	return &b, nil
+	return fetchJSON[TemplateBuild](ctx, s.c, "GET", buildPath(slug, id), nil, nil, "template build %s", id)
 }
 
 // BuildLog is a build's log being read.
@@ -316,10 +308,7 @@ func (s *TemplatesService) Delete(ctx context.Context, slug string) ([]string, e
 
 // DeleteVersion deletes one version of an org's template.
 func (s *TemplatesService) DeleteVersion(ctx context.Context, slug, versionID string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/templates/"+url.PathEscape(slug)+"/versions/"+url.PathEscape(versionID), nil, nil, nil); err != nil {
-		return fmt.Errorf("delete template version %s: %w", versionID, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/templates/"+url.PathEscape(slug)+"/versions/"+url.PathEscape(versionID), nil, nil, "delete template version %s", versionID)
 }
 
 // RegistryCredential is an org's stored credentials for a registry, never
@@ -336,7 +325,6 @@ type RegistryCredential struct {
 // (e.g. "ghcr.io"): a username and password, or a token with the others
 // empty. Builds of the org's templates pull from it with them.
 func (s *TemplatesService) SetRegistryCredential(ctx context.Context, registry, username, password, token string) (*RegistryCredential, error) {
-	var c RegistryCredential
 	in := map[string]string{}
 	if username != "" || password != "" {
 		in["username"], in["password"] = username, password
@@ -344,27 +332,15 @@ func (s *TemplatesService) SetRegistryCredential(ctx context.Context, registry, 
 	if token != "" {
 		in["token"] = token
 	}
-	if _, err := s.c.doJSON(ctx, "PUT", "/v1/registry-credentials/"+url.PathEscape(registry), nil, in, &c); err != nil {
-		return nil, fmt.Errorf("registry credentials for %s: %w", registry, err)
-	}
-	return &c, nil
+	return fetchJSON[RegistryCredential](ctx, s.c, "PUT", "/v1/registry-credentials/"+url.PathEscape(registry), nil, in, "registry credentials for %s", registry)
 }
 
 // RegistryCredentials lists the registries the org stored credentials for.
 func (s *TemplatesService) RegistryCredentials(ctx context.Context) ([]RegistryCredential, error) {
-	var out struct {
-		Rows []RegistryCredential `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/registry-credentials", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("registry credentials: %w", err)
-	}
-	return out.Rows, nil
+	return fetchRows[RegistryCredential](ctx, s.c, "GET", "/v1/registry-credentials", nil, nil, "registry credentials")
 }
 
 // DeleteRegistryCredential forgets the org's credentials for a registry.
 func (s *TemplatesService) DeleteRegistryCredential(ctx context.Context, registry string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/registry-credentials/"+url.PathEscape(registry), nil, nil, nil); err != nil {
-		return fmt.Errorf("registry credentials for %s: %w", registry, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/registry-credentials/"+url.PathEscape(registry), nil, nil, "registry credentials for %s", registry)
 }

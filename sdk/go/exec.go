@@ -1,7 +1,6 @@
 package platinum
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,18 +145,7 @@ func (s *SandboxesService) execStream(ctx context.Context, id string, req ExecRe
 	if err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
-	}
-	path := "/v1/sandboxes/" + url.PathEscape(id) + "/exec"
-	hreq, err := s.c.newRequest(ctx, "POST", path, url.Values{"stream": {"true"}}, bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/x-ndjson")
-	resp, err := s.c.send(hreq)
+	resp, err := s.c.openJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/exec", url.Values{"stream": {"true"}}, "", b, "application/x-ndjson", true)
 	if err != nil {
 		return nil, err
 	}

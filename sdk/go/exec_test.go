@@ -16,8 +16,7 @@ import (
 )
 
 func TestExec(t *testing.T) {
-	_, c := newServer(t)
-	id := running(t, c, platinum.CreateSandboxRequest{}).ID
+	_, c, id := withSandbox(t)
 	tests := []struct {
 		name string
 		req  platinum.ExecRequest
@@ -119,8 +118,7 @@ func TestExecStream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, c := newServer(t)
-			id := running(t, c, platinum.CreateSandboxRequest{}).ID
+			_, c, id := withSandbox(t)
 			var stdout, stderr bytes.Buffer
 			res, err := c.Sandboxes.ExecStream(t.Context(), id, tt.req, &stdout, &stderr)
 			if stdout.String() != tt.wantStdout || stderr.String() != tt.wantStderr {

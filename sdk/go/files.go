@@ -96,11 +96,7 @@ func (s *SandboxesService) ListFiles(ctx context.Context, id, path string) ([]Fi
 }
 
 func (s *SandboxesService) getFiles(ctx context.Context, id, path string) (*http.Response, error) {
-	req, err := s.c.newRequest(ctx, "GET", filesPath(id), url.Values{"path": {path}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return s.c.send(req)
+	return s.c.openJSON(ctx, "GET", filesPath(id), url.Values{"path": {path}}, "", nil, "", false)
 }
 
 func isJSON(resp *http.Response) bool {
@@ -124,8 +120,5 @@ func (s *SandboxesService) MakeDir(ctx context.Context, id, path string) (create
 // RemoveFile removes path in the sandbox; a directory is removed with all
 // its contents. A missing path gives an APIError with code not_found.
 func (s *SandboxesService) RemoveFile(ctx context.Context, id, path string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", filesPath(id), url.Values{"path": {path}}, nil, nil); err != nil {
-		return fmt.Errorf("remove %s in sandbox %s: %w", path, id, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", filesPath(id), url.Values{"path": {path}}, nil, "remove %s in sandbox %s", path, id)
 }

@@ -19,8 +19,7 @@ import (
 // produced: the second chunk is only written after the server has received
 // the first, which a buffering client would never deliver.
 func TestUploadStreams(t *testing.T) {
-	_, c := newServer(t)
-	id := running(t, c, platinum.CreateSandboxRequest{}).ID
+	_, c, id := withSandbox(t)
 	// The sandboxes of platinumtest share the test machine's filesystem:
 	// the file's size there is what the sandbox has received.
 	file := filepath.Join(t.TempDir(), "big.bin")

@@ -2,7 +2,6 @@ package platinum
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 )
 
@@ -50,13 +49,7 @@ type HostsService struct {
 
 // List returns every host.
 func (s *HostsService) List(ctx context.Context) ([]Host, error) {
-	var out struct {
-		Rows []Host `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/hosts", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
-	}
-	return out.Rows, nil
+	return fetchRows[Host](ctx, s.c, "GET", "/v1/hosts", nil, nil, "list hosts")
 }
 
 // Drain stops new sandboxes going to a host (platform admin token only);
@@ -71,9 +64,5 @@ func (s *HostsService) Undrain(ctx context.Context, id string) (*Host, error) {
 }
 
 func (s *HostsService) set(ctx context.Context, id, verb string) (*Host, error) {
-	var out Host
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/hosts/"+url.PathEscape(id)+"/"+verb, nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("%s host %s: %w", verb, id, err)
-	}
-	return &out, nil
+	return fetchJSON[Host](ctx, s.c, "POST", "/v1/hosts/"+url.PathEscape(id)+"/"+verb, nil, nil, "%s host %s", verb, id)
 }

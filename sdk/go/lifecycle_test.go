@@ -280,8 +280,7 @@ func TestLifecycleOnStateChange(t *testing.T) {
 }
 
 func TestLifecycleWaitEndsWithContext(t *testing.T) {
-	srv, c := newServer(t)
-	id := running(t, c, platinum.CreateSandboxRequest{}).ID
+	srv, c, id := withSandbox(t)
 	srv.Host.StopFunc = slowStop(time.Hour, nil)
 	before := len(srv.Requests())
 	ctx, cancel := context.WithCancel(t.Context())
@@ -306,8 +305,7 @@ func TestLifecycleWaitEndsWithContext(t *testing.T) {
 // TestWaitForTheWrongState checks a wait for a state the call does not
 // lead to fails before anything is sent.
 func TestWaitForTheWrongState(t *testing.T) {
-	srv, c := newServer(t)
-	id := running(t, c, platinum.CreateSandboxRequest{}).ID
+	srv, c, id := withSandbox(t)
 	before := len(srv.Requests())
 	ctx := t.Context()
 	calls := map[string]func() error{

@@ -28,11 +28,7 @@ type Metrics struct {
 // process figures. A sandbox that is not running gives an APIError with
 // code sandbox_not_ready.
 func (s *SandboxesService) Metrics(ctx context.Context, id string) (*Metrics, error) {
-	var m Metrics
-	if _, err := s.c.doJSON(ctx, "GET", sandboxPath(id)+"/metrics", nil, nil, &m); err != nil {
-		return nil, fmt.Errorf("metrics of sandbox %s: %w", id, err)
-	}
-	return &m, nil
+	return fetchJSON[Metrics](ctx, s.c, "GET", sandboxPath(id)+"/metrics", nil, nil, "metrics of sandbox %s", id)
 }
 
 // Usage is what a sandbox was billed for over a window. Only running

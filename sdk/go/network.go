@@ -2,7 +2,6 @@ package platinum
 
 import (
 	"context"
-	"fmt"
 )
 
 // Egress values of a NetworkPolicy.
@@ -71,9 +70,5 @@ func (s *SandboxesService) SetNetwork(ctx context.Context, id string, p NetworkP
 	if p.DenyOut == nil {
 		p.DenyOut = []string{}
 	}
-	var out NetworkResult
-	if _, err := s.c.doJSON(ctx, "PATCH", sandboxPath(id)+"/network", nil, p, &out); err != nil {
-		return nil, fmt.Errorf("set network of sandbox %s: %w", id, err)
-	}
-	return &out, nil
+	return fetchJSON[NetworkResult](ctx, s.c, "PATCH", sandboxPath(id)+"/network", nil, p, "set network of sandbox %s", id)
 }

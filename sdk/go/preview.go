@@ -2,7 +2,6 @@ package platinum
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -64,28 +63,17 @@ func (s *SandboxesService) PreviewURL(ctx context.Context, id string, port int, 
 	if opts != nil && opts.ExpiresIn > 0 {
 		q.Set("expires_in_seconds", strconv.FormatInt(int64(opts.ExpiresIn.Round(time.Second)/time.Second), 10))
 	}
-	var out PreviewURL
-	if _, err := s.c.doJSON(ctx, "GET", previewPath(id, port), q, nil, &out); err != nil {
-		return nil, fmt.Errorf("preview url %s:%d: %w", id, port, err)
-	}
-	return &out, nil
+	return fetchJSON[PreviewURL](ctx, s.c, "GET", previewPath(id, port), q, nil, "preview url %s:%d", id, port)
 }
 
 // SetPreviewPublic makes a port reachable without a token (public true)
 // or only with one, and returns its URLs with a fresh token.
 func (s *SandboxesService) SetPreviewPublic(ctx context.Context, id string, port int, public bool) (*PreviewURL, error) {
-	var out PreviewURL
-	if _, err := s.c.doJSON(ctx, "POST", previewPath(id, port), nil, map[string]bool{"public": public}, &out); err != nil {
-		return nil, fmt.Errorf("preview public %s:%d: %w", id, port, err)
-	}
-	return &out, nil
+	return fetchJSON[PreviewURL](ctx, s.c, "POST", previewPath(id, port), nil, map[string]bool{"public": public}, "preview public %s:%d", id, port)
 }
 
 // RevokePreview ends every token issued so far for a port and makes the
 // port private again.
 func (s *SandboxesService) RevokePreview(ctx context.Context, id string, port int) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", previewPath(id, port), nil, nil, nil); err != nil {
-		return fmt.Errorf("revoke preview %s:%d: %w", id, port, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", previewPath(id, port), nil, nil, "revoke preview %s:%d", id, port)
 }

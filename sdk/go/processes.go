@@ -173,19 +173,13 @@ func (p *ProcessesService) List(ctx context.Context) ([]Process, error) {
 // code conflict.
 func (p *ProcessesService) SendInput(ctx context.Context, pid int, data []byte) error {
 	body := map[string]any{"data_b64": base64.StdEncoding.EncodeToString(data)}
-	if _, err := p.c.doJSON(ctx, "POST", p.path(pid, "input"), nil, body, nil); err != nil {
-		return fmt.Errorf("input to process %d in sandbox %s: %w", pid, p.id, err)
-	}
-	return nil
+	return callJSON(ctx, p.c, "POST", p.path(pid, "input"), nil, body, "input to process %d in sandbox %s", pid, p.id)
 }
 
 // CloseStdin ends the process's input: EOF on its stdin, or Ctrl-D typed
 // on its terminal.
 func (p *ProcessesService) CloseStdin(ctx context.Context, pid int) error {
-	if _, err := p.c.doJSON(ctx, "POST", p.path(pid, "input"), nil, map[string]any{"eof": true}, nil); err != nil {
-		return fmt.Errorf("close stdin of process %d in sandbox %s: %w", pid, p.id, err)
-	}
-	return nil
+	return callJSON(ctx, p.c, "POST", p.path(pid, "input"), nil, map[string]any{"eof": true}, "close stdin of process %d in sandbox %s", pid, p.id)
 }
 
 // Signal sends a signal ("SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", ...;
@@ -193,27 +187,18 @@ func (p *ProcessesService) CloseStdin(ctx context.Context, pid int) error {
 // unknown name gives an APIError with code invalid_request and field
 // signal.
 func (p *ProcessesService) Signal(ctx context.Context, pid int, signal string) error {
-	if _, err := p.c.doJSON(ctx, "POST", p.path(pid, "signal"), nil, map[string]any{"signal": signal}, nil); err != nil {
-		return fmt.Errorf("signal process %d in sandbox %s: %w", pid, p.id, err)
-	}
-	return nil
+	return callJSON(ctx, p.c, "POST", p.path(pid, "signal"), nil, map[string]any{"signal": signal}, "signal process %d in sandbox %s", pid, p.id)
 }
 
 // Resize sets a PTY process's terminal size. A process without a PTY
 // gives an APIError with code conflict.
 func (p *ProcessesService) Resize(ctx context.Context, pid int, size PTYSize) error {
-	if _, err := p.c.doJSON(ctx, "POST", p.path(pid, "resize"), nil, size, nil); err != nil {
-		return fmt.Errorf("resize process %d in sandbox %s: %w", pid, p.id, err)
-	}
-	return nil
+	return callJSON(ctx, p.c, "POST", p.path(pid, "resize"), nil, size, "resize process %d in sandbox %s", pid, p.id)
 }
 
 // Kill ends the process and its process group with SIGKILL.
 func (p *ProcessesService) Kill(ctx context.Context, pid int) error {
-	if _, err := p.c.doJSON(ctx, "DELETE", p.path(pid, ""), nil, nil, nil); err != nil {
-		return fmt.Errorf("kill process %d in sandbox %s: %w", pid, p.id, err)
-	}
-	return nil
+	return callJSON(ctx, p.c, "DELETE", p.path(pid, ""), nil, nil, "kill process %d in sandbox %s", pid, p.id)
 }
 
 // ProcessHandle is one process, attached to its output or not. Its

@@ -25,33 +25,19 @@ type ProjectsService struct {
 // Create makes a project. It needs an org admin token (others get an
 // APIError with code forbidden); names are unique in an org (conflict).
 func (s *ProjectsService) Create(ctx context.Context, name string) (*Project, error) {
-	var out Project
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/projects", nil, map[string]string{"name": name}, &out); err != nil {
-		return nil, fmt.Errorf("create project %q: %w", name, err)
-	}
-	return &out, nil
+	return fetchJSON[Project](ctx, s.c, "POST", "/v1/projects", nil, map[string]string{"name": name}, "create project %q", name)
 }
 
 // List returns the projects the token may see (all of the org's, or its
 // own for a project token), oldest first.
 func (s *ProjectsService) List(ctx context.Context) ([]Project, error) {
-	var out struct {
-		Rows []Project `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/projects", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list projects: %w", err)
-	}
-	return out.Rows, nil
+	return fetchRows[Project](ctx, s.c, "GET", "/v1/projects", nil, nil, "list projects")
 }
 
 // Get returns one project; another org's (or, for a project token,
 // another project) is an APIError with code not_found.
 func (s *ProjectsService) Get(ctx context.Context, id string) (*Project, error) {
-	var out Project
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/projects/"+url.PathEscape(id), nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("get project %s: %w", id, err)
-	}
-	return &out, nil
+	return fetchJSON[Project](ctx, s.c, "GET", "/v1/projects/"+url.PathEscape(id), nil, nil, "get project %s", id)
 }
 
 // Token is an API token's record; the secret is returned once, by Create.
@@ -119,18 +105,10 @@ type QuotaOverrides struct {
 // Quota returns an org's limits and usage (the token's own org, or any
 // org for a platform admin).
 func (s *OrgsService) Quota(ctx context.Context, orgID string) (*OrgQuota, error) {
-	var out OrgQuota
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/orgs/"+url.PathEscape(orgID)+"/quotas", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("org %s quota: %w", orgID, err)
-	}
-	return &out, nil
+	return fetchJSON[OrgQuota](ctx, s.c, "GET", "/v1/orgs/"+url.PathEscape(orgID)+"/quotas", nil, nil, "org %s quota", orgID)
 }
 
 // SetQuota replaces an org's overrides. Platform admins only.
 func (s *OrgsService) SetQuota(ctx context.Context, orgID string, q QuotaOverrides) (*OrgQuota, error) {
-	var out OrgQuota
-	if _, err := s.c.doJSON(ctx, "PUT", "/v1/orgs/"+url.PathEscape(orgID)+"/quotas", nil, q, &out); err != nil {
-		return nil, fmt.Errorf("set org %s quota: %w", orgID, err)
-	}
-	return &out, nil
+	return fetchJSON[OrgQuota](ctx, s.c, "PUT", "/v1/orgs/"+url.PathEscape(orgID)+"/quotas", nil, q, "set org %s quota", orgID)
 }

@@ -145,10 +145,7 @@ func TestResize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newServer(t)
-			if tt.setup != nil {
-				tt.setup(srv)
-			}
+			srv, c := newServer(t, tt.setup)
 			id := resizable(t, srv, c, tt.state)
 			for _, r := range tt.pre {
 				if _, err := c.Sandboxes.Resize(t.Context(), id, r); err != nil {

@@ -267,11 +267,7 @@ func (s *SandboxesService) get(ctx context.Context, id string, includeDeleted bo
 	if includeDeleted {
 		q = url.Values{"include_deleted": {"true"}}
 	}
-	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "GET", sandboxPath(id), q, nil, &sb); err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", id, err)
-	}
-	return &sb, nil
+	return fetchJSON[Sandbox](ctx, s.c, "GET", sandboxPath(id), q, nil, "sandbox %s", id)
 }
 
 // ListOptions filters and pages a sandbox listing. Zero values mean no
@@ -392,11 +388,7 @@ func (s *SandboxesService) Iterate(ctx context.Context, opts ListOptions) iter.S
 // children gives an APIError with code conflict whose Children names them:
 // delete those first.
 func (s *SandboxesService) Delete(ctx context.Context, id string) (*Sandbox, error) {
-	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "DELETE", sandboxPath(id), nil, nil, &sb); err != nil {
-		return nil, fmt.Errorf("delete sandbox %s: %w", id, err)
-	}
-	return &sb, nil
+	return fetchJSON[Sandbox](ctx, s.c, "DELETE", sandboxPath(id), nil, nil, "delete sandbox %s", id)
 }
 
 // WaitForState polls the sandbox until it is in state want and returns it.

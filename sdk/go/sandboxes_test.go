@@ -29,11 +29,25 @@ func slowStart(d time.Duration, err error) func(context.Context, hostapi.StartSp
 }
 
 // newServer starts ptd in-process (platinumtest) and a client for it that
-// polls every few milliseconds.
-func newServer(t *testing.T) (*platinumtest.Server, *platinum.Client) {
+// polls every few milliseconds. Each non-nil setup then adjusts the server
+// (e.g. a table case's fake host behaviour) before the test uses it.
+func newServer(t *testing.T, setups ...func(*platinumtest.Server)) (*platinumtest.Server, *platinum.Client) {
 	t.Helper()
 	srv := platinumtest.NewServer(t)
+	for _, setup := range setups {
+		if setup != nil {
+			setup(srv)
+		}
+	}
 	return srv, platinum.New(srv.URL, platinumtest.Token, platinum.WithPollInterval(5*time.Millisecond))
+}
+
+// withSandbox is newServer plus one running busybox sandbox, returned by
+// ID: the starting point of most tests of calls on a sandbox.
+func withSandbox(t *testing.T) (*platinumtest.Server, *platinum.Client, string) {
+	t.Helper()
+	srv, c := newServer(t)
+	return srv, c, running(t, c, platinum.CreateSandboxRequest{}).ID
 }
 
 // running creates a busybox sandbox and waits until it runs.
@@ -162,10 +176,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, c := newServer(t)
-			if tt.setup != nil {
-				tt.setup(srv)
-			}
+			srv, c := newServer(t, tt.setup)
 			sb, err := c.Sandboxes.Create(t.Context(), tt.req, tt.opts...)
 			if got := posts(srv.Requests()); !slices.Equal(got, []string{tt.wantPost}) {
 				t.Errorf("create requests = %q, want [%q]", got, tt.wantPost)

@@ -93,20 +93,12 @@ func sessionWaitQuery(d time.Duration) url.Values {
 // ready already) the session is Ready and takes commands at once; on 202
 // it is provisioning: call Wait before running commands.
 func (s *SessionsService) Create(ctx context.Context, req SessionCreateRequest) (*Session, error) {
-	var out Session
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sessions", sessionWaitQuery(req.Wait), req, &out); err != nil {
-		return nil, fmt.Errorf("create session: %w", err)
-	}
-	return &out, nil
+	return fetchJSON[Session](ctx, s.c, "POST", "/v1/sessions", sessionWaitQuery(req.Wait), req, "create session")
 }
 
 // Get returns a session by its session ID.
 func (s *SessionsService) Get(ctx context.Context, id string) (*Session, error) {
-	var out Session
-	if _, err := s.c.doJSON(ctx, "GET", sessionPath(id), nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
-	}
-	return &out, nil
+	return fetchJSON[Session](ctx, s.c, "GET", sessionPath(id), nil, nil, "get session %s", id)
 }
 
 // Wait waits up to timeout for the session to be ready. It returns the
@@ -147,11 +139,7 @@ func (s *SessionsService) Status(ctx context.Context, c SessionContext) (*Sessio
 	if c.AgentSessionID != "" {
 		q.Set("agent_session_id", c.AgentSessionID)
 	}
-	var out Session
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sessions/status", q, nil, &out); err != nil {
-		return nil, fmt.Errorf("session status: %w", err)
-	}
-	return &out, nil
+	return fetchJSON[Session](ctx, s.c, "GET", "/v1/sessions/status", q, nil, "session status")
 }
 
 // List returns the org's live sessions (all of them with all).
@@ -172,11 +160,7 @@ func (s *SessionsService) List(ctx context.Context, all bool) ([]Session, error)
 // Stop stops a session: its workspace is saved and its sandbox disposed
 // of. With wait > 0 the server waits that long for it to be stopped.
 func (s *SessionsService) Stop(ctx context.Context, id string, wait time.Duration) (*Session, error) {
-	var out Session
-	if _, err := s.c.doJSON(ctx, "DELETE", sessionPath(id), sessionWaitQuery(wait), nil, &out); err != nil {
-		return nil, fmt.Errorf("stop session %s: %w", id, err)
-	}
-	return &out, nil
+	return fetchJSON[Session](ctx, s.c, "DELETE", sessionPath(id), sessionWaitQuery(wait), nil, "stop session %s", id)
 }
 
 // Exec runs a command in a ready session. A session that is not ready
@@ -254,10 +238,6 @@ func (s *PoolsService) List(ctx context.Context) ([]Pool, error) {
 
 // Set configures a template's pool (platform admin token only).
 func (s *PoolsService) Set(ctx context.Context, template string, minReady, max int) (*Pool, error) {
-	var out Pool
 	in := map[string]int{"min_ready": minReady, "max": max}
-	if _, err := s.c.doJSON(ctx, "PUT", "/v1/pools/"+url.PathEscape(template), nil, in, &out); err != nil {
-		return nil, fmt.Errorf("set pool %s: %w", template, err)
-	}
-	return &out, nil
+	return fetchJSON[Pool](ctx, s.c, "PUT", "/v1/pools/"+url.PathEscape(template), nil, in, "set pool %s", template)
 }

@@ -1,11 +1,8 @@
 package platinum
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"time"
 )
@@ -109,20 +106,13 @@ func snapshotPath(id string) string { return "/v1/snapshots/" + url.PathEscape(i
 // GetSnapshot returns a snapshot or backup by ID (snap_… or bkp_…).
 // Another organization's gives an APIError with code not_found.
 func (s *SandboxesService) GetSnapshot(ctx context.Context, snapshotID string) (*Snapshot, error) {
-	var out Snapshot
-	if _, err := s.c.doJSON(ctx, "GET", snapshotPath(snapshotID), nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("get snapshot %s: %w", snapshotID, err)
-	}
-	return &out, nil
+	return fetchJSON[Snapshot](ctx, s.c, "GET", snapshotPath(snapshotID), nil, nil, "get snapshot %s", snapshotID)
 }
 
 // DeleteSnapshot deletes a snapshot or backup (a backup's shared chunks
 // stay for whatever else uses them).
 func (s *SandboxesService) DeleteSnapshot(ctx context.Context, snapshotID string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", snapshotPath(snapshotID), nil, nil, nil); err != nil {
-		return fmt.Errorf("delete snapshot %s: %w", snapshotID, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", snapshotPath(snapshotID), nil, nil, "delete snapshot %s", snapshotID)
 }
 
 // Restore rolls the sandbox back to one of its snapshots in place: its
@@ -248,30 +238,6 @@ func (s *SandboxesService) WaitForSnapshot(ctx context.Context, snapshotID strin
 
 // doKeyed is doJSON with an optional Idempotency-Key header.
 func (c *Client) doKeyed(ctx context.Context, method, path string, query url.Values, key string, in, out any) error {
-	if key == "" {
-		_, err := c.doJSON(ctx, method, path, query, in, out)
-		return err
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("%s %s: encode request: %w", method, path, err)
-	}
-	req, err := c.newRequest(ctx, method, path, query, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := c.send(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if out != nil && resp.StatusCode != http.StatusNoContent {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return fmt.Errorf("%s %s: decode response: %w", method, path, err)
-		}
-	}
-	return nil
+	_, err := c.doJSONKeyed(ctx, method, path, query, key, in, out)
+	return err
 }

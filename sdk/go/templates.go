@@ -2,7 +2,6 @@ package platinum
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"time"
 )
@@ -57,35 +56,18 @@ type TemplatesService struct {
 
 // List returns every template the server knows.
 func (s *TemplatesService) List(ctx context.Context) ([]Template, error) {
-	var out struct {
-		Rows []Template `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/templates", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list templates: %w", err)
-	}
-	if out.Rows == nil {
-		out.Rows = []Template{}
-	}
-	return out.Rows, nil
+	return nonNil(fetchRows[Template](ctx, s.c, "GET", "/v1/templates", nil, nil, "list templates"))
 }
 
 // Get returns one template; unknown slugs give an APIError with code
 // not_found. Poll it to follow a build's Progress.
 func (s *TemplatesService) Get(ctx context.Context, slug string) (*Template, error) {
-	var t Template
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/templates/"+url.PathEscape(slug), nil, nil, &t); err != nil {
-		return nil, fmt.Errorf("template %s: %w", slug, err)
-	}
-	return &t, nil
+	return fetchJSON[Template](ctx, s.c, "GET", "/v1/templates/"+url.PathEscape(slug), nil, nil, "template %s", slug)
 }
 
 // Build starts building a new version of the template and returns it
 // (status building). The build runs in the background; poll Get to follow
 // it. Building ahead of time makes the first sandbox of a template fast.
 func (s *TemplatesService) Build(ctx context.Context, slug string) (*Template, error) {
-	var t Template
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/templates/"+url.PathEscape(slug)+"/build", nil, nil, &t); err != nil {
-		return nil, fmt.Errorf("build template %s: %w", slug, err)
-	}
-	return &t, nil
+	return fetchJSON[Template](ctx, s.c, "POST", "/v1/templates/"+url.PathEscape(slug)+"/build", nil, nil, "build template %s", slug)
 }

@@ -2,7 +2,6 @@ package platinum
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"time"
 )
@@ -43,12 +42,8 @@ const (
 // sandbox_ttl_exceeded; a destroyed sandbox gives sandbox_destroyed). The
 // TTL is sent in whole milliseconds.
 func (s *SandboxesService) SetTTL(ctx context.Context, id string, ttl time.Duration) (*Sandbox, error) {
-	var sb Sandbox
 	body := map[string]int64{"ttl_ms": ttl.Milliseconds()}
-	if _, err := s.c.doJSON(ctx, "POST", sandboxPath(id)+"/ttl", nil, body, &sb); err != nil {
-		return nil, fmt.Errorf("set ttl of %s: %w", id, err)
-	}
-	return &sb, nil
+	return fetchJSON[Sandbox](ctx, s.c, "POST", sandboxPath(id)+"/ttl", nil, body, "set ttl of %s", id)
 }
 
 // Kill destroys a sandbox and returns its record (Status destroyed,
@@ -56,11 +51,7 @@ func (s *SandboxesService) SetTTL(ctx context.Context, id string, ttl time.Durat
 // already destroyed sandbox returns its record. Killing discards the
 // sandbox's filesystem.
 func (s *SandboxesService) Kill(ctx context.Context, id string) (*Sandbox, error) {
-	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "POST", sandboxPath(id)+"/kill", nil, nil, &sb); err != nil {
-		return nil, fmt.Errorf("kill %s: %w", id, err)
-	}
-	return &sb, nil
+	return fetchJSON[Sandbox](ctx, s.c, "POST", sandboxPath(id)+"/kill", nil, nil, "kill %s", id)
 }
 
 // SetTTL is SandboxesService.SetTTL for this sandbox.
@@ -95,16 +86,7 @@ type TemplateVersion struct {
 
 // Versions lists every build of a template, newest first.
 func (s *TemplatesService) Versions(ctx context.Context, slug string) ([]TemplateVersion, error) {
-	var out struct {
-		Rows []TemplateVersion `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/templates/"+url.PathEscape(slug)+"/versions", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("template %s versions: %w", slug, err)
-	}
-	if out.Rows == nil {
-		out.Rows = []TemplateVersion{}
-	}
-	return out.Rows, nil
+	return nonNil(fetchRows[TemplateVersion](ctx, s.c, "GET", "/v1/templates/"+url.PathEscape(slug)+"/versions", nil, nil, "template %s versions", slug))
 }
 
 // NewVersion starts a new build of a template and returns its version
@@ -112,9 +94,5 @@ func (s *TemplatesService) Versions(ctx context.Context, slug string) ([]Templat
 // Running sandboxes keep their version; creates get the new one once it
 // is ready.
 func (s *TemplatesService) NewVersion(ctx context.Context, slug string) (*TemplateVersion, error) {
-	var v TemplateVersion
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/templates/"+url.PathEscape(slug)+"/builds", nil, nil, &v); err != nil {
-		return nil, fmt.Errorf("build template %s: %w", slug, err)
-	}
-	return &v, nil
+	return fetchJSON[TemplateVersion](ctx, s.c, "POST", "/v1/templates/"+url.PathEscape(slug)+"/builds", nil, nil, "build template %s", slug)
 }

@@ -38,11 +38,7 @@ func (r UpdateRequest) body() map[string]any {
 // another live sandbox of the organization has gives an APIError with code
 // conflict; a malformed name one with code invalid_request (Field "name").
 func (s *SandboxesService) Update(ctx context.Context, id string, req UpdateRequest) (*Sandbox, error) {
-	var sb Sandbox
-	if _, err := s.c.doJSON(ctx, "PATCH", sandboxPath(id), nil, req.body(), &sb); err != nil {
-		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
-	}
-	return &sb, nil
+	return fetchJSON[Sandbox](ctx, s.c, "PATCH", sandboxPath(id), nil, req.body(), "update sandbox %s", id)
 }
 
 // Rename gives the sandbox a new name; an empty name clears it (as

@@ -228,8 +228,7 @@ func TestSetEnvNewCommandsSeeIt(t *testing.T) {
 }
 
 func TestSetEnvConcurrentPatchesAllSurvive(t *testing.T) {
-	srv, c := newServer(t)
-	id := running(t, c, platinum.CreateSandboxRequest{}).ID
+	srv, c, id := withSandbox(t)
 	const n = 24
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -55,56 +55,27 @@ type WebhooksService struct {
 
 // Create registers a webhook; it receives events committed from now on.
 func (s *WebhooksService) Create(ctx context.Context, req WebhookCreate) (*Webhook, error) {
-	var w Webhook
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/webhooks", nil, req, &w); err != nil {
-		return nil, fmt.Errorf("create webhook: %w", err)
-	}
-	return &w, nil
+	return fetchJSON[Webhook](ctx, s.c, "POST", "/v1/webhooks", nil, req, "create webhook")
 }
 
 // List returns the org's webhooks, oldest first.
 func (s *WebhooksService) List(ctx context.Context) ([]Webhook, error) {
-	var out struct {
-		Rows []Webhook `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/webhooks", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	if out.Rows == nil {
-		out.Rows = []Webhook{}
-	}
-	return out.Rows, nil
+	return nonNil(fetchRows[Webhook](ctx, s.c, "GET", "/v1/webhooks", nil, nil, "list webhooks"))
 }
 
 // Get returns one webhook (without its secret).
 func (s *WebhooksService) Get(ctx context.Context, id string) (*Webhook, error) {
-	var w Webhook
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/webhooks/"+url.PathEscape(id), nil, nil, &w); err != nil {
-		return nil, fmt.Errorf("webhook %s: %w", id, err)
-	}
-	return &w, nil
+	return fetchJSON[Webhook](ctx, s.c, "GET", "/v1/webhooks/"+url.PathEscape(id), nil, nil, "webhook %s", id)
 }
 
 // Delete removes a webhook and its pending deliveries.
 func (s *WebhooksService) Delete(ctx context.Context, id string) error {
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/webhooks/"+url.PathEscape(id), nil, nil, nil); err != nil {
-		return fmt.Errorf("delete webhook %s: %w", id, err)
-	}
-	return nil
+	return callJSON(ctx, s.c, "DELETE", "/v1/webhooks/"+url.PathEscape(id), nil, nil, "delete webhook %s", id)
 }
 
 // Deliveries returns a webhook's latest deliveries, newest first.
 func (s *WebhooksService) Deliveries(ctx context.Context, id string) ([]WebhookDelivery, error) {
-	var out struct {
-		Rows []WebhookDelivery `json:"rows"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("webhook %s deliveries: %w", id, err)
-	}
-	if out.Rows == nil {
-		out.Rows = []WebhookDelivery{}
-	}
-	return out.Rows, nil
+	return nonNil(fetchRows[WebhookDelivery](ctx, s.c, "GET", "/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil, nil, "webhook %s deliveries", id))
 }
 
 // SignatureHeader is the header of a delivery's signature.
