@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
+	"strconv"
 	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -42,30 +42,17 @@ func (c *sessionCreate) bind(fs *flag.FlagSet) runFunc {
 	cf := addContextFlags(fs)
 	tpl := fs.String("template", "", "template (default: the server's session template)")
 	wait := fs.Duration("wait", 0, "wait up to this long for the session to be ready (e.g. 2m)")
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) (*platinum.Session, error) {
 		ses, err := cl.Sessions.Create(ctx, platinum.SessionCreateRequest{SessionContext: cf.context(), Template: *tpl})
-		if err != nil {
-			return err
+		if err != nil || *wait <= 0 || ses.Ready() {
+			return ses, err
 		}
-		if *wait > 0 && !ses.Ready() {
-			if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, *wait); err != nil {
-				if ses != nil {
-					printSession(c.app.stdout, ses, *asJSON)
-				}
-				return err
-			}
+		if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, *wait); err != nil && ses != nil {
+			printSession(c.app.stdout, ses, *asJSON)
 		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+		return ses, err
+	}, c.app.sessionPrinter(asJSON))
 }
 
 // sessionGet is `pt session get SESSION_ID`.
@@ -75,22 +62,18 @@ const sessionGetSynopsis = "pt session get SESSION_ID [--json]"
 
 // bind binds the flags; the returned run prints one session.
 func (c *sessionGet) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one session ID (ses_…)")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Get(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, exactArgs(1, sessionIDWant), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Session, error) {
+		return cl.Sessions.Get(ctx, pos[0])
+	}, c.app.sessionPrinter(asJSON))
+}
+
+// sessionIDWant is the usage error of the verbs taking one session ID.
+const sessionIDWant = "want exactly one session ID (ses_…)"
+
+// sessionPrinter is the show of the verbs that print one session.
+func (a *app) sessionPrinter(asJSON *bool) func(*platinum.Session) error {
+	return func(s *platinum.Session) error { return printSession(a.stdout, s, *asJSON) }
 }
 
 // sessionStatus is `pt session status`: a passive lookup by context.
@@ -102,22 +85,10 @@ const sessionStatusSynopsis = "pt session status --vault ID (--workflow ID | --a
 // status; it never starts anything.
 func (c *sessionStatus) bind(fs *flag.FlagSet) runFunc {
 	cf := addContextFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Status(ctx, cf.context())
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the status as JSON")
+	return callRun(c.app, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) (*platinum.Session, error) {
+		return cl.Sessions.Status(ctx, cf.context())
+	}, c.app.sessionPrinter(asJSON))
 }
 
 // sessionRm is `pt session rm SESSION_ID`.
@@ -129,22 +100,10 @@ const sessionRmSynopsis = "pt session rm SESSION_ID [--wait DURATION] [--json]"
 // saved, its sandbox disposed of.
 func (c *sessionRm) bind(fs *flag.FlagSet) runFunc {
 	wait := fs.Duration("wait", time.Minute, "wait up to this long for the session to be stopped (0: do not wait)")
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one session ID (ses_…)")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Stop(ctx, pos[0], *wait)
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, exactArgs(1, sessionIDWant), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Session, error) {
+		return cl.Sessions.Stop(ctx, pos[0], *wait)
+	}, c.app.sessionPrinter(asJSON))
 }
 
 // sessionList is `pt session list`.
@@ -156,33 +115,12 @@ const sessionListSynopsis = "pt session list [--all] [--json]"
 // (every one with --all).
 func (c *sessionList) bind(fs *flag.FlagSet) runFunc {
 	all := fs.Bool("all", false, "include stopped and failed sessions")
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Sessions.List(ctx, *all)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Session `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED")
-		for _, s := range rows {
-			fmt.Fprintln(tw, strings.Join([]string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(&s),
-				s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}, "\t"))
-		}
-		return tw.Flush()
-	}
+	asJSON := jsonFlag(fs, rowsJSONUsage)
+	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Session, error) {
+		return cl.Sessions.List(ctx, *all)
+	}, "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED", func(s *platinum.Session) []string {
+		return []string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(s), s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}
+	})
 }
 
 func sessionContextLabel(s *platinum.Session) string {
@@ -231,32 +169,12 @@ const poolListSynopsis = "pt pool list [--json]"
 // bind binds the flags; the returned run prints every warm pool with its
 // counts.
 func (c *poolList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Pools.List(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Pool `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE")
-		for _, p := range rows {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning, p.Source)
-		}
-		return tw.Flush()
-	}
+	asJSON := jsonFlag(fs, rowsJSONUsage)
+	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
+		return cl.Pools.List(ctx)
+	}, "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE", func(p *platinum.Pool) []string {
+		return []string{p.Template, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
+	})
 }
 
 // poolSet is `pt pool set TEMPLATE`.
@@ -269,11 +187,10 @@ const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--json]"
 func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
 	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
-	asJSON := fs.Bool("json", false, "print the pool as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one template")
+	asJSON := jsonFlag(fs, "print the pool as JSON")
+	check := func(in *input) error {
+		if err := exactArgs(1, "want exactly one template")(in); err != nil {
+			return err
 		}
 		if *minReady < 0 {
 			return in.usageErr("--min-ready is required")
@@ -281,20 +198,14 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 		if *mx < 0 {
 			*mx = *minReady
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		p, err := cl.Pools.Set(ctx, pos[0], *minReady, *mx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, p)
-		}
-		fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
 		return nil
 	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
+		return cl.Pools.Set(ctx, pos[0], *minReady, *mx)
+	}, jsonOr(c.app, asJSON, func(p *platinum.Pool) error {
+		fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
+		return nil
+	}))
 }
 
 // sessionExec is `pt session exec SESSION_ID -- CMD ARGS...`.

@@ -148,3 +148,6 @@ func printFields(w io.Writer, kvs ...[2]string) error {
 	}
 	return tw.Flush()
 }
+
+// oneSandboxID is the argument check of the verbs that take one sandbox ID.
+var oneSandboxID = exactArgs(1, "want exactly one sandbox ID")
