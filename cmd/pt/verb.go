@@ -137,7 +137,7 @@ func deleteRun(a *app, msg string, del func(ctx context.Context, cl *platinum.Cl
 			fmt.Fprintln(a.stdout, id)
 		}
 		return struct{}{}, nil
-	}, func(struct{}) error { return nil })
+	}, noOutput)
 }
 
 // printFields prints "key:\tvalue" lines, aligned: a record's field list.
@@ -151,3 +151,9 @@ func printFields(w io.Writer, kvs ...[2]string) error {
 
 // oneSandboxID is the argument check of the verbs that take one sandbox ID.
 var oneSandboxID = exactArgs(1, "want exactly one sandbox ID")
+
+// noOutput is the show of verbs that print as they go.
+func noOutput(struct{}) error { return nil }
+
+// narrowTable is the tighter table of the snapshot and version lists.
+func narrowTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
