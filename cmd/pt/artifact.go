@@ -26,10 +26,7 @@ func (c *artifactCreate) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, "print the artifact as JSON")
 	return callRun(c.app, exactArgs(2, "want a sandbox ID and a path"), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Artifact, error) {
 		return cl.Artifacts.Create(ctx, pos[0], platinum.ArtifactCreate{Path: pos[1], Name: *name})
-	}, jsonOr(c.app, asJSON, func(a *platinum.Artifact) error {
-		fmt.Fprintln(c.app.stdout, a.ID)
-		return nil
-	}))
+	}, jsonOrLine(c.app, asJSON, func(a *platinum.Artifact) string { return a.ID }))
 }
 
 // artifactList is `pt artifact list`.

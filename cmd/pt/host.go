@@ -63,8 +63,7 @@ func (c *hostDrain) bind(fs *flag.FlagSet) runFunc {
 			set = cl.Hosts.Drain
 		}
 		return set(ctx, pos[0])
-	}, jsonOr(c.app, asJSON, func(h *platinum.Host) error {
-		fmt.Fprintf(c.app.stdout, "host %s: %s (generation %d)\n", h.ID, h.State, h.Generation)
-		return nil
+	}, jsonOrLine(c.app, asJSON, func(h *platinum.Host) string {
+		return fmt.Sprintf("host %s: %s (generation %d)", h.ID, h.State, h.Generation)
 	}))
 }

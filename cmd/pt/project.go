@@ -39,10 +39,7 @@ func (c *projectCreate) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, "print the project as JSON")
 	return callRun(c.app, oneName("want exactly one project NAME"), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Project, error) {
 		return cl.Projects.Create(ctx, pos[0])
-	}, jsonOr(c.app, asJSON, func(p *platinum.Project) error {
-		fmt.Fprintln(c.app.stdout, p.ID)
-		return nil
-	}))
+	}, jsonOrLine(c.app, asJSON, func(p *platinum.Project) string { return p.ID }))
 }
 
 // tokenCreate is `pt token create [--project ID] [--role member|admin]`.

@@ -202,9 +202,8 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	}
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
 		return cl.Pools.Set(ctx, pos[0], *minReady, *mx)
-	}, jsonOr(c.app, asJSON, func(p *platinum.Pool) error {
-		fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
-		return nil
+	}, jsonOrLine(c.app, asJSON, func(p *platinum.Pool) string {
+		return fmt.Sprintf("pool %s: min_ready %d, max %d (%d ready, %d provisioning)", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
 	}))
 }
 
@@ -221,38 +220,12 @@ func (c *sessionExec) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&req.Cwd, "cwd", "", "working `DIR`ectory")
 	fs.DurationVar(&req.Timeout, "timeout", 0, "kill the command after this long (default: ptd's)")
 	fs.StringVar(&req.Shell, "shell", "", "run `COMMAND` with /bin/sh -c instead of an argv")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		switch {
-		case len(pos) == 0:
-			return usageErr(usage, "want a session ID and a command")
-		case len(pos) == 1 && req.Shell == "":
-			return usageErr(usage, "no command given: put it after --, e.g. pt session exec %s -- ls -la", pos[0])
-		case len(pos) > 1 && req.Shell != "":
-			return usageErr(usage, "give either --shell or a command after --, not both")
-		}
-		if len(pos) > 1 {
-			req.Cmd = pos[1:]
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		res, err := cl.Sessions.Exec(ctx, pos[0], req)
-		if err != nil {
-			return err
-		}
+	check := func(in *input) error { return execArgs(in, "session", &req) }
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.ExecResult, error) {
+		return cl.Sessions.Exec(ctx, pos[0], req)
+	}, func(res *platinum.ExecResult) error {
 		io.WriteString(c.app.stdout, res.Stdout)
 		io.WriteString(c.app.stderr, res.Stderr)
-		switch {
-		case res.TimedOut:
-			return &exitError{code: exitTimedOut, msg: "the command timed out and was killed"}
-		case res.ExitCode < 0:
-			return &exitError{code: exitSignaled, msg: "the command was killed by a signal"}
-		case res.ExitCode != 0:
-			return &exitError{code: min(res.ExitCode, 255)}
-		}
-		return nil
-	}
+		return commandExit(res, "the command timed out and was killed")
+	})
 }

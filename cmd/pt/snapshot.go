@@ -44,9 +44,8 @@ func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 	}
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Snapshot, error) {
 		return cl.Sandboxes.Snapshot(ctx, pos[0], opts)
-	}, jsonOr(c.app, &asJSON, func(snap *platinum.Snapshot) error {
-		fmt.Fprintf(c.app.stdout, "snapshot %s of %s: %s (%s)\n", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
-		return nil
+	}, jsonOrLine(c.app, &asJSON, func(snap *platinum.Snapshot) string {
+		return fmt.Sprintf("snapshot %s of %s: %s (%s)", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
 	}))
 }
 
@@ -170,9 +169,8 @@ func (c *sandboxBackup) bind(fs *flag.FlagSet) runFunc {
 			}
 		}
 		return cl.Sandboxes.Backup(ctx, pos[0], opts)
-	}, jsonOr(c.app, &asJSON, func(snap *platinum.Snapshot) error {
-		fmt.Fprintf(c.app.stdout, "backup %s of %s: %s\n", snap.ID, snap.SandboxID, snap.State)
-		return nil
+	}, jsonOrLine(c.app, &asJSON, func(snap *platinum.Snapshot) string {
+		return fmt.Sprintf("backup %s of %s: %s", snap.ID, snap.SandboxID, snap.State)
 	}))
 }
 

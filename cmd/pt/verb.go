@@ -24,8 +24,9 @@ func jsonFlag(fs *flag.FlagSet, usage string) *bool {
 	return fs.Bool("json", false, usage)
 }
 
-// argCheck validates a verb's positional arguments before anything is
-// sent, returning a usage error when they are wrong.
+// argCheck checks a verb's positional arguments and flags before the
+// client is built, returning a usage error when they are wrong; some also
+// finish the verb's request from them.
 type argCheck func(in *input) error
 
 // noArgs refuses every positional argument.
@@ -96,6 +97,15 @@ func jsonOr[T any](a *app, asJSON *bool, text func(T) error) func(T) error {
 		}
 		return text(v)
 	}
+}
+
+// jsonOrLine prints a value as JSON when *asJSON is set, else the one line
+// that line renders.
+func jsonOrLine[T any](a *app, asJSON *bool, line func(T) string) func(T) error {
+	return jsonOr(a, asJSON, func(v T) error {
+		fmt.Fprintln(a.stdout, line(v))
+		return nil
+	})
 }
 
 // listRun is the run of a list verb: callRun printing the rows as
