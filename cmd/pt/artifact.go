@@ -29,21 +29,19 @@ func (c *artifactCreate) bind(fs *flag.FlagSet) runFunc {
 	}, jsonOrLine(c.app, asJSON, func(a *platinum.Artifact) string { return a.ID }))
 }
 
-// artifactList is `pt artifact list`.
-type artifactList struct{ app *app }
-
 const artifactListSynopsis = "pt artifact list [--sandbox ID] [--json]"
 
-// bind binds the flags; the returned run prints the org's artifacts, newest
-// first.
-func (c *artifactList) bind(fs *flag.FlagSet) runFunc {
-	sbx := fs.String("sandbox", "", "only this sandbox's artifacts")
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Artifact, error) {
-		return cl.Artifacts.List(ctx, *sbx)
-	}, "ID\tSANDBOX\tKIND\tSIZE\tNAME\tCREATED", func(a *platinum.Artifact) []string {
-		return []string{a.ID, a.SandboxID, a.Kind, formatBytes(a.SizeBytes), a.Name, formatTime(a.CreatedAt)}
-	})
+// artifactList is `pt artifact list`: the org's artifacts, newest first.
+func artifactList(a *app) verb {
+	var sbx *string
+	return &listVerb[platinum.Artifact]{app: a, check: noArgs, header: "ID\tSANDBOX\tKIND\tSIZE\tNAME\tCREATED",
+		flags: func(fs *flag.FlagSet) { sbx = fs.String("sandbox", "", "only this sandbox's artifacts") },
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Artifact, error) {
+			return cl.Artifacts.List(ctx, *sbx)
+		},
+		cells: func(r *platinum.Artifact) []string {
+			return []string{r.ID, r.SandboxID, r.Kind, formatBytes(r.SizeBytes), r.Name, formatTime(r.CreatedAt)}
+		}}
 }
 
 // artifactGet is `pt artifact get ID`.

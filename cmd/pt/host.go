@@ -12,36 +12,34 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// hostList is `pt host list`.
-type hostList struct{ app *app }
-
 const hostListSynopsis = "pt host list [--json]"
 
-// bind binds the flags; the returned run prints every host with its state,
-// capacity and load.
-func (c *hostList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Host, error) {
-		return cl.Hosts.List(ctx)
-	}, "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT", func(h *platinum.Host) []string {
-		state, cpu, ram, boxes := h.State, "-", "-", "-"
-		if state == "" {
-			state = "unregistered"
-		}
-		if h.Capacity != nil && h.Load != nil {
-			cpu = fmt.Sprintf("%g/%d", h.Load.CPU, h.Capacity.CPU)
-			ram = fmt.Sprintf("%d/%d", h.Load.RAMMB, h.Capacity.RAMMB)
-			var parts []string
-			for _, st := range slices.Sorted(maps.Keys(h.Load.Sandboxes)) {
-				parts = append(parts, fmt.Sprintf("%s=%d", st, h.Load.Sandboxes[st]))
+// hostList is `pt host list`: every host with its state, capacity and
+// load.
+func hostList(a *app) verb {
+	return &listVerb[platinum.Host]{app: a, check: noArgs, header: "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Host, error) {
+			return cl.Hosts.List(ctx)
+		},
+		cells: func(h *platinum.Host) []string {
+			state, cpu, ram, boxes := h.State, "-", "-", "-"
+			if state == "" {
+				state = "unregistered"
 			}
-			boxes = strings.Join(parts, ",")
-			if boxes == "" {
-				boxes = "0"
+			if h.Capacity != nil && h.Load != nil {
+				cpu = fmt.Sprintf("%g/%d", h.Load.CPU, h.Capacity.CPU)
+				ram = fmt.Sprintf("%d/%d", h.Load.RAMMB, h.Capacity.RAMMB)
+				var parts []string
+				for _, st := range slices.Sorted(maps.Keys(h.Load.Sandboxes)) {
+					parts = append(parts, fmt.Sprintf("%s=%d", st, h.Load.Sandboxes[st]))
+				}
+				boxes = strings.Join(parts, ",")
+				if boxes == "" {
+					boxes = "0"
+				}
 			}
-		}
-		return []string{h.ID, state, strconv.FormatInt(h.Generation, 10), cpu, ram, boxes, h.HeartbeatAt}
-	})
+			return []string{h.ID, state, strconv.FormatInt(h.Generation, 10), cpu, ram, boxes, h.HeartbeatAt}
+		}}
 }
 
 // hostDrain is `pt host drain ID` and `pt host undrain ID`.

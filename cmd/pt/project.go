@@ -8,24 +8,21 @@ import (
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// projectList is `pt project list`.
-type projectList struct{ app *app }
-
 const projectListSynopsis = "pt project list [--json]"
 
-// bind binds the flags; the returned run prints the projects the token may
-// see.
-func (c *projectList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Project, error) {
-		return cl.Projects.List(ctx)
-	}, "ID\tNAME\tDEFAULT\tCREATED", func(p *platinum.Project) []string {
-		def := ""
-		if p.Default {
-			def = "yes"
-		}
-		return []string{p.ID, p.Name, orDash(def), formatTime(p.CreatedAt)}
-	})
+// projectList is `pt project list`: the projects the token may see.
+func projectList(a *app) verb {
+	return &listVerb[platinum.Project]{app: a, check: noArgs, header: "ID\tNAME\tDEFAULT\tCREATED",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Project, error) {
+			return cl.Projects.List(ctx)
+		},
+		cells: func(p *platinum.Project) []string {
+			def := ""
+			if p.Default {
+				def = "yes"
+			}
+			return []string{p.ID, p.Name, orDash(def), formatTime(p.CreatedAt)}
+		}}
 }
 
 // projectCreate is `pt project create NAME`.

@@ -106,21 +106,20 @@ func (c *sessionRm) bind(fs *flag.FlagSet) runFunc {
 	}, c.app.sessionPrinter(asJSON))
 }
 
-// sessionList is `pt session list`.
-type sessionList struct{ app *app }
-
 const sessionListSynopsis = "pt session list [--all] [--json]"
 
-// bind binds the flags; the returned run lists the org's live sessions
-// (every one with --all).
-func (c *sessionList) bind(fs *flag.FlagSet) runFunc {
-	all := fs.Bool("all", false, "include stopped and failed sessions")
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Session, error) {
-		return cl.Sessions.List(ctx, *all)
-	}, "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED", func(s *platinum.Session) []string {
-		return []string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(s), s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}
-	})
+// sessionList is `pt session list`: the org's live sessions (every one
+// with --all).
+func sessionList(a *app) verb {
+	var all *bool
+	return &listVerb[platinum.Session]{app: a, check: noArgs, header: "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED",
+		flags: func(fs *flag.FlagSet) { all = fs.Bool("all", false, "include stopped and failed sessions") },
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Session, error) {
+			return cl.Sessions.List(ctx, *all)
+		},
+		cells: func(s *platinum.Session) []string {
+			return []string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(s), s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}
+		}}
 }
 
 func sessionContextLabel(s *platinum.Session) string {
@@ -161,20 +160,17 @@ func printSession(w io.Writer, s *platinum.Session, asJSON bool) error {
 	return tw.Flush()
 }
 
-// poolList is `pt pool list`.
-type poolList struct{ app *app }
-
 const poolListSynopsis = "pt pool list [--json]"
 
-// bind binds the flags; the returned run prints every warm pool with its
-// counts.
-func (c *poolList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
-		return cl.Pools.List(ctx)
-	}, "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE", func(p *platinum.Pool) []string {
-		return []string{p.Template, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
-	})
+// poolList is `pt pool list`: every warm pool with its counts.
+func poolList(a *app) verb {
+	return &listVerb[platinum.Pool]{app: a, check: noArgs, header: "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
+			return cl.Pools.List(ctx)
+		},
+		cells: func(p *platinum.Pool) []string {
+			return []string{p.Template, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
+		}}
 }
 
 // poolSet is `pt pool set TEMPLATE`.

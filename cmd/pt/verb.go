@@ -167,3 +167,24 @@ func noOutput(struct{}) error { return nil }
 
 // narrowTable is the tighter table of the snapshot and version lists.
 func narrowTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// listVerb is a verb that prints rows: a table under header, one line of
+// cells per row, or {"rows": [...]} with --json.
+type listVerb[T any] struct {
+	app *app
+	// flags declares the verb's own flags besides --json (nil: none).
+	flags  func(fs *flag.FlagSet)
+	check  argCheck
+	list   callFunc[[]T]
+	header string
+	cells  func(*T) []string
+}
+
+// bind binds the verb's flags and --json; the returned run lists the rows.
+func (v *listVerb[T]) bind(fs *flag.FlagSet) runFunc {
+	if v.flags != nil {
+		v.flags(fs)
+	}
+	asJSON := jsonFlag(fs, rowsJSONUsage)
+	return listRun(v.app, asJSON, v.check, v.list, v.header, v.cells)
+}

@@ -32,19 +32,17 @@ func (c *webhookCreate) bind(fs *flag.FlagSet) runFunc {
 	}))
 }
 
-// webhookList is `pt webhook list`.
-type webhookList struct{ app *app }
-
 const webhookListSynopsis = "pt webhook list [--json]"
 
-// bind binds the flags; the returned run prints the org's webhooks.
-func (c *webhookList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Webhook, error) {
-		return cl.Webhooks.List(ctx)
-	}, "ID\tURL\tEVENTS\tCREATED", func(w *platinum.Webhook) []string {
-		return []string{w.ID, w.URL, webhookEvents(w), formatTime(w.CreatedAt)}
-	})
+// webhookList is `pt webhook list`: the org's webhooks.
+func webhookList(a *app) verb {
+	return &listVerb[platinum.Webhook]{app: a, check: noArgs, header: "ID\tURL\tEVENTS\tCREATED",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Webhook, error) {
+			return cl.Webhooks.List(ctx)
+		},
+		cells: func(w *platinum.Webhook) []string {
+			return []string{w.ID, w.URL, webhookEvents(w), formatTime(w.CreatedAt)}
+		}}
 }
 
 // webhookEvents lists the event types a webhook receives ("all": no filter).
@@ -65,25 +63,23 @@ func (c *webhookRm) bind(fs *flag.FlagSet) runFunc {
 	})
 }
 
-// webhookDeliveries is `pt webhook deliveries ID`.
-type webhookDeliveries struct{ app *app }
-
 const webhookDeliveriesSynopsis = "pt webhook deliveries ID [--json]"
 
-// bind binds the flags; the returned run prints a webhook's latest
+// webhookDeliveries is `pt webhook deliveries ID`: a webhook's latest
 // deliveries, newest first.
-func (c *webhookDeliveries) bind(fs *flag.FlagSet) runFunc {
-	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return listRun(c.app, asJSON, exactArgs(1, "want one webhook ID"), func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.WebhookDelivery, error) {
-		return cl.Webhooks.Deliveries(ctx, pos[0])
-	}, "ID\tEVENT\tSTATUS\tATTEMPTS\tLAST\tNEXT\tERROR", func(d *platinum.WebhookDelivery) []string {
-		last := "-"
-		if d.LastStatus != 0 {
-			last = strconv.Itoa(d.LastStatus)
-		}
-		return []string{strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.EventID, 10), d.Status,
-			strconv.Itoa(d.Attempts), last, formatTime(d.NextAttemptAt), orDash(d.LastError)}
-	})
+func webhookDeliveries(a *app) verb {
+	return &listVerb[platinum.WebhookDelivery]{app: a, check: exactArgs(1, "want one webhook ID"), header: "ID\tEVENT\tSTATUS\tATTEMPTS\tLAST\tNEXT\tERROR",
+		list: func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.WebhookDelivery, error) {
+			return cl.Webhooks.Deliveries(ctx, pos[0])
+		},
+		cells: func(d *platinum.WebhookDelivery) []string {
+			last := "-"
+			if d.LastStatus != 0 {
+				last = strconv.Itoa(d.LastStatus)
+			}
+			return []string{strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.EventID, 10), d.Status,
+				strconv.Itoa(d.Attempts), last, formatTime(d.NextAttemptAt), orDash(d.LastError)}
+		}}
 }
 
 // webhookGet is `pt webhook get ID`.
