@@ -29,10 +29,7 @@ func (c *sandboxEnv) bind(fs *flag.FlagSet) runFunc {
 	fs.Var(&unset, "unset", "remove `KEY` (repeatable)")
 	fs.BoolVar(&asJSON, "json", false, `print {"id", "state", "env_keys", "applies"} as JSON`)
 	set := map[string]string{}
-	check := func(in *input) error {
-		if err := someArgs("want a sandbox ID, then KEY=VALUE pairs or --unset KEY")(in); err != nil {
-			return err
-		}
+	check := checks(someArgs("want a sandbox ID, then KEY=VALUE pairs or --unset KEY"), func(in *input) error {
 		for _, kv := range in.pos[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
@@ -49,7 +46,7 @@ func (c *sandboxEnv) bind(fs *flag.FlagSet) runFunc {
 			return in.usageErr("nothing to change: give KEY=VALUE or --unset KEY")
 		}
 		return nil
-	}
+	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.EnvResult, error) {
 		return cl.Sandboxes.UpdateEnv(ctx, pos[0], set, unset...)
 	}, jsonOr(c.app, &asJSON, func(res *platinum.EnvResult) error {

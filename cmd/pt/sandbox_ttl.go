@@ -50,16 +50,13 @@ const sandboxTTLSynopsis = "pt sandbox ttl ID DURATION [--json]   (e.g. 30m, 2h;
 func (c *sandboxTTL) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, "print the sandbox as JSON")
 	var ttl time.Duration
-	check := func(in *input) error {
-		if err := exactArgs(2, "want a sandbox ID and a DURATION")(in); err != nil {
-			return err
-		}
+	check := checks(exactArgs(2, "want a sandbox ID and a DURATION"), func(in *input) error {
 		var err error
 		if ttl, err = time.ParseDuration(in.pos[1]); err != nil || ttl < time.Millisecond {
 			return in.usageErr("DURATION %q must be positive, like 30m or 2h", in.pos[1])
 		}
 		return nil
-	}
+	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
 		return cl.Sandboxes.SetTTL(ctx, pos[0], ttl)
 	}, func(sb *platinum.Sandbox) error {

@@ -28,10 +28,7 @@ func (c *sandboxUsage) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&from, "from", "", "start of the window, `TIME` (default: when the sandbox was created)")
 	fs.StringVar(&to, "to", "", "end of the window, `TIME` (default: now)")
 	var window [2]time.Time
-	check := func(in *input) error {
-		if err := oneSandboxID(in); err != nil {
-			return err
-		}
+	check := checks(oneSandboxID, func(in *input) error {
 		for i, v := range []struct{ name, val string }{{"--from", from}, {"--to", to}} {
 			var err error
 			if window[i], err = parseWhen(v.val); err != nil {
@@ -39,7 +36,7 @@ func (c *sandboxUsage) bind(fs *flag.FlagSet) runFunc {
 			}
 		}
 		return nil
-	}
+	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Usage, error) {
 		return cl.Sandboxes.Usage(ctx, pos[0], window[0], window[1])
 	}, jsonOr(c.app, asJSON, func(u *platinum.Usage) error {

@@ -184,10 +184,7 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
 	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
 	asJSON := jsonFlag(fs, "print the pool as JSON")
-	check := func(in *input) error {
-		if err := exactArgs(1, "want exactly one template")(in); err != nil {
-			return err
-		}
+	check := checks(exactArgs(1, "want exactly one template"), func(in *input) error {
 		if *minReady < 0 {
 			return in.usageErr("--min-ready is required")
 		}
@@ -195,7 +192,7 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 			*mx = *minReady
 		}
 		return nil
-	}
+	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
 		return cl.Pools.Set(ctx, pos[0], *minReady, *mx)
 	}, jsonOrLine(c.app, asJSON, func(p *platinum.Pool) string {

@@ -25,10 +25,7 @@ func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first snapshot")
 	fs.BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
 	opts := platinum.SnapshotOptions{}
-	check := func(in *input) error {
-		if err := oneSandboxID(in); err != nil {
-			return err
-		}
+	check := checks(oneSandboxID, func(in *input) error {
 		opts = platinum.SnapshotOptions{Name: name, IdempotencyKey: key}
 		switch memory {
 		case "auto":
@@ -41,7 +38,7 @@ func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 			return in.usageErr("--memory must be auto, on or off")
 		}
 		return nil
-	}
+	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Snapshot, error) {
 		return cl.Sandboxes.Snapshot(ctx, pos[0], opts)
 	}, jsonOrLine(c.app, &asJSON, func(snap *platinum.Snapshot) string {

@@ -67,6 +67,19 @@ func someArgs(msg string) argCheck {
 	}
 }
 
+// checks runs each check in turn and stops at the first error: the
+// argument count first, then what the verb checks of its own.
+func checks(cs ...argCheck) argCheck {
+	return func(in *input) error {
+		for _, c := range cs {
+			if err := c(in); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // callFunc makes a verb's SDK call with its positional arguments.
 type callFunc[T any] func(ctx context.Context, cl *platinum.Client, pos []string) (T, error)
 
