@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -24,63 +23,25 @@ const artifactCreateSynopsis = "pt artifact create SANDBOX PATH [--name NAME] [-
 // JSON.
 func (c *artifactCreate) bind(fs *flag.FlagSet) runFunc {
 	name := fs.String("name", "", "download file name (default: the path's base name, plus .tar for a directory)")
-	asJSON := fs.Bool("json", false, "print the artifact as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 2 {
-			return in.usageErr("want a sandbox ID and a path")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		a, err := cl.Artifacts.Create(ctx, pos[0], platinum.ArtifactCreate{Path: pos[1], Name: *name})
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, a)
-		}
-		fmt.Fprintln(c.app.stdout, a.ID)
-		return nil
-	}
+	asJSON := jsonFlag(fs, "print the artifact as JSON")
+	return callRun(c.app, exactArgs(2, "want a sandbox ID and a path"), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Artifact, error) {
+		return cl.Artifacts.Create(ctx, pos[0], platinum.ArtifactCreate{Path: pos[1], Name: *name})
+	}, jsonOrLine(c.app, asJSON, func(a *platinum.Artifact) string { return a.ID }))
 }
-
-// artifactList is `pt artifact list`.
-type artifactList struct{ app *app }
 
 const artifactListSynopsis = "pt artifact list [--sandbox ID] [--json]"
 
-// bind binds the flags; the returned run prints the org's artifacts, newest
-// first.
-func (c *artifactList) bind(fs *flag.FlagSet) runFunc {
-	sbx := fs.String("sandbox", "", "only this sandbox's artifacts")
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Artifacts.List(ctx, *sbx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Artifact `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "ID\tSANDBOX\tKIND\tSIZE\tNAME\tCREATED")
-		for _, a := range rows {
-			fmt.Fprintln(tw, strings.Join([]string{a.ID, a.SandboxID, a.Kind, formatBytes(a.SizeBytes), a.Name, formatTime(a.CreatedAt)}, "\t"))
-		}
-		return tw.Flush()
-	}
+// artifactList is `pt artifact list`: the org's artifacts, newest first.
+func artifactList(a *app) verb {
+	var sbx *string
+	return &listVerb[platinum.Artifact]{app: a, check: noArgs, header: "ID\tSANDBOX\tKIND\tSIZE\tNAME\tCREATED",
+		flags: func(fs *flag.FlagSet) { sbx = fs.String("sandbox", "", "only this sandbox's artifacts") },
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Artifact, error) {
+			return cl.Artifacts.List(ctx, *sbx)
+		},
+		cells: func(r *platinum.Artifact) []string {
+			return []string{r.ID, r.SandboxID, r.Kind, formatBytes(r.SizeBytes), r.Name, formatTime(r.CreatedAt)}
+		}}
 }
 
 // artifactGet is `pt artifact get ID`.
@@ -90,31 +51,17 @@ const artifactGetSynopsis = "pt artifact get ID [--json]"
 
 // bind binds the flags; the returned run prints one artifact.
 func (c *artifactGet) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the artifact as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want one artifact ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		a, err := cl.Artifacts.Get(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, a)
-		}
-		tw := table(c.app.stdout)
-		for _, kv := range [][2]string{{"id", a.ID}, {"sandbox", a.SandboxID}, {"name", a.Name}, {"path", a.Path},
-			{"kind", a.Kind}, {"content type", a.ContentType}, {"size", formatBytes(a.SizeBytes)}, {"sha256", a.SHA256},
-			{"created", formatTime(a.CreatedAt)}} {
-			fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
-		}
-		return tw.Flush()
-	}
+	asJSON := jsonFlag(fs, "print the artifact as JSON")
+	return callRun(c.app, exactArgs(1, "want one artifact ID"), getArtifact, jsonOr(c.app, asJSON, func(a *platinum.Artifact) error {
+		return printFields(c.app.stdout, [2]string{"id", a.ID}, [2]string{"sandbox", a.SandboxID}, [2]string{"name", a.Name},
+			[2]string{"path", a.Path}, [2]string{"kind", a.Kind}, [2]string{"content type", a.ContentType},
+			[2]string{"size", formatBytes(a.SizeBytes)}, [2]string{"sha256", a.SHA256}, [2]string{"created", formatTime(a.CreatedAt)})
+	}))
+}
+
+// getArtifact looks up the artifact named by the one positional argument.
+func getArtifact(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Artifact, error) {
+	return cl.Artifacts.Get(ctx, pos[0])
 }
 
 // artifactDownload is `pt artifact download ID`.
@@ -127,23 +74,19 @@ const artifactDownloadSynopsis = "pt artifact download ID [-o FILE|-]"
 // them against the stored SHA-256. A file that fails the check is removed.
 func (c *artifactDownload) bind(fs *flag.FlagSet) runFunc {
 	out := fs.String("o", "", `output file ("-": stdout; default: the artifact's name)`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want one artifact ID")
-		}
-		cl, err := c.app.client()
+	type download struct {
+		a  *platinum.Artifact
+		rc io.ReadCloser
+	}
+	return callRun(c.app, exactArgs(1, "want one artifact ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (download, error) {
+		a, err := getArtifact(ctx, cl, pos)
 		if err != nil {
-			return err
-		}
-		a, err := cl.Artifacts.Get(ctx, pos[0])
-		if err != nil {
-			return err
+			return download{}, err
 		}
 		rc, err := cl.Artifacts.Download(ctx, a.ID)
-		if err != nil {
-			return err
-		}
+		return download{a, rc}, err
+	}, func(d download) error {
+		a, rc := d.a, d.rc
 		defer rc.Close()
 		dst := *out
 		if dst == "" {
@@ -152,6 +95,7 @@ func (c *artifactDownload) bind(fs *flag.FlagSet) runFunc {
 		var w io.Writer = c.app.stdout
 		var f *os.File
 		if dst != "-" {
+			var err error
 			if f, err = os.Create(dst); err != nil {
 				return err
 			}
@@ -175,7 +119,7 @@ func (c *artifactDownload) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.app.stderr, dst)
 		}
 		return nil
-	}
+	})
 }
 
 // artifactRm is `pt artifact rm ID...`.
@@ -186,21 +130,7 @@ const artifactRmSynopsis = "pt artifact rm ID [ID...]"
 // bind binds the flags; the returned run deletes each artifact and prints
 // its ID.
 func (c *artifactRm) bind(fs *flag.FlagSet) runFunc {
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) == 0 {
-			return in.usageErr("want at least one artifact ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		for _, id := range pos {
-			if err := cl.Artifacts.Delete(ctx, id); err != nil {
-				return err
-			}
-			fmt.Fprintln(c.app.stdout, id)
-		}
-		return nil
-	}
+	return deleteRun(c.app, "want at least one artifact ID", func(ctx context.Context, cl *platinum.Client, id string) error {
+		return cl.Artifacts.Delete(ctx, id)
+	})
 }

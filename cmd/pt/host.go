@@ -6,40 +6,22 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
-// hostList is `pt host list`.
-type hostList struct{ app *app }
-
 const hostListSynopsis = "pt host list [--json]"
 
-// bind binds the flags; the returned run prints every host with its state,
-// capacity and load.
-func (c *hostList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		if len(in.pos) > 0 {
-			return in.usageErr("unexpected argument %q", in.pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Hosts.List(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Host `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT")
-		for _, h := range rows {
+// hostList is `pt host list`: every host with its state, capacity and
+// load.
+func hostList(a *app) verb {
+	return &listVerb[platinum.Host]{app: a, check: noArgs, header: "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Host, error) {
+			return cl.Hosts.List(ctx)
+		},
+		cells: func(h *platinum.Host) []string {
 			state, cpu, ram, boxes := h.State, "-", "-", "-"
 			if state == "" {
 				state = "unregistered"
@@ -56,10 +38,8 @@ func (c *hostList) bind(fs *flag.FlagSet) runFunc {
 					boxes = "0"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", h.ID, state, h.Generation, cpu, ram, boxes, h.HeartbeatAt)
-		}
-		return tw.Flush()
-	}
+			return []string{h.ID, state, strconv.FormatInt(h.Generation, 10), cpu, ram, boxes, h.HeartbeatAt}
+		}}
 }
 
 // hostDrain is `pt host drain ID` and `pt host undrain ID`.
@@ -74,27 +54,14 @@ const hostUndrainSynopsis = "pt host undrain ID [--json]"
 // bind binds the flags; the returned run drains or undrains one host
 // (platform admin token).
 func (c *hostDrain) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the host as JSON")
-	return func(ctx context.Context, in *input) error {
-		if len(in.pos) != 1 {
-			return in.usageErr("want exactly one host ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, "print the host as JSON")
+	return callRun(c.app, exactArgs(1, "want exactly one host ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Host, error) {
 		set := cl.Hosts.Undrain
 		if c.drain {
 			set = cl.Hosts.Drain
 		}
-		h, err := set(ctx, in.pos[0])
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, h)
-		}
-		fmt.Fprintf(c.app.stdout, "host %s: %s (generation %d)\n", h.ID, h.State, h.Generation)
-		return nil
-	}
+		return set(ctx, pos[0])
+	}, jsonOrLine(c.app, asJSON, func(h *platinum.Host) string {
+		return fmt.Sprintf("host %s: %s (generation %d)", h.ID, h.State, h.Generation)
+	}))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/platinum-dev/platinum/mcpserver"
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // mcpCmd is `pt mcp`: the MCP server on stdin/stdout, for agent hosts that
@@ -24,24 +25,16 @@ const mcpSynopsis = "pt mcp [--allow-delete-any]"
 // go to stderr.
 func (c *mcpCmd) bind(fs *flag.FlagSet) runFunc {
 	anyDelete := fs.Bool("allow-delete-any", false, "let delete_sandbox delete sandboxes this token did not make through MCP (by default it refuses those whose "+mcpserver.CreatedLabel+" label is not this token's)")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) (struct{}, error) {
 		log := slog.New(slog.NewTextHandler(c.app.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		// client() has checked PT_TOKEN is set.
 		s := mcpserver.New(cl, mcpserver.Options{CallerID: mcpserver.CallerID(c.app.getenv("PT_TOKEN")), AllowDeleteAny: *anyDelete, Logger: log})
 		t := &mcp.IOTransport{Reader: io.NopCloser(c.app.stdin), Writer: nopWriteCloser{c.app.stdout}}
 		if err := s.Run(ctx, t); err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-			return err
+			return struct{}{}, err
 		}
-		return nil
-	}
+		return struct{}{}, nil
+	}, noOutput)
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -17,26 +17,14 @@ const sandboxChildrenSynopsis = "pt sandbox children ID [--json]"
 // bind binds the flags; the returned run lists the children as `pt sandbox
 // list` does.
 func (c *sandboxChildren) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Sandboxes.Children(ctx, pos[0])
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, rowsJSONUsage)
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.Sandbox, error) {
+		return cl.Sandboxes.Children(ctx, pos[0])
+	}, func(rows []platinum.Sandbox) error {
 		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Sandbox `json:"rows"`
-			}{rows})
+			return writeRows(c.app.stdout, rows)
 		}
-		_, err = io.WriteString(c.app.stdout, sandboxTable(rows, c.app.width()))
+		_, err := io.WriteString(c.app.stdout, sandboxTable(rows, c.app.width()))
 		return err
-	}
+	})
 }

@@ -28,39 +28,28 @@ func (c *sandboxEnv) bind(fs *flag.FlagSet) runFunc {
 	)
 	fs.Var(&unset, "unset", "remove `KEY` (repeatable)")
 	fs.BoolVar(&asJSON, "json", false, `print {"id", "state", "env_keys", "applies"} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		if len(pos) == 0 {
-			return usageErr(usage, "want a sandbox ID, then KEY=VALUE pairs or --unset KEY")
-		}
-		id, set := pos[0], map[string]string{}
-		for _, kv := range pos[1:] {
+	set := map[string]string{}
+	check := checks(someArgs("want a sandbox ID, then KEY=VALUE pairs or --unset KEY"), func(in *input) error {
+		for _, kv := range in.pos[1:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return usageErr(usage, "want KEY=VALUE, got %q; remove a key with --unset KEY", kv)
+				return in.usageErr("want KEY=VALUE, got %q; remove a key with --unset KEY", kv)
 			}
 			set[k] = v
 		}
 		for _, k := range unset {
 			if _, ok := set[k]; ok {
-				return usageErr(usage, "%s is both set and unset", k)
+				return in.usageErr("%s is both set and unset", k)
 			}
 		}
 		if len(set) == 0 && len(unset) == 0 {
-			return usageErr(usage, "nothing to change: give KEY=VALUE or --unset KEY")
+			return in.usageErr("nothing to change: give KEY=VALUE or --unset KEY")
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		res, err := cl.Sandboxes.UpdateEnv(ctx, id, set, unset...)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, res)
-		}
+		return nil
+	})
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.EnvResult, error) {
+		return cl.Sandboxes.UpdateEnv(ctx, pos[0], set, unset...)
+	}, jsonOr(c.app, &asJSON, func(res *platinum.EnvResult) error {
 		fmt.Fprintf(c.app.stdout, "env keys: %s\napplies: %s\n", orDash(strings.Join(res.EnvKeys, ", ")), res.Applies)
 		switch res.Applies {
 		case platinum.AppliesNextExec:
@@ -69,5 +58,5 @@ func (c *sandboxEnv) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stderr, "the sandbox is %s; it sees the change when it next starts\n", res.State)
 		}
 		return nil
-	}
+	}))
 }

@@ -37,23 +37,12 @@ func (c *sandboxExec) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&req.Shell, "shell", "", "run `COMMAND` with /bin/sh -c instead of an argv")
 	fs.BoolVar(&stdin, "stdin", false, "send pt's standard input to the command")
 	fs.BoolVar(&stdin, "i", false, "short for --stdin")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		switch {
-		case len(pos) == 0:
-			return usageErr(usage, "want a sandbox ID and a command")
-		case len(pos) == 1 && req.Shell == "":
-			return usageErr(usage, "no command given: put it after --, e.g. pt sandbox exec %s -- ls -la", pos[0])
-		case len(pos) > 1 && req.Shell != "":
-			return usageErr(usage, "give either --shell or a command after --, not both")
-		case req.Timeout < 0:
-			return usageErr(usage, "--timeout must be positive")
+	check := func(in *input) error {
+		if err := execArgs(in, "sandbox", &req); err != nil {
+			return err
 		}
-		id := pos[0]
-		req.Cmd = pos[1:]
-		if len(req.Cmd) == 0 {
-			req.Cmd = nil
+		if req.Timeout < 0 {
+			return in.usageErr("--timeout must be positive")
 		}
 		req.Env = env.orNil()
 		if stdin {
@@ -63,26 +52,47 @@ func (c *sandboxExec) bind(fs *flag.FlagSet) runFunc {
 			}
 			req.Stdin = string(b)
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		res, err := cl.Sandboxes.ExecStream(ctx, id, req, c.app.stdout, c.app.stderr)
-		if err != nil {
-			return err
-		}
-		switch {
-		case res.TimedOut:
-			msg := "the command timed out and was killed"
-			if req.Timeout > 0 {
-				msg = fmt.Sprintf("the command timed out after %s and was killed; raise --timeout", req.Timeout.Round(time.Millisecond))
-			}
-			return &exitError{code: exitTimedOut, msg: msg}
-		case res.ExitCode < 0:
-			return &exitError{code: exitSignaled, msg: "the command was killed by a signal"}
-		case res.ExitCode != 0:
-			return &exitError{code: min(res.ExitCode, 255)}
-		}
 		return nil
 	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.ExecResult, error) {
+		return cl.Sandboxes.ExecStream(ctx, pos[0], req, c.app.stdout, c.app.stderr)
+	}, func(res *platinum.ExecResult) error {
+		msg := "the command timed out and was killed"
+		if req.Timeout > 0 {
+			msg = fmt.Sprintf("the command timed out after %s and was killed; raise --timeout", req.Timeout.Round(time.Millisecond))
+		}
+		return commandExit(res, msg)
+	})
+}
+
+// execArgs checks the positional arguments of the exec verbs (what is
+// "sandbox" or "session"): an ID, then a command after "--" or --shell,
+// never both. It sets req.Cmd to the command.
+func execArgs(in *input, what string, req *platinum.ExecRequest) error {
+	switch pos := in.pos; {
+	case len(pos) == 0:
+		return in.usageErr("want a %s ID and a command", what)
+	case len(pos) == 1 && req.Shell == "":
+		return in.usageErr("no command given: put it after --, e.g. pt %s exec %s -- ls -la", what, pos[0])
+	case len(pos) > 1 && req.Shell != "":
+		return in.usageErr("give either --shell or a command after --, not both")
+	case len(pos) > 1:
+		req.Cmd = pos[1:]
+	}
+	return nil
+}
+
+// commandExit is pt's exit for a finished command: its own exit code, or
+// exitTimedOut (with timedOut as the message) or exitSignaled for one that
+// did not exit on its own.
+func commandExit(res *platinum.ExecResult, timedOut string) error {
+	switch {
+	case res.TimedOut:
+		return &exitError{code: exitTimedOut, msg: timedOut}
+	case res.ExitCode < 0:
+		return &exitError{code: exitSignaled, msg: "the command was killed by a signal"}
+	case res.ExitCode != 0:
+		return &exitError{code: min(res.ExitCode, 255)}
+	}
+	return nil
 }

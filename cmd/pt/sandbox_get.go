@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // sandboxGet is `pt sandbox get ID`.
@@ -12,20 +14,8 @@ const sandboxGetSynopsis = "pt sandbox get ID [--json]"
 
 // bind binds the flags; the returned run prints one sandbox.
 func (c *sandboxGet) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		sb, err := cl.Sandboxes.Get(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		return printSandbox(c.app.stdout, sb, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the sandbox as JSON")
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
+		return cl.Sandboxes.Get(ctx, pos[0])
+	}, func(sb *platinum.Sandbox) error { return printSandbox(c.app.stdout, sb, *asJSON) })
 }

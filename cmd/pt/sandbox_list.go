@@ -32,26 +32,19 @@ func (c *sandboxList) bind(fs *flag.FlagSet) runFunc {
 	fs.IntVar(&opts.Limit, "limit", 0, "at most `N` sandboxes, 1..200 (default 50)")
 	fs.IntVar(&opts.Offset, "offset", 0, "skip the first `N` sandboxes")
 	fs.BoolVar(&asJSON, "json", false, `print {"rows": [...], "total": N} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		switch usage := in.usage; {
-		case len(pos) > 0:
-			return usageErr(usage, "unexpected argument %q", pos[0])
+	check := func(in *input) error {
+		switch {
+		case len(in.pos) > 0:
+			return noArgs(in)
 		case opts.ParentID != "" && opts.RootsOnly:
-			return usageErr(usage, "give --parent or --roots, not both")
+			return in.usageErr("give --parent or --roots, not both")
 		}
 		opts.State, opts.Metadata = platinum.State(state), md.orNil()
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		l, err := cl.Sandboxes.List(ctx, opts)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, l)
-		}
+		return nil
+	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, _ []string) (*platinum.SandboxList, error) {
+		return cl.Sandboxes.List(ctx, opts)
+	}, jsonOr(c.app, &asJSON, func(l *platinum.SandboxList) error {
 		if _, err := io.WriteString(c.app.stdout, sandboxTable(l.Rows, c.app.width())); err != nil {
 			return err
 		}
@@ -59,5 +52,5 @@ func (c *sandboxList) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stderr, "showing %d-%d of %d; see more with --offset %d\n", opts.Offset+1, shown, l.Total, shown)
 		}
 		return nil
-	}
+	}))
 }

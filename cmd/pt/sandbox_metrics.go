@@ -17,26 +17,13 @@ const sandboxMetricsSynopsis = "pt sandbox metrics ID [--json]"
 // bind binds the flags; the returned run prints the figures as a field list,
 // or the API's JSON.
 func (c *sandboxMetrics) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the metrics as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		m, err := cl.Sandboxes.Metrics(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, m)
-		}
+	asJSON := jsonFlag(fs, "print the metrics as JSON")
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Metrics, error) {
+		return cl.Sandboxes.Metrics(ctx, pos[0])
+	}, jsonOr(c.app, asJSON, func(m *platinum.Metrics) error {
 		printMetrics(c.app, m)
 		return nil
-	}
+	}))
 }
 
 // printMetrics shows metrics as a field list, sizes in binary units.

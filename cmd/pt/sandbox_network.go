@@ -32,22 +32,9 @@ func (c *sandboxNetwork) bind(fs *flag.FlagSet) runFunc {
 	fs.Var(&allow, "allow-out", "allow an IPv4 `CIDR`, address or domain (repeatable, or comma-separated)")
 	fs.Var(&deny, "deny-out", "deny an IPv4 `CIDR` or address (repeatable, or comma-separated)")
 	fs.BoolVar(&asJSON, "json", false, `print {"id", "state", "network", "applies"} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		res, err := cl.Sandboxes.SetNetwork(ctx, pos[0], platinum.NetworkPolicy{Egress: egress, AllowOut: splitList(allow), DenyOut: splitList(deny)})
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, res)
-		}
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.NetworkResult, error) {
+		return cl.Sandboxes.SetNetwork(ctx, pos[0], platinum.NetworkPolicy{Egress: egress, AllowOut: splitList(allow), DenyOut: splitList(deny)})
+	}, jsonOr(c.app, &asJSON, func(res *platinum.NetworkResult) error {
 		n := res.Network
 		fmt.Fprintf(c.app.stdout, "egress: %s\nallow out: %s\ndeny out: %s\napplies: %s\n",
 			n.Egress, orDash(strings.Join(n.AllowOut, ", ")), orDash(strings.Join(n.DenyOut, ", ")), res.Applies)
@@ -55,7 +42,7 @@ func (c *sandboxNetwork) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stderr, "the sandbox is %s; the policy applies when it next starts\n", res.State)
 		}
 		return nil
-	}
+	}))
 }
 
 // splitList flattens repeated and comma-separated values.

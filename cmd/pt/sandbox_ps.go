@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -18,40 +17,27 @@ const sandboxPsSynopsis = "pt sandbox ps ID [--json]"
 // bind binds the flags; the returned run prints one row per running process,
 // by pid.
 func (c *sandboxPs) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, `print {"processes": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, `print {"processes": [...]} as JSON`)
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.Process, error) {
 		sb, err := cl.Sandboxes.Connect(ctx, pos[0])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		list, err := sb.Processes().List(ctx)
-		if err != nil {
-			return err
-		}
+		return sb.Processes().List(ctx)
+	}, func(list []platinum.Process) error {
 		if *asJSON {
 			return writeJSON(c.app.stdout, struct {
 				Processes []platinum.Process `json:"processes"`
 			}{list})
 		}
-		w := table(c.app.stdout)
-		fmt.Fprintln(w, "PID\tTAG\tTTY\tCWD\tCOMMAND")
-		for _, p := range list {
+		return writeTable(table(c.app.stdout), "PID\tTAG\tTTY\tCWD\tCOMMAND", list, func(p *platinum.Process) []string {
 			tty := "-"
 			if p.PTY {
 				tty = "pty"
 			}
-			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", p.PID, orDash(p.Tag), tty, orDash(p.Cwd), strings.Join(p.Cmd, " "))
-		}
-		return w.Flush()
-	}
+			return []string{strconv.Itoa(p.PID), orDash(p.Tag), tty, orDash(p.Cwd), strings.Join(p.Cmd, " ")}
+		})
+	})
 }
 
 // sandboxKillProcess is `pt sandbox kill-process ID PID`: signal one of

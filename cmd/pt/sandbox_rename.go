@@ -19,39 +19,38 @@ const sandboxRenameSynopsis = "pt sandbox rename ID NAME [--json]\n       pt san
 // name) and prints the outcome.
 func (c *sandboxRename) bind(fs *flag.FlagSet) runFunc {
 	clearName := fs.Bool("clear", false, "remove the sandbox's name")
-	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		switch {
+	asJSON := jsonFlag(fs, "print the sandbox as JSON")
+	check := func(in *input) error {
+		switch pos := in.pos; {
 		case len(pos) == 0:
-			return usageErr(usage, "want a sandbox ID and a NAME (or --clear)")
+			return in.usageErr("want a sandbox ID and a NAME (or --clear)")
 		case len(pos) == 1 && !*clearName:
-			return usageErr(usage, "want a NAME, or --clear to remove the name")
+			return in.usageErr("want a NAME, or --clear to remove the name")
 		case len(pos) == 2 && *clearName:
-			return usageErr(usage, "give a NAME or --clear, not both")
+			return in.usageErr("give a NAME or --clear, not both")
 		case len(pos) > 2:
-			return usageErr(usage, "unexpected argument %q", pos[2])
+			return in.usageErr("unexpected argument %q", pos[2])
 		case len(pos) == 2 && pos[1] == "":
-			return usageErr(usage, "the NAME is empty; remove a name with --clear")
+			return in.usageErr("the NAME is empty; remove a name with --clear")
 		}
-		id := pos[0]
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
 		var sb *platinum.Sandbox
+		var err error
 		if *clearName {
-			sb, err = cl.Sandboxes.ClearName(ctx, id)
+			sb, err = cl.Sandboxes.ClearName(ctx, pos[0])
 		} else {
-			sb, err = cl.Sandboxes.Rename(ctx, id, pos[1])
+			sb, err = cl.Sandboxes.Rename(ctx, pos[0], pos[1])
 		}
 		if platinum.IsCode(err, platinum.CodeInvalidRequest) {
-			return withHint(err, "") // the message says what a name may be; rename has no --name flag to point at
+			return nil, withHint(err, "") // the message says what a name may be; rename has no --name flag to point at
 		}
 		if err != nil {
-			return nameConflictHint(err, pos[len(pos)-1])
+			return nil, nameConflictHint(err, pos[len(pos)-1])
 		}
+		return sb, nil
+	}, func(sb *platinum.Sandbox) error {
 		if *asJSON {
 			return printSandbox(c.app.stdout, sb, true)
 		}
@@ -61,7 +60,7 @@ func (c *sandboxRename) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stdout, "sandbox %s: renamed to %s\n", sb.ID, sb.Name)
 		}
 		return nil
-	}
+	})
 }
 
 // nameConflictHint explains a conflict that is about a taken name (one

@@ -21,15 +21,7 @@ const sandboxRmSynopsis = "pt sandbox rm ID [ID...]"
 // A parent refused because of live children is tried again after the others,
 // so `pt sandbox rm PARENT CHILD...` works in any order.
 func (c *sandboxRm) bind(fs *flag.FlagSet) runFunc {
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) == 0 {
-			return in.usageErr("want at least one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, someArgs("want at least one sandbox ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (struct{}, error) {
 		var failed, parents []string
 		var lastErr error
 		del := func(id string, retry bool) {
@@ -56,11 +48,11 @@ func (c *sandboxRm) bind(fs *flag.FlagSet) runFunc {
 			del(id, true)
 		}
 		if len(pos) == 1 && lastErr != nil {
-			return lastErr
+			return struct{}{}, lastErr
 		}
 		if len(failed) > 0 {
-			return withHint(fmt.Errorf("could not delete %s", sandboxIDs(failed)), c.app.hint(lastErr))
+			return struct{}{}, withHint(fmt.Errorf("could not delete %s", sandboxIDs(failed)), c.app.hint(lastErr))
 		}
-		return nil
-	}
+		return struct{}{}, nil
+	}, noOutput)
 }

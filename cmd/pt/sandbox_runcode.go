@@ -47,16 +47,15 @@ func (c *sandboxRunCode) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&req.Cwd, "cwd", "", "working `DIR`ectory for this cell")
 	fs.Var(env, "env", "environment variable `K=V` for this cell (repeatable)")
 	fs.StringVar(&images, "images", images, "`DIR`ectory where image and PDF results are saved (result-N.png, .jpg, .svg, .pdf)")
-	return func(ctx context.Context, in *input) error {
+	check := func(in *input) error {
 		pos := in.pos
-		usage := in.usage
 		switch {
 		case len(pos) == 0:
-			return usageErr(usage, "want a sandbox ID")
+			return in.usageErr("want a sandbox ID")
 		case len(pos) > 2:
-			return usageErr(usage, "want at most one FILE (or - for standard input)")
+			return in.usageErr("want at most one FILE (or - for standard input)")
 		case req.Timeout < 0:
-			return usageErr(usage, "--timeout must be positive")
+			return in.usageErr("--timeout must be positive")
 		}
 		var src io.Reader = c.app.stdin
 		if len(pos) == 2 && pos[1] != "-" {
@@ -74,14 +73,11 @@ func (c *sandboxRunCode) bind(fs *flag.FlagSet) runFunc {
 		req.Code, req.Env = string(code), env.orNil()
 		req.OnStdout = func(s string) { io.WriteString(c.app.stdout, s) }
 		req.OnStderr = func(s string) { io.WriteString(c.app.stderr, s) }
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ex, err := cl.Sandboxes.RunCode(ctx, pos[0], req)
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Execution, error) {
+		return cl.Sandboxes.RunCode(ctx, pos[0], req)
+	}, func(ex *platinum.Execution) error {
 		if ex.KernelRestarted != "" {
 			fmt.Fprintf(c.app.stderr, "pt: %s\n", ex.KernelRestarted)
 		}
@@ -118,5 +114,5 @@ func (c *sandboxRunCode) bind(fs *flag.FlagSet) runFunc {
 			return &exitError{code: exitCellError, msg: ex.Error.Error()}
 		}
 		return nil
-	}
+	})
 }

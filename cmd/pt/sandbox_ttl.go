@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // sandboxKill is `pt sandbox kill ID...`: destroy sandboxes (docs/sandboxes.md,
@@ -18,31 +20,23 @@ const sandboxKillSynopsis = "pt sandbox kill ID [ID...] [--json]"
 // bind binds the flags; the returned run kills each sandbox and prints its
 // ID, status and destroyed reason.
 func (c *sandboxKill) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print each destroyed record as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) == 0 {
-			return in.usageErr("want at least one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, "print each destroyed record as JSON")
+	return callRun(c.app, someArgs("want at least one sandbox ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (struct{}, error) {
 		for _, id := range pos {
 			sb, err := cl.Sandboxes.Kill(ctx, id)
 			if err != nil {
-				return err
+				return struct{}{}, err
 			}
 			if *asJSON {
 				if err := writeJSON(c.app.stdout, sb); err != nil {
-					return err
+					return struct{}{}, err
 				}
 				continue
 			}
 			fmt.Fprintf(c.app.stdout, "%s\t%s\t%s\n", sb.ID, sb.Status, sb.DestroyedReason)
 		}
-		return nil
-	}
+		return struct{}{}, nil
+	}, noOutput)
 }
 
 // sandboxTTL is `pt sandbox ttl ID DURATION`: reset a sandbox's countdown
@@ -54,25 +48,18 @@ const sandboxTTLSynopsis = "pt sandbox ttl ID DURATION [--json]   (e.g. 30m, 2h;
 // bind binds the flags; the returned run resets the TTL and prints the new
 // expiry.
 func (c *sandboxTTL) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		if len(pos) != 2 {
-			return usageErr(usage, "want a sandbox ID and a DURATION")
+	asJSON := jsonFlag(fs, "print the sandbox as JSON")
+	var ttl time.Duration
+	check := checks(exactArgs(2, "want a sandbox ID and a DURATION"), func(in *input) error {
+		var err error
+		if ttl, err = time.ParseDuration(in.pos[1]); err != nil || ttl < time.Millisecond {
+			return in.usageErr("DURATION %q must be positive, like 30m or 2h", in.pos[1])
 		}
-		ttl, err := time.ParseDuration(pos[1])
-		if err != nil || ttl < time.Millisecond {
-			return usageErr(usage, "DURATION %q must be positive, like 30m or 2h", pos[1])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		sb, err := cl.Sandboxes.SetTTL(ctx, pos[0], ttl)
-		if err != nil {
-			return err
-		}
+		return nil
+	})
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
+		return cl.Sandboxes.SetTTL(ctx, pos[0], ttl)
+	}, func(sb *platinum.Sandbox) error {
 		if *asJSON {
 			return printSandbox(c.app.stdout, sb, true)
 		}
@@ -82,7 +69,7 @@ func (c *sandboxTTL) bind(fs *flag.FlagSet) runFunc {
 		}
 		fmt.Fprintf(c.app.stdout, "%s expires at %s (%s)\n", sb.ID, exp, sb.Status)
 		return nil
-	}
+	})
 }
 
 // templateVersions is `pt template versions SLUG`: every build of a
@@ -93,30 +80,17 @@ const templateVersionsSynopsis = "pt template versions SLUG [--json]"
 
 // bind binds the flags; the returned run lists the versions.
 func (c *templateVersions) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the versions as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one template SLUG")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		vs, err := cl.Templates.Versions(ctx, pos[0])
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, "print the versions as JSON")
+	return callRun(c.app, exactArgs(1, "want exactly one template SLUG"), func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.TemplateVersion, error) {
+		return cl.Templates.Versions(ctx, pos[0])
+	}, func(vs []platinum.TemplateVersion) error {
 		if *asJSON {
-			return writeJSON(c.app.stdout, map[string]any{"rows": vs})
+			return writeRows(c.app.stdout, vs)
 		}
-		tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "VERSION\tID\tSTATUS\tSIZE\tCREATED")
-		for _, v := range vs {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d MB\t%s\n", v.Version, v.ID, v.Status, v.SizeBytes>>20, formatTime(v.CreatedAt))
-		}
-		return tw.Flush()
-	}
+		return writeTable(narrowTable(c.app.stdout), "VERSION\tID\tSTATUS\tSIZE\tCREATED", vs, func(v *platinum.TemplateVersion) []string {
+			return []string{strconv.Itoa(v.Version), v.ID, string(v.Status), fmt.Sprintf("%d MB", v.SizeBytes>>20), formatTime(v.CreatedAt)}
+		})
+	})
 }
 
 // durationMsFlag is a duration flag stored as whole milliseconds.

@@ -27,28 +27,25 @@ func (c *sandboxUpdate) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&name, "name", "", "rename the sandbox to `NAME`")
 	fs.BoolVar(&clearName, "clear-name", false, "remove the sandbox's name")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
+	check := func(in *input) error {
 		switch {
-		case len(pos) != 1:
-			return usageErr(usage, "want exactly one sandbox ID")
+		case len(in.pos) != 1:
+			return in.usageErr("want exactly one sandbox ID")
 		case name != "" && clearName:
-			return usageErr(usage, "give --name or --clear-name, not both")
+			return in.usageErr("give --name or --clear-name, not both")
 		case name == "" && !clearName && req.AutoResume == nil:
-			return usageErr(usage, "nothing to change: give --auto-resume, --name or --clear-name")
+			return in.usageErr("nothing to change: give --auto-resume, --name or --clear-name")
 		}
 		if name != "" || clearName {
 			req.Name = &name
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
 		sb, err := cl.Sandboxes.Update(ctx, pos[0], req)
 		if err != nil {
-			return nameConflictHint(err, name)
+			return nil, nameConflictHint(err, name)
 		}
-		return printSandbox(c.app.stdout, sb, asJSON)
-	}
+		return sb, nil
+	}, func(sb *platinum.Sandbox) error { return printSandbox(c.app.stdout, sb, asJSON) })
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
 // sandboxUsage is `pt sandbox usage ID [--from T] [--to T]`: what a
@@ -22,54 +24,35 @@ const sandboxUsageSynopsis = "pt sandbox usage ID [--from TIME] [--to TIME] [--j
 // or the API's JSON.
 func (c *sandboxUsage) bind(fs *flag.FlagSet) runFunc {
 	var from, to string
-	asJSON := fs.Bool("json", false, "print the usage as JSON")
+	asJSON := jsonFlag(fs, "print the usage as JSON")
 	fs.StringVar(&from, "from", "", "start of the window, `TIME` (default: when the sandbox was created)")
 	fs.StringVar(&to, "to", "", "end of the window, `TIME` (default: now)")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		var err error
-		usage := in.usage
-		if len(pos) != 1 {
-			return usageErr(usage, "want exactly one sandbox ID")
-		}
-		var window [2]time.Time
+	var window [2]time.Time
+	check := checks(oneSandboxID, func(in *input) error {
 		for i, v := range []struct{ name, val string }{{"--from", from}, {"--to", to}} {
+			var err error
 			if window[i], err = parseWhen(v.val); err != nil {
-				return usageErr(usage, "%s: %v", v.name, err)
+				return in.usageErr("%s: %v", v.name, err)
 			}
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		u, err := cl.Sandboxes.Usage(ctx, pos[0], window[0], window[1])
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, u)
-		}
+		return nil
+	})
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Usage, error) {
+		return cl.Sandboxes.Usage(ctx, pos[0], window[0], window[1])
+	}, jsonOr(c.app, asJSON, func(u *platinum.Usage) error {
 		w := c.app.stdout
-		tw := table(w)
-		field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-		field("Sandbox", u.ID)
-		field("From", formatTime(u.From))
-		field("To", formatTime(u.To))
-		field("Compute", fmt.Sprintf("%s cpu-seconds, %s GB-RAM-seconds", formatAmount(u.CPUSeconds), formatAmount(u.RAMGBSeconds)))
-		field("Storage", formatAmount(u.StorageGBHours)+" GB-hours")
-		tw.Flush()
+		printFields(w, [2]string{"Sandbox", u.ID}, [2]string{"From", formatTime(u.From)}, [2]string{"To", formatTime(u.To)},
+			[2]string{"Compute", fmt.Sprintf("%s cpu-seconds, %s GB-RAM-seconds", formatAmount(u.CPUSeconds), formatAmount(u.RAMGBSeconds))},
+			[2]string{"Storage", formatAmount(u.StorageGBHours) + " GB-hours"})
 		if len(u.Periods) == 0 {
 			return nil
 		}
 		fmt.Fprintln(w)
-		tw = table(w)
-		fmt.Fprintln(tw, strings.Join([]string{"STATE", "FROM", "TO", "CPU", "RAM", "DISK"}, "\t"))
-		for _, p := range u.Periods {
-			fmt.Fprintln(tw, strings.Join([]string{string(p.State), formatTime(p.From), formatTime(p.To),
-				formatCPU(p.CPU), fmt.Sprintf("%dMB", p.RAMMB), fmt.Sprintf("%dGB", p.DiskGB)}, "\t"))
-		}
-		return tw.Flush()
-	}
+		return writeTable(table(w), strings.Join([]string{"STATE", "FROM", "TO", "CPU", "RAM", "DISK"}, "\t"), u.Periods, func(p *platinum.UsagePeriod) []string {
+			return []string{string(p.State), formatTime(p.From), formatTime(p.To),
+				formatCPU(p.CPU), fmt.Sprintf("%dMB", p.RAMMB), fmt.Sprintf("%dGB", p.DiskGB)}
+		})
+	}))
 }
 
 // parseWhen reads a --from/--to value: RFC 3339, or a date taken as UTC

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
+	"strconv"
 	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -42,30 +42,17 @@ func (c *sessionCreate) bind(fs *flag.FlagSet) runFunc {
 	cf := addContextFlags(fs)
 	tpl := fs.String("template", "", "template (default: the server's session template)")
 	wait := fs.Duration("wait", 0, "wait up to this long for the session to be ready (e.g. 2m)")
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) (*platinum.Session, error) {
 		ses, err := cl.Sessions.Create(ctx, platinum.SessionCreateRequest{SessionContext: cf.context(), Template: *tpl})
-		if err != nil {
-			return err
+		if err != nil || *wait <= 0 || ses.Ready() {
+			return ses, err
 		}
-		if *wait > 0 && !ses.Ready() {
-			if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, *wait); err != nil {
-				if ses != nil {
-					printSession(c.app.stdout, ses, *asJSON)
-				}
-				return err
-			}
+		if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, *wait); err != nil && ses != nil {
+			printSession(c.app.stdout, ses, *asJSON)
 		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+		return ses, err
+	}, c.app.sessionPrinter(asJSON))
 }
 
 // sessionGet is `pt session get SESSION_ID`.
@@ -75,22 +62,18 @@ const sessionGetSynopsis = "pt session get SESSION_ID [--json]"
 
 // bind binds the flags; the returned run prints one session.
 func (c *sessionGet) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one session ID (ses_…)")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Get(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, exactArgs(1, sessionIDWant), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Session, error) {
+		return cl.Sessions.Get(ctx, pos[0])
+	}, c.app.sessionPrinter(asJSON))
+}
+
+// sessionIDWant is the usage error of the verbs taking one session ID.
+const sessionIDWant = "want exactly one session ID (ses_…)"
+
+// sessionPrinter is the show of the verbs that print one session.
+func (a *app) sessionPrinter(asJSON *bool) func(*platinum.Session) error {
+	return func(s *platinum.Session) error { return printSession(a.stdout, s, *asJSON) }
 }
 
 // sessionStatus is `pt session status`: a passive lookup by context.
@@ -102,22 +85,10 @@ const sessionStatusSynopsis = "pt session status --vault ID (--workflow ID | --a
 // status; it never starts anything.
 func (c *sessionStatus) bind(fs *flag.FlagSet) runFunc {
 	cf := addContextFlags(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Status(ctx, cf.context())
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the status as JSON")
+	return callRun(c.app, noArgs, func(ctx context.Context, cl *platinum.Client, _ []string) (*platinum.Session, error) {
+		return cl.Sessions.Status(ctx, cf.context())
+	}, c.app.sessionPrinter(asJSON))
 }
 
 // sessionRm is `pt session rm SESSION_ID`.
@@ -129,60 +100,26 @@ const sessionRmSynopsis = "pt session rm SESSION_ID [--wait DURATION] [--json]"
 // saved, its sandbox disposed of.
 func (c *sessionRm) bind(fs *flag.FlagSet) runFunc {
 	wait := fs.Duration("wait", time.Minute, "wait up to this long for the session to be stopped (0: do not wait)")
-	asJSON := fs.Bool("json", false, "print the session as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one session ID (ses_…)")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		ses, err := cl.Sessions.Stop(ctx, pos[0], *wait)
-		if err != nil {
-			return err
-		}
-		return printSession(c.app.stdout, ses, *asJSON)
-	}
+	asJSON := jsonFlag(fs, "print the session as JSON")
+	return callRun(c.app, exactArgs(1, sessionIDWant), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Session, error) {
+		return cl.Sessions.Stop(ctx, pos[0], *wait)
+	}, c.app.sessionPrinter(asJSON))
 }
-
-// sessionList is `pt session list`.
-type sessionList struct{ app *app }
 
 const sessionListSynopsis = "pt session list [--all] [--json]"
 
-// bind binds the flags; the returned run lists the org's live sessions
-// (every one with --all).
-func (c *sessionList) bind(fs *flag.FlagSet) runFunc {
-	all := fs.Bool("all", false, "include stopped and failed sessions")
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Sessions.List(ctx, *all)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Session `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED")
-		for _, s := range rows {
-			fmt.Fprintln(tw, strings.Join([]string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(&s),
-				s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}, "\t"))
-		}
-		return tw.Flush()
-	}
+// sessionList is `pt session list`: the org's live sessions (every one
+// with --all).
+func sessionList(a *app) verb {
+	var all *bool
+	return &listVerb[platinum.Session]{app: a, check: noArgs, header: "SESSION\tSTATUS\tVAULT\tCONTEXT\tTEMPLATE\tSANDBOX\tCREATED",
+		flags: func(fs *flag.FlagSet) { all = fs.Bool("all", false, "include stopped and failed sessions") },
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Session, error) {
+			return cl.Sessions.List(ctx, *all)
+		},
+		cells: func(s *platinum.Session) []string {
+			return []string{s.SessionID, s.Status, s.VaultID, sessionContextLabel(s), s.Template, orDash(s.SandboxID), formatTime(s.CreatedAt)}
+		}}
 }
 
 func sessionContextLabel(s *platinum.Session) string {
@@ -223,40 +160,17 @@ func printSession(w io.Writer, s *platinum.Session, asJSON bool) error {
 	return tw.Flush()
 }
 
-// poolList is `pt pool list`.
-type poolList struct{ app *app }
-
 const poolListSynopsis = "pt pool list [--json]"
 
-// bind binds the flags; the returned run prints every warm pool with its
-// counts.
-func (c *poolList) bind(fs *flag.FlagSet) runFunc {
-	asJSON := fs.Bool("json", false, `print {"rows": [...]} as JSON`)
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) > 0 {
-			return in.usageErr("unexpected argument %q", pos[0])
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		rows, err := cl.Pools.List(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, struct {
-				Rows []platinum.Pool `json:"rows"`
-			}{rows})
-		}
-		tw := table(c.app.stdout)
-		fmt.Fprintln(tw, "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE")
-		for _, p := range rows {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning, p.Source)
-		}
-		return tw.Flush()
-	}
+// poolList is `pt pool list`: every warm pool with its counts.
+func poolList(a *app) verb {
+	return &listVerb[platinum.Pool]{app: a, check: noArgs, header: "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE",
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
+			return cl.Pools.List(ctx)
+		},
+		cells: func(p *platinum.Pool) []string {
+			return []string{p.Template, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
+		}}
 }
 
 // poolSet is `pt pool set TEMPLATE`.
@@ -269,32 +183,21 @@ const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--json]"
 func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
 	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
-	asJSON := fs.Bool("json", false, "print the pool as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one template")
-		}
+	asJSON := jsonFlag(fs, "print the pool as JSON")
+	check := checks(exactArgs(1, "want exactly one template"), func(in *input) error {
 		if *minReady < 0 {
 			return in.usageErr("--min-ready is required")
 		}
 		if *mx < 0 {
 			*mx = *minReady
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		p, err := cl.Pools.Set(ctx, pos[0], *minReady, *mx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(c.app.stdout, p)
-		}
-		fmt.Fprintf(c.app.stdout, "pool %s: min_ready %d, max %d (%d ready, %d provisioning)\n", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
 		return nil
-	}
+	})
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
+		return cl.Pools.Set(ctx, pos[0], *minReady, *mx)
+	}, jsonOrLine(c.app, asJSON, func(p *platinum.Pool) string {
+		return fmt.Sprintf("pool %s: min_ready %d, max %d (%d ready, %d provisioning)", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
+	}))
 }
 
 // sessionExec is `pt session exec SESSION_ID -- CMD ARGS...`.
@@ -310,38 +213,12 @@ func (c *sessionExec) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&req.Cwd, "cwd", "", "working `DIR`ectory")
 	fs.DurationVar(&req.Timeout, "timeout", 0, "kill the command after this long (default: ptd's)")
 	fs.StringVar(&req.Shell, "shell", "", "run `COMMAND` with /bin/sh -c instead of an argv")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		switch {
-		case len(pos) == 0:
-			return usageErr(usage, "want a session ID and a command")
-		case len(pos) == 1 && req.Shell == "":
-			return usageErr(usage, "no command given: put it after --, e.g. pt session exec %s -- ls -la", pos[0])
-		case len(pos) > 1 && req.Shell != "":
-			return usageErr(usage, "give either --shell or a command after --, not both")
-		}
-		if len(pos) > 1 {
-			req.Cmd = pos[1:]
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		res, err := cl.Sessions.Exec(ctx, pos[0], req)
-		if err != nil {
-			return err
-		}
+	check := func(in *input) error { return execArgs(in, "session", &req) }
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.ExecResult, error) {
+		return cl.Sessions.Exec(ctx, pos[0], req)
+	}, func(res *platinum.ExecResult) error {
 		io.WriteString(c.app.stdout, res.Stdout)
 		io.WriteString(c.app.stderr, res.Stderr)
-		switch {
-		case res.TimedOut:
-			return &exitError{code: exitTimedOut, msg: "the command timed out and was killed"}
-		case res.ExitCode < 0:
-			return &exitError{code: exitSignaled, msg: "the command was killed by a signal"}
-		case res.ExitCode != 0:
-			return &exitError{code: min(res.ExitCode, 255)}
-		}
-		return nil
-	}
+		return commandExit(res, "the command timed out and was killed")
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -25,13 +24,9 @@ func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&memory, "memory", "auto", "auto: memory where the runtime can; on: insist; off: disk only")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first snapshot")
 	fs.BoolVar(&asJSON, "json", false, "print the snapshot as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		usage := in.usage
-		if len(pos) != 1 {
-			return usageErr(usage, "want exactly one sandbox ID")
-		}
-		opts := platinum.SnapshotOptions{Name: name, IdempotencyKey: key}
+	opts := platinum.SnapshotOptions{}
+	check := checks(oneSandboxID, func(in *input) error {
+		opts = platinum.SnapshotOptions{Name: name, IdempotencyKey: key}
 		switch memory {
 		case "auto":
 		case "on", "true":
@@ -40,22 +35,15 @@ func (c *sandboxSnapshot) bind(fs *flag.FlagSet) runFunc {
 		case "off", "false":
 			opts.Memory = new(bool)
 		default:
-			return usageErr(usage, "--memory must be auto, on or off")
+			return in.usageErr("--memory must be auto, on or off")
 		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
-		snap, err := cl.Sandboxes.Snapshot(ctx, pos[0], opts)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, snap)
-		}
-		fmt.Fprintf(c.app.stdout, "snapshot %s of %s: %s (%s)\n", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
 		return nil
-	}
+	})
+	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Snapshot, error) {
+		return cl.Sandboxes.Snapshot(ctx, pos[0], opts)
+	}, jsonOrLine(c.app, &asJSON, func(snap *platinum.Snapshot) string {
+		return fmt.Sprintf("snapshot %s of %s: %s (%s)", snap.ID, snap.SandboxID, snap.State, snapshotWhat(snap))
+	}))
 }
 
 func snapshotWhat(s *platinum.Snapshot) string {
@@ -82,15 +70,7 @@ func (c *sandboxRestore) bind(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&wait, "wait", false, "wait until the sandbox runs again")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
 	fs.BoolVar(&asJSON, "json", false, "print the sandbox as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 2 {
-			return in.usageErr("want a sandbox ID and a snapshot ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, exactArgs(2, "want a sandbox ID and a snapshot ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
 		var opts []platinum.LifecycleOption
 		if wait {
 			var cancel context.CancelFunc
@@ -99,10 +79,8 @@ func (c *sandboxRestore) bind(fs *flag.FlagSet) runFunc {
 			opts = append(opts, platinum.WaitForRunning(timeout))
 			fmt.Fprintf(c.app.stderr, "sandbox %s: restoring %s…\n", pos[0], pos[1])
 		}
-		sb, err := cl.Sandboxes.Restore(ctx, pos[0], pos[1], opts...)
-		if err != nil {
-			return err
-		}
+		return cl.Sandboxes.Restore(ctx, pos[0], pos[1], opts...)
+	}, func(sb *platinum.Sandbox) error {
 		if asJSON {
 			return printSandbox(c.app.stdout, sb, true)
 		}
@@ -111,7 +89,7 @@ func (c *sandboxRestore) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.app.stdout, restoredLine(*sb.Restore))
 		}
 		return nil
-	}
+	})
 }
 
 // sandboxFork is `pt sandbox fork ID [-n N] [--no-parent] [--wait]`.
@@ -130,25 +108,12 @@ func (c *sandboxFork) bind(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&wait, "wait", false, "wait until every copy runs")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first copies")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.ForkResult, error) {
 		if wait {
 			fmt.Fprintf(c.app.stderr, "sandbox %s: forking %d…\n", pos[0], n)
 		}
-		res, err := cl.Sandboxes.Fork(ctx, pos[0], platinum.ForkOptions{Count: n, NoParent: noParent, Wait: wait, IdempotencyKey: key})
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, res)
-		}
+		return cl.Sandboxes.Fork(ctx, pos[0], platinum.ForkOptions{Count: n, NoParent: noParent, Wait: wait, IdempotencyKey: key})
+	}, jsonOr(c.app, &asJSON, func(res *platinum.ForkResult) error {
 		what := "memory"
 		if !res.Memory {
 			what = "disk only"
@@ -161,7 +126,7 @@ func (c *sandboxFork) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stdout, "%s\t%s\n", sb.ID, sb.State)
 		}
 		return nil
-	}
+	}))
 }
 
 // sandboxBackup is `pt sandbox backup ID [--name N] [--wait]`.
@@ -182,15 +147,7 @@ func (c *sandboxBackup) bind(fs *flag.FlagSet) runFunc {
 	fs.DurationVar(&timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	fs.StringVar(&key, "idempotency-key", "", "a retry with the same key returns the first backup")
 	fs.BoolVar(&asJSON, "json", false, "print the backup as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Snapshot, error) {
 		opts := platinum.BackupOptions{Name: name, Wait: wait, IdempotencyKey: key}
 		if wait {
 			var cancel context.CancelFunc
@@ -208,16 +165,10 @@ func (c *sandboxBackup) bind(fs *flag.FlagSet) runFunc {
 				}
 			}
 		}
-		snap, err := cl.Sandboxes.Backup(ctx, pos[0], opts)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, snap)
-		}
-		fmt.Fprintf(c.app.stdout, "backup %s of %s: %s\n", snap.ID, snap.SandboxID, snap.State)
-		return nil
-	}
+		return cl.Sandboxes.Backup(ctx, pos[0], opts)
+	}, jsonOrLine(c.app, &asJSON, func(snap *platinum.Snapshot) string {
+		return fmt.Sprintf("backup %s of %s: %s", snap.ID, snap.SandboxID, snap.State)
+	}))
 }
 
 // snapshotList is `pt snapshot list SANDBOX_ID [--backups]`.
@@ -231,35 +182,18 @@ func (c *snapshotList) bind(fs *flag.FlagSet) runFunc {
 	var backups, asJSON bool
 	fs.BoolVar(&backups, "backups", false, "list backups instead of snapshots")
 	fs.BoolVar(&asJSON, "json", false, "print the list as JSON")
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) != 1 {
-			return in.usageErr("want exactly one sandbox ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.Snapshot, error) {
 		list := cl.Sandboxes.ListSnapshots
 		if backups {
 			list = cl.Sandboxes.ListBackups
 		}
-		rows, err := list(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return writeJSON(c.app.stdout, rows)
-		}
-		tw := tabwriter.NewWriter(c.app.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCONTENT\tSIZE\tCREATED")
-		for i := range rows {
-			s := &rows[i]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d MB\t%s\n", s.ID, orDash(s.Name), s.State, snapshotWhat(s), s.SizeBytes>>20,
-				s.CreatedAt.Format(time.RFC3339))
-		}
-		return tw.Flush()
-	}
+		return list(ctx, pos[0])
+	}, jsonOr(c.app, &asJSON, func(rows []platinum.Snapshot) error {
+		return writeTable(narrowTable(c.app.stdout), "ID\tNAME\tSTATE\tCONTENT\tSIZE\tCREATED", rows, func(s *platinum.Snapshot) []string {
+			return []string{s.ID, orDash(s.Name), string(s.State), snapshotWhat(s), fmt.Sprintf("%d MB", s.SizeBytes>>20),
+				s.CreatedAt.Format(time.RFC3339)}
+		})
+	}))
 }
 
 // snapshotRm is `pt snapshot rm ID [ID...]`.
@@ -270,15 +204,7 @@ const snapshotRmSynopsis = "pt snapshot rm SNAPSHOT_ID [SNAPSHOT_ID...]\n\n  del
 // bind binds the flags; the returned run deletes each snapshot, reporting
 // every failure.
 func (c *snapshotRm) bind(fs *flag.FlagSet) runFunc {
-	return func(ctx context.Context, in *input) error {
-		pos := in.pos
-		if len(pos) == 0 {
-			return in.usageErr("want at least one snapshot ID")
-		}
-		cl, err := c.app.client()
-		if err != nil {
-			return err
-		}
+	return callRun(c.app, someArgs("want at least one snapshot ID"), func(ctx context.Context, cl *platinum.Client, pos []string) (struct{}, error) {
 		failed := 0
 		for _, id := range pos {
 			if err := cl.Sandboxes.DeleteSnapshot(ctx, id); err != nil {
@@ -289,8 +215,8 @@ func (c *snapshotRm) bind(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.app.stdout, "deleted %s\n", id)
 		}
 		if failed > 0 {
-			return &exitError{code: 1}
+			return struct{}{}, &exitError{code: 1}
 		}
-		return nil
-	}
+		return struct{}{}, nil
+	}, noOutput)
 }
