@@ -218,15 +218,20 @@ func (s *SandboxesService) lifecycle(ctx context.Context, id, verb string, targe
 }
 
 // watcher returns the function waits call with every record read: it
-// passes state changes, and progress of an archive or restore, on to
-// OnStateChange's fn.
+// passes state changes, and new progress of an archive or restore, on to
+// OnStateChange's fn. Progress that ends while the state stays (a restore
+// whose download is done but whose boot is not) is no news: passing it on
+// would repeat the state's line.
 func (o *lifecycleOptions) watcher() func(*Sandbox) {
 	var last State
 	var lastPct int64 = -1
 	return func(sb *Sandbox) {
 		pct := sb.Progress.Percent()
-		if o.onState != nil && (sb.State != last || pct != lastPct) {
-			last, lastPct = sb.State, pct
+		if sb.State == last && (pct < 0 || pct == lastPct) {
+			return
+		}
+		last, lastPct = sb.State, pct
+		if o.onState != nil {
 			o.onState(sb)
 		}
 	}
