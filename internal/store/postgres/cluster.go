@@ -16,17 +16,6 @@ import (
 
 const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
 
-func scanHost(r pgx.Row) (store.HostRecord, error) {
-	var h store.HostRecord
-	var state, capacity, status string
-	if err := r.Scan(&h.ID, &h.Region, &h.URL, &state, &h.Generation, &capacity, &status, &h.Reason,
-		&h.RegisteredAt, &h.HeartbeatAt, &h.StateChangedAt); err != nil {
-		return store.HostRecord{}, err
-	}
-	h.State, h.Capacity, h.Status = store.HostState(state), json.RawMessage(capacity), json.RawMessage(status)
-	return h, nil
-}
-
 // doc is a JSON document as stored: empty means {}.
 func doc(b json.RawMessage) string {
 	if len(b) == 0 {
@@ -41,7 +30,7 @@ func doc(b json.RawMessage) string {
 // draining host stays draining.
 func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
 	at := now()
-	out, err := scanHost(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
+	out, err := dec.Host(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
 		ON CONFLICT (id) DO UPDATE SET region = EXCLUDED.region, url = EXCLUDED.url, capacity = EXCLUDED.capacity,
 			generation = hosts.generation + 1, registered_at = EXCLUDED.registered_at, heartbeat_at = EXCLUDED.heartbeat_at,
 			state = CASE WHEN hosts.state = 'draining' THEN hosts.state ELSE EXCLUDED.state END,
@@ -59,14 +48,14 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
 		if cur.Generation != gen || cur.State == store.HostLost {
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
-		out, err = scanHost(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+hostCols,
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+hostCols,
 			id, doc(status), now()))
 		return err
 	})
@@ -78,12 +67,12 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 
 // GetHost returns ErrNotFound if absent.
 func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.pool.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1`, id), scanHost, "host", id)
+	return getOne(s.pool.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1`, id), dec.Host, "host", id)
 }
 
 // ListHosts returns every host, by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.pool, scanHost, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	out, err := queryAll(ctx, s.pool, dec.Host, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
@@ -95,7 +84,7 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
@@ -109,7 +98,7 @@ func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state st
 		if cur.State != state {
 			changed = now()
 		}
-		out, err = scanHost(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+hostCols,
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+hostCols,
 			id, string(state), reason, changed))
 		return err
 	})
@@ -147,19 +136,13 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 
 const leaseCols = `name, holder, generation, expires_at`
 
-func scanLease(r pgx.Row) (store.Lease, error) {
-	var l store.Lease
-	err := r.Scan(&l.Name, &l.Holder, &l.Generation, &l.ExpiresAt)
-	return l, err
-}
-
 // AcquireLease takes or renews a lease in one statement: the upsert's
 // row lock orders two contenders, and its WHERE lets through only a
 // renewal (same holder, unexpired) or a takeover of an expired lease,
 // which moves the generation.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, bool, error) {
 	at := now()
-	l, err := scanLease(s.pool.QueryRow(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES ($1, $2, 1, $4)
+	l, err := dec.Lease(s.pool.QueryRow(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES ($1, $2, 1, $4)
 		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
 			generation = CASE WHEN leases.holder = EXCLUDED.holder AND leases.expires_at > $3 THEN leases.generation ELSE leases.generation + 1 END
 		WHERE (leases.holder = EXCLUDED.holder AND leases.expires_at > $3) OR leases.expires_at <= $3
@@ -171,7 +154,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return store.Lease{}, false, wrap(fmt.Sprintf("lease %q", name), err)
 	}
 	// Held by another: report who.
-	l, err = getOne(s.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = $1`, name), scanLease, "lease", name)
+	l, err = getOne(s.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = $1`, name), dec.Lease, "lease", name)
 	if err != nil {
 		return store.Lease{}, false, err
 	}
@@ -190,7 +173,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 
 // ListLeases returns the leases whose name starts with prefix, by name.
 func (s *Store) ListLeases(ctx context.Context, prefix string) ([]store.Lease, error) {
-	out, err := queryAll(ctx, s.pool, scanLease, `SELECT `+leaseCols+` FROM leases WHERE left(name, $1) = $2 ORDER BY name`,
+	out, err := queryAll(ctx, s.pool, dec.Lease, `SELECT `+leaseCols+` FROM leases WHERE left(name, $1) = $2 ORDER BY name`,
 		len([]rune(prefix)), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)

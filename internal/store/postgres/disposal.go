@@ -10,6 +10,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
 
 // PurgeSandbox implements store.Store. The record is locked first, so a
@@ -60,7 +61,7 @@ func (s *Store) PurgeSandbox(ctx context.Context, id string, l store.LedgerEntry
 
 // Ledger implements store.Store.
 func (s *Store) Ledger(ctx context.Context) ([]store.LedgerEntry, error) {
-	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.LedgerEntry, error) {
+	out, err := queryAll(ctx, s.pool, func(r rowscan.Row) (store.LedgerEntry, error) {
 		var l store.LedgerEntry
 		var objs string
 		if err := r.Scan(&l.ID, &l.OrgID, &l.SandboxID, &l.DeletedReason, &l.DeletedBy, &l.PurgedAt, &objs, &l.SnapshotBucket); err != nil {
@@ -76,7 +77,7 @@ func (s *Store) Ledger(ctx context.Context) ([]store.LedgerEntry, error) {
 
 // ObjectDeletions implements store.Store.
 func (s *Store) ObjectDeletions(ctx context.Context, limit int) ([]store.ObjectDeletion, error) {
-	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.ObjectDeletion, error) {
+	out, err := queryAll(ctx, s.pool, func(r rowscan.Row) (store.ObjectDeletion, error) {
 		var d store.ObjectDeletion
 		err := r.Scan(&d.ID, &d.Ref.Bucket, &d.Ref.Key, &d.Ref.Kind, &d.QueuedAt, &d.Attempts)
 		return d, err

@@ -137,17 +137,11 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 }
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	evs, err := queryAll(ctx, s.pool, scanEvent, query, args...)
+	evs, err := queryAll(ctx, s.pool, dec.Event, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	return evs, nil
-}
-
-func scanEvent(r pgx.Row) (store.Event, error) {
-	var e store.Event
-	err := r.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &e.CreatedAt)
-	return e, err
 }
 
 // limitArg is a LIMIT parameter: NULL (no limit) for limit <= 0.

@@ -38,27 +38,15 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 	return w, nil
 }
 
-func scanWebhook(r pgx.Row) (store.Webhook, error) {
-	var w store.Webhook
-	var evs string
-	if err := r.Scan(&w.ID, &w.OrgID, &w.URL, &evs, &w.Secret, &w.Cursor, &w.CreatedAt); err != nil {
-		return store.Webhook{}, err
-	}
-	if err := json.Unmarshal([]byte(evs), &w.Events); err != nil {
-		return store.Webhook{}, fmt.Errorf("webhook %q events: %w", w.ID, err)
-	}
-	return w, nil
-}
-
 // GetWebhook implements store.Store.
 func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook, error) {
 	return getOne(s.pool.QueryRow(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id = $1 AND ($2 = '' OR org_id = $2)`,
-		id, orgID), scanWebhook, "webhook", id)
+		id, orgID), dec.Webhook, "webhook", id)
 }
 
 // ListWebhooks implements store.Store.
 func (s *Store) ListWebhooks(ctx context.Context, orgID string) ([]store.Webhook, error) {
-	out, err := queryAll(ctx, s.pool, scanWebhook, `SELECT `+webhookCols+` FROM webhooks WHERE ($1 = '' OR org_id = $1)
+	out, err := queryAll(ctx, s.pool, dec.Webhook, `SELECT `+webhookCols+` FROM webhooks WHERE ($1 = '' OR org_id = $1)
 		ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
@@ -118,25 +106,8 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 const deliveryCols = `d.id, d.webhook_id, d.org_id, d.event_id, d.status, d.attempts, d.next_attempt_at,
 	d.last_status, d.last_error, d.created_at, d.updated_at`
 
-func scanDelivery(withEvent bool) func(pgx.Row) (store.Delivery, error) {
-	return func(r pgx.Row) (store.Delivery, error) {
-		var d store.Delivery
-		var status string
-		dest := []any{&d.ID, &d.WebhookID, &d.OrgID, &d.EventID, &status, &d.Attempts, &d.NextAttemptAt,
-			&d.LastStatus, &d.LastError, &d.CreatedAt, &d.UpdatedAt}
-		if withEvent {
-			dest = append(dest, &d.Event.ID, &d.Event.OrgID, &d.Event.SandboxID, &d.Event.Type, &d.Event.Data, &d.Event.CreatedAt)
-		}
-		if err := r.Scan(dest...); err != nil {
-			return store.Delivery{}, err
-		}
-		d.Status = store.DeliveryStatus(status)
-		return d, nil
-	}
-}
-
 func (s *Store) queryDeliveries(ctx context.Context, withEvent bool, query string, args ...any) ([]store.Delivery, error) {
-	out, err := queryAll(ctx, s.pool, scanDelivery(withEvent), query, args...)
+	out, err := queryAll(ctx, s.pool, dec.Delivery(withEvent), query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
 	}
@@ -185,15 +156,6 @@ func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, e
 
 const artifactCols = `id, org_id, sandbox_id, name, path, kind, content_type, size_bytes, sha256, bucket, object_key, created_at`
 
-func scanArtifact(r pgx.Row) (store.Artifact, error) {
-	var a store.Artifact
-	var kind string
-	err := r.Scan(&a.ID, &a.OrgID, &a.SandboxID, &a.Name, &a.Path, &kind, &a.ContentType, &a.SizeBytes,
-		&a.SHA256, &a.Bucket, &a.Key, &a.CreatedAt)
-	a.Kind = store.ArtifactKind(kind)
-	return a, err
-}
-
 // CreateArtifact implements store.Store.
 func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Artifact, error) {
 	a.CreatedAt = ts(a.CreatedAt, now())
@@ -213,12 +175,12 @@ func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Art
 // GetArtifact implements store.Store.
 func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
 	return getOne(s.pool.QueryRow(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = $1 AND org_id = $2`, id, orgID),
-		scanArtifact, "artifact", id)
+		dec.Artifact, "artifact", id)
 }
 
 // ListArtifacts implements store.Store.
 func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]store.Artifact, error) {
-	out, err := queryAll(ctx, s.pool, scanArtifact, `SELECT `+artifactCols+` FROM artifacts
+	out, err := queryAll(ctx, s.pool, dec.Artifact, `SELECT `+artifactCols+` FROM artifacts
 		WHERE org_id = $1 AND ($2 = '' OR sandbox_id = $2) ORDER BY created_at DESC, id DESC`, orgID, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
@@ -229,7 +191,7 @@ func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]s
 // DeleteArtifact implements store.Store.
 func (s *Store) DeleteArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
 	a, err := getOne(s.pool.QueryRow(ctx, `DELETE FROM artifacts WHERE id = $1 AND org_id = $2 RETURNING `+artifactCols, id, orgID),
-		scanArtifact, "artifact", id)
+		dec.Artifact, "artifact", id)
 	if err != nil && !store.IsNotFound(err) {
 		return store.Artifact{}, fmt.Errorf("delete artifact %q: %w", id, err)
 	}

@@ -14,19 +14,6 @@ import (
 
 const idemCols = `scope, key, request_hash, claim, done, status, header, body, created_at, locked_until, expires_at`
 
-func scanIdem(r pgx.Row) (store.IdempotencyRecord, error) {
-	var rec store.IdempotencyRecord
-	var header string
-	if err := r.Scan(&rec.Scope, &rec.Key, &rec.RequestHash, &rec.Claim, &rec.Done, &rec.Status, &header, &rec.Body,
-		&rec.CreatedAt, &rec.LockedUntil, &rec.ExpiresAt); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key header: %w", err)
-	}
-	return rec, nil
-}
-
 // maxClaimRounds bounds ClaimIdempotencyKey's retries after losing an
 // insert race; each lost race means another claim committed, which the
 // next round then finds and answers with.
@@ -45,7 +32,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 		claimed, lost := false, false
 		err := s.tx(ctx, func(tx pgx.Tx) error {
 			claimed, lost = false, false
-			cur, err := scanIdem(tx.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
+			cur, err := dec.Idempotency(tx.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
 				rec.Scope, rec.Key))
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
@@ -59,7 +46,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 				held = cur
 				return nil
 			}
-			held, err = scanIdem(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+idemCols+`)
+			held, err = dec.Idempotency(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+idemCols+`)
 				VALUES ($1, $2, $3, $4, false, 0, '{}', '', $5, $6, $7)
 				ON CONFLICT DO NOTHING RETURNING `+idemCols,
 				rec.Scope, rec.Key, rec.RequestHash, rec.Claim, ts(rec.CreatedAt, at), ts(rec.LockedUntil, time.Time{}), ts(rec.ExpiresAt, time.Time{})))
@@ -82,7 +69,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 
 // GetIdempotencyKey returns the record; ErrNotFound if absent.
 func (s *Store) GetIdempotencyKey(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
-	rec, err := scanIdem(s.pool.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, scope, key))
+	rec, err := dec.Idempotency(s.pool.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, scope, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key: %w", store.ErrNotFound)
 	}

@@ -22,20 +22,14 @@ func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
 	return conflictUnlessInserted(tag, "org", o.ID)
 }
 
-func scanOrg(r pgx.Row) (store.Org, error) {
-	var o store.Org
-	err := r.Scan(&o.ID, &o.Name, &o.CreatedAt)
-	return o, err
-}
-
 // GetOrg returns the org with that ID; ErrNotFound if absent.
 func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
-	return getOne(s.pool.QueryRow(ctx, `SELECT id, name, created_at FROM orgs WHERE id = $1`, id), scanOrg, "org", id)
+	return getOne(s.pool.QueryRow(ctx, `SELECT id, name, created_at FROM orgs WHERE id = $1`, id), dec.Org, "org", id)
 }
 
 // ListOrgs returns every org, oldest first.
 func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
-	out, err := queryAll(ctx, s.pool, scanOrg, `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
+	out, err := queryAll(ctx, s.pool, dec.Org, `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list orgs: %w", err)
 	}

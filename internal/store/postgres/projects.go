@@ -23,22 +23,16 @@ func (s *Store) CreateProject(ctx context.Context, p store.Project) error {
 	return conflictUnlessInserted(tag, "project", p.ID)
 }
 
-func scanProject(r pgx.Row) (store.Project, error) {
-	var p store.Project
-	err := r.Scan(&p.ID, &p.OrgID, &p.Name, &p.Default, &p.CreatedAt)
-	return p, err
-}
-
 // GetProject returns the project with that ID in orgID; ErrNotFound if
 // absent or in another org.
 func (s *Store) GetProject(ctx context.Context, orgID, id string) (store.Project, error) {
 	return getOne(s.pool.QueryRow(ctx, `SELECT `+projectCols+` FROM projects WHERE id = $1 AND org_id = $2`, id, orgID),
-		scanProject, "project", id)
+		dec.Project, "project", id)
 }
 
 // DefaultProject returns the org's default project; ErrNotFound if none.
 func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project, error) {
-	p, err := scanProject(s.pool.QueryRow(ctx, `SELECT `+projectCols+` FROM projects WHERE org_id = $1 AND is_default`, orgID))
+	p, err := dec.Project(s.pool.QueryRow(ctx, `SELECT `+projectCols+` FROM projects WHERE org_id = $1 AND is_default`, orgID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Project{}, fmt.Errorf("default project of %q: %w", orgID, store.ErrNotFound)
 	}
@@ -50,7 +44,7 @@ func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project
 
 // ListProjects returns the org's projects, oldest first.
 func (s *Store) ListProjects(ctx context.Context, orgID string) ([]store.Project, error) {
-	out, err := queryAll(ctx, s.pool, scanProject, `SELECT `+projectCols+` FROM projects WHERE org_id = $1 ORDER BY created_at, id`, orgID)
+	out, err := queryAll(ctx, s.pool, dec.Project, `SELECT `+projectCols+` FROM projects WHERE org_id = $1 ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
 
 const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
@@ -46,7 +47,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 // GetSandbox returns the sandbox with that ID in orgID (any org if orgID is
 // empty); ErrNotFound if absent or in another org.
 func (s *Store) GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error) {
-	sb, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id), scanSandbox, "sandbox", id)
+	sb, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id), dec.Sandbox, "sandbox", id)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -91,7 +92,7 @@ func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sa
 	var out sandbox.Sandbox
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id),
-			scanSandbox, "sandbox", id)
+			dec.Sandbox, "sandbox", id)
 		if err != nil {
 			return err
 		}
@@ -125,7 +126,7 @@ func writeSandbox(ctx context.Context, tx pgx.Tx, sb sandbox.Sandbox, orgID stri
 		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 	}
 	t := now()
-	out, err := scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET
+	out, err := dec.Sandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET
 			name = $1, state = $2, template = $3, template_version_id = $4, cpu = $5, ram_mb = $6,
 			disk_gb = $7, env = $8, metadata = $9, host_id = $10, address = $11, agent_token = $12,
 			reason = $13, version = version + 1, updated_at = $14, deleted_at = $15, lifecycle = $16
@@ -214,7 +215,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 			s.afterListCount()
 		}
 		var err error
-		rows, err = queryAll(ctx, tx, scanSandbox, page, args...)
+		rows, err = queryAll(ctx, tx, dec.Sandbox, page, args...)
 		return err
 	})
 	if err != nil {
@@ -229,7 +230,7 @@ func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) 
 	if len(states) == 0 {
 		return []sandbox.Sandbox{}, nil
 	}
-	rows, err := queryAll(ctx, s.pool, scanSandbox,
+	rows, err := queryAll(ctx, s.pool, dec.Sandbox,
 		`SELECT `+sandboxCols+` FROM sandboxes WHERE state = ANY($1) ORDER BY created_at, id`, stateStrings(states))
 	if err != nil {
 		return nil, fmt.Errorf("sandboxes in states: %w", err)
@@ -239,7 +240,7 @@ func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) 
 
 // SandboxTotals implements store.Store.
 func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
-	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.StateTotal, error) {
+	out, err := queryAll(ctx, s.pool, func(r rowscan.Row) (store.StateTotal, error) {
 		var t store.StateTotal
 		var state string
 		err := r.Scan(&state, &t.Count, &t.CPU, &t.RAMMB, &t.DiskGB)
@@ -251,22 +252,4 @@ func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
 		return nil, fmt.Errorf("sandbox totals: %w", err)
 	}
 	return out, nil
-}
-
-func scanSandbox(r pgx.Row) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var state, env, meta, lc string
-	if err := r.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
-		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &sb.CreatedAt, &sb.UpdatedAt, &sb.DeletedAt, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	sb.State = sandbox.State(state)
-	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
-	}
-	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	return sb, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
 
 const sessionCols = `id, org_id, vault_id, workflow_id, agent_session_id, template, sandbox_id, status, reason,
@@ -45,7 +46,7 @@ func insertSession(ctx context.Context, q execer, ses store.Session) error {
 
 // GetSession returns the session with that ID in orgID (any org if empty).
 func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session, error) {
-	ses, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id), scanSession, "session", id)
+	ses, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id), dec.Session, "session", id)
 	if err == nil && orgID != "" && ses.OrgID != orgID {
 		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrNotFound)
 	}
@@ -54,7 +55,7 @@ func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session
 
 // ContextSession returns the context's live session, else its newest one.
 func (s *Store) ContextSession(ctx context.Context, orgID, vaultID, workflowID, agentSessionID string) (store.Session, error) {
-	ses, err := scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions
+	ses, err := dec.Session(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE org_id = $1 AND vault_id = $2 AND workflow_id = $3 AND agent_session_id = $4
 		ORDER BY status IN ('provisioning', 'ready', 'stopping') DESC, created_at DESC, id DESC LIMIT 1`,
 		orgID, vaultID, workflowID, agentSessionID))
@@ -78,7 +79,7 @@ func (s *Store) SessionsByContextID(ctx context.Context, orgID, id string) ([]st
 // UpdateSession is a compare-and-swap on Version: the UPDATE's WHERE
 // re-checks the version on the row it locks.
 func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Session, error) {
-	out, err := scanSession(s.pool.QueryRow(ctx, `UPDATE sessions SET status = $1, reason = $2, sandbox_id = $3, ready_at = $4,
+	out, err := dec.Session(s.pool.QueryRow(ctx, `UPDATE sessions SET status = $1, reason = $2, sandbox_id = $3, ready_at = $4,
 			ended_at = $5, version = version + 1, updated_at = $6
 		WHERE id = $7 AND version = $8 RETURNING `+sessionCols,
 		string(ses.Status), ses.Reason, ses.SandboxID, optTS(ses.ReadyAt), optTS(ses.EndedAt), now(), ses.ID, ses.Version))
@@ -143,7 +144,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		if err != nil {
 			return err
 		}
-		if sb, err = scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET org_id = $1, project_id = $2, metadata = $3,
+		if sb, err = dec.Sandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET org_id = $1, project_id = $2, metadata = $3,
 				version = version + 1, updated_at = $4
 			WHERE id = $5 RETURNING `+sandboxCols, ses.OrgID, projectID, meta, now(), id)); err != nil {
 			return wrap(fmt.Sprintf("claim %q", id), err)
@@ -155,7 +156,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		if err := insertSession(ctx, tx, ses); err != nil {
 			return err
 		}
-		out, err = scanSession(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, ses.ID))
+		out, err = dec.Session(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, ses.ID))
 		return err
 	})
 	if err != nil {
@@ -177,7 +178,7 @@ func (s *Store) PutPool(ctx context.Context, p store.Pool) error {
 
 // ListPools returns every pool setting by template.
 func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
-	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.Pool, error) {
+	out, err := queryAll(ctx, s.pool, func(r rowscan.Row) (store.Pool, error) {
 		var p store.Pool
 		err := r.Scan(&p.Template, &p.MinReady, &p.Max, &p.UpdatedAt)
 		return p, err
@@ -189,18 +190,9 @@ func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
 }
 
 func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
-	out, err := queryAll(ctx, s.pool, scanSession, q, args...)
+	out, err := queryAll(ctx, s.pool, dec.Session, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
-}
-
-func scanSession(r pgx.Row) (store.Session, error) {
-	var ses store.Session
-	var status string
-	err := r.Scan(&ses.ID, &ses.OrgID, &ses.VaultID, &ses.WorkflowID, &ses.AgentSessionID, &ses.Template,
-		&ses.SandboxID, &status, &ses.Reason, &ses.Warm, &ses.Version, &ses.CreatedAt, &ses.UpdatedAt, &ses.ReadyAt, &ses.EndedAt)
-	ses.Status = store.SessionStatus(status)
-	return ses, err
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -35,7 +33,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 
 // GetSnapshot implements store.Store.
 func (s *Store) GetSnapshot(ctx context.Context, orgID, id string) (sandbox.Snapshot, error) {
-	sn, err := getOne(s.pool.QueryRow(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = $1`, id), scanSnapshot, "snapshot", id)
+	sn, err := getOne(s.pool.QueryRow(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = $1`, id), dec.Snapshot, "snapshot", id)
 	if err == nil && orgID != "" && sn.OrgID != orgID {
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", id, store.ErrNotFound)
 	}
@@ -52,7 +50,7 @@ func (s *Store) UpdateSnapshot(ctx context.Context, sn sandbox.Snapshot) (sandbo
 		source = $6, host_id = $7, disk_image = $8, memory_image = $9, bucket = $10, manifest_key = $11, reason = $12, updated_at = $13
 		WHERE id = $14 RETURNING `+snapshotCols,
 		sn.Name, string(sn.Kind), string(sn.State), sn.Memory, sn.SizeBytes, string(src), sn.HostID, sn.DiskImage,
-		sn.MemoryImage, sn.Bucket, sn.ManifestKey, sn.Reason, now(), sn.ID), scanSnapshot, "snapshot", sn.ID)
+		sn.MemoryImage, sn.Bucket, sn.ManifestKey, sn.Reason, now(), sn.ID), dec.Snapshot, "snapshot", sn.ID)
 }
 
 // ListSnapshots implements store.Store.
@@ -71,7 +69,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	out, err := queryAll(ctx, s.pool, scanSnapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
+	out, err := queryAll(ctx, s.pool, dec.Snapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
@@ -84,18 +82,4 @@ func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
 		return fmt.Errorf("delete snapshot %q: %w", id, err)
 	}
 	return nil
-}
-
-func scanSnapshot(r pgx.Row) (sandbox.Snapshot, error) {
-	var sn sandbox.Snapshot
-	var kind, state, src string
-	if err := r.Scan(&sn.ID, &sn.OrgID, &sn.SandboxID, &sn.Name, &kind, &state, &sn.Memory, &sn.SizeBytes, &src,
-		&sn.HostID, &sn.DiskImage, &sn.MemoryImage, &sn.Bucket, &sn.ManifestKey, &sn.Reason, &sn.CreatedAt, &sn.UpdatedAt); err != nil {
-		return sandbox.Snapshot{}, err
-	}
-	sn.Kind, sn.State = sandbox.SnapshotKind(kind), sandbox.SnapshotState(state)
-	if err := json.Unmarshal([]byte(src), &sn.Source); err != nil {
-		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q source: %w", sn.ID, err)
-	}
-	return sn, nil
 }

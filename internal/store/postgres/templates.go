@@ -46,13 +46,13 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 // GetTemplateVersion returns the version with that ID; ErrNotFound if absent.
 func (s *Store) GetTemplateVersion(ctx context.Context, id string) (store.TemplateVersion, error) {
 	return getOne(s.pool.QueryRow(ctx,
-		`SELECT `+templateCols+` FROM template_versions WHERE id = $1`, id), scanTemplate, "template version", id)
+		`SELECT `+templateCols+` FROM template_versions WHERE id = $1`, id), dec.Template, "template version", id)
 }
 
 // LatestTemplateVersion returns the platform slug's newest version in any
 // status; ErrNotFound if it has none.
 func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.TemplateVersion, error) {
-	v, err := scanTemplate(s.pool.QueryRow(ctx,
+	v, err := dec.Template(s.pool.QueryRow(ctx,
 		`SELECT `+templateCols+` FROM template_versions WHERE slug = $1 AND org_id = ''
 		 ORDER BY created_at DESC, id DESC LIMIT 1`, slug))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -66,7 +66,7 @@ func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.T
 
 // ListTemplateVersions returns every version of every slug, newest first.
 func (s *Store) ListTemplateVersions(ctx context.Context) ([]store.TemplateVersion, error) {
-	vs, err := queryAll(ctx, s.pool, scanTemplate,
+	vs, err := queryAll(ctx, s.pool, dec.Template,
 		`SELECT `+templateCols+` FROM template_versions ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list template versions: %w", err)
@@ -80,7 +80,7 @@ func (s *Store) ListTemplateVersionsOf(ctx context.Context, orgID, slug string) 
 	if slug != "" {
 		q, args = q+` AND slug = $2`, append(args, slug)
 	}
-	vs, err := queryAll(ctx, s.pool, scanTemplate, q+` ORDER BY created_at DESC, id DESC`, args...)
+	vs, err := queryAll(ctx, s.pool, dec.Template, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list template versions of %q: %w", slug, err)
 	}
@@ -93,21 +93,6 @@ func (s *Store) DeleteTemplateVersion(ctx context.Context, id string) error {
 		return fmt.Errorf("delete template version %q: %w", id, err)
 	}
 	return nil
-}
-
-func scanTemplate(sc pgx.Row) (store.TemplateVersion, error) {
-	var v store.TemplateVersion
-	var status, spec string
-	if err := sc.Scan(&v.ID, &v.Slug, &status, &v.Progress, &v.RootFS, &v.SizeBytes, &v.Error,
-		&v.CreatedAt, &v.UpdatedAt, &v.OrgID, &v.BuildID, &spec); err != nil {
-		return store.TemplateVersion{}, err
-	}
-	v.Status = store.TemplateStatus(status)
-	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
-	if err := json.Unmarshal([]byte(spec), &v.Spec); err != nil {
-		return store.TemplateVersion{}, fmt.Errorf("template version %q spec: %w", v.ID, err)
-	}
-	return v, nil
 }
 
 const buildCols = `id, org_id, slug, status, request, version_id, error, failure, log, box_id, created_at, updated_at, finished_at`
@@ -169,7 +154,7 @@ func nonNilBytes(b []byte) []byte {
 // GetTemplateBuild implements store.TemplateBuildStore.
 func (s *Store) GetTemplateBuild(ctx context.Context, orgID, id string) (store.TemplateBuild, error) {
 	b, err := getOne(s.pool.QueryRow(ctx, `SELECT `+buildCols+` FROM template_builds WHERE id = $1`, id),
-		scanBuild, "template build", id)
+		dec.Build, "template build", id)
 	if err == nil && orgID != "" && b.OrgID != orgID {
 		return store.TemplateBuild{}, fmt.Errorf("template build %q: %w", id, store.ErrNotFound)
 	}
@@ -190,36 +175,11 @@ func (s *Store) ListTemplateBuilds(ctx context.Context, f store.BuildFilter) ([]
 	if f.Status != "" {
 		q, args = q+fmt.Sprintf(` AND status = $%d`, len(args)+1), append(args, string(f.Status))
 	}
-	bs, err := queryAll(ctx, s.pool, scanBuild, q+` ORDER BY created_at DESC, id DESC`, args...)
+	bs, err := queryAll(ctx, s.pool, dec.Build, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list template builds: %w", err)
 	}
 	return bs, nil
-}
-
-func scanBuild(sc pgx.Row) (store.TemplateBuild, error) {
-	var b store.TemplateBuild
-	var status, failure string
-	if err := sc.Scan(&b.ID, &b.OrgID, &b.Slug, &status, &b.Request, &b.VersionID, &b.Error, &failure, &b.Log,
-		&b.BoxID, &b.CreatedAt, &b.UpdatedAt, &b.FinishedAt); err != nil {
-		return store.TemplateBuild{}, err
-	}
-	b.Status = store.BuildStatus(status)
-	if len(b.Log) == 0 {
-		b.Log = nil
-	}
-	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
-	if b.FinishedAt != nil {
-		t := b.FinishedAt.UTC()
-		b.FinishedAt = &t
-	}
-	if failure != "" {
-		b.Failure = &store.BuildFailure{}
-		if err := json.Unmarshal([]byte(failure), b.Failure); err != nil {
-			return store.TemplateBuild{}, fmt.Errorf("template build %q failure: %w", b.ID, err)
-		}
-	}
-	return b, nil
 }
 
 const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
@@ -240,7 +200,7 @@ func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) erro
 // GetBuildCache implements store.TemplateBuildStore.
 func (s *Store) GetBuildCache(ctx context.Context, orgID, key string) (store.BuildCacheEntry, error) {
 	return getOne(s.pool.QueryRow(ctx, `SELECT `+cacheCols+` FROM template_build_cache WHERE org_id = $1 AND key = $2`,
-		orgID, key), scanCache, "build cache entry", key)
+		orgID, key), dec.BuildCache, "build cache entry", key)
 }
 
 // ListBuildCache implements store.TemplateBuildStore.
@@ -249,7 +209,7 @@ func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.Build
 	if orgID != "" {
 		q, args = q+` WHERE org_id = $1`, append(args, orgID)
 	}
-	es, err := queryAll(ctx, s.pool, scanCache, q+` ORDER BY used_at, key`, args...)
+	es, err := queryAll(ctx, s.pool, dec.BuildCache, q+` ORDER BY used_at, key`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list build cache: %w", err)
 	}
@@ -262,15 +222,6 @@ func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
 		return fmt.Errorf("delete build cache %q: %w", key, err)
 	}
 	return nil
-}
-
-func scanCache(sc pgx.Row) (store.BuildCacheEntry, error) {
-	var e store.BuildCacheEntry
-	if err := sc.Scan(&e.OrgID, &e.Key, &e.SnapshotID, &e.Ready, &e.CreatedAt, &e.UsedAt); err != nil {
-		return store.BuildCacheEntry{}, err
-	}
-	e.CreatedAt, e.UsedAt = e.CreatedAt.UTC(), e.UsedAt.UTC()
-	return e, nil
 }
 
 const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
@@ -291,12 +242,12 @@ func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCrede
 // GetRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry string) (store.RegistryCredential, error) {
 	return getOne(s.pool.QueryRow(ctx, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = $1 AND registry = $2`,
-		orgID, registry), scanCred, "registry credential", registry)
+		orgID, registry), dec.Credential, "registry credential", registry)
 }
 
 // ListRegistryCredentials implements store.TemplateBuildStore.
 func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
-	cs, err := queryAll(ctx, s.pool, scanCred, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = $1 ORDER BY registry`, orgID)
+	cs, err := queryAll(ctx, s.pool, dec.Credential, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = $1 ORDER BY registry`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list registry credentials: %w", err)
 	}
@@ -313,13 +264,4 @@ func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry st
 		return fmt.Errorf("registry credential %q: %w", registry, store.ErrNotFound)
 	}
 	return nil
-}
-
-func scanCred(sc pgx.Row) (store.RegistryCredential, error) {
-	var c store.RegistryCredential
-	if err := sc.Scan(&c.OrgID, &c.Registry, &c.Username, &c.Sealed, &c.Kind, &c.CreatedAt, &c.UpdatedAt); err != nil {
-		return store.RegistryCredential{}, err
-	}
-	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
-	return c, nil
 }

@@ -16,27 +16,6 @@ import (
 
 const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
 
-func scanHost(sc scanner) (store.HostRecord, error) {
-	var h store.HostRecord
-	var state, capacity, status, registered, heartbeat, changed string
-	if err := sc.Scan(&h.ID, &h.Region, &h.URL, &state, &h.Generation, &capacity, &status, &h.Reason,
-		&registered, &heartbeat, &changed); err != nil {
-		return store.HostRecord{}, err
-	}
-	h.State, h.Capacity, h.Status = store.HostState(state), json.RawMessage(capacity), json.RawMessage(status)
-	var err error
-	if h.RegisteredAt, err = parseTime(registered); err != nil {
-		return store.HostRecord{}, err
-	}
-	if h.HeartbeatAt, err = parseTime(heartbeat); err != nil {
-		return store.HostRecord{}, err
-	}
-	if h.StateChangedAt, err = parseTime(changed); err != nil {
-		return store.HostRecord{}, err
-	}
-	return h, nil
-}
-
 // doc is a JSON document as stored: empty means {}.
 func doc(b json.RawMessage) string {
 	if len(b) == 0 {
@@ -50,7 +29,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		at := sandbox.FormatTime(now())
-		cur, err := scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		cur, err := dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
@@ -70,7 +49,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 				return err
 			}
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
 		return err
 	})
 	if err != nil {
@@ -84,7 +63,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
@@ -95,7 +74,7 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 			doc(status), sandbox.FormatTime(now()), id); err != nil {
 			return err
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -106,12 +85,12 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 
 // GetHost returns ErrNotFound if absent.
 func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 }
 
 // ListHosts returns every host, by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.r, scanHost, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	out, err := queryAll(ctx, s.r, dec.Host, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
@@ -122,7 +101,7 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
@@ -140,7 +119,7 @@ func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state st
 			string(state), reason, changed, id); err != nil {
 			return err
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -179,17 +158,6 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 
 const leaseCols = `name, holder, generation, expires_at`
 
-func scanLease(sc scanner) (store.Lease, error) {
-	var l store.Lease
-	var exp string
-	if err := sc.Scan(&l.Name, &l.Holder, &l.Generation, &exp); err != nil {
-		return store.Lease{}, err
-	}
-	var err error
-	l.ExpiresAt, err = parseTime(exp)
-	return l, err
-}
-
 // AcquireLease takes or renews a lease; see store.ClusterStore.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, bool, error) {
 	var out store.Lease
@@ -197,7 +165,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		at := now()
 		exp := sandbox.FormatTime(at.Add(ttl))
-		cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		cur, err := dec.Lease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if _, err := tx.ExecContext(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES (?, ?, 1, ?)`, name, holder, exp); err != nil {
@@ -218,7 +186,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 			}
 			held = true
 		}
-		out, err = scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		out, err = dec.Lease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
 		return err
 	})
 	if err != nil {
@@ -239,7 +207,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 
 // ListLeases returns the leases whose name starts with prefix, by name.
 func (s *Store) ListLeases(ctx context.Context, prefix string) ([]store.Lease, error) {
-	out, err := queryAll(ctx, s.r, scanLease, `SELECT `+leaseCols+` FROM leases WHERE substr(name, 1, ?) = ? ORDER BY name`,
+	out, err := queryAll(ctx, s.r, dec.Lease, `SELECT `+leaseCols+` FROM leases WHERE substr(name, 1, ?) = ? ORDER BY name`,
 		len(prefix), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)

@@ -74,29 +74,15 @@ func stored(t time.Time) time.Time {
 
 const webhookCols = `id, org_id, url, events, secret, cursor, created_at`
 
-func scanWebhook(sc scanner) (store.Webhook, error) {
-	var w store.Webhook
-	var evs, created string
-	if err := sc.Scan(&w.ID, &w.OrgID, &w.URL, &evs, &w.Secret, &w.Cursor, &created); err != nil {
-		return store.Webhook{}, err
-	}
-	if err := json.Unmarshal([]byte(evs), &w.Events); err != nil {
-		return store.Webhook{}, fmt.Errorf("webhook %q events: %w", w.ID, err)
-	}
-	var err error
-	w.CreatedAt, err = parseTime(created)
-	return w, err
-}
-
 // GetWebhook implements store.Store.
 func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook, error) {
 	return getOne(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id = ? AND (? = '' OR org_id = ?)`,
-		id, orgID, orgID), scanWebhook, "webhook", id)
+		id, orgID, orgID), dec.Webhook, "webhook", id)
 }
 
 // ListWebhooks implements store.Store.
 func (s *Store) ListWebhooks(ctx context.Context, orgID string) ([]store.Webhook, error) {
-	out, err := queryAll(ctx, s.r, scanWebhook, `SELECT `+webhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`,
+	out, err := queryAll(ctx, s.r, dec.Webhook, `SELECT `+webhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`,
 		orgID, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
@@ -152,36 +138,8 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 const deliveryCols = `d.id, d.webhook_id, d.org_id, d.event_id, d.status, d.attempts, d.next_attempt_at,
 	d.last_status, d.last_error, d.created_at, d.updated_at`
 
-func scanDelivery(sc scanner, withEvent bool) (store.Delivery, error) {
-	var d store.Delivery
-	var status, next, created, updated string
-	dest := []any{&d.ID, &d.WebhookID, &d.OrgID, &d.EventID, &status, &d.Attempts, &next,
-		&d.LastStatus, &d.LastError, &created, &updated}
-	var evCreated string
-	if withEvent {
-		dest = append(dest, &d.Event.ID, &d.Event.OrgID, &d.Event.SandboxID, &d.Event.Type, &d.Event.Data, &evCreated)
-	}
-	if err := sc.Scan(dest...); err != nil {
-		return store.Delivery{}, err
-	}
-	d.Status = store.DeliveryStatus(status)
-	var err error
-	for _, p := range []struct {
-		s string
-		t *time.Time
-	}{{next, &d.NextAttemptAt}, {created, &d.CreatedAt}, {updated, &d.UpdatedAt}, {evCreated, &d.Event.CreatedAt}} {
-		if p.s == "" {
-			continue
-		}
-		if *p.t, err = parseTime(p.s); err != nil {
-			return store.Delivery{}, err
-		}
-	}
-	return d, nil
-}
-
 func (s *Store) queryDeliveries(ctx context.Context, withEvent bool, query string, args ...any) ([]store.Delivery, error) {
-	scan := func(sc scanner) (store.Delivery, error) { return scanDelivery(sc, withEvent) }
+	scan := dec.Delivery(withEvent)
 	out, err := queryAll(ctx, s.r, scan, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("deliveries: %w", err)
@@ -282,19 +240,6 @@ func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
 
 const artifactCols = `id, org_id, sandbox_id, name, path, kind, content_type, size_bytes, sha256, bucket, object_key, created_at`
 
-func scanArtifact(sc scanner) (store.Artifact, error) {
-	var a store.Artifact
-	var kind, created string
-	if err := sc.Scan(&a.ID, &a.OrgID, &a.SandboxID, &a.Name, &a.Path, &kind, &a.ContentType, &a.SizeBytes,
-		&a.SHA256, &a.Bucket, &a.Key, &created); err != nil {
-		return store.Artifact{}, err
-	}
-	a.Kind = store.ArtifactKind(kind)
-	var err error
-	a.CreatedAt, err = parseTime(created)
-	return a, err
-}
-
 // CreateArtifact implements store.Store.
 func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Artifact, error) {
 	a.CreatedAt = stored(a.CreatedAt)
@@ -313,12 +258,12 @@ func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Art
 
 // GetArtifact implements store.Store.
 func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID), scanArtifact, "artifact", id)
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID), dec.Artifact, "artifact", id)
 }
 
 // ListArtifacts implements store.Store.
 func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]store.Artifact, error) {
-	out, err := queryAll(ctx, s.r, scanArtifact, `SELECT `+artifactCols+` FROM artifacts
+	out, err := queryAll(ctx, s.r, dec.Artifact, `SELECT `+artifactCols+` FROM artifacts
 		WHERE org_id = ? AND (? = '' OR sandbox_id = ?) ORDER BY created_at DESC, id DESC`, orgID, sandboxID, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
@@ -331,7 +276,7 @@ func (s *Store) DeleteArtifact(ctx context.Context, orgID, id string) (store.Art
 	var a store.Artifact
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		a, err = scanArtifact(tx.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
+		a, err = dec.Artifact(tx.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("artifact %q: %w", id, store.ErrNotFound)
 		}

@@ -14,35 +14,13 @@ import (
 
 const idemCols = `scope, key, request_hash, claim, done, status, header, body, created_at, locked_until, expires_at`
 
-func scanIdem(sc scanner) (store.IdempotencyRecord, error) {
-	var r store.IdempotencyRecord
-	var header, created, locked, expires string
-	if err := sc.Scan(&r.Scope, &r.Key, &r.RequestHash, &r.Claim, &r.Done, &r.Status, &header, &r.Body, &created, &locked, &expires); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if err := json.Unmarshal([]byte(header), &r.Header); err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key header: %w", err)
-	}
-	var err error
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if r.LockedUntil, err = parseTime(locked); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if r.ExpiresAt, err = parseTime(expires); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	return r, nil
-}
-
 // ClaimIdempotencyKey inserts rec in progress unless a live record holds
 // the key; expired records and abandoned claims are replaced.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRecord, at time.Time) (store.IdempotencyRecord, bool, error) {
 	var held store.IdempotencyRecord
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := scanIdem(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		cur, err := dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -61,7 +39,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 			return err
 		}
 		claimed = true
-		held, err = scanIdem(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		held, err = dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		return err
 	})
 	if err != nil {
@@ -72,7 +50,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 
 // GetIdempotencyKey returns the record; ErrNotFound if absent.
 func (s *Store) GetIdempotencyKey(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
-	r, err := scanIdem(s.r.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key))
+	r, err := dec.Idempotency(s.r.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key: %w", store.ErrNotFound)
 	}

@@ -26,26 +26,15 @@ func (s *Store) CreateProject(ctx context.Context, p store.Project) error {
 
 const projectCols = `id, org_id, name, is_default, created_at`
 
-func scanProject(sc scanner) (store.Project, error) {
-	var p store.Project
-	var created string
-	if err := sc.Scan(&p.ID, &p.OrgID, &p.Name, &p.Default, &created); err != nil {
-		return store.Project{}, err
-	}
-	var err error
-	p.CreatedAt, err = parseTime(created)
-	return p, err
-}
-
 // GetProject returns the project with that ID in orgID; ErrNotFound if
 // absent or in another org.
 func (s *Store) GetProject(ctx context.Context, orgID, id string) (store.Project, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = ? AND org_id = ?`, id, orgID), scanProject, "project", id)
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE id = ? AND org_id = ?`, id, orgID), dec.Project, "project", id)
 }
 
 // DefaultProject returns the org's default project; ErrNotFound if none.
 func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project, error) {
-	p, err := scanProject(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE org_id = ? AND is_default = 1`, orgID))
+	p, err := dec.Project(s.r.QueryRowContext(ctx, `SELECT `+projectCols+` FROM projects WHERE org_id = ? AND is_default = 1`, orgID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Project{}, fmt.Errorf("default project of %q: %w", orgID, store.ErrNotFound)
 	}
@@ -57,7 +46,7 @@ func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project
 
 // ListProjects returns the org's projects, oldest first.
 func (s *Store) ListProjects(ctx context.Context, orgID string) ([]store.Project, error) {
-	out, err := queryAll(ctx, s.r, scanProject, `SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`, orgID)
+	out, err := queryAll(ctx, s.r, dec.Project, `SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}

@@ -67,7 +67,7 @@ type queryer interface {
 }
 
 func getSandbox(ctx context.Context, q queryer, id string) (sandbox.Sandbox, error) {
-	return getOne(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id), scanSandbox, "sandbox", id)
+	return getOne(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id), dec.Sandbox, "sandbox", id)
 }
 
 // UpdateSandbox writes sb if the stored version equals sb.Version, bumps the
@@ -273,59 +273,15 @@ func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Ev
 }
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	evs, err := queryAll(ctx, s.r, scanEvent, query, args...)
+	evs, err := queryAll(ctx, s.r, dec.Event, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	return evs, nil
 }
 
-func scanEvent(sc scanner) (store.Event, error) {
-	var e store.Event
-	var created string
-	if err := sc.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &created); err != nil {
-		return store.Event{}, err
-	}
-	var err error
-	e.CreatedAt, err = parseTime(created)
-	return e, err
-}
-
 func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {
-	return queryAll(ctx, q, scanSandbox, query, args...)
-}
-
-func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var state, env, meta, created, updated, lc string
-	var deleted sql.NullString
-	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
-		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
-	}
-	sb.State = sandbox.State(state)
-	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	var err error
-	if sb.CreatedAt, err = parseTime(created); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if sb.UpdatedAt, err = parseTime(updated); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if deleted.Valid {
-		t, err := parseTime(deleted.String)
-		if err != nil {
-			return sandbox.Sandbox{}, err
-		}
-		sb.DeletedAt = &t
-	}
-	return sb, nil
+	return queryAll(ctx, q, dec.Sandbox, query, args...)
 }
 
 // deletedAt is sb.DeletedAt as a nullable stored time.

@@ -43,7 +43,7 @@ func insertSession(ctx context.Context, tx *sql.Tx, ses store.Session) error {
 
 // GetSession returns the session with that ID in orgID (any org if empty).
 func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session, error) {
-	ses, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id), scanSession, "session", id)
+	ses, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id), dec.Session, "session", id)
 	if err == nil && orgID != "" && ses.OrgID != orgID {
 		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrNotFound)
 	}
@@ -52,7 +52,7 @@ func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session
 
 // ContextSession returns the context's live session, else its newest one.
 func (s *Store) ContextSession(ctx context.Context, orgID, vaultID, workflowID, agentSessionID string) (store.Session, error) {
-	ses, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
+	ses, err := dec.Session(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE org_id = ? AND vault_id = ? AND workflow_id = ? AND agent_session_id = ?
 		ORDER BY status IN ('provisioning', 'ready', 'stopping') DESC, created_at DESC, id DESC LIMIT 1`,
 		orgID, vaultID, workflowID, agentSessionID))
@@ -89,7 +89,7 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 			return fmt.Errorf("update session %q: %w", ses.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			cur, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
+			cur, err := dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("session %q: %w", ses.ID, store.ErrNotFound)
 			}
@@ -98,7 +98,7 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 			}
 			return fmt.Errorf("session %q: version %d, stored %d: %w", ses.ID, ses.Version, cur.Version, store.ErrConflict)
 		}
-		out, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
+		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 		return err
 	})
 	if err != nil {
@@ -166,7 +166,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		if sb, err = getSandbox(ctx, tx, id); err != nil {
 			return err
 		}
-		out, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
+		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 		return err
 	})
 	if err != nil {
@@ -205,48 +205,11 @@ func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
 }
 
 func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
-	out, err := queryAll(ctx, s.r, scanSession, q, args...)
+	out, err := queryAll(ctx, s.r, dec.Session, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	return out, nil
-}
-
-func scanSession(sc scanner) (store.Session, error) {
-	var ses store.Session
-	var status, created, updated string
-	var warm int
-	var ready, ended sql.NullString
-	if err := sc.Scan(&ses.ID, &ses.OrgID, &ses.VaultID, &ses.WorkflowID, &ses.AgentSessionID, &ses.Template,
-		&ses.SandboxID, &status, &ses.Reason, &warm, &ses.Version, &created, &updated, &ready, &ended); err != nil {
-		return store.Session{}, err
-	}
-	ses.Status, ses.Warm = store.SessionStatus(status), warm != 0
-	var err error
-	if ses.CreatedAt, err = parseTime(created); err != nil {
-		return store.Session{}, err
-	}
-	if ses.UpdatedAt, err = parseTime(updated); err != nil {
-		return store.Session{}, err
-	}
-	if ses.ReadyAt, err = parseOptTime(ready); err != nil {
-		return store.Session{}, err
-	}
-	if ses.EndedAt, err = parseOptTime(ended); err != nil {
-		return store.Session{}, err
-	}
-	return ses, nil
-}
-
-func parseOptTime(v sql.NullString) (*time.Time, error) {
-	if !v.Valid {
-		return nil, nil
-	}
-	t, err := parseTime(v.String)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
 }
 
 func optTime(t *time.Time) any {

@@ -36,7 +36,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 
 // GetSnapshot implements store.Store.
 func (s *Store) GetSnapshot(ctx context.Context, orgID, id string) (sandbox.Snapshot, error) {
-	sn, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id), scanSnapshot, "snapshot", id)
+	sn, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id), dec.Snapshot, "snapshot", id)
 	if err == nil && orgID != "" && sn.OrgID != orgID {
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", id, store.ErrNotFound)
 	}
@@ -81,7 +81,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	out, err := queryAll(ctx, s.r, scanSnapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
+	out, err := queryAll(ctx, s.r, dec.Snapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
@@ -94,25 +94,4 @@ func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
 		return fmt.Errorf("delete snapshot %q: %w", id, err)
 	}
 	return nil
-}
-
-func scanSnapshot(row scanner) (sandbox.Snapshot, error) {
-	var sn sandbox.Snapshot
-	var kind, state, src, created, updated string
-	if err := row.Scan(&sn.ID, &sn.OrgID, &sn.SandboxID, &sn.Name, &kind, &state, &sn.Memory, &sn.SizeBytes, &src,
-		&sn.HostID, &sn.DiskImage, &sn.MemoryImage, &sn.Bucket, &sn.ManifestKey, &sn.Reason, &created, &updated); err != nil {
-		return sandbox.Snapshot{}, err
-	}
-	sn.Kind, sn.State = sandbox.SnapshotKind(kind), sandbox.SnapshotState(state)
-	if err := json.Unmarshal([]byte(src), &sn.Source); err != nil {
-		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q source: %w", sn.ID, err)
-	}
-	var err error
-	if sn.CreatedAt, err = parseTime(created); err != nil {
-		return sandbox.Snapshot{}, err
-	}
-	if sn.UpdatedAt, err = parseTime(updated); err != nil {
-		return sandbox.Snapshot{}, err
-	}
-	return sn, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -191,6 +192,28 @@ func parseTime(v string) (time.Time, error) {
 }
 
 // scanner is the part of *sql.Row and *sql.Rows the scan helpers need.
-type scanner interface {
-	Scan(dest ...any) error
+type scanner = rowscan.Row
+
+// dec decodes this store's rows: its time columns are TEXT in
+// sandbox.TimeFormat.
+var dec = rowscan.Decoder{Times: textTimes{}}
+
+// textTimes scans TEXT time columns; a nullable one holds NULL (or, for
+// template_builds.finished_at, ”) for no time.
+type textTimes struct{}
+
+func (textTimes) Dest() any                        { return new(string) }
+func (textTimes) Time(dest any) (time.Time, error) { return parseTime(*dest.(*string)) }
+func (textTimes) OptDest() any                     { return new(sql.NullString) }
+
+func (textTimes) OptTime(dest any) (*time.Time, error) {
+	v := dest.(*sql.NullString)
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	t, err := parseTime(v.String)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
 }

@@ -45,13 +45,13 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 // GetTemplateVersion returns the version with that ID; ErrNotFound if absent.
 func (s *Store) GetTemplateVersion(ctx context.Context, id string) (store.TemplateVersion, error) {
 	return getOne(s.r.QueryRowContext(ctx,
-		`SELECT `+templateCols+` FROM template_versions WHERE id = ?`, id), scanTemplate, "template version", id)
+		`SELECT `+templateCols+` FROM template_versions WHERE id = ?`, id), dec.Template, "template version", id)
 }
 
 // LatestTemplateVersion returns the platform slug's newest version in any
 // status; ErrNotFound if it has none.
 func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.TemplateVersion, error) {
-	v, err := scanTemplate(s.r.QueryRowContext(ctx,
+	v, err := dec.Template(s.r.QueryRowContext(ctx,
 		`SELECT `+templateCols+` FROM template_versions WHERE slug = ? AND org_id = ''
 		 ORDER BY created_at DESC, id DESC LIMIT 1`, slug))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -65,7 +65,7 @@ func (s *Store) LatestTemplateVersion(ctx context.Context, slug string) (store.T
 
 // ListTemplateVersions returns every version of every slug, newest first.
 func (s *Store) ListTemplateVersions(ctx context.Context) ([]store.TemplateVersion, error) {
-	vs, err := queryAll(ctx, s.r, scanTemplate,
+	vs, err := queryAll(ctx, s.r, dec.Template,
 		`SELECT `+templateCols+` FROM template_versions ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list template versions: %w", err)
@@ -79,7 +79,7 @@ func (s *Store) ListTemplateVersionsOf(ctx context.Context, orgID, slug string) 
 	if slug != "" {
 		q, args = q+` AND slug = ?`, append(args, slug)
 	}
-	vs, err := queryAll(ctx, s.r, scanTemplate, q+` ORDER BY created_at DESC, id DESC`, args...)
+	vs, err := queryAll(ctx, s.r, dec.Template, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list template versions of %q: %w", slug, err)
 	}
@@ -92,27 +92,6 @@ func (s *Store) DeleteTemplateVersion(ctx context.Context, id string) error {
 		return fmt.Errorf("delete template version %q: %w", id, err)
 	}
 	return nil
-}
-
-func scanTemplate(sc scanner) (store.TemplateVersion, error) {
-	var v store.TemplateVersion
-	var status, created, updated, spec string
-	if err := sc.Scan(&v.ID, &v.Slug, &status, &v.Progress, &v.RootFS, &v.SizeBytes, &v.Error,
-		&created, &updated, &v.OrgID, &v.BuildID, &spec); err != nil {
-		return store.TemplateVersion{}, err
-	}
-	v.Status = store.TemplateStatus(status)
-	var err error
-	if v.CreatedAt, err = parseTime(created); err != nil {
-		return store.TemplateVersion{}, err
-	}
-	if v.UpdatedAt, err = parseTime(updated); err != nil {
-		return store.TemplateVersion{}, err
-	}
-	if err := json.Unmarshal([]byte(spec), &v.Spec); err != nil {
-		return store.TemplateVersion{}, fmt.Errorf("template version %q spec: %w", v.ID, err)
-	}
-	return v, nil
 }
 
 const buildCols = `id, org_id, slug, status, request, version_id, error, failure, log, box_id, created_at, updated_at, finished_at`
@@ -177,7 +156,7 @@ func nonNilBytes(b []byte) []byte {
 // GetTemplateBuild implements store.TemplateBuildStore.
 func (s *Store) GetTemplateBuild(ctx context.Context, orgID, id string) (store.TemplateBuild, error) {
 	b, err := getOne(s.r.QueryRowContext(ctx, `SELECT `+buildCols+` FROM template_builds WHERE id = ?`, id),
-		scanBuild, "template build", id)
+		dec.Build, "template build", id)
 	if err == nil && orgID != "" && b.OrgID != orgID {
 		return store.TemplateBuild{}, fmt.Errorf("template build %q: %w", id, store.ErrNotFound)
 	}
@@ -198,45 +177,11 @@ func (s *Store) ListTemplateBuilds(ctx context.Context, f store.BuildFilter) ([]
 	if f.Status != "" {
 		q, args = q+` AND status = ?`, append(args, string(f.Status))
 	}
-	bs, err := queryAll(ctx, s.r, scanBuild, q+` ORDER BY created_at DESC, id DESC`, args...)
+	bs, err := queryAll(ctx, s.r, dec.Build, q+` ORDER BY created_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list template builds: %w", err)
 	}
 	return bs, nil
-}
-
-func scanBuild(sc scanner) (store.TemplateBuild, error) {
-	var b store.TemplateBuild
-	var status, failure, created, updated, finished string
-	if err := sc.Scan(&b.ID, &b.OrgID, &b.Slug, &status, &b.Request, &b.VersionID, &b.Error, &failure, &b.Log,
-		&b.BoxID, &created, &updated, &finished); err != nil {
-		return store.TemplateBuild{}, err
-	}
-	b.Status = store.BuildStatus(status)
-	if len(b.Log) == 0 {
-		b.Log = nil
-	}
-	var err error
-	if b.CreatedAt, err = parseTime(created); err != nil {
-		return store.TemplateBuild{}, err
-	}
-	if b.UpdatedAt, err = parseTime(updated); err != nil {
-		return store.TemplateBuild{}, err
-	}
-	if finished != "" {
-		t, err := parseTime(finished)
-		if err != nil {
-			return store.TemplateBuild{}, err
-		}
-		b.FinishedAt = &t
-	}
-	if failure != "" {
-		b.Failure = &store.BuildFailure{}
-		if err := json.Unmarshal([]byte(failure), b.Failure); err != nil {
-			return store.TemplateBuild{}, fmt.Errorf("template build %q failure: %w", b.ID, err)
-		}
-	}
-	return b, nil
 }
 
 const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
@@ -257,7 +202,7 @@ func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) erro
 // GetBuildCache implements store.TemplateBuildStore.
 func (s *Store) GetBuildCache(ctx context.Context, orgID, key string) (store.BuildCacheEntry, error) {
 	return getOne(s.r.QueryRowContext(ctx, `SELECT `+cacheCols+` FROM template_build_cache WHERE org_id = ? AND key = ?`,
-		orgID, key), scanCache, "build cache entry", key)
+		orgID, key), dec.BuildCache, "build cache entry", key)
 }
 
 // ListBuildCache implements store.TemplateBuildStore.
@@ -266,7 +211,7 @@ func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.Build
 	if orgID != "" {
 		q, args = q+` WHERE org_id = ?`, append(args, orgID)
 	}
-	es, err := queryAll(ctx, s.r, scanCache, q+` ORDER BY used_at, key`, args...)
+	es, err := queryAll(ctx, s.r, dec.BuildCache, q+` ORDER BY used_at, key`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list build cache: %w", err)
 	}
@@ -279,22 +224,6 @@ func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
 		return fmt.Errorf("delete build cache %q: %w", key, err)
 	}
 	return nil
-}
-
-func scanCache(sc scanner) (store.BuildCacheEntry, error) {
-	var e store.BuildCacheEntry
-	var created, used string
-	if err := sc.Scan(&e.OrgID, &e.Key, &e.SnapshotID, &e.Ready, &created, &used); err != nil {
-		return store.BuildCacheEntry{}, err
-	}
-	var err error
-	if e.CreatedAt, err = parseTime(created); err != nil {
-		return store.BuildCacheEntry{}, err
-	}
-	if e.UsedAt, err = parseTime(used); err != nil {
-		return store.BuildCacheEntry{}, err
-	}
-	return e, nil
 }
 
 const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
@@ -315,12 +244,12 @@ func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCrede
 // GetRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry string) (store.RegistryCredential, error) {
 	return getOne(s.r.QueryRowContext(ctx, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? AND registry = ?`,
-		orgID, registry), scanCred, "registry credential", registry)
+		orgID, registry), dec.Credential, "registry credential", registry)
 }
 
 // ListRegistryCredentials implements store.TemplateBuildStore.
 func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
-	cs, err := queryAll(ctx, s.r, scanCred, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
+	cs, err := queryAll(ctx, s.r, dec.Credential, `SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list registry credentials: %w", err)
 	}
@@ -337,20 +266,4 @@ func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry st
 		return fmt.Errorf("registry credential %q: %w", registry, store.ErrNotFound)
 	}
 	return nil
-}
-
-func scanCred(sc scanner) (store.RegistryCredential, error) {
-	var c store.RegistryCredential
-	var created, updated string
-	if err := sc.Scan(&c.OrgID, &c.Registry, &c.Username, &c.Sealed, &c.Kind, &created, &updated); err != nil {
-		return store.RegistryCredential{}, err
-	}
-	var err error
-	if c.CreatedAt, err = parseTime(created); err != nil {
-		return store.RegistryCredential{}, err
-	}
-	if c.UpdatedAt, err = parseTime(updated); err != nil {
-		return store.RegistryCredential{}, err
-	}
-	return c, nil
 }
