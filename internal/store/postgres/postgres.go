@@ -35,6 +35,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
 
@@ -44,6 +45,9 @@ const defaultMaxConns = 16
 
 // Store is a store.Store on a PostgreSQL database. Create it with Open.
 type Store struct {
+	// Store is the template build store (templates.go).
+	*builds.Store
+
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 
@@ -100,7 +104,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", where, err)
 	}
-	return &Store{pool: pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2))}, nil
+	return &Store{Store: newBuilds(pool), pool: pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2))}, nil
 }
 
 // Close closes the pool. It is safe to call more than once.
