@@ -12,17 +12,10 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
-
-const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
-
-// doc is a JSON document as stored: empty means {}.
-func doc(b json.RawMessage) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
 
 // RegisterHost records a host joining in one statement: a new host is
 // inserted at generation 1, a known one gets the next generation (the
@@ -30,13 +23,13 @@ func doc(b json.RawMessage) string {
 // draining host stays draining.
 func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
 	at := now()
-	out, err := dec.Host(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
+	out, err := dec.Host(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+rowscan.HostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
 		ON CONFLICT (id) DO UPDATE SET region = EXCLUDED.region, url = EXCLUDED.url, capacity = EXCLUDED.capacity,
 			generation = hosts.generation + 1, registered_at = EXCLUDED.registered_at, heartbeat_at = EXCLUDED.heartbeat_at,
 			state = CASE WHEN hosts.state = 'draining' THEN hosts.state ELSE EXCLUDED.state END,
 			reason = CASE WHEN hosts.state = 'draining' THEN hosts.reason ELSE '' END,
 			state_changed_at = CASE WHEN hosts.state = 'draining' THEN hosts.state_changed_at ELSE EXCLUDED.state_changed_at END
-		RETURNING `+hostCols, h.ID, h.Region, h.URL, string(store.HostActive), doc(h.Capacity), at))
+		RETURNING `+rowscan.HostCols, h.ID, h.Region, h.URL, string(store.HostActive), codec.Doc(h.Capacity), at))
 	if err != nil {
 		return store.HostRecord{}, wrap(fmt.Sprintf("register host %q", h.ID), err)
 	}
@@ -48,15 +41,15 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
 		if cur.Generation != gen || cur.State == store.HostLost {
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
-		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+hostCols,
-			id, doc(status), now()))
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+rowscan.HostCols,
+			id, codec.Doc(status), now()))
 		return err
 	})
 	if err != nil {
@@ -67,12 +60,12 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 
 // GetHost returns ErrNotFound if absent.
 func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.pool.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1`, id), dec.Host, "host", id)
+	return getOne(s.pool.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1`, id), dec.Host, "host", id)
 }
 
 // ListHosts returns every host, by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.pool, dec.Host, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	out, err := queryAll(ctx, s.pool, dec.Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
@@ -84,21 +77,19 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
-		if gen > 0 && cur.Generation != gen {
-			return fmt.Errorf("host %q is at generation %d, not %d: %w", id, cur.Generation, gen, store.ErrConflict)
-		}
-		if cur.State == store.HostLost && state != store.HostLost {
-			return fmt.Errorf("host %q is lost; it becomes %s by registering again: %w", id, state, store.ErrConflict)
+		moved, err := checks.HostState(cur, gen, state)
+		if err != nil {
+			return err
 		}
 		changed := cur.StateChangedAt
-		if cur.State != state {
+		if moved {
 			changed = now()
 		}
-		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+hostCols,
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+rowscan.HostCols,
 			id, string(state), reason, changed))
 		return err
 	})

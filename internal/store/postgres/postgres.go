@@ -35,8 +35,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns:
@@ -45,8 +45,8 @@ const defaultMaxConns = 16
 
 // Store is a store.Store on a PostgreSQL database. Create it with Open.
 type Store struct {
-	// Store is the template build store (templates.go).
-	*builds.Store
+	// Store is the parts written once for both SQL stores (shared.go).
+	*sqlstore.Store
 
 	pool   *pgxpool.Pool
 	logger *slog.Logger
@@ -104,7 +104,10 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", where, err)
 	}
-	return &Store{Store: newBuilds(pool), pool: pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2))}, nil
+	return &Store{
+		Store: newShared(pool),
+		pool:  pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2)),
+	}, nil
 }
 
 // Close closes the pool. It is safe to call more than once.

@@ -12,28 +12,21 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
-
-const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
-
-// doc is a JSON document as stored: empty means {}.
-func doc(b json.RawMessage) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
 
 // RegisterHost records a host joining; see store.ClusterStore.
 func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		at := sandbox.FormatTime(now())
-		cur, err := dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		cur, err := dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, h.ID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
-				h.ID, h.Region, h.URL, string(store.HostActive), doc(h.Capacity), at, at, at); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+rowscan.HostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
+				h.ID, h.Region, h.URL, string(store.HostActive), codec.Doc(h.Capacity), at, at, at); err != nil {
 				return err
 			}
 		case err != nil:
@@ -45,11 +38,11 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET region = ?, url = ?, state = ?, generation = generation + 1, capacity = ?,
 				reason = ?, registered_at = ?, heartbeat_at = ?, state_changed_at = ? WHERE id = ?`,
-				h.Region, h.URL, string(state), doc(h.Capacity), reason, at, at, changed, h.ID); err != nil {
+				h.Region, h.URL, string(state), codec.Doc(h.Capacity), reason, at, at, changed, h.ID); err != nil {
 				return err
 			}
 		}
-		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, h.ID))
 		return err
 	})
 	if err != nil {
@@ -63,7 +56,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
@@ -71,10 +64,10 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET status = ?, heartbeat_at = ? WHERE id = ?`,
-			doc(status), sandbox.FormatTime(now()), id); err != nil {
+			codec.Doc(status), sandbox.FormatTime(now()), id); err != nil {
 			return err
 		}
-		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -85,12 +78,12 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 
 // GetHost returns ErrNotFound if absent.
 func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
+	return getOne(s.r.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 }
 
 // ListHosts returns every host, by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.r, dec.Host, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
+	out, err := queryAll(ctx, s.r, dec.Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
 	}
@@ -101,25 +94,23 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
-		if gen > 0 && cur.Generation != gen {
-			return fmt.Errorf("host %q is at generation %d, not %d: %w", id, cur.Generation, gen, store.ErrConflict)
-		}
-		if cur.State == store.HostLost && state != store.HostLost {
-			return fmt.Errorf("host %q is lost; it becomes %s by registering again: %w", id, state, store.ErrConflict)
+		moved, err := checks.HostState(cur, gen, state)
+		if err != nil {
+			return err
 		}
 		changed := sandbox.FormatTime(cur.StateChangedAt)
-		if cur.State != state {
+		if moved {
 			changed = sandbox.FormatTime(now())
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET state = ?, reason = ?, state_changed_at = ? WHERE id = ?`,
 			string(state), reason, changed, id); err != nil {
 			return err
 		}
-		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -38,8 +38,8 @@ const busyTimeoutMS = 10000
 
 // Store is a store.Store backed by one SQLite file. Create it with Open.
 type Store struct {
-	// Store is the template build store (templates.go).
-	*builds.Store
+	// Store is the parts written once for both SQL stores (shared.go).
+	*sqlstore.Store
 
 	w      *sql.DB // exactly one connection; BEGIN IMMEDIATE
 	r      *sql.DB // read-only connections
@@ -118,7 +118,10 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 
-	return &Store{Store: newBuilds(w, r), w: w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch)}, nil
+	return &Store{
+		Store: newShared(w, r),
+		w:     w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch),
+	}, nil
 }
 
 // dsn builds the modernc DSN for path. busy_timeout comes first so the other

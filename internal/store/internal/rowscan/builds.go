@@ -50,25 +50,22 @@ func (d Decoder) Build(r Row) (store.TemplateBuild, error) {
 
 // BuildCache reads org_id, key, snapshot_id, ready, created_at, used_at.
 func (d Decoder) BuildCache(r Row) (store.BuildCacheEntry, error) {
-	var e store.BuildCacheEntry
-	sc := d.scan()
-	if err := sc.row(r, &e.OrgID, &e.Key, &e.SnapshotID, &e.Ready, sc.at(&e.CreatedAt), sc.at(&e.UsedAt)); err != nil {
-		return store.BuildCacheEntry{}, err
-	}
-	return e, nil
+	return decode(d, r, func(sc *scan, e *store.BuildCacheEntry) []any {
+		return []any{&e.OrgID, &e.Key, &e.SnapshotID, &e.Ready, sc.at(&e.CreatedAt), sc.at(&e.UsedAt)}
+	})
 }
 
 // Credential reads org_id, registry, username, sealed, kind, created_at,
 // updated_at.
 func (d Decoder) Credential(r Row) (store.RegistryCredential, error) {
-	var c store.RegistryCredential
-	sc := d.scan()
-	if err := sc.row(r, &c.OrgID, &c.Registry, &c.Username, &c.Sealed, &c.Kind,
-		sc.at(&c.CreatedAt), sc.at(&c.UpdatedAt)); err != nil {
-		return store.RegistryCredential{}, err
-	}
-	return c, nil
+	return decode(d, r, func(sc *scan, c *store.RegistryCredential) []any {
+		return []any{&c.OrgID, &c.Registry, &c.Username, &c.Sealed, &c.Kind,
+			sc.at(&c.CreatedAt), sc.at(&c.UpdatedAt)}
+	})
 }
+
+// HostCols are the hosts columns Host reads.
+const HostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
 
 // Host reads id, region, url, state, generation, capacity, status,
 // reason, registered_at, heartbeat_at, state_changed_at.
@@ -86,12 +83,9 @@ func (d Decoder) Host(r Row) (store.HostRecord, error) {
 
 // Lease reads name, holder, generation, expires_at.
 func (d Decoder) Lease(r Row) (store.Lease, error) {
-	var l store.Lease
-	sc := d.scan()
-	if err := sc.row(r, &l.Name, &l.Holder, &l.Generation, sc.at(&l.ExpiresAt)); err != nil {
-		return store.Lease{}, err
-	}
-	return l, nil
+	return decode(d, r, func(sc *scan, l *store.Lease) []any {
+		return []any{&l.Name, &l.Holder, &l.Generation, sc.at(&l.ExpiresAt)}
+	})
 }
 
 // Webhook reads id, org_id, url, events, secret, cursor, created_at.

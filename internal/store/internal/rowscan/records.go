@@ -12,10 +12,12 @@ import (
 // Each decoder reads the columns of its table's column list, in order;
 // the stores name those lists in their queries.
 
-// Sandbox reads id, org_id, name, state, template, template_version_id,
-// cpu, ram_mb, disk_gb, env, metadata, host_id, address, agent_token,
-// reason, version, created_at, updated_at, deleted_at, lifecycle,
-// parent_id, project_id.
+// SandboxCols are the sandboxes columns Sandbox reads.
+const SandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
+	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id,
+	project_id`
+
+// Sandbox reads the SandboxCols.
 func (d Decoder) Sandbox(r Row) (sandbox.Sandbox, error) {
 	var sb sandbox.Sandbox
 	var state, env, meta, lc string
@@ -38,12 +40,9 @@ func (d Decoder) Sandbox(r Row) (sandbox.Sandbox, error) {
 
 // Event reads id, org_id, sandbox_id, type, data, created_at.
 func (d Decoder) Event(r Row) (store.Event, error) {
-	var e store.Event
-	sc := d.scan()
-	if err := sc.row(r, &e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, sc.at(&e.CreatedAt)); err != nil {
-		return store.Event{}, err
-	}
-	return e, nil
+	return decode(d, r, func(sc *scan, e *store.Event) []any {
+		return []any{&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, sc.at(&e.CreatedAt)}
+	})
 }
 
 // Session reads id, org_id, vault_id, workflow_id, agent_session_id,
@@ -99,20 +98,21 @@ func (d Decoder) Idempotency(r Row) (store.IdempotencyRecord, error) {
 
 // Project reads id, org_id, name, is_default, created_at.
 func (d Decoder) Project(r Row) (store.Project, error) {
-	var p store.Project
-	sc := d.scan()
-	if err := sc.row(r, &p.ID, &p.OrgID, &p.Name, &p.Default, sc.at(&p.CreatedAt)); err != nil {
-		return store.Project{}, err
-	}
-	return p, nil
+	return decode(d, r, func(sc *scan, p *store.Project) []any {
+		return []any{&p.ID, &p.OrgID, &p.Name, &p.Default, sc.at(&p.CreatedAt)}
+	})
 }
 
 // Org reads id, name, created_at.
 func (d Decoder) Org(r Row) (store.Org, error) {
-	var o store.Org
-	sc := d.scan()
-	if err := sc.row(r, &o.ID, &o.Name, sc.at(&o.CreatedAt)); err != nil {
-		return store.Org{}, err
-	}
-	return o, nil
+	return decode(d, r, func(sc *scan, o *store.Org) []any {
+		return []any{&o.ID, &o.Name, sc.at(&o.CreatedAt)}
+	})
+}
+
+// Pool reads template, min_ready, max, updated_at.
+func (d Decoder) Pool(r Row) (store.Pool, error) {
+	return decode(d, r, func(sc *scan, p *store.Pool) []any {
+		return []any{&p.Template, &p.MinReady, &p.Max, sc.at(&p.UpdatedAt)}
+	})
 }

@@ -119,3 +119,15 @@ func (s *scan) row(r Row, dest ...any) error {
 	}
 	return nil
 }
+
+// decode reads a row whose fields need nothing done after the scan but
+// their time columns: dest names where each column goes.
+func decode[T any](d Decoder, r Row, dest func(sc *scan, v *T) []any) (T, error) {
+	var v T
+	sc := d.scan()
+	if err := sc.row(r, dest(sc, &v)...); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}

@@ -18,14 +18,25 @@ import (
 type DB interface {
 	// Exec runs a write and returns how many rows it changed.
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// WriteRow runs a write that returns at most one row (RETURNING).
+	WriteRow(ctx context.Context, query string, args ...any) rowscan.Row
 	// QueryRow runs a read of at most one row.
 	QueryRow(ctx context.Context, query string, args ...any) rowscan.Row
 	// Query runs a read and hands fn its rows, closing them after.
 	Query(ctx context.Context, query string, args []any, fn func(rowscan.Rows) error) error
 	// NoRows is the error a QueryRow's Scan returns when nothing matched.
 	NoRows() error
+	// Err prefixes a failed write's error with what; a store whose
+	// driver refuses some caller input (PostgreSQL: NUL in text) makes
+	// that sandbox.ErrInvalidArgument.
+	Err(what string, err error) error
 	// Time is t in the form the store keeps times in.
 	Time(t time.Time) any
+	// AnyOf is the condition "col is one of vals" and its arguments
+	// (SQLite: col IN (?, …); PostgreSQL: col = ANY(?)). vals is not empty.
+	AnyOf(col string, vals []string) (string, []any)
+	// Limit is a LIMIT parameter for limit, where limit <= 0 means none.
+	Limit(limit int) any
 	// Decoder decodes the store's rows.
 	Decoder() rowscan.Decoder
 }
@@ -41,6 +52,15 @@ func Or(t, def time.Time) time.Time {
 		return def
 	}
 	return t
+}
+
+// Stored is t as the stores keep it (UTC, to the microsecond); a zero t
+// means now.
+func Stored(t time.Time) time.Time {
+	if t.IsZero() {
+		return Now()
+	}
+	return t.UTC().Truncate(time.Microsecond)
 }
 
 // All runs query and scans every row with scan (rowscan.All).

@@ -3,17 +3,20 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
-// newBuilds is the Store's store.TemplateBuildStore: the shared one
-// (internal/builds) on this store's connections.
-func newBuilds(w, r *sql.DB) *builds.Store {
-	return builds.New(sqlDB{w: w, r: r}, builds.Dialect{
+// newShared is the parts of the Store written once for both SQL stores
+// (internal/sqlstore), on its connections.
+func newShared(w, r *sql.DB) *sqlstore.Store {
+	return sqlstore.New(sqlDB{w: w, r: r}, builds.Dialect{
 		EmptyBytes: `x''`,
 		// finished_at is NOT NULL: '' is "not finished".
 		FinishedAt: func(t *time.Time) any {
@@ -37,6 +40,10 @@ func (d sqlDB) Exec(ctx context.Context, query string, args ...any) (int64, erro
 	return res.RowsAffected()
 }
 
+func (d sqlDB) WriteRow(ctx context.Context, query string, args ...any) rowscan.Row {
+	return d.w.QueryRowContext(ctx, query, args...)
+}
+
 func (d sqlDB) QueryRow(ctx context.Context, query string, args ...any) rowscan.Row {
 	return d.r.QueryRowContext(ctx, query, args...)
 }
@@ -48,6 +55,24 @@ func (d sqlDB) Query(ctx context.Context, query string, args []any, fn func(rows
 	}
 	defer rows.Close()
 	return fn(rows)
+}
+
+func (sqlDB) Err(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
+
+func (sqlDB) AnyOf(col string, vals []string) (string, []any) {
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v
+	}
+	return col + ` IN (?` + strings.Repeat(", ?", len(vals)-1) + `)`, args
+}
+
+// Limit: SQLite's LIMIT -1 is no limit.
+func (sqlDB) Limit(limit int) any {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
 }
 
 func (sqlDB) NoRows() error            { return sql.ErrNoRows }

@@ -10,12 +10,13 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
-// newBuilds is the Store's store.TemplateBuildStore: the shared one
-// (internal/builds) on this store's pool.
-func newBuilds(pool *pgxpool.Pool) *builds.Store {
-	return builds.New(pgDB{pool}, builds.Dialect{
+// newShared is the parts of the Store written once for both SQL stores
+// (internal/sqlstore), on its pool.
+func newShared(pool *pgxpool.Pool) *sqlstore.Store {
+	return sqlstore.New(pgDB{pool}, builds.Dialect{
 		EmptyBytes: `''::bytea`,
 		FinishedAt: func(t *time.Time) any { return optTS(t) },
 	})
@@ -33,6 +34,10 @@ func (d pgDB) Exec(ctx context.Context, query string, args ...any) (int64, error
 	return tag.RowsAffected(), nil
 }
 
+func (d pgDB) WriteRow(ctx context.Context, query string, args ...any) rowscan.Row {
+	return d.pool.QueryRow(ctx, sqldb.Rebind(query), args...)
+}
+
 func (d pgDB) QueryRow(ctx context.Context, query string, args ...any) rowscan.Row {
 	return d.pool.QueryRow(ctx, sqldb.Rebind(query), args...)
 }
@@ -46,6 +51,12 @@ func (d pgDB) Query(ctx context.Context, query string, args []any, fn func(rowsc
 	return fn(rows)
 }
 
+func (pgDB) Err(what string, err error) error { return wrap(what, err) }
+func (pgDB) AnyOf(col string, vals []string) (string, []any) {
+	return col + ` = ANY(?)`, []any{vals}
+}
+
+func (pgDB) Limit(limit int) any      { return limitArg(limit) }
 func (pgDB) NoRows() error            { return pgx.ErrNoRows }
 func (pgDB) Time(t time.Time) any     { return t.UTC().Truncate(time.Microsecond) }
 func (pgDB) Decoder() rowscan.Decoder { return dec }
