@@ -58,20 +58,6 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 	return out, nil
 }
 
-// GetHost returns ErrNotFound if absent.
-func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.pool.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1`, id), dec.Host, "host", id)
-}
-
-// ListHosts returns every host, by ID.
-func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.pool, dec.Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
-	}
-	return out, nil
-}
-
 // SetHostState moves a host to state under its row lock; see
 // store.ClusterStore.
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
@@ -150,16 +136,6 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return store.Lease{}, false, err
 	}
 	return l, false, nil
-}
-
-// ReleaseLease gives up holder's lease; see store.ClusterStore.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	at := now()
-	if _, err := s.pool.Exec(ctx, `UPDATE leases SET expires_at = $3 WHERE name = $1 AND holder = $2 AND expires_at > $3`,
-		name, holder, at); err != nil {
-		return wrap(fmt.Sprintf("release lease %q", name), err)
-	}
-	return nil
 }
 
 // ListLeases returns the leases whose name starts with prefix, by name.

@@ -76,20 +76,6 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 	return out, nil
 }
 
-// GetHost returns ErrNotFound if absent.
-func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
-}
-
-// ListHosts returns every host, by ID.
-func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.r, dec.Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
-	}
-	return out, nil
-}
-
 // SetHostState moves a host to state; see store.ClusterStore.
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
@@ -184,16 +170,6 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return store.Lease{}, false, fmt.Errorf("lease %q: %w", name, err)
 	}
 	return out, held, nil
-}
-
-// ReleaseLease gives up holder's lease; see store.ClusterStore.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := s.w.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
-		sandbox.FormatTime(now()), name, holder, sandbox.FormatTime(now()))
-	if err != nil {
-		return fmt.Errorf("release lease %q: %w", name, err)
-	}
-	return nil
 }
 
 // ListLeases returns the leases whose name starts with prefix, by name.

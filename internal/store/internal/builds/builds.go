@@ -135,10 +135,7 @@ func (s *Store) CreateTemplateBuild(ctx context.Context, b store.TemplateBuild) 
 	if err != nil {
 		return fmt.Errorf("create template build %q: %w", b.ID, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("template build %q: already exists: %w", b.ID, store.ErrConflict)
-	}
-	return nil
+	return sqldb.Inserted(n, "template build", b.ID)
 }
 
 // UpdateTemplateBuild implements store.TemplateBuildStore.
@@ -154,10 +151,7 @@ func (s *Store) UpdateTemplateBuild(ctx context.Context, b store.TemplateBuild) 
 	if err != nil {
 		return fmt.Errorf("update template build %q: %w", b.ID, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("template build %q: %w", b.ID, store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, fmt.Sprintf("template build %q", b.ID))
 }
 
 // encodeFailure is a build's failure as stored: JSON, or "" for none.

@@ -88,8 +88,5 @@ func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry st
 	if err != nil {
 		return fmt.Errorf("delete registry credential %q: %w", registry, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("registry credential %q: %w", registry, store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, fmt.Sprintf("registry credential %q", registry))
 }

@@ -62,10 +62,7 @@ func (s *Store) DeleteWebhook(ctx context.Context, orgID, id string) error {
 	if err != nil {
 		return fmt.Errorf("delete webhook %q: %w", id, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, fmt.Sprintf("webhook %q", id))
 }
 
 const deliveryCols = `d.id, d.webhook_id, d.org_id, d.event_id, d.status, d.attempts, d.next_attempt_at,
@@ -97,10 +94,7 @@ func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) error {
 	if err != nil {
 		return s.db.Err(fmt.Sprintf("update delivery %d", d.ID), err)
 	}
-	if n == 0 {
-		return fmt.Errorf("delivery %d: %w", d.ID, store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, fmt.Sprintf("delivery %d", d.ID))
 }
 
 // ListDeliveries implements store.Store.

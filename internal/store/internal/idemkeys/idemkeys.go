@@ -61,10 +61,7 @@ func (k *Keys) FinishIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 	if err != nil {
 		return k.db.Err("finish idempotency key", err)
 	}
-	if n == 0 {
-		return fmt.Errorf("idempotency key claim: %w", store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, "idempotency key claim")
 }
 
 // ReleaseIdempotencyKey deletes the in-progress claim.

@@ -30,10 +30,7 @@ func (s *Store) insert(ctx context.Context, kind, id, query string, args ...any)
 	if err != nil {
 		return s.db.Err(fmt.Sprintf("create %s %q", kind, id), err)
 	}
-	if n == 0 {
-		return fmt.Errorf("%s %q: already exists: %w", kind, id, store.ErrConflict)
-	}
-	return nil
+	return sqldb.Inserted(n, kind, id)
 }
 
 // CreateOrg inserts o; ErrConflict if its ID exists. A zero CreatedAt means now.
@@ -90,10 +87,7 @@ func (s *Store) SetOrgQuotas(ctx context.Context, orgID string, q store.OrgQuota
 	if err != nil {
 		return fmt.Errorf("org %q quotas: %w", orgID, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("org %q: %w", orgID, store.ErrNotFound)
-	}
-	return nil
+	return sqldb.Found(n, fmt.Sprintf("org %q", orgID))
 }
 
 const projectCols = `id, org_id, name, is_default, created_at`

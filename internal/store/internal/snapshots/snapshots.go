@@ -42,10 +42,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 	if err != nil {
 		return s.db.Err(fmt.Sprintf("create snapshot %q", sn.ID), err)
 	}
-	if n == 0 {
-		return fmt.Errorf("snapshot %q: already exists: %w", sn.ID, store.ErrConflict)
-	}
-	return nil
+	return sqldb.Inserted(n, "snapshot", sn.ID)
 }
 
 // GetSnapshot implements store.SnapshotStore.

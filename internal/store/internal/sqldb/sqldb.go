@@ -7,10 +7,12 @@ package sqldb
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
 
@@ -61,6 +63,24 @@ func Stored(t time.Time) time.Time {
 		return Now()
 	}
 	return t.UTC().Truncate(time.Microsecond)
+}
+
+// Found is nil if a write changed n > 0 rows, else store.ErrNotFound
+// naming what it looked for.
+func Found(n int64, what string) error {
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return nil
+}
+
+// Inserted is nil if an INSERT … ON CONFLICT DO NOTHING inserted its row
+// (n > 0), else store.ErrConflict naming the kind and id that exist.
+func Inserted(n int64, kind, id string) error {
+	if n == 0 {
+		return fmt.Errorf("%s %q: already exists: %w", kind, id, store.ErrConflict)
+	}
+	return nil
 }
 
 // All runs query and scans every row with scan (rowscan.All).

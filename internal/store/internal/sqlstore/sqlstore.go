@@ -7,6 +7,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/eventstore"
 	"github.com/platinum-dev/platinum/internal/store/internal/feeds"
+	"github.com/platinum-dev/platinum/internal/store/internal/hosts"
 	"github.com/platinum-dev/platinum/internal/store/internal/idemkeys"
 	"github.com/platinum-dev/platinum/internal/store/internal/orgs"
 	"github.com/platinum-dev/platinum/internal/store/internal/sessionstore"
@@ -23,14 +24,16 @@ type (
 	feedStore     = feeds.Store
 	sessionStore  = sessionstore.Store
 	eventStore    = eventstore.Store
+	hostStore     = hosts.Store
 )
 
 // Store is the shared parts on one store's connections: the template build
 // store (internal/builds), snapshots (internal/snapshots), idempotency keys
 // but their claim (internal/idemkeys), orgs, tokens and projects in part
 // (internal/orgs), webhooks, deliveries and artifacts in part
-// (internal/feeds), sessions and pools in part (internal/sessionstore), and
-// the event log's reads (internal/eventstore).
+// (internal/feeds), sessions and pools in part (internal/sessionstore), the
+// event log's reads (internal/eventstore), and host reads and lease release
+// (internal/hosts).
 type Store struct {
 	*buildStore
 	*snapshotStore
@@ -39,6 +42,7 @@ type Store struct {
 	*feedStore
 	*sessionStore
 	*eventStore
+	*hostStore
 }
 
 // New returns the shared parts on db; d is what its dialect spells
@@ -52,5 +56,6 @@ func New(db sqldb.DB, d builds.Dialect) *Store {
 		feedStore:     feeds.New(db),
 		sessionStore:  sessionstore.New(db),
 		eventStore:    eventstore.New(db),
+		hostStore:     hosts.New(db),
 	}
 }
