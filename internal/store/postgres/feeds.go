@@ -8,17 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/feeds"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // CreateWebhook implements store.Store. Its cursor is the newest visible
 // event: every event committed later has a higher ID (events.go).
 func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
-	w, evs, err := feeds.NewWebhook(w)
+	w, evs, err := sqlstore.NewWebhook(w)
 	if err != nil {
 		return store.Webhook{}, err
 	}
-	err = s.pool.QueryRow(ctx, `INSERT INTO webhooks (`+feeds.WebhookCols+`)
+	err = s.pool.QueryRow(ctx, `INSERT INTO webhooks (`+sqlstore.WebhookCols+`)
 		SELECT $1, $2, $3, $4, $5, coalesce(max(id), 0), $6 FROM events
 		ON CONFLICT DO NOTHING RETURNING cursor`,
 		w.ID, w.OrgID, w.URL, evs, w.Secret, w.CreatedAt).Scan(&w.Cursor)
@@ -69,7 +69,7 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 
 // DeleteArtifact implements store.Store.
 func (s *Store) DeleteArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
-	a, err := getOne(s.pool.QueryRow(ctx, `DELETE FROM artifacts WHERE id = $1 AND org_id = $2 RETURNING `+feeds.ArtifactCols, id, orgID),
+	a, err := getOne(s.pool.QueryRow(ctx, `DELETE FROM artifacts WHERE id = $1 AND org_id = $2 RETURNING `+sqlstore.ArtifactCols, id, orgID),
 		dec.Artifact, "artifact", id)
 	if err != nil && !store.IsNotFound(err) {
 		return store.Artifact{}, fmt.Errorf("delete artifact %q: %w", id, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/idemkeys"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // maxClaimRounds bounds ClaimIdempotencyKey's retries after losing an
@@ -30,7 +30,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 		claimed, lost := false, false
 		err := s.tx(ctx, func(tx pgx.Tx) error {
 			claimed, lost = false, false
-			cur, err := dec.Idempotency(tx.QueryRow(ctx, `SELECT `+idemkeys.Cols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
+			cur, err := dec.Idempotency(tx.QueryRow(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
 				rec.Scope, rec.Key))
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
@@ -44,9 +44,9 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 				held = cur
 				return nil
 			}
-			held, err = dec.Idempotency(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+idemkeys.Cols+`)
+			held, err = dec.Idempotency(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+sqlstore.IdemCols+`)
 				VALUES ($1, $2, $3, $4, false, 0, '{}', '', $5, $6, $7)
-				ON CONFLICT DO NOTHING RETURNING `+idemkeys.Cols,
+				ON CONFLICT DO NOTHING RETURNING `+sqlstore.IdemCols,
 				rec.Scope, rec.Key, rec.RequestHash, rec.Claim, ts(rec.CreatedAt, at), ts(rec.LockedUntil, time.Time{}), ts(rec.ExpiresAt, time.Time{})))
 			if errors.Is(err, pgx.ErrNoRows) {
 				lost = true // a concurrent claim inserted first and has committed

@@ -11,7 +11,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
-	"github.com/platinum-dev/platinum/internal/store/internal/sessionstore"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // CreateSession inserts s with Version 1; ErrConflict if its ID exists or
@@ -29,7 +29,7 @@ type execer interface {
 func insertSession(ctx context.Context, q execer, ses store.Session) error {
 	created := ts(ses.CreatedAt, now())
 	var id string
-	err := q.QueryRow(ctx, `INSERT INTO sessions (`+sessionstore.Cols+`)
+	err := q.QueryRow(ctx, `INSERT INTO sessions (`+sqlstore.SessionCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, $13, $14) RETURNING id`,
 		ses.ID, ses.OrgID, ses.VaultID, ses.WorkflowID, ses.AgentSessionID, ses.Template, ses.SandboxID,
 		string(ses.Status), ses.Reason, ses.Warm, created, ts(ses.UpdatedAt, created), optTS(ses.ReadyAt), optTS(ses.EndedAt)).Scan(&id)
@@ -47,7 +47,7 @@ func insertSession(ctx context.Context, q execer, ses store.Session) error {
 func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Session, error) {
 	out, err := dec.Session(s.pool.QueryRow(ctx, `UPDATE sessions SET status = $1, reason = $2, sandbox_id = $3, ready_at = $4,
 			ended_at = $5, version = version + 1, updated_at = $6
-		WHERE id = $7 AND version = $8 RETURNING `+sessionstore.Cols,
+		WHERE id = $7 AND version = $8 RETURNING `+sqlstore.SessionCols,
 		string(ses.Status), ses.Reason, ses.SandboxID, optTS(ses.ReadyAt), optTS(ses.EndedAt), now(), ses.ID, ses.Version))
 	switch {
 	case isUnique(err):
@@ -101,7 +101,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		if err := insertSession(ctx, tx, ses); err != nil {
 			return err
 		}
-		out, err = dec.Session(tx.QueryRow(ctx, `SELECT `+sessionstore.Cols+` FROM sessions WHERE id = $1`, ses.ID))
+		out, err = dec.Session(tx.QueryRow(ctx, `SELECT `+sqlstore.SessionCols+` FROM sessions WHERE id = $1`, ses.ID))
 		return err
 	})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
@@ -16,7 +15,7 @@ import (
 // newShared is the parts of the Store written once for both SQL stores
 // (internal/sqlstore), on its pool.
 func newShared(pool *pgxpool.Pool) *sqlstore.Store {
-	return sqlstore.New(pgDB{pool}, builds.Dialect{
+	return sqlstore.New(pgDB{pool}, sqlstore.Dialect{
 		EmptyBytes: `''::bytea`,
 		FinishedAt: func(t *time.Time) any { return optTS(t) },
 	})

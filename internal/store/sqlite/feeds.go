@@ -9,12 +9,12 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/feeds"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // CreateWebhook implements store.Store.
 func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
-	w, evs, err := feeds.NewWebhook(w)
+	w, evs, err := sqlstore.NewWebhook(w)
 	if err != nil {
 		return store.Webhook{}, err
 	}
@@ -106,7 +106,7 @@ func (s *Store) DeleteArtifact(ctx context.Context, orgID, id string) (store.Art
 	var a store.Artifact
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		a, err = dec.Artifact(tx.QueryRowContext(ctx, `SELECT `+feeds.ArtifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
+		a, err = dec.Artifact(tx.QueryRowContext(ctx, `SELECT `+sqlstore.ArtifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("artifact %q: %w", id, store.ErrNotFound)
 		}

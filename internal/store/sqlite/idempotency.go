@@ -9,7 +9,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/idemkeys"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // ClaimIdempotencyKey inserts rec in progress unless a live record holds
@@ -18,7 +18,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 	var held store.IdempotencyRecord
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+idemkeys.Cols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		cur, err := dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -31,13 +31,13 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 			held = cur
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (`+idemkeys.Cols+`) VALUES (?, ?, ?, ?, 0, 0, '{}', x'', ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (`+sqlstore.IdemCols+`) VALUES (?, ?, ?, ?, 0, 0, '{}', x'', ?, ?, ?)`,
 			rec.Scope, rec.Key, rec.RequestHash, rec.Claim,
 			formatTime(rec.CreatedAt, at), sandbox.FormatTime(rec.LockedUntil), sandbox.FormatTime(rec.ExpiresAt)); err != nil {
 			return err
 		}
 		claimed = true
-		held, err = dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+idemkeys.Cols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		held, err = dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		return err
 	})
 	if err != nil {

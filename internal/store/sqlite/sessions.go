@@ -11,7 +11,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/store/internal/sessionstore"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // CreateSession inserts s with Version 1; ErrConflict if its ID exists or
@@ -26,7 +26,7 @@ func insertSession(ctx context.Context, tx *sql.Tx, ses store.Session) error {
 	if !ses.UpdatedAt.IsZero() {
 		updated = sandbox.FormatTime(ses.UpdatedAt)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionstore.Cols+`)
+	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sqlstore.SessionCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`,
 		ses.ID, ses.OrgID, ses.VaultID, ses.WorkflowID, ses.AgentSessionID, ses.Template, ses.SandboxID,
 		string(ses.Status), ses.Reason, boolInt(ses.Warm), created, updated, optTime(ses.ReadyAt), optTime(ses.EndedAt))
@@ -55,7 +55,7 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 			return fmt.Errorf("update session %q: %w", ses.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			cur, err := dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionstore.Cols+` FROM sessions WHERE id = ?`, ses.ID))
+			cur, err := dec.Session(tx.QueryRowContext(ctx, `SELECT `+sqlstore.SessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("session %q: %w", ses.ID, store.ErrNotFound)
 			}
@@ -64,7 +64,7 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 			}
 			return fmt.Errorf("session %q: version %d, stored %d: %w", ses.ID, ses.Version, cur.Version, store.ErrConflict)
 		}
-		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionstore.Cols+` FROM sessions WHERE id = ?`, ses.ID))
+		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sqlstore.SessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 		return err
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		if sb, err = getSandbox(ctx, tx, id); err != nil {
 			return err
 		}
-		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sessionstore.Cols+` FROM sessions WHERE id = ?`, ses.ID))
+		out, err = dec.Session(tx.QueryRowContext(ctx, `SELECT `+sqlstore.SessionCols+` FROM sessions WHERE id = ?`, ses.ID))
 		return err
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/store/internal/builds"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
@@ -16,7 +15,7 @@ import (
 // newShared is the parts of the Store written once for both SQL stores
 // (internal/sqlstore), on its connections.
 func newShared(w, r *sql.DB) *sqlstore.Store {
-	return sqlstore.New(sqlDB{w: w, r: r}, builds.Dialect{
+	return sqlstore.New(sqlDB{w: w, r: r}, sqlstore.Dialect{
 		EmptyBytes: `x''`,
 		// finished_at is NOT NULL: '' is "not finished".
 		FinishedAt: func(t *time.Time) any {

@@ -57,3 +57,19 @@ func HostState(cur store.HostRecord, gen int64, state store.HostState) (changed 
 	}
 	return cur.State != state, nil
 }
+
+// SandboxPurge judges PurgeSandbox's read of the stored state of sandbox
+// id; err is that read's error and noRows the driver's "no row". Only a
+// deleted sandbox is purged.
+func SandboxPurge(id, state string, err, noRows error) error {
+	if errors.Is(err, noRows) {
+		return fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("purge sandbox %q: %w", id, err)
+	}
+	if sandbox.State(state) != sandbox.StateDeleted {
+		return fmt.Errorf("sandbox %q is %s, not deleted: %w", id, state, store.ErrConflict)
+	}
+	return nil
+}

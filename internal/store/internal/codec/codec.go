@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // EncodeMaps renders Env and Metadata as JSON objects; nil becomes {}.
@@ -154,4 +155,13 @@ func Doc(b json.RawMessage) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// EncodeObjects renders a ledger entry's object refs as stored; nil is [].
+func EncodeObjects(refs []store.ObjectRef) (string, error) {
+	if refs == nil {
+		refs = []store.ObjectRef{}
+	}
+	b, err := json.Marshal(refs)
+	return string(b), err
 }

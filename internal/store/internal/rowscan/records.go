@@ -116,3 +116,26 @@ func (d Decoder) Pool(r Row) (store.Pool, error) {
 		return []any{&p.Template, &p.MinReady, &p.Max, sc.at(&p.UpdatedAt)}
 	})
 }
+
+// LedgerEntry reads id, org_id, sandbox_id, deleted_reason, deleted_by,
+// purged_at, objects, snapshot_bucket.
+func (d Decoder) LedgerEntry(r Row) (store.LedgerEntry, error) {
+	var l store.LedgerEntry
+	var objs string
+	sc := d.scan()
+	if err := sc.row(r, &l.ID, &l.OrgID, &l.SandboxID, &l.DeletedReason, &l.DeletedBy, sc.at(&l.PurgedAt),
+		&objs, &l.SnapshotBucket); err != nil {
+		return store.LedgerEntry{}, err
+	}
+	if err := json.Unmarshal([]byte(objs), &l.Objects); err != nil {
+		return store.LedgerEntry{}, err
+	}
+	return l, nil
+}
+
+// ObjectDeletion reads id, bucket, key, kind, queued_at, attempts.
+func (d Decoder) ObjectDeletion(r Row) (store.ObjectDeletion, error) {
+	return decode(d, r, func(sc *scan, o *store.ObjectDeletion) []any {
+		return []any{&o.ID, &o.Ref.Bucket, &o.Ref.Key, &o.Ref.Kind, sc.at(&o.QueuedAt), &o.Attempts}
+	})
+}

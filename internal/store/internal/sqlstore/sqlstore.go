@@ -1,61 +1,33 @@
-// Package sqlstore gathers the parts of store.Store that are written once
-// for both SQL stores, so each store embeds one value and adds only what it
-// does its own way (its transactions, locking and dialect).
+// Package sqlstore is the part of store.Store that is the same in both SQL
+// stores: the methods whose queries and checks SQLite and PostgreSQL share
+// but for what a store's sqldb.DB supplies (its connections, placeholders,
+// the stored form of times, driver errors) and the few spellings Dialect
+// names. Each store embeds a Store and adds what its locking or dialect
+// makes its own (claims, sandbox and session writes, host registration,
+// leases, event writes and pruning). Written once, the two stores cannot
+// drift apart; storetest checks both.
 package sqlstore
 
 import (
-	"github.com/platinum-dev/platinum/internal/store/internal/builds"
-	"github.com/platinum-dev/platinum/internal/store/internal/eventstore"
-	"github.com/platinum-dev/platinum/internal/store/internal/feeds"
-	"github.com/platinum-dev/platinum/internal/store/internal/hosts"
-	"github.com/platinum-dev/platinum/internal/store/internal/idemkeys"
-	"github.com/platinum-dev/platinum/internal/store/internal/orgs"
-	"github.com/platinum-dev/platinum/internal/store/internal/sessionstore"
-	"github.com/platinum-dev/platinum/internal/store/internal/snapshots"
+	"time"
+
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
-// The parts, named apart so that Store can embed them all.
-type (
-	buildStore    = builds.Store
-	snapshotStore = snapshots.Store
-	idemKeys      = idemkeys.Keys
-	orgStore      = orgs.Store
-	feedStore     = feeds.Store
-	sessionStore  = sessionstore.Store
-	eventStore    = eventstore.Store
-	hostStore     = hosts.Store
-)
+// Dialect is what the stores spell differently in the shared queries.
+type Dialect struct {
+	// EmptyBytes is an empty BLOB/bytea literal: ListTemplateBuilds
+	// selects it in place of each build's log.
+	EmptyBytes string
+	// FinishedAt is the stored form of a build's finished_at.
+	FinishedAt func(*time.Time) any
+}
 
-// Store is the shared parts on one store's connections: the template build
-// store (internal/builds), snapshots (internal/snapshots), idempotency keys
-// but their claim (internal/idemkeys), orgs, tokens and projects in part
-// (internal/orgs), webhooks, deliveries and artifacts in part
-// (internal/feeds), sessions and pools in part (internal/sessionstore), the
-// event log's reads (internal/eventstore), and host reads and lease release
-// (internal/hosts).
+// Store implements the shared methods on db.
 type Store struct {
-	*buildStore
-	*snapshotStore
-	*idemKeys
-	*orgStore
-	*feedStore
-	*sessionStore
-	*eventStore
-	*hostStore
+	db sqldb.DB
+	d  Dialect
 }
 
-// New returns the shared parts on db; d is what its dialect spells
-// differently in the template build store.
-func New(db sqldb.DB, d builds.Dialect) *Store {
-	return &Store{
-		buildStore:    builds.New(db, d),
-		snapshotStore: snapshots.New(db),
-		idemKeys:      idemkeys.New(db),
-		orgStore:      orgs.New(db),
-		feedStore:     feeds.New(db),
-		sessionStore:  sessionstore.New(db),
-		eventStore:    eventstore.New(db),
-		hostStore:     hosts.New(db),
-	}
-}
+// New returns the shared methods on db, whose dialect spells d.
+func New(db sqldb.DB, d Dialect) *Store { return &Store{db: db, d: d} }

@@ -1,7 +1,8 @@
-// Package eventstore is the read side of the event log, the same in both
+// This file is the read side of the event log, the same in both
 // SQL stores. Each store keeps the write side (AddEvent, PruneEvents and
 // its listeners), whose ordering and locking differ.
-package eventstore
+
+package sqlstore
 
 import (
 	"context"
@@ -12,26 +13,18 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
-// Cols are the events columns rowscan.Decoder.Event reads.
-const Cols = `id, org_id, sandbox_id, type, data, created_at`
-
-// Store implements the reads on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the event reads on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
+// EventCols are the events columns rowscan.Decoder.Event reads.
+const EventCols = `id, org_id, sandbox_id, type, data, created_at`
 
 // Events returns events with ID > afterID, oldest first, at most limit
 // (<= 0: all).
 func (s *Store) Events(ctx context.Context, afterID int64, limit int) ([]store.Event, error) {
-	return s.query(ctx, `SELECT `+Cols+` FROM events WHERE id > ? ORDER BY id LIMIT ?`, afterID, s.db.Limit(limit))
+	return s.queryEvents(ctx, `SELECT `+EventCols+` FROM events WHERE id > ? ORDER BY id LIMIT ?`, afterID, s.db.Limit(limit))
 }
 
 // SandboxEvents implements store.Store.
 func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Event, error) {
-	return s.query(ctx, `SELECT `+Cols+` FROM events WHERE sandbox_id = ? ORDER BY id`, sandboxID)
+	return s.queryEvents(ctx, `SELECT `+EventCols+` FROM events WHERE sandbox_id = ? ORDER BY id`, sandboxID)
 }
 
 // ListEvents implements store.Store.
@@ -47,10 +40,10 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 		where, args = append(where, cond), append(args, targs...)
 	}
 	args = append(args, s.db.Limit(q.Limit))
-	return s.query(ctx, `SELECT `+Cols+` FROM events WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
+	return s.queryEvents(ctx, `SELECT `+EventCols+` FROM events WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
 }
 
-func (s *Store) query(ctx context.Context, query string, args ...any) ([]store.Event, error) {
+func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
 	evs, err := sqldb.All(ctx, s.db, s.db.Decoder().Event, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)

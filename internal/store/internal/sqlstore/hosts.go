@@ -1,9 +1,10 @@
-// Package hosts is the part of store.ClusterStore that is the same in
+// This file is the part of store.ClusterStore that is the same in
 // both SQL stores: reading hosts and releasing a lease. Each store keeps
 // the writes whose locking differs (registration, heartbeats, state moves,
 // acquiring leases), ListLeases (the dialects cut a prefix differently)
 // and LockKey.
-package hosts
+
+package sqlstore
 
 import (
 	"context"
@@ -13,14 +14,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-// Store implements those methods on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the hosts on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
 
 // GetHost returns ErrNotFound if absent.
 func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {

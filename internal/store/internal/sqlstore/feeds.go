@@ -1,8 +1,9 @@
-// Package feeds is the part of the webhook, delivery and artifact stores
+// This file is the part of the webhook, delivery and artifact stores
 // that is the same in both SQL stores. Each store keeps what it does its
 // own way: CreateWebhook and AdvanceWebhook (their cursor against the
 // events table, under each store's locking), DeleteArtifact, and events.
-package feeds
+
+package sqlstore
 
 import (
 	"context"
@@ -13,14 +14,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-// Store implements those methods on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the feeds on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
 
 // WebhookCols are the webhooks columns rowscan.Decoder.Webhook reads.
 const WebhookCols = `id, org_id, url, events, secret, cursor, created_at`

@@ -1,9 +1,10 @@
-// Package orgs is the part of the org, token and project stores that is
+// This file is the part of the org, token and project stores that is
 // the same in both SQL stores: single statements on orgs, tokens and
 // projects, and org quotas. Each store keeps what it does its own way:
 // TokenByHash (SQLite answers from its read cache), OrgUsage (the dialects
 // spell "state in a list" differently) and DeleteOrg (its transaction).
-package orgs
+
+package sqlstore
 
 import (
 	"context"
@@ -14,14 +15,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-// Store implements those methods on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the org store on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
 
 // insert runs an INSERT … ON CONFLICT DO NOTHING of the kind named id;
 // ErrConflict if it inserted nothing.

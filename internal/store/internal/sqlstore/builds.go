@@ -1,39 +1,21 @@
-// Package builds is store.TemplateBuildStore (template versions, template
+// This file is store.TemplateBuildStore (template versions, template
 // builds, the build cache and registry credentials) for both SQL stores.
 // Their tables, queries and checks are the same in SQLite and PostgreSQL
 // but for placeholders and the stored form of times, which the store's
 // sqldb.DB supplies, and two spellings Dialect names; written once, the two
 // stores cannot drift apart (storetest checks both).
-package builds
+
+package sqlstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-// Dialect is what the stores spell differently here.
-type Dialect struct {
-	// EmptyBytes is an empty BLOB/bytea literal: ListTemplateBuilds
-	// selects it in place of each build's log.
-	EmptyBytes string
-	// FinishedAt is the stored form of a build's finished_at.
-	FinishedAt func(*time.Time) any
-}
-
-// Store implements store.TemplateBuildStore on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-	d  Dialect
-}
-
-// New returns the template build store on db.
-func New(db sqldb.DB, d Dialect) *Store { return &Store{db: db, d: d} }
 
 const templateCols = `id, slug, status, progress, rootfs, size_bytes, error, created_at, updated_at, org_id, build_id, spec`
 

@@ -1,9 +1,10 @@
-// Package sessionstore is the part of the session store that is the same
+// This file is the part of the session store that is the same
 // in both SQL stores: reading sessions and pool settings, and writing the
 // latter. Each store keeps its writes of sessions (CreateSession,
 // UpdateSession, ClaimPoolSandbox), whose conflict detection and locking
 // differ.
-package sessionstore
+
+package sqlstore
 
 import (
 	"context"
@@ -14,21 +15,13 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
-// Cols are the sessions columns rowscan.Decoder.Session reads.
-const Cols = `id, org_id, vault_id, workflow_id, agent_session_id, template, sandbox_id, status, reason,
+// SessionCols are the sessions columns rowscan.Decoder.Session reads.
+const SessionCols = `id, org_id, vault_id, workflow_id, agent_session_id, template, sandbox_id, status, reason,
 	warm, version, created_at, updated_at, ready_at, ended_at`
-
-// Store implements those methods on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the session store on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
 
 // GetSession returns the session with that ID in orgID (any org if empty).
 func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session, error) {
-	ses, err := sqldb.One(ctx, s.db, s.db.Decoder().Session, "session", id, `SELECT `+Cols+` FROM sessions WHERE id = ?`, id)
+	ses, err := sqldb.One(ctx, s.db, s.db.Decoder().Session, "session", id, `SELECT `+SessionCols+` FROM sessions WHERE id = ?`, id)
 	if err == nil && orgID != "" && ses.OrgID != orgID {
 		return store.Session{}, fmt.Errorf("session %q: %w", id, store.ErrNotFound)
 	}
@@ -37,7 +30,7 @@ func (s *Store) GetSession(ctx context.Context, orgID, id string) (store.Session
 
 // ContextSession returns the context's live session, else its newest one.
 func (s *Store) ContextSession(ctx context.Context, orgID, vaultID, workflowID, agentSessionID string) (store.Session, error) {
-	ses, err := s.db.Decoder().Session(s.db.QueryRow(ctx, `SELECT `+Cols+` FROM sessions
+	ses, err := s.db.Decoder().Session(s.db.QueryRow(ctx, `SELECT `+SessionCols+` FROM sessions
 		WHERE org_id = ? AND vault_id = ? AND workflow_id = ? AND agent_session_id = ?
 		ORDER BY status IN ('provisioning', 'ready', 'stopping') DESC, created_at DESC, id DESC LIMIT 1`,
 		orgID, vaultID, workflowID, agentSessionID))
@@ -53,18 +46,18 @@ func (s *Store) ContextSession(ctx context.Context, orgID, vaultID, workflowID, 
 // SessionsByContextID returns the org's sessions owned by a workflow or
 // agent session with that ID, newest first.
 func (s *Store) SessionsByContextID(ctx context.Context, orgID, id string) ([]store.Session, error) {
-	return s.query(ctx, `SELECT `+Cols+` FROM sessions
+	return s.querySessions(ctx, `SELECT `+SessionCols+` FROM sessions
 		WHERE org_id = ? AND (workflow_id = ? OR agent_session_id = ?) ORDER BY created_at DESC, id DESC LIMIT 10`,
 		orgID, id, id)
 }
 
 // ListSessions returns the org's sessions, newest first.
 func (s *Store) ListSessions(ctx context.Context, orgID string, all bool) ([]store.Session, error) {
-	q := `SELECT ` + Cols + ` FROM sessions WHERE org_id = ?`
+	q := `SELECT ` + SessionCols + ` FROM sessions WHERE org_id = ?`
 	if !all {
 		q += ` AND status IN ('provisioning', 'ready', 'stopping')`
 	}
-	return s.query(ctx, q+` ORDER BY created_at DESC, id DESC`, orgID)
+	return s.querySessions(ctx, q+` ORDER BY created_at DESC, id DESC`, orgID)
 }
 
 // SessionsInStatuses returns every session in the statuses, oldest first.
@@ -77,10 +70,10 @@ func (s *Store) SessionsInStatuses(ctx context.Context, statuses ...store.Sessio
 		st[i] = string(v)
 	}
 	cond, args := s.db.AnyOf("status", st)
-	return s.query(ctx, `SELECT `+Cols+` FROM sessions WHERE `+cond+` ORDER BY created_at, id`, args...)
+	return s.querySessions(ctx, `SELECT `+SessionCols+` FROM sessions WHERE `+cond+` ORDER BY created_at, id`, args...)
 }
 
-func (s *Store) query(ctx context.Context, q string, args ...any) ([]store.Session, error) {
+func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
 	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Session, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)

@@ -1,8 +1,9 @@
-// Package snapshots is store.SnapshotStore for both SQL stores: the
+// This file is store.SnapshotStore for both SQL stores: the
 // snapshots table, its queries and checks are the same in SQLite and
 // PostgreSQL but for what the store's sqldb.DB supplies (placeholders,
 // the stored form of times, driver errors), so they are written once.
-package snapshots
+
+package sqlstore
 
 import (
 	"context"
@@ -16,15 +17,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
-// Store implements store.SnapshotStore on db; the SQL stores embed it.
-type Store struct {
-	db sqldb.DB
-}
-
-// New returns the snapshot store on db.
-func New(db sqldb.DB) *Store { return &Store{db: db} }
-
-const cols = `id, org_id, sandbox_id, name, kind, state, memory, size_bytes, source, host_id,
+const snapshotCols = `id, org_id, sandbox_id, name, kind, state, memory, size_bytes, source, host_id,
 	disk_image, memory_image, bucket, manifest_key, reason, created_at, updated_at`
 
 // CreateSnapshot implements store.SnapshotStore.
@@ -34,7 +27,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 		return fmt.Errorf("create snapshot %q: %w", sn.ID, err)
 	}
 	created := sqldb.Or(sn.CreatedAt, sqldb.Now())
-	n, err := s.db.Exec(ctx, `INSERT INTO snapshots (`+cols+`)
+	n, err := s.db.Exec(ctx, `INSERT INTO snapshots (`+snapshotCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		sn.ID, sn.OrgID, sn.SandboxID, sn.Name, string(sn.Kind), string(sn.State), sn.Memory, sn.SizeBytes, string(src),
 		sn.HostID, sn.DiskImage, sn.MemoryImage, sn.Bucket, sn.ManifestKey, sn.Reason,
@@ -47,7 +40,7 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn sandbox.Snapshot) error {
 
 // GetSnapshot implements store.SnapshotStore.
 func (s *Store) GetSnapshot(ctx context.Context, orgID, id string) (sandbox.Snapshot, error) {
-	sn, err := sqldb.One(ctx, s.db, s.db.Decoder().Snapshot, "snapshot", id, `SELECT `+cols+` FROM snapshots WHERE id = ?`, id)
+	sn, err := sqldb.One(ctx, s.db, s.db.Decoder().Snapshot, "snapshot", id, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id)
 	if err == nil && orgID != "" && sn.OrgID != orgID {
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot %q: %w", id, store.ErrNotFound)
 	}
@@ -63,7 +56,7 @@ func (s *Store) UpdateSnapshot(ctx context.Context, sn sandbox.Snapshot) (sandbo
 	}
 	out, err := s.db.Decoder().Snapshot(s.db.WriteRow(ctx, `UPDATE snapshots SET name = ?, kind = ?, state = ?, memory = ?,
 		size_bytes = ?, source = ?, host_id = ?, disk_image = ?, memory_image = ?, bucket = ?, manifest_key = ?, reason = ?,
-		updated_at = ? WHERE id = ? RETURNING `+cols,
+		updated_at = ? WHERE id = ? RETURNING `+snapshotCols,
 		sn.Name, string(sn.Kind), string(sn.State), sn.Memory, sn.SizeBytes, string(src), sn.HostID, sn.DiskImage,
 		sn.MemoryImage, sn.Bucket, sn.ManifestKey, sn.Reason, s.db.Time(sqldb.Now()), sn.ID))
 	if errors.Is(err, s.db.NoRows()) {
@@ -87,7 +80,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 			args = append(args, c.v)
 		}
 	}
-	q := `SELECT ` + cols + ` FROM snapshots`
+	q := `SELECT ` + snapshotCols + ` FROM snapshots`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
