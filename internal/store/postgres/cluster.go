@@ -15,6 +15,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
 // RegisterHost records a host joining in one statement: a new host is
@@ -92,7 +93,7 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 		return out, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0)::bigint, coalesce(sum(disk_gb), 0)::bigint
-		FROM sandboxes WHERE state = ANY($1) GROUP BY host_id`, stateStrings(states))
+		FROM sandboxes WHERE state = ANY($1) GROUP BY host_id`, sqldb.Strings(states))
 	if err != nil {
 		return nil, fmt.Errorf("host usage: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
 // TokenByHash returns the token with that hash; ErrNotFound if none. The
@@ -35,20 +36,12 @@ func (s *Store) OrgUsage(ctx context.Context, orgID string, states ...sandbox.St
 	}
 	var u store.Usage
 	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0)::bigint
-		FROM sandboxes WHERE org_id = $1 AND state = ANY($2)`, orgID, stateStrings(states)).
+		FROM sandboxes WHERE org_id = $1 AND state = ANY($2)`, orgID, sqldb.Strings(states)).
 		Scan(&u.Sandboxes, &u.CPU, &u.RAMMB)
 	if err != nil {
 		return store.Usage{}, fmt.Errorf("org %q usage: %w", orgID, err)
 	}
 	return u, nil
-}
-
-func stateStrings(states []sandbox.State) []string {
-	out := make([]string, len(states))
-	for i, st := range states {
-		out[i] = string(st)
-	}
-	return out
 }
 
 // DeleteOrg removes the org and its tokens; ErrNotFound if absent.

@@ -14,6 +14,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
@@ -151,7 +152,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 		where = append(where, "state <> "+arg(string(sandbox.StateDeleted)))
 	}
 	if o.State == "" && len(o.ExcludeStates) > 0 {
-		where = append(where, "state <> ALL("+arg(stateStrings(o.ExcludeStates))+")")
+		where = append(where, "state <> ALL("+arg(sqldb.Strings(o.ExcludeStates))+")")
 	}
 	switch {
 	case o.ParentID != "":
@@ -200,20 +201,6 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 		return nil, 0, wrap("list sandboxes", err)
 	}
 	return rows, total, nil
-}
-
-// SandboxesInStates returns every sandbox in any of states, across orgs,
-// oldest first.
-func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
-	if len(states) == 0 {
-		return []sandbox.Sandbox{}, nil
-	}
-	rows, err := queryAll(ctx, s.pool, dec.Sandbox,
-		`SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE state = ANY($1) ORDER BY created_at, id`, stateStrings(states))
-	if err != nil {
-		return nil, fmt.Errorf("sandboxes in states: %w", err)
-	}
-	return rows, nil
 }
 
 // SandboxTotals implements store.Store.

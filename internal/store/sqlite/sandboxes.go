@@ -217,25 +217,6 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	return rows, total, nil
 }
 
-// SandboxesInStates returns every sandbox in any of states, across orgs,
-// oldest first.
-func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
-	if len(states) == 0 {
-		return []sandbox.Sandbox{}, nil
-	}
-	args := make([]any, len(states))
-	for i, st := range states {
-		args[i] = string(st)
-	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(states)), ", ")
-	rows, err := querySandboxes(ctx, s.r,
-		`SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE state IN (`+marks+`) ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sandboxes in states: %w", err)
-	}
-	return rows, nil
-}
-
 func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {
 	return queryAll(ctx, q, dec.Sandbox, query, args...)
 }

@@ -65,6 +65,15 @@ func Stored(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
+// Strings is vs as plain strings, for AnyOf.
+func Strings[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
 // Found is nil if a write changed n > 0 rows, else store.ErrNotFound
 // naming what it looked for.
 func Found(n int64, what string) error {

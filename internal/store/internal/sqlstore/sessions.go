@@ -65,11 +65,7 @@ func (s *Store) SessionsInStatuses(ctx context.Context, statuses ...store.Sessio
 	if len(statuses) == 0 {
 		return []store.Session{}, nil
 	}
-	st := make([]string, len(statuses))
-	for i, v := range statuses {
-		st[i] = string(v)
-	}
-	cond, args := s.db.AnyOf("status", st)
+	cond, args := s.db.AnyOf("status", sqldb.Strings(statuses))
 	return s.querySessions(ctx, `SELECT `+SessionCols+` FROM sessions WHERE `+cond+` ORDER BY created_at, id`, args...)
 }
 
