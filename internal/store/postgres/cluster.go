@@ -12,28 +12,11 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
-
-func scanHost(r pgx.Row) (store.HostRecord, error) {
-	var h store.HostRecord
-	var state, capacity, status string
-	if err := r.Scan(&h.ID, &h.Region, &h.URL, &state, &h.Generation, &capacity, &status, &h.Reason,
-		&h.RegisteredAt, &h.HeartbeatAt, &h.StateChangedAt); err != nil {
-		return store.HostRecord{}, err
-	}
-	h.State, h.Capacity, h.Status = store.HostState(state), json.RawMessage(capacity), json.RawMessage(status)
-	return h, nil
-}
-
-// doc is a JSON document as stored: empty means {}.
-func doc(b json.RawMessage) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
 
 // RegisterHost records a host joining in one statement: a new host is
 // inserted at generation 1, a known one gets the next generation (the
@@ -41,13 +24,13 @@ func doc(b json.RawMessage) string {
 // draining host stays draining.
 func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
 	at := now()
-	out, err := scanHost(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
+	out, err := dec.Host(s.pool.QueryRow(ctx, `INSERT INTO hosts (`+rowscan.HostCols+`) VALUES ($1, $2, $3, $4, 1, $5, '{}', '', $6, $6, $6)
 		ON CONFLICT (id) DO UPDATE SET region = EXCLUDED.region, url = EXCLUDED.url, capacity = EXCLUDED.capacity,
 			generation = hosts.generation + 1, registered_at = EXCLUDED.registered_at, heartbeat_at = EXCLUDED.heartbeat_at,
 			state = CASE WHEN hosts.state = 'draining' THEN hosts.state ELSE EXCLUDED.state END,
 			reason = CASE WHEN hosts.state = 'draining' THEN hosts.reason ELSE '' END,
 			state_changed_at = CASE WHEN hosts.state = 'draining' THEN hosts.state_changed_at ELSE EXCLUDED.state_changed_at END
-		RETURNING `+hostCols, h.ID, h.Region, h.URL, string(store.HostActive), doc(h.Capacity), at))
+		RETURNING `+rowscan.HostCols, h.ID, h.Region, h.URL, string(store.HostActive), codec.Doc(h.Capacity), at))
 	if err != nil {
 		return store.HostRecord{}, wrap(fmt.Sprintf("register host %q", h.ID), err)
 	}
@@ -59,33 +42,19 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
 		if cur.Generation != gen || cur.State == store.HostLost {
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
-		out, err = scanHost(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+hostCols,
-			id, doc(status), now()))
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET status = $2, heartbeat_at = $3 WHERE id = $1 RETURNING `+rowscan.HostCols,
+			id, codec.Doc(status), now()))
 		return err
 	})
 	if err != nil {
 		return store.HostRecord{}, wrap("heartbeat", err)
-	}
-	return out, nil
-}
-
-// GetHost returns ErrNotFound if absent.
-func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.pool.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1`, id), scanHost, "host", id)
-}
-
-// ListHosts returns every host, by ID.
-func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.pool, scanHost, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
 	}
 	return out, nil
 }
@@ -95,21 +64,19 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = $1 FOR UPDATE`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
-		if gen > 0 && cur.Generation != gen {
-			return fmt.Errorf("host %q is at generation %d, not %d: %w", id, cur.Generation, gen, store.ErrConflict)
-		}
-		if cur.State == store.HostLost && state != store.HostLost {
-			return fmt.Errorf("host %q is lost; it becomes %s by registering again: %w", id, state, store.ErrConflict)
+		moved, err := checks.HostState(cur, gen, state)
+		if err != nil {
+			return err
 		}
 		changed := cur.StateChangedAt
-		if cur.State != state {
+		if moved {
 			changed = now()
 		}
-		out, err = scanHost(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+hostCols,
+		out, err = dec.Host(tx.QueryRow(ctx, `UPDATE hosts SET state = $2, reason = $3, state_changed_at = $4 WHERE id = $1 RETURNING `+rowscan.HostCols,
 			id, string(state), reason, changed))
 		return err
 	})
@@ -126,7 +93,7 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 		return out, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0)::bigint, coalesce(sum(disk_gb), 0)::bigint
-		FROM sandboxes WHERE state = ANY($1) GROUP BY host_id`, stateStrings(states))
+		FROM sandboxes WHERE state = ANY($1) GROUP BY host_id`, sqldb.Strings(states))
 	if err != nil {
 		return nil, fmt.Errorf("host usage: %w", err)
 	}
@@ -147,19 +114,13 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 
 const leaseCols = `name, holder, generation, expires_at`
 
-func scanLease(r pgx.Row) (store.Lease, error) {
-	var l store.Lease
-	err := r.Scan(&l.Name, &l.Holder, &l.Generation, &l.ExpiresAt)
-	return l, err
-}
-
 // AcquireLease takes or renews a lease in one statement: the upsert's
 // row lock orders two contenders, and its WHERE lets through only a
 // renewal (same holder, unexpired) or a takeover of an expired lease,
 // which moves the generation.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, bool, error) {
 	at := now()
-	l, err := scanLease(s.pool.QueryRow(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES ($1, $2, 1, $4)
+	l, err := dec.Lease(s.pool.QueryRow(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES ($1, $2, 1, $4)
 		ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
 			generation = CASE WHEN leases.holder = EXCLUDED.holder AND leases.expires_at > $3 THEN leases.generation ELSE leases.generation + 1 END
 		WHERE (leases.holder = EXCLUDED.holder AND leases.expires_at > $3) OR leases.expires_at <= $3
@@ -171,26 +132,16 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return store.Lease{}, false, wrap(fmt.Sprintf("lease %q", name), err)
 	}
 	// Held by another: report who.
-	l, err = getOne(s.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = $1`, name), scanLease, "lease", name)
+	l, err = getOne(s.pool.QueryRow(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = $1`, name), dec.Lease, "lease", name)
 	if err != nil {
 		return store.Lease{}, false, err
 	}
 	return l, false, nil
 }
 
-// ReleaseLease gives up holder's lease; see store.ClusterStore.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	at := now()
-	if _, err := s.pool.Exec(ctx, `UPDATE leases SET expires_at = $3 WHERE name = $1 AND holder = $2 AND expires_at > $3`,
-		name, holder, at); err != nil {
-		return wrap(fmt.Sprintf("release lease %q", name), err)
-	}
-	return nil
-}
-
 // ListLeases returns the leases whose name starts with prefix, by name.
 func (s *Store) ListLeases(ctx context.Context, prefix string) ([]store.Lease, error) {
-	out, err := queryAll(ctx, s.pool, scanLease, `SELECT `+leaseCols+` FROM leases WHERE left(name, $1) = $2 ORDER BY name`,
+	out, err := queryAll(ctx, s.pool, dec.Lease, `SELECT `+leaseCols+` FROM leases WHERE left(name, $1) = $2 ORDER BY name`,
 		len([]rune(prefix)), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)

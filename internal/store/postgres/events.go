@@ -2,16 +2,12 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 )
 
 // The event ID is the one cursor of the event stream, SSE, ?after= and
@@ -90,64 +86,17 @@ func (s *Store) listen(ctx context.Context, wake func()) error {
 
 // AddEvent appends one event row.
 func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error {
-	b, err := json.Marshal(data)
+	b, err := codec.EventData(data)
 	if err != nil {
 		return fmt.Errorf("add event: %w", err)
 	}
-	if data == nil {
-		b = []byte("{}")
-	}
 	err = s.tx(ctx, func(tx pgx.Tx) error {
-		return insertEvent(ctx, tx, orgID, sandboxID, typ, string(b), now())
+		return insertEvent(ctx, tx, orgID, sandboxID, typ, b, now())
 	})
 	if err != nil {
 		return fmt.Errorf("add event: %w", err)
 	}
 	return nil
-}
-
-const eventCols = `id, org_id, sandbox_id, type, data, created_at`
-
-// Events returns events with ID > afterID, oldest first, at most limit
-// (<= 0: all).
-func (s *Store) Events(ctx context.Context, afterID int64, limit int) ([]store.Event, error) {
-	return s.queryEvents(ctx, `SELECT `+eventCols+` FROM events WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limitArg(limit))
-}
-
-// SandboxEvents implements store.Store.
-func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Event, error) {
-	return s.queryEvents(ctx, `SELECT `+eventCols+` FROM events WHERE sandbox_id = $1 ORDER BY id`, sandboxID)
-}
-
-// ListEvents implements store.Store.
-func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
-	args := []any{q.OrgID, q.AfterID}
-	where := []string{"org_id = $1", "id > $2"}
-	if q.SandboxID != "" {
-		args = append(args, q.SandboxID)
-		where = append(where, "sandbox_id = $"+strconv.Itoa(len(args)))
-	}
-	if len(q.Types) > 0 {
-		args = append(args, q.Types)
-		where = append(where, "type = ANY($"+strconv.Itoa(len(args))+")")
-	}
-	args = append(args, limitArg(q.Limit))
-	return s.queryEvents(ctx, `SELECT `+eventCols+` FROM events WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
-}
-
-func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	evs, err := queryAll(ctx, s.pool, scanEvent, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	return evs, nil
-}
-
-func scanEvent(r pgx.Row) (store.Event, error) {
-	var e store.Event
-	err := r.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &e.CreatedAt)
-	return e, err
 }
 
 // limitArg is a LIMIT parameter: NULL (no limit) for limit <= 0.
@@ -195,13 +144,4 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
 	return n, nil
-}
-
-// EventsPrunedThrough implements store.Store.
-func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.pool.QueryRow(ctx, `SELECT pruned_through FROM event_retention WHERE id = 1`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("events pruned through: %w", err)
-	}
-	return id, nil
 }

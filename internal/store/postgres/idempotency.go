@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,22 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
-
-const idemCols = `scope, key, request_hash, claim, done, status, header, body, created_at, locked_until, expires_at`
-
-func scanIdem(r pgx.Row) (store.IdempotencyRecord, error) {
-	var rec store.IdempotencyRecord
-	var header string
-	if err := r.Scan(&rec.Scope, &rec.Key, &rec.RequestHash, &rec.Claim, &rec.Done, &rec.Status, &header, &rec.Body,
-		&rec.CreatedAt, &rec.LockedUntil, &rec.ExpiresAt); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if err := json.Unmarshal([]byte(header), &rec.Header); err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key header: %w", err)
-	}
-	return rec, nil
-}
 
 // maxClaimRounds bounds ClaimIdempotencyKey's retries after losing an
 // insert race; each lost race means another claim committed, which the
@@ -45,7 +30,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 		claimed, lost := false, false
 		err := s.tx(ctx, func(tx pgx.Tx) error {
 			claimed, lost = false, false
-			cur, err := scanIdem(tx.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
+			cur, err := dec.Idempotency(tx.QueryRow(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE`,
 				rec.Scope, rec.Key))
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
@@ -59,9 +44,9 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 				held = cur
 				return nil
 			}
-			held, err = scanIdem(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+idemCols+`)
+			held, err = dec.Idempotency(tx.QueryRow(ctx, `INSERT INTO idempotency_keys (`+sqlstore.IdemCols+`)
 				VALUES ($1, $2, $3, $4, false, 0, '{}', '', $5, $6, $7)
-				ON CONFLICT DO NOTHING RETURNING `+idemCols,
+				ON CONFLICT DO NOTHING RETURNING `+sqlstore.IdemCols,
 				rec.Scope, rec.Key, rec.RequestHash, rec.Claim, ts(rec.CreatedAt, at), ts(rec.LockedUntil, time.Time{}), ts(rec.ExpiresAt, time.Time{})))
 			if errors.Is(err, pgx.ErrNoRows) {
 				lost = true // a concurrent claim inserted first and has committed
@@ -78,60 +63,4 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 		}
 	}
 	return store.IdempotencyRecord{}, false, fmt.Errorf("claim idempotency key: lost %d races in a row", maxClaimRounds)
-}
-
-// GetIdempotencyKey returns the record; ErrNotFound if absent.
-func (s *Store) GetIdempotencyKey(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
-	rec, err := scanIdem(s.pool.QueryRow(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, scope, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("get idempotency key: %w", err)
-	}
-	return rec, nil
-}
-
-// FinishIdempotencyKey stores the answer of the claim rec.Claim.
-func (s *Store) FinishIdempotencyKey(ctx context.Context, rec store.IdempotencyRecord) error {
-	header := rec.Header
-	if header == nil {
-		header = map[string][]string{}
-	}
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return fmt.Errorf("finish idempotency key: %w", err)
-	}
-	body := rec.Body
-	if body == nil {
-		body = []byte{}
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET done = true, status = $1, header = $2, body = $3
-		WHERE scope = $4 AND key = $5 AND claim = $6 AND NOT done`,
-		rec.Status, string(hb), body, rec.Scope, rec.Key, rec.Claim)
-	if err != nil {
-		return wrap("finish idempotency key", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("idempotency key claim: %w", store.ErrNotFound)
-	}
-	return nil
-}
-
-// ReleaseIdempotencyKey deletes the in-progress claim.
-func (s *Store) ReleaseIdempotencyKey(ctx context.Context, scope, key, claim string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND claim = $3 AND NOT done`,
-		scope, key, claim); err != nil {
-		return fmt.Errorf("release idempotency key: %w", err)
-	}
-	return nil
-}
-
-// PurgeIdempotencyKeys deletes records expired at now.
-func (s *Store) PurgeIdempotencyKeys(ctx context.Context, at time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= $1`, at)
-	if err != nil {
-		return 0, fmt.Errorf("purge idempotency keys: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
 }

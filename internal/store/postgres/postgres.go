@@ -35,6 +35,8 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns:
@@ -43,6 +45,9 @@ const defaultMaxConns = 16
 
 // Store is a store.Store on a PostgreSQL database. Create it with Open.
 type Store struct {
+	// Store is the parts written once for both SQL stores (shared.go).
+	*sqlstore.Store
+
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 
@@ -99,7 +104,10 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", where, err)
 	}
-	return &Store{pool: pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2))}, nil
+	return &Store{
+		Store: newShared(pool),
+		pool:  pool, logger: logger, keySlots: make(chan struct{}, max(1, cfg.MaxConns/2)),
+	}, nil
 }
 
 // Close closes the pool. It is safe to call more than once.
@@ -192,38 +200,33 @@ func optTS(t *time.Time) *time.Time {
 	return &v
 }
 
-// queryAll runs query and scans every row with scan; an empty (not nil)
-// slice when nothing matches, so lists encode as [].
-func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), query string, args ...any) ([]T, error) {
+// queryAll runs query and scans every row with scan (rowscan.All), closing
+// the rows after.
+func queryAll[T any](ctx context.Context, q querier, scan func(rowscan.Row) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return rowscan.All(rows, scan)
 }
 
-// getOne scans a read by ID: no row is ErrNotFound named by kind and id.
-func getOne[T any](row pgx.Row, scan func(pgx.Row) (T, error), kind, id string) (T, error) {
-	v, err := scan(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var zero T
-		return zero, fmt.Errorf("%s %q: %w", kind, id, store.ErrNotFound)
-	}
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("get %s %q: %w", kind, id, err)
-	}
-	return v, nil
+// getOne scans a read by ID (rowscan.One).
+func getOne[T any](row pgx.Row, scan func(rowscan.Row) (T, error), kind, id string) (T, error) {
+	return rowscan.One(row, scan, pgx.ErrNoRows, kind, id)
 }
+
+// dec decodes this store's rows: its time columns are timestamptz, which
+// the connections scan in UTC (Open).
+var dec = rowscan.Decoder{Times: pgTimes{}}
+
+// pgTimes scans timestamptz columns; a nullable one holds NULL for no time.
+type pgTimes struct{}
+
+func (pgTimes) Dest() any                            { return new(time.Time) }
+func (pgTimes) Time(dest any) (time.Time, error)     { return dest.(*time.Time).UTC(), nil }
+func (pgTimes) OptDest() any                         { return new(*time.Time) }
+func (pgTimes) OptTime(dest any) (*time.Time, error) { return optTS(*dest.(**time.Time)), nil }
 
 // querier is what reads need from the pool or a transaction.
 type querier interface {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,31 +11,26 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
-
-const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
-	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id,
-	project_id`
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
-	env, meta, err := codec.EncodeMaps(sb)
-	if err != nil {
-		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
-	}
-	lc, err := codec.EncodeLifecycle(sb)
+	docs, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
 	created := ts(sb.CreatedAt, now())
 	updated := ts(sb.UpdatedAt, created)
-	tag, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO sandboxes (`+rowscan.SandboxCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
-		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
-		created, updated, optTS(sb.DeletedAt), lc, sb.ParentID, sb.ProjectID)
+		sb.CPU, sb.RAMMB, sb.DiskGB, docs.Env, docs.Meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
+		created, updated, optTS(sb.DeletedAt), docs.Lifecycle, sb.ParentID, sb.ProjectID)
 	if err != nil {
 		return wrap(fmt.Sprintf("create sandbox %q", sb.ID), err)
 	}
@@ -46,7 +40,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 // GetSandbox returns the sandbox with that ID in orgID (any org if orgID is
 // empty); ErrNotFound if absent or in another org.
 func (s *Store) GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error) {
-	sb, err := getOne(s.pool.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1`, id), scanSandbox, "sandbox", id)
+	sb, err := getOne(s.pool.QueryRow(ctx, `SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE id = $1`, id), dec.Sandbox, "sandbox", id)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -66,14 +60,8 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 		var version int64
 		err := tx.QueryRow(ctx, `SELECT org_id, state, version FROM sandboxes WHERE id = $1 FOR UPDATE`, sb.ID).
 			Scan(&orgID, &state, &version)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && sb.OrgID != "" && sb.OrgID != orgID) {
-			return fmt.Errorf("sandbox %q: %w", sb.ID, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-		}
-		if version != sb.Version {
-			return fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, version, store.ErrConflict)
+		if err := checks.SandboxUpdate(sb, orgID, version, err, pgx.ErrNoRows); err != nil {
+			return err
 		}
 		out, err = writeSandbox(ctx, tx, sb, orgID, sandbox.State(state))
 		return err
@@ -90,19 +78,15 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error) {
 	var out sandbox.Sandbox
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id),
-			scanSandbox, "sandbox", id)
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, id),
+			dec.Sandbox, "sandbox", id)
 		if err != nil {
 			return err
 		}
-		if orgID != "" && cur.OrgID != orgID {
-			return fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
-		}
-		sb := cur
-		if err := fn(&sb); err != nil {
+		sb, err := checks.SandboxModify(cur, orgID, fn)
+		if err != nil {
 			return err
 		}
-		sb.ID, sb.OrgID, sb.CreatedAt, sb.Version = cur.ID, cur.OrgID, cur.CreatedAt, cur.Version
 		out, err = writeSandbox(ctx, tx, sb, cur.OrgID, cur.State)
 		return err
 	})
@@ -116,23 +100,19 @@ func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sa
 // stored org and state orgID and from, and appends the state change event
 // last (it takes the events lock, held to commit).
 func writeSandbox(ctx context.Context, tx pgx.Tx, sb sandbox.Sandbox, orgID string, from sandbox.State) (sandbox.Sandbox, error) {
-	env, meta, err := codec.EncodeMaps(sb)
-	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-	}
-	lc, err := codec.EncodeLifecycle(sb)
+	docs, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 	}
 	t := now()
-	out, err := scanSandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET
+	out, err := dec.Sandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET
 			name = $1, state = $2, template = $3, template_version_id = $4, cpu = $5, ram_mb = $6,
 			disk_gb = $7, env = $8, metadata = $9, host_id = $10, address = $11, agent_token = $12,
 			reason = $13, version = version + 1, updated_at = $14, deleted_at = $15, lifecycle = $16
-		WHERE id = $17 RETURNING `+sandboxCols,
+		WHERE id = $17 RETURNING `+rowscan.SandboxCols,
 		sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
-		sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
-		sb.Reason, t, optTS(sb.DeletedAt), lc, sb.ID))
+		sb.DiskGB, docs.Env, docs.Meta, sb.HostID, sb.Address, sb.AgentToken,
+		sb.Reason, t, optTS(sb.DeletedAt), docs.Lifecycle, sb.ID))
 	if isUnique(err) {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
 	}
@@ -172,7 +152,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 		where = append(where, "state <> "+arg(string(sandbox.StateDeleted)))
 	}
 	if o.State == "" && len(o.ExcludeStates) > 0 {
-		where = append(where, "state <> ALL("+arg(stateStrings(o.ExcludeStates))+")")
+		where = append(where, "state <> ALL("+arg(sqldb.Strings(o.ExcludeStates))+")")
 	}
 	switch {
 	case o.ParentID != "":
@@ -201,7 +181,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	if o.Limit > 0 {
 		limit = o.Limit
 	}
-	page := `SELECT ` + sandboxCols + ` FROM sandboxes` + cond + ` ORDER BY created_at DESC, id DESC LIMIT ` +
+	page := `SELECT ` + rowscan.SandboxCols + ` FROM sandboxes` + cond + ` ORDER BY created_at DESC, id DESC LIMIT ` +
 		arg(limit) + ` OFFSET ` + arg(max(o.Offset, 0))
 
 	var total int
@@ -214,7 +194,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 			s.afterListCount()
 		}
 		var err error
-		rows, err = queryAll(ctx, tx, scanSandbox, page, args...)
+		rows, err = queryAll(ctx, tx, dec.Sandbox, page, args...)
 		return err
 	})
 	if err != nil {
@@ -223,23 +203,9 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	return rows, total, nil
 }
 
-// SandboxesInStates returns every sandbox in any of states, across orgs,
-// oldest first.
-func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
-	if len(states) == 0 {
-		return []sandbox.Sandbox{}, nil
-	}
-	rows, err := queryAll(ctx, s.pool, scanSandbox,
-		`SELECT `+sandboxCols+` FROM sandboxes WHERE state = ANY($1) ORDER BY created_at, id`, stateStrings(states))
-	if err != nil {
-		return nil, fmt.Errorf("sandboxes in states: %w", err)
-	}
-	return rows, nil
-}
-
 // SandboxTotals implements store.Store.
 func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
-	out, err := queryAll(ctx, s.pool, func(r pgx.Row) (store.StateTotal, error) {
+	out, err := queryAll(ctx, s.pool, func(r rowscan.Row) (store.StateTotal, error) {
 		var t store.StateTotal
 		var state string
 		err := r.Scan(&state, &t.Count, &t.CPU, &t.RAMMB, &t.DiskGB)
@@ -251,22 +217,4 @@ func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
 		return nil, fmt.Errorf("sandbox totals: %w", err)
 	}
 	return out, nil
-}
-
-func scanSandbox(r pgx.Row) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var state, env, meta, lc string
-	if err := r.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
-		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &sb.CreatedAt, &sb.UpdatedAt, &sb.DeletedAt, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	sb.State = sandbox.State(state)
-	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
-	}
-	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	return sb, nil
 }

@@ -12,49 +12,21 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
+	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
-
-const hostCols = `id, region, url, state, generation, capacity, status, reason, registered_at, heartbeat_at, state_changed_at`
-
-func scanHost(sc scanner) (store.HostRecord, error) {
-	var h store.HostRecord
-	var state, capacity, status, registered, heartbeat, changed string
-	if err := sc.Scan(&h.ID, &h.Region, &h.URL, &state, &h.Generation, &capacity, &status, &h.Reason,
-		&registered, &heartbeat, &changed); err != nil {
-		return store.HostRecord{}, err
-	}
-	h.State, h.Capacity, h.Status = store.HostState(state), json.RawMessage(capacity), json.RawMessage(status)
-	var err error
-	if h.RegisteredAt, err = parseTime(registered); err != nil {
-		return store.HostRecord{}, err
-	}
-	if h.HeartbeatAt, err = parseTime(heartbeat); err != nil {
-		return store.HostRecord{}, err
-	}
-	if h.StateChangedAt, err = parseTime(changed); err != nil {
-		return store.HostRecord{}, err
-	}
-	return h, nil
-}
-
-// doc is a JSON document as stored: empty means {}.
-func doc(b json.RawMessage) string {
-	if len(b) == 0 {
-		return "{}"
-	}
-	return string(b)
-}
 
 // RegisterHost records a host joining; see store.ClusterStore.
 func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		at := sandbox.FormatTime(now())
-		cur, err := scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		cur, err := dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, h.ID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+hostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
-				h.ID, h.Region, h.URL, string(store.HostActive), doc(h.Capacity), at, at, at); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts (`+rowscan.HostCols+`) VALUES (?, ?, ?, ?, 1, ?, '{}', '', ?, ?, ?)`,
+				h.ID, h.Region, h.URL, string(store.HostActive), codec.Doc(h.Capacity), at, at, at); err != nil {
 				return err
 			}
 		case err != nil:
@@ -66,11 +38,11 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE hosts SET region = ?, url = ?, state = ?, generation = generation + 1, capacity = ?,
 				reason = ?, registered_at = ?, heartbeat_at = ?, state_changed_at = ? WHERE id = ?`,
-				h.Region, h.URL, string(state), doc(h.Capacity), reason, at, at, changed, h.ID); err != nil {
+				h.Region, h.URL, string(state), codec.Doc(h.Capacity), reason, at, at, changed, h.ID); err != nil {
 				return err
 			}
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, h.ID))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, h.ID))
 		return err
 	})
 	if err != nil {
@@ -84,7 +56,7 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
@@ -92,10 +64,10 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET status = ?, heartbeat_at = ? WHERE id = ?`,
-			doc(status), sandbox.FormatTime(now()), id); err != nil {
+			codec.Doc(status), sandbox.FormatTime(now()), id); err != nil {
 			return err
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -104,43 +76,27 @@ func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status 
 	return out, nil
 }
 
-// GetHost returns ErrNotFound if absent.
-func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
-}
-
-// ListHosts returns every host, by ID.
-func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := queryAll(ctx, s.r, scanHost, `SELECT `+hostCols+` FROM hosts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
-	}
-	return out, nil
-}
-
 // SetHostState moves a host to state; see store.ClusterStore.
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
 	var out store.HostRecord
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id), scanHost, "host", id)
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
 		if err != nil {
 			return err
 		}
-		if gen > 0 && cur.Generation != gen {
-			return fmt.Errorf("host %q is at generation %d, not %d: %w", id, cur.Generation, gen, store.ErrConflict)
-		}
-		if cur.State == store.HostLost && state != store.HostLost {
-			return fmt.Errorf("host %q is lost; it becomes %s by registering again: %w", id, state, store.ErrConflict)
+		moved, err := checks.HostState(cur, gen, state)
+		if err != nil {
+			return err
 		}
 		changed := sandbox.FormatTime(cur.StateChangedAt)
-		if cur.State != state {
+		if moved {
 			changed = sandbox.FormatTime(now())
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET state = ?, reason = ?, state_changed_at = ? WHERE id = ?`,
 			string(state), reason, changed, id); err != nil {
 			return err
 		}
-		out, err = scanHost(tx.QueryRowContext(ctx, `SELECT `+hostCols+` FROM hosts WHERE id = ?`, id))
+		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
@@ -179,17 +135,6 @@ func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[str
 
 const leaseCols = `name, holder, generation, expires_at`
 
-func scanLease(sc scanner) (store.Lease, error) {
-	var l store.Lease
-	var exp string
-	if err := sc.Scan(&l.Name, &l.Holder, &l.Generation, &exp); err != nil {
-		return store.Lease{}, err
-	}
-	var err error
-	l.ExpiresAt, err = parseTime(exp)
-	return l, err
-}
-
 // AcquireLease takes or renews a lease; see store.ClusterStore.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, bool, error) {
 	var out store.Lease
@@ -197,7 +142,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		at := now()
 		exp := sandbox.FormatTime(at.Add(ttl))
-		cur, err := scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		cur, err := dec.Lease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			if _, err := tx.ExecContext(ctx, `INSERT INTO leases (`+leaseCols+`) VALUES (?, ?, 1, ?)`, name, holder, exp); err != nil {
@@ -218,7 +163,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 			}
 			held = true
 		}
-		out, err = scanLease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
+		out, err = dec.Lease(tx.QueryRowContext(ctx, `SELECT `+leaseCols+` FROM leases WHERE name = ?`, name))
 		return err
 	})
 	if err != nil {
@@ -227,19 +172,9 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	return out, held, nil
 }
 
-// ReleaseLease gives up holder's lease; see store.ClusterStore.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := s.w.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
-		sandbox.FormatTime(now()), name, holder, sandbox.FormatTime(now()))
-	if err != nil {
-		return fmt.Errorf("release lease %q: %w", name, err)
-	}
-	return nil
-}
-
 // ListLeases returns the leases whose name starts with prefix, by name.
 func (s *Store) ListLeases(ctx context.Context, prefix string) ([]store.Lease, error) {
-	out, err := queryAll(ctx, s.r, scanLease, `SELECT `+leaseCols+` FROM leases WHERE substr(name, 1, ?) = ? ORDER BY name`,
+	out, err := queryAll(ctx, s.r, dec.Lease, `SELECT `+leaseCols+` FROM leases WHERE substr(name, 1, ?) = ? ORDER BY name`,
 		len(prefix), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)

@@ -3,56 +3,28 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
-
-// ListEvents implements store.Store.
-func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Event, error) {
-	where := []string{"org_id = ?", "id > ?"}
-	args := []any{q.OrgID, q.AfterID}
-	if q.SandboxID != "" {
-		where = append(where, "sandbox_id = ?")
-		args = append(args, q.SandboxID)
-	}
-	if len(q.Types) > 0 {
-		where = append(where, "type IN (?"+strings.Repeat(", ?", len(q.Types)-1)+")")
-		for _, t := range q.Types {
-			args = append(args, t)
-		}
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	args = append(args, limit)
-	return s.queryEvents(ctx, `SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE `+
-		strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`, args...)
-}
 
 // CreateWebhook implements store.Store.
 func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webhook, error) {
-	if w.Events == nil {
-		w.Events = []string{}
-	}
-	evs, err := json.Marshal(w.Events)
+	w, evs, err := sqlstore.NewWebhook(w)
 	if err != nil {
-		return store.Webhook{}, fmt.Errorf("create webhook %q: %w", w.ID, err)
+		return store.Webhook{}, err
 	}
-	w.CreatedAt = stored(w.CreatedAt)
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM events`).Scan(&w.Cursor); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, org_id, url, events, secret, cursor, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			w.ID, w.OrgID, w.URL, string(evs), w.Secret, w.Cursor, sandbox.FormatTime(w.CreatedAt))
+			w.ID, w.OrgID, w.URL, evs, w.Secret, w.Cursor, sandbox.FormatTime(w.CreatedAt))
 		if err != nil {
 			return err
 		}
@@ -62,59 +34,6 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 		return store.Webhook{}, fmt.Errorf("create webhook %q: %w", w.ID, err)
 	}
 	return w, nil
-}
-
-// stored is t as the store keeps it; a zero t means now.
-func stored(t time.Time) time.Time {
-	if t.IsZero() {
-		return now()
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
-
-const webhookCols = `id, org_id, url, events, secret, cursor, created_at`
-
-func scanWebhook(sc scanner) (store.Webhook, error) {
-	var w store.Webhook
-	var evs, created string
-	if err := sc.Scan(&w.ID, &w.OrgID, &w.URL, &evs, &w.Secret, &w.Cursor, &created); err != nil {
-		return store.Webhook{}, err
-	}
-	if err := json.Unmarshal([]byte(evs), &w.Events); err != nil {
-		return store.Webhook{}, fmt.Errorf("webhook %q events: %w", w.ID, err)
-	}
-	var err error
-	w.CreatedAt, err = parseTime(created)
-	return w, err
-}
-
-// GetWebhook implements store.Store.
-func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+webhookCols+` FROM webhooks WHERE id = ? AND (? = '' OR org_id = ?)`,
-		id, orgID, orgID), scanWebhook, "webhook", id)
-}
-
-// ListWebhooks implements store.Store.
-func (s *Store) ListWebhooks(ctx context.Context, orgID string) ([]store.Webhook, error) {
-	out, err := queryAll(ctx, s.r, scanWebhook, `SELECT `+webhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`,
-		orgID, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	return out, nil
-}
-
-// DeleteWebhook implements store.Store. Its deliveries go with it (ON
-// DELETE CASCADE).
-func (s *Store) DeleteWebhook(ctx context.Context, orgID, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ? AND org_id = ?`, id, orgID)
-	if err != nil {
-		return fmt.Errorf("delete webhook %q: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
-	}
-	return nil
 }
 
 // AdvanceWebhook implements store.Store.
@@ -147,95 +66,6 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 		return fmt.Errorf("advance webhook %q: %w", id, err)
 	}
 	return nil
-}
-
-const deliveryCols = `d.id, d.webhook_id, d.org_id, d.event_id, d.status, d.attempts, d.next_attempt_at,
-	d.last_status, d.last_error, d.created_at, d.updated_at`
-
-func scanDelivery(sc scanner, withEvent bool) (store.Delivery, error) {
-	var d store.Delivery
-	var status, next, created, updated string
-	dest := []any{&d.ID, &d.WebhookID, &d.OrgID, &d.EventID, &status, &d.Attempts, &next,
-		&d.LastStatus, &d.LastError, &created, &updated}
-	var evCreated string
-	if withEvent {
-		dest = append(dest, &d.Event.ID, &d.Event.OrgID, &d.Event.SandboxID, &d.Event.Type, &d.Event.Data, &evCreated)
-	}
-	if err := sc.Scan(dest...); err != nil {
-		return store.Delivery{}, err
-	}
-	d.Status = store.DeliveryStatus(status)
-	var err error
-	for _, p := range []struct {
-		s string
-		t *time.Time
-	}{{next, &d.NextAttemptAt}, {created, &d.CreatedAt}, {updated, &d.UpdatedAt}, {evCreated, &d.Event.CreatedAt}} {
-		if p.s == "" {
-			continue
-		}
-		if *p.t, err = parseTime(p.s); err != nil {
-			return store.Delivery{}, err
-		}
-	}
-	return d, nil
-}
-
-func (s *Store) queryDeliveries(ctx context.Context, withEvent bool, query string, args ...any) ([]store.Delivery, error) {
-	scan := func(sc scanner) (store.Delivery, error) { return scanDelivery(sc, withEvent) }
-	out, err := queryAll(ctx, s.r, scan, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// DueDeliveries implements store.Store. Times are stored in one fixed
-// format, so comparing the strings compares the instants.
-func (s *Store) DueDeliveries(ctx context.Context, at time.Time, limit int) ([]store.Delivery, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	return s.queryDeliveries(ctx, true, `SELECT `+deliveryCols+`, e.id, e.org_id, e.sandbox_id, e.type, e.data, e.created_at
-		FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-		WHERE d.status = 'pending' AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at, d.id LIMIT ?`,
-		sandbox.FormatTime(at), limit)
-}
-
-// UpdateDelivery implements store.Store.
-func (s *Store) UpdateDelivery(ctx context.Context, d store.Delivery) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?,
-		last_status = ?, last_error = ?, updated_at = ? WHERE id = ?`,
-		string(d.Status), d.Attempts, sandbox.FormatTime(stored(d.NextAttemptAt)), d.LastStatus, d.LastError,
-		sandbox.FormatTime(now()), d.ID)
-	if err != nil {
-		return fmt.Errorf("update delivery %d: %w", d.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("delivery %d: %w", d.ID, store.ErrNotFound)
-	}
-	return nil
-}
-
-// ListDeliveries implements store.Store.
-func (s *Store) ListDeliveries(ctx context.Context, orgID, webhookID string, limit int) ([]store.Delivery, error) {
-	if _, err := s.GetWebhook(ctx, orgID, webhookID); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		limit = -1
-	}
-	return s.queryDeliveries(ctx, false, `SELECT `+deliveryCols+` FROM webhook_deliveries d
-		WHERE d.webhook_id = ? ORDER BY d.id DESC LIMIT ?`, webhookID, limit)
-}
-
-// PruneDeliveries implements store.Store.
-func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE status != 'pending' AND updated_at < ?`,
-		sandbox.FormatTime(before))
-	if err != nil {
-		return 0, fmt.Errorf("prune deliveries: %w", err)
-	}
-	return res.RowsAffected()
 }
 
 // PruneEvents implements store.Store.
@@ -271,67 +101,12 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (i
 	return n, nil
 }
 
-// EventsPrunedThrough implements store.Store.
-func (s *Store) EventsPrunedThrough(ctx context.Context) (int64, error) {
-	var id int64
-	if err := s.r.QueryRowContext(ctx, `SELECT pruned_through FROM event_retention WHERE id = 1`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("events pruned through: %w", err)
-	}
-	return id, nil
-}
-
-const artifactCols = `id, org_id, sandbox_id, name, path, kind, content_type, size_bytes, sha256, bucket, object_key, created_at`
-
-func scanArtifact(sc scanner) (store.Artifact, error) {
-	var a store.Artifact
-	var kind, created string
-	if err := sc.Scan(&a.ID, &a.OrgID, &a.SandboxID, &a.Name, &a.Path, &kind, &a.ContentType, &a.SizeBytes,
-		&a.SHA256, &a.Bucket, &a.Key, &created); err != nil {
-		return store.Artifact{}, err
-	}
-	a.Kind = store.ArtifactKind(kind)
-	var err error
-	a.CreatedAt, err = parseTime(created)
-	return a, err
-}
-
-// CreateArtifact implements store.Store.
-func (s *Store) CreateArtifact(ctx context.Context, a store.Artifact) (store.Artifact, error) {
-	a.CreatedAt = stored(a.CreatedAt)
-	res, err := s.w.ExecContext(ctx, `INSERT INTO artifacts (`+artifactCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`,
-		a.ID, a.OrgID, a.SandboxID, a.Name, a.Path, string(a.Kind), a.ContentType, a.SizeBytes, a.SHA256,
-		a.Bucket, a.Key, sandbox.FormatTime(a.CreatedAt))
-	if err != nil {
-		return store.Artifact{}, fmt.Errorf("create artifact %q: %w", a.ID, err)
-	}
-	if err := conflictUnlessInserted(res, "artifact", a.ID); err != nil {
-		return store.Artifact{}, err
-	}
-	return a, nil
-}
-
-// GetArtifact implements store.Store.
-func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
-	return getOne(s.r.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID), scanArtifact, "artifact", id)
-}
-
-// ListArtifacts implements store.Store.
-func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]store.Artifact, error) {
-	out, err := queryAll(ctx, s.r, scanArtifact, `SELECT `+artifactCols+` FROM artifacts
-		WHERE org_id = ? AND (? = '' OR sandbox_id = ?) ORDER BY created_at DESC, id DESC`, orgID, sandboxID, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list artifacts: %w", err)
-	}
-	return out, nil
-}
-
 // DeleteArtifact implements store.Store.
 func (s *Store) DeleteArtifact(ctx context.Context, orgID, id string) (store.Artifact, error) {
 	var a store.Artifact
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		a, err = scanArtifact(tx.QueryRowContext(ctx, `SELECT `+artifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
+		a, err = dec.Artifact(tx.QueryRowContext(ctx, `SELECT `+sqlstore.ArtifactCols+` FROM artifacts WHERE id = ? AND org_id = ?`, id, orgID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("artifact %q: %w", id, store.ErrNotFound)
 		}

@@ -3,38 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
-
-const idemCols = `scope, key, request_hash, claim, done, status, header, body, created_at, locked_until, expires_at`
-
-func scanIdem(sc scanner) (store.IdempotencyRecord, error) {
-	var r store.IdempotencyRecord
-	var header, created, locked, expires string
-	if err := sc.Scan(&r.Scope, &r.Key, &r.RequestHash, &r.Claim, &r.Done, &r.Status, &header, &r.Body, &created, &locked, &expires); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if err := json.Unmarshal([]byte(header), &r.Header); err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key header: %w", err)
-	}
-	var err error
-	if r.CreatedAt, err = parseTime(created); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if r.LockedUntil, err = parseTime(locked); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	if r.ExpiresAt, err = parseTime(expires); err != nil {
-		return store.IdempotencyRecord{}, err
-	}
-	return r, nil
-}
 
 // ClaimIdempotencyKey inserts rec in progress unless a live record holds
 // the key; expired records and abandoned claims are replaced.
@@ -42,7 +18,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 	var held store.IdempotencyRecord
 	claimed := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := scanIdem(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		cur, err := dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -55,73 +31,17 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, rec store.IdempotencyRe
 			held = cur
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (`+idemCols+`) VALUES (?, ?, ?, ?, 0, 0, '{}', x'', ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency_keys (`+sqlstore.IdemCols+`) VALUES (?, ?, ?, ?, 0, 0, '{}', x'', ?, ?, ?)`,
 			rec.Scope, rec.Key, rec.RequestHash, rec.Claim,
 			formatTime(rec.CreatedAt, at), sandbox.FormatTime(rec.LockedUntil), sandbox.FormatTime(rec.ExpiresAt)); err != nil {
 			return err
 		}
 		claimed = true
-		held, err = scanIdem(tx.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
+		held, err = dec.Idempotency(tx.QueryRowContext(ctx, `SELECT `+sqlstore.IdemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, rec.Scope, rec.Key))
 		return err
 	})
 	if err != nil {
 		return store.IdempotencyRecord{}, false, fmt.Errorf("claim idempotency key: %w", err)
 	}
 	return held, claimed, nil
-}
-
-// GetIdempotencyKey returns the record; ErrNotFound if absent.
-func (s *Store) GetIdempotencyKey(ctx context.Context, scope, key string) (store.IdempotencyRecord, error) {
-	r, err := scanIdem(s.r.QueryRowContext(ctx, `SELECT `+idemCols+` FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.IdempotencyRecord{}, fmt.Errorf("idempotency key: %w", store.ErrNotFound)
-	}
-	if err != nil {
-		return store.IdempotencyRecord{}, fmt.Errorf("get idempotency key: %w", err)
-	}
-	return r, nil
-}
-
-// FinishIdempotencyKey stores the answer of the claim rec.Claim.
-func (s *Store) FinishIdempotencyKey(ctx context.Context, rec store.IdempotencyRecord) error {
-	header := rec.Header
-	if header == nil {
-		header = map[string][]string{}
-	}
-	hb, err := json.Marshal(header)
-	if err != nil {
-		return fmt.Errorf("finish idempotency key: %w", err)
-	}
-	body := rec.Body
-	if body == nil {
-		body = []byte{}
-	}
-	res, err := s.w.ExecContext(ctx, `UPDATE idempotency_keys SET done = 1, status = ?, header = ?, body = ?
-		WHERE scope = ? AND key = ? AND claim = ? AND done = 0`,
-		rec.Status, string(hb), body, rec.Scope, rec.Key, rec.Claim)
-	if err != nil {
-		return fmt.Errorf("finish idempotency key: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("idempotency key claim: %w", store.ErrNotFound)
-	}
-	return nil
-}
-
-// ReleaseIdempotencyKey deletes the in-progress claim.
-func (s *Store) ReleaseIdempotencyKey(ctx context.Context, scope, key, claim string) error {
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND claim = ? AND done = 0`, scope, key, claim); err != nil {
-		return fmt.Errorf("release idempotency key: %w", err)
-	}
-	return nil
-}
-
-// PurgeIdempotencyKeys deletes records expired at now.
-func (s *Store) PurgeIdempotencyKeys(ctx context.Context, at time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE expires_at <= ?`, sandbox.FormatTime(at))
-	if err != nil {
-		return 0, fmt.Errorf("purge idempotency keys: %w", err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }

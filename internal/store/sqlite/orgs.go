@@ -5,49 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
-
-// CreateOrg inserts o; ErrConflict if its ID exists. A zero CreatedAt means now.
-func (s *Store) CreateOrg(ctx context.Context, o store.Org) error {
-	res, err := s.w.ExecContext(ctx,
-		`INSERT INTO orgs (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
-		o.ID, o.Name, formatTime(o.CreatedAt, now()))
-	if err != nil {
-		return fmt.Errorf("create org %q: %w", o.ID, err)
-	}
-	return conflictUnlessInserted(res, "org", o.ID)
-}
-
-// GetOrg returns the org with that ID; ErrNotFound if absent.
-func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
-	var o store.Org
-	var created string
-	err := s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM orgs WHERE id = ?`, id).
-		Scan(&o.ID, &o.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Org{}, fmt.Errorf("org %q: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return store.Org{}, fmt.Errorf("get org %q: %w", id, err)
-	}
-	if o.CreatedAt, err = parseTime(created); err != nil {
-		return store.Org{}, fmt.Errorf("get org %q: %w", id, err)
-	}
-	return o, nil
-}
-
-// CreateToken inserts t; ErrConflict if its ID or hash exists.
-func (s *Store) CreateToken(ctx context.Context, t store.Token) error {
-	res, err := s.w.ExecContext(ctx,
-		`INSERT INTO tokens (id, org_id, role, hash, created_at, sandbox_id, project_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		t.ID, t.OrgID, string(t.Role), t.Hash, formatTime(t.CreatedAt, now()), t.SandboxID, t.ProjectID)
-	if err != nil {
-		return fmt.Errorf("create token %q: %w", t.ID, err)
-	}
-	return conflictUnlessInserted(res, "token", t.ID)
-}
 
 // TokenByHash returns the token with that hash; ErrNotFound if none. The
 // error does not echo the hash: it is derived from a secret.
@@ -102,4 +64,24 @@ func (s *Store) DeleteOrg(ctx context.Context, id string) error {
 		}
 		return nil
 	})
+}
+
+// OrgUsage sums the org's sandboxes in any of states.
+func (s *Store) OrgUsage(ctx context.Context, orgID string, states ...sandbox.State) (store.Usage, error) {
+	if len(states) == 0 {
+		return store.Usage{}, nil
+	}
+	args := []any{orgID}
+	for _, st := range states {
+		args = append(args, string(st))
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")
+	var u store.Usage
+	err := s.r.QueryRowContext(ctx,
+		`SELECT count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0) FROM sandboxes WHERE org_id = ? AND state IN (`+marks+`)`, args...).
+		Scan(&u.Sandboxes, &u.CPU, &u.RAMMB)
+	if err != nil {
+		return store.Usage{}, fmt.Errorf("org %q usage: %w", orgID, err)
+	}
+	return u, nil
 }

@@ -4,26 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 )
-
-const sandboxCols = `id, org_id, name, state, template, template_version_id, cpu, ram_mb, disk_gb,
-	env, metadata, host_id, address, agent_token, reason, version, created_at, updated_at, deleted_at, lifecycle, parent_id,
-	project_id`
 
 // CreateSandbox inserts sb with Version 1; ErrConflict if its ID exists.
 func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
-	env, meta, err := codec.EncodeMaps(sb)
-	if err != nil {
-		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
-	}
-	lc, err := codec.EncodeLifecycle(sb)
+	docs, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -32,12 +25,12 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	if !sb.UpdatedAt.IsZero() {
 		updated = sandbox.FormatTime(sb.UpdatedAt)
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+	res, err := s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+rowscan.SandboxCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		sb.ID, sb.OrgID, sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID,
-		sb.CPU, sb.RAMMB, sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
-		created, updated, deletedAt(sb), lc, sb.ParentID, sb.ProjectID)
+		sb.CPU, sb.RAMMB, sb.DiskGB, docs.Env, docs.Meta, sb.HostID, sb.Address, sb.AgentToken, sb.Reason,
+		created, updated, deletedAt(sb), docs.Lifecycle, sb.ParentID, sb.ProjectID)
 	if err != nil {
 		return fmt.Errorf("create sandbox %q: %w", sb.ID, err)
 	}
@@ -67,7 +60,7 @@ type queryer interface {
 }
 
 func getSandbox(ctx context.Context, q queryer, id string) (sandbox.Sandbox, error) {
-	return getOne(q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id), scanSandbox, "sandbox", id)
+	return getOne(q.QueryRowContext(ctx, `SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE id = ?`, id), dec.Sandbox, "sandbox", id)
 }
 
 // UpdateSandbox writes sb if the stored version equals sb.Version, bumps the
@@ -81,14 +74,8 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) (sandbox.
 		var version int64
 		err := tx.QueryRowContext(ctx, `SELECT org_id, state, version FROM sandboxes WHERE id = ?`, sb.ID).
 			Scan(&orgID, &state, &version)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && sb.OrgID != "" && sb.OrgID != orgID) {
-			return fmt.Errorf("sandbox %q: %w", sb.ID, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-		}
-		if version != sb.Version {
-			return fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, version, store.ErrConflict)
+		if err := checks.SandboxUpdate(sb, orgID, version, err, sql.ErrNoRows); err != nil {
+			return err
 		}
 		out, err = writeSandbox(ctx, tx, sb, orgID, sandbox.State(state))
 		return err
@@ -109,14 +96,10 @@ func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sa
 		if err != nil {
 			return err
 		}
-		if orgID != "" && cur.OrgID != orgID {
-			return fmt.Errorf("sandbox %q: %w", id, store.ErrNotFound)
-		}
-		sb := cur
-		if err := fn(&sb); err != nil {
+		sb, err := checks.SandboxModify(cur, orgID, fn)
+		if err != nil {
 			return err
 		}
-		sb.ID, sb.OrgID, sb.CreatedAt, sb.Version = cur.ID, cur.OrgID, cur.CreatedAt, cur.Version
 		out, err = writeSandbox(ctx, tx, sb, cur.OrgID, cur.State)
 		return err
 	})
@@ -130,11 +113,7 @@ func (s *Store) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sa
 // and from (its version already checked), appends the state change event
 // if the state changed, and returns the stored record.
 func writeSandbox(ctx context.Context, tx *sql.Tx, sb sandbox.Sandbox, orgID string, from sandbox.State) (sandbox.Sandbox, error) {
-	env, meta, err := codec.EncodeMaps(sb)
-	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
-	}
-	lc, err := codec.EncodeLifecycle(sb)
+	docs, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("update sandbox %q: %w", sb.ID, err)
 	}
@@ -145,8 +124,8 @@ func writeSandbox(ctx context.Context, tx *sql.Tx, sb sandbox.Sandbox, orgID str
 			reason = ?, version = version + 1, updated_at = ?, deleted_at = ?, lifecycle = ?
 		WHERE id = ? AND version = ?`,
 		sb.Name, string(sb.State), sb.Template, sb.TemplateVersionID, sb.CPU, sb.RAMMB,
-		sb.DiskGB, env, meta, sb.HostID, sb.Address, sb.AgentToken,
-		sb.Reason, t, deletedAt(sb), lc,
+		sb.DiskGB, docs.Env, docs.Meta, sb.HostID, sb.Address, sb.AgentToken,
+		sb.Reason, t, deletedAt(sb), docs.Lifecycle,
 		sb.ID, sb.Version); err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
@@ -228,7 +207,7 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 		}
 		var err error
 		rows, err = querySandboxes(ctx, tx,
-			`SELECT `+sandboxCols+` FROM sandboxes`+cond+` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+			`SELECT `+rowscan.SandboxCols+` FROM sandboxes`+cond+` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
 			append(args, limit, offset)...)
 		return err
 	})
@@ -238,94 +217,8 @@ func (s *Store) ListSandboxes(ctx context.Context, o store.ListOptions) ([]sandb
 	return rows, total, nil
 }
 
-// SandboxesInStates returns every sandbox in any of states, across orgs,
-// oldest first.
-func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) ([]sandbox.Sandbox, error) {
-	if len(states) == 0 {
-		return []sandbox.Sandbox{}, nil
-	}
-	args := make([]any, len(states))
-	for i, st := range states {
-		args[i] = string(st)
-	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(states)), ", ")
-	rows, err := querySandboxes(ctx, s.r,
-		`SELECT `+sandboxCols+` FROM sandboxes WHERE state IN (`+marks+`) ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sandboxes in states: %w", err)
-	}
-	return rows, nil
-}
-
-// Events returns events with ID > afterID, oldest first, at most limit
-// (<= 0: all).
-func (s *Store) Events(ctx context.Context, afterID int64, limit int) ([]store.Event, error) {
-	if limit <= 0 {
-		limit = -1
-	}
-	return s.queryEvents(ctx, `SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?`,
-		afterID, limit)
-}
-
-// SandboxEvents implements store.Store.
-func (s *Store) SandboxEvents(ctx context.Context, sandboxID string) ([]store.Event, error) {
-	return s.queryEvents(ctx, `SELECT id, org_id, sandbox_id, type, data, created_at FROM events WHERE sandbox_id = ? ORDER BY id`, sandboxID)
-}
-
-func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	evs, err := queryAll(ctx, s.r, scanEvent, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	return evs, nil
-}
-
-func scanEvent(sc scanner) (store.Event, error) {
-	var e store.Event
-	var created string
-	if err := sc.Scan(&e.ID, &e.OrgID, &e.SandboxID, &e.Type, &e.Data, &created); err != nil {
-		return store.Event{}, err
-	}
-	var err error
-	e.CreatedAt, err = parseTime(created)
-	return e, err
-}
-
 func querySandboxes(ctx context.Context, q rowsQueryer, query string, args ...any) ([]sandbox.Sandbox, error) {
-	return queryAll(ctx, q, scanSandbox, query, args...)
-}
-
-func scanSandbox(sc scanner) (sandbox.Sandbox, error) {
-	var sb sandbox.Sandbox
-	var state, env, meta, created, updated, lc string
-	var deleted sql.NullString
-	if err := sc.Scan(&sb.ID, &sb.OrgID, &sb.Name, &state, &sb.Template, &sb.TemplateVersionID,
-		&sb.CPU, &sb.RAMMB, &sb.DiskGB, &env, &meta, &sb.HostID, &sb.Address, &sb.AgentToken,
-		&sb.Reason, &sb.Version, &created, &updated, &deleted, &lc, &sb.ParentID, &sb.ProjectID); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if err := codec.DecodeLifecycle(lc, &sb); err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, err)
-	}
-	sb.State = sandbox.State(state)
-	if err := codec.DecodeMaps(env, meta, &sb); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	var err error
-	if sb.CreatedAt, err = parseTime(created); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if sb.UpdatedAt, err = parseTime(updated); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if deleted.Valid {
-		t, err := parseTime(deleted.String)
-		if err != nil {
-			return sandbox.Sandbox{}, err
-		}
-		sb.DeletedAt = &t
-	}
-	return sb, nil
+	return queryAll(ctx, q, dec.Sandbox, query, args...)
 }
 
 // deletedAt is sb.DeletedAt as a nullable stored time.
@@ -338,15 +231,12 @@ func deletedAt(sb sandbox.Sandbox) any {
 
 // AddEvent appends one event row.
 func (s *Store) AddEvent(ctx context.Context, orgID, sandboxID, typ string, data any) error {
-	b, err := json.Marshal(data)
+	b, err := codec.EventData(data)
 	if err != nil {
 		return fmt.Errorf("add event: %w", err)
 	}
-	if data == nil {
-		b = []byte("{}")
-	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
-		orgID, sandboxID, typ, string(b), sandbox.FormatTime(now())); err != nil {
+		orgID, sandboxID, typ, b, sandbox.FormatTime(now())); err != nil {
 		return fmt.Errorf("add event: %w", err)
 	}
 	return nil

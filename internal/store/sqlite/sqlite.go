@@ -26,6 +26,8 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -36,6 +38,9 @@ const busyTimeoutMS = 10000
 
 // Store is a store.Store backed by one SQLite file. Create it with Open.
 type Store struct {
+	// Store is the parts written once for both SQL stores (shared.go).
+	*sqlstore.Store
+
 	w      *sql.DB // exactly one connection; BEGIN IMMEDIATE
 	r      *sql.DB // read-only connections
 	logger *slog.Logger
@@ -113,7 +118,10 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 
-	return &Store{w: w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch)}, nil
+	return &Store{
+		Store: newShared(w, r),
+		w:     w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch),
+	}, nil
 }
 
 // dsn builds the modernc DSN for path. busy_timeout comes first so the other
@@ -191,6 +199,28 @@ func parseTime(v string) (time.Time, error) {
 }
 
 // scanner is the part of *sql.Row and *sql.Rows the scan helpers need.
-type scanner interface {
-	Scan(dest ...any) error
+type scanner = rowscan.Row
+
+// dec decodes this store's rows: its time columns are TEXT in
+// sandbox.TimeFormat.
+var dec = rowscan.Decoder{Times: textTimes{}}
+
+// textTimes scans TEXT time columns; a nullable one holds NULL (or, for
+// template_builds.finished_at, ”) for no time.
+type textTimes struct{}
+
+func (textTimes) Dest() any                        { return new(string) }
+func (textTimes) Time(dest any) (time.Time, error) { return parseTime(*dest.(*string)) }
+func (textTimes) OptDest() any                     { return new(sql.NullString) }
+
+func (textTimes) OptTime(dest any) (*time.Time, error) {
+	v := dest.(*sql.NullString)
+	if !v.Valid || v.String == "" {
+		return nil, nil
+	}
+	t, err := parseTime(v.String)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
 }

@@ -1,7 +1,7 @@
 // Package codec is how the store implementations keep a sandbox's
-// documents: its env and metadata maps and its lifecycle fields, as JSON.
-// One encoding for every backend, so a field added to the record is
-// stored by all of them.
+// documents: its env and metadata maps and its lifecycle fields, as JSON
+// (and, likewise, an event's data). One encoding for every backend, so a
+// field added to the record is stored by all of them.
 package codec
 
 import (
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // EncodeMaps renders Env and Metadata as JSON objects; nil becomes {}.
@@ -21,6 +22,24 @@ func EncodeMaps(sb sandbox.Sandbox) (env, meta string, err error) {
 		return "", "", fmt.Errorf("metadata: %w", err)
 	}
 	return env, meta, nil
+}
+
+// Documents is a sandbox's stored documents.
+type Documents struct {
+	Env, Meta, Lifecycle string
+}
+
+// EncodeSandbox renders all of sb's documents (EncodeMaps, EncodeLifecycle).
+func EncodeSandbox(sb sandbox.Sandbox) (Documents, error) {
+	env, meta, err := EncodeMaps(sb)
+	if err != nil {
+		return Documents{}, err
+	}
+	lc, err := EncodeLifecycle(sb)
+	if err != nil {
+		return Documents{}, err
+	}
+	return Documents{Env: env, Meta: meta, Lifecycle: lc}, nil
 }
 
 // EncodeMap renders m as a JSON object; nil becomes {}.
@@ -115,4 +134,34 @@ func DecodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.SSHKeys = lc.SSHKeys
 	sb.GPUs, sb.GPUModel = lc.GPUs, lc.GPUModel
 	return nil
+}
+
+// EventData renders an event's data as its stored JSON document; nil
+// becomes {}.
+func EventData(data any) (string, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return "", err
+	}
+	if data == nil {
+		return "{}", nil
+	}
+	return string(b), nil
+}
+
+// Doc is a JSON document as stored: empty means {}.
+func Doc(b json.RawMessage) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}
+
+// EncodeObjects renders a ledger entry's object refs as stored; nil is [].
+func EncodeObjects(refs []store.ObjectRef) (string, error) {
+	if refs == nil {
+		refs = []store.ObjectRef{}
+	}
+	b, err := json.Marshal(refs)
+	return string(b), err
 }

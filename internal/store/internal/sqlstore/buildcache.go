@@ -1,0 +1,92 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
+)
+
+const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
+
+// PutBuildCache implements store.TemplateBuildStore.
+func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) error {
+	t := sqldb.Now()
+	_, err := s.db.Exec(ctx, `INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, key) DO UPDATE SET snapshot_id = excluded.snapshot_id, ready = excluded.ready,
+			used_at = excluded.used_at`,
+		e.OrgID, e.Key, e.SnapshotID, e.Ready, s.db.Time(sqldb.Or(e.CreatedAt, t)), s.db.Time(sqldb.Or(e.UsedAt, t)))
+	if err != nil {
+		return fmt.Errorf("put build cache %q: %w", e.Key, err)
+	}
+	return nil
+}
+
+// GetBuildCache implements store.TemplateBuildStore.
+func (s *Store) GetBuildCache(ctx context.Context, orgID, key string) (store.BuildCacheEntry, error) {
+	return sqldb.One(ctx, s.db, s.db.Decoder().BuildCache, "build cache entry", key,
+		`SELECT `+cacheCols+` FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key)
+}
+
+// ListBuildCache implements store.TemplateBuildStore.
+func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.BuildCacheEntry, error) {
+	q, args := `SELECT `+cacheCols+` FROM template_build_cache`, []any{}
+	if orgID != "" {
+		q, args = q+` WHERE org_id = ?`, append(args, orgID)
+	}
+	es, err := sqldb.All(ctx, s.db, s.db.Decoder().BuildCache, q+` ORDER BY used_at, key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list build cache: %w", err)
+	}
+	return es, nil
+}
+
+// DeleteBuildCache implements store.TemplateBuildStore.
+func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key); err != nil {
+		return fmt.Errorf("delete build cache %q: %w", key, err)
+	}
+	return nil
+}
+
+const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
+
+// PutRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCredential) error {
+	t := sqldb.Now()
+	_, err := s.db.Exec(ctx, `INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (org_id, registry) DO UPDATE SET username = excluded.username, sealed = excluded.sealed,
+			kind = excluded.kind, updated_at = excluded.updated_at`,
+		c.OrgID, c.Registry, c.Username, nonNilBytes(c.Sealed), c.Kind,
+		s.db.Time(sqldb.Or(c.CreatedAt, t)), s.db.Time(sqldb.Or(c.UpdatedAt, t)))
+	if err != nil {
+		return fmt.Errorf("put registry credential %q: %w", c.Registry, err)
+	}
+	return nil
+}
+
+// GetRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry string) (store.RegistryCredential, error) {
+	return sqldb.One(ctx, s.db, s.db.Decoder().Credential, "registry credential", registry,
+		`SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
+}
+
+// ListRegistryCredentials implements store.TemplateBuildStore.
+func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
+	cs, err := sqldb.All(ctx, s.db, s.db.Decoder().Credential,
+		`SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("list registry credentials: %w", err)
+	}
+	return cs, nil
+}
+
+// DeleteRegistryCredential implements store.TemplateBuildStore.
+func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry string) error {
+	n, err := s.db.Exec(ctx, `DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
+	if err != nil {
+		return fmt.Errorf("delete registry credential %q: %w", registry, err)
+	}
+	return sqldb.Found(n, fmt.Sprintf("registry credential %q", registry))
+}

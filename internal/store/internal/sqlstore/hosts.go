@@ -1,0 +1,40 @@
+// This file is the part of store.ClusterStore that is the same in
+// both SQL stores: reading hosts and releasing a lease. Each store keeps
+// the writes whose locking differs (registration, heartbeats, state moves,
+// acquiring leases), ListLeases (the dialects cut a prefix differently)
+// and LockKey.
+
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
+)
+
+// GetHost returns ErrNotFound if absent.
+func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error) {
+	return sqldb.One(ctx, s.db, s.db.Decoder().Host, "host", id, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id)
+}
+
+// ListHosts returns every host, by ID.
+func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
+	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	return out, nil
+}
+
+// ReleaseLease gives up holder's lease; see store.ClusterStore.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	at := s.db.Time(sqldb.Now())
+	if _, err := s.db.Exec(ctx, `UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
+		at, name, holder, at); err != nil {
+		return s.db.Err(fmt.Sprintf("release lease %q", name), err)
+	}
+	return nil
+}
