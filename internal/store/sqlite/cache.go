@@ -18,9 +18,8 @@ import (
 // Whether the database changed is SQLite's own answer, not ours: before
 // every lookup the cache asks PRAGMA data_version on a connection of its
 // own, which changes whenever any other connection — this Store's writer,
-// or another process sharing the file — has committed since the last ask
-// (https://sqlite.org/pragma.html#pragma_data_version). A change empties
-// the cache. So a hit is only served when nothing was committed since the
+// or another process sharing the file — has committed since the last ask.
+// A change empties the cache. So a hit is only served when nothing was committed since the
 // record was read, and a record read while a commit landed never enters
 // the cache (gen). If the pragma fails the cache is emptied and bypassed.
 type readCache struct {
