@@ -19,9 +19,17 @@ type ReadyError struct {
 	Timeout time.Duration
 	// Last is the last attempt's outcome ("exit 1: connection refused").
 	Last string
+	// Answer is the last outcome the command itself gave (its exit status
+	// and output) when the last attempt gave none, e.g. because the
+	// deadline cut it: on a loaded host that is the common case, and the
+	// command's own words are what says why it failed.
+	Answer string
 }
 
 func (e *ReadyError) Error() string {
+	if e.Answer != "" {
+		return fmt.Sprintf("ready_cmd did not pass within %s (last attempt: %s; last answer: %s)", e.Timeout, e.Last, e.Answer)
+	}
 	return fmt.Sprintf("ready_cmd did not pass within %s (last attempt: %s)", e.Timeout, e.Last)
 }
 
@@ -66,11 +74,15 @@ func (s *Service) startTemplateProcesses(ctx context.Context, ag *agentclient.Cl
 // timeout.
 func waitReady(ctx context.Context, ag *agentclient.Client, argv []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	last := "never ran"
+	last, answer := "never ran", ""
 	for {
 		left := time.Until(deadline)
 		if left <= 0 {
-			return &ReadyError{Timeout: timeout, Last: last}
+			e := &ReadyError{Timeout: timeout, Last: last}
+			if answer != last {
+				e.Answer = answer
+			}
+			return e
 		}
 		var out strings.Builder
 		collect := func(b []byte) {
@@ -93,6 +105,7 @@ func waitReady(ctx context.Context, ag *agentclient.Client, argv []string, timeo
 			if o := strings.TrimSpace(out.String()); o != "" {
 				last += ": " + o
 			}
+			answer = last
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
