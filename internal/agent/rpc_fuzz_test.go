@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -114,19 +115,33 @@ func (cc confinedConn) Receive(msg any) error {
 	return nil
 }
 
-// rewrite walks m and its nested messages.
+// rewrite walks m and its nested messages. It visits every path field
+// the message type has, set or not: an unset path is the user's home,
+// which on the host running the fuzzer is /root, and a Move or Remove of
+// it there must never happen.
 func (c confine) rewrite(m protoreflect.Message) {
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if fd.IsList() || fd.IsMap() {
+			continue
+		}
 		switch {
-		case fd.Kind() == protoreflect.MessageKind && !fd.IsList() && !fd.IsMap():
-			c.rewrite(v.Message())
-		case fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap():
+		case fd.Kind() == protoreflect.MessageKind:
+			if m.Has(fd) {
+				c.rewrite(m.Get(fd).Message())
+			}
+		case fd.Kind() == protoreflect.StringKind:
+			if od := fd.ContainingOneof(); od != nil {
+				if in := m.WhichOneof(od); in != nil && in != fd {
+					continue // another member of its oneof is the one in use
+				}
+			}
 			switch fd.Name() {
 			case "path", "source", "destination", "cwd":
-				// An empty path is the user's home (/root here): it goes
-				// to a place of its own too (FuzzResolvePath covers the
-				// agent's resolution of it).
-				p := v.String()
+				// An empty path goes to a place of its own in the jail
+				// (FuzzResolvePath covers the agent's resolution of it).
+				p := m.Get(fd).String()
 				if p == "" {
 					p = "/empty"
 				}
@@ -135,8 +150,7 @@ func (c confine) rewrite(m protoreflect.Message) {
 				m.Set(fd, protoreflect.ValueOfString("/bin/true"))
 			}
 		}
-		return true
-	})
+	}
 }
 
 // tree lists the jail: every path with its mode and size.
@@ -144,6 +158,9 @@ func (z *rpcFuzzer) tree(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	err := filepath.WalkDir(z.jail, func(p string, d fs.DirEntry, err error) error {
+		if p == z.jail && errors.Is(err, fs.ErrNotExist) {
+			return nil // a Remove of "/" took the jail itself: an empty tree
+		}
 		if err != nil {
 			return err
 		}
