@@ -254,15 +254,26 @@ async function toError(resp: Response): Promise<ApiError> {
   return new ApiError(resp.status, `http_${resp.status}`, text.trim() || resp.statusText);
 }
 
-/** Sends one request and returns the raw response when it is a 2xx. */
+/**
+ * Sends one request and returns the raw response when it is a 2xx. A GET
+ * that fails on the network is sent once more after a short pause: a
+ * browser drops requests in flight when the machine's network changes (a
+ * laptop's Wi-Fi, or a sandbox's interface appearing on the host the browser
+ * runs on), and a read is safe to repeat. Writes are never repeated.
+ */
 export async function raw(method: string, path: string, body?: BodyInit, contentType?: string): Promise<Response> {
+  const send = () => fetch(path, {
+    method,
+    body,
+    headers: headers(contentType ? { "Content-Type": contentType } : undefined),
+    cache: "no-store",
+  });
   let resp: Response;
   try {
-    resp = await fetch(path, {
-      method,
-      body,
-      headers: headers(contentType ? { "Content-Type": contentType } : undefined),
-      cache: "no-store",
+    resp = await send().catch(async (e: unknown) => {
+      if (method !== "GET") throw e;
+      await new Promise((r) => setTimeout(r, 250));
+      return send();
     });
   } catch (e) {
     throw new ApiError(0, "network_error", `ptd cannot be reached: ${(e as Error).message}`);
