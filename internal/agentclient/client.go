@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -498,6 +499,9 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, co
 		return resp, nil
 	}
 	defer drain(resp.Body)
+	if unreadRequest(resp.StatusCode, resp.Header) {
+		return nil, fmt.Errorf("%w: %s", sandbox.ErrUnavailable, unreadMsg)
+	}
 	var eb struct {
 		Message string `json:"message"`
 	}
@@ -507,6 +511,20 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, co
 		msg = eb.Message
 	}
 	return nil, fmt.Errorf("%s: %w", msg, statusCategory(resp.StatusCode))
+}
+
+// unreadMsg says what an unreadRequest answer means to the caller.
+const unreadMsg = "the agent could not read the request, so nothing ran; retry"
+
+// unreadRequest reports whether an answer is the agent's HTTP server
+// refusing a request it could not parse: a 400 in plain text, never in the
+// JSON (or Connect end-of-stream) every handler of pt-agent answers with.
+// No handler ran, so the call is safe to repeat and the caller's request
+// was not at fault: it is unavailability, not bad input. bench/load saw
+// such answers under heavy load (docs/ARCHITECTURE.md, "Under load").
+func unreadRequest(status int, h http.Header) bool {
+	ct, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return status == http.StatusBadRequest && ct == "text/plain"
 }
 
 func statusCategory(status int) error {
@@ -537,6 +555,13 @@ func rpcErr(ctx context.Context, op string, err error) error {
 	var ce *connect.Error
 	if !errors.As(err, &ce) || brokenConn(err) {
 		return transportErr(ctx, op, err)
+	}
+	if ce.Code() == connect.CodeInternal && (ce.Message() == "HTTP status 400 Bad Request" || ce.Message() == "400 Bad Request") {
+		// connect-go's words for a plain 400 on a stream and on a unary
+		// call: the answer unreadRequest describes (connect-go keeps no
+		// headers of it to look at). pt-agent's Connect handlers answer
+		// their own errors with a code, never in these words.
+		return fmt.Errorf("%s: %w: %s", op, sandbox.ErrUnavailable, unreadMsg)
 	}
 	var cat error
 	switch ce.Code() {

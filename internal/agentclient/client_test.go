@@ -472,3 +472,44 @@ func TestInitRedials(t *testing.T) {
 		t.Fatalf("agent got %q", g)
 	}
 }
+
+// TestUnreadRequestIsUnavailable: when pt-agent's HTTP server cannot parse
+// a request it answers a plain-text 400 before any handler runs (seen under
+// heavy load). That is not the caller's bad input: the call answers
+// ErrUnavailable (503, safe to retry), for a stream and a plain endpoint.
+func TestUnreadRequestIsUnavailable(t *testing.T) {
+	ctx := testCtx(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf)
+				// What net/http's server writes for a request it cannot parse.
+				_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
+			}()
+		}
+	}()
+	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	for name, call := range map[string]func() error{
+		"exec":   func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
+		"stat":   func() error { _, err := c.Stat(ctx, "/"); return err },
+		"upload": func() error { return c.Upload(ctx, "/tmp/x", strings.NewReader("x")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := call()
+			if !errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, sandbox.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want ErrUnavailable only", err)
+			}
+		})
+	}
+}
