@@ -105,6 +105,10 @@ const (
 	MetaPool = "pt_pool"
 	// MetaPoolReady marks a pooled sandbox claimable ("1").
 	MetaPoolReady = "pt_pool_ready"
+	// MetaPoolClaim marks a pooled sandbox a create is taking (the time
+	// the claim began, RFC 3339): no longer claimable, not yet the
+	// caller's. One left there by a crash is discarded.
+	MetaPoolClaim = "pt_pool_claim"
 	// MetaSessionID names the session a sandbox serves.
 	MetaSessionID = "pt_session_id"
 )

@@ -212,6 +212,17 @@ type Store interface {
 	// as is. ErrNotFound if absent (or in another org); ErrConflict if fn
 	// gave the sandbox a name another live sandbox of its org holds.
 	ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error)
+	// AdoptSandbox hands a running sandbox of fromOrgID (a warm pool's) to
+	// s.OrgID, in one transaction: it writes s over the record with s.ID if
+	// that is still in fromOrgID at s.Version — the new org, project,
+	// parent, name, env, metadata, lifecycle fields and CreatedAt included
+	// (state, size and host fields are kept as stored) — moves the
+	// sandbox's sandbox-scoped tokens along, and records an
+	// EventStateChanged from creating to the stored state in the new org,
+	// as a create that booted would have. Version+1, UpdatedAt now.
+	// ErrNotFound if absent or no longer in fromOrgID; ErrConflict on a
+	// version mismatch or a name another live sandbox of the org holds.
+	AdoptSandbox(ctx context.Context, fromOrgID string, s sandbox.Sandbox) (sandbox.Sandbox, error)
 	// ListSandboxes returns one page and the total matching count, both read
 	// from one snapshot.
 	ListSandboxes(ctx context.Context, o ListOptions) (rows []sandbox.Sandbox, total int, err error)

@@ -218,3 +218,46 @@ func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
 	}
 	return out, nil
 }
+
+// AdoptSandbox implements store.Store (the row locked FOR UPDATE).
+func (s *Store) AdoptSandbox(ctx context.Context, fromOrgID string, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	var out sandbox.Sandbox
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		cur, err := getOne(tx.QueryRow(ctx, `SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE id = $1 FOR UPDATE`, sb.ID),
+			dec.Sandbox, "sandbox", sb.ID)
+		if err != nil {
+			return err
+		}
+		if sb, err = checks.SandboxAdopt(cur, fromOrgID, sb); err != nil {
+			return err
+		}
+		docs, err := codec.EncodeSandbox(sb)
+		if err != nil {
+			return fmt.Errorf("adopt sandbox %q: %w", sb.ID, err)
+		}
+		t := now()
+		out, err = dec.Sandbox(tx.QueryRow(ctx, `UPDATE sandboxes SET org_id = $1, project_id = $2, parent_id = $3, name = $4,
+				env = $5, metadata = $6, lifecycle = $7, created_at = $8, updated_at = $9, version = version + 1
+			WHERE id = $10 RETURNING `+rowscan.SandboxCols,
+			sb.OrgID, sb.ProjectID, sb.ParentID, sb.Name, docs.Env, docs.Meta, docs.Lifecycle,
+			ts(sb.CreatedAt, t), t, sb.ID))
+		if isUnique(err) {
+			return fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
+		}
+		if err != nil {
+			return wrap(fmt.Sprintf("adopt sandbox %q", sb.ID), err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tokens SET org_id = $1, project_id = $2 WHERE sandbox_id = $3`, sb.OrgID, sb.ProjectID, sb.ID); err != nil {
+			return wrap(fmt.Sprintf("adopt sandbox %q: tokens", sb.ID), err)
+		}
+		data, err := json.Marshal(store.StateChange{From: sandbox.StateCreating, To: out.State})
+		if err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, sb.OrgID, sb.ID, store.EventStateChanged, string(data), t)
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}

@@ -256,3 +256,49 @@ func (s *Store) SandboxTotals(ctx context.Context) ([]store.StateTotal, error) {
 	}
 	return out, nil
 }
+
+// AdoptSandbox implements store.Store.
+func (s *Store) AdoptSandbox(ctx context.Context, fromOrgID string, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	var out sandbox.Sandbox
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getSandbox(ctx, tx, sb.ID)
+		if err != nil {
+			return err
+		}
+		if sb, err = checks.SandboxAdopt(cur, fromOrgID, sb); err != nil {
+			return err
+		}
+		docs, err := codec.EncodeSandbox(sb)
+		if err != nil {
+			return fmt.Errorf("adopt sandbox %q: %w", sb.ID, err)
+		}
+		t := sandbox.FormatTime(now())
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET org_id = ?, project_id = ?, parent_id = ?, name = ?,
+				env = ?, metadata = ?, lifecycle = ?, created_at = ?, updated_at = ?, version = version + 1
+			WHERE id = ?`,
+			sb.OrgID, sb.ProjectID, sb.ParentID, sb.Name, docs.Env, docs.Meta, docs.Lifecycle,
+			formatTime(sb.CreatedAt, now()), t, sb.ID); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+				return fmt.Errorf("sandbox %q: name %q is taken by a live sandbox: %w", sb.ID, sb.Name, store.ErrConflict)
+			}
+			return fmt.Errorf("adopt sandbox %q: %w", sb.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET org_id = ?, project_id = ? WHERE sandbox_id = ?`, sb.OrgID, sb.ProjectID, sb.ID); err != nil {
+			return fmt.Errorf("adopt sandbox %q: tokens: %w", sb.ID, err)
+		}
+		data, err := json.Marshal(store.StateChange{From: sandbox.StateCreating, To: sb.State})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO events (org_id, sandbox_id, type, data, created_at) VALUES (?, ?, ?, ?, ?)`,
+			sb.OrgID, sb.ID, store.EventStateChanged, string(data), t); err != nil {
+			return fmt.Errorf("adopt sandbox %q: event: %w", sb.ID, err)
+		}
+		out, err = getSandbox(ctx, tx, sb.ID)
+		return err
+	})
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return out, nil
+}

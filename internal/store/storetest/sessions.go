@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,79 @@ func testClaimPool(t *testing.T, s store.Store) {
 		wantErr(t, "ListPools", err, nil)
 		if len(ps) != 1 || ps[0].MinReady != 1 || ps[0].Max != 3 {
 			t.Errorf("ListPools = %+v", ps)
+		}
+	})
+}
+
+// testAdoptSandbox pins the hand-over of a warm pool's sandbox to a
+// create: the record takes the caller's ownership and settings, keeps its
+// host and size, its token moves along, the new org sees it come up as a
+// create would (creating → running), and a stale or stolen claim changes
+// nothing.
+func testAdoptSandbox(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	pool, org := sandbox.NewID(sandbox.PrefixOrg), sandbox.NewID(sandbox.PrefixOrg)
+	pooled := newSandbox(pool, base)
+	pooled.Name, pooled.State = "", sandbox.StateRunning
+	pooled.Metadata = map[string]string{store.MetaPool: "busybox", store.MetaPoolClaim: "x"}
+	wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, pooled), nil)
+	wantErr(t, "CreateToken", s.CreateToken(ctx, store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: pool,
+		Role: store.RoleSandbox, Hash: pooled.ID, SandboxID: pooled.ID}), nil)
+	cur, err := s.GetSandbox(ctx, pool, pooled.ID)
+	wantErr(t, "GetSandbox", err, nil)
+
+	mine := cur
+	mine.OrgID, mine.ProjectID, mine.ParentID, mine.Name = org, "prj_x", "sbx_parent", "mine"
+	mine.Env, mine.Metadata = map[string]string{"A": "1"}, map[string]string{"team": "x"}
+	mine.CreatedAt = base.Add(time.Hour)
+	mine.ExpiresAt, mine.TTLMs = ptr(base.Add(2*time.Hour)), 3_600_000
+	mine.State, mine.CPU, mine.HostID = sandbox.StateFailed, 99, "elsewhere" // not the caller's to change
+
+	stale := mine
+	stale.Version++
+	_, err = s.AdoptSandbox(ctx, pool, stale)
+	wantErr(t, "adopt at a stale version", err, store.ErrConflict)
+	_, err = s.AdoptSandbox(ctx, sandbox.NewID(sandbox.PrefixOrg), mine)
+	wantErr(t, "adopt from another org", err, store.ErrNotFound)
+
+	got, err := s.AdoptSandbox(ctx, pool, mine)
+	wantErr(t, "AdoptSandbox", err, nil)
+	want := mine
+	want.State, want.CPU, want.HostID = cur.State, cur.CPU, cur.HostID
+	want.Version, want.CreatedAt, want.UpdatedAt = cur.Version+1, stored(mine.CreatedAt), got.UpdatedAt
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("adopted (-want +got):\n%s", diff)
+	}
+	if back, err := s.GetSandbox(ctx, org, pooled.ID); err != nil || !cmp.Equal(back, got) {
+		t.Errorf("read back in the new org: %v, %+v", err, back)
+	}
+	_, err = s.GetSandbox(ctx, pool, pooled.ID)
+	wantErr(t, "read in the pool's org", err, store.ErrNotFound)
+	tok, err := s.TokenByHash(ctx, pooled.ID)
+	wantErr(t, "TokenByHash", err, nil)
+	if tok.OrgID != org || tok.ProjectID != "prj_x" {
+		t.Errorf("token moved to %s/%s, want %s/prj_x", tok.OrgID, tok.ProjectID, org)
+	}
+	evs, err := s.ListEvents(ctx, store.EventQuery{OrgID: org, SandboxID: pooled.ID})
+	wantErr(t, "ListEvents", err, nil)
+	if len(evs) != 1 || evs[0].Type != store.EventStateChanged ||
+		!strings.Contains(string(evs[0].Data), `"from":"creating"`) || !strings.Contains(string(evs[0].Data), `"to":"running"`) {
+		t.Errorf("the new org's events = %+v, want one state change creating → running", evs)
+	}
+	_, err = s.AdoptSandbox(ctx, pool, got)
+	wantErr(t, "adopt twice", err, store.ErrNotFound)
+
+	t.Run("a name the org's live sandbox holds", func(t *testing.T) {
+		other := newSandbox(pool, base)
+		other.Name, other.State = "", sandbox.StateRunning
+		wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, other), nil)
+		cur, _ := s.GetSandbox(ctx, pool, other.ID)
+		taken := cur
+		taken.OrgID, taken.Name = org, "mine"
+		_, err := s.AdoptSandbox(ctx, pool, taken)
+		wantErr(t, "adopt under a taken name", err, store.ErrConflict)
+		if back, _ := s.GetSandbox(ctx, pool, other.ID); back.OrgID != pool || back.Version != cur.Version {
+			t.Errorf("a refused adoption changed the sandbox: %+v", back)
 		}
 	})
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Snapshots", testSnapshots},
 		{"Sessions", testSessions},
 		{"ClaimPool", testClaimPool},
+		{"AdoptSandbox", testAdoptSandbox},
 		{"CloseTwice", testCloseTwice},
 		{"Projects", testProjects},
 		{"OrgQuotasAndUsage", testOrgQuotasAndUsage},

@@ -73,3 +73,24 @@ func SandboxPurge(id, state string, err, noRows error) error {
 	}
 	return nil
 }
+
+// SandboxAdopt is AdoptSandbox's condition on the stored cur: still in
+// fromOrgID, at sb's version. It returns the record to write: sb's
+// ownership, naming, env, metadata, lifecycle fields and CreatedAt over
+// cur's state, size and host fields.
+func SandboxAdopt(cur sandbox.Sandbox, fromOrgID string, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	if cur.OrgID != fromOrgID {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", sb.ID, store.ErrNotFound)
+	}
+	if cur.Version != sb.Version {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: version %d, stored %d: %w", sb.ID, sb.Version, cur.Version, store.ErrConflict)
+	}
+	out := sb
+	out.State, out.Reason = cur.State, cur.Reason
+	out.Template, out.TemplateVersionID = cur.Template, cur.TemplateVersionID
+	out.CPU, out.RAMMB, out.DiskGB = cur.CPU, cur.RAMMB, cur.DiskGB
+	out.HostID, out.Address, out.AgentToken = cur.HostID, cur.Address, cur.AgentToken
+	out.Runtime, out.LastStart, out.Live = cur.Runtime, cur.LastStart, cur.Live
+	out.APIToken, out.DeletedAt = cur.APIToken, cur.DeletedAt
+	return out, nil
+}
