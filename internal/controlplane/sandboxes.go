@@ -194,7 +194,7 @@ const LastStartKey = "last_start"
 // them). A user may read and filter on them but never set them: a forged
 // pt_pool_ready would make a user's sandbox claimable by another org's
 // session, and a patch keeps them (see Update).
-var platformMetadataKeys = []string{store.MetaPool, store.MetaPoolReady, store.MetaSessionID}
+var platformMetadataKeys = []string{store.MetaPool, store.MetaPoolReady, store.MetaPoolClaim, store.MetaSessionID}
 
 // validateUserMetadata is validateMetadata for metadata a caller sends:
 // the platform's own keys are refused too.
@@ -349,6 +349,23 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if len(sshKeys) > 0 {
 		sb.SSHKeys = sshKeys
 	}
+	if ttl > 0 {
+		exp := now.Add(ttl)
+		sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &exp, sandbox.ExpireDelete, ttl.Milliseconds()
+	}
+	if warmEligible(p, r, src != nil, custom != nil, sshKeys) {
+		sb.TemplateVersionID = r.TemplateVersionID
+		warm, ok, err := s.claimWarm(ctx, sb)
+		switch {
+		case errors.Is(err, store.ErrConflict) && r.Name != "":
+			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
+		case err != nil:
+			return sandbox.Sandbox{}, err
+		case ok:
+			return s.created(ctx, warm), nil
+		}
+	}
+	sb.Start = sandbox.StartCold
 	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -359,10 +376,6 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	sb.TemplateVersionID = r.TemplateVersionID
-	if ttl > 0 {
-		exp := now.Add(ttl)
-		sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &exp, sandbox.ExpireDelete, ttl.Milliseconds()
-	}
 	if src != nil {
 		sb.SourceSnapshotID, sb.TemplateVersionID = src.ID, src.Source.TemplateVersionID
 	}
@@ -382,11 +395,17 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	sb.Version = 1
-	s.event(ctx, sb, "created", map[string]any{"cpu": sb.CPU, "ram_mb": sb.RAMMB, "disk_gb": sb.DiskGB})
-	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template)
 	s.goBackgroundFor(ctx, func(ctx context.Context) { s.provision(ctx, sb.ID) })
+	return s.created(ctx, sb), nil
+}
+
+// created records and logs a create that stored sb (booting cold, or
+// handed a warm one) and returns sb as the API shows it.
+func (s *Service) created(ctx context.Context, sb sandbox.Sandbox) sandbox.Sandbox {
+	s.event(ctx, sb, "created", map[string]any{"cpu": sb.CPU, "ram_mb": sb.RAMMB, "disk_gb": sb.DiskGB})
+	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "org", sb.OrgID, "template", sb.Template, "start", sb.Start)
 	s.derive(ctx, &sb)
-	return sb, nil
+	return sb
 }
 
 // idempotentSandbox finds the sandbox of p's org a keyed create tagged

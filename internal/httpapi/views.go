@@ -47,6 +47,10 @@ type sandboxView struct {
 	Restore      *string `json:"restore,omitempty"`
 	RAMRestored  *bool   `json:"ram_restored,omitempty"`
 	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
+	// Start is how the create got the sandbox running: "warm" (handed a
+	// sandbox a warm pool booted ahead) or "cold" (docs/sessions.md,
+	// "Warm creates").
+	Start string `json:"start,omitempty"`
 	// Progress shows how far an archive or restore got.
 	Progress *sandbox.Progress `json:"progress,omitempty"`
 	// Network is the egress policy (the default spelled out).
@@ -88,6 +92,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	v.SSHKeyFingerprints = controlplane.SSHKeyFingerprints(sb.SSHKeys)
 	v.Network = viewNetwork(sb)
 	v.Progress = sb.Progress
+	v.Start = sb.Start
 	v.Runtime = sb.Runtime
 	if v.Runtime == "" {
 		v.Runtime = "runc"

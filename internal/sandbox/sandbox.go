@@ -126,6 +126,11 @@ type Sandbox struct {
 	IdempotencyTag string `json:"-"`
 	// Live is the live-resize headroom recorded at the last boot.
 	Live *LiveHeadroom `json:"live,omitempty"`
+	// Start says how the create got the sandbox running: StartWarm (a
+	// warm pool's sandbox, booted ahead and handed over) or StartCold
+	// (booted for this create). Empty for sandboxes made before it was
+	// recorded.
+	Start string `json:"start,omitempty"`
 	// NoAutoResume turns off starting the sandbox from preview traffic
 	// (docs/lifecycle.md, "Auto-resume"; the API field is auto_resume, default true).
 	NoAutoResume bool `json:"no_auto_resume,omitempty"`
@@ -200,6 +205,12 @@ const (
 const (
 	RestoreMemory   = "memory"
 	RestoreDiskOnly = "disk_only"
+)
+
+// How a create got its sandbox running (Sandbox.Start).
+const (
+	StartWarm = "warm"
+	StartCold = "cold"
 )
 
 // LastStart is what a start that reached running brought back.

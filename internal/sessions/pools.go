@@ -272,6 +272,15 @@ func (s *Service) refillPools(ctx context.Context) {
 			case sandbox.StateDeleting:
 				continue
 			}
+			if at, claimed := sb.Metadata[store.MetaPoolClaim]; claimed {
+				// A create is taking it (controlplane/warm.go); one whose
+				// claim never finished (its ptd crashed) may have seen the
+				// caller's environment, so it is discarded, never reused.
+				if t, err := time.Parse(time.RFC3339, at); mine && (err != nil || time.Since(t) > claimGrace) {
+					s.core.DeleteWithReason(ctx, sb.ID, "pool_discarded")
+				}
+				continue
+			}
 			live = append(live, sb)
 			if poolReady(sb) {
 				if mine {
@@ -315,9 +324,15 @@ func (s *Service) addPooled(ctx context.Context, tpl string) error {
 	return nil
 }
 
-// preparePooled makes a running pooled sandbox claimable: it creates the
-// workspace directory, then sets pt_pool_ready. At most one preparation
-// per sandbox runs at a time.
+// claimGrace is how long a create's claim of a pooled sandbox may take
+// before the pool loop takes it for one a crash left half-done.
+const claimGrace = time.Minute
+
+// preparePooled makes a running pooled sandbox claimable once its agent
+// answers: it sets pt_pool_ready. Nothing is added to the guest, so a warm
+// create's sandbox is what a cold one would be; a session's workspace
+// directory is made when a session claims it. At most one preparation per
+// sandbox runs at a time.
 func (s *Service) preparePooled(id string) {
 	s.pools.mu.Lock()
 	if s.pools.preparing[id] {
@@ -333,12 +348,12 @@ func (s *Service) preparePooled(id string) {
 			s.pools.mu.Unlock()
 		}()
 		sb, err := s.store.GetSandbox(ctx, PoolOrgID, id)
-		if err != nil || sb.State != sandbox.StateRunning || poolReady(sb) {
+		if err != nil || sb.State != sandbox.StateRunning || poolReady(sb) || sb.Metadata[store.MetaPoolClaim] != "" {
 			return
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
 		defer cancel()
-		if err := s.makeWorkspaceDir(pctx, sb); err != nil {
+		if _, err := s.core.AgentFor(sb).Stat(pctx, "/"); err != nil {
 			s.log.WarnContext(ctx, "prepare pooled sandbox", "sandbox", id, "err", err)
 			s.core.DeleteWithReason(ctx, id, "pool_discarded")
 			return

@@ -81,9 +81,6 @@ func (s *Service) restoreWorkspace(ctx context.Context, ses Session, sb sandbox.
 		return err
 	}
 	if !has {
-		if ses.Warm {
-			return nil // pooled sandboxes have it already
-		}
 		return s.makeWorkspaceDir(ctx, sb)
 	}
 	rc, err := s.cfg.Objects.Get(ctx, s.cfg.WorkspaceBucket, workspaceKey(ses))

@@ -147,8 +147,11 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request) {
 // codeInterpreterPort is @e2b/code-interpreter's JUPYTER_PORT.
 const codeInterpreterPort = "49999"
 
-// codeInterpreterWait bounds waitListening for the code interpreter.
-const codeInterpreterWait = 20 * time.Second
+// codeInterpreterWait bounds waitListening for the code interpreter: under
+// the load of a full test run its Python server in a new gVisor sandbox took
+// more than 20 s to listen. It stays below the SDK's 60 s request timeout,
+// so a server that never comes up is still answered, not timed out.
+const codeInterpreterWait = 45 * time.Second
 
 // waitListening returns once addr accepts a connection, ctx ends or max
 // has passed (the request then goes on and fails as it would have).

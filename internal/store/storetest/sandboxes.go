@@ -36,6 +36,7 @@ func newSandbox(org string, at time.Time) sandbox.Sandbox {
 		TTLMs:             3_600_000,
 		GPUs:              2,
 		GPUModel:          "A100",
+		Start:             sandbox.StartCold,
 		Version:           1,
 		CreatedAt:         at,
 		UpdatedAt:         at,

@@ -95,6 +95,7 @@ type lifecycle struct {
 	SSHKeys        []string                  `json:"ssh_keys,omitempty"`
 	GPUs           int                       `json:"gpus,omitempty"`
 	GPUModel       string                    `json:"gpu_model,omitempty"`
+	Start          string                    `json:"start,omitempty"`
 }
 
 // EncodeLifecycle renders the record's lifecycle fields (expiry, last
@@ -109,7 +110,7 @@ func EncodeLifecycle(sb sandbox.Sandbox) (string, error) {
 		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
 		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
 		IdemTag: sb.IdempotencyTag, DeletedBy: sb.DeletedBy, SSHKeys: sb.SSHKeys,
-		GPUs: sb.GPUs, GPUModel: sb.GPUModel,
+		GPUs: sb.GPUs, GPUModel: sb.GPUModel, Start: sb.Start,
 	})
 	if err != nil {
 		return "", fmt.Errorf("lifecycle: %w", err)
@@ -133,6 +134,7 @@ func DecodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.IdempotencyTag, sb.DeletedBy = lc.IdemTag, lc.DeletedBy
 	sb.SSHKeys = lc.SSHKeys
 	sb.GPUs, sb.GPUModel = lc.GPUs, lc.GPUModel
+	sb.Start = lc.Start
 	return nil
 }
 
