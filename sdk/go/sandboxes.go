@@ -89,6 +89,10 @@ type Sandbox struct {
 	// DestroyedTTLExpired, …) are set once the sandbox is destroyed.
 	DestroyedAt     *time.Time `json:"destroyed_at,omitempty"`
 	DestroyedReason string     `json:"destroyed_reason,omitempty"`
+	// Start is how the create got the sandbox running: "warm" (handed a
+	// sandbox its template's warm pool booted ahead) or "cold" (booted for
+	// this create); empty for sandboxes made before it was recorded.
+	Start string `json:"start,omitempty"`
 
 	// Restore and RAMRestored say what the latest start brought back. They
 	// are set only while the sandbox is running after a start (nil before

@@ -341,8 +341,8 @@ function listQuery(i: ListSandboxesInput): URLSearchParams {
   return q;
 }
 
-/** The wire fields a handle carries (all of the record but `restore`, which is the snapshot-restore method there: see `restoreKind`). */
-export type SandboxFields = Omit<Sandbox, "restore">;
+/** The wire fields a handle carries (all of the record but `restore` and `start`, which are methods there: see `restoreKind` and `startKind`). */
+export type SandboxFields = Omit<Sandbox, "restore" | "start">;
 
 /** Record keys that must not shadow a handle's methods and helpers. */
 const reserved = new Set(Object.getOwnPropertyNames(Object.prototype));
@@ -383,6 +383,8 @@ export class SandboxHandle {
   /** What the latest start brought back (`memory` or `disk_only`), while running after a start. */
   restoreKind: "memory" | "disk_only" | undefined;
   ramRestored: boolean | undefined;
+  /** How the create got the sandbox running: `warm` (its template's warm pool booted it ahead) or `cold`. */
+  startKind: "warm" | "cold" | undefined;
 
   /** Files in the sandbox. */
   readonly files: Files;
@@ -441,6 +443,7 @@ export class SandboxHandle {
     if (rec.createdAt === undefined) self["createdAt"] = rec.created_at;
     this.restoreKind = rec.restore;
     this.ramRestored = rec.ram_restored;
+    this.startKind = rec.start;
     return this;
   }
 

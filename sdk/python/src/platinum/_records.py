@@ -127,6 +127,10 @@ class SandboxFields(Record):
     #: record's ``restore`` item (``restore`` is the snapshot call on handles).
     last_restore: field[str | None] = field(None, "restore")
     ram_restored: field[bool | None] = field(None)
+    #: How the create got the sandbox running: ``warm`` (its template's warm
+    #: pool booted it ahead) or ``cold``; the record's ``start`` item
+    #: (``start`` is the lifecycle call on handles).
+    start_kind: field[str | None] = field(None, "start")
     secret_names: field[list[str]] = field([])
     network: field[dict[str, Any] | None] = field(None)
     progress: field[dict[str, Any] | None] = field(None)

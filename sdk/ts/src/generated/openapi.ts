@@ -2609,6 +2609,11 @@ export interface components {
              * @enum {string}
              */
             runtime?: "runc" | "gvisor";
+            /**
+             * @description How the create got the sandbox running: `warm`, handed a sandbox its template's warm pool booted ahead (with this create's own id, env, metadata, retention and TTL); `cold`, booted for this create. Absent on sandboxes made before it was recorded.
+             * @enum {string}
+             */
+            start?: "warm" | "cold";
             network?: components["schemas"]["NetworkPolicy"];
             /** @description How far an archive or restore got; present only while one runs. */
             progress?: {
