@@ -137,6 +137,7 @@ func serve(ctx context.Context, args []string) error {
 	sesCfg.Pools, sesCfg.DefaultTemplate = cfg.pools, cfg.sessionTemplate
 	sesCfg.StopTimeout, sesCfg.Objects = cfg.sessionStopTimeout, cpCfg.Objects
 	ses := sessions.New(sesCfg, st, cp, tn, log.With("component", "sessions"))
+	cp.SetWarmPools(ses.PoolServes)
 	defer ses.Close() // before the core's: its work drives the core
 	cp.RunReconciler(ctx, cfg.reconcileInterval)
 	cp.RunTimers(ctx)

@@ -201,6 +201,9 @@ type Service struct {
 
 	agentMu sync.Mutex
 	agents  map[string]*agentclient.Client
+	// warmServes says whether a template's warm pool serves creates
+	// (SetWarmPools); nil: every pool does.
+	warmServes func(ctx context.Context, template string) bool
 
 	// noAgentInit skips the agent /init call (unit tests with a fake host).
 	noAgentInit bool

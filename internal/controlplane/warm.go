@@ -47,6 +47,9 @@ func warmEligible(p Principal, r CreateRequest, fromSnapshot, orgTemplate bool, 
 // none could be claimed), and the create boots cold; an error is the
 // caller's (quota, a taken name), with no sandbox claimed.
 func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sandbox.Sandbox, ok bool, err error) {
+	if s.warmServes != nil && !s.warmServes(ctx, want.Template) {
+		return sandbox.Sandbox{}, false, nil
+	}
 	cands, _, err := s.store.ListSandboxes(ctx, store.ListOptions{
 		OrgID: PoolOrgID, State: sandbox.StateRunning, Limit: warmCandidates,
 		Metadata: map[string]string{store.MetaPool: want.Template, store.MetaPoolReady: "1"},
@@ -83,6 +86,14 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sand
 		s.log.WarnContext(ctx, "warm claim failed; the pooled sandbox is discarded", "sandbox", reserved.ID, "err", err)
 	}
 	return sandbox.Sandbox{}, false, nil
+}
+
+// SetWarmPools tells warm creates whether a template's pool serves
+// creates: one set to hold nothing is being drained, and a create then
+// boots cold rather than take what the drain is about to delete. Unset,
+// any ready pooled sandbox may be claimed. Call it before serving.
+func (s *Service) SetWarmPools(serves func(ctx context.Context, template string) bool) {
+	s.warmServes = serves
 }
 
 // errPoolTaken is reservePooled's refusal: the sandbox is no longer a

@@ -74,6 +74,14 @@ func (s *Service) poolSettings(ctx context.Context) (map[string]PoolStatus, erro
 	return out, nil
 }
 
+// PoolServes reports whether template's pool is set to hold sandboxes
+// (max > 0), i.e. whether its ready sandboxes may serve creates; a pool
+// set to hold none is being drained (controlplane.SetWarmPools).
+func (s *Service) PoolServes(ctx context.Context, template string) bool {
+	ps, err := s.poolSettings(ctx)
+	return err == nil && ps[template].Max > 0
+}
+
 // pooled lists the live pooled sandboxes by template.
 func (s *Service) pooled(ctx context.Context) (map[string][]sandbox.Sandbox, error) {
 	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: PoolOrgID})
