@@ -18,8 +18,16 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 	c := newClient(t)
 	ensureTemplate(t, c, sessionTemplate)
 	drainPool(t, c)
-	setPool(t, c, 2, 2)
-	waitPoolReady(t, c, 2)
+	setPool(t, c, 3, 3)
+	waitPoolReady(t, c, 3)
+
+	// The guide's example (docs/sessions.md, "Warm creates").
+	status, gb := guideCurl(t, guideExample(t, "sessions.md#warm-create"), nil)
+	if g := jsonMap(gb); status != 201 || g["start"] != "warm" || g["state"] != "running" {
+		t.Fatalf("the guide's warm create: %d %s", status, gb)
+	} else {
+		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+g["id"].(string), nil) })
+	}
 
 	body := func() map[string]any {
 		return map[string]any{"template": sessionTemplate, "name": "warm-" + randHex(4), "ttl_ms": 600000, "type": "dev",
