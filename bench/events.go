@@ -30,10 +30,7 @@ var (
 // GET /v1/events?format=json round trip: what a poller pays per look
 // before its poll interval is even counted.
 func eventsBench(c *benchkit.Client, n int) error {
-	if err := c.EnsureTemplate("busybox"); err != nil {
-		return err
-	}
-	id, err := c.Create("busybox")
+	id, err := c.EnsureCreate("busybox")
 	if err != nil {
 		return err
 	}

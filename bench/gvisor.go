@@ -98,17 +98,8 @@ func runtimeBench(c *benchkit.Client, n int, dataDir string) error {
 
 // createClass makes a running busybox sandbox of the runtime class.
 func createClass(c *benchkit.Client, class string, ramMB int) (string, error) {
-	st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{
+	return c.CreateRunning(class, map[string]any{
 		"template": "busybox", "runtime": class, "cpu": 1, "ram_mb": ramMB, "disk_gb": 1})
-	if err != nil || st != 201 {
-		return "", fmt.Errorf("create %s: %d %s %v", class, st, b, err)
-	}
-	var m struct{ ID, State string }
-	json.Unmarshal(b, &m)
-	if m.State != "running" {
-		return "", fmt.Errorf("create %s: %s", class, b)
-	}
-	return m.ID, nil
 }
 
 // waitFile waits until path exists in the sandbox.

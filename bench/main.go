@@ -110,16 +110,11 @@ func run() error {
 			}
 		}()
 	}
-	root, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--webhook-allow-private", "--log-level", *logLevel}})
+	d, c, err := benchkit.StartPtd("--webhook-allow-private", "--log-level", *logLevel)
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
-	c := &benchkit.Client{URL: d.URL, Token: d.Token}
 	if *onlyColdCreate {
 		fmt.Printf("Platinum cold create bench: %d runs per class, %s\n", *n, time.Now().UTC().Format(time.RFC3339))
 		return coldCreateBench(c, *n, d.Log)

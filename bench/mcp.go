@@ -29,10 +29,7 @@ var (
 // MCP server holds a command's whole output): the streamed /v1 exec is
 // measured beside the buffered baseline to tell the two costs apart.
 func mcpBench(c *benchkit.Client, d *ptdtest.Daemon, runs int) error {
-	if err := c.EnsureTemplate("busybox"); err != nil {
-		return err
-	}
-	id, err := c.Create("busybox")
+	id, err := c.EnsureCreate("busybox")
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 var (
@@ -45,16 +44,11 @@ var (
 // first answer from the template's server (2 s to start), booted cold and restored from
 // the template's started-state snapshot (gVisor), interleaved.
 func templatesBench(runs int) error {
-	root, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--image-registry-allow-private", "--log-level", "info"}})
+	d, c, err := benchkit.StartPtd("--image-registry-allow-private", "--log-level", "info")
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
-	c := &benchkit.Client{URL: d.URL, Token: d.Token}
 	if err := c.EnsureTemplate("busybox"); err != nil {
 		return err
 	}

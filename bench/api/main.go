@@ -17,12 +17,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 func main() {
@@ -39,20 +37,12 @@ func run() error {
 	busy := flag.Int("busy", 0, "sandboxes spinning a busy loop during the measurement")
 	weight := flag.Int("sandbox-cpu-weight", 20, "ptd's --sandbox-cpu-weight (0 leaves the sandboxes' cgroup at the default weight)")
 	flag.Parse()
-	root, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, ExtraArgs: []string{"--log-level", "warn", "--sandbox-cpu-weight", fmt.Sprint(*weight)}})
+	d, c, err := benchkit.StartPtd("--log-level", "warn", "--sandbox-cpu-weight", fmt.Sprint(*weight))
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
-	c := &benchkit.Client{URL: d.URL, Token: d.Token}
-	if err := c.EnsureTemplate("busybox"); err != nil {
-		return err
-	}
-	id, err := c.Create("busybox")
+	id, err := c.EnsureCreate("busybox")
 	if err != nil {
 		return err
 	}

@@ -12,12 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 func main() {
@@ -38,26 +36,19 @@ func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "busybox", "template")
 	flag.Parse()
-	root, err := filepath.Abs(".")
+	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "daytona"), filepath.Join("@daytonaio", "sdk"))
 	if err != nil {
 		return err
 	}
-	sdkDir := filepath.Join(root, "tests", "compat", "daytona")
-	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "@daytonaio", "sdk")); err != nil {
-		return fmt.Errorf("run `npm ci` in %s first", sdkDir)
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root})
+	d, _, err := benchkit.StartPtd()
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Daytona SDK vs native API (both from node): %d runs each, template %s, %s\n\n", *n, *tpl, time.Now().UTC().Format(time.RFC3339))
-	cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(*n), "-t", *tpl)
-	cmd.Dir, cmd.Stderr = sdkDir, os.Stderr
-	cmd.Env = append(os.Environ(), "PT_API_URL="+d.URL, "PT_TOKEN="+d.Token)
-	out, err := cmd.Output()
+	out, err := benchkit.RunNode(sdkDir, []string{"PT_API_URL=" + d.URL, "PT_TOKEN=" + d.Token}, "bench.mjs", "--json", "-n", fmt.Sprint(*n), "-t", *tpl)
 	if err != nil {
-		return fmt.Errorf("node bench.mjs: %w", err)
+		return err
 	}
 	var res struct{ SDK, Native []sample }
 	if err := json.Unmarshal(out, &res); err != nil {

@@ -12,12 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
 func main() {
@@ -31,20 +29,16 @@ func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "pt-base", "template (the SDK runs commands with bash, so not busybox)")
 	flag.Parse()
-	root, err := filepath.Abs(".")
+	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "e2b"), "e2b")
 	if err != nil {
 		return err
 	}
-	sdkDir := filepath.Join(root, "tests", "compat", "e2b")
-	if _, err := os.Stat(filepath.Join(sdkDir, "node_modules", "e2b")); err != nil {
-		return fmt.Errorf("run `npm ci` in %s first", sdkDir)
-	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root})
+	d, bc, err := benchkit.StartPtd()
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
-	c := &runner{benchkit.Client{URL: d.URL, Token: d.Token}}
+	c := &runner{*bc}
 	if _, err := c.loop(1, *tpl, []string{"true"}); err != nil { // builds the template
 		return err
 	}
@@ -71,12 +65,10 @@ func run() error {
 			return err
 		}
 		nativeBash.add(t)
-		cmd := exec.Command("node", "bench.mjs", "--json", "-n", fmt.Sprint(k), "-t", *tpl, "--warmup", "1")
-		cmd.Dir, cmd.Stderr = sdkDir, os.Stderr
-		cmd.Env = append(os.Environ(), "E2B_API_URL="+d.URL, "E2B_SANDBOX_URL="+d.URL, "E2B_API_KEY="+d.Token)
-		out, err := cmd.Output()
+		out, err := benchkit.RunNode(sdkDir, []string{"E2B_API_URL=" + d.URL, "E2B_SANDBOX_URL=" + d.URL, "E2B_API_KEY=" + d.Token},
+			"bench.mjs", "--json", "-n", fmt.Sprint(k), "-t", *tpl, "--warmup", "1")
 		if err != nil {
-			return fmt.Errorf("node bench.mjs: %w", err)
+			return err
 		}
 		var part struct {
 			CreateRun  []float64 `json:"create_run_ms"`

@@ -45,12 +45,7 @@ var runners = map[string]string{
 }
 
 // run is one iteration's timings.
-type run struct {
-	Total  float64 `json:"total_ms"`
-	Create float64 `json:"create_ms"`
-	Exec   float64 `json:"exec_ms"`
-	Delete float64 `json:"delete_ms"`
-}
+type run = benchkit.SDKRun
 
 type runnerFlag map[string]string
 
@@ -226,25 +221,11 @@ func goLoop(c *platinum.Client, n int, tpl string) ([]run, error) {
 	ctx := context.Background()
 	var out []run
 	for range n {
-		t0 := time.Now()
-		sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(0))
+		r, err := benchkit.SDKIteration(ctx, c, tpl)
 		if err != nil {
 			return nil, err
 		}
-		t1 := time.Now()
-		res, err := c.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Cmd: []string{"true"}})
-		if err != nil || res.ExitCode != 0 {
-			return nil, fmt.Errorf("exec true: %v %+v", err, res)
-		}
-		t2 := time.Now()
-		if _, err := c.Sandboxes.Delete(ctx, sb.ID); err != nil {
-			return nil, err
-		}
-		t3 := time.Now()
-		if _, err := c.Sandboxes.WaitForState(ctx, sb.ID, platinum.StateDeleted); err != nil {
-			return nil, err
-		}
-		out = append(out, run{Total: ms(t3.Sub(t0)), Create: ms(t1.Sub(t0)), Exec: ms(t2.Sub(t1)), Delete: ms(t3.Sub(t2))})
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -305,11 +286,7 @@ func startRunner(root, command string, d *ptdtest.Daemon, tpl string) (*runner, 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stderr = root, os.Stderr
 	cmd.Env = append(os.Environ(), "PT_API_URL="+d.URL, "PT_TOKEN="+d.Token)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
+	in, out, err := benchkit.Pipes(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -387,8 +364,6 @@ func defaultClients() string {
 	}
 	return "go,go-proc,ts,node-fetch"
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func keys(m map[string]string) []string {
 	var ks []string

@@ -69,16 +69,31 @@ func (c *Client) Do(method, path string, body any) (int, []byte, error) {
 
 // Create makes a running sandbox of tpl and returns its ID.
 func (c *Client) Create(tpl string) (string, error) {
-	st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running", map[string]any{"template": tpl, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
+	return c.CreateRunning(tpl, map[string]any{"template": tpl, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
+}
+
+// CreateRunning makes a sandbox from the create body, waiting for it to
+// run, and returns its ID; label names it in errors.
+func (c *Client) CreateRunning(label string, body map[string]any) (string, error) {
+	st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running", body)
 	if err != nil || st != 201 {
-		return "", fmt.Errorf("create %s: %d %s %v", tpl, st, b, err)
+		return "", fmt.Errorf("create %s: %d %s %v", label, st, b, err)
 	}
 	var m struct{ ID, State string }
 	json.Unmarshal(b, &m)
 	if m.State != "running" {
-		return "", fmt.Errorf("create %s: %s", tpl, b)
+		return "", fmt.Errorf("create %s: %s", label, b)
 	}
 	return m.ID, nil
+}
+
+// EnsureCreate is EnsureTemplate then Create: the one sandbox a bench
+// measures against, on a ptd that may not have built tpl yet.
+func (c *Client) EnsureCreate(tpl string) (string, error) {
+	if err := c.EnsureTemplate(tpl); err != nil {
+		return "", err
+	}
+	return c.Create(tpl)
 }
 
 // Exec runs argv in the sandbox and returns the raw answer.

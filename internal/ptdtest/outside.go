@@ -100,3 +100,21 @@ func (o *Outside) Listen(t testing.TB, addr string) net.Listener {
 	t.Cleanup(func() { r.ln.Close() })
 	return r.ln
 }
+
+// Serve listens on addr inside the namespace and hands each connection,
+// one at a time, to answer, then closes it: a server a sandbox's egress
+// policy can allow or block. It stops when the test ends.
+func (o *Outside) Serve(t testing.TB, addr string, answer func(net.Conn)) {
+	t.Helper()
+	ln := o.Listen(t, addr)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			answer(c)
+			c.Close()
+		}
+	}()
+}

@@ -423,3 +423,26 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	}
 	return code
 }
+
+// StartAdmission starts a second ptd for t, stopped and reset when t
+// ends (its log printed when t failed), with one start slot (also while
+// the host's CPU is busy, which a loaded test machine often is) and no
+// start queue: a start that arrives while another is in flight is refused
+// with a real 503 capacity (docs/stop-start.md).
+func StartAdmission(t testing.TB, repoRoot string) *Daemon {
+	t.Helper()
+	d, err := Start(Options{RepoRoot: repoRoot, ExtraArgs: []string{"--pids-limit", "512",
+		"--start-admission-slots", "1", "--start-admission-slots-saturated", "1", "--start-admission-max-queue", "0"}})
+	t.Cleanup(func() {
+		if t.Failed() && d != nil {
+			t.Logf("ptd log:\n%s", d.Log())
+		}
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("start the admission ptd: %v", err)
+	}
+	return d
+}

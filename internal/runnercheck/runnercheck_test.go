@@ -1,6 +1,9 @@
 package runnercheck
 
-import "testing"
+import (
+	"os/exec"
+	"testing"
+)
 
 func TestPytest(t *testing.T) {
 	for _, tc := range []struct {
@@ -49,4 +52,11 @@ func TestNodeTest(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRun(t *testing.T) {
+	// A passing run's output is read by check; a failing one never gets
+	// here, since Run fails the test.
+	Run(t, "pytest", exec.Command("sh", "-c", "echo '=== 2 passed in 0.10s ==='"), Pytest)
+	Run(t, "sh", exec.Command("true"), nil)
 }

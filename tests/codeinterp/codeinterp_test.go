@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -44,16 +43,7 @@ type client struct {
 	token string
 }
 
-type response struct {
-	Status int
-	Body   []byte
-}
-
-func (r response) JSON() map[string]any {
-	var m map[string]any
-	json.Unmarshal(r.Body, &m)
-	return m
-}
+type response = ptdtest.Response
 
 func newClient(t *testing.T) *client {
 	t.Helper()
@@ -64,23 +54,12 @@ func newClient(t *testing.T) *client {
 }
 
 func (c *client) raw(method, path string, body any) (response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, env.url+path, rd)
+	req, err := http.NewRequest(method, env.url+path, ptdtest.JSONBody(body))
 	if err != nil {
 		return response{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := (&http.Client{Timeout: 30 * time.Minute}).Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Body: b}, nil
+	return ptdtest.Send(&http.Client{Timeout: 30 * time.Minute}, req)
 }
 
 func (c *client) do(method, path string, body any) response {
@@ -219,9 +198,13 @@ func TestRunCodeGVisor(t *testing.T) { testenv.RequiresCommand(t, "runsc"); test
 func testRunCode(t *testing.T, runtime string) {
 	c := newClient(t)
 	id := c.create(runtime)
+	// Each subtest gets a client failing it, not the whole test, and the
+	// one sandbox they share: they run in order, on its state.
+	sub := func(name string, f func(t *testing.T, c *client, id string)) {
+		t.Run(name, func(t *testing.T) { f(t, &client{t: t, token: c.token}, id) })
+	}
 
-	t.Run("state across calls", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("state across calls", func(t *testing.T, c *client, id string) {
 		first := c.py(id, "x = 41")
 		if _, ok := first.main(); ok {
 			t.Errorf("an assignment has a main result: %v", first)
@@ -236,8 +219,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("stdout then result then end, and the document form", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("stdout then result then end, and the document form", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "print('hello')\nx * 2")
 		var types []string
 		for _, e := range got {
@@ -264,8 +246,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("matplotlib PNG and DataFrame HTML", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("matplotlib PNG and DataFrame HTML", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()")
 		rs := got.results()
 		if len(rs) != 1 || rs[0].IsMainResult {
@@ -279,16 +260,11 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("display, _repr_html_, SVG, JSON, Markdown, LaTeX, a figure as the last expression, JPEG, PDF, scipy", func(t *testing.T) {
-		testRichResults(t, &client{t: t, token: c.token}, id)
-	})
+	sub("display, _repr_html_, SVG, JSON, Markdown, LaTeX, a figure as the last expression, JPEG, PDF, scipy", testRichResults)
 
-	t.Run("stdout streams, cwd lasts one call, end has the execution's id and duration", func(t *testing.T) {
-		testStreamingCwdDuration(t, &client{t: t, token: c.token}, id)
-	})
+	sub("stdout streams, cwd lasts one call, end has the execution's id and duration", testStreamingCwdDuration)
 
-	t.Run("error with traceback, context survives", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("error with traceback, context survives", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "def f():\n    return 1/0\nf()")
 		e, ok := got.err()
 		if !ok || e.Name != "ZeroDivisionError" || e.Value != "division by zero" || !strings.Contains(e.Traceback, "return 1/0") ||
@@ -303,8 +279,7 @@ func testRunCode(t *testing.T, runtime string) {
 	// ipykernel aborts the requests that reach it in the moment after an
 	// error reply unless a request says otherwise: a cell sent right after
 	// a failed one then came back "ok" with no result and no error.
-	t.Run("the cell right after an error runs", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("the cell right after an error runs", func(t *testing.T, c *client, id string) {
 		for i := range 40 {
 			c.py(id, "raise ValueError('no')")
 			if got := c.py(id, fmt.Sprintf("%d * 2", i)); got.text() != strconv.Itoa(i*2) {
@@ -313,8 +288,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("timeout interrupts and the context keeps its variables", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("timeout interrupts and the context keeps its variables", func(t *testing.T, c *client, id string) {
 		c.py(id, "kept = 'still here'")
 		got := c.run(id, map[string]any{"code": "while True:\n    pass", "timeout_ms": 2000})
 		if e, ok := got.err(); !ok || e.Name != "TimeoutError" || got.end().Status != "timeout" {
@@ -325,8 +299,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("a client disconnect interrupts the cell", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("a client disconnect interrupts the cell", func(t *testing.T, c *client, id string) {
 		ctx, cancel := context.WithCancel(context.Background())
 		b, _ := json.Marshal(map[string]any{"code": "import time\nprint('started', flush=True)\ntime.sleep(60)\nfinished = True"})
 		req, _ := http.NewRequestWithContext(ctx, "POST", env.url+"/v1/sandboxes/"+id+"/code", bytes.NewReader(b))
@@ -349,8 +322,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("interrupt stops the running cell and keeps state", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("interrupt stops the running cell and keeps state", func(t *testing.T, c *client, id string) {
 		path := "/v1/sandboxes/" + id + "/code/contexts/ctx_default_python/interrupt"
 		if r := c.do("POST", path, nil); r.Status != 200 || r.JSON()["interrupted"] != false {
 			t.Errorf("idle interrupt: %d %s", r.Status, r.Body)
@@ -397,12 +369,9 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("DELETE of an execution stops it, and a waiting one never runs", func(t *testing.T) {
-		testDeleteExecution(t, &client{t: t, token: c.token}, id)
-	})
+	sub("DELETE of an execution stops it, and a waiting one never runs", testDeleteExecution)
 
-	t.Run("contexts are separate, restart drops state, delete removes", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("contexts are separate, restart drops state, delete removes", func(t *testing.T, c *client, id string) {
 		r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts", map[string]any{"language": "python", "cwd": "/tmp"})
 		ctxID, _ := r.JSON()["id"].(string)
 		if r.Status != 201 || !strings.HasPrefix(ctxID, "ctx_") || r.JSON()["cwd"] != "/tmp" {
@@ -433,8 +402,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("javascript and bash keep state", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("javascript and bash keep state", func(t *testing.T, c *client, id string) {
 		c.run(id, map[string]any{"code": "var n = 20; const k = 1", "language": "javascript"})
 		js := c.run(id, map[string]any{"code": "console.log('hi'); n + k + 21", "language": "javascript"})
 		if js.text() != "42" || js.stdout() != "hi\n" {
@@ -453,8 +421,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("typescript strips types, keeps state apart from javascript, and reports syntax errors", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("typescript strips types, keeps state apart from javascript, and reports syntax errors", func(t *testing.T, c *client, id string) {
 		c.run(id, map[string]any{"code": "interface P { a: number }\nconst p: P = { a: 40 }\nfunction twice<T>(x: T): T[] { return [x, x] }", "language": "typescript"})
 		ts := c.run(id, map[string]any{"code": "twice<number>(p.a).length + p.a", "language": "typescript"})
 		if ts.text() != "42" || ts.end().ContextID != "ctx_default_typescript" {
@@ -471,8 +438,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("env patch is seen by the next run, per-call env only by its own", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("env patch is seen by the next run, per-call env only by its own", func(t *testing.T, c *client, id string) {
 		if r := c.do("PATCH", "/v1/sandboxes/"+id+"/env", map[string]any{"env": map[string]string{"CI_PATCHED": "v1"}}); r.Status != 200 {
 			t.Fatalf("patch env: %d %s", r.Status, r.Body)
 		}
@@ -493,24 +459,15 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("an env removal is seen by the next run", func(t *testing.T) {
-		testEnvRemoval(t, &client{t: t, token: c.token}, id)
-	})
+	sub("an env removal is seen by the next run", testEnvRemoval)
 
-	t.Run("timeouts and deletes in javascript, typescript and bash keep state", func(t *testing.T) {
-		testInterruptsPerLanguage(t, &client{t: t, token: c.token}, id)
-	})
+	sub("timeouts and deletes in javascript, typescript and bash keep state", testInterruptsPerLanguage)
 
-	t.Run("a cell ignoring SIGINT is killed after the grace period, and the next call says so", func(t *testing.T) {
-		testHarderInterrupts(t, &client{t: t, token: c.token}, id)
-	})
+	sub("a cell ignoring SIGINT is killed after the grace period, and the next call says so", testHarderInterrupts)
 
-	t.Run("javascript and bash processes that die are replaced, saying so", func(t *testing.T) {
-		testProcessDeaths(t, &client{t: t, token: c.token}, id)
-	})
+	sub("javascript and bash processes that die are replaced, saying so", testProcessDeaths)
 
-	t.Run("refused calls change nothing", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("refused calls change nothing", func(t *testing.T, c *client, id string) {
 		before := c.py(id, "1")
 		big := strings.Repeat("#", 1<<20+1)
 		for _, tc := range []struct {
@@ -550,8 +507,7 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
-	t.Run("a cell that kills its kernel reports an error, the next gets a fresh kernel", func(t *testing.T) {
-		c := &client{t: t, token: c.token}
+	sub("a cell that kills its kernel reports an error, the next gets a fresh kernel", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "import os\nos._exit(3)")
 		if e, ok := got.err(); !ok || e.Name != "KernelDied" {
 			t.Errorf("dying cell: %+v", got)

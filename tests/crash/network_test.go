@@ -2,6 +2,7 @@ package crash
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -17,17 +18,7 @@ import (
 func outsideBanner(t *testing.T) netip.Addr {
 	t.Helper()
 	o := ptdtest.NewOutside(t, "ptc", 1)
-	ln := o.Listen(t, "0.0.0.0:9000")
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, "hi")
-			c.Close()
-		}
-	}()
+	o.Serve(t, "0.0.0.0:9000", func(c net.Conn) { fmt.Fprintln(c, "hi") })
 	return o.Addrs[0]
 }
 

@@ -99,17 +99,7 @@ func newOutside(t *testing.T, n int) *outside {
 	t.Helper()
 	requireEnv(t)
 	o := &outside{Outside: ptdtest.NewOutside(t, "pto", n)}
-	banner := o.Listen(t, "0.0.0.0:9000")
-	go func() {
-		for {
-			c, err := banner.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "hi %s\n", strings.Split(c.LocalAddr().String(), ":")[0])
-			c.Close()
-		}
-	}()
+	o.Serve(t, "0.0.0.0:9000", func(c net.Conn) { fmt.Fprintf(c, "hi %s\n", strings.Split(c.LocalAddr().String(), ":")[0]) })
 	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		o.mu.Lock()

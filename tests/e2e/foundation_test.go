@@ -528,17 +528,7 @@ func TestSandboxDisk(t *testing.T) {
 func TestDefaultEgressIsNAT(t *testing.T) {
 	c := newClient(t)
 	out := ptdtest.NewOutside(t, "ptn", 1)
-	ln := out.Listen(t, "0.0.0.0:9100")
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(conn, "from %s\n", conn.RemoteAddr().(*net.TCPAddr).IP)
-			conn.Close()
-		}
-	}()
+	out.Serve(t, "0.0.0.0:9100", func(conn net.Conn) { fmt.Fprintf(conn, "from %s\n", conn.RemoteAddr().(*net.TCPAddr).IP) })
 	id := c.create(map[string]any{"template": "busybox"})
 	addr, _ := sandboxAddr(t, c, id)
 	res := c.sh(id, "nc -w 5 "+out.Addrs[0].String()+" 9100 </dev/null")

@@ -4,11 +4,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -81,48 +79,22 @@ func newClient(t *testing.T) *client {
 	return &client{t: t, token: env.token}
 }
 
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-// JSON decodes the body into a map.
-func (r response) JSON() map[string]any {
-	var m map[string]any
-	json.Unmarshal(r.Body, &m)
-	return m
-}
+type response = ptdtest.Response
 
 func (c *client) do(method, path string, body any) response {
 	c.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	case io.Reader:
-		rd = b
-	default:
-		js, _ := json.Marshal(b)
-		rd = bytes.NewReader(js)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, env.url+path, rd)
+	req, err := http.NewRequestWithContext(context.Background(), method, env.url+path, ptdtest.Body(body))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := ptdtest.Send(nil, req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 // create makes a running sandbox and deletes it when the test ends.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/ptdtest"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -29,13 +29,11 @@ func (c *client) doKey(method, path, key string, body any) response {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := ptdtest.Send(nil, req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 // withMetadata counts the caller's sandboxes whose metadata has run=tag,

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -369,12 +367,7 @@ func (c *client2) do2(method, path string, body any) response {
 // rawDo is one API call to base with extra headers.
 func rawDo(t *testing.T, base, token, method, path string, body any, hdr map[string]string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(context.Background(), method, base+path, rd)
+	req, err := http.NewRequestWithContext(context.Background(), method, base+path, ptdtest.JSONBody(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,13 +375,11 @@ func rawDo(t *testing.T, base, token, method, path string, body any, hdr map[str
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := ptdtest.Send(nil, req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 // TestSnapshotForkIdempotent: a snapshot or fork retried with the same

@@ -304,6 +304,28 @@ export function ptySocket(id: string): WebSocket {
 }
 
 /**
+ * Reads a streamed answer to its end as text, calling onRecord with each
+ * record that ends in sep: "\n" for NDJSON lines, "\n\n" for Server-Sent
+ * Events messages. A last record without its sep is never complete, so it
+ * is dropped.
+ */
+async function readRecords(body: ReadableStream<Uint8Array>, sep: string, onRecord: (r: string) => void): Promise<void> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    let i: number;
+    while ((i = buf.indexOf(sep)) >= 0) {
+      const r = buf.slice(0, i);
+      buf = buf.slice(i + sep.length);
+      onRecord(r);
+    }
+  }
+}
+
+/**
  * Reads a template build's log as NDJSON, following it while the build runs
  * (follow=true ends the answer when the build does). Returns a function
  * that stops reading.
@@ -322,19 +344,10 @@ export function followBuildLog(
       cache: "no-store",
     });
     if (!resp.ok || !resp.body) throw await toError(resp);
-    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += value;
-      let i: number;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        const l = buf.slice(0, i).trim();
-        buf = buf.slice(i + 1);
-        if (l) onLine(JSON.parse(l) as BuildLogLine);
-      }
-    }
+    await readRecords(resp.body, "\n", (r) => {
+      const l = r.trim();
+      if (l) onLine(JSON.parse(l) as BuildLogLine);
+    });
   };
   run().catch((e: unknown) => {
     if (ctl.signal.aborted) return;
@@ -371,24 +384,14 @@ export function followEvents(
           if (resp.status === 410 && typeof err.body.pruned_through === "number") after = err.body.pruned_through;
         } else {
           onStatus(true);
-          const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-          let buf = "";
-          for (;;) {
-            const { value, done } = await reader.read();
-            if (done) break;
-            buf += value;
-            let i: number;
-            while ((i = buf.indexOf("\n\n")) >= 0) {
-              const msg = buf.slice(0, i);
-              buf = buf.slice(i + 2);
-              const data = msg.split("\n").filter((l) => l.startsWith("data:"))
-                .map((l) => l.slice(5).trimStart()).join("\n");
-              if (!data) continue;
-              const ev = JSON.parse(data) as Event;
-              after = Math.max(after, ev.id);
-              onEvent(ev);
-            }
-          }
+          await readRecords(resp.body, "\n\n", (msg) => {
+            const data = msg.split("\n").filter((l) => l.startsWith("data:"))
+              .map((l) => l.slice(5).trimStart()).join("\n");
+            if (!data) return;
+            const ev = JSON.parse(data) as Event;
+            after = Math.max(after, ev.id);
+            onEvent(ev);
+          });
           onStatus(false);
         }
       } catch (e) {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/benchkit"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -86,27 +87,11 @@ func run() error {
 
 // once is one iteration, then an untimed wait for the teardown.
 func once(ctx context.Context, c *platinum.Client, tpl string) (map[string]float64, error) {
-	t0 := time.Now()
-	sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(0))
+	r, err := benchkit.SDKIteration(ctx, c, tpl)
 	if err != nil {
 		return nil, err
 	}
-	t1 := time.Now()
-	res, err := c.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Cmd: []string{"true"}})
-	if err != nil || res.ExitCode != 0 {
-		return nil, fmt.Errorf("exec true: %v %+v", err, res)
-	}
-	t2 := time.Now()
-	if _, err := c.Sandboxes.Delete(ctx, sb.ID); err != nil {
-		return nil, err
-	}
-	t3 := time.Now()
-	if _, err := c.Sandboxes.WaitForState(ctx, sb.ID, platinum.StateDeleted); err != nil {
-		return nil, err
-	}
-	return map[string]float64{"total_ms": ms(t3.Sub(t0)), "create_ms": ms(t1.Sub(t0)), "exec_ms": ms(t2.Sub(t1)), "delete_ms": ms(t3.Sub(t2))}, nil
+	return map[string]float64{"total_ms": r.Total, "create_ms": r.Create, "exec_ms": r.Exec, "delete_ms": r.Delete}, nil
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func msSince(t time.Time) float64 { return ms(time.Since(t)) }
+func msSince(t time.Time) float64 { return benchkit.Millis(time.Since(t)) }

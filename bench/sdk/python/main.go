@@ -150,11 +150,7 @@ func startRunner(d *ptdtest.Daemon, argv []string) (*runner, error) {
 	cmd.Env = append(os.Environ(), "PT_API_URL="+d.URL, "PT_TOKEN="+d.Token)
 	r := &runner{cmd: cmd, stderr: &bytes.Buffer{}}
 	cmd.Stderr = r.stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
+	in, out, err := benchkit.Pipes(cmd)
 	if err != nil {
 		return nil, err
 	}

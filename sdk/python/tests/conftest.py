@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from typing import AsyncIterator, Callable, Iterator
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
 import pytest_asyncio
@@ -35,6 +37,28 @@ async def aclient() -> AsyncIterator[AsyncPlatinum]:
     need_ptd()
     async with AsyncPlatinum(poll_interval=0.2) as c:
         yield c
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that does not log every request to stderr, which
+    would bury pytest's own output."""
+
+    def log_message(self, *a: Any) -> None:
+        pass
+
+
+class LocalServer:
+    """An HTTP server on a free loopback port, serving ``handler`` from a
+    daemon thread until close(); the test points a client at ``url``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
 
 
 def tag() -> str:

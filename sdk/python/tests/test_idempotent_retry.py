@@ -5,18 +5,16 @@ second sandbox."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Callable
 
 import httpx
 
 from platinum import Platinum
 
-from conftest import tag
+from conftest import LocalServer, QuietHandler, tag
 
 
-class DropFirstAnswer:
+class DropFirstAnswer(LocalServer):
     """Forwards every request to ptd; the first POST /v1/sandboxes is
     forwarded (ptd creates the sandbox) but its answer is never sent: the
     connection is closed instead, as when a network drops mid-call."""
@@ -25,7 +23,7 @@ class DropFirstAnswer:
         self.seen: list[tuple[str, str, str | None, int, str | None]] = []
         proxy = self
 
-        class H(BaseHTTPRequestHandler):
+        class H(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def _forward(self) -> None:
@@ -50,16 +48,7 @@ class DropFirstAnswer:
 
             do_GET = do_POST = do_DELETE = do_PATCH = _forward
 
-            def log_message(self, *a: Any) -> None:
-                pass
-
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.srv.shutdown()
-        self.srv.server_close()
+        super().__init__(H)
 
 
 def test_lost_create_answer_is_retried_with_the_same_key(client: Platinum, track: Callable[[str], None]) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, AsyncIterator, Iterator
 
 import httpx
@@ -22,8 +20,10 @@ from platinum import AsyncPlatinum, CapacityError, Platinum, QuotaExceededError,
 from platinum._core import Core
 from platinum._errors import error_from_response
 
+from conftest import LocalServer, QuietHandler
 
-class Busy:
+
+class Busy(LocalServer):
     """Answers each request with the next scripted (status, headers, body),
     repeating the last; records (time, method, path, headers) per request."""
 
@@ -33,7 +33,7 @@ class Busy:
         self.bodies: list[bytes] = []
         busy = self
 
-        class H(BaseHTTPRequestHandler):
+        class H(QuietHandler):
             def _answer(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 got = self.rfile.read(n)
@@ -62,16 +62,7 @@ class Busy:
 
             do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _answer
 
-            def log_message(self, *a: Any) -> None:
-                pass
-
-        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.srv.shutdown()
-        self.srv.server_close()
+        super().__init__(H)
 
 
 CAPACITY = (503, {"Retry-After": "1"}, {"code": "capacity", "error": "the host is busy; call again",

@@ -8,11 +8,9 @@
 package daytonacompat
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,40 +45,19 @@ func runMain(m *testing.M) int {
 	})
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r response) json() map[string]any {
-	var m map[string]any
-	json.Unmarshal(r.body, &m)
-	return m
-}
+type response = ptdtest.Response
 
 func do(method, path string, body any) (response, error) {
 	return doToken(env.token, method, path, body)
 }
 
 func doToken(token, method, path string, body any) (response, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, env.url+path, rd)
+	req, _ := http.NewRequest(method, env.url+path, ptdtest.JSONBody(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}, nil
+	return ptdtest.Send(nil, req)
 }
 
 func need(t *testing.T) {
@@ -103,10 +80,10 @@ func mustDo(t *testing.T, method, path string, body any) response {
 // phrase), message, path, timestamp.
 func wantError(t *testing.T, r response, status int) {
 	t.Helper()
-	m := r.json()
-	if r.status != status || m["statusCode"] != float64(status) || m["error"] != http.StatusText(status) ||
+	m := r.JSON()
+	if r.Status != status || m["statusCode"] != float64(status) || m["error"] != http.StatusText(status) ||
 		m["message"] == "" || m["path"] == "" || m["timestamp"] == "" {
-		t.Errorf("want a %d Daytona error body, got %d %s", status, r.status, r.body)
+		t.Errorf("want a %d Daytona error body, got %d %s", status, r.Status, r.Body)
 	}
 }
 
@@ -119,7 +96,7 @@ func TestErrorsAndOrgs(t *testing.T) {
 	wantError(t, mustDo(t, "GET", "/daytona/api/sandbox/no-such-name", nil), 404)
 	r, _ := doToken("wrong", "GET", "/daytona/api/sandbox", nil)
 	wantError(t, r, 401)
-	before := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]
+	before := mustDo(t, "GET", "/v1/sandboxes", nil).JSON()["total"]
 	for _, body := range []map[string]any{
 		{"snapshot": "busybox", "volumes": []any{map[string]any{"volumeId": "v", "mountPath": "/v"}}},
 		{"snapshot": "busybox", "gpuType": []string{"H100"}},
@@ -138,51 +115,51 @@ func TestErrorsAndOrgs(t *testing.T) {
 	// GPUs this host does not have: 409, naming what it has.
 	for _, body := range []map[string]any{{"snapshot": "busybox", "gpu": 1}, {"snapshot": "busybox", "gpu": 1, "gpuType": []string{"H100", "RTX-4090"}}} {
 		r := mustDo(t, "POST", "/daytona/api/sandbox", body)
-		if wantError(t, r, 409); !strings.Contains(r.json()["message"].(string), "GPU") {
-			t.Errorf("GPUs the host lacks: %s", r.body)
+		if wantError(t, r, 409); !strings.Contains(r.JSON()["message"].(string), "GPU") {
+			t.Errorf("GPUs the host lacks: %s", r.Body)
 		}
 	}
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "no-such-template"}), 404)
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"buildInfo": map[string]any{"dockerfileContent": "FROM ubuntu:24.04\n"}}), 404)
-	if after := mustDo(t, "GET", "/v1/sandboxes", nil).json()["total"]; after != before {
+	if after := mustDo(t, "GET", "/v1/sandboxes", nil).JSON()["total"]; after != before {
 		t.Errorf("refused creates made sandboxes: %v → %v", before, after)
 	}
 
 	// Another org's token sees none of ours.
 	r = mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox", "labels": map[string]string{"t": "orgs"}})
-	if r.status != 200 || r.json()["state"] != "started" {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	if r.Status != 200 || r.JSON()["state"] != "started" {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	id := r.json()["id"].(string)
+	id := r.JSON()["id"].(string)
 	t.Cleanup(func() { do("DELETE", "/daytona/api/sandbox/"+id, nil) })
 	org := mustDo(t, "POST", "/v1/orgs", map[string]any{"name": "daytona-other-" + ptdtest.RandHex(4)})
-	other, _ := org.json()["token"].(string)
+	other, _ := org.JSON()["token"].(string)
 	if other == "" {
-		t.Fatalf("new org: %d %s", org.status, org.body)
+		t.Fatalf("new org: %d %s", org.Status, org.Body)
 	}
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/daytona/api/sandbox/" + id}, {"POST", "/daytona/api/sandbox/" + id + "/stop"},
 		{"DELETE", "/daytona/api/sandbox/" + id}, {"POST", "/daytona/toolbox/" + id + "/process/execute"},
 	} {
 		r, _ := doToken(other, c.method, c.path, map[string]any{"command": "true"})
-		if r.status != 404 {
-			t.Errorf("%s %s with another org's token: %d %s", c.method, c.path, r.status, r.body)
+		if r.Status != 404 {
+			t.Errorf("%s %s with another org's token: %d %s", c.method, c.path, r.Status, r.Body)
 		}
 	}
 	// Over the org's quota: 429 (DaytonaRateLimitError), with Retry-After.
-	orgID, _ := org.json()["org"].(map[string]any)["id"].(string)
-	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.status != 200 {
-		t.Fatalf("quota: %d %s", r.status, r.body)
+	orgID, _ := org.JSON()["org"].(map[string]any)["id"].(string)
+	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.Status != 200 {
+		t.Fatalf("quota: %d %s", r.Status, r.Body)
 	}
 	r, _ = doToken(other, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox"})
-	if r.status != 200 {
-		t.Fatalf("create in the other org: %d %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("create in the other org: %d %s", r.Status, r.Body)
 	}
-	otherID := r.json()["id"].(string)
+	otherID := r.JSON()["id"].(string)
 	t.Cleanup(func() { doToken(other, "DELETE", "/daytona/api/sandbox/"+otherID, nil) })
 	r, _ = doToken(other, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox"})
 	wantError(t, r, 429)
-	if r.header.Get("Retry-After") == "" {
+	if r.Header.Get("Retry-After") == "" {
 		t.Errorf("429 without Retry-After")
 	}
 
@@ -200,24 +177,24 @@ func TestErrorsAndOrgs(t *testing.T) {
 			t.Errorf("POST %s: %d, want 400", p, resp.StatusCode)
 		}
 	}
-	if r := mustDo(t, "POST", "/daytona/toolbox/"+id+"/process/execute", map[string]any{"command": "echo still"}); r.status != 200 || r.json()["result"] != "still\n" {
-		t.Errorf("execute after the refused paths: %d %s", r.status, r.body)
+	if r := mustDo(t, "POST", "/daytona/toolbox/"+id+"/process/execute", map[string]any{"command": "echo still"}); r.Status != 200 || r.JSON()["result"] != "still\n" {
+		t.Errorf("execute after the refused paths: %d %s", r.Status, r.Body)
 	}
 
 	// Wrong-state answers: stop of a stopped sandbox is 400, archive of a
 	// started one is 400.
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/archive", nil), 400)
-	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop?force=false", nil); r.status != 200 || r.json()["state"] != "stopped" {
-		t.Fatalf("stop: %d %s", r.status, r.body)
+	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop?force=false", nil); r.Status != 200 || r.JSON()["state"] != "stopped" {
+		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop?force=false", nil), 400)
 	r = mustDo(t, "POST", "/daytona/toolbox/"+id+"/process/execute", map[string]any{"command": "true"})
-	if r.status != 400 || r.json()["source"] != "DAYTONA_DAEMON" {
-		t.Errorf("toolbox on a stopped sandbox: %d %s", r.status, r.body)
+	if r.Status != 400 || r.JSON()["source"] != "DAYTONA_DAEMON" {
+		t.Errorf("toolbox on a stopped sandbox: %d %s", r.Status, r.Body)
 	}
 	// The socket.io channel is absent: the SDK falls back to polling.
-	if r := mustDo(t, "GET", "/daytona/api/socket.io/?EIO=4&transport=websocket", nil); r.status != 404 {
-		t.Errorf("socket.io: %d", r.status)
+	if r := mustDo(t, "GET", "/daytona/api/socket.io/?EIO=4&transport=websocket", nil); r.Status != 404 {
+		t.Errorf("socket.io: %d", r.Status)
 	}
 }
 
@@ -228,18 +205,18 @@ func TestErrorsAndOrgs(t *testing.T) {
 func TestEphemeralStop(t *testing.T) {
 	need(t)
 	r := mustDo(t, "POST", "/daytona/api/sandbox", map[string]any{"snapshot": "busybox", "autoDeleteInterval": 0})
-	if r.status != 200 || r.json()["state"] != "started" || r.json()["autoDeleteInterval"] != float64(0) {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	if r.Status != 200 || r.JSON()["state"] != "started" || r.JSON()["autoDeleteInterval"] != float64(0) {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	id := r.json()["id"].(string)
+	id := r.JSON()["id"].(string)
 	t.Cleanup(func() { do("DELETE", "/daytona/api/sandbox/"+id, nil) })
-	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop", nil); r.status != 200 || r.json()["state"] != "destroyed" || r.json()["desiredState"] != "destroyed" {
-		t.Fatalf("stop of an ephemeral sandbox: %d %s, want state destroyed", r.status, r.body)
+	if r := mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/stop", nil); r.Status != 200 || r.JSON()["state"] != "destroyed" || r.JSON()["desiredState"] != "destroyed" {
+		t.Fatalf("stop of an ephemeral sandbox: %d %s, want state destroyed", r.Status, r.Body)
 	}
 	wantError(t, mustDo(t, "GET", "/daytona/api/sandbox/"+id, nil), 404)
 	wantError(t, mustDo(t, "POST", "/daytona/api/sandbox/"+id+"/start", nil), 404)
-	if r := mustDo(t, "GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil); r.status != 200 || r.json()["state"] != "deleted" {
-		t.Errorf("the sandbox after its stop answered: %d %s, want deleted", r.status, r.body)
+	if r := mustDo(t, "GET", "/v1/sandboxes/"+id+"?include_deleted=true", nil); r.Status != 200 || r.JSON()["state"] != "deleted" {
+		t.Errorf("the sandbox after its stop answered: %d %s, want deleted", r.Status, r.Body)
 	}
 }
 
@@ -255,17 +232,7 @@ func TestSDK(t *testing.T) {
 	need(t)
 	node := testenv.RequiresNode(t, ".")
 	out := ptdtest.NewOutside(t, "dyt", 2)
-	ln := out.Listen(t, "0.0.0.0:9000")
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(c, "hi")
-			c.Close()
-		}
-	}()
+	out.Serve(t, "0.0.0.0:9000", func(c net.Conn) { fmt.Fprintln(c, "hi") })
 	addrs := make([]string, len(out.Addrs))
 	for i, a := range out.Addrs {
 		addrs[i] = a.String()
@@ -299,14 +266,14 @@ func TestSDK(t *testing.T) {
 func limitedOrg(t *testing.T) string {
 	t.Helper()
 	org := mustDo(t, "POST", "/v1/orgs", map[string]any{"name": "daytona-limited-" + ptdtest.RandHex(4)})
-	token, _ := org.json()["token"].(string)
-	o, _ := org.json()["org"].(map[string]any)
+	token, _ := org.JSON()["token"].(string)
+	o, _ := org.JSON()["org"].(map[string]any)
 	orgID, _ := o["id"].(string)
 	if token == "" || orgID == "" {
-		t.Fatalf("new org: %d %s", org.status, org.body)
+		t.Fatalf("new org: %d %s", org.Status, org.Body)
 	}
-	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.status != 200 {
-		t.Fatalf("quota: %d %s", r.status, r.body)
+	if r := mustDo(t, "PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.Status != 200 {
+		t.Fatalf("quota: %d %s", r.Status, r.Body)
 	}
 	return token
 }

@@ -156,14 +156,7 @@ func TestSDK(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec", "--test-concurrency=1"}, files...)...)
 		cmd.Env = sdkEnv(d)
-		out, err := cmd.CombinedOutput()
-		t.Logf("node --test output:\n%s", out)
-		if err != nil {
-			t.Fatalf("node --test: %v", err)
-		}
-		if err := runnercheck.NodeTest(string(out)); err != nil {
-			t.Fatal(err)
-		}
+		runnercheck.Run(t, "node --test", cmd, runnercheck.NodeTest)
 	})
 }
 
@@ -181,13 +174,6 @@ func TestPythonSDK(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_python_sdk.py")
 		cmd.Env = sdkEnv(d)
-		out, err := cmd.CombinedOutput()
-		t.Logf("pytest output:\n%s", out)
-		if err != nil {
-			t.Fatalf("pytest: %v", err)
-		}
-		if err := runnercheck.Pytest(string(out)); err != nil {
-			t.Fatal(err)
-		}
+		runnercheck.Run(t, "pytest", cmd, runnercheck.Pytest)
 	})
 }

@@ -65,37 +65,11 @@ func newClient(t *testing.T) *client {
 	return &client{t: t, key: env.token}
 }
 
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (r response) JSON() map[string]any {
-	var m map[string]any
-	json.Unmarshal(r.Body, &m)
-	return m
-}
-
-func (r response) List() []map[string]any {
-	var l []map[string]any
-	json.Unmarshal(r.Body, &l)
-	return l
-}
+type response = ptdtest.Response
 
 func (c *client) do(method, path string, body any, hdr ...string) response {
 	c.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		js, _ := json.Marshal(b)
-		rd = bytes.NewReader(js)
-	}
+	rd := ptdtest.Body(body)
 	req, err := http.NewRequest(method, env.url+path, rd)
 	if err != nil {
 		c.t.Fatal(err)
@@ -109,13 +83,11 @@ func (c *client) do(method, path string, body any, hdr ...string) response {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := ptdtest.Send(nil, req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return r
 }
 
 // created is the Sandbox answer of a create.
@@ -849,15 +821,8 @@ func TestSDK(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+env.url, "E2B_SANDBOX_URL="+env.url, "E2B_API_KEY="+env.token, "E2B_DEBUG=")
-	out, err := cmd.CombinedOutput()
-	t.Logf("node --test output:\n%s", out)
-	if err != nil {
-		t.Fatalf("node --test: %v", err)
-	}
 	// Every test passed, at least one, none skipped.
-	if err := runnercheck.NodeTest(string(out)); err != nil {
-		t.Fatal(err)
-	}
+	runnercheck.Run(t, "node --test", cmd, runnercheck.NodeTest)
 }
 
 // TestSnapshotsAndFork drives E2B's snapshot and fork routes with raw
@@ -954,13 +919,6 @@ func TestPythonSDK(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_python_sdk.py")
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+env.url, "E2B_SANDBOX_URL="+env.url, "E2B_API_KEY="+env.token, "E2B_DEBUG=")
-	out, err := cmd.CombinedOutput()
-	t.Logf("pytest output:\n%s", out)
-	if err != nil {
-		t.Fatalf("pytest: %v", err)
-	}
 	// At least one test passed, none failed, errored or skipped.
-	if err := runnercheck.Pytest(string(out)); err != nil {
-		t.Fatal(err)
-	}
+	runnercheck.Run(t, "pytest", cmd, runnercheck.Pytest)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/runnercheck"
 	"github.com/platinum-dev/platinum/internal/testenv"
 	"github.com/platinum-dev/platinum/mcpserver"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -548,24 +549,23 @@ func TestLifecycleTools(t *testing.T) {
 			s := connect(t, tr, env.token)
 			sb := s.create(nil)
 			s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt", "content": "kept"}, nil)
-			var out sandboxOut
-			s.ok("stop_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "stop")
-			if out.State != "stopped" {
-				t.Fatalf("stop: %+v", out)
+			// transition calls tool (its progress token is token) and wants
+			// the sandbox in state after it, and as progress the call's
+			// answer (going), then what the wait saw (state).
+			transition := func(tool, token, going, state string) {
+				t.Helper()
+				var out sandboxOut
+				s.ok(tool, map[string]any{"sandbox_id": sb.ID}, &out, token)
+				if out.State != state {
+					t.Fatalf("%s: %+v", token, out)
+				}
+				done := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is "+state }
+				if p := s.progress.until(token, done); !done(p) || p[0] != "sandbox "+sb.ID+" is "+going {
+					t.Errorf("%s progress %q, want %s … %s", tool, p, going, state)
+				}
 			}
-			// The call's answer (stopping), then what the wait saw.
-			stopped := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is stopped" }
-			if p := s.progress.until("stop", stopped); !stopped(p) || p[0] != "sandbox "+sb.ID+" is stopping" {
-				t.Errorf("stop_sandbox progress %q, want stopping … stopped", p)
-			}
-			s.ok("start_sandbox", map[string]any{"sandbox_id": sb.ID}, &out, "start")
-			if out.State != "running" {
-				t.Fatalf("start: %+v", out)
-			}
-			running := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is running" }
-			if p := s.progress.until("start", running); !running(p) || p[0] != "sandbox "+sb.ID+" is starting" {
-				t.Errorf("start_sandbox progress %q, want starting … running", p)
-			}
+			transition("stop_sandbox", "stop", "stopping", "stopped")
+			transition("start_sandbox", "start", "starting", "running")
 			if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
 				t.Errorf("after stop and start the file has %q", text(res))
 			}
@@ -910,11 +910,7 @@ func TestNodeSDK(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs")
 	cmd.Env = append(os.Environ(), "PT_API_URL="+env.url, "PT_TOKEN="+env.token)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node --test output:\n%s", out)
-	if err != nil {
-		t.Fatalf("node --test: %v", err)
-	}
+	runnercheck.Run(t, "node --test", cmd, nil)
 }
 
 // TestProjectToken: a project-scoped token sees and creates only its

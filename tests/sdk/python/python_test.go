@@ -118,19 +118,7 @@ func TestStartAdmission(t *testing.T) {
 	if env.skip != "" {
 		t.Skip(env.skip)
 	}
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: env.root, ExtraArgs: []string{"--pids-limit", "512",
-		"--start-admission-slots", "1", "--start-admission-slots-saturated", "1", "--start-admission-max-queue", "0"}})
-	t.Cleanup(func() {
-		if t.Failed() && d != nil {
-			t.Logf("ptd log:\n%s", d.Log())
-		}
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("start the admission ptd: %v", err)
-	}
+	d := ptdtest.StartAdmission(t, env.root)
 	pytest(t, d.URL, d.Token, d.PreviewURL, []string{"PT_SDK_ADMISSION=1"}, "-m", "admission", "tests")
 }
 

@@ -138,29 +138,8 @@ func TestTemplates(t *testing.T) {
 // (start_queue_full, Retry-After: 5), which the SDK retries.
 func TestStartAdmission(t *testing.T) {
 	nodeReady(t)
-	d := admissionDaemon(t)
+	d := ptdtest.StartAdmission(t, "")
 	checkSummary(t, runAt(t, d.URL, d.Token, 10*time.Minute, "run", "--silent", "test:admission"))
-}
-
-// admissionDaemon starts a second ptd, stopped and reset when the test
-// ends, with one start slot (also while the host's CPU is busy, which a
-// loaded test machine often is) and no start queue.
-func admissionDaemon(t *testing.T) *ptdtest.Daemon {
-	t.Helper()
-	d, err := ptdtest.Start(ptdtest.Options{ExtraArgs: []string{"--pids-limit", "512",
-		"--start-admission-slots", "1", "--start-admission-slots-saturated", "1", "--start-admission-max-queue", "0"}})
-	t.Cleanup(func() {
-		if t.Failed() && d != nil {
-			t.Logf("ptd log:\n%s", d.Log())
-		}
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("start the admission ptd: %v", err)
-	}
-	return d
 }
 
 // TestPackage packs the SDK and uses the tarball from an empty project.

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import base64
 import builtins
-import json
 from typing import Any, Callable, Mapping
 
-from ._core import FOREVER, Core, Deadline, Op, Reply, seg, want_dict
-from ._errors import PlatinumError, StreamEndedError
+from ._core import FOREVER, Core, Deadline, Op, Reply, ndjson_object, seg, want_dict
+from ._errors import PlatinumError
 from ._records import Record, field
 
 __all__ = ["Result", "ExecutionError", "Execution", "Logs", "CodeContext", "CodeOps", "CodeFold"]
@@ -167,15 +166,9 @@ class CodeFold:
 
     def line(self, line: str) -> Execution | None:
         """Takes one line; returns the Execution once the end event came."""
-        line = line.strip()
-        if not line:
+        ev = ndjson_object(line, "code event")
+        if ev is None:
             return None
-        try:
-            ev = json.loads(line)
-        except ValueError as e:
-            raise StreamEndedError(f"bad code event {line[:200]!r}") from e
-        if not isinstance(ev, dict):
-            raise StreamEndedError(f"bad code event {line[:200]!r}")
         on_stdout, on_stderr, on_result, on_error = self._cb
         ex, t = self.ex, ev.get("type")
         if t == "stdout" or t == "stderr":

@@ -23,6 +23,7 @@ from ._errors import (
     APIError,
     APITimeoutError,
     PlatinumError,
+    StreamEndedError,
     error_from_response,
 )
 
@@ -277,6 +278,23 @@ def decode(reply: Reply) -> Any:
         return _json.loads(reply.body)
     except ValueError as e:
         raise PlatinumError(f"HTTP {reply.status}: the answer is not JSON: {reply.body[:200]!r}") from e
+
+
+def ndjson_object(line: str, what: str) -> dict[str, Any] | None:
+    """One line of an NDJSON stream as the object it holds (None for a blank
+    line). Exec output and code cells both stream this way; a line that is
+    not a JSON object means the stream is broken, so it raises
+    StreamEndedError naming ``what`` was expected."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        d = _json.loads(line)
+    except ValueError as e:
+        raise StreamEndedError(f"bad {what} {line[:200]!r}") from e
+    if not isinstance(d, dict):
+        raise StreamEndedError(f"bad {what} {line[:200]!r}")
+    return d
 
 
 def want_dict(v: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Self
 
 import httpx
 
-from ._core import Reply
+from ._core import Reply, ndjson_object
 from ._errors import APIError, StreamEndedError
 from ._records import ExecEvent, ExecResult
 
@@ -22,15 +22,9 @@ Sink = Callable[[str], Any]
 def parse_event(line: str) -> ExecEvent | None:
     """One NDJSON line as an event (None for a blank line). An ``error``
     event raises the APIError it carries."""
-    line = line.strip()
-    if not line:
+    d = ndjson_object(line, "stream event")
+    if d is None:
         return None
-    try:
-        d = json.loads(line)
-    except ValueError as e:
-        raise StreamEndedError(f"bad stream event {line[:200]!r}") from e
-    if not isinstance(d, dict):
-        raise StreamEndedError(f"bad stream event {line[:200]!r}")
     if d.get("type") == "error":
         raise APIError(str(d.get("error") or "stream error"), status=200, code=str(d.get("code") or "internal"),
                        body=d)
@@ -84,21 +78,46 @@ class _StreamState:
                                       "stdout": "".join(self.stdout or []), "stderr": "".join(self.stderr or [])})
 
 
-class ExecStream:
-    """A running command's output, event by event (``for ev in stream``),
-    ending with its ``exit``. Use it as a context manager, or exhaust it,
-    so the connection is released. ``result`` is set once it ended."""
+class _Body:
+    """A streamed reply's open response; until it is closed it holds a
+    connection of the client's pool."""
 
     def __init__(self, reply: Reply) -> None:
         self._resp: httpx.Response = reply.raw
+
+
+class _SyncBody(_Body):
+    """Closing, and ``with``, for the blocking streams."""
+
+    def close(self) -> None:
+        self._resp.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _AsyncBody(_Body):
+    """Closing, and ``async with``, for the asyncio streams."""
+
+    async def aclose(self) -> None:
+        await self._resp.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _ExecBody(_Body):
+    """What both exec streams show of the events read so far."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
         self._st = _StreamState()
-        self._pending: list[ExecEvent] = []
-        self._lines: Iterator[str] | None = None
-        if _is_json(self._resp):
-            self._pending = json_result_events(self._resp.read())
-            self._resp.close()
-        else:
-            self._lines = self._resp.iter_lines()
 
     @property
     def pid(self) -> int | None:
@@ -107,6 +126,36 @@ class ExecStream:
     @property
     def result(self) -> ExecResult | None:
         return self._st.result
+
+
+class _DownloadBody(_Body):
+    """What both download streams share: the chunk size and the length."""
+
+    def __init__(self, reply: Reply, chunk_size: int) -> None:
+        super().__init__(reply)
+        self._chunk = chunk_size
+
+    @property
+    def size(self) -> int | None:
+        """Content-Length, when the server sent it."""
+        v = self._resp.headers.get("content-length")
+        return int(v) if v and v.isdigit() else None
+
+
+class ExecStream(_ExecBody, _SyncBody):
+    """A running command's output, event by event (``for ev in stream``),
+    ending with its ``exit``. Use it as a context manager, or exhaust it,
+    so the connection is released. ``result`` is set once it ended."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply)
+        self._pending: list[ExecEvent] = []
+        self._lines: Iterator[str] | None = None
+        if _is_json(self._resp):
+            self._pending = json_result_events(self._resp.read())
+            self._resp.close()
+        else:
+            self._lines = self._resp.iter_lines()
 
     def _next(self) -> ExecEvent | None:
         if self._pending:
@@ -155,23 +204,13 @@ class ExecStream:
             raise StreamEndedError("stream ended without an exit event")
         return self._st.result
 
-    def close(self) -> None:
-        self._resp.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncExecStream:
+class AsyncExecStream(_ExecBody, _AsyncBody):
     """The async ExecStream: ``async for ev in stream``, ``await
     stream.wait()``, ``async with``."""
 
     def __init__(self, reply: Reply) -> None:
-        self._resp: httpx.Response = reply.raw
-        self._st = _StreamState()
+        super().__init__(reply)
         self._pending: list[ExecEvent] | None = None
         self._lines: AsyncIterator[str] | None = None
 
@@ -184,14 +223,6 @@ class AsyncExecStream:
             await self._resp.aclose()
         else:
             self._lines = self._resp.aiter_lines()
-
-    @property
-    def pid(self) -> int | None:
-        return self._st.pid
-
-    @property
-    def result(self) -> ExecResult | None:
-        return self._st.result
 
     async def _next(self) -> ExecEvent | None:
         await self._open()
@@ -238,29 +269,10 @@ class AsyncExecStream:
             raise StreamEndedError("stream ended without an exit event")
         return self._st.result
 
-    async def aclose(self) -> None:
-        await self._resp.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class ByteStream:
+class ByteStream(_DownloadBody, _SyncBody):
     """A download, chunk by chunk (``for chunk in stream``); a context
     manager that releases the connection."""
-
-    def __init__(self, reply: Reply, chunk_size: int) -> None:
-        self._resp: httpx.Response = reply.raw
-        self._chunk = chunk_size
-
-    @property
-    def size(self) -> int | None:
-        """Content-Length, when the server sent it."""
-        v = self._resp.headers.get("content-length")
-        return int(v) if v and v.isdigit() else None
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -270,27 +282,9 @@ class ByteStream:
         finally:
             self._resp.close()
 
-    def close(self) -> None:
-        self._resp.close()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class AsyncByteStream:
+class AsyncByteStream(_DownloadBody, _AsyncBody):
     """The async ByteStream: ``async for chunk in stream``."""
-
-    def __init__(self, reply: Reply, chunk_size: int) -> None:
-        self._resp: httpx.Response = reply.raw
-        self._chunk = chunk_size
-
-    @property
-    def size(self) -> int | None:
-        v = self._resp.headers.get("content-length")
-        return int(v) if v and v.isdigit() else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -300,12 +294,3 @@ class AsyncByteStream:
             raise StreamEndedError(f"download broke: {e}") from e
         finally:
             await self._resp.aclose()
-
-    async def aclose(self) -> None:
-        await self._resp.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

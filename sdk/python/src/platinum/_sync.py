@@ -13,6 +13,7 @@ import httpx
 
 from . import _ops
 from ._code import CodeContext, CodeFold, CodeOps, Execution, OnError, OnResult, OnText
+from ._convert import none as _none, rec as _rec, recs as _recs, same as _same
 from ._core import Close, Core, Op, ReadBody, Reply, Req, Sleep
 from ._errors import APIConnectionError, APITimeoutError, PlatinumError, StreamEndedError
 from ._ops import (
@@ -48,7 +49,6 @@ from ._streams import ByteStream, ExecStream, Sink
 P = ParamSpec("P")
 T = TypeVar("T")
 R = TypeVar("R")
-RecT = TypeVar("RecT", bound=Record)
 
 CHUNK = 64 << 10
 
@@ -119,22 +119,6 @@ def _method(conv: Callable[[Any, R], T]) -> Callable[[Callable[Concatenate[Any, 
         return method
 
     return deco
-
-
-def _same(_: Any, r: R) -> R:
-    return r
-
-
-def _none(_: Any, r: None) -> None:
-    return None
-
-
-def _rec(cls: type[RecT]) -> Callable[[Any, Mapping[str, Any]], RecT]:
-    return lambda _, d: cls(d)
-
-
-def _recs(cls: type[RecT]) -> Callable[[Any, Iterable[Mapping[str, Any]]], builtins.list[RecT]]:
-    return lambda _, ds: [cls(d) for d in ds]
 
 
 def _sandbox(self: Any, d: Mapping[str, Any]) -> "Sandbox":
