@@ -204,6 +204,9 @@ type Service struct {
 	// warmServes says whether a template's warm pool serves creates
 	// (SetWarmPools); nil: every pool does.
 	warmServes func(ctx context.Context, template string) bool
+	// claimOwner names this process in the warm claims it makes
+	// (store.MetaPoolClaim), so one a crash left is known as such.
+	claimOwner string
 
 	// noAgentInit skips the agent /init call (unit tests with a fake host).
 	noAgentInit bool
@@ -236,17 +239,18 @@ type Service struct {
 func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slog.Logger) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
-		cfg:      cfg,
-		store:    st,
-		host:     host,
-		tenancy:  tn,
-		log:      logger,
-		notify:   &syncs.Notifier{},
-		ctx:      ctx,
-		cancel:   cancel,
-		agents:   map[string]*agentclient.Client{},
-		activity: map[string]time.Time{},
-		progress: map[string]sandbox.Progress{},
+		claimOwner: randomToken()[:16],
+		cfg:        cfg,
+		store:      st,
+		host:       host,
+		tenancy:    tn,
+		log:        logger,
+		notify:     &syncs.Notifier{},
+		ctx:        ctx,
+		cancel:     cancel,
+		agents:     map[string]*agentclient.Client{},
+		activity:   map[string]time.Time{},
+		progress:   map[string]sandbox.Progress{},
 	}
 	s.tpl = newTemplates(s)
 	s.builds = newBuilds(cfg.TemplateBuilds.MaxConcurrent)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -24,7 +25,8 @@ import (
 // guest, then adopt it (store.AdoptSandbox, one transaction). A pooled
 // sandbox whose claim fails after the reservation is discarded, never
 // returned to the pool: its guest may have seen the caller's environment.
-// The pool loop (internal/sessions) discards one a crash left reserved.
+// The pool loop (internal/sessions) discards one a crash left reserved
+// (its claim names another process, WarmClaimOwner).
 
 // warmInitTimeout bounds setting the caller's environment in a pooled
 // sandbox; past it the sandbox is discarded and the create boots cold.
@@ -74,6 +76,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sand
 		if err != nil {
 			continue // another create took it, or it is going away
 		}
+		crashpoint.Hit("warm.reserved") // out of the pool, not yet the caller's
 		out, err := s.adoptPooled(ctx, reserved, want)
 		if err == nil {
 			return out, true, nil
@@ -109,10 +112,16 @@ func (s *Service) reservePooled(ctx context.Context, id string) (sandbox.Sandbox
 			return errPoolTaken
 		}
 		delete(sb.Metadata, store.MetaPoolReady)
-		sb.Metadata[store.MetaPoolClaim] = s.now().Format(time.RFC3339)
+		sb.Metadata[store.MetaPoolClaim] = s.now().Format(time.RFC3339) + " " + s.claimOwner
 		return nil
 	})
 }
+
+// WarmClaimOwner names this process in the claims it makes: the value of
+// store.MetaPoolClaim is "<RFC 3339 time> <owner>". A pooled sandbox
+// reserved by another owner on this host was left by a ptd that died
+// mid-claim.
+func (s *Service) WarmClaimOwner() string { return s.claimOwner }
 
 // adoptPooled sets want's environment in the reserved sandbox's guest,
 // then makes the sandbox want's (under the org's quota lock, as a cold
@@ -128,6 +137,7 @@ func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbo
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("set the environment: %w", err)
 		}
+		crashpoint.Hit("warm.initialized") // the guest has the caller's env; the record is the pool's
 	}
 	unlock, err := s.tenancy.LockQuota(ctx, want.OrgID)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -280,11 +281,13 @@ func (s *Service) refillPools(ctx context.Context) {
 			case sandbox.StateDeleting:
 				continue
 			}
-			if at, claimed := sb.Metadata[store.MetaPoolClaim]; claimed {
+			if claim, claimed := sb.Metadata[store.MetaPoolClaim]; claimed {
 				// A create is taking it (controlplane/warm.go); one whose
-				// claim never finished (its ptd crashed) may have seen the
-				// caller's environment, so it is discarded, never reused.
-				if t, err := time.Parse(time.RFC3339, at); mine && (err != nil || time.Since(t) > claimGrace) {
+				// claim never finished (its ptd died, or it hung) may have
+				// seen the caller's environment: discarded, never reused.
+				at, owner, _ := strings.Cut(claim, " ")
+				t, err := time.Parse(time.RFC3339, at)
+				if mine && (err != nil || owner != s.core.WarmClaimOwner() || time.Since(t) > claimGrace) {
 					s.core.DeleteWithReason(ctx, sb.ID, "pool_discarded")
 				}
 				continue

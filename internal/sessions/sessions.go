@@ -107,8 +107,9 @@ type Principal = tenancy.Principal
 // Core is what this part needs of the control plane's core
 // (*controlplane.Service): sandboxes made, waited for, stopped and
 // disposed of for the platform, two record changes, and agent clients.
-// The core never calls back: a create never claims from a pool; only
-// Create here does.
+// The core never calls back. Besides a session's claim here, a plain
+// create claims pooled sandboxes (controlplane/warm.go), marking each it
+// takes with WarmClaimOwner.
 type Core interface {
 	CreatePlatform(ctx context.Context, p Principal, r controlplane.CreateRequest) (sandbox.Sandbox, error)
 	WaitFor(ctx context.Context, p Principal, id string, target sandbox.State, timeout time.Duration) (sandbox.Sandbox, bool, error)
@@ -120,6 +121,7 @@ type Core interface {
 	KnownTemplate(ctx context.Context, org, slug string) (bool, error)
 	DefaultTemplate() string
 	HostID() string
+	WarmClaimOwner() string
 }
 
 // Service is the sessions part. Create it with New, call Run once the
