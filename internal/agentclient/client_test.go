@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/agenttest"
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/testenv"
@@ -37,20 +38,7 @@ func startAgent(t *testing.T) string {
 	cfg.Token = token
 	cfg.DefaultUser = currentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	srv, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		ts.CloseClientConnections()
-		ts.Close()
-	})
+	_, ts := agenttest.Serve(t, cfg)
 	return ts.URL
 }
 
@@ -152,20 +140,7 @@ func TestExecTimeoutKills(t *testing.T) {
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	// Gone or a zombie about to be reaped; wait (bounded by ctx) for it to vanish.
-	for unix.Kill(pid, 0) == nil && !isZombie(pid) {
-		select {
-		case <-ctx.Done():
-			unix.Kill(pid, unix.SIGKILL)
-			t.Fatalf("process %d survived its timeout", pid)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitGone(ctx, t, pidFile, "its timeout")
 }
 
 func TestExecCancelKills(t *testing.T) {
@@ -183,6 +158,15 @@ func TestExecCancelKills(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
+	waitGone(ctx, t, pidFile, "the caller's cancel")
+}
+
+// waitGone waits (bounded by ctx) until the process whose pid is in
+// pidFile is gone or a zombie about to be reaped, and fails the test,
+// killing it, if it is still there when ctx ends: it should have died of
+// what.
+func waitGone(ctx context.Context, t *testing.T, pidFile, what string) {
+	t.Helper()
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +176,7 @@ func TestExecCancelKills(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			unix.Kill(pid, unix.SIGKILL)
-			t.Fatalf("process %d survived the caller's cancel", pid)
+			t.Fatalf("process %d survived %s", pid, what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
