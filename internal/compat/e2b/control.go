@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -243,16 +243,7 @@ func notReady(sb sandbox.Sandbox, op string) error {
 }
 
 func (h *Handler) templateList(ctx context.Context) string {
-	ts, err := h.cp.ListTemplates(ctx)
-	if err != nil || len(ts) == 0 {
-		return "no templates"
-	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Slug)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return compatkit.TemplateList(ctx, h.cp)
 }
 
 // visible returns the sandbox if E2B callers can see it (running or
