@@ -125,22 +125,33 @@ func classify(ref string, err error) error {
 	return errorf(ErrRegistry, "%s: %v", ref, err)
 }
 
+// remoteImage is ref's linux/amd64 image in its registry (the image
+// itself, or the entry of the list ref names), read as far as its
+// manifest; errors come classified.
+func (s *Store) remoteImage(ctx context.Context, ref string, auth Auth) (v1.Image, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return nil, errorf(ErrInvalid, "reference %q: %v", ref, err)
+	}
+	desc, err := remote.Get(r, s.remoteOptions(ctx, auth)...)
+	if err != nil {
+		return nil, classify(ref, err)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, classify(ref, err)
+	}
+	return img, nil
+}
+
 // Resolve checks that ref exists and that the credentials may pull it,
 // and returns its linux/amd64 image as its manifest and config describe
 // it, layers not fetched. It reads manifests and the config only: a create
 // can answer 404 or 403 at once, before any layer moves.
 func (s *Store) Resolve(ctx context.Context, ref string, auth Auth) (Image, error) {
-	r, err := name.ParseReference(ref)
+	img, err := s.remoteImage(ctx, ref, auth)
 	if err != nil {
-		return Image{}, errorf(ErrInvalid, "reference %q: %v", ref, err)
-	}
-	desc, err := remote.Get(r, s.remoteOptions(ctx, auth)...)
-	if err != nil {
-		return Image{}, classify(ref, err)
-	}
-	img, err := desc.Image()
-	if err != nil {
-		return Image{}, classify(ref, err)
+		return Image{}, err
 	}
 	d, err := img.Digest()
 	if err != nil {
@@ -161,17 +172,9 @@ func (s *Store) Resolve(ctx context.Context, ref string, auth Auth) (Image, erro
 // unpacks every layer not stored yet. Layers already stored are neither
 // fetched nor unpacked again.
 func (s *Store) Pull(ctx context.Context, ref string, auth Auth, progress Progress) (Image, error) {
-	r, err := name.ParseReference(ref)
+	img, err := s.remoteImage(ctx, ref, auth)
 	if err != nil {
-		return Image{}, errorf(ErrInvalid, "reference %q: %v", ref, err)
-	}
-	desc, err := remote.Get(r, s.remoteOptions(ctx, auth)...)
-	if err != nil {
-		return Image{}, classify(ref, err)
-	}
-	img, err := desc.Image()
-	if err != nil {
-		return Image{}, classify(ref, err)
+		return Image{}, err
 	}
 	out, err := s.unpackImage(ctx, img, progress)
 	if err != nil {
