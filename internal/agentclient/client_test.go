@@ -383,11 +383,12 @@ func currentUser(t *testing.T) string {
 	return u.Username
 }
 
-// TestResetMidCallIsUnavailable: an agent that drops the connection while
-// answering (it crashed, or the sandbox stopped under it) is
-// ErrUnavailable, which the API answers 503, never an internal error.
-func TestResetMidCallIsUnavailable(t *testing.T) {
-	ctx := testCtx(t)
+// fakeAgent listens on loopback in place of pt-agent, hands every
+// connection to answer on a goroutine of its own, and returns the base URL
+// a client dials it at: for answers a real agent gives only when things
+// break.
+func fakeAgent(t *testing.T, answer func(c net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -399,23 +400,30 @@ func TestResetMidCallIsUnavailable(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() {
-				// Read the request's head, answer the start of a
-				// stream, then reset.
-				buf := make([]byte, 4096)
-				n, _ := c.Read(buf)
-				head := "HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 100\r\n\r\n"
-				if strings.Contains(string(buf[:n]), "/Start ") {
-					head = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\nTransfer-Encoding: chunked\r\n\r\n"
-				}
-				_, _ = io.WriteString(c, head)
-				time.Sleep(20 * time.Millisecond)
-				_ = c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}()
+			go answer(c)
 		}
 	}()
-	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	return "http://" + ln.Addr().String()
+}
+
+// TestResetMidCallIsUnavailable: an agent that drops the connection while
+// answering (it crashed, or the sandbox stopped under it) is
+// ErrUnavailable, which the API answers 503, never an internal error.
+func TestResetMidCallIsUnavailable(t *testing.T) {
+	ctx := testCtx(t)
+	c := agentclient.New(fakeAgent(t, func(c net.Conn) {
+		// Read the request's head, answer the start of a stream, then reset.
+		buf := make([]byte, 4096)
+		n, _ := c.Read(buf)
+		head := "HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 100\r\n\r\n"
+		if strings.Contains(string(buf[:n]), "/Start ") {
+			head = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\nTransfer-Encoding: chunked\r\n\r\n"
+		}
+		_, _ = io.WriteString(c, head)
+		time.Sleep(20 * time.Millisecond)
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}), token, nil)
 	for name, call := range map[string]func() error{
 		"exec": func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
 		"stat": func() error { _, err := c.Stat(ctx, "/"); return err },
@@ -463,27 +471,13 @@ func TestInitRedials(t *testing.T) {
 // ErrUnavailable (503, safe to retry), for a stream and a plain endpoint.
 func TestUnreadRequestIsUnavailable(t *testing.T) {
 	ctx := testCtx(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				// What net/http's server writes for a request it cannot parse.
-				_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
-			}()
-		}
-	}()
-	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	c := agentclient.New(fakeAgent(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		// What net/http's server writes for a request it cannot parse.
+		_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
+	}), token, nil)
 	for name, call := range map[string]func() error{
 		"exec":   func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
 		"stat":   func() error { _, err := c.Stat(ctx, "/"); return err },
