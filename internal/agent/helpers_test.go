@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func newEnvWith(t *testing.T, tune func(*agent.Config)) *env {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = testToken
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if tune != nil {
 		tune(&cfg)
@@ -259,14 +258,3 @@ func shell(script string) *process.ProcessConfig {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// currentUser names the user running the tests, so that processes start
-// without a uid switch when the tests do not run as root.
-func currentUser(t *testing.T) string {
-	t.Helper()
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
-}

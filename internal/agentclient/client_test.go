@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,7 +35,7 @@ func startAgent(t *testing.T) string {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	_, ts := agenttest.Serve(t, cfg)
 	return ts.URL
@@ -323,7 +322,7 @@ func TestWaitReadyBeforeServing(t *testing.T) {
 	ctx := testCtx(t)
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	srv, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -370,17 +369,6 @@ func TestNoSpace(t *testing.T) {
 	if !errors.Is(err, agentclient.ErrNoSpace) {
 		t.Fatalf("err = %v, want ErrNoSpace", err)
 	}
-}
-
-// currentUser names the user running the tests, so that processes start
-// without a uid switch when the tests do not run as root.
-func currentUser(t *testing.T) string {
-	t.Helper()
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
 }
 
 // fakeAgent listens on loopback in place of pt-agent, hands every

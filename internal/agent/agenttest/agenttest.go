@@ -5,6 +5,7 @@ package agenttest
 import (
 	"net/http"
 	"net/http/httptest"
+	"os/user"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/agent"
@@ -31,4 +32,15 @@ func Serve(t testing.TB, cfg agent.Config) (*agent.Server, *httptest.Server) {
 		ts.Close()
 	})
 	return srv, ts
+}
+
+// CurrentUser names the user running the tests, so that processes start
+// without a uid switch when the tests do not run as root.
+func CurrentUser(t testing.TB) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }
