@@ -44,9 +44,9 @@ func (tb *toolbox) git(ctx context.Context, dir string, args ...string) (string,
 // password, which would wait for a terminal nobody types into.
 func gitEnv() map[string]string { return map[string]string{"GIT_TERMINAL_PROMPT": "0"} }
 
-// gitPost is the skeleton every POST git route but commit shares: decode
-// the JSON body into a T, let do check it and run its git commands, and
-// answer status with no body, as the daemon's routes do. Each do keeps its
+// gitPost is the skeleton every git route with a JSON body but commit
+// shares: decode the body into a T, let do check it and run its git
+// commands, and answer status with no body, as the daemon's routes do. Each do keeps its
 // route's order of checks, so a request that is wrong twice over gets the
 // same error as before.
 func gitPost[T any](w http.ResponseWriter, r *http.Request, status int, do func(ctx context.Context, req *T) error) error {
@@ -62,7 +62,7 @@ func gitPost[T any](w http.ResponseWriter, r *http.Request, status int, do func(
 }
 
 // gitIn resolves the repository at path and runs git there, dropping its
-// output: the one command of most POST routes.
+// output: the one command of most routes with a body.
 func (tb *toolbox) gitIn(ctx context.Context, path string, args ...string) error {
 	dir, err := tb.repo(path)
 	if err != nil {
