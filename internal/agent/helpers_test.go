@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/platinum-dev/platinum/api/gen/process"
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/agenttest"
 )
 
 const testToken = "test-token-123"
@@ -43,25 +43,12 @@ func newEnvWith(t *testing.T, tune func(*agent.Config)) *env {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = testToken
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if tune != nil {
 		tune(&cfg)
 	}
-	srv, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(func() {
-		srv.Close() // kills processes, so open streams end
-		ts.CloseClientConnections()
-		ts.Close()
-	})
+	srv, ts := agenttest.Serve(t, cfg)
 	opts := connect.WithInterceptors(headerInterceptor{"X-Access-Token": testToken})
 	return &env{
 		srv:  srv,
@@ -106,19 +93,7 @@ func (h headerInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFun
 // rawJSON posts a unary Connect JSON request and returns status and body.
 func (e *env) rawJSON(t *testing.T, path, body string, header map[string]string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.ts.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Connect-Protocol-Version", "1")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.postConnect(t, path, "application/json", strings.NewReader(body), header)
 	defer resp.Body.Close()
 	var out map[string]any
 	raw, _ := io.ReadAll(resp.Body)
@@ -128,6 +103,40 @@ func (e *env) rawJSON(t *testing.T, path, body string, header map[string]string)
 		}
 	}
 	return resp.StatusCode, out
+}
+
+// postConnect posts body by hand as a Connect request of contentType, with
+// header on top, so that tests can send what the generated clients never
+// would.
+func (e *env) postConnect(t *testing.T, path, contentType string, body io.Reader, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.ts.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Connect-Protocol-Version", "1")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// do sends req to the agent as it is and returns the status and the whole
+// body, failing the test only when the request does not get an answer.
+func (e *env) do(t *testing.T, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 // envelope is one frame of a Connect streaming body.
@@ -145,19 +154,7 @@ func (e *env) rawStream(t *testing.T, path, body string, header map[string]strin
 	buf.WriteByte(0)
 	_ = binary.Write(&buf, binary.BigEndian, uint32(len(body)))
 	buf.WriteString(body)
-	req, err := http.NewRequest(http.MethodPost, e.ts.URL+path, &buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/connect+json")
-	req.Header.Set("Connect-Protocol-Version", "1")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := e.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.postConnect(t, path, "application/connect+json", &buf, header)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -210,10 +207,41 @@ func (ev *events) add(e *process.ProcessEvent) {
 	}
 }
 
+// startUntil starts req and collects its events until ready says the
+// output so far shows the process is up (a marker it prints once it is
+// set up for what the test sends next). The stream stays open for the
+// rest of the events; sel names the process for the RPCs that follow.
+func (e *env) startUntil(ctx context.Context, t *testing.T, req *process.StartRequest, ready func(*events) bool) (stream *connect.ServerStreamForClient[process.StartResponse], ev *events, sel *process.ProcessSelector) {
+	t.Helper()
+	stream, err := e.proc.Start(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev = &events{}
+	for stream.Receive() {
+		ev.add(stream.Msg().GetEvent())
+		if ready(ev) {
+			break
+		}
+	}
+	return stream, ev, &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: ev.pid}}
+}
+
+// printed is a startUntil readiness test: marker is on stdout.
+func printed(marker string) func(*events) bool {
+	return func(ev *events) bool { return strings.Contains(ev.stdout.String(), marker) }
+}
+
 // startAndCollect runs a StartRequest to completion with the generated client.
 func (e *env) startAndCollect(ctx context.Context, t *testing.T, req *process.StartRequest) (*events, error) {
 	t.Helper()
-	stream, err := e.proc.Start(ctx, connect.NewRequest(req))
+	return e.collect(ctx, t, connect.NewRequest(req))
+}
+
+// collect is startAndCollect for a request that carries headers of its own.
+func (e *env) collect(ctx context.Context, t *testing.T, req *connect.Request[process.StartRequest]) (*events, error) {
+	t.Helper()
+	stream, err := e.proc.Start(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -230,14 +258,3 @@ func shell(script string) *process.ProcessConfig {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// currentUser names the user running the tests, so that processes start
-// without a uid switch when the tests do not run as root.
-func currentUser(t *testing.T) string {
-	t.Helper()
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
-}

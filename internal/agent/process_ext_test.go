@@ -83,19 +83,8 @@ func TestSignalNumbers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			stream, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: shell("echo ready; exec sleep 60"), Stdin: ptr(false)}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev := &events{}
-			for stream.Receive() {
-				ev.add(stream.Msg().GetEvent())
-				if strings.Contains(ev.stdout.String(), "ready") {
-					break
-				}
-			}
-			sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: ev.pid}}
-			_, err = e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: tc.sig}))
+			stream, ev, sel := e.startUntil(ctx, t, &process.StartRequest{Process: shell("echo ready; exec sleep 60"), Stdin: ptr(false)}, printed("ready"))
+			_, err := e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: tc.sig}))
 			if tc.wantCode != 0 {
 				if connect.CodeOf(err) != tc.wantCode {
 					t.Errorf("signal %v: %v, want %v", tc.sig, err, tc.wantCode)

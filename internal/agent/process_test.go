@@ -131,15 +131,8 @@ func TestRunAsUser(t *testing.T) {
 	ctx := testCtx(t)
 	req := connect.NewRequest(&process.StartRequest{Process: shell(`echo "$(id -u) $USER $HOME"; pwd`), Stdin: ptr(false)})
 	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("nobody:")))
-	stream, err := e.proc.Start(ctx, req)
+	ev, err := e.collect(ctx, t, req)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
-	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.SplitN(ev.stdout.String(), "\n", 2)[0]
@@ -221,18 +214,7 @@ func TestBackgroundConnect(t *testing.T) {
 func TestSendSignalKill(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	stream, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: shell("echo ready; exec sleep 60"), Stdin: ptr(false)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-		if strings.Contains(ev.stdout.String(), "ready") {
-			break
-		}
-	}
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: ev.pid}}
+	stream, ev, sel := e.startUntil(ctx, t, &process.StartRequest{Process: shell("echo ready; exec sleep 60"), Stdin: ptr(false)}, printed("ready"))
 	if _, err := e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
@@ -279,21 +261,10 @@ func TestStdinAndCloseStdin(t *testing.T) {
 func TestPTY(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	stream, err := e.proc.Start(ctx, connect.NewRequest(&process.StartRequest{
+	stream, ev, sel := e.startUntil(ctx, t, &process.StartRequest{
 		Process: shell(`stty size; echo "term=$TERM"; read line; stty size; echo "got:$line"`),
 		Pty:     &process.PTY{Size: &process.PTY_Size{Cols: 100, Rows: 30}},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-		if strings.Contains(ev.pty.String(), "term=") {
-			break
-		}
-	}
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: ev.pid}}
+	}, func(ev *events) bool { return strings.Contains(ev.pty.String(), "term=") })
 	if _, err := e.proc.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: sel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 120, Rows: 40}}})); err != nil {
 		t.Fatal(err)
 	}
@@ -386,15 +357,8 @@ func TestKeepalive(t *testing.T) {
 	ctx := testCtx(t)
 	req := connect.NewRequest(&process.StartRequest{Process: shell("sleep 2.5"), Stdin: ptr(false)})
 	req.Header().Set("Keepalive-Ping-Interval", "1")
-	stream, err := e.proc.Start(ctx, req)
+	ev, err := e.collect(ctx, t, req)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
-	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(ev.kinds) < 3 || ev.kinds[0] != "start" || ev.kinds[1] != "keepalive" || ev.kinds[len(ev.kinds)-1] != "end" {

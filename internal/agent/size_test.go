@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"runtime"
 	"testing"
@@ -26,15 +25,10 @@ func TestSizeAndEnvReplace(t *testing.T) {
 		if token != "" {
 			req.Header.Set("X-Access-Token", token)
 		}
-		resp, err := e.ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		status, b := e.do(t, req)
 		var g guestSize
-		b, _ := io.ReadAll(resp.Body)
 		json.Unmarshal(b, &g)
-		return resp.StatusCode, g
+		return status, g
 	}
 	if status, _ := get(""); status != http.StatusUnauthorized {
 		t.Errorf("size without a token: %d", status)

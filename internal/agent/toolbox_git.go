@@ -24,8 +24,7 @@ const gitTimeout = 10 * time.Minute
 // the daemon's code when git failed.
 func (tb *toolbox) git(ctx context.Context, dir string, args ...string) (string, error) {
 	argv := append([]string{"git"}, args...)
-	env := map[string]string{"GIT_TERMINAL_PROMPT": "0"}
-	res, err := tb.run(ctx, argv, env, dir, gitTimeout)
+	res, err := tb.run(ctx, argv, gitEnv(), dir, gitTimeout)
 	if err != nil {
 		if strings.Contains(err.Error(), `executable "git" not found`) {
 			return "", tbErr(http.StatusBadRequest, "BAD_REQUEST", "git is not installed in this sandbox's template")
@@ -39,6 +38,52 @@ func (tb *toolbox) git(ctx context.Context, dir string, args ...string) (string,
 		return "", gitError(args[0], string(res.stderr)+string(res.stdout))
 	}
 	return string(res.stdout), nil
+}
+
+// gitEnv is the environment every git command runs with: no prompt for a
+// password, which would wait for a terminal nobody types into.
+func gitEnv() map[string]string { return map[string]string{"GIT_TERMINAL_PROMPT": "0"} }
+
+// gitPost is the skeleton every git route with a JSON body but commit
+// shares: decode the body into a T, let do check it and run its git
+// commands, and answer status with no body, as the daemon's routes do. Each do keeps its
+// route's order of checks, so a request that is wrong twice over gets the
+// same error as before.
+func gitPost[T any](w http.ResponseWriter, r *http.Request, status int, do func(ctx context.Context, req *T) error) error {
+	var req T
+	if err := decodeBody(r, &req); err != nil {
+		return err
+	}
+	if err := do(r.Context(), &req); err != nil {
+		return err
+	}
+	w.WriteHeader(status)
+	return nil
+}
+
+// gitIn resolves the repository at path and runs git there, dropping its
+// output: the one command of most routes with a body.
+func (tb *toolbox) gitIn(ctx context.Context, path string, args ...string) error {
+	dir, err := tb.repo(path)
+	if err != nil {
+		return err
+	}
+	_, err = tb.git(ctx, dir, args...)
+	return err
+}
+
+// gitQuery is the start of the GET routes: git's output in the repository
+// ?path names, split into lines for the route to parse.
+func (tb *toolbox) gitQuery(r *http.Request, args ...string) ([]string, error) {
+	dir, err := tb.repo(r.URL.Query().Get("path"))
+	if err != nil {
+		return nil, err
+	}
+	out, err := tb.git(r.Context(), dir, args...)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(out, "\n"), "\n"), nil
 }
 
 // gitError picks the daemon's code from git's message.
@@ -87,7 +132,7 @@ func (tb *toolbox) repo(p string) (string, error) {
 }
 
 func (tb *toolbox) gitClone(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		URL      string `json:"url"`
 		Path     string `json:"path"`
 		Branch   string `json:"branch"`
@@ -97,51 +142,45 @@ func (tb *toolbox) gitClone(w http.ResponseWriter, r *http.Request) error {
 		Depth    int    `json:"depth"`
 		Insecure bool   `json:"insecure_skip_tls"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if req.URL == "" {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "url is required")
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	args := []string{"clone"}
-	if req.Insecure {
-		args = []string{"-c", "http.sslVerify=false", "clone"}
-	}
-	if req.Branch != "" {
-		args = append(args, "--branch", req.Branch)
-	}
-	if req.Depth > 0 {
-		args = append(args, "--depth", strconv.Itoa(req.Depth))
-	}
-	args = append(args, "--", withCredentials(req.URL, req.Username, req.Password), dir)
-	if _, err := tb.git(r.Context(), "/", args...); err != nil {
-		return err
-	}
-	if req.Username != "" || req.Password != "" { // keep no credentials in .git/config
-		if _, err := tb.git(r.Context(), dir, "remote", "set-url", "origin", req.URL); err != nil {
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		if req.URL == "" {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "url is required")
+		}
+		dir, err := tb.repo(req.Path)
+		if err != nil {
 			return err
 		}
-	}
-	if req.CommitID != "" {
-		if _, err := tb.git(r.Context(), dir, "checkout", req.CommitID); err != nil {
+		args := []string{"clone"}
+		if req.Insecure {
+			args = []string{"-c", "http.sslVerify=false", "clone"}
+		}
+		if req.Branch != "" {
+			args = append(args, "--branch", req.Branch)
+		}
+		if req.Depth > 0 {
+			args = append(args, "--depth", strconv.Itoa(req.Depth))
+		}
+		args = append(args, "--", withCredentials(req.URL, req.Username, req.Password), dir)
+		if _, err := tb.git(ctx, "/", args...); err != nil {
 			return err
 		}
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+		if req.Username != "" || req.Password != "" { // keep no credentials in .git/config
+			if _, err := tb.git(ctx, dir, "remote", "set-url", "origin", req.URL); err != nil {
+				return err
+			}
+		}
+		if req.CommitID != "" {
+			if _, err := tb.git(ctx, dir, "checkout", req.CommitID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // gitStatus parses `git status --porcelain=v1 -b`.
 func (tb *toolbox) gitStatus(w http.ResponseWriter, r *http.Request) error {
-	dir, err := tb.repo(r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	out, err := tb.git(r.Context(), dir, "status", "--porcelain=v1", "-b", "-uall")
+	lines, err := tb.gitQuery(r, "status", "--porcelain=v1", "-b", "-uall")
 	if err != nil {
 		return err
 	}
@@ -153,7 +192,7 @@ func (tb *toolbox) gitStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	st := map[string]any{"currentBranch": "", "ahead": 0, "behind": 0, "branchPublished": false, "detached": false}
 	files := []fileStatus{}
-	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+	for _, line := range lines {
 		if head, ok := strings.CutPrefix(line, "## "); ok {
 			parseBranchLine(head, st)
 			continue
@@ -171,7 +210,6 @@ func (tb *toolbox) gitStatus(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
-
 func parseBranchLine(head string, st map[string]any) {
 	if b, ok := strings.CutPrefix(head, "No commits yet on "); ok {
 		st["currentBranch"] = b
@@ -219,25 +257,21 @@ func statusName(c byte) string {
 }
 
 func (tb *toolbox) gitAdd(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path  string   `json:"path"`
 		Files []string `json:"files"`
 	}
-	if err := decodeBody(r, &req); err != nil {
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		dir, err := tb.repo(req.Path)
+		if err != nil {
+			return err
+		}
+		if len(req.Files) == 0 {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "files must name at least one path")
+		}
+		_, err = tb.git(ctx, dir, append([]string{"add", "--"}, req.Files...)...)
 		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	if len(req.Files) == 0 {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "files must name at least one path")
-	}
-	if _, err := tb.git(r.Context(), dir, append([]string{"add", "--"}, req.Files...)...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	})
 }
 
 func (tb *toolbox) gitCommit(w http.ResponseWriter, r *http.Request) error {
@@ -274,16 +308,12 @@ func (tb *toolbox) gitCommit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (tb *toolbox) gitBranches(w http.ResponseWriter, r *http.Request) error {
-	dir, err := tb.repo(r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	out, err := tb.git(r.Context(), dir, "branch", "--format=%(HEAD) %(refname:short)")
+	lines, err := tb.gitQuery(r, "branch", "--format=%(HEAD) %(refname:short)")
 	if err != nil {
 		return err
 	}
 	branches, current := []string{}, ""
-	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+	for _, line := range lines {
 		if len(line) < 3 {
 			continue
 		}
@@ -307,54 +337,25 @@ type gitBranchRequest struct {
 }
 
 func (tb *toolbox) gitCreateBranch(w http.ResponseWriter, r *http.Request) error {
-	var req gitBranchRequest
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	if _, err := tb.git(r.Context(), dir, "branch", "--", req.Name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusCreated)
-	return nil
+	return gitPost(w, r, http.StatusCreated, func(ctx context.Context, req *gitBranchRequest) error {
+		return tb.gitIn(ctx, req.Path, "branch", "--", req.Name)
+	})
 }
 
 func (tb *toolbox) gitDeleteBranch(w http.ResponseWriter, r *http.Request) error {
-	var req gitBranchRequest
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	if _, err := tb.git(r.Context(), dir, "branch", "-D", "--", req.Name); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return gitPost(w, r, http.StatusNoContent, func(ctx context.Context, req *gitBranchRequest) error {
+		return tb.gitIn(ctx, req.Path, "branch", "-D", "--", req.Name)
+	})
 }
 
 func (tb *toolbox) gitCheckout(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path   string `json:"path"`
 		Branch string `json:"branch"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	if _, err := tb.git(r.Context(), dir, "checkout", req.Branch); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		return tb.gitIn(ctx, req.Path, "checkout", req.Branch)
+	})
 }
 
 type gitRemoteRequest struct {
@@ -383,77 +384,62 @@ func (tb *toolbox) remoteArgs(ctx context.Context, dir string, req gitRemoteRequ
 }
 
 func (tb *toolbox) gitPull(w http.ResponseWriter, r *http.Request) error {
-	var req gitRemoteRequest
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	args := []string{"pull", "--no-rebase"}
-	if req.Remote != "" || req.Branch != "" || req.Username != "" {
-		remote, err := tb.remoteArgs(r.Context(), dir, req)
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *gitRemoteRequest) error {
+		dir, err := tb.repo(req.Path)
 		if err != nil {
 			return err
 		}
-		args = append(args, remote...)
-		if req.Branch != "" {
-			args = append(args, req.Branch)
+		args := []string{"pull", "--no-rebase"}
+		if req.Remote != "" || req.Branch != "" || req.Username != "" {
+			remote, err := tb.remoteArgs(ctx, dir, *req)
+			if err != nil {
+				return err
+			}
+			args = append(args, remote...)
+			if req.Branch != "" {
+				args = append(args, req.Branch)
+			}
 		}
-	}
-	if _, err := tb.git(r.Context(), dir, args...); err != nil {
+		_, err = tb.git(ctx, dir, args...)
 		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	})
 }
 
 func (tb *toolbox) gitPush(w http.ResponseWriter, r *http.Request) error {
-	var req gitRemoteRequest
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	remote, err := tb.remoteArgs(r.Context(), dir, req)
-	if err != nil {
-		return err
-	}
-	args := []string{"push"}
-	if req.SetUpstream {
-		args = append(args, "--set-upstream")
-	}
-	args = append(args, remote...)
-	branch := req.Branch
-	if branch == "" {
-		b, err := tb.git(r.Context(), dir, "rev-parse", "--abbrev-ref", "HEAD")
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *gitRemoteRequest) error {
+		dir, err := tb.repo(req.Path)
 		if err != nil {
 			return err
 		}
-		branch = strings.TrimSpace(b)
-	}
-	args = append(args, branch)
-	if _, err := tb.git(r.Context(), dir, args...); err != nil {
+		remote, err := tb.remoteArgs(ctx, dir, *req)
+		if err != nil {
+			return err
+		}
+		args := []string{"push"}
+		if req.SetUpstream {
+			args = append(args, "--set-upstream")
+		}
+		args = append(args, remote...)
+		branch := req.Branch
+		if branch == "" {
+			b, err := tb.git(ctx, dir, "rev-parse", "--abbrev-ref", "HEAD")
+			if err != nil {
+				return err
+			}
+			branch = strings.TrimSpace(b)
+		}
+		_, err = tb.git(ctx, dir, append(args, branch)...)
 		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	})
 }
 
 func (tb *toolbox) gitHistory(w http.ResponseWriter, r *http.Request) error {
-	dir, err := tb.repo(r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	out, err := tb.git(r.Context(), dir, "log", "--format=%H%x1f%an%x1f%ae%x1f%s%x1f%aI")
+	lines, err := tb.gitQuery(r, "log", "--format=%H%x1f%an%x1f%ae%x1f%s%x1f%aI")
 	if err != nil {
 		return err
 	}
 	commits := []map[string]string{}
-	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+	for _, line := range lines {
 		f := strings.Split(line, "\x1f")
 		if len(f) == 5 {
 			commits = append(commits, map[string]string{"hash": f[0], "author": f[1], "email": f[2], "message": f[3], "timestamp": f[4]})
@@ -468,40 +454,32 @@ func (tb *toolbox) gitHistory(w http.ResponseWriter, r *http.Request) error {
 // does (201 for init and remote add, 200 otherwise).
 
 func (tb *toolbox) gitInit(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path          string `json:"path"`
 		Bare          bool   `json:"bare"`
 		InitialBranch string `json:"initial_branch"`
 	}
-	if err := decodeBody(r, &req); err != nil {
+	return gitPost(w, r, http.StatusCreated, func(ctx context.Context, req *request) error {
+		dir, err := tb.repo(req.Path)
+		if err != nil {
+			return err
+		}
+		args := []string{"init", "-q"}
+		if req.Bare {
+			args = append(args, "--bare")
+		}
+		if req.InitialBranch != "" {
+			args = append(args, "--initial-branch="+req.InitialBranch)
+		}
+		_, err = tb.git(ctx, "/", append(args, "--", dir)...)
 		return err
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	args := []string{"init", "-q"}
-	if req.Bare {
-		args = append(args, "--bare")
-	}
-	if req.InitialBranch != "" {
-		args = append(args, "--initial-branch="+req.InitialBranch)
-	}
-	if _, err := tb.git(r.Context(), "/", append(args, "--", dir)...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusCreated)
-	return nil
+	})
 }
 
 // gitRemotes is GET /git/remotes?path: {remotes: [{name, url}]}, with any
 // password in a URL left out, as the daemon does.
 func (tb *toolbox) gitRemotes(w http.ResponseWriter, r *http.Request) error {
-	dir, err := tb.repo(r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	out, err := tb.git(r.Context(), dir, "remote", "-v")
+	lines, err := tb.gitQuery(r, "remote", "-v")
 	if err != nil {
 		return err
 	}
@@ -511,7 +489,7 @@ func (tb *toolbox) gitRemotes(w http.ResponseWriter, r *http.Request) error {
 	}
 	remotes := []remote{}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+	for _, line := range lines {
 		f := strings.Fields(line) // "origin\t<url> (fetch)"
 		if len(f) < 2 || seen[f[0]] {
 			continue
@@ -537,128 +515,107 @@ func redactURL(raw string) string {
 }
 
 func (tb *toolbox) gitAddRemote(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path      string `json:"path"`
 		Name      string `json:"name"`
 		URL       string `json:"url"`
 		Fetch     bool   `json:"fetch"`
 		Overwrite bool   `json:"overwrite"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if req.Name == "" || req.URL == "" || strings.HasPrefix(req.Name, "-") {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and url are required (and name must not start with '-')")
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	if req.Overwrite {
-		if _, err := tb.git(ctx, dir, "remote", "get-url", req.Name); err == nil {
-			if _, err := tb.git(ctx, dir, "remote", "remove", req.Name); err != nil {
+	return gitPost(w, r, http.StatusCreated, func(ctx context.Context, req *request) error {
+		if req.Name == "" || req.URL == "" || strings.HasPrefix(req.Name, "-") {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and url are required (and name must not start with '-')")
+		}
+		dir, err := tb.repo(req.Path)
+		if err != nil {
+			return err
+		}
+		if req.Overwrite {
+			if _, err := tb.git(ctx, dir, "remote", "get-url", req.Name); err == nil {
+				if _, err := tb.git(ctx, dir, "remote", "remove", req.Name); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := tb.git(ctx, dir, "remote", "add", req.Name, req.URL); err != nil {
+			var te *toolboxError
+			if errors.As(err, &te) && strings.Contains(te.msg, "already exists") {
+				return tbErr(http.StatusConflict, "CONFLICT", "%s", te.msg)
+			}
+			return err
+		}
+		if req.Fetch {
+			if _, err := tb.git(ctx, dir, "fetch", "--", req.Name); err != nil {
 				return err
 			}
 		}
-	}
-	if _, err := tb.git(ctx, dir, "remote", "add", req.Name, req.URL); err != nil {
-		var te *toolboxError
-		if errors.As(err, &te) && strings.Contains(te.msg, "already exists") {
-			return tbErr(http.StatusConflict, "CONFLICT", "%s", te.msg)
-		}
-		return err
-	}
-	if req.Fetch {
-		if _, err := tb.git(ctx, dir, "fetch", "--", req.Name); err != nil {
-			return err
-		}
-	}
-	w.WriteHeader(http.StatusCreated)
-	return nil
+		return nil
+	})
 }
 
 // gitReset is POST /git/reset {path, mode?, target?, files?}: git reset
 // --<mode> (soft, mixed — the default —, hard, merge, keep) to target
 // (HEAD when empty), or of files only.
 func (tb *toolbox) gitReset(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path   string   `json:"path"`
 		Mode   string   `json:"mode"`
 		Target string   `json:"target"`
 		Files  []string `json:"files"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	mode := req.Mode
-	switch mode {
-	case "":
-		mode = "mixed"
-	case "soft", "mixed", "hard", "merge", "keep":
-	default:
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "unsupported reset mode %q (supported: soft, mixed, hard, merge, keep)", req.Mode)
-	}
-	if strings.HasPrefix(req.Target, "-") {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "target must not start with '-'")
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	args := []string{"reset", "-q"}
-	if len(req.Files) == 0 || mode != "mixed" {
-		args = append(args, "--"+mode)
-	}
-	if req.Target != "" {
-		args = append(args, req.Target)
-	}
-	if len(req.Files) > 0 {
-		args = append(append(args, "--"), req.Files...)
-	}
-	if _, err := tb.git(r.Context(), dir, args...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		mode := req.Mode
+		switch mode {
+		case "":
+			mode = "mixed"
+		case "soft", "mixed", "hard", "merge", "keep":
+		default:
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "unsupported reset mode %q (supported: soft, mixed, hard, merge, keep)", req.Mode)
+		}
+		if strings.HasPrefix(req.Target, "-") {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "target must not start with '-'")
+		}
+		args := []string{"reset", "-q"}
+		if len(req.Files) == 0 || mode != "mixed" {
+			args = append(args, "--"+mode)
+		}
+		if req.Target != "" {
+			args = append(args, req.Target)
+		}
+		if len(req.Files) > 0 {
+			args = append(append(args, "--"), req.Files...)
+		}
+		return tb.gitIn(ctx, req.Path, args...)
+	})
 }
 
 // gitRestore is POST /git/restore {path, files, staged?, worktree?,
 // source?}: git restore, the worktree when neither is set (git's
 // default).
 func (tb *toolbox) gitRestore(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Path     string   `json:"path"`
 		Files    []string `json:"files"`
 		Staged   bool     `json:"staged"`
 		Worktree bool     `json:"worktree"`
 		Source   string   `json:"source"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if len(req.Files) == 0 {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "files must name at least one path")
-	}
-	dir, err := tb.repo(req.Path)
-	if err != nil {
-		return err
-	}
-	args := []string{"restore"}
-	if req.Staged {
-		args = append(args, "--staged")
-	}
-	if req.Worktree {
-		args = append(args, "--worktree")
-	}
-	if req.Source != "" {
-		args = append(args, "--source="+req.Source)
-	}
-	if _, err := tb.git(r.Context(), dir, append(append(args, "--"), req.Files...)...); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		if len(req.Files) == 0 {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "files must name at least one path")
+		}
+		args := []string{"restore"}
+		if req.Staged {
+			args = append(args, "--staged")
+		}
+		if req.Worktree {
+			args = append(args, "--worktree")
+		}
+		if req.Source != "" {
+			args = append(args, "--source="+req.Source)
+		}
+		return tb.gitIn(ctx, req.Path, append(append(args, "--"), req.Files...)...)
+	})
 }
 
 // configScope turns the SDK's scope (global — the default —, local,
@@ -697,7 +654,7 @@ func (tb *toolbox) gitGetConfig(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := tb.run(r.Context(), []string{"git", "config", flag, "--get", key}, map[string]string{"GIT_TERMINAL_PROMPT": "0"}, dir, gitTimeout)
+	res, err := tb.run(r.Context(), []string{"git", "config", flag, "--get", key}, gitEnv(), dir, gitTimeout)
 	if err != nil {
 		return err
 	}
@@ -713,53 +670,47 @@ func (tb *toolbox) gitGetConfig(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (tb *toolbox) gitSetConfig(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Key   string `json:"key"`
 		Value string `json:"value"`
 		Scope string `json:"scope"`
 		Path  string `json:"path"`
 	}
-	if err := decodeBody(r, &req); err != nil {
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		if !gitConfigKeyRE.MatchString(req.Key) {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "key must be a git config key like user.name")
+		}
+		flag, dir, err := tb.configScope(req.Scope, req.Path)
+		if err != nil {
+			return err
+		}
+		_, err = tb.git(ctx, dir, "config", flag, req.Key, req.Value)
 		return err
-	}
-	if !gitConfigKeyRE.MatchString(req.Key) {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "key must be a git config key like user.name")
-	}
-	flag, dir, err := tb.configScope(req.Scope, req.Path)
-	if err != nil {
-		return err
-	}
-	if _, err := tb.git(r.Context(), dir, "config", flag, req.Key, req.Value); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+	})
 }
 
 func (tb *toolbox) gitConfigUser(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Name  string `json:"name"`
 		Email string `json:"email"`
 		Scope string `json:"scope"`
 		Path  string `json:"path"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if req.Name == "" || req.Email == "" {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and email are required")
-	}
-	flag, dir, err := tb.configScope(req.Scope, req.Path)
-	if err != nil {
-		return err
-	}
-	for _, kv := range [][2]string{{"user.name", req.Name}, {"user.email", req.Email}} {
-		if _, err := tb.git(r.Context(), dir, "config", flag, kv[0], kv[1]); err != nil {
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		if req.Name == "" || req.Email == "" {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "name and email are required")
+		}
+		flag, dir, err := tb.configScope(req.Scope, req.Path)
+		if err != nil {
 			return err
 		}
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+		for _, kv := range [][2]string{{"user.name", req.Name}, {"user.email", req.Email}} {
+			if _, err := tb.git(ctx, dir, "config", flag, kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // gitCredentials is POST /git/credentials {username, password, host?,
@@ -769,41 +720,38 @@ func (tb *toolbox) gitConfigUser(w http.ResponseWriter, r *http.Request) error {
 // warns), through stdin rather than argv. Host defaults to github.com and
 // protocol to https, as the daemon's do.
 func (tb *toolbox) gitCredentials(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
+	type request struct {
 		Username string `json:"username"`
 		Password string `json:"password"`
 		Host     string `json:"host"`
 		Protocol string `json:"protocol"`
 	}
-	if err := decodeBody(r, &req); err != nil {
-		return err
-	}
-	if req.Host == "" {
-		req.Host = "github.com"
-	}
-	if req.Protocol == "" {
-		req.Protocol = "https"
-	}
-	for _, f := range []string{req.Username, req.Password, req.Host, req.Protocol} {
-		if strings.ContainsAny(f, "\n\r\x00") {
-			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "credential fields must not contain newline or NUL characters")
+	return gitPost(w, r, http.StatusOK, func(ctx context.Context, req *request) error {
+		if req.Host == "" {
+			req.Host = "github.com"
 		}
-	}
-	if req.Username == "" || req.Password == "" {
-		return tbErr(http.StatusBadRequest, "BAD_REQUEST", "username and password are required")
-	}
-	ctx := r.Context()
-	if _, err := tb.git(ctx, "/", "config", "--global", "credential.helper", "store"); err != nil {
-		return err
-	}
-	input := fmt.Sprintf("protocol=%s\nhost=%s\nusername=%s\npassword=%s\n\n", req.Protocol, req.Host, req.Username, req.Password)
-	res, err := tb.runInput(ctx, []string{"git", "credential", "approve"}, map[string]string{"GIT_TERMINAL_PROMPT": "0"}, "/", gitTimeout, []byte(input))
-	if err != nil {
-		return err
-	}
-	if res.exitCode != 0 {
-		return gitError("credential", string(res.stderr))
-	}
-	w.WriteHeader(http.StatusOK)
-	return nil
+		if req.Protocol == "" {
+			req.Protocol = "https"
+		}
+		for _, f := range []string{req.Username, req.Password, req.Host, req.Protocol} {
+			if strings.ContainsAny(f, "\n\r\x00") {
+				return tbErr(http.StatusBadRequest, "BAD_REQUEST", "credential fields must not contain newline or NUL characters")
+			}
+		}
+		if req.Username == "" || req.Password == "" {
+			return tbErr(http.StatusBadRequest, "BAD_REQUEST", "username and password are required")
+		}
+		if _, err := tb.git(ctx, "/", "config", "--global", "credential.helper", "store"); err != nil {
+			return err
+		}
+		input := fmt.Sprintf("protocol=%s\nhost=%s\nusername=%s\npassword=%s\n\n", req.Protocol, req.Host, req.Username, req.Password)
+		res, err := tb.runInput(ctx, []string{"git", "credential", "approve"}, gitEnv(), "/", gitTimeout, []byte(input))
+		if err != nil {
+			return err
+		}
+		if res.exitCode != 0 {
+			return gitError("credential", string(res.stderr))
+		}
+		return nil
+	})
 }

@@ -198,6 +198,22 @@ type watcherTable struct {
 	m  map[string]*polledWatcher
 }
 
+// find looks up the watcher id names, taking it out of the table in the
+// same locked step when take is set, so that of two removes only one gets
+// it to close. An unknown id is errNotFound.
+func (t *watcherTable) find(id string, take bool) (*polledWatcher, error) {
+	t.mu.Lock()
+	pw, ok := t.m[id]
+	if take {
+		delete(t.m, id)
+	}
+	t.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("watcher %q: %w", id, errNotFound)
+	}
+	return pw, nil
+}
+
 // polledWatcher buffers a watcher's events until GetWatcherEvents drains
 // them; beyond maxPolledEvents the oldest are dropped.
 type polledWatcher struct {
@@ -289,12 +305,9 @@ func (fsv *filesystemService) CreateWatcher(_ context.Context, req *connect.Requ
 }
 
 func (fsv *filesystemService) GetWatcherEvents(_ context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
-	t := fsv.s.watch
-	t.mu.Lock()
-	pw, ok := t.m[req.Msg.GetWatcherId()]
-	t.mu.Unlock()
-	if !ok {
-		return nil, rpcError(fmt.Errorf("watcher %q: %w", req.Msg.GetWatcherId(), errNotFound))
+	pw, err := fsv.s.watch.find(req.Msg.GetWatcherId(), false)
+	if err != nil {
+		return nil, rpcError(err)
 	}
 	pw.mu.Lock()
 	evs := pw.pending
@@ -304,13 +317,9 @@ func (fsv *filesystemService) GetWatcherEvents(_ context.Context, req *connect.R
 }
 
 func (fsv *filesystemService) RemoveWatcher(_ context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
-	t := fsv.s.watch
-	t.mu.Lock()
-	pw, ok := t.m[req.Msg.GetWatcherId()]
-	delete(t.m, req.Msg.GetWatcherId())
-	t.mu.Unlock()
-	if !ok {
-		return nil, rpcError(fmt.Errorf("watcher %q: %w", req.Msg.GetWatcherId(), errNotFound))
+	pw, err := fsv.s.watch.find(req.Msg.GetWatcherId(), true)
+	if err != nil {
+		return nil, rpcError(err)
 	}
 	pw.w.close()
 	return connect.NewResponse(&filesystem.RemoveWatcherResponse{}), nil

@@ -171,13 +171,7 @@ func TestFilesHTTP(t *testing.T) {
 		if req.Header.Get("X-Access-Token") == "" && req.URL.Query().Get("signature") == "" {
 			req.Header.Set("X-Access-Token", testToken)
 		}
-		resp, err := e.ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return e.do(t, req)
 	}
 
 	t.Run("multipart multi-file", func(t *testing.T) {
@@ -318,13 +312,7 @@ func TestInitEnvsMetrics(t *testing.T) {
 		req, _ := http.NewRequest(method, e.ts.URL+path, bytes.NewReader([]byte(body)))
 		req.Header.Set("X-Access-Token", testToken)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := e.ts.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return e.do(t, req)
 	}
 	if status, b := do(http.MethodPost, "/init", `{"envVars":{"A":"1","B":"2"}}`); status != http.StatusNoContent {
 		t.Fatalf("init: %d %s", status, b)

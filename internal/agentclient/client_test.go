@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/agenttest"
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/testenv"
@@ -35,22 +35,9 @@ func startAgent(t *testing.T) string {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	srv, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv)
-	ts.Config.Protocols = new(http.Protocols)
-	ts.Config.Protocols.SetHTTP1(true)
-	ts.Config.Protocols.SetUnencryptedHTTP2(true)
-	ts.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		ts.CloseClientConnections()
-		ts.Close()
-	})
+	_, ts := agenttest.Serve(t, cfg)
 	return ts.URL
 }
 
@@ -152,20 +139,7 @@ func TestExecTimeoutKills(t *testing.T) {
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Fatalf("result (-want +got):\n%s", diff)
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	// Gone or a zombie about to be reaped; wait (bounded by ctx) for it to vanish.
-	for unix.Kill(pid, 0) == nil && !isZombie(pid) {
-		select {
-		case <-ctx.Done():
-			unix.Kill(pid, unix.SIGKILL)
-			t.Fatalf("process %d survived its timeout", pid)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitGone(ctx, t, pidFile, "its timeout")
 }
 
 func TestExecCancelKills(t *testing.T) {
@@ -183,6 +157,15 @@ func TestExecCancelKills(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
+	waitGone(ctx, t, pidFile, "the caller's cancel")
+}
+
+// waitGone waits (bounded by ctx) until the process whose pid is in
+// pidFile is gone or a zombie about to be reaped, and fails the test,
+// killing it, if it is still there when ctx ends: it should have died of
+// what.
+func waitGone(ctx context.Context, t *testing.T, pidFile, what string) {
+	t.Helper()
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +175,7 @@ func TestExecCancelKills(t *testing.T) {
 		select {
 		case <-ctx.Done():
 			unix.Kill(pid, unix.SIGKILL)
-			t.Fatalf("process %d survived the caller's cancel", pid)
+			t.Fatalf("process %d survived %s", pid, what)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -339,7 +322,7 @@ func TestWaitReadyBeforeServing(t *testing.T) {
 	ctx := testCtx(t)
 	cfg := agent.DefaultConfig()
 	cfg.Token = token
-	cfg.DefaultUser = currentUser(t)
+	cfg.DefaultUser = agenttest.CurrentUser(t)
 	srv, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -388,22 +371,12 @@ func TestNoSpace(t *testing.T) {
 	}
 }
 
-// currentUser names the user running the tests, so that processes start
-// without a uid switch when the tests do not run as root.
-func currentUser(t *testing.T) string {
+// fakeAgent listens on loopback in place of pt-agent, hands every
+// connection to answer on a goroutine of its own, and returns the base URL
+// a client dials it at: for answers a real agent gives only when things
+// break.
+func fakeAgent(t *testing.T, answer func(c net.Conn)) string {
 	t.Helper()
-	u, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.Username
-}
-
-// TestResetMidCallIsUnavailable: an agent that drops the connection while
-// answering (it crashed, or the sandbox stopped under it) is
-// ErrUnavailable, which the API answers 503, never an internal error.
-func TestResetMidCallIsUnavailable(t *testing.T) {
-	ctx := testCtx(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -415,23 +388,30 @@ func TestResetMidCallIsUnavailable(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() {
-				// Read the request's head, answer the start of a
-				// stream, then reset.
-				buf := make([]byte, 4096)
-				n, _ := c.Read(buf)
-				head := "HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 100\r\n\r\n"
-				if strings.Contains(string(buf[:n]), "/Start ") {
-					head = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\nTransfer-Encoding: chunked\r\n\r\n"
-				}
-				_, _ = io.WriteString(c, head)
-				time.Sleep(20 * time.Millisecond)
-				_ = c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}()
+			go answer(c)
 		}
 	}()
-	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	return "http://" + ln.Addr().String()
+}
+
+// TestResetMidCallIsUnavailable: an agent that drops the connection while
+// answering (it crashed, or the sandbox stopped under it) is
+// ErrUnavailable, which the API answers 503, never an internal error.
+func TestResetMidCallIsUnavailable(t *testing.T) {
+	ctx := testCtx(t)
+	c := agentclient.New(fakeAgent(t, func(c net.Conn) {
+		// Read the request's head, answer the start of a stream, then reset.
+		buf := make([]byte, 4096)
+		n, _ := c.Read(buf)
+		head := "HTTP/1.1 200 OK\r\nContent-Type: application/proto\r\nContent-Length: 100\r\n\r\n"
+		if strings.Contains(string(buf[:n]), "/Start ") {
+			head = "HTTP/1.1 200 OK\r\nContent-Type: application/connect+proto\r\nTransfer-Encoding: chunked\r\n\r\n"
+		}
+		_, _ = io.WriteString(c, head)
+		time.Sleep(20 * time.Millisecond)
+		_ = c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}), token, nil)
 	for name, call := range map[string]func() error{
 		"exec": func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
 		"stat": func() error { _, err := c.Stat(ctx, "/"); return err },
@@ -479,27 +459,13 @@ func TestInitRedials(t *testing.T) {
 // ErrUnavailable (503, safe to retry), for a stream and a plain endpoint.
 func TestUnreadRequestIsUnavailable(t *testing.T) {
 	ctx := testCtx(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				_, _ = c.Read(buf)
-				// What net/http's server writes for a request it cannot parse.
-				_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
-			}()
-		}
-	}()
-	c := agentclient.New("http://"+ln.Addr().String(), token, nil)
+	c := agentclient.New(fakeAgent(t, func(c net.Conn) {
+		defer c.Close()
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		// What net/http's server writes for a request it cannot parse.
+		_, _ = io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request")
+	}), token, nil)
 	for name, call := range map[string]func() error{
 		"exec":   func() error { _, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true"}, nil, nil); return err },
 		"stat":   func() error { _, err := c.Stat(ctx, "/"); return err },

@@ -286,15 +286,12 @@ func (s *Service) runLoop(ctx context.Context, interval time.Duration, first boo
 	})
 }
 
-// goBackground runs fn on a goroutine owned by the service.
-// goBackgroundFor is goBackground for work a request started: fn's context
-// (the service's, so it outlives the request) carries the request's id, so
-// what the work logs names the request that caused it.
+// goBackgroundFor runs fn on a goroutine owned by the service, for work a
+// request started: fn's context (the service's, so it outlives the
+// request) carries the request's id, so what the work logs names the
+// request that caused it.
 func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
-	ctx := s.ctx
-	if id := requestid.From(origin); id != "" {
-		ctx = requestid.With(ctx, id)
-	}
+	ctx := requestid.Carry(s.ctx, origin)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -302,12 +299,9 @@ func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Co
 	}()
 }
 
+// goBackground is goBackgroundFor for work no request started.
 func (s *Service) goBackground(fn func(ctx context.Context)) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn(s.ctx)
-	}()
+	s.goBackgroundFor(context.Background(), fn)
 }
 
 // SkipAgentInit makes the service skip the agent /init call, for tests of

@@ -439,16 +439,25 @@ func TestRenameUniquePerOrg(t *testing.T) {
 	}
 }
 
-func TestFinalDisposal(t *testing.T) {
+// newDisposalService is the setting of the final-disposal tests: archives
+// go to the bucket "arch" of a file object store, and deleted sandboxes
+// are kept an hour after a user's deletion, three after the platform's.
+func newDisposalService(t *testing.T) (*Service, store.Store, *objfs.Store) {
+	t.Helper()
 	s, st := newTestService(t, &fakeHost{})
-	ctx := context.Background()
 	objs, err := objfs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.cfg.Objects = objs
-	objs.EnsureBucket(ctx, "arch")
+	objs.EnsureBucket(context.Background(), "arch")
 	s.cfg.DeletedRetention, s.cfg.PlatformRecoveryRetention = time.Hour, 3*time.Hour
+	return s, st, objs
+}
+
+func TestFinalDisposal(t *testing.T) {
+	s, st, objs := newDisposalService(t)
+	ctx := context.Background()
 	put := func(key string) {
 		if err := objs.Put(ctx, "arch", key, strings.NewReader("{}"), 2); err != nil {
 			t.Fatal(err)

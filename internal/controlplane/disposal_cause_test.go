@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/objstore"
-	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -22,15 +21,8 @@ import (
 // of after the user retention. Before, nothing recorded a deletion as the
 // platform's, so the longer keeping never applied.
 func TestPlatformDeletionKeepsRecoveryData(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+	s, st, objs := newDisposalService(t)
 	ctx := context.Background()
-	objs, err := objfs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cfg.Objects = objs
-	objs.EnsureBucket(ctx, "arch")
-	s.cfg.DeletedRetention, s.cfg.PlatformRecoveryRetention = time.Hour, 3*time.Hour
 	archived := func() sandbox.Sandbox {
 		sb := running(t, s, CreateRequest{Template: "busybox"})
 		key := "manifests/" + sb.ID + ".json"

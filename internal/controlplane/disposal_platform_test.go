@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -70,15 +69,8 @@ func TestHostLossDisposal(t *testing.T) {
 // retention, and the ledger records reason and cause. Other orgs are
 // untouched.
 func TestDeleteOrg(t *testing.T) {
-	s, st := newTestService(t, &fakeHost{})
+	s, st, objs := newDisposalService(t)
 	ctx := context.Background()
-	objs, err := objfs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cfg.Objects = objs
-	objs.EnsureBucket(ctx, "arch")
-	s.cfg.DeletedRetention, s.cfg.PlatformRecoveryRetention = time.Hour, 3*time.Hour
 	platform := Principal{OrgID: tenancy.DefaultOrgID, Role: store.RoleAdmin}
 	o, tok, err := s.tenancy.CreateOrg(ctx, platform, "doomed")
 	if err != nil {

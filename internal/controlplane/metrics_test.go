@@ -60,24 +60,22 @@ func TestLifecycleMetrics(t *testing.T) {
 	if got := series(t, s, `platinum_host_capacity_used{resource="cpu"}`); got < 2 {
 		t.Errorf("cpu used = %v with a 2-cpu sandbox running", got)
 	}
-	if _, err := s.Stop(ctx, org, sb.ID); err != nil {
-		t.Fatal(err)
+	// step runs one operation on sb, waits for the state it is after and
+	// checks that it was recorded once as ok (before: the count until now).
+	step := func(op string, do func(context.Context, Principal, string) (sandbox.Sandbox, error), state sandbox.State, before float64) {
+		t.Helper()
+		if _, err := do(ctx, org, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := s.WaitFor(ctx, org, sb.ID, state, 5*time.Second); !ok {
+			t.Fatal("not " + string(state))
+		}
+		if got := countIs(op, "ok", before+1); got != before+1 {
+			t.Errorf("%s ok = %v, want %v", op, got, before+1)
+		}
 	}
-	if _, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateStopped, 5*time.Second); !ok {
-		t.Fatal("not stopped")
-	}
-	if got := countIs("stop", "ok", stopped+1); got != stopped+1 {
-		t.Errorf("stop ok = %v, want %v", got, stopped+1)
-	}
-	if _, err := s.Start(ctx, org, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, _ := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second); !ok {
-		t.Fatal("not running")
-	}
-	if got := countIs("start", "ok", started+1); got != started+1 {
-		t.Errorf("start ok = %v, want %v", got, started+1)
-	}
+	step("stop", s.Stop, sandbox.StateStopped, stopped)
+	step("start", s.Start, sandbox.StateRunning, started)
 	// Starting a running sandbox is a no-op, not an operation.
 	if _, err := s.Start(ctx, org, sb.ID); err != nil {
 		t.Fatal(err)

@@ -40,9 +40,14 @@ func TestOOMKillIsAnEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := running(t, s, CreateRequest{Template: "busybox"})
-	h.mu.Lock()
-	watched := slices.Contains(h.watched, sb.ID)
-	h.mu.Unlock()
+	// The watch starts just after running is recorded, so the running the
+	// test saw can come first: wait a moment for it.
+	watched := false
+	for end := time.Now().Add(5 * time.Second); !watched && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		h.mu.Lock()
+		watched = slices.Contains(h.watched, sb.ID)
+		h.mu.Unlock()
+	}
 	if !watched {
 		t.Error("a running sandbox is not watched for OOM kills")
 	}

@@ -134,12 +134,9 @@ func (s *Service) RevokePreview(ctx context.Context, p Principal, id string, por
 // settings and stores it with compare-and-swap, retrying on conflicts.
 func (s *Service) updatePreview(ctx context.Context, p Principal, id string, mutate func(*sandbox.Preview)) (sandbox.Sandbox, error) {
 	for {
-		sb, err := s.Get(ctx, p, id, false)
+		sb, err := s.getForWrite(ctx, p, id)
 		if err != nil {
-			return sandbox.Sandbox{}, err
-		}
-		if sb.State == sandbox.StateDeleting {
-			return sb, &StateError{State: sb.State, Want: "not being deleted"}
+			return sb, err
 		}
 		pv := &sandbox.Preview{}
 		if sb.Preview != nil {
@@ -154,6 +151,20 @@ func (s *Service) updatePreview(ctx context.Context, p Principal, id string, mut
 		}
 		return out, err
 	}
+}
+
+// getForWrite reads the sandbox a compare-and-swap write of its settings
+// starts from. A sandbox being deleted is refused (returned with the
+// StateError): a write now would race its deletion for nothing.
+func (s *Service) getForWrite(ctx context.Context, p Principal, id string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, id, false)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.State == sandbox.StateDeleting {
+		return sb, &StateError{State: sb.State, Want: "not being deleted"}
+	}
+	return sb, nil
 }
 
 // PreviewTarget returns the live sandbox id in any org, for the preview

@@ -72,62 +72,66 @@ func (h *cleanHost) wasDestroyed(id string) bool {
 // stop or restart after host loss everything but its disk (Release).
 func TestFailedHoldsNothing(t *testing.T) {
 	ctx := context.Background()
-	t.Run("create", func(t *testing.T) {
-		h := &cleanHost{fakeHost: &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
-			return Instance{}, errors.New("runtime: run: context deadline exceeded")
-		}}}
-		s, _ := newServiceWith(t, h, "", nil)
-		sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, s, sb.ID, sandbox.StateFailed)
-		if !h.wasDestroyed(sb.ID) {
-			t.Error("a failed create was not destroyed on its host")
-		}
-	})
-	t.Run("start", func(t *testing.T) {
-		h := &cleanHost{fakeHost: &fakeHost{}}
-		s, _ := newServiceWith(t, h, "", nil)
-		sb := running(t, s, CreateRequest{Template: "busybox"})
-		s.Stop(ctx, org, sb.ID)
-		waitState(t, s, sb.ID, sandbox.StateStopped)
-		h.fakeHost.StartFunc = func(ctx context.Context, spec StartSpec) (Instance, error) {
-			return Instance{}, errors.New("agent did not come up")
-		}
-		if _, err := s.Start(ctx, org, sb.ID); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, s, sb.ID, sandbox.StateFailed)
-		if !h.wasReleased(sb.ID) {
-			t.Error("a failed start was not released on its host")
-		}
-	})
-	t.Run("stop", func(t *testing.T) {
-		h := &cleanHost{fakeHost: &fakeHost{}}
-		s, _ := newServiceWith(t, h, "", nil)
-		sb := running(t, s, CreateRequest{Template: "busybox"})
-		h.stopErr = errors.New("runsc checkpoint: exit status 1")
-		s.Stop(ctx, org, sb.ID)
-		waitState(t, s, sb.ID, sandbox.StateFailed)
-		if !h.wasReleased(sb.ID) {
-			t.Error("a failed stop was not released on its host")
-		}
-	})
-	t.Run("restart after host loss", func(t *testing.T) {
-		h := &cleanHost{fakeHost: &fakeHost{}}
-		s, _ := newServiceWith(t, h, "", nil)
-		sb := running(t, s, CreateRequest{Template: "busybox"})
-		h.running = func(string) bool { return false }
-		h.fakeHost.StartFunc = func(ctx context.Context, spec StartSpec) (Instance, error) {
-			return Instance{}, errors.New("rebuild: delete: context deadline exceeded")
-		}
-		s.ensureRunning(ctx, sb.ID)
-		waitState(t, s, sb.ID, sandbox.StateFailed)
-		if !h.wasReleased(sb.ID) {
-			t.Error("a failed restart was not released on its host")
-		}
-	})
+	startFails := func(msg string) func(context.Context, StartSpec) (Instance, error) {
+		return func(context.Context, StartSpec) (Instance, error) { return Instance{}, errors.New(msg) }
+	}
+	tests := []struct {
+		name string
+		// fail drives a sandbox of s into failed on h by the case's path
+		// and returns its ID.
+		fail func(t *testing.T, s *Service, h *cleanHost) string
+		// destroyed: the host must have destroyed the sandbox, not only
+		// released it; complaint is the failure when it did not.
+		destroyed bool
+		complaint string
+	}{
+		{"create", func(t *testing.T, s *Service, h *cleanHost) string {
+			h.fakeHost.StartFunc = startFails("runtime: run: context deadline exceeded")
+			sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sb.ID
+		}, true, "a failed create was not destroyed on its host"},
+		{"start", func(t *testing.T, s *Service, h *cleanHost) string {
+			sb := running(t, s, CreateRequest{Template: "busybox"})
+			s.Stop(ctx, org, sb.ID)
+			waitState(t, s, sb.ID, sandbox.StateStopped)
+			h.fakeHost.StartFunc = startFails("agent did not come up")
+			if _, err := s.Start(ctx, org, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			return sb.ID
+		}, false, "a failed start was not released on its host"},
+		{"stop", func(t *testing.T, s *Service, h *cleanHost) string {
+			sb := running(t, s, CreateRequest{Template: "busybox"})
+			h.stopErr = errors.New("runsc checkpoint: exit status 1")
+			s.Stop(ctx, org, sb.ID)
+			return sb.ID
+		}, false, "a failed stop was not released on its host"},
+		{"restart after host loss", func(t *testing.T, s *Service, h *cleanHost) string {
+			sb := running(t, s, CreateRequest{Template: "busybox"})
+			h.running = func(string) bool { return false }
+			h.fakeHost.StartFunc = startFails("rebuild: delete: context deadline exceeded")
+			s.ensureRunning(ctx, sb.ID)
+			return sb.ID
+		}, false, "a failed restart was not released on its host"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &cleanHost{fakeHost: &fakeHost{}}
+			s, _ := newServiceWith(t, h, "", nil)
+			id := tc.fail(t, s, h)
+			waitState(t, s, id, sandbox.StateFailed)
+			freed := h.wasReleased
+			if tc.destroyed {
+				freed = h.wasDestroyed
+			}
+			if !freed(id) {
+				t.Error(tc.complaint)
+			}
+		})
+	}
 }
 
 // TestSweep: the sweep removes everything of sandboxes the host holds

@@ -59,12 +59,9 @@ func (s *Service) Update(ctx context.Context, p Principal, id string, pt Patch) 
 		}
 	}
 	for {
-		sb, err := s.Get(ctx, p, id, false)
+		sb, err := s.getForWrite(ctx, p, id)
 		if err != nil {
-			return sandbox.Sandbox{}, err
-		}
-		if sb.State == sandbox.StateDeleting {
-			return sb, &StateError{State: sb.State, Want: "not being deleted"}
+			return sb, err
 		}
 		if pt.Name != nil {
 			sb.Name = *pt.Name

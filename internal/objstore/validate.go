@@ -112,6 +112,15 @@ func Validate(bucket, key string) error {
 	return ValidKey(key)
 }
 
+// ValidateList checks a List's arguments, as Validate does an object's:
+// every Store refuses the same bad listings with the same errors.
+func ValidateList(bucket, prefix string) error {
+	if err := ValidBucket(bucket); err != nil {
+		return err
+	}
+	return ValidPrefix(prefix)
+}
+
 // ExactReader returns a reader that yields r's bytes and fails with an
 // error wrapping ErrInvalidArgument if r ends before size bytes or has more
 // than size. The check for extra bytes happens before the last expected

@@ -34,6 +34,16 @@ func With(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, key{}, id)
 }
 
+// Carry returns ctx carrying origin's id, if origin has one: for work a
+// request starts that outlives it (so runs on another context), whose log
+// lines should still name the request that caused it.
+func Carry(ctx, origin context.Context) context.Context {
+	if id := From(origin); id != "" {
+		return With(ctx, id)
+	}
+	return ctx
+}
+
 // Valid reports whether a client's id can be kept: 1 to MaxLen characters
 // of printable ASCII without spaces (so it is one token in a log line and
 // cannot carry control characters into a header or a terminal).

@@ -59,3 +59,28 @@ func TestMiddlewareAndLogs(t *testing.T) {
 		t.Errorf("a line outside any request has a request_id: %q", buf.String())
 	}
 }
+
+// TestCarry: background work takes the id of the request that started it
+// and keeps its own context's other values; without an id it is unchanged.
+func TestCarry(t *testing.T) {
+	type other struct{}
+	base := context.WithValue(context.Background(), other{}, "kept")
+	for _, tc := range []struct {
+		name   string
+		origin context.Context
+		want   string
+	}{
+		{"request id", With(context.Background(), "req_1"), "req_1"},
+		{"no request", context.Background(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := Carry(base, tc.origin)
+			if got := From(ctx); got != tc.want {
+				t.Errorf("From = %q, want %q", got, tc.want)
+			}
+			if ctx.Value(other{}) != "kept" {
+				t.Error("the context's own values were lost")
+			}
+		})
+	}
+}

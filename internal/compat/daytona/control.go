@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -170,16 +170,7 @@ func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *cre
 }
 
 func (h *Handler) templateList(ctx context.Context) string {
-	ts, err := h.cp.ListTemplates(ctx)
-	if err != nil || len(ts) == 0 {
-		return "no templates"
-	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Slug)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return compatkit.TemplateList(ctx, h.cp)
 }
 
 // network maps networkBlockAll and the allow lists onto a deny-by-default

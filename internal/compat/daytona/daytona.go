@@ -13,13 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/upstream"
@@ -67,11 +67,7 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	tr := &http.Transport{
-		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second}),
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-	}
+	tr := compatkit.AgentTransport()
 	h := &Handler{cp: cp, auth: auth, cfg: cfg, log: logger, mux: http.NewServeMux()}
 	h.proxy = h.newProxy(tr)
 	h.routes()

@@ -2,13 +2,13 @@ package daytona
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -127,8 +127,5 @@ func writeToolboxError(w http.ResponseWriter, r *http.Request, status int, code,
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+// writeJSON is the one JSON answer both compatibility layers give.
+var writeJSON = compatkit.WriteJSON

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,15 +52,13 @@ func (h *Handler) setPublic(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	md := map[string]string{}
-	for k, v := range sb.Metadata {
-		md[k] = v
-	}
-	delete(md, labelPublic)
-	if public {
-		md[labelPublic] = "true"
-	}
-	if sb, err = h.cp.Update(ctx, p, sb.ID, controlplane.Patch{Metadata: &md}); err != nil {
+	sb, err = h.editMetadata(ctx, p, sb, func(md map[string]string) {
+		delete(md, labelPublic)
+		if public {
+			md[labelPublic] = "true"
+		}
+	})
+	if err != nil {
 		return err
 	}
 	if !public && sb.Preview != nil {
@@ -139,4 +138,17 @@ func (c *createSandbox) validNetwork() error {
 		}
 	}
 	return nil
+}
+
+// editMetadata stores sb's metadata with edit applied to a copy (the
+// sandbox's own map may be shared with whoever else read it) and returns
+// the sandbox as updated. Daytona keeps its per-sandbox settings (public,
+// the signing key's generation) in hidden labels.
+func (h *Handler) editMetadata(ctx context.Context, p controlplane.Principal, sb sandbox.Sandbox, edit func(md map[string]string)) (sandbox.Sandbox, error) {
+	md := map[string]string{}
+	for k, v := range sb.Metadata {
+		md[k] = v
+	}
+	edit(md)
+	return h.cp.Update(ctx, p, sb.ID, controlplane.Patch{Metadata: &md})
 }

@@ -87,13 +87,11 @@ func (h *Handler) rotateSigningKey(w http.ResponseWriter, r *http.Request, p con
 	if err != nil {
 		return err
 	}
-	md := map[string]string{}
-	for k, v := range sb.Metadata {
-		md[k] = v
-	}
-	gen, _ := strconv.Atoi(md[labelSigningGen])
-	md[labelSigningGen] = strconv.Itoa(gen + 1)
-	if sb, err = h.cp.Update(ctx, p, sb.ID, controlplane.Patch{Metadata: &md}); err != nil {
+	sb, err = h.editMetadata(ctx, p, sb, func(md map[string]string) {
+		gen, _ := strconv.Atoi(md[labelSigningGen])
+		md[labelSigningGen] = strconv.Itoa(gen + 1)
+	})
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, signingKey(sb))

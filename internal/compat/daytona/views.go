@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -199,9 +200,6 @@ func isCIDR(s string) bool {
 
 // withRestore adds what the last start brought back (start answers).
 func withRestore(d sandboxDTO, sb sandbox.Sandbox) sandboxDTO {
-	if sb.LastStart != nil {
-		ram := sb.LastStart.RAMRestored
-		d.Restore, d.RAMRestored = sb.LastStart.Restore, &ram
-	}
+	d.Restore, d.RAMRestored = compatkit.Restored(sb)
 	return d
 }

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -243,16 +243,7 @@ func notReady(sb sandbox.Sandbox, op string) error {
 }
 
 func (h *Handler) templateList(ctx context.Context) string {
-	ts, err := h.cp.ListTemplates(ctx)
-	if err != nil || len(ts) == 0 {
-		return "no templates"
-	}
-	names := make([]string, 0, len(ts))
-	for _, t := range ts {
-		names = append(names, t.Slug)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return compatkit.TemplateList(ctx, h.cp)
 }
 
 // visible returns the sandbox if E2B callers can see it (running or
@@ -334,15 +325,10 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, p controlpl
 	if err != nil {
 		return err
 	}
-	sb, _, err := h.visible(r.Context(), p, r.PathValue("id"))
-	if err != nil {
+	return h.changeVisible(w, r, p, func(ctx context.Context, sb sandbox.Sandbox) error {
+		_, err := h.cp.SetExpiry(ctx, p, sb.ID, time.Now().Add(d), action(sb))
 		return err
-	}
-	if _, err := h.cp.SetExpiry(r.Context(), p, sb.ID, time.Now().Add(d), action(sb)); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	})
 }
 
 // refresh is the old SDKs' POST /sandboxes/:id/refreshes: keep the
@@ -361,11 +347,20 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, p controlplane
 	if seconds < 0 || seconds > 3600 {
 		return badRequest("duration must be between 0 and 3600 seconds")
 	}
+	return h.changeVisible(w, r, p, func(ctx context.Context, sb sandbox.Sandbox) error {
+		return h.extend(ctx, p, sb, time.Duration(seconds)*time.Second)
+	})
+}
+
+// changeVisible is the end of the routes that change a sandbox and answer
+// nothing: change runs on the sandbox the path names if E2B callers can
+// see it (else 404, as visible says), and success is 204.
+func (h *Handler) changeVisible(w http.ResponseWriter, r *http.Request, p controlplane.Principal, change func(ctx context.Context, sb sandbox.Sandbox) error) error {
 	sb, _, err := h.visible(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	if err := h.extend(r.Context(), p, sb, time.Duration(seconds)*time.Second); err != nil {
+	if err := change(r.Context(), sb); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -11,17 +11,16 @@ package e2b
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"strings"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
-	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // Header names of E2B's envd routing (sent by the SDK on every envd call).
@@ -90,14 +89,7 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	tr := &http.Transport{
-		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second}),
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-		// Agents answer plain HTTP/1.1 (and h2c); Connect streams flush
-		// per message over HTTP/1.1 chunks, which is what the SDK speaks.
-		ForceAttemptHTTP2: false,
-	}
+	tr := compatkit.AgentTransport()
 	h := &Handler{auth: auth,
 		cp: cp, cfg: cfg, log: logger,
 		mux: http.NewServeMux(),

@@ -2,12 +2,12 @@ package e2b
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
@@ -97,8 +97,5 @@ func errorMessage(err error) string {
 	return body.Message
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+// writeJSON is the one JSON answer both compatibility layers give.
+var writeJSON = compatkit.WriteJSON

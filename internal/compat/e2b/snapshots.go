@@ -224,13 +224,8 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, p contro
 		return badRequest("network egress rules and egressProxy are not supported by Platinum's E2B surface yet")
 	}
 	n := newSandbox{AllowInternetAccess: req.AllowInternetAccess, Network: &networkConfig{AllowOut: req.AllowOut, DenyOut: req.DenyOut}}
-	sb, _, err := h.visible(r.Context(), p, r.PathValue("id"))
-	if err != nil {
+	return h.changeVisible(w, r, p, func(ctx context.Context, sb sandbox.Sandbox) error {
+		_, err := h.cp.SetNetwork(ctx, p, sb.ID, n.networkPolicy())
 		return err
-	}
-	if _, err := h.cp.SetNetwork(r.Context(), p, sb.ID, n.networkPolicy()); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	})
 }

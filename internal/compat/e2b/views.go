@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -68,9 +69,8 @@ func (h *Handler) sandboxView(sb sandbox.Sandbox, withRestore bool) sandboxView 
 	// port calls (code-interpreter's /contexts calls carry only that header).
 	tok := sb.AgentToken
 	v.TrafficAccessToken = &tok
-	if withRestore && sb.LastStart != nil {
-		ram := sb.LastStart.RAMRestored
-		v.Restore, v.RAMRestored = sb.LastStart.Restore, &ram
+	if withRestore {
+		v.Restore, v.RAMRestored = compatkit.Restored(sb)
 	}
 	return v
 }
@@ -137,10 +137,7 @@ func (h *Handler) detailView(sb sandbox.Sandbox, state string, withToken bool) d
 	if withToken {
 		v.EnvdAccessToken = sb.AgentToken
 	}
-	if sb.LastStart != nil {
-		ram := sb.LastStart.RAMRestored
-		v.Restore, v.RAMRestored = sb.LastStart.Restore, &ram
-	}
+	v.Restore, v.RAMRestored = compatkit.Restored(sb)
 	return v
 }
 

@@ -306,6 +306,34 @@ func (m *Manager) Teardown(ctx context.Context) error {
 // sandbox.ErrUnavailable when the pool is exhausted. On failure nothing is
 // left behind.
 func (m *Manager) Attach(ctx context.Context, id string) (Endpoint, error) {
+	return m.ensure(id, func() (Endpoint, error) {
+		if err := ctx.Err(); err != nil {
+			return Endpoint{}, err
+		}
+		addr, err := m.reserve(id)
+		if err != nil {
+			return Endpoint{}, fmt.Errorf("attach %s: %w", id, err)
+		}
+		ep, err := m.attach(id, addr)
+		if err != nil {
+			nsName, veth := m.names(id)
+			if cerr := m.remove(nsName, veth); cerr != nil {
+				m.log.Warn("attach: cleanup after failure", "sandbox_id", id, "err", cerr)
+			}
+			m.release(id, addr)
+			return Endpoint{}, fmt.Errorf("attach %s: %w", id, err)
+		}
+		m.mu.Lock()
+		m.endpoints[id] = ep
+		m.mu.Unlock()
+		return ep, nil
+	})
+}
+
+// ensure is the start Attach and Adopt share: it checks id and, under the
+// id's lock (so two calls for one sandbox never interleave), returns the
+// endpoint id already has, or else the one fresh makes.
+func (m *Manager) ensure(id string, fresh func() (Endpoint, error)) (Endpoint, error) {
 	if err := validID(id); err != nil {
 		return Endpoint{}, err
 	}
@@ -314,26 +342,7 @@ func (m *Manager) Attach(ctx context.Context, id string) (Endpoint, error) {
 	if ep, ok := m.Endpoint(id); ok {
 		return ep, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return Endpoint{}, err
-	}
-	addr, err := m.reserve(id)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("attach %s: %w", id, err)
-	}
-	ep, err := m.attach(id, addr)
-	if err != nil {
-		nsName, veth := m.names(id)
-		if cerr := m.remove(nsName, veth); cerr != nil {
-			m.log.Warn("attach: cleanup after failure", "sandbox_id", id, "err", cerr)
-		}
-		m.release(id, addr)
-		return Endpoint{}, fmt.Errorf("attach %s: %w", id, err)
-	}
-	m.mu.Lock()
-	m.endpoints[id] = ep
-	m.mu.Unlock()
-	return ep, nil
+	return fresh()
 }
 
 func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {

@@ -296,11 +296,7 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 // directories in batches so a bucket of millions of chunks is streamed.
 func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objstore.Info, error] {
 	return func(yield func(objstore.Info, error) bool) {
-		if err := objstore.ValidBucket(bucket); err != nil {
-			yield(objstore.Info{}, err)
-			return
-		}
-		if err := objstore.ValidPrefix(prefix); err != nil {
+		if err := objstore.ValidateList(bucket, prefix); err != nil {
 			yield(objstore.Info{}, err)
 			return
 		}

@@ -273,11 +273,7 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 // List implements objstore.Store with ListObjectsV2, 1000 keys a page.
 func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objstore.Info, error] {
 	return func(yield func(objstore.Info, error) bool) {
-		if err := objstore.ValidBucket(bucket); err != nil {
-			yield(objstore.Info{}, err)
-			return
-		}
-		if err := objstore.ValidPrefix(prefix); err != nil {
+		if err := objstore.ValidateList(bucket, prefix); err != nil {
 			yield(objstore.Info{}, err)
 			return
 		}

@@ -10,12 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
-	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
 // RegisterHost records a host joining in one statement: a new host is
@@ -82,32 +80,6 @@ func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state st
 	})
 	if err != nil {
 		return store.HostRecord{}, wrap("set host state", err)
-	}
-	return out, nil
-}
-
-// HostUsage sums the sandboxes in any of states by host.
-func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error) {
-	out := map[string]store.Usage{}
-	if len(states) == 0 {
-		return out, nil
-	}
-	rows, err := s.pool.Query(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0)::bigint, coalesce(sum(disk_gb), 0)::bigint
-		FROM sandboxes WHERE state = ANY($1) GROUP BY host_id`, sqldb.Strings(states))
-	if err != nil {
-		return nil, fmt.Errorf("host usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var u store.Usage
-		if err := rows.Scan(&id, &u.Sandboxes, &u.CPU, &u.RAMMB, &u.DiskGB); err != nil {
-			return nil, fmt.Errorf("host usage: %w", err)
-		}
-		out[id] = u
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("host usage: %w", err)
 	}
 	return out, nil
 }

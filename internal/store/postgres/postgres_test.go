@@ -33,6 +33,22 @@ func openTemp(t *testing.T) *Store {
 	return s
 }
 
+// openTwo opens two stores on one new database, as two ptd processes
+// sharing it have them; both close when the test ends.
+func openTwo(ctx context.Context, t *testing.T) (a, b *Store) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	open := func() *Store {
+		s, err := Open(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return open(), open()
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
 }
@@ -418,17 +434,7 @@ func TestOpenRefusesABadURL(t *testing.T) {
 // whose connection dies loses the lock instead of keeping it forever.
 func TestLockKeyAcrossProcesses(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.NewDatabase(t)
-	a, err := Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openTwo(ctx, t)
 	unlock, err := a.LockKey(ctx, "quota/org_a")
 	if err != nil {
 		t.Fatal(err)
@@ -515,17 +521,7 @@ func TestLeaseAcrossProcesses(t *testing.T) {
 func TestListenEventsAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	url := pgtest.NewDatabase(t)
-	a, err := Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openTwo(ctx, t)
 	woke := make(chan struct{}, 16)
 	done := make(chan struct{})
 	go func() { defer close(done); b.ListenEvents(ctx, func() { woke <- struct{}{} }) }()
@@ -544,7 +540,7 @@ func TestListenEventsAcrossProcesses(t *testing.T) {
 		t.Fatal("another store's event commit did not wake the listener")
 	}
 	// A transaction that appends an event and rolls back notifies no one.
-	err = a.tx(ctx, func(tx pgx.Tx) error {
+	err := a.tx(ctx, func(tx pgx.Tx) error {
 		if err := insertEvent(ctx, tx, "org_a", "sbx_1", "hello", "{}", now()); err != nil {
 			return err
 		}

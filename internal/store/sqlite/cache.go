@@ -69,52 +69,54 @@ func (c *readCache) emptyLocked() {
 // sandbox returns a copy of the cached record of id (hit), or the
 // generation a read from the database must give putSandbox.
 func (c *readCache) sandbox(ctx context.Context, id string) (sb sandbox.Sandbox, gen uint64, hit bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.checkLocked(ctx) {
-		return sandbox.Sandbox{}, c.gen - 1, false // a gen putSandbox refuses
+	sb, gen, hit = lookup(ctx, c, c.sandboxes, id)
+	if hit {
+		sb = sb.Clone() // the cached record is never changed in place, so this needs no lock
 	}
-	cached, ok := c.sandboxes[id]
-	if !ok {
-		return sandbox.Sandbox{}, c.gen, false
-	}
-	return cached.Clone(), c.gen, true
+	return sb, gen, hit
 }
 
 // putSandbox keeps a copy of sb, read from the database after a lookup
 // that answered gen, unless the cache was emptied since.
 func (c *readCache) putSandbox(gen uint64, sb sandbox.Sandbox) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if gen != c.gen {
-		return
-	}
-	if len(c.sandboxes) >= maxCached {
-		clear(c.sandboxes)
-	}
-	c.sandboxes[sb.ID] = sb.Clone()
+	keep(c, c.sandboxes, gen, sb.ID, sb.Clone())
 }
 
 // token is sandbox for tokens (a Token has no shared parts).
 func (c *readCache) token(ctx context.Context, hash string) (t store.Token, gen uint64, hit bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.checkLocked(ctx) {
-		return store.Token{}, c.gen - 1, false
-	}
-	t, ok := c.tokens[hash]
-	return t, c.gen, ok
+	return lookup(ctx, c, c.tokens, hash)
 }
 
 // putToken is putSandbox for tokens.
 func (c *readCache) putToken(gen uint64, t store.Token) {
+	keep(c, c.tokens, gen, t.Hash, t)
+}
+
+// lookup is the cache read of one of c's maps: the value under k (hit),
+// or, on a miss, the generation a read from the database must give keep;
+// when the cache cannot serve (the pragma failed) a generation keep
+// refuses.
+func lookup[V any](ctx context.Context, c *readCache, m map[string]V, k string) (v V, gen uint64, hit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.checkLocked(ctx) {
+		return v, c.gen - 1, false
+	}
+	v, hit = m[k]
+	return v, c.gen, hit
+}
+
+// keep stores v under k in one of c's maps unless the cache was emptied
+// since the lookup that answered gen (the read may predate a commit). A
+// full map starts over.
+func keep[V any](c *readCache, m map[string]V, gen uint64, k string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen != c.gen {
 		return
 	}
-	if len(c.tokens) >= maxCached {
-		clear(c.tokens)
+	if len(m) >= maxCached {
+		clear(m)
 	}
-	c.tokens[t.Hash] = t
+	m[k] = v
 }

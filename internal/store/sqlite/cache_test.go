@@ -13,11 +13,23 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-func cacheTestSandbox(id string) sandbox.Sandbox {
+// newCachedSandbox stores an org and one sandbox in it, the record the
+// cache tests read and write, and returns the sandbox's ID.
+func newCachedSandbox(t *testing.T, s *Store) string {
+	t.Helper()
+	ctx := t.Context()
+	if err := s.CreateOrg(ctx, store.Org{ID: "org_default", Name: "d", CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	id := sandbox.NewID(sandbox.PrefixSandbox)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	return sandbox.Sandbox{ID: id, OrgID: "org_default", State: sandbox.StateCreating, Template: "busybox",
+	sb := sandbox.Sandbox{ID: id, OrgID: "org_default", State: sandbox.StateCreating, Template: "busybox",
 		CPU: 1, RAMMB: 512, DiskGB: 2, Env: map[string]string{}, Metadata: map[string]string{"k": "v"},
 		CreatedAt: now, UpdatedAt: now}
+	if err := s.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // TestReadCacheSeesEveryWrite: once a write returns, every read (from any
@@ -27,13 +39,7 @@ func cacheTestSandbox(id string) sandbox.Sandbox {
 func TestReadCacheSeesEveryWrite(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	if err := s.CreateOrg(ctx, store.Org{ID: "org_default", Name: "d", CreatedAt: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	id := sandbox.NewID(sandbox.PrefixSandbox)
-	if err := s.CreateSandbox(ctx, cacheTestSandbox(id)); err != nil {
-		t.Fatal(err)
-	}
+	id := newCachedSandbox(t, s)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 { // readers keep the cache filled while the writer works
@@ -80,13 +86,7 @@ func TestReadCacheSeesEveryWrite(t *testing.T) {
 func TestReadCacheHandsOutCopies(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
-	if err := s.CreateOrg(ctx, store.Org{ID: "org_default", Name: "d", CreatedAt: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	id := sandbox.NewID(sandbox.PrefixSandbox)
-	if err := s.CreateSandbox(ctx, cacheTestSandbox(id)); err != nil {
-		t.Fatal(err)
-	}
+	id := newCachedSandbox(t, s)
 	a, _ := s.GetSandbox(ctx, "", id)
 	a.Metadata["k"] = "changed"
 	a.State = sandbox.StateFailed
@@ -126,13 +126,7 @@ func TestReadCacheSeesOtherProcesses(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
-	if err := s.CreateOrg(ctx, store.Org{ID: "org_default", Name: "d", CreatedAt: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	id := sandbox.NewID(sandbox.PrefixSandbox)
-	if err := s.CreateSandbox(ctx, cacheTestSandbox(id)); err != nil {
-		t.Fatal(err)
-	}
+	id := newCachedSandbox(t, s)
 	tok := store.Token{ID: "tok_1", OrgID: "org_default", Role: store.RoleAdmin, Hash: "h1", CreatedAt: time.Now().UTC()}
 	if err := s.CreateToken(ctx, tok); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,34 +102,6 @@ func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state st
 		return store.HostRecord{}, fmt.Errorf("set host state: %w", err)
 	}
 	return out, nil
-}
-
-// HostUsage sums the sandboxes in any of states by host.
-func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error) {
-	out := map[string]store.Usage{}
-	if len(states) == 0 {
-		return out, nil
-	}
-	args := make([]any, len(states))
-	for i, st := range states {
-		args[i] = string(st)
-	}
-	marks := strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")
-	rows, err := s.r.QueryContext(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), coalesce(sum(ram_mb), 0), coalesce(sum(disk_gb), 0)
-		FROM sandboxes WHERE state IN (`+marks+`) GROUP BY host_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("host usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var u store.Usage
-		if err := rows.Scan(&id, &u.Sandboxes, &u.CPU, &u.RAMMB, &u.DiskGB); err != nil {
-			return nil, fmt.Errorf("host usage: %w", err)
-		}
-		out[id] = u
-	}
-	return out, rows.Err()
 }
 
 const leaseCols = `name, holder, generation, expires_at`

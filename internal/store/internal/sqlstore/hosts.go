@@ -1,5 +1,5 @@
 // This file is the part of store.ClusterStore that is the same in
-// both SQL stores: reading hosts and releasing a lease. Each store keeps
+// both SQL stores: reading hosts and their usage, and releasing a lease. Each store keeps
 // the writes whose locking differs (registration, heartbeats, state moves,
 // acquiring leases), ListLeases (the dialects cut a prefix differently)
 // and LockKey.
@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
@@ -25,6 +26,33 @@ func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
 	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	return out, nil
+}
+
+// HostUsage sums the sandboxes in any of states by host. The sums are
+// cast to BIGINT because PostgreSQL sums a bigint column to numeric,
+// which does not scan into an int; SQLite's sum is an integer already.
+func (s *Store) HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error) {
+	out := map[string]store.Usage{}
+	if len(states) == 0 {
+		return out, nil
+	}
+	cond, args := s.db.AnyOf("state", sqldb.Strings(states))
+	err := s.db.Query(ctx, `SELECT host_id, count(*), coalesce(sum(cpu), 0), CAST(coalesce(sum(ram_mb), 0) AS BIGINT),
+		CAST(coalesce(sum(disk_gb), 0) AS BIGINT) FROM sandboxes WHERE `+cond+` GROUP BY host_id`, args, func(rows rowscan.Rows) error {
+		for rows.Next() {
+			var id string
+			var u store.Usage
+			if err := rows.Scan(&id, &u.Sandboxes, &u.CPU, &u.RAMMB, &u.DiskGB); err != nil {
+				return err
+			}
+			out[id] = u
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host usage: %w", err)
 	}
 	return out, nil
 }

@@ -1,0 +1,76 @@
+// Package compatkit holds what the E2B and Daytona compatibility layers
+// share, so that a fix to one reaches both: the JSON answer, the
+// connection pool to pt-agent, the restore fields of a sandbox answer, and
+// the list of templates an error names when a caller asks for one that is
+// not there.
+package compatkit
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
+)
+
+// WriteJSON answers status with v as JSON. An encoding error is dropped:
+// the status is already sent, and the client sees a cut body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// AgentTransport is the connection pool a compatibility layer's proxy
+// reaches pt-agent through: dialled with upstream.Dial, so that a kept
+// connection never serves another sandbox or another boot (see package
+// upstream). It speaks HTTP/1.1: agents answer plain HTTP/1.1 (and h2c),
+// and Connect streams flush per message over HTTP/1.1 chunks, which is
+// what the SDKs speak.
+func AgentTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         upstream.Dial(&net.Dialer{Timeout: 5 * time.Second}),
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// Restored is what a sandbox answer says of how the current boot came up
+// (the restore kind, and whether memory came back): nothing before a
+// first start. Both APIs carry it as an extension of their sandbox shape.
+func Restored(sb sandbox.Sandbox) (restore string, ramRestored *bool) {
+	if sb.LastStart == nil {
+		return "", nil
+	}
+	ram := sb.LastStart.RAMRestored
+	return sb.LastStart.Restore, &ram
+}
+
+// TemplateLister is the part of controlplane.Service TemplateList needs.
+type TemplateLister interface {
+	ListTemplates(ctx context.Context) ([]controlplane.Template, error)
+}
+
+// TemplateList names the server's templates, sorted and comma-separated,
+// for error messages that tell a caller what it could have asked for; "no
+// templates" when there are none or they cannot be listed (the message is
+// about the caller's mistake, not this one).
+func TemplateList(ctx context.Context, cp TemplateLister) string {
+	ts, err := cp.ListTemplates(ctx)
+	if err != nil || len(ts) == 0 {
+		return "no templates"
+	}
+	names := make([]string, 0, len(ts))
+	for _, t := range ts {
+		names = append(names, t.Slug)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
