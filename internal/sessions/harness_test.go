@@ -4,12 +4,19 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"github.com/platinum-dev/platinum/api/gen/filesystem"
+	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
+	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/hostapi/hosttest"
+	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 	"github.com/platinum-dev/platinum/internal/tenancy"
@@ -54,9 +61,42 @@ func newServiceWith(t testing.TB, h controlplane.Host, path string) (*Service, *
 	cp.SkipAgentInit()
 	scfg := DefaultConfig()
 	scfg.PollInterval = cfg.PollInterval
-	s := New(scfg, st, cp, tn, log)
+	s := New(scfg, st, stubAgentCore{cp, stubAgent(t)}, tn, log)
 	t.Cleanup(func() { s.Close(); cp.Close(); st.Close() })
 	return s, cp, st
+}
+
+// stubAgentCore is the core with every sandbox's pt-agent a stub (the fake
+// host runs none) that answers the two calls claims make: a directory is
+// made, a path is there.
+type stubAgentCore struct {
+	*controlplane.Service
+	url string
+}
+
+func (c stubAgentCore) AgentFor(sandbox.Sandbox) *agentclient.Client {
+	return agentclient.New(c.url, "stub", nil)
+}
+
+type stubFS struct {
+	filesystemconnect.UnimplementedFilesystemHandler
+}
+
+func (stubFS) MakeDir(context.Context, *connect.Request[filesystem.MakeDirRequest]) (*connect.Response[filesystem.MakeDirResponse], error) {
+	return connect.NewResponse(&filesystem.MakeDirResponse{}), nil
+}
+
+func (stubFS) Stat(context.Context, *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
+	return connect.NewResponse(&filesystem.StatResponse{Entry: &filesystem.EntryInfo{Name: "/"}}), nil
+}
+
+// stubAgent serves stubFS and returns its URL.
+func stubAgent(t testing.TB) string {
+	mux := http.NewServeMux()
+	mux.Handle(filesystemconnect.NewFilesystemHandler(stubFS{}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // setOrgDefaults gives s a tenancy service whose default org quotas tune

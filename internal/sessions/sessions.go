@@ -368,6 +368,13 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 			defer cancel()
 			return s.readySession(rctx, claimed, sb), nil
 		}
+		// Pooled sandboxes hold nothing of a session's (a warm plain
+		// create gets them too): the empty workspace is made here.
+		if err := s.makeWorkspaceDir(ctx, sb); err != nil {
+			bg := context.WithoutCancel(ctx)
+			s.failSession(bg, claimed, "workspace dir: "+err.Error())
+			return s.store.GetSession(bg, "", claimed.ID)
+		}
 		return claimed, nil
 	case !store.IsNotFound(err):
 		return Session{}, err

@@ -242,7 +242,7 @@ func TestSessionWarmPathAndRefill(t *testing.T) {
 	}
 	id, sbx := m["session_id"].(string), m["sandbox_id"].(string)
 	// Ready means ready: the first command runs at once.
-	if out := c.sessionSh(id, "echo hi; ls -A /workspace | wc -l"); out.ExitCode != 0 || out.Stdout != "hi\n0\n" {
+	if out := c.sessionSh(id, "echo hi; test -d /workspace && ls -A /workspace | wc -l"); out.ExitCode != 0 || out.Stdout != "hi\n0\n" {
 		t.Fatalf("first exec: %+v; want hi and an empty workspace", out)
 	}
 	// The claimed sandbox now belongs to the caller's org.
