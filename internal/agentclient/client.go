@@ -521,7 +521,8 @@ const unreadMsg = "the agent could not read the request, so nothing ran; retry"
 // JSON (or Connect end-of-stream) every handler of pt-agent answers with.
 // No handler ran, so the call is safe to repeat and the caller's request
 // was not at fault: it is unavailability, not bad input. bench/load saw
-// such answers under heavy load (docs/ARCHITECTURE.md, "Under load").
+// such answers under heavy load (docs/ARCHITECTURE.md, "Calls into a
+// sandbox under load").
 func unreadRequest(status int, h http.Header) bool {
 	ct, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	return status == http.StatusBadRequest && ct == "text/plain"
