@@ -91,6 +91,9 @@ func TestDependencyDirection(t *testing.T) {
 		"cmd/pt-agent":     {mod + "internal/store", mod + "internal/controlplane", mod + "internal/host", mod + "internal/objstore"},
 		"internal/runtime": {mod + "internal/store", mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/host"},
 		"internal/store":   {mod + "internal/controlplane", mod + "internal/host", "net/http"},
+		// Forwarding reads the shared store only: it knows no surface's
+		// routes and no part of the control plane.
+		"internal/forward": {mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/compat", mod + "internal/host", mod + "internal/sessions"},
 		"cmd/pt":           {mod + "internal/"},
 		// The MCP server reaches ptd only through the public SDK (/v1).
 		"mcpserver": {mod + "internal/"},

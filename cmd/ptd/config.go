@@ -47,6 +47,9 @@ type config struct {
 	// in the store (hosts.go).
 	region                       string
 	hostHeartbeat, hostLostAfter time.Duration
+	// advertiseURL is where the other ptd of a shared store reach this
+	// one's API ("" means http://<listen address>).
+	advertiseURL string
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
@@ -170,6 +173,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
+	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")
 	fs.DurationVar(&c.hostLostAfter, "host-lost-after", 30*time.Second, "how long a registered host may miss heartbeats before it is marked lost")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/dashboard"
 	"github.com/platinum-dev/platinum/internal/events"
+	"github.com/platinum-dev/platinum/internal/forward"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/httpapi"
 	"github.com/platinum-dev/platinum/internal/metrics"
@@ -193,10 +195,14 @@ func serve(ctx context.Context, args []string) error {
 		log.Info("ssh gateway ready", "listen", sshLn.Addr().String(), "fingerprint", ssh.FingerprintSHA256(hostKey.PublicKey()))
 	}
 	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses}, log)
+	// With other hosts on the store, a request for one of their sandboxes
+	// goes to their ptd and creates are placed across hosts
+	// (docs/ARCHITECTURE.md, "Many hosts").
+	fwd := forward.New(st, h.ID(), log.With("component", "forward"))
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md).
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
-		API:            api,
+		API:            fwd.Wrap(api),
 		AllowDeleteAny: cfg.mcpAllowDeleteAny,
 		Logger:         log.With("component", "mcp"),
 		Authenticate: func(ctx context.Context, tok string) (string, error) {
@@ -212,13 +218,14 @@ func serve(ctx context.Context, args []string) error {
 	// (/, /assets/, docs/dashboard.md), then /v1.
 	site := dashboard.Mount(api, web.Dist())
 	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytona.DefaultConfig(), log.With("component", "daytona"))
-	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var root http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" {
 			mcpH.ServeHTTP(w, r)
 			return
 		}
 		rest.ServeHTTP(w, r)
 	})
+	root = fwd.Wrap(root)
 	// The request id and the metrics wrap every surface: /v1, E2B's,
 	// Daytona's and /mcp.
 	srv := &http.Server{Handler: requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), root)), ReadHeaderTimeout: 10 * time.Second}
@@ -226,7 +233,8 @@ func serve(ctx context.Context, args []string) error {
 	srv.RegisterOnShutdown(mcpH.Shutdown)
 	// The host is registered before the API answers (health included), so
 	// a ptd that answers is one its peers can see.
-	if err := runHostRegistry(ctx, cfg, st, h, cp, "http://"+ln.Addr().String(), log); err != nil {
+	self := cmp.Or(cfg.advertiseURL, "http://"+ln.Addr().String())
+	if err := runHostRegistry(ctx, cfg, st, h, cp, self, log); err != nil {
 		return err
 	}
 	go func() { errc <- srv.Serve(ln) }()

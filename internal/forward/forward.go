@@ -1,0 +1,323 @@
+// Package forward makes every ptd of a platform an entry point for every
+// sandbox (docs/ARCHITECTURE.md, "Many hosts"): a request that names a
+// sandbox placed on another host is sent on to that host's ptd, and a
+// create is placed on the host with the most free memory among those that
+// take new sandboxes and run its runtime class. It reads the shared store
+// (sandbox placement, host records, reservations) and nothing else of the
+// control plane, so it sits in front of every surface (/v1, E2B, Daytona)
+// without knowing their routes.
+package forward
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/hostreg"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Header marks a request one ptd sent to another: the receiver serves it
+// itself, so a request crosses at most one hop. It names the sender's host.
+const Header = "Pt-Forwarded-By"
+
+// Store is what forwarding reads of the shared store.
+type Store interface {
+	GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error)
+	ListHosts(ctx context.Context) ([]store.HostRecord, error)
+	HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error)
+}
+
+// Router forwards requests to the ptd of the host they belong to.
+type Router struct {
+	store Store
+	self  string
+	log   *slog.Logger
+	// fresh is how long a read of the host list is used.
+	fresh time.Duration
+	proxy *httputil.ReverseProxy
+
+	mu     sync.Mutex
+	hosts  []store.HostRecord
+	readAt time.Time
+}
+
+// New returns a Router for the ptd whose host is self.
+func New(st Store, self string, log *slog.Logger) *Router {
+	r := &Router{store: st, self: self, log: log, fresh: time.Second}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(pr.In.Context().Value(targetKey{}).(*url.URL))
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(Header, self)
+		},
+		// Streams (exec output, events, process and PTY traffic) pass
+		// through as they are written.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			if f, ok := req.Context().Value(failKey{}).(*error); ok {
+				*f = err
+				return
+			}
+			r.log.WarnContext(req.Context(), "forward", "to", req.URL.Host, "path", req.URL.Path, "err", err)
+			writeUnavailable(w, "the sandbox's host does not answer ("+err.Error()+"); retry in a few seconds")
+		},
+	}
+	return r
+}
+
+type (
+	targetKey struct{}
+	failKey   struct{}
+)
+
+// Wrap returns next behind the router: a create is placed, a request for
+// another host's sandbox is forwarded, the rest is served by next.
+func (r *Router) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.others(req.Context()) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if req.Header.Get(Header) != "" {
+			// Sent by a peer: served here, unless the sandbox is another
+			// live host's after all (it moved, or the header is a
+			// client's): never drive a sandbox another host runs.
+			if id := SandboxOf(req); id != "" {
+				if h, ok := r.owner(req.Context(), id); ok {
+					writeUnavailable(w, "sandbox "+id+" is on host "+h.ID+"; retry")
+					return
+				}
+			}
+			next.ServeHTTP(w, req)
+			return
+		}
+		if isCreate(req) {
+			r.place(w, req, next)
+			return
+		}
+		id := SandboxOf(req)
+		if id == "" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		h, ok := r.owner(req.Context(), id)
+		if !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		r.forward(w, req, h)
+	})
+}
+
+// others reports whether another host can be forwarded to at all, from
+// the host list read at most once per fresh: a ptd alone on its store
+// serves everything itself at the cost of nothing but that read.
+func (r *Router) others(ctx context.Context) bool {
+	for _, h := range r.hostList(ctx) {
+		if h.ID != r.self && h.State != store.HostLost && h.URL != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Router) hostList(ctx context.Context) []store.HostRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.readAt) < r.fresh {
+		return r.hosts
+	}
+	hs, err := r.store.ListHosts(ctx)
+	if err != nil {
+		r.log.WarnContext(ctx, "forward: list hosts", "err", err)
+		return r.hosts // the last list read, until the store answers
+	}
+	r.hosts, r.readAt = hs, time.Now()
+	return hs
+}
+
+// owner is the host a request for sandbox id goes to, when that is not
+// this one: the sandbox is placed there and the host is not lost. A lost
+// host's sandboxes are answered here (their records say host_lost).
+func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) {
+	sb, err := r.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.HostID == "" || sb.HostID == r.self {
+		return store.HostRecord{}, false
+	}
+	for _, h := range r.hostList(ctx) {
+		if h.ID == sb.HostID {
+			return h, h.State != store.HostLost && h.URL != ""
+		}
+	}
+	return store.HostRecord{}, false
+}
+
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, h store.HostRecord) {
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		writeUnavailable(w, "host "+h.ID+" has no usable URL")
+		return
+	}
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), targetKey{}, u)))
+}
+
+// createPaths are the create routes of every surface.
+var createPaths = []string{"/v1/sandboxes", "/sandboxes", "/daytona/api/sandbox"}
+
+func isCreate(req *http.Request) bool {
+	return req.Method == http.MethodPost && slices.Contains(createPaths, strings.TrimSuffix(req.URL.Path, "/"))
+}
+
+// maxCreateBody bounds what is read of a create's body to place it; a
+// larger body is served here, where the API refuses it.
+const maxCreateBody = 1 << 20
+
+// place serves a create on the host that placement picks, trying the next
+// one when a host cannot be reached at all (nothing was sent, so nothing
+// can have been created there).
+func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
+	req.Body.Close()
+	if err != nil || len(body) > maxCreateBody {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, req)
+		return
+	}
+	var want struct {
+		Runtime string `json:"runtime"`
+	}
+	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
+	for _, h := range r.Candidates(req.Context(), want.Runtime) {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if h.ID == r.self {
+			next.ServeHTTP(w, req)
+			return
+		}
+		u, err := url.Parse(h.URL)
+		if err != nil {
+			continue
+		}
+		var failed error
+		ctx := context.WithValue(context.WithValue(req.Context(), targetKey{}, u), failKey{}, &failed)
+		r.proxy.ServeHTTP(w, req.WithContext(ctx))
+		if failed == nil {
+			return
+		}
+		if !unreached(failed) {
+			writeUnavailable(w, "host "+h.ID+" failed mid-create ("+failed.Error()+"); list the sandboxes before you retry")
+			return
+		}
+		r.log.WarnContext(req.Context(), "forward: host unreachable, placing the create elsewhere", "host", h.ID, "err", failed)
+	}
+	// No host takes it: this ptd answers, with its own refusal when its
+	// host takes nothing new either.
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	next.ServeHTTP(w, req)
+}
+
+// unreached reports whether a proxy error happened before the request
+// left: the connection was never made.
+func unreached(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Candidates are the hosts a create may go to, best first: active (not
+// draining or lost), reachable, running runtime (any class when empty),
+// ordered by free memory (registered RAM less what live sandboxes
+// reserve), then this host (no hop), then fewer live sandboxes, then ID.
+func (r *Router) Candidates(ctx context.Context, runtime string) []store.HostRecord {
+	use, err := r.store.HostUsage(ctx, hostreg.Live...)
+	if err != nil {
+		r.log.WarnContext(ctx, "forward: host usage", "err", err)
+		return nil
+	}
+	type scored struct {
+		h    store.HostRecord
+		free int
+		n    int
+	}
+	var out []scored
+	for _, h := range r.hostList(ctx) {
+		if h.State != store.HostActive || (h.URL == "" && h.ID != r.self) {
+			continue
+		}
+		var c hostreg.Capacity
+		if json.Unmarshal(h.Capacity, &c) != nil {
+			continue
+		}
+		if runtime != "" && !slices.ContainsFunc(c.Classes, func(cl hostreg.ClassCap) bool { return cl.Name == runtime }) {
+			continue
+		}
+		u := use[h.ID]
+		out = append(out, scored{h: h, free: c.RAMMB - u.RAMMB, n: u.Sandboxes})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.free, a.free), boolFirst(a.h.ID == r.self, b.h.ID == r.self),
+			cmp.Compare(a.n, b.n), cmp.Compare(a.h.ID, b.h.ID))
+	})
+	hs := make([]store.HostRecord, len(out))
+	for i, s := range out {
+		hs[i] = s.h
+	}
+	return hs
+}
+
+func boolFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
+
+// SandboxOf is the sandbox a request is for: E2B's E2b-Sandbox-Id header
+// (envd traffic), else the first path segment that is a sandbox ID
+// (/v1/sandboxes/<id>/…, E2B's /sandboxes/<id>/…, Daytona's
+// /daytona/api/sandbox/<id>/… and /daytona/toolbox/<id>/…). E2B's
+// "<id>-<client>" form counts as <id>. Empty when it names none.
+func SandboxOf(req *http.Request) string {
+	if id := req.Header.Get("E2b-Sandbox-Id"); id != "" {
+		return sandboxID(id)
+	}
+	for seg := range strings.SplitSeq(req.URL.Path, "/") {
+		if strings.HasPrefix(seg, sandbox.PrefixSandbox) {
+			return sandboxID(seg)
+		}
+	}
+	return ""
+}
+
+func sandboxID(s string) string {
+	id, _, _ := strings.Cut(s, "-")
+	if !strings.HasPrefix(id, sandbox.PrefixSandbox) {
+		return ""
+	}
+	return id
+}
+
+// writeUnavailable answers 503 in /v1's error shape, which the E2B and
+// Daytona SDKs read as a retryable server error too.
+func writeUnavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "5")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	json.NewEncoder(w).Encode(map[string]string{"code": "unavailable", "message": msg})
+}

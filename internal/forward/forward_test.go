@@ -1,0 +1,273 @@
+package forward_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/forward"
+	"github.com/platinum-dev/platinum/internal/hostreg"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
+)
+
+// peer is another host's ptd: it records what reaches it.
+type peer struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []*http.Request
+}
+
+func newPeer(t *testing.T) *peer {
+	p := &peer{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		p.mu.Lock()
+		p.got = append(p.got, r)
+		p.mu.Unlock()
+		w.Header().Set("X-Peer", p.srv.URL)
+		w.Write(body)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *peer) requests() []*http.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*http.Request(nil), p.got...)
+}
+
+type fixture struct {
+	st    *sqlite.Store
+	local http.Handler
+	hits  *int
+}
+
+func newFixture(t *testing.T) fixture {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "pt.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	hits := new(int)
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*hits++
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Peer", "local")
+		w.Write(body)
+	})
+	return fixture{st: st, local: local, hits: hits}
+}
+
+// register adds a host with ramMB of memory and the given classes.
+func (f fixture) register(t *testing.T, id, url string, ramMB int, classes ...string) {
+	c := hostreg.Capacity{CPU: 2, RAMMB: ramMB}
+	for _, cl := range classes {
+		c.Classes = append(c.Classes, hostreg.ClassCap{Name: cl})
+	}
+	b, _ := json.Marshal(c)
+	if _, err := f.st.RegisterHost(context.Background(), store.HostRecord{ID: id, URL: url, Capacity: b}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sandboxOn records a running sandbox of ramMB placed on host.
+func (f fixture) sandboxOn(t *testing.T, host string, ramMB int) string {
+	id := sandbox.NewID(sandbox.PrefixSandbox)
+	now := time.Now().UTC()
+	sb := sandbox.Sandbox{ID: id, OrgID: "org_a", Name: strings.ToLower(id), State: sandbox.StateRunning,
+		Template: "busybox", CPU: 1, RAMMB: ramMB, DiskGB: 1, HostID: host, CreatedAt: now, UpdatedAt: now, Version: 1}
+	if err := f.st.CreateSandbox(context.Background(), sb); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func send(h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tok")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func TestRequestsGoToTheSandboxesHost(t *testing.T) {
+	f := newFixture(t)
+	b := newPeer(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	onA, onB := f.sandboxOn(t, "host_a", 512), f.sandboxOn(t, "host_b", 512)
+	h := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+
+	for _, tc := range []struct {
+		name, method, path string
+		hdr                []string
+		want               string // "local" or "b"
+	}{
+		{"own sandbox", "POST", "/v1/sandboxes/" + onA + "/exec", nil, "local"},
+		{"peer's sandbox", "POST", "/v1/sandboxes/" + onB + "/exec", nil, "b"},
+		{"peer's record", "GET", "/v1/sandboxes/" + onB, nil, "b"},
+		{"E2B path", "POST", "/sandboxes/" + onB + "/timeout", nil, "b"},
+		{"envd traffic", "POST", "/process.Process/Start", []string{"E2b-Sandbox-Id", onB + "-host_b"}, "b"},
+		{"Daytona toolbox", "GET", "/daytona/toolbox/" + onB + "/files", nil, "b"},
+		{"unknown sandbox", "GET", "/v1/sandboxes/sbx_01JNDX3V6Z9Q6N1S9Y8K7C2F3A", nil, "local"},
+		{"no sandbox", "GET", "/v1/sandboxes", nil, "local"},
+		{"health", "GET", "/healthz", nil, "local"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(b.requests())
+			w := send(h, tc.method, tc.path, "payload", tc.hdr...)
+			got := "local"
+			if w.Header().Get("X-Peer") == b.srv.URL {
+				got = "b"
+			}
+			if got != tc.want || w.Body.String() != "payload" {
+				t.Fatalf("%s %s served by %s (%d %q), want %s", tc.method, tc.path, got, w.Code, w.Body, tc.want)
+			}
+			if tc.want == "b" {
+				r := b.requests()[before]
+				if r.Header.Get(forward.Header) != "host_a" || r.Header.Get("Authorization") != "Bearer tok" || r.URL.Path != tc.path {
+					t.Fatalf("forwarded request = %s %v, want the path, the caller's token and %s", r.URL.Path, r.Header, forward.Header)
+				}
+			}
+		})
+	}
+
+	// A request a peer sent is served here, never sent on; but a sandbox
+	// a live host runs is never driven from here, whoever asks.
+	if w := send(h, "GET", "/v1/sandboxes/"+onA, "", forward.Header, "host_b"); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("forwarded request for an own sandbox: %d %v", w.Code, w.Header())
+	}
+	n := len(b.requests())
+	if w := send(h, "POST", "/v1/sandboxes/"+onB+"/stop", "", forward.Header, "host_x"); w.Code != 503 || !strings.Contains(w.Body.String(), `"unavailable"`) {
+		t.Fatalf("a peer's sandbox asked with the header: %d %s, want 503 unavailable", w.Code, w.Body)
+	}
+	if len(b.requests()) != n {
+		t.Fatal("a request that carried the header was sent on")
+	}
+
+	// A lost host's sandboxes are answered here (their records say so),
+	// while requests for a live peer's still go there.
+	c := newPeer(t)
+	f.register(t, "host_c", c.srv.URL, 8192, "runc")
+	onC := f.sandboxOn(t, "host_c", 512)
+	if _, err := f.st.SetHostState(context.Background(), "host_b", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	h = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+	if w := send(h, "GET", "/v1/sandboxes/"+onB, ""); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("a lost host's sandbox went to %q", w.Header().Get("X-Peer"))
+	}
+	if w := send(h, "GET", "/v1/sandboxes/"+onC, ""); w.Header().Get("X-Peer") != c.srv.URL {
+		t.Fatalf("a live peer's sandbox went to %q", w.Header().Get("X-Peer"))
+	}
+}
+
+func TestAHostAloneServesEverything(t *testing.T) {
+	f := newFixture(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	id := f.sandboxOn(t, "host_a", 512)
+	h := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+	for _, p := range []string{"/v1/sandboxes", "/v1/sandboxes/" + id + "/exec"} {
+		if w := send(h, "POST", p, `{"template":"busybox"}`); w.Header().Get("X-Peer") != "local" || w.Body.String() != `{"template":"busybox"}` {
+			t.Fatalf("POST %s: %d %v %q", p, w.Code, w.Header(), w.Body)
+		}
+	}
+}
+
+func TestCreatesArePlaced(t *testing.T) {
+	f := newFixture(t)
+	b, c := newPeer(t), newPeer(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc", "gvisor")
+	f.register(t, "host_b", b.srv.URL, 8192, "runc", "gvisor")
+	f.register(t, "host_c", c.srv.URL, 8192, "runc")
+	r := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	h := r.Wrap(f.local)
+	ids := func(hs []store.HostRecord) string {
+		var s []string
+		for _, x := range hs {
+			s = append(s, x.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	ctx := context.Background()
+	// Equal: this host first (no hop), then by ID.
+	if got := ids(r.Candidates(ctx, "")); got != "host_a,host_b,host_c" {
+		t.Fatalf("candidates of an empty platform = %s", got)
+	}
+	f.sandboxOn(t, "host_a", 1024)
+	f.sandboxOn(t, "host_b", 512)
+	if got := ids(r.Candidates(ctx, "")); got != "host_c,host_b,host_a" {
+		t.Fatalf("candidates by free memory = %s", got)
+	}
+	if got := ids(r.Candidates(ctx, "gvisor")); got != "host_b,host_a" {
+		t.Fatalf("gvisor candidates = %s, want only the hosts that run it", got)
+	}
+	body := `{"template":"busybox","runtime":"gvisor"}`
+	if w := send(h, "POST", "/v1/sandboxes", body, "Idempotency-Key", "k1"); w.Header().Get("X-Peer") != b.srv.URL || w.Body.String() != body {
+		t.Fatalf("gvisor create served by %q: %d %q", w.Header().Get("X-Peer"), w.Code, w.Body)
+	}
+	if got := b.requests()[0]; got.Header.Get("Idempotency-Key") != "k1" {
+		t.Fatalf("the create reached b without its idempotency key: %v", got.Header)
+	}
+	for _, p := range []string{"/sandboxes", "/daytona/api/sandbox"} {
+		if w := send(h, "POST", p, `{}`); w.Header().Get("X-Peer") != c.srv.URL {
+			t.Fatalf("POST %s served by %q, want host c (most free)", p, w.Header().Get("X-Peer"))
+		}
+	}
+
+	// Draining hosts take nothing; an unreachable one is passed over
+	// (nothing reached it); with no host left, this ptd answers.
+	if _, err := f.st.SetHostState(ctx, "host_b", 0, store.HostDraining, "test"); err != nil {
+		t.Fatal(err)
+	}
+	c.srv.Close()
+	r = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	if w := send(r.Wrap(f.local), "POST", "/v1/sandboxes", `{}`); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("create with c unreachable and b draining served by %q: %d %s", w.Header().Get("X-Peer"), w.Code, w.Body)
+	}
+	if _, err := f.st.SetHostState(ctx, "host_a", 0, store.HostDraining, "test"); err != nil {
+		t.Fatal(err)
+	}
+	r = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	before := *f.hits
+	if w := send(r.Wrap(f.local), "POST", "/v1/sandboxes", `{"template":"x"}`); w.Header().Get("X-Peer") != "local" || *f.hits != before+1 {
+		t.Fatalf("create with every host draining: %d %v", w.Code, w.Header())
+	}
+}
+
+func TestSandboxOf(t *testing.T) {
+	for _, tc := range []struct{ path, hdr, want string }{
+		{"/v1/sandboxes/sbx_1/exec", "", "sbx_1"},
+		{"/v1/sandboxes", "", ""},
+		{"/sandboxes/sbx_2-host_x/timeout", "", "sbx_2"},
+		{"/daytona/api/sandbox/sbx_3", "", "sbx_3"},
+		{"/files", "sbx_4-client", "sbx_4"},
+		{"/v1/snapshots/snap_1", "", ""},
+		{"/v1/events", "", ""},
+	} {
+		req := httptest.NewRequest("GET", tc.path, nil)
+		if tc.hdr != "" {
+			req.Header.Set("E2b-Sandbox-Id", tc.hdr)
+		}
+		if got := forward.SandboxOf(req); got != tc.want {
+			t.Errorf("SandboxOf(%s, %q) = %q, want %q", tc.path, tc.hdr, got, tc.want)
+		}
+	}
+}
+
