@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/hostreg"
+	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 )
@@ -74,7 +75,7 @@ func New(st Store, self string, log *slog.Logger) *Router {
 				return
 			}
 			r.log.WarnContext(req.Context(), "forward", "to", req.URL.Host, "path", req.URL.Path, "err", err)
-			writeUnavailable(w, "the sandbox's host does not answer ("+err.Error()+"); retry in a few seconds")
+			writeUnavailable(w, req, "the sandbox's host does not answer ("+err.Error()+"); retry in a few seconds")
 		},
 	}
 	return r
@@ -99,7 +100,7 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			// client's): never drive a sandbox another host runs.
 			if id := SandboxOf(req); id != "" {
 				if h, ok := r.owner(req.Context(), id); ok {
-					writeUnavailable(w, "sandbox "+id+" is on host "+h.ID+"; retry")
+					writeUnavailable(w, req, "sandbox "+id+" is on host "+h.ID+"; retry")
 					return
 				}
 			}
@@ -137,9 +138,15 @@ func (r *Router) others(ctx context.Context) bool {
 }
 
 func (r *Router) hostList(ctx context.Context) []store.HostRecord {
+	return r.readHosts(ctx, r.fresh)
+}
+
+// readHosts is the host list, read again when the last read is older
+// than maxAge.
+func (r *Router) readHosts(ctx context.Context, maxAge time.Duration) []store.HostRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if time.Since(r.readAt) < r.fresh {
+	if time.Since(r.readAt) < maxAge {
 		return r.hosts
 	}
 	hs, err := r.store.ListHosts(ctx)
@@ -170,7 +177,7 @@ func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) 
 func (r *Router) forward(w http.ResponseWriter, req *http.Request, h store.HostRecord) {
 	u, err := url.Parse(h.URL)
 	if err != nil {
-		writeUnavailable(w, "host "+h.ID+" has no usable URL")
+		writeUnavailable(w, req, "host "+h.ID+" has no usable URL")
 		return
 	}
 	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), targetKey{}, u)))
@@ -219,7 +226,7 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 			return
 		}
 		if !unreached(failed) {
-			writeUnavailable(w, "host "+h.ID+" failed mid-create ("+failed.Error()+"); list the sandboxes before you retry")
+			writeUnavailable(w, req, "host "+h.ID+" failed mid-create ("+failed.Error()+"); list the sandboxes before you retry")
 			return
 		}
 		r.log.WarnContext(req.Context(), "forward: host unreachable, placing the create elsewhere", "host", h.ID, "err", failed)
@@ -241,6 +248,7 @@ func unreached(err error) bool {
 // draining or lost), reachable, running runtime (any class when empty),
 // ordered by free memory (registered RAM less what live sandboxes
 // reserve), then this host (no hop), then fewer live sandboxes, then ID.
+// The host list is read for each create, so a drain binds the next one.
 func (r *Router) Candidates(ctx context.Context, runtime string) []store.HostRecord {
 	use, err := r.store.HostUsage(ctx, hostreg.Live...)
 	if err != nil {
@@ -253,7 +261,7 @@ func (r *Router) Candidates(ctx context.Context, runtime string) []store.HostRec
 		n    int
 	}
 	var out []scored
-	for _, h := range r.hostList(ctx) {
+	for _, h := range r.readHosts(ctx, 0) {
 		if h.State != store.HostActive || (h.URL == "" && h.ID != r.self) {
 			continue
 		}
@@ -315,9 +323,13 @@ func sandboxID(s string) string {
 
 // writeUnavailable answers 503 in /v1's error shape, which the E2B and
 // Daytona SDKs read as a retryable server error too.
-func writeUnavailable(w http.ResponseWriter, msg string) {
+func writeUnavailable(w http.ResponseWriter, req *http.Request, msg string) {
+	body := map[string]string{"code": "unavailable", "error": msg}
+	if id := requestid.From(req.Context()); id != "" {
+		body["request_id"] = id
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", "5")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(map[string]string{"code": "unavailable", "message": msg})
+	json.NewEncoder(w).Encode(body)
 }

@@ -154,7 +154,7 @@ func TestRequestsGoToTheSandboxesHost(t *testing.T) {
 		t.Fatalf("forwarded request for an own sandbox: %d %v", w.Code, w.Header())
 	}
 	n := len(b.requests())
-	if w := send(h, "POST", "/v1/sandboxes/"+onB+"/stop", "", forward.Header, "host_x"); w.Code != 503 || !strings.Contains(w.Body.String(), `"unavailable"`) {
+	if w := send(h, "POST", "/v1/sandboxes/"+onB+"/stop", "", forward.Header, "host_x"); w.Code != 503 || !strings.Contains(w.Body.String(), `"error":`) || !strings.Contains(w.Body.String(), `"unavailable"`) {
 		t.Fatalf("a peer's sandbox asked with the header: %d %s, want 503 unavailable", w.Code, w.Body)
 	}
 	if len(b.requests()) != n {

@@ -150,14 +150,27 @@ func TestHostsShareAStore(t *testing.T) {
 	first := hostsOf(a)[idB]["heartbeat_at"]
 	waitFor(idB, "heartbeated again", func(h map[string]any) bool { return h["heartbeat_at"] != first })
 
-	// A drain is an admin's, through either process, and binds the other.
+	// A drain is an admin's, through either process, and binds the other:
+	// a create through a draining host's ptd is placed on the other host,
+	// and with both draining it is refused.
 	sandboxesBefore := creatingCount(t, call, b)
 	if st, m := call(a, "POST", "/v1/hosts/"+idB+"/drain", nil); st != 200 || m["state"] != "draining" {
 		t.Fatalf("drain b through a: %d %v", st, m)
 	}
 	st, m := call(b, "POST", "/v1/sandboxes", map[string]any{"template": "busybox"})
+	if st != 201 || m["host_id"] != idA {
+		t.Fatalf("create through draining b: %d %v, want 201 placed on a", st, m)
+	}
+	if st, _ := call(b, "DELETE", "/v1/sandboxes/"+m["id"].(string), nil); st != 202 {
+		t.Fatalf("delete the placed sandbox through b: %d", st)
+	}
+	sandboxesBefore = creatingCount(t, call, b)
+	if st, m := call(b, "POST", "/v1/hosts/"+idA+"/drain", nil); st != 200 || m["state"] != "draining" {
+		t.Fatalf("drain a through b: %d %v", st, m)
+	}
+	st, m = call(b, "POST", "/v1/sandboxes", map[string]any{"template": "busybox"})
 	if st != 503 || m["code"] != "capacity" || m["reason"] != "host_draining" {
-		t.Fatalf("create on a draining host: %d %v, want 503 capacity host_draining", st, m)
+		t.Fatalf("create with every host draining: %d %v, want 503 capacity host_draining", st, m)
 	}
 	if n := creatingCount(t, call, b); n != sandboxesBefore {
 		t.Fatalf("a refused create left %d sandboxes, had %d", n, sandboxesBefore)
@@ -172,13 +185,20 @@ func TestHostsShareAStore(t *testing.T) {
 		t.Fatalf("undrain: %d %v", st, m)
 	}
 
-	// A sandbox on b, with a file on its disk. a's loops (reconciler,
-	// timers, disposal) leave b's sandbox alone: it stays running.
+	// A sandbox on b (a still drains, so placement takes b), with a file
+	// on its disk. a's loops (reconciler, timers, disposal) leave b's
+	// sandbox alone: it stays running.
 	ctx := context.Background()
 	clB := platinum.New(b.URL, b.Token)
 	sb, err := clB.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
 	if err != nil {
 		t.Fatalf("create on b: %v", err)
+	}
+	if sb.HostID != idB {
+		t.Fatalf("created with a draining on %s, want b (%s)", sb.HostID, idB)
+	}
+	if st, m := call(a, "POST", "/v1/hosts/"+idA+"/undrain", nil); st != 200 || m["state"] != "active" {
+		t.Fatalf("undrain a: %d %v", st, m)
 	}
 	t.Cleanup(func() { clB.Sandboxes.Delete(context.Background(), sb.ID) })
 	if res, err := clB.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "echo kept > /keep.txt && sync"}); err != nil || res.ExitCode != 0 {

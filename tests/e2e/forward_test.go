@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/apicontract"
+	"github.com/platinum-dev/platinum/internal/pgtest"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
+	platinum "github.com/platinum-dev/platinum/sdk/go"
+)
+
+// startHosts starts n ptd processes on one PostgreSQL store (the first
+// one's throwaway cluster): n hosts of one platform on this machine, each
+// with its own data dir, bridge, subnet and cgroup parent.
+func startHosts(t *testing.T, n int, args ...string) []*ptdtest.Daemon {
+	t.Helper()
+	_, err := pgtest.BinDir()
+	testenv.Require(t, err == nil, fmt.Sprint(err))
+	var ds []*ptdtest.Daemon
+	for i := range n {
+		opts := ptdtest.Options{Store: "postgres", ExtraArgs: args}
+		if i > 0 {
+			opts = ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
+		}
+		d, err := ptdtest.Start(opts)
+		t.Cleanup(func() {
+			if t.Failed() {
+				for _, l := range strings.Split(d.Log(), "\n") {
+					if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+						t.Logf("ptd %d: %s", i, l)
+					}
+				}
+			}
+			if err := d.Stop(); err != nil {
+				t.Errorf("ptd %d: %v", i, err)
+			}
+		})
+		if err != nil {
+			t.Fatalf("ptd %d: %v", i, err)
+		}
+		t.Cleanup(apicontract.Register(d.URL))
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// TestOneEntryManyHosts: three hosts on one store, every call made
+// through the first one's API only. Three creates are spread over the
+// three hosts; exec (whole and streamed), file upload and download, and a
+// stop and start of each reach the sandbox on its own host; a record read
+// through any ptd is the same. When a host dies, calls for its sandbox
+// answer 503 unavailable until it is marked lost (then the record says
+// failed, host_lost), and creates go to the hosts that live.
+func TestOneEntryManyHosts(t *testing.T) {
+	requireEnv(t)
+	ds := startHosts(t, 3, "--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
+		"--reconcile-interval", "1s", "--timer-interval", "500ms")
+	a, c := ds[0], ds[2]
+	hostIDs := map[string]int{}
+	for i, d := range ds {
+		hostIDs[hostIDOf(t, d)] = i
+	}
+	ctx := context.Background()
+	cl := platinum.New(a.URL, a.Token)
+
+	byHost, who := map[string]*platinum.Sandbox{}, map[string]string{}
+	for i := range 3 {
+		name := fmt.Sprint("box", i)
+		sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox",
+			Env: map[string]string{"WHO": name}}, platinum.WaitForRunning(2*time.Minute))
+		if err != nil {
+			t.Fatalf("create %d through a: %v", i, err)
+		}
+		t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), sb.ID) })
+		if _, ok := hostIDs[sb.HostID]; !ok {
+			t.Fatalf("sandbox %s placed on %q, not one of the hosts %v", sb.ID, sb.HostID, hostIDs)
+		}
+		byHost[sb.HostID], who[sb.ID] = sb, name
+	}
+	if len(byHost) != 3 {
+		t.Fatalf("three creates through a landed on %d hosts, want 3: %v", len(byHost), byHost)
+	}
+
+	for host, sb := range byHost {
+		t.Run(fmt.Sprint("ptd", hostIDs[host]), func(t *testing.T) {
+			res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "echo $WHO"})
+			if err != nil || res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != who[sb.ID] {
+				t.Fatalf("exec through a: %+v %v, want %s", res, err, who[sb.ID])
+			}
+			var out, errOut bytes.Buffer
+			res, err = cl.Sandboxes.ExecStream(ctx, sb.ID, platinum.ExecRequest{Shell: "for i in 1 2 3; do echo $i; sleep 0.1; done"}, &out, &errOut)
+			if err != nil || res.ExitCode != 0 || out.String() != "1\n2\n3\n" {
+				t.Fatalf("streamed exec through a: %+v %v %q", res, err, out.String())
+			}
+			if err := cl.Sandboxes.Upload(ctx, sb.ID, "/root/host.txt", strings.NewReader(host)); err != nil {
+				t.Fatalf("upload through a: %v", err)
+			}
+			readBack := func() string {
+				rc, err := cl.Sandboxes.Download(ctx, sb.ID, "/root/host.txt")
+				if err != nil {
+					t.Fatalf("download through a: %v", err)
+				}
+				defer rc.Close()
+				b, _ := io.ReadAll(rc)
+				return string(b)
+			}
+			if got := readBack(); got != host {
+				t.Fatalf("file read back through a = %q, want %q", got, host)
+			}
+			if _, err := cl.Sandboxes.Stop(ctx, sb.ID, platinum.WaitForStopped(time.Minute)); err != nil {
+				t.Fatalf("stop through a: %v", err)
+			}
+			got, err := cl.Sandboxes.Start(ctx, sb.ID, platinum.WaitForRunning(2*time.Minute))
+			if err != nil || got.HostID != host {
+				t.Fatalf("start through a: %+v %v, want running on %s", got, err, host)
+			}
+			if got := readBack(); got != host {
+				t.Fatalf("file after stop and start = %q, want %q", got, host)
+			}
+			// The record is the same through every ptd.
+			for i, d := range ds {
+				r, err := platinum.New(d.URL, d.Token).Sandboxes.Get(ctx, sb.ID)
+				if err != nil || r.State != platinum.StateRunning || r.HostID != host {
+					t.Fatalf("GET through ptd %d: %+v %v", i, r, err)
+				}
+			}
+		})
+	}
+
+	// c dies without a word.
+	idC := hostIDOf(t, c)
+	onC := byHost[idC]
+	c.Kill()
+	// Creates meanwhile go to a host that lives, even before c is marked
+	// lost (placement passes over a host it cannot reach).
+	sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
+	if err != nil {
+		t.Fatalf("create through a with c dead: %v", err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), sb.ID) })
+	if sb.HostID == idC {
+		t.Fatalf("create placed on the dead host %s", idC)
+	}
+	// c's sandbox: unavailable while c may come back, failed host_lost once
+	// it is lost; never anything else.
+	sawUnavailable := false
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := cl.Sandboxes.Get(ctx, onC.ID)
+		var ae *platinum.APIError
+		switch {
+		case err == nil && got.State == platinum.StateFailed && got.Reason == "host_lost":
+			if !sawUnavailable {
+				t.Log("c was marked lost before the first read")
+			}
+			return
+		case errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == "unavailable":
+			sawUnavailable = true
+		case err == nil && got.State == platinum.StateRunning:
+			// c is marked lost, its sandbox not failed yet
+		default:
+			t.Fatalf("c's sandbox through a after c died: %+v %v", got, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c's sandbox never shown failed host_lost")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
