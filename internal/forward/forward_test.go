@@ -270,4 +270,3 @@ func TestSandboxOf(t *testing.T) {
 		}
 	}
 }
-
