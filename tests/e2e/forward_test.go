@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -53,10 +55,24 @@ func startHosts(t *testing.T, n int, args ...string) []*ptdtest.Daemon {
 	return ds
 }
 
+// e2bConnect connects the e2b SDK to sandbox argv[1], prints its
+// metadata's "who", reads the file the test uploaded, writes one and reads
+// it back (files, not commands: busybox has no /bin/bash for E2B's).
+const e2bConnect = `
+import sys
+from e2b import Sandbox
+s = Sandbox.connect(sys.argv[1])
+print(s.get_info().metadata["who"])
+print(s.files.read("/root/host.txt"))
+s.files.write("/root/e2b.txt", "via-e2b")
+print(s.files.read("/root/e2b.txt"))
+`
+
 // TestOneEntryManyHosts: three hosts on one store, every call made
 // through the first one's API only. Three creates are spread over the
-// three hosts; exec (whole and streamed), file upload and download, and a
-// stop and start of each reach the sandbox on its own host; a record read
+// three hosts; exec (whole and streamed), file upload and download, the
+// real e2b Python SDK, and a stop and start of each reach the sandbox on
+// its own host; a record read
 // through any ptd is the same. When a host dies, calls for its sandbox
 // answer 503 unavailable until it is marked lost (then the record says
 // failed, host_lost), and creates go to the hosts that live.
@@ -71,12 +87,13 @@ func TestOneEntryManyHosts(t *testing.T) {
 	}
 	ctx := context.Background()
 	cl := platinum.New(a.URL, a.Token)
+	e2bPython := testenv.RequiresVenv(t, "../compat/e2b")
 
 	byHost, who := map[string]*platinum.Sandbox{}, map[string]string{}
 	for i := range 3 {
 		name := fmt.Sprint("box", i)
 		sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox",
-			Env: map[string]string{"WHO": name}}, platinum.WaitForRunning(2*time.Minute))
+			Env: map[string]string{"WHO": name}, Metadata: map[string]string{"who": name}}, platinum.WaitForRunning(2*time.Minute))
 		if err != nil {
 			t.Fatalf("create %d through a: %v", i, err)
 		}
@@ -125,6 +142,13 @@ func TestOneEntryManyHosts(t *testing.T) {
 			}
 			if got := readBack(); got != host {
 				t.Fatalf("file after stop and start = %q, want %q", got, host)
+			}
+			// The real e2b SDK, told only a's URL: its control-plane call
+			// and its envd traffic (E2b-Sandbox-Id) reach the host too.
+			py := exec.Command(e2bPython, "-c", e2bConnect, sb.ID)
+			py.Env = append(os.Environ(), "E2B_API_URL="+a.URL, "E2B_SANDBOX_URL="+a.URL, "E2B_API_KEY="+a.Token, "E2B_DEBUG=")
+			if out, err := py.CombinedOutput(); err != nil || string(out) != who[sb.ID]+"\n"+host+"\nvia-e2b\n" {
+				t.Fatalf("e2b SDK through a: %v\n%s", err, out)
 			}
 			// The record is the same through every ptd.
 			for i, d := range ds {
