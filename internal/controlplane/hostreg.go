@@ -88,11 +88,13 @@ var lostFrom = map[sandbox.State]sandbox.State{
 
 // HostLost records what a host marked lost leaves behind (hostreg's
 // watcher calls it): each of its sandboxes in a live or transitional
-// state is failed with reason host_lost (a deleting one is deleted). When
-// the host comes back, its sweep frees what those sandboxes still hold
-// there but their disks, so nothing runs that the store says does not; a
-// start boots one again from its disk. Recovery on another host is not
-// built (docs/ARCHITECTURE.md, "Many hosts").
+// state is failed with reason host_lost (a deleting one is deleted), then
+// recovered on this host from its newest complete backup when it has one
+// (recoverLost). When the host comes back, its sweep frees what failed
+// sandboxes still hold there but their disks, and destroys whatever it
+// holds of sandboxes recovered elsewhere (Sweep), so nothing runs that
+// the store says does not. A start of a failed one boots it again from
+// its disk, on its host only (startWithin).
 func (s *Service) HostLost(ctx context.Context, hostID string) {
 	if hostID == s.host.ID() {
 		return
@@ -104,7 +106,9 @@ func (s *Service) HostLost(ctx context.Context, hostID string) {
 			}
 		}
 	})
-	sbs, err := s.store.SandboxesInStates(ctx, states...)
+	// Failed ones too: a recovery a dead watcher did not begin is begun
+	// by the next.
+	sbs, err := s.store.SandboxesInStates(ctx, append(states, sandbox.StateFailed)...)
 	if err != nil {
 		s.log.ErrorContext(ctx, "host lost", "host", hostID, "err", err)
 		return
@@ -113,8 +117,14 @@ func (s *Service) HostLost(ctx context.Context, hostID string) {
 		if sb.HostID != hostID {
 			continue
 		}
+		if sb.State == sandbox.StateFailed {
+			if sb.Reason == ReasonHostLost {
+				s.recoverLost(ctx, sb, hostID)
+			}
+			continue
+		}
 		to, now := lostFrom[sb.State], time.Now().UTC()
-		_, ok, err := s.transition(ctx, sb.ID, sb.State, to, func(x *sandbox.Sandbox) {
+		out, ok, err := s.transition(ctx, sb.ID, sb.State, to, func(x *sandbox.Sandbox) {
 			if to == sandbox.StateDeleted {
 				x.DeletedAt, x.Address = &now, ""
 			} else {
@@ -127,6 +137,42 @@ func (s *Service) HostLost(ctx context.Context, hostID string) {
 		}
 		if ok {
 			s.log.WarnContext(ctx, "sandbox of a lost host", "host", hostID, "sandbox", sb.ID, "from", sb.State, "to", to)
+			if to == sandbox.StateFailed {
+				s.recoverLost(ctx, out, hostID)
+			}
 		}
 	}
+}
+
+// recoverLost moves a lost host's failed sandbox onto this host when it
+// has a complete backup (docs/snapshots.md, "Backups"): in one record write
+// it becomes this host's, restoring from its newest ready backup, and the
+// restore writes the backup's disk here and boots it (doRestoreSnapshot);
+// last_start then says which backup came back. Without a backup, or
+// without an object store, it stays failed with reason host_lost.
+func (s *Service) recoverLost(ctx context.Context, sb sandbox.Sandbox, lostHost string) {
+	if s.cfg.Objects == nil {
+		return
+	}
+	bks, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,
+		Kind: sandbox.KindBackup, State: sandbox.SnapshotReady})
+	if err != nil || len(bks) == 0 {
+		return
+	}
+	self := s.host.ID()
+	_, ok, err := s.transition(ctx, sb.ID, sandbox.StateFailed, sandbox.StateRestoring, func(x *sandbox.Sandbox) {
+		x.HostID, x.RestoreSnapshotID, x.Address = self, bks[0].ID, ""
+		x.Reason = "host " + lostHost + " was lost"
+	})
+	if err != nil || !ok {
+		return
+	}
+	s.log.WarnContext(ctx, "recovering a lost host's sandbox from its backup", "host", lostHost, "sandbox", sb.ID, "backup", bks[0].ID)
+	s.goBackground(func(ctx context.Context) { s.doRestoreSnapshot(ctx, sb.ID) })
+}
+
+// elsewhere reports whether sb's disk and processes are another host's
+// (its record names one): this host must not start or free them.
+func (s *Service) elsewhere(sb sandbox.Sandbox) bool {
+	return sb.HostID != "" && sb.HostID != s.host.ID()
 }

@@ -127,9 +127,15 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		case sandbox.StateRunning, sandbox.StateStarting, sandbox.StateCreating, sandbox.StateRestoring:
 			return sb, nil
 		case sandbox.StateStopped, sandbox.StateFailed:
+			if s.elsewhere(sb) {
+				// Its disk is on that host (lost, or this call came past
+				// forwarding): booting here would boot an empty disk.
+				return sb, fmt.Errorf("sandbox %s's disk is on host %s; it starts there once that host is back: %w", sb.ID, sb.HostID, sandbox.ErrUnavailable)
+			}
 			sb.State = sandbox.StateStarting
 		case sandbox.StateArchived:
-			sb.State = sandbox.StateRestoring
+			// The disk comes back from the object store to this host.
+			sb.State, sb.HostID = sandbox.StateRestoring, s.host.ID()
 		default:
 			return sb, &StateError{State: sb.State, Want: "stopped, archived or failed"}
 		}

@@ -268,6 +268,20 @@ func (s *Service) doRestoring(ctx context.Context, id string) {
 	s.doUnarchive(ctx, id)
 }
 
+// restoreDisk puts snap's disk in place of sb's: a local snapshot's by the
+// host's atomic swap, a backup's (a recovery from a lost host, hostreg.go)
+// written from the object store where this host keeps sb's disk.
+func (s *Service) restoreDisk(ctx context.Context, sb sandbox.Sandbox, snap sandbox.Snapshot) error {
+	if snap.Kind == sandbox.KindBackup {
+		return s.restoreBackupDisk(ctx, sb, snap)
+	}
+	snapper, err := s.snapshotter()
+	if err != nil {
+		return err
+	}
+	return snapper.RestoreDisk(ctx, sb.ID, snap.ID)
+}
+
 // doRestoreSnapshot swaps the snapshot's disk in and starts the sandbox on
 // it, from the snapshot's memory when it has some. A failure leaves the
 // sandbox failed with the reason (start it to boot whatever disk it has:
@@ -286,18 +300,13 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 			sb.RestoreSnapshotID = ""
 		})
 	}
-	snapper, err := s.snapshotter()
-	if err != nil {
-		fail(err)
-		return
-	}
 	snap, err := s.store.GetSnapshot(ctx, sb.OrgID, sb.RestoreSnapshotID)
 	if err != nil {
 		fail(err)
 		return
 	}
 	s.forgetAgent(id)
-	if err := snapper.RestoreDisk(ctx, id, snap.ID); err != nil {
+	if err := s.restoreDisk(ctx, sb, snap); err != nil {
 		if ctx.Err() == nil {
 			fail(err)
 		}
@@ -329,6 +338,12 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 	}
 	now := s.now()
 	ls := &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now, Reason: "restored from disk snapshot " + snap.ID}
+	if snap.Kind == sandbox.KindBackup {
+		ls.Reason = fmt.Sprintf("restored from backup %s, taken %s", snap.ID, snap.CreatedAt.Format(time.RFC3339))
+		if sb.Reason != "" {
+			ls.Reason += ": " + sb.Reason
+		}
+	}
 	if inst.MemoryRestored {
 		ls.Restore, ls.RAMRestored, ls.Reason = sandbox.RestoreMemory, true, ""
 	} else if spec.Clone != nil {
@@ -336,7 +351,7 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 	}
 	_, ok, err := s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
-		sb.RestoreSnapshotID = ""
+		sb.RestoreSnapshotID, sb.Reason = "", ""
 		if !inst.MemoryRestored {
 			sb.Live = s.headroom(*sb)
 		}

@@ -11,7 +11,8 @@ import (
 
 // SweepResult counts what one sweep of the host removed.
 type SweepResult struct {
-	// Destroyed are sandboxes with no record, or a deleted one, whose host
+	// Destroyed are sandboxes with no record, a deleted one or one another
+	// host now runs (recovered there while this one was lost), whose host
 	// resources were all removed (disk included).
 	Destroyed []string
 	// Released are failed sandboxes that still held something besides
@@ -21,9 +22,10 @@ type SweepResult struct {
 
 // Sweep finds, on the host itself (hostapi.Sweeper), what sandboxes hold
 // there and removes what no live record owns: everything of a sandbox with
-// no record or a deleted one (a runtime container a timed-out call left
-// running, mounts, loop devices, network namespace and address, cgroup,
-// disk), and everything but the disk of a failed one. The reconciler runs
+// no record, a deleted one, or one recovered on another host while this
+// one was lost (a runtime container a timed-out call left running, mounts,
+// loop devices, network namespace and address, cgroup, disk), and
+// everything but the disk of a failed one. The reconciler runs
 // it at start-up and on every pass. Sandboxes in any other state are left
 // alone, whatever they hold.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
@@ -46,6 +48,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		case store.IsNotFound(gerr):
 		case gerr != nil:
 			continue
+		case s.elsewhere(sb):
 		case sb.State == sandbox.StateDeleted && time.Since(sb.UpdatedAt) >= s.cfg.SweepGrace:
 		case sb.State == sandbox.StateFailed && h.Live() && time.Since(sb.UpdatedAt) >= s.cfg.SweepGrace:
 		default:
@@ -66,7 +69,7 @@ func (s *Service) sweepOne(ctx context.Context, h hostapi.Holding, res *SweepRes
 	defer unlock()
 	sb, err := s.store.GetSandbox(ctx, "", h.ID)
 	switch {
-	case store.IsNotFound(err) || err == nil && sb.State == sandbox.StateDeleted:
+	case store.IsNotFound(err) || err == nil && (sb.State == sandbox.StateDeleted || s.elsewhere(sb)):
 		if err := s.host.Destroy(ctx, h.ID); err != nil {
 			s.log.WarnContext(ctx, "sweep: destroy", "sandbox", h.ID, "err", err)
 			return

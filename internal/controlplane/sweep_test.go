@@ -152,6 +152,9 @@ func TestSweep(t *testing.T) {
 	failedDiskOnly := running(t, s, CreateRequest{Template: "busybox"})
 	setRecord(t, s, failedDiskOnly.ID, func(sb *sandbox.Sandbox) { sb.State = sandbox.StateFailed })
 	orphan := sandbox.NewID(sandbox.PrefixSandbox)
+	// Recovered on another host while this one was lost: a stale copy.
+	moved := running(t, s, CreateRequest{Template: "busybox"})
+	setRecord(t, s, moved.ID, func(sb *sandbox.Sandbox) { sb.HostID = "host_other" })
 	// A template build's box has no record while it runs: never swept.
 	buildBox := sandbox.NewID(sandbox.PrefixSandbox)
 	defer s.builds.holdBox(buildBox)()
@@ -162,17 +165,19 @@ func TestSweep(t *testing.T) {
 		{ID: failed.ID, Container: true, Network: true, Disk: true},
 		{ID: failedDiskOnly.ID, Disk: true},
 		{ID: orphan, Container: true, Mounts: true, Cgroup: true},
+		{ID: moved.ID, Container: true, Mounts: true, Network: true, Cgroup: true, Disk: true},
 		{ID: "snap_01ARZ3NDEKTSV4RRFFQ69G5FAV", Disk: true},
 	}
-	// Within the grace period only what no record owns at all goes.
+	// Within the grace period only what no record owns at all goes, and
+	// what another host now runs.
 	res, err := s.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Destroyed, []string{orphan}) || len(res.Released) != 0 {
-		t.Errorf("sweep within the grace period: destroyed %v released %v; want only the orphan %s", res.Destroyed, res.Released, orphan)
+	if !slices.Equal(res.Destroyed, []string{orphan, moved.ID}) || len(res.Released) != 0 {
+		t.Errorf("sweep within the grace period: destroyed %v released %v; want the orphan %s and the moved %s", res.Destroyed, res.Released, orphan, moved.ID)
 	}
-	h.holdings = slices.DeleteFunc(h.holdings, func(hd hostapi.Holding) bool { return hd.ID == orphan })
+	h.holdings = slices.DeleteFunc(h.holdings, func(hd hostapi.Holding) bool { return hd.ID == orphan || hd.ID == moved.ID })
 	s.cfg.SweepGrace = 0
 	if res, err = s.Sweep(ctx); err != nil {
 		t.Fatal(err)

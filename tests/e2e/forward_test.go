@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,12 +75,16 @@ print(s.files.read("/root/e2b.txt"))
 // real e2b Python SDK, and a stop and start of each reach the sandbox on
 // its own host; a record read
 // through any ptd is the same. When a host dies, calls for its sandbox
-// answer 503 unavailable until it is marked lost (then the record says
-// failed, host_lost), and creates go to the hosts that live.
+// answer 503 unavailable until it is marked lost, and creates go to the
+// hosts that live. Once it is lost, its sandbox with a backup runs again on
+// a live host from that backup (last_start says so; a file written after
+// the backup does not come back), its sandbox without one is failed
+// host_lost and no other host starts it; back, the host destroys its stale
+// copy and forwards to the sandbox's new host.
 func TestOneEntryManyHosts(t *testing.T) {
 	requireEnv(t)
 	ds := startHosts(t, 3, "--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
-		"--reconcile-interval", "1s", "--timer-interval", "500ms")
+		"--reconcile-interval", "1s", "--timer-interval", "500ms", "--objects", t.TempDir())
 	a, c := ds[0], ds[2]
 	hostIDs := map[string]int{}
 	for i, d := range ds {
@@ -160,9 +165,41 @@ func TestOneEntryManyHosts(t *testing.T) {
 		})
 	}
 
-	// c dies without a word.
+	// Before c dies: its first sandbox gets a backup (a file written
+	// before it comes back, one written after does not); a second sandbox
+	// on c (a and b drained while it is made) has none.
 	idC := hostIDOf(t, c)
-	onC := byHost[idC]
+	backed := byHost[idC]
+	if err := cl.Sandboxes.Upload(ctx, backed.ID, "/root/kept.txt", strings.NewReader("backed up")); err != nil {
+		t.Fatal(err)
+	}
+	bk, err := cl.Sandboxes.Backup(ctx, backed.ID, platinum.BackupOptions{Name: "before", Wait: true})
+	if err != nil {
+		t.Fatalf("backup through a: %v", err)
+	}
+	if err := cl.Sandboxes.Upload(ctx, backed.ID, "/root/after.txt", strings.NewReader("too late")); err != nil {
+		t.Fatal(err)
+	}
+	drain := func(on bool) {
+		for _, d := range ds[:2] {
+			op := cl.Hosts.Undrain
+			if on {
+				op = cl.Hosts.Drain
+			}
+			if _, err := op(ctx, hostIDOf(t, d)); err != nil {
+				t.Fatalf("drain %v %s: %v", on, hostIDOf(t, d), err)
+			}
+		}
+	}
+	drain(true)
+	bare, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
+	drain(false)
+	if err != nil || bare.HostID != idC {
+		t.Fatalf("create with only c taking sandboxes: %+v %v", bare, err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), bare.ID) })
+
+	// c dies without a word.
 	c.Kill()
 	// Creates meanwhile go to a host that lives, even before c is marked
 	// lost (placement passes over a host it cannot reach).
@@ -174,29 +211,83 @@ func TestOneEntryManyHosts(t *testing.T) {
 	if sb.HostID == idC {
 		t.Fatalf("create placed on the dead host %s", idC)
 	}
-	// c's sandbox: unavailable while c may come back, failed host_lost once
-	// it is lost; never anything else.
-	sawUnavailable := false
+	// The sandbox without a backup: unavailable while c may come back,
+	// failed host_lost once it is lost; never anything else.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, err := cl.Sandboxes.Get(ctx, onC.ID)
+		got, err := cl.Sandboxes.Get(ctx, bare.ID)
 		var ae *platinum.APIError
+		if err == nil && got.State == platinum.StateFailed && got.Reason == "host_lost" {
+			break
+		}
 		switch {
-		case err == nil && got.State == platinum.StateFailed && got.Reason == "host_lost":
-			if !sawUnavailable {
-				t.Log("c was marked lost before the first read")
-			}
-			return
 		case errors.As(err, &ae) && ae.StatusCode == http.StatusServiceUnavailable && ae.Code == "unavailable":
-			sawUnavailable = true
-		case err == nil && got.State == platinum.StateRunning:
-			// c is marked lost, its sandbox not failed yet
+		case err == nil && got.State == platinum.StateRunning: // c is lost, the record not failed yet
 		default:
-			t.Fatalf("c's sandbox through a after c died: %+v %v", got, err)
+			t.Fatalf("c's sandbox without a backup, after c died: %+v %v", got, err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("c's sandbox never shown failed host_lost")
+			t.Fatalf("c's sandbox without a backup never shown failed host_lost")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// Its disk is on c: no other host starts it (an empty disk is not it).
+	var ae *platinum.APIError
+	if _, err := cl.Sandboxes.Start(ctx, bare.ID); !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("start of the lost host's sandbox elsewhere: %v, want 503", err)
+	}
+	// The backed-up one runs again on a live host, from its backup.
+	var rec *platinum.Sandbox
+	for deadline = time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if rec, err = cl.Sandboxes.Get(ctx, backed.ID); err == nil && rec.State == platinum.StateRunning && rec.HostID != idC {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backed-up sandbox never ran elsewhere: %+v %v", rec, err)
+		}
+	}
+	ls, err := rec.LastStart()
+	if err != nil || ls == nil || ls.Restore != platinum.RestoreDiskOnly || ls.RAMRestored || !strings.Contains(ls.Reason, bk.ID) || !strings.Contains(ls.Reason, idC) {
+		t.Fatalf("the recovered sandbox's last start = %+v %v, want disk_only from %s after %s was lost", ls, err, bk.ID, idC)
+	}
+	read := func(path string) (string, error) {
+		rc, err := cl.Sandboxes.Download(ctx, backed.ID, path)
+		if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(rc)
+		return string(b), err
+	}
+	if got, err := read("/root/kept.txt"); err != nil || got != "backed up" {
+		t.Fatalf("the backed-up file after recovery: %q %v", got, err)
+	}
+	if got, err := read("/root/after.txt"); err == nil {
+		t.Fatalf("a file written after the backup came back: %q", got)
+	}
+
+	// c comes back: it destroys its stale copy of the recovered sandbox
+	// and frees the failed one's, and its ptd forwards to the new host.
+	if err := c.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline = time.Now().Add(90 * time.Second); !logLine(c.Log(), "swept host resources", backed.ID); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("c never destroyed its stale copy of %s", backed.ID)
+		}
+	}
+	res, err := platinum.New(c.URL, c.Token).Sandboxes.Exec(ctx, backed.ID, platinum.ExecRequest{Shell: "cat /root/kept.txt"})
+	if err != nil || res.Stdout != "backed up" {
+		t.Fatalf("the recovered sandbox through c: %+v %v", res, err)
+	}
+}
+
+// logLine reports whether one line of log holds every part.
+func logLine(log string, parts ...string) bool {
+	for l := range strings.SplitSeq(log, "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+			return true
+		}
+	}
+	return false
 }

@@ -247,7 +247,7 @@ func TestHostsShareAStore(t *testing.T) {
 		return h["state"] == "active" && h["generation"] == float64(2)
 	})
 	deadline = time.Now().Add(90 * time.Second)
-	for !strings.Contains(b.Log(), "swept host resources") || !strings.Contains(b.Log(), sb.ID) {
+	for !logLine(b.Log(), "swept host resources", sb.ID) {
 		if time.Now().After(deadline) {
 			t.Fatalf("b never released its stale copy of %s", sb.ID)
 		}

@@ -1,0 +1,231 @@
+// Command hosts measures a platform of several hosts on one store
+// (docs/ARCHITECTURE.md, "Many hosts"): creates per second and create →
+// first exec with one host and with three, both behind the same two entry
+// ptd processes that clients alternate between, in one run; and what a
+// forwarded call costs against the same call made to the sandbox's own
+// host (the baseline). Three ptd processes share one throwaway PostgreSQL
+// on this machine. "One host" is the same three with two of them drained:
+// a drained host takes no new sandboxes, and its ptd still answers
+// (forwarding to the host that does). It needs root, PostgreSQL's server
+// binaries and scripts/setup.sh.
+//
+//	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc]
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/hosts:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	n := flag.Int("n", 30, "creates per configuration")
+	conc := flag.Int("c", 4, "clients creating at once")
+	runtime := flag.String("runtime", "runc", "runtime class of the sandboxes")
+	calls := flag.Int("calls", 200, "GETs (and a quarter as many execs) per path in the forwarding comparison")
+	flag.Parse()
+
+	root, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	args := []string{"--log-level", "warn", "--host-heartbeat", "1s", "--host-lost-after", "10s"}
+	var ds []*ptdtest.Daemon
+	defer func() {
+		for _, d := range ds {
+			d.Stop()
+		}
+	}()
+	var cls []*benchkit.Client
+	for i := range 3 {
+		o := ptdtest.Options{RepoRoot: root, Store: "postgres", ExtraArgs: args}
+		if i > 0 {
+			o = ptdtest.Options{RepoRoot: root, Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
+		}
+		d, err := ptdtest.Start(o)
+		if d != nil {
+			ds = append(ds, d)
+		}
+		if err != nil {
+			return fmt.Errorf("ptd %d: %w", i, err)
+		}
+		cls = append(cls, &benchkit.Client{URL: d.URL, Token: d.Token})
+	}
+	if err := cls[0].EnsureTemplate("busybox"); err != nil {
+		return err
+	}
+	ids := make([]string, 3)
+	for i, d := range ds {
+		b, err := os.ReadFile(filepath.Join(d.DataDir, "host-id"))
+		if err != nil {
+			return err
+		}
+		ids[i] = strings.TrimSpace(string(b))
+	}
+	drain := func(i int, on bool) error {
+		verb := map[bool]string{true: "drain", false: "undrain"}[on]
+		if st, b, err := cls[0].Do("POST", "/v1/hosts/"+ids[i]+"/"+verb, nil); err != nil || st != 200 {
+			return fmt.Errorf("%s %s: %d %s %v", verb, ids[i], st, b, err)
+		}
+		return nil
+	}
+	body := map[string]any{"template": "busybox", "cpu": 1, "ram_mb": 512, "disk_gb": 1, "runtime": *runtime}
+	entries := cls[:2]
+	fmt.Printf("create → first exec, busybox on %s, %d creates per configuration, %d at once, clients alternating between 2 entry ptds\n", *runtime, *n, *conc)
+
+	if err := drain(1, true); err != nil {
+		return err
+	}
+	if err := drain(2, true); err != nil {
+		return err
+	}
+	one, rate1, where1, err := burst(entries, body, *n, *conc)
+	if err != nil {
+		return fmt.Errorf("one host: %w", err)
+	}
+	if err := drain(1, false); err != nil {
+		return err
+	}
+	if err := drain(2, false); err != nil {
+		return err
+	}
+	three, rate3, where3, err := burst(entries, body, *n, *conc)
+	if err != nil {
+		return fmt.Errorf("three hosts: %w", err)
+	}
+	benchkit.Report("1 host: create → first exec (baseline)", one, nil)
+	benchkit.Report("3 hosts: create → first exec", three, one)
+	fmt.Printf("creates per second: 1 host %.2f, 3 hosts %.2f (%.2fx)\n", rate1, rate3, rate3/rate1)
+	fmt.Printf("placement: 1 host %s; 3 hosts %s\n", spread(where1, ids), spread(where3, ids))
+
+	// The cost of a hop: the same sandbox read and exec'd through its own
+	// host's ptd (baseline) and through another, alternating.
+	id, err := cls[2].Create("busybox")
+	if err != nil {
+		return err
+	}
+	defer cls[2].Delete(id)
+	if _, b, _ := cls[0].Do("GET", "/v1/sandboxes/"+id, nil); !strings.Contains(string(b), ids[2]) {
+		return fmt.Errorf("the comparison's sandbox is not on host 3: %s", b)
+	}
+	var getDirect, getFwd, execDirect, execFwd []time.Duration
+	for i := range *calls {
+		for _, p := range []struct {
+			c   *benchkit.Client
+			get *[]time.Duration
+			ex  *[]time.Duration
+		}{{cls[2], &getDirect, &execDirect}, {cls[0], &getFwd, &execFwd}} {
+			t0 := time.Now()
+			if st, b, err := p.c.Do("GET", "/v1/sandboxes/"+id, nil); err != nil || st != 200 {
+				return fmt.Errorf("get: %d %s %v", st, b, err)
+			}
+			*p.get = append(*p.get, time.Since(t0))
+			if i%4 == 0 {
+				t0 = time.Now()
+				if _, err := p.c.Exec(id, []string{"true"}); err != nil {
+					return err
+				}
+				*p.ex = append(*p.ex, time.Since(t0))
+			}
+		}
+	}
+	benchkit.Report("GET through its host's ptd (baseline)", getDirect, nil)
+	benchkit.Report("GET forwarded by another ptd", getFwd, getDirect)
+	benchkit.Report("exec through its host's ptd (baseline)", execDirect, nil)
+	benchkit.Report("exec forwarded by another ptd", execFwd, execDirect)
+	return nil
+}
+
+// burst makes n sandboxes, conc at a time, each through the next entry
+// in turn, timing create (to running) → first exec; it returns those
+// times, creates per second over the whole burst, and the host of each.
+// The sandboxes are deleted afterwards, and the teardown waited for.
+func burst(entries []*benchkit.Client, body map[string]any, n, conc int) ([]time.Duration, float64, []string, error) {
+	var (
+		mu    sync.Mutex
+		times []time.Duration
+		hosts []string
+		made  []string
+		first error
+	)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for i := range jobs {
+				c := entries[i%len(entries)]
+				t0 := time.Now()
+				id, err := c.CreateRunning("busybox", body)
+				if err == nil {
+					_, err = c.Exec(id, []string{"true"})
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				if id != "" {
+					made = append(made, id)
+				}
+				if err != nil && first == nil {
+					first = err
+				}
+				if err == nil {
+					times = append(times, d)
+					hosts = append(hosts, hostOf(c, id))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	rate := float64(len(times)) / time.Since(start).Seconds()
+	for _, id := range made {
+		entries[0].Delete(id)
+	}
+	for _, id := range made {
+		entries[0].WaitGone(id)
+	}
+	return times, rate, hosts, first
+}
+
+func hostOf(c *benchkit.Client, id string) string {
+	_, b, _ := c.Do("GET", "/v1/sandboxes/"+id, nil)
+	var m struct {
+		HostID string `json:"host_id"`
+	}
+	json.Unmarshal(b, &m)
+	return m.HostID
+}
+
+// spread counts placements per host, in the hosts' order.
+func spread(where []string, ids []string) string {
+	var parts []string
+	for i, id := range ids {
+		k := 0
+		for _, w := range where {
+			if w == id {
+				k++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("host %d: %d", i+1, k))
+	}
+	return strings.Join(parts, ", ")
+}
