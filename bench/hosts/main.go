@@ -3,13 +3,14 @@
 // first exec with one host and with three, both behind the same two entry
 // ptd processes that clients alternate between, in one run; and what a
 // forwarded call costs against the same call made to the sandbox's own
-// host (the baseline). Three ptd processes share one throwaway PostgreSQL
+// host (the baseline); and failover, a host's ptd killed → its backed-up
+// sandbox running on another host. Three ptd processes share one throwaway PostgreSQL
 // on this machine. "One host" is the same three with two of them drained:
 // a drained host takes no new sandboxes, and its ptd still answers
 // (forwarding to the host that does). It needs root, PostgreSQL's server
 // binaries and scripts/setup.sh.
 //
-//	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc]
+//	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc] [-failovers 3]
 package main
 
 import (
@@ -26,6 +27,9 @@ import (
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
+// lostAfter is how long a host may miss heartbeats before it is lost.
+const lostAfter = 5 * time.Second
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/hosts:", err)
@@ -38,13 +42,20 @@ func run() error {
 	conc := flag.Int("c", 4, "clients creating at once")
 	runtime := flag.String("runtime", "runc", "runtime class of the sandboxes")
 	calls := flag.Int("calls", 200, "GETs (and a quarter as many execs) per path in the forwarding comparison")
+	rounds := flag.Int("failovers", 3, "host kills in the failover measurement")
 	flag.Parse()
 
 	root, err := filepath.Abs(".")
 	if err != nil {
 		return err
 	}
-	args := []string{"--log-level", "warn", "--host-heartbeat", "1s", "--host-lost-after", "10s"}
+	objects, err := os.MkdirTemp("", "pt-bench-objects-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(objects)
+	// Backups go to one object store all hosts share.
+	args := []string{"--log-level", "warn", "--host-heartbeat", "1s", "--host-lost-after", lostAfter.String(), "--objects", objects}
 	var ds []*ptdtest.Daemon
 	defer func() {
 		for _, d := range ds {
@@ -148,6 +159,92 @@ func run() error {
 	benchkit.Report("GET forwarded by another ptd", getFwd, getDirect)
 	benchkit.Report("exec through its host's ptd (baseline)", execDirect, nil)
 	benchkit.Report("exec forwarded by another ptd", execFwd, execDirect)
+	return failover(ds[2], cls, ids, *rounds, drain)
+}
+
+// failover kills host 3's ptd with a backed-up sandbox on it, rounds
+// times, and times the kill → the sandbox running on another host, and
+// the part of it after the host was marked lost (the restore from the
+// backup and the boot); host 3 comes back between rounds.
+func failover(d *ptdtest.Daemon, cls []*benchkit.Client, ids []string, rounds int, drain func(int, bool) error) error {
+	var total, restore []time.Duration
+	for range rounds {
+		// Hosts 1 and 2 drained while it is made, so it lands on 3.
+		for _, i := range []int{0, 1} {
+			if err := drain(i, true); err != nil {
+				return err
+			}
+		}
+		id, err := cls[2].Create("busybox")
+		for _, i := range []int{0, 1} {
+			if err := drain(i, false); err != nil {
+				return err
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if h := hostOf(cls[0], id); h != ids[2] {
+			cls[0].Delete(id)
+			return fmt.Errorf("the failover sandbox went to %s, not host 3", h)
+		}
+		st, b, err := cls[0].Do("POST", "/v1/sandboxes/"+id+"/backups", map[string]any{})
+		if err != nil || st != 202 {
+			return fmt.Errorf("backup: %d %s %v", st, b, err)
+		}
+		var bk struct{ ID string }
+		json.Unmarshal(b, &bk)
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			_, b, _ := cls[0].Do("GET", "/v1/snapshots/"+bk.ID, nil)
+			if strings.Contains(string(b), `"state":"ready"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("backup %s never ready: %s", bk.ID, b)
+			}
+		}
+		d.Kill()
+		t0 := time.Now()
+		var lostAt time.Time
+		for deadline := t0.Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if lostAt.IsZero() {
+				if hostState(cls[0], ids[2]) == "lost" {
+					lostAt = time.Now()
+				}
+			}
+			_, b, _ := cls[0].Do("GET", "/v1/sandboxes/"+id, nil)
+			var sb struct {
+				State  string
+				HostID string `json:"host_id"`
+			}
+			json.Unmarshal(b, &sb)
+			if sb.State == "running" && sb.HostID != ids[2] {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("sandbox %s never ran elsewhere: %s", id, b)
+			}
+		}
+		total = append(total, time.Since(t0))
+		if !lostAt.IsZero() {
+			restore = append(restore, time.Since(lostAt))
+		}
+		cls[0].Delete(id)
+		if err := d.Restart(); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			if hostState(cls[0], ids[2]) == "active" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("host 3 never active again")
+			}
+		}
+	}
+	fmt.Printf("failover of a backed-up busybox sandbox (--host-lost-after %s), %d rounds:\n", lostAfter, rounds)
+	benchkit.Report("host kill → running on another host", total, nil)
+	benchkit.Report("marked lost → running (restore + boot)", restore, nil)
 	return nil
 }
 
@@ -213,6 +310,21 @@ func hostOf(c *benchkit.Client, id string) string {
 	}
 	json.Unmarshal(b, &m)
 	return m.HostID
+}
+
+// hostState is host id's state in GET /v1/hosts.
+func hostState(c *benchkit.Client, id string) string {
+	_, b, _ := c.Do("GET", "/v1/hosts", nil)
+	var m struct {
+		Rows []struct{ ID, State string }
+	}
+	json.Unmarshal(b, &m)
+	for _, r := range m.Rows {
+		if r.ID == id {
+			return r.State
+		}
+	}
+	return ""
 }
 
 // spread counts placements per host, in the hosts' order.
