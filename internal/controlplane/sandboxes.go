@@ -353,9 +353,17 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		exp := now.Add(ttl)
 		sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &exp, sandbox.ExpireDelete, ttl.Milliseconds()
 	}
-	if warmEligible(p, r, src != nil, custom != nil, sshKeys) {
+	// Secrets and the network policy are resolved before a warm claim: a
+	// claim applies the same ones a cold create would boot with.
+	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if s.warmEligible(p, r, sb, src != nil, custom != nil) {
 		sb.TemplateVersionID = r.TemplateVersionID
-		warm, ok, err := s.claimWarm(ctx, sb)
+		warm, ok, err := s.claimWarm(ctx, sb, r.Secrets)
 		switch {
 		case errors.Is(err, store.ErrConflict) && r.Name != "":
 			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
@@ -366,12 +374,6 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		}
 	}
 	sb.Start = sandbox.StartCold
-	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
-		return sandbox.Sandbox{}, err
-	}
 	if sb.APIToken, err = s.issueSandboxToken(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
