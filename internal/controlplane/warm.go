@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -193,7 +194,10 @@ func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbo
 	}
 	if !s.noAgentInit {
 		ictx, cancel := context.WithTimeout(ctx, warmInitTimeout)
-		err := s.agent(reserved.ID, reserved.Address, reserved.AgentToken).Init(ictx, s.sandboxEnv(sb))
+		// As at a cold boot: the agent's env and /etc/pt-env (what terminal
+		// shells source), not the pool's.
+		ag := s.agent(reserved.ID, reserved.Address, reserved.AgentToken)
+		err := setGuestEnv(ictx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb)}, true)
 		cancel()
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("set the environment: %w", err)

@@ -112,8 +112,8 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 // a secret, egress denied with one allow rule, metadata, a parent and a
 // disk_gb bigger than the pool's is still served warm (docs/sessions.md,
 // "Warm creates"), and the warm sandbox and a cold one of the same body
-// pass the same checks: the env and the secret's placeholder inside and
-// never its value (env, /etc/pt-env, every process's environ and command
+// pass the same checks: the env and the secret's placeholder inside (the
+// agent's and /etc/pt-env) and never its value (env, /etc/pt-env, every process's environ and command
 // line, from inside and from the host), the secret swapped in over HTTPS
 // to its host (the guest trusts its egress CA), other addresses refused
 // and other names unresolved, the bigger disk in df, the same record.
@@ -193,6 +193,10 @@ func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 		if !strings.HasPrefix(placeholder, "pt_secret_") {
 			t.Fatalf("API_KEY = %q, want a placeholder", placeholder)
 		}
+		// What terminal shells and boot services source says the same.
+		if f := c.mustSh(id, "cat /etc/pt-env"); !strings.Contains(f, "GREETING=") || !strings.Contains(f, placeholder) {
+			t.Errorf("/etc/pt-env lacks the create's env: %q", f)
+		}
 
 		// The secret reaches its host as its value, over HTTPS through the
 		// proxy, which the guest trusts through the bundle SSL_CERT_FILE
@@ -210,7 +214,7 @@ func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 		wantProbe(t, c, id, "refused", "dial", out.Addrs[0].String()+":9000")
 
 		// The value is nowhere the sandbox can look.
-		inside := c.mustSh(id, "env; cat /etc/pt-env 2>/dev/null; for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; echo; done")
+		inside := c.mustSh(id, "env; cat /etc/pt-env; for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; echo; done")
 		if strings.Contains(inside, value) {
 			t.Errorf("the secret value is visible inside the sandbox")
 		}
