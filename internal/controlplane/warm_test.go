@@ -251,6 +251,24 @@ func testWarmCreateSettings(t *testing.T) {
 		s.Delete(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, p.ID)
 	})
 
+	t.Run("a child its parent's token creates gets the parent's policy, warm", func(t *testing.T) {
+		deny := &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny, AllowOut: []string{"api.example.com"}}
+		restricted := running(t, s, CreateRequest{Template: "busybox", Network: deny})
+		p := pooledSandbox(t, s, st)
+		asParent := Principal{OrgID: org.OrgID, Role: org.Role, SandboxID: restricted.ID}
+		child, err := s.Create(ctx, asParent, CreateRequest{Template: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if child.ID != p.ID || child.Start != sandbox.StartWarm || child.Network == nil || child.Network.Egress != sandbox.EgressDeny {
+			t.Fatalf("child = %s %s %+v, want the pooled sandbox with the parent's policy", child.ID, child.Start, child.Network)
+		}
+		if spec, _ := h.last(h.sets, child.ID); spec == nil || spec.Policy.Egress != sandbox.EgressDeny ||
+			!slices.Equal(spec.Policy.AllowOut, []string{"api.example.com"}) {
+			t.Errorf("the host got %+v for the warm child, want the parent's policy", spec)
+		}
+	})
+
 	discarded := func(t *testing.T, id string) {
 		t.Helper()
 		back, err := st.GetSandbox(ctx, PoolOrgID, id)
