@@ -16,8 +16,9 @@ import (
 // has a warm pool takes one of the pool's running sandboxes instead of
 // booting one, when nothing it asks for needs a boot of its own. The
 // sandbox is handed over with the caller's own record — org, project,
-// parent, name, env, metadata, retention, TTL — so that nothing the caller
-// can observe differs from a cold create but the speed and Start.
+// parent, name, env, metadata, retention, TTL, secrets, network policy, a
+// disk grown to the caller's disk_gb — so that nothing the caller can
+// observe differs from a cold create but the speed and Start.
 //
 // A claim goes in steps so that no two creates ever share a sandbox and a
 // half-done claim is never handed out: reserve the pooled sandbox (its
