@@ -353,9 +353,17 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		exp := now.Add(ttl)
 		sb.ExpiresAt, sb.ExpiryAction, sb.TTLMs = &exp, sandbox.ExpireDelete, ttl.Milliseconds()
 	}
-	if warmEligible(p, r, src != nil, custom != nil, sshKeys) {
+	// Secrets and the network policy are resolved before a warm claim: a
+	// claim applies the same ones a cold create would boot with.
+	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if s.warmEligible(p, r, sb, src != nil, custom != nil) {
 		sb.TemplateVersionID = r.TemplateVersionID
-		warm, ok, err := s.claimWarm(ctx, sb)
+		warm, ok, err := s.claimWarm(ctx, sb, r.Secrets)
 		switch {
 		case errors.Is(err, store.ErrConflict) && r.Name != "":
 			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
@@ -366,12 +374,6 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		}
 	}
 	sb.Start = sandbox.StartCold
-	if sb.Secrets, err = s.sealSecrets(sb.ID, r.Secrets); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
-		return sandbox.Sandbox{}, err
-	}
 	if sb.APIToken, err = s.issueSandboxToken(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -1015,25 +1017,32 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 		return nil
 	}
 	ag := s.agent(sb.ID, inst.Address, sb.AgentToken)
-	env := s.sandboxEnv(sb)
 	// A custom template's user and working directory are the agent's
 	// defaults; its start_cmd and ready_cmd run once the env is in place.
 	set := s.versionSettings(ctx, sb.TemplateVersionID)
+	if err := setGuestEnv(ctx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb), User: set.User, Workdir: set.Workdir}, !inst.MemoryRestored); err != nil {
+		return err
+	}
+	return s.startTemplateProcesses(ctx, ag, set, inst.MemoryRestored)
+}
+
+// setGuestEnv hands req to the sandbox's agent and, when seed is set,
+// rewrites /etc/pt-env from req.Env (a boot whose memory was restored
+// keeps the file its processes read). A cold boot and a warm claim set
+// a guest's environment through it alike.
+func setGuestEnv(ctx context.Context, ag *agentclient.Client, req agentclient.InitRequest, seed bool) error {
 	upload := make(chan error, 1)
-	if inst.MemoryRestored {
+	if !seed {
 		upload <- nil
 	} else {
 		// The init and /etc/pt-env do not depend on each other: sent
 		// together they cost one round trip into the sandbox, not two (tens
 		// of milliseconds each on gVisor; bench -only-cold-create, step
 		// agent_init).
-		go func() { upload <- ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(env))) }()
+		go func() { upload <- ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(req.Env))) }()
 	}
-	err := ag.InitWith(ctx, agentclient.InitRequest{Env: env, User: set.User, Workdir: set.Workdir})
-	if err := errors.Join(err, <-upload); err != nil {
-		return err
-	}
-	return s.startTemplateProcesses(ctx, ag, set, inst.MemoryRestored)
+	err := ag.InitWith(ctx, req)
+	return errors.Join(err, <-upload)
 }
 
 // envFile renders env as a POSIX shell file of export lines.
@@ -1044,7 +1053,7 @@ func envFile(env map[string]string) string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	b.WriteString("# Written by Platinum at every cold boot from the sandbox's environment.\n")
+	b.WriteString("# Written by Platinum at every cold boot (and warm create) from the sandbox's environment.\n")
 	for _, k := range keys {
 		b.WriteString("export " + k + "='" + strings.ReplaceAll(env[k], "'", `'\''`) + "'\n")
 	}

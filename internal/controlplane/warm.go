@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -15,16 +16,20 @@ import (
 // has a warm pool takes one of the pool's running sandboxes instead of
 // booting one, when nothing it asks for needs a boot of its own. The
 // sandbox is handed over with the caller's own record — org, project,
-// parent, name, env, metadata, retention, TTL — so that nothing the caller
-// can observe differs from a cold create but the speed and Start.
+// parent, name, env, metadata, retention, TTL, secrets, network policy, a
+// disk grown to the caller's disk_gb — so that nothing the caller can
+// observe differs from a cold create but the speed and Start.
 //
-// A claim goes in three steps so that no two creates ever share a
-// sandbox and a half-done claim is never handed out: reserve the pooled
-// sandbox (its ready mark swapped for MetaPoolClaim in one row write; a
-// second create cannot reserve it), set the caller's environment in the
+// A claim goes in steps so that no two creates ever share a sandbox and a
+// half-done claim is never handed out: reserve the pooled sandbox (its
+// ready mark swapped for MetaPoolClaim in one row write; a second create
+// cannot reserve it), apply the caller's network policy and secrets on
+// the host (before anything of the caller's runs in the guest), grow its
+// disk to the caller's disk_gb, set the caller's environment in the
 // guest, then adopt it (store.AdoptSandbox, one transaction). A pooled
 // sandbox whose claim fails after the reservation is discarded, never
-// returned to the pool: its guest may have seen the caller's environment.
+// returned to the pool: its guest may have seen the caller's environment,
+// its host the caller's policy and secrets.
 // The pool loop (internal/sessions) discards one a crash left reserved
 // (its claim names another process, WarmClaimOwner).
 
@@ -35,20 +40,38 @@ const warmInitTimeout = 5 * time.Second
 // warmCandidates is how many ready pooled sandboxes a create looks at.
 const warmCandidates = 8
 
-// warmEligible reports whether want (a create's record, not yet stored)
-// may be served from a warm pool: nothing in it needs a boot of its own.
-// Secrets, a network policy, SSH keys and GPUs are applied at boot; a
-// sandbox made from a snapshot or an org's own template has no pool.
-func warmEligible(p Principal, r CreateRequest, fromSnapshot, orgTemplate bool, sshKeys []string) bool {
-	return p.OrgID != PoolOrgID && !r.platformMetadata && !fromSnapshot && !orgTemplate &&
-		len(r.Secrets) == 0 && r.Network == nil && len(sshKeys) == 0 && r.GPUs == 0
+// warmEligible reports whether want (a create's record, not yet stored,
+// its secrets sealed and its network policy resolved) may be served from
+// a warm pool: nothing in it needs a boot of its own. SSH keys and GPUs
+// are applied at boot; a sandbox made from a snapshot or an org's own
+// template has no pool. A network policy and secrets are applied to the
+// claimed sandbox in place, so they need a host that can do that
+// (NetworkSetter); without one they boot cold.
+func (s *Service) warmEligible(p Principal, r CreateRequest, want sandbox.Sandbox, fromSnapshot, orgTemplate bool) bool {
+	if p.OrgID == PoolOrgID || r.platformMetadata || fromSnapshot || orgTemplate || len(want.SSHKeys) > 0 || want.GPUs > 0 {
+		return false
+	}
+	if _, ok := s.host.(NetworkSetter); !ok && needsNetwork(want) {
+		return false
+	}
+	return true
+}
+
+// needsNetwork reports whether sb's host must enforce anything on its
+// traffic: a policy other than the default, or secrets for the egress
+// proxy to swap in (networkSpec is nil otherwise).
+func needsNetwork(sb sandbox.Sandbox) bool {
+	return !sb.Network.IsDefault() || len(sb.Secrets) > 0
 }
 
 // claimWarm hands want a ready pooled sandbox of its template, runtime
-// class and size, if there is one. ok is false when there is none (or
-// none could be claimed), and the create boots cold; an error is the
-// caller's (quota, a taken name), with no sandbox claimed.
-func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sandbox.Sandbox, ok bool, err error) {
+// class, cpu and ram_mb, and a disk no bigger than want's (a smaller one
+// is grown), if there is one. secrets are the create's own (want's are
+// sealed under the ID a cold create would have: a claim seals them again
+// under the pooled sandbox's). ok is false when there is none (or none
+// could be claimed), and the create boots cold; an error is the caller's
+// (quota, a taken name), with no sandbox claimed.
+func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets map[string]SecretInput) (out sandbox.Sandbox, ok bool, err error) {
 	if s.warmServes != nil && !s.warmServes(ctx, want.Template) {
 		return sandbox.Sandbox{}, false, nil
 	}
@@ -69,7 +92,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sand
 	}
 	for _, c := range cands {
 		if c.HostID != s.host.ID() || c.Runtime != want.Runtime || c.TemplateVersionID != version ||
-			c.CPU != want.CPU || c.RAMMB != want.RAMMB || c.DiskGB != want.DiskGB {
+			c.CPU != want.CPU || c.RAMMB != want.RAMMB || c.DiskGB > want.DiskGB {
 			continue
 		}
 		reserved, err := s.reservePooled(ctx, c.ID)
@@ -77,7 +100,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox) (out sand
 			continue // another create took it, or it is going away
 		}
 		crashpoint.Hit("warm.reserved") // out of the pool, not yet the caller's
-		out, err := s.adoptPooled(ctx, reserved, want)
+		out, err := s.adoptPooled(ctx, reserved, want, secrets)
 		if err == nil {
 			return out, true, nil
 		}
@@ -123,16 +146,59 @@ func (s *Service) reservePooled(ctx context.Context, id string) (sandbox.Sandbox
 // mid-claim.
 func (s *Service) WarmClaimOwner() string { return s.claimOwner }
 
-// adoptPooled sets want's environment in the reserved sandbox's guest,
-// then makes the sandbox want's (under the org's quota lock, as a cold
-// create stores its record).
-func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbox) (sandbox.Sandbox, error) {
+// adoptPooled applies want's settings to the reserved sandbox — its
+// network policy and secrets on the host, then its disk size, then its
+// environment in the guest, in that order so that nothing the caller's
+// environment starts runs without the policy — and makes the sandbox
+// want's (under the org's quota lock, as a cold create stores its record).
+func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbox, secrets map[string]SecretInput) (sandbox.Sandbox, error) {
 	sb := want
 	sb.ID, sb.Version, sb.APIToken = reserved.ID, reserved.Version, reserved.APIToken
 	sb.Start = sandbox.StartWarm
+	var err error
+	// A secret is sealed for the one sandbox it belongs to (the ID is
+	// part of what is sealed): this one, not the cold create's.
+	if sb.Secrets, err = s.sealSecrets(sb.ID, secrets); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if needsNetwork(sb) {
+		ns, ok := s.host.(NetworkSetter)
+		if !ok {
+			return sandbox.Sandbox{}, fmt.Errorf("apply the network policy: %w", sandbox.ErrUnavailable)
+		}
+		// What a cold boot hands the host (startSpec) and a live policy
+		// change applies (SetNetwork): the same spec, from the record.
+		if err := ns.SetNetwork(ctx, sb.ID, s.networkSpec(sb)); err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("apply the network policy: %w", err)
+		}
+		crashpoint.Hit("warm.network") // the host has the caller's policy; the record is the pool's
+	}
+	if sb.DiskGB > reserved.DiskGB {
+		// As a resize of a running sandbox grows it (resizeLive): online,
+		// the guest's df sees it at once.
+		if err := s.host.GrowDisk(ctx, sb.ID, sb.DiskGB); err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("grow the disk to %d GB: %w", sb.DiskGB, err)
+		}
+		// Adopting keeps the stored size (store.AdoptSandbox): record the
+		// grown one on the reserved record first.
+		grown, err := s.store.ModifySandbox(ctx, PoolOrgID, sb.ID, func(r *sandbox.Sandbox) error {
+			if r.State != sandbox.StateRunning || r.Metadata[store.MetaPoolClaim] != reserved.Metadata[store.MetaPoolClaim] {
+				return errPoolTaken
+			}
+			r.DiskGB = sb.DiskGB
+			return nil
+		})
+		if err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("record the grown disk: %w", err)
+		}
+		sb.Version = grown.Version
+	}
 	if !s.noAgentInit {
 		ictx, cancel := context.WithTimeout(ctx, warmInitTimeout)
-		err := s.agent(reserved.ID, reserved.Address, reserved.AgentToken).Init(ictx, s.sandboxEnv(sb))
+		// As at a cold boot: the agent's env and /etc/pt-env (what terminal
+		// shells source), not the pool's.
+		ag := s.agent(reserved.ID, reserved.Address, reserved.AgentToken)
+		err := setGuestEnv(ictx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb)}, true)
 		cancel()
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("set the environment: %w", err)

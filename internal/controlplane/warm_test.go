@@ -3,6 +3,10 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,12 @@ import (
 // pooledSandbox makes a running, claimable sandbox of a busybox warm pool.
 func pooledSandbox(t *testing.T, s *Service, st store.Store) sandbox.Sandbox {
 	t.Helper()
+	return pooledSandboxSized(t, s, st, nil)
+}
+
+// pooledSandboxSized is pooledSandbox with its disk_gb (nil: the default).
+func pooledSandboxSized(t *testing.T, s *Service, st store.Store, diskGB *int) sandbox.Sandbox {
+	t.Helper()
 	ctx := t.Context()
 	if err := st.CreateOrg(ctx, store.Org{ID: PoolOrgID, Name: "warm pools", CreatedAt: time.Now().UTC()}); err != nil && !errors.Is(err, store.ErrConflict) {
 		t.Fatal(err)
@@ -20,7 +30,7 @@ func pooledSandbox(t *testing.T, s *Service, st store.Store) sandbox.Sandbox {
 	pool := Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}
 	zero := 0
 	sb, err := s.CreatePlatform(ctx, pool, CreateRequest{Template: "busybox", Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata: map[string]string{store.MetaPool: "busybox"}})
+		DiskGB: diskGB, Metadata: map[string]string{store.MetaPool: "busybox"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +45,13 @@ func pooledSandbox(t *testing.T, s *Service, st store.Store) sandbox.Sandbox {
 
 // TestWarmCreate: a create that asks for nothing a boot must apply is
 // handed the pool's running sandbox with its own record, once; a create
-// whose size differs boots cold and leaves the pool alone; a refused
-// claim discards the sandbox rather than returning it to the pool.
+// whose cpu or ram_mb differs boots cold and leaves the pool alone; a
+// refused claim discards the sandbox rather than returning it to the
+// pool. Secrets, a network policy and a bigger disk are applied to the
+// claimed sandbox (the host's SetNetwork and GrowDisk) and recorded as a
+// cold create of the same body records them; a failure to apply them
+// discards the sandbox and boots cold, and a host that cannot change a
+// running sandbox's network boots such creates cold.
 func TestWarmCreate(t *testing.T) {
 	ctx := context.Background()
 	s, st := newTestService(t, &fakeHost{})
@@ -97,6 +112,198 @@ func TestWarmCreate(t *testing.T) {
 		back, err := st.GetSandbox(ctx, PoolOrgID, p2.ID)
 		if err != nil || back.Metadata[store.MetaPoolReady] == "1" || (back.State != sandbox.StateDeleting && back.State != sandbox.StateDeleted) {
 			t.Errorf("pooled sandbox after a refused claim: %v %+v", err, back)
+		}
+	})
+	t.Run("without a host that sets networks in place, a policy boots cold", func(t *testing.T) {
+		p3 := pooledSandbox(t, s, st)
+		got, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Network: &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID == p3.ID || got.Start != sandbox.StartCold {
+			t.Errorf("a create with a policy on a host without NetworkSetter = %s %s, want cold", got.ID, got.Start)
+		}
+		if back, err := st.GetSandbox(ctx, PoolOrgID, p3.ID); err != nil || back.Metadata[store.MetaPoolReady] != "1" {
+			t.Errorf("the pool lost its sandbox to a create it cannot serve: %v %+v", err, back.Metadata)
+		}
+	})
+
+	t.Run("secrets, a policy and a bigger disk are applied at claim", func(t *testing.T) {
+		testWarmCreateSettings(t)
+	})
+}
+
+// warmHost is a host that sets networks in place and grows disks, and
+// records both.
+type warmHost struct {
+	*netHost
+	growMu sync.Mutex
+	grows  map[string]int
+}
+
+func (h *warmHost) GrowDisk(ctx context.Context, id string, newGB int) error {
+	if err := h.fakeHost.GrowDisk(ctx, id, newGB); err != nil {
+		return err
+	}
+	h.growMu.Lock()
+	defer h.growMu.Unlock()
+	h.grows[id] = newGB
+	return nil
+}
+
+func (h *warmHost) grown(id string) int {
+	h.growMu.Lock()
+	defer h.growMu.Unlock()
+	return h.grows[id]
+}
+
+// failNetHost is a warmHost whose SetNetwork fails.
+type failNetHost struct{ *warmHost }
+
+func (h *failNetHost) SetNetwork(ctx context.Context, id string, spec *NetworkSpec) error {
+	return errors.New("no room in the filter")
+}
+
+func newWarmHost() *warmHost {
+	return &warmHost{netHost: &netHost{fakeHost: &fakeHost{}, starts: map[string]*NetworkSpec{}, sets: map[string]*NetworkSpec{}}, grows: map[string]int{}}
+}
+
+func testWarmCreateSettings(t *testing.T) {
+	ctx := context.Background()
+	h := newWarmHost()
+	s, st := newServiceWith(t, h, "", func(cfg *Config) { cfg.Sealer = plainSealer{} })
+	parent := running(t, s, CreateRequest{Template: "busybox"})
+	pooled := pooledSandbox(t, s, st)
+	bigger := pooled.DiskGB + 3
+	body := func(name string) CreateRequest {
+		return CreateRequest{Template: "busybox", Name: name, ParentID: parent.ID, DiskGB: &bigger,
+			Env:      map[string]string{"GREETING": "hi"},
+			Metadata: map[string]string{"suite": "warm"},
+			Secrets:  map[string]SecretInput{"API_KEY": {Value: "sk-value", Hosts: []string{"API.example.test"}}},
+			Network:  &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny, AllowOut: []string{"10.9.8.7"}}}
+	}
+
+	warm, err := s.Create(ctx, org, body("warm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm.ID != pooled.ID || warm.Start != sandbox.StartWarm || warm.State != sandbox.StateRunning {
+		t.Fatalf("create with secrets, a policy and a bigger disk = %s %s %s, want the pooled sandbox, warm", warm.ID, warm.Start, warm.State)
+	}
+	// The host got the caller's policy and secrets for the claimed
+	// sandbox, and its disk grew to the caller's size.
+	spec, ok := h.last(h.sets, warm.ID)
+	if !ok || spec == nil || spec.Policy.Egress != sandbox.EgressDeny || !slices.Equal(spec.Policy.AllowOut, []string{"10.9.8.7/32"}) ||
+		len(spec.Secrets) != 1 || spec.Secrets[0].Value != "sk-value" || spec.Secrets[0].Placeholder != warm.Secrets["API_KEY"].Placeholder {
+		t.Fatalf("network spec applied at claim = %+v (set %v)", spec, ok)
+	}
+	if g := h.grown(warm.ID); g != bigger {
+		t.Errorf("disk grown to %d at claim, want %d", g, bigger)
+	}
+	// The secret is sealed for the sandbox it is in.
+	if v, err := (plainSealer{}).Open(warm.Secrets["API_KEY"].Sealed, warm.ID+"/API_KEY"); err != nil || v != "sk-value" {
+		t.Errorf("warm secret sealed for another sandbox: %q %v", v, err)
+	}
+	if env := s.sandboxEnv(warm); env["API_KEY"] != warm.Secrets["API_KEY"].Placeholder || env["GREETING"] != "hi" {
+		t.Errorf("the warm guest's env = %v", env)
+	}
+
+	// A cold create of the same body (the pool is empty now) records
+	// the same.
+	cold := running(t, s, body("cold"))
+	if cold.Start != sandbox.StartCold {
+		t.Fatalf("second create: start %s, want cold", cold.Start)
+	}
+	coldSpec, _ := h.last(h.starts, cold.ID)
+	w, err := s.Get(ctx, org, warm.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.DiskGB != bigger || w.DiskGB != cold.DiskGB || w.CPU != cold.CPU || w.RAMMB != cold.RAMMB {
+		t.Errorf("sizes: warm %g/%d/%d, cold %g/%d/%d", w.CPU, w.RAMMB, w.DiskGB, cold.CPU, cold.RAMMB, cold.DiskGB)
+	}
+	if !reflect.DeepEqual(w.Network, cold.Network) || w.Network == nil {
+		t.Errorf("network: warm %+v, cold %+v", w.Network, cold.Network)
+	}
+	if !slices.Equal(slices.Sorted(maps.Keys(w.Secrets)), slices.Sorted(maps.Keys(cold.Secrets))) ||
+		w.Secrets["API_KEY"].Placeholder == "" || !slices.Equal(w.Secrets["API_KEY"].Hosts, cold.Secrets["API_KEY"].Hosts) {
+		t.Errorf("secrets: warm %+v, cold %+v", w.Secrets, cold.Secrets)
+	}
+	if coldSpec == nil || !reflect.DeepEqual(coldSpec.Policy, spec.Policy) || len(coldSpec.Secrets) != 1 || coldSpec.Secrets[0].Value != spec.Secrets[0].Value ||
+		!slices.Equal(coldSpec.Secrets[0].Hosts, spec.Secrets[0].Hosts) {
+		t.Errorf("what the host got: warm %+v, cold %+v", spec, coldSpec)
+	}
+	if w.ParentID != parent.ID || w.ParentID != cold.ParentID || w.ProjectID != cold.ProjectID ||
+		!maps.Equal(w.Env, cold.Env) || !maps.Equal(w.Metadata, cold.Metadata) || w.Retention != cold.Retention {
+		t.Errorf("record: warm %+v, cold %+v", w, cold)
+	}
+
+	t.Run("a smaller disk than the pool's boots cold", func(t *testing.T) {
+		big := pooled.DiskGB + 1
+		p := pooledSandboxSized(t, s, st, &big)
+		got, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID == p.ID || got.Start != sandbox.StartCold || got.DiskGB != pooled.DiskGB {
+			t.Errorf("a create smaller than the pool's disk = %s %s %d GB, want cold", got.ID, got.Start, got.DiskGB)
+		}
+		s.Delete(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, p.ID)
+	})
+
+	t.Run("a child its parent's token creates gets the parent's policy, warm", func(t *testing.T) {
+		deny := &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny, AllowOut: []string{"api.example.com"}}
+		restricted := running(t, s, CreateRequest{Template: "busybox", Network: deny})
+		p := pooledSandbox(t, s, st)
+		asParent := Principal{OrgID: org.OrgID, Role: org.Role, SandboxID: restricted.ID}
+		child, err := s.Create(ctx, asParent, CreateRequest{Template: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if child.ID != p.ID || child.Start != sandbox.StartWarm || child.Network == nil || child.Network.Egress != sandbox.EgressDeny {
+			t.Fatalf("child = %s %s %+v, want the pooled sandbox with the parent's policy", child.ID, child.Start, child.Network)
+		}
+		if spec, _ := h.last(h.sets, child.ID); spec == nil || spec.Policy.Egress != sandbox.EgressDeny ||
+			!slices.Equal(spec.Policy.AllowOut, []string{"api.example.com"}) {
+			t.Errorf("the host got %+v for the warm child, want the parent's policy", spec)
+		}
+	})
+
+	discarded := func(t *testing.T, id string) {
+		t.Helper()
+		back, err := st.GetSandbox(ctx, PoolOrgID, id)
+		if err != nil || back.Metadata[store.MetaPoolReady] == "1" || (back.State != sandbox.StateDeleting && back.State != sandbox.StateDeleted) {
+			t.Errorf("pooled sandbox after a failed claim: %v %+v", err, back)
+		}
+	}
+	t.Run("a disk that cannot grow discards the claimed sandbox and boots cold", func(t *testing.T) {
+		p := pooledSandbox(t, s, st)
+		h.GrowErr = errors.New("no space")
+		defer func() { h.GrowErr = nil }()
+		got, err := s.Create(ctx, org, CreateRequest{Template: "busybox", DiskGB: &bigger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID == p.ID || got.Start != sandbox.StartCold {
+			t.Errorf("create after a failed grow = %s %s, want cold", got.ID, got.Start)
+		}
+		discarded(t, p.ID)
+	})
+
+	t.Run("a policy the host refuses discards the claimed sandbox and boots cold", func(t *testing.T) {
+		fh := &failNetHost{warmHost: newWarmHost()}
+		s, st := newServiceWith(t, fh, "", func(cfg *Config) { cfg.Sealer = plainSealer{} })
+		p := pooledSandbox(t, s, st)
+		got, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Network: &sandbox.NetworkPolicy{Egress: sandbox.EgressDeny}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ID == p.ID || got.Start != sandbox.StartCold || got.Network == nil || got.Network.Egress != sandbox.EgressDeny {
+			t.Errorf("create after a refused policy = %s %s %+v, want cold with the policy", got.ID, got.Start, got.Network)
+		}
+		back, err := st.GetSandbox(ctx, PoolOrgID, p.ID)
+		if err != nil || back.Metadata[store.MetaPoolReady] == "1" || (back.State != sandbox.StateDeleting && back.State != sandbox.StateDeleted) {
+			t.Errorf("pooled sandbox after a refused policy: %v %+v", err, back)
 		}
 	})
 }

@@ -78,11 +78,17 @@ func (h *Host) openEgress(ctx context.Context) error {
 }
 
 // SetNetwork implements hostapi.NetworkSetter: the sandbox's packet
-// filter rules and proxy rules change at once.
+// filter rules and proxy rules change at once. A spec with secrets given
+// to a sandbox that booted without any (a warm pool's sandbox claimed by a
+// create with secrets, docs/sessions.md "Warm creates") also gets the
+// trust bundle a boot with them installs, before the rules.
 func (h *Host) SetNetwork(ctx context.Context, id string, spec *hostapi.NetworkSpec) error {
 	ep, ok := h.net.Endpoint(id)
 	if !ok {
 		return fmt.Errorf("host: network of %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err := h.trustEgressCA(id, spec); err != nil {
+		return err
 	}
 	return h.applyNetwork(ctx, id, ep, spec)
 }
@@ -205,23 +211,48 @@ func (h *Host) installEgressCA(spec hostapi.StartSpec, p paths) error {
 	if spec.Network == nil || len(spec.Network.Secrets) == 0 || h.egp == nil {
 		return nil
 	}
-	ca, err := h.egressCA(spec.ID)
+	return h.writeTrustBundle(spec.ID, spec.RootFS, p.upper)
+}
+
+// trustEgressCA installs the sandbox's egress CA in a running sandbox's
+// trust bundle when spec has secrets and the sandbox has no CA yet (it
+// booted without secrets): written through its mounted root filesystem,
+// so the guest sees it at once. A sandbox that has the CA (installed at
+// boot, or by an earlier call) is left as it is.
+func (h *Host) trustEgressCA(id string, spec *hostapi.NetworkSpec) error {
+	if spec == nil || len(spec.Secrets) == 0 || h.egp == nil {
+		return nil
+	}
+	root := h.paths(id).rootfs
+	if !isMounted(root) {
+		return nil // not running here: the next boot installs it
+	}
+	if _, err := os.Stat(filepath.Join(root, trustCA)); err == nil {
+		return nil
+	}
+	return h.writeTrustBundle(id, root, root)
+}
+
+// writeTrustBundle writes the sandbox's CA, and the trust bundle read
+// from base with the CA appended, under root.
+func (h *Host) writeTrustBundle(id, base, root string) error {
+	ca, err := h.egressCA(id)
 	if err != nil {
 		return err
 	}
-	base, _ := os.ReadFile(filepath.Join(spec.RootFS, trustBundle))
-	if len(base) > 0 && base[len(base)-1] != '\n' {
-		base = append(base, '\n')
+	bundle, _ := os.ReadFile(filepath.Join(base, trustBundle))
+	if len(bundle) > 0 && bundle[len(bundle)-1] != '\n' {
+		bundle = append(bundle, '\n')
 	}
 	for _, f := range []string{trustCA, trustLocal} {
-		if err := os.MkdirAll(filepath.Join(p.upper, filepath.Dir(f)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755); err != nil {
 			return fmt.Errorf("host: trust bundle: %w", err)
 		}
-		if err := writeFileAtomic(filepath.Join(p.upper, f), ca.CertPEM, 0o644); err != nil {
+		if err := writeFileAtomic(filepath.Join(root, f), ca.CertPEM, 0o644); err != nil {
 			return err
 		}
 	}
-	return writeFileAtomic(filepath.Join(p.upper, trustBundle), append(base, ca.CertPEM...), 0o644)
+	return writeFileAtomic(filepath.Join(root, trustBundle), append(bundle, ca.CertPEM...), 0o644)
 }
 
 // forgetEgress removes the proxy's rules for a sandbox going away.

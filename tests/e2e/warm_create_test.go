@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"maps"
+	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,4 +106,148 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 	if rows := l.JSON()["rows"]; l.Status != 200 || rows == nil || len(rows.([]any)) != 2 {
 		t.Errorf("list by metadata: %d %s", l.Status, l.Body)
 	}
+}
+
+// TestWarmCreateWithSettingsBehavesLikeCold: a create whose body has env,
+// a secret, egress denied with one allow rule, metadata, a parent and a
+// disk_gb bigger than the pool's is still served warm (docs/sessions.md,
+// "Warm creates"), and the warm sandbox and a cold one of the same body
+// pass the same checks: the env and the secret's placeholder inside (the
+// agent's and /etc/pt-env) and never its value (env, /etc/pt-env, every process's environ and command
+// line, from inside and from the host), the secret swapped in over HTTPS
+// to its host (the guest trusts its egress CA), other addresses refused
+// and other names unresolved, the bigger disk in df, the same record.
+func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, sessionTemplate)
+	drainPool(t, c)
+	out := newOutside(t, 2)
+	sfx := randHex(4)
+	bound, other := "api."+sfx+".allowed.test", "other-"+sfx+".test"
+	mapHosts(t, out.Addrs[0], bound)
+	mapHosts(t, out.Addrs[1], other)
+	value := "sk-live-" + randHex(16)
+
+	parent := c.create(map[string]any{"template": sessionTemplate})
+	baseKB := diskKB(t, c, parent)
+	baseGB := int(c.do("GET", "/v1/sandboxes/"+parent, nil).JSON()["disk_gb"].(float64))
+	setPool(t, c, 1, 1)
+	waitPoolReady(t, c, 1)
+
+	body := func(name string) map[string]any {
+		return map[string]any{"template": sessionTemplate, "name": name, "ttl_ms": 600000, "type": "dev",
+			"parent_id": parent, "disk_gb": baseGB + 1,
+			"env":      map[string]any{"GREETING": "hi there"},
+			"metadata": map[string]any{"suite": "warm-settings-" + sfx},
+			"secrets":  map[string]any{"API_KEY": map[string]any{"value": value, "hosts": []string{bound}}},
+			"network":  map[string]any{"egress": "deny", "allow_out": []string{"*." + sfx + ".allowed.test"}},
+		}
+	}
+	create := func(b map[string]any) map[string]any {
+		t.Helper()
+		r := c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=300000", b)
+		if r.Status != 201 || r.JSON()["state"] != "running" {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		m := r.JSON()
+		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+m["id"].(string), nil) })
+		return m
+	}
+	warm := create(body("warm-" + sfx))
+	if warm["start"] != "warm" {
+		t.Fatalf("create with settings and a ready pool: start %v, want warm: %v", warm["start"], warm)
+	}
+	drainPool(t, c)
+	cold := create(body("cold-" + sfx))
+	if cold["start"] != "cold" {
+		t.Fatalf("create with no pool: start %v, want cold", cold["start"])
+	}
+
+	// The record: what the caller asked for, the same way both times.
+	for _, k := range []string{"template", "cpu", "ram_mb", "disk_gb", "runtime", "type", "auto_stop_minutes",
+		"auto_archive_days", "auto_delete_days", "ttl_ms", "project_id", "parent_id", "auto_resume", "status",
+		"network", "secret_names", "env_keys", "metadata"} {
+		if w, cv := warm[k], cold[k]; !reflect.DeepEqual(w, cv) {
+			t.Errorf("%s: warm %v, cold %v", k, w, cv)
+		}
+	}
+	if warm["disk_gb"] != float64(baseGB+1) || warm["parent_id"] != parent {
+		t.Errorf("warm record: disk_gb %v parent_id %v, want %d %s", warm["disk_gb"], warm["parent_id"], baseGB+1, parent)
+	}
+	// A read afterwards says the same as the create's answer.
+	if got := c.do("GET", "/v1/sandboxes/"+warm["id"].(string), nil).JSON(); got["disk_gb"] != warm["disk_gb"] ||
+		!reflect.DeepEqual(got["network"], warm["network"]) || !reflect.DeepEqual(got["secret_names"], warm["secret_names"]) {
+		t.Errorf("warm record read back: disk_gb %v network %v secret_names %v", got["disk_gb"], got["network"], got["secret_names"])
+	}
+
+	type seen struct {
+		envKeys string
+		diskKB  int64
+	}
+	check := func(t *testing.T, id string) seen {
+		installNetprobe(t, c, id)
+		if got := strings.TrimSpace(c.mustSh(id, `echo "$GREETING"`)); got != "hi there" {
+			t.Errorf("GREETING = %q", got)
+		}
+		placeholder := strings.TrimSpace(c.mustSh(id, "echo $API_KEY"))
+		if !strings.HasPrefix(placeholder, "pt_secret_") {
+			t.Fatalf("API_KEY = %q, want a placeholder", placeholder)
+		}
+		// What terminal shells and boot services source says the same.
+		if f := c.mustSh(id, "cat /etc/pt-env"); !strings.Contains(f, "GREETING=") || !strings.Contains(f, placeholder) {
+			t.Errorf("/etc/pt-env lacks the create's env: %q", f)
+		}
+
+		// The secret reaches its host as its value, over HTTPS through the
+		// proxy, which the guest trusts through the bundle SSL_CERT_FILE
+		// names.
+		if got := probe(t, c, id, "get", "https://"+bound+"/", "API_KEY"); got != "ok 200 hello "+bound {
+			t.Errorf("HTTPS to the allowed, bound host: %q", got)
+		} else if r := lastRequest(out, bound); !r.TLS || r.Header.Get("Authorization") != "Bearer "+value {
+			t.Errorf("bound host got Authorization %q (TLS %v), want the value", r.Header.Get("Authorization"), r.TLS)
+		}
+		// Everything else is shut: another name does not resolve, and
+		// addresses are refused at connect, the allowed host's other ports
+		// included.
+		wantProbe(t, c, id, "notfound", "resolve", other)
+		wantProbe(t, c, id, "refused", "dial", out.Addrs[1].String()+":9000")
+		wantProbe(t, c, id, "refused", "dial", out.Addrs[0].String()+":9000")
+
+		// The value is nowhere the sandbox can look.
+		inside := c.mustSh(id, "env; cat /etc/pt-env; for p in /proc/[0-9]*; do cat $p/environ $p/cmdline 2>/dev/null; echo; done")
+		if strings.Contains(inside, value) {
+			t.Errorf("the secret value is visible inside the sandbox")
+		}
+		if !strings.Contains(inside, placeholder) {
+			t.Errorf("the placeholder is not in the sandbox's environment: the scan proves nothing")
+		}
+		for _, pid := range sandboxPids(t, id) {
+			for _, f := range []string{"environ", "cmdline"} {
+				if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + f); strings.Contains(string(b), value) {
+					t.Errorf("pid %d %s holds the secret value", pid, f)
+				}
+			}
+		}
+		return seen{envKeys: c.mustSh(id, "env | cut -d= -f1 | sort"), diskKB: diskKB(t, c, id)}
+	}
+	var w, cl seen
+	t.Run("warm", func(t *testing.T) { w = check(t, warm["id"].(string)) })
+	t.Run("cold", func(t *testing.T) { cl = check(t, cold["id"].(string)) })
+	if w.envKeys != cl.envKeys {
+		t.Errorf("env names differ:\nwarm %q\ncold %q", w.envKeys, cl.envKeys)
+	}
+	if w.diskKB != cl.diskKB || w.diskKB <= baseKB {
+		t.Errorf("df: warm %d KB, cold %d KB, the pool's size %d KB", w.diskKB, cl.diskKB, baseKB)
+	}
+}
+
+// lastRequest is the latest request the outside servers got for host.
+func lastRequest(o *outside, host string) seenRequest {
+	reqs := o.requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if strings.HasPrefix(reqs[i].Host, host) {
+			return reqs[i]
+		}
+	}
+	return seenRequest{}
 }
