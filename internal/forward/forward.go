@@ -166,9 +166,13 @@ func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) 
 	if err != nil || sb.HostID == "" || sb.HostID == r.self {
 		return store.HostRecord{}, false
 	}
-	for _, h := range r.hostList(ctx) {
-		if h.ID == sb.HostID {
-			return h, h.State != store.HostLost && h.URL != ""
+	// Before answering here, the host list is read again: the host may
+	// have come back (or joined) since the last read.
+	for _, maxAge := range []time.Duration{r.fresh, 0} {
+		for _, h := range r.readHosts(ctx, maxAge) {
+			if h.ID == sb.HostID && h.State != store.HostLost && h.URL != "" {
+				return h, true
+			}
 		}
 	}
 	return store.HostRecord{}, false

@@ -176,6 +176,12 @@ func TestRequestsGoToTheSandboxesHost(t *testing.T) {
 	if w := send(h, "GET", "/v1/sandboxes/"+onC, ""); w.Header().Get("X-Peer") != c.srv.URL {
 		t.Fatalf("a live peer's sandbox went to %q", w.Header().Get("X-Peer"))
 	}
+	// Back (registered again), it gets its sandboxes' requests at once,
+	// though the router read it lost a moment ago.
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	if w := send(h, "GET", "/v1/sandboxes/"+onB, ""); w.Header().Get("X-Peer") != b.srv.URL {
+		t.Fatalf("a host back from lost: its sandbox went to %q", w.Header().Get("X-Peer"))
+	}
 }
 
 func TestAHostAloneServesEverything(t *testing.T) {
