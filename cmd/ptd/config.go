@@ -47,6 +47,9 @@ type config struct {
 	// in the store (hosts.go).
 	region                       string
 	hostHeartbeat, hostLostAfter time.Duration
+	// hostFenceAfter is how long this host's heartbeats may fail before it
+	// stops its sandboxes (negative: never; zero: half of hostLostAfter).
+	hostFenceAfter time.Duration
 	// advertiseURL is where the other ptd of a shared store reach this
 	// one's API ("" means http://<listen address>).
 	advertiseURL string
@@ -176,6 +179,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")
 	fs.DurationVar(&c.hostLostAfter, "host-lost-after", 30*time.Second, "how long a registered host may miss heartbeats before it is marked lost")
+	fs.DurationVar(&c.hostFenceAfter, "host-fence-after", 0, "how long this host's heartbeats may fail before it stops (fences) its sandboxes, so that none runs twice once the others mark it lost and recover them; shorter than --host-lost-after (default half of it on a PostgreSQL store; a SQLite store, one process's, never fences; negative never fences)")
 	fs.DurationVar(&c.timerInterval, "timer-interval", 5*time.Second, "how often TTLs, retention timers and disposal are checked")
 	fs.DurationVar(&c.deletedRetention, "deleted-retention", 30*24*time.Hour, "how long a user-deleted record is kept before final disposal")
 	fs.DurationVar(&c.recoveryRetention, "platform-recovery-retention", cpDef.PlatformRecoveryRetention, "how long a platform-deleted record with a complete archive or backup (and that recovery data) is kept before final disposal")

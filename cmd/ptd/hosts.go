@@ -24,6 +24,18 @@ func runHostRegistry(ctx context.Context, cfg config, st store.Store, h *host.Ho
 	if cfg.hostHeartbeat <= 0 || cfg.hostLostAfter <= cfg.hostHeartbeat {
 		return fmt.Errorf("--host-lost-after (%s) must exceed --host-heartbeat (%s), which must be positive", cfg.hostLostAfter, cfg.hostHeartbeat)
 	}
+	switch {
+	case cfg.store.kind != "postgres":
+		// A SQLite store is one process's: no other ptd can mark this
+		// host lost and recover its sandboxes, so there is nothing to
+		// fence against.
+		cfg.hostFenceAfter = -1
+	case cfg.hostFenceAfter == 0:
+		cfg.hostFenceAfter = cfg.hostLostAfter / 2
+	}
+	if cfg.hostFenceAfter >= cfg.hostLostAfter {
+		return fmt.Errorf("--host-fence-after (%s) must be shorter than --host-lost-after (%s): a host cut off from the store must stop its sandboxes before the others recover them", cfg.hostFenceAfter, cfg.hostLostAfter)
+	}
 	res := hostreg.Resources{CPU: runtime.NumCPU()}
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err == nil {
@@ -36,7 +48,8 @@ func runHostRegistry(ctx context.Context, cfg config, st store.Store, h *host.Ho
 	log = log.With("component", "hosts")
 	reg := &hostreg.Registrar{Store: st, Host: store.HostRecord{ID: h.ID(), Region: cfg.region, URL: url},
 		Capacity: hostreg.CapacityOf(h.Info(), res), Status: hostreg.StatusFrom(st, h.ID()),
-		Interval: cfg.hostHeartbeat, Log: log}
+		Interval: cfg.hostHeartbeat, Log: log,
+		FenceAfter: cfg.hostFenceAfter, Fence: cp.Fence, Unfence: cp.Unfence}
 	rec, err := reg.Register(ctx)
 	if err != nil {
 		return err

@@ -189,6 +189,7 @@ type Service struct {
 	builds  *builds    // custom template builds this process runs
 	starts  *admission // start slots of this host (admission.go)
 	boots   *bootGate  // boot slots of this host (boots.go)
+	fenced  fenced     // sandboxes stopped while the store was out of reach (fence.go)
 	// oomOnce starts reportOOM once (Reconcile).
 	oomOnce sync.Once
 	// provisioning holds the IDs of the creates a provision goroutine is

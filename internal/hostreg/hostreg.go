@@ -89,6 +89,13 @@ type Registrar struct {
 	Status   func(ctx context.Context) (Status, error)
 	Interval time.Duration
 	Log      *slog.Logger
+	// FenceAfter, when positive, is how long heartbeats may fail before
+	// Fence is called: a host cut off from the store must stop running
+	// its sandboxes before the others mark it lost (--host-lost-after)
+	// and recover them elsewhere, so FenceAfter must be shorter. Unfence
+	// is called at the first heartbeat that gets through again.
+	FenceAfter      time.Duration
+	Fence, Unfence func(ctx context.Context)
 
 	gen int64
 }
@@ -137,14 +144,37 @@ func (r *Registrar) Heartbeat(ctx context.Context) (store.HostRecord, error) {
 	return rec, err
 }
 
-// Run heartbeats every Interval until ctx ends. It expects Register to
-// have been called.
+// Run heartbeats every Interval until ctx ends, fencing the host while
+// the store cannot be reached (FenceAfter). It expects Register to have
+// been called. A heartbeat gets at most one Interval.
 func (r *Registrar) Run(ctx context.Context) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
+	lastOK, fenced := time.Now(), false
 	for {
-		if _, err := r.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+		hctx, cancel := context.WithTimeout(ctx, r.Interval)
+		_, err := r.Heartbeat(hctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+		case err == nil:
+			lastOK = time.Now()
+			if fenced {
+				fenced = false
+				r.Log.Warn("host reaches the store again; unfencing its sandboxes", "host", r.Host.ID)
+				if r.Unfence != nil {
+					r.Unfence(ctx)
+				}
+			}
+		default:
 			r.Log.Warn("host heartbeat", "host", r.Host.ID, "err", err)
+			if !fenced && r.FenceAfter > 0 && time.Since(lastOK) >= r.FenceAfter {
+				fenced = true
+				r.Log.Error("host cannot reach the store; fencing its sandboxes", "host", r.Host.ID, "since", lastOK)
+				if r.Fence != nil {
+					r.Fence(ctx)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():

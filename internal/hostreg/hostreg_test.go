@@ -3,9 +3,11 @@ package hostreg
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -200,5 +202,94 @@ func TestWatcherLeaseMoves(t *testing.T) {
 			t.Fatalf("api_2 never took the lease over: %+v", l)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cutOff is a store whose heartbeats fail while cut is set, as a host's
+// do when it cannot reach the store.
+type cutOff struct {
+	store.Store
+	mu  sync.Mutex
+	cut bool
+}
+
+func (c *cutOff) set(cut bool) {
+	c.mu.Lock()
+	c.cut = cut
+	c.mu.Unlock()
+}
+
+func (c *cutOff) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
+	c.mu.Lock()
+	cut := c.cut
+	c.mu.Unlock()
+	if cut {
+		return store.HostRecord{}, errors.New("connection refused")
+	}
+	return c.Store.HeartbeatHost(ctx, id, gen, status)
+}
+
+// TestFenceWhileCutOff: a host whose heartbeats fail is fenced once they
+// have failed for FenceAfter (not at the first failure, and once only),
+// and unfenced once at the first heartbeat that gets through again.
+func TestFenceWhileCutOff(t *testing.T) {
+	for kind, ss := range stores(t, 1) {
+		t.Run(kind, func(t *testing.T) {
+			st := &cutOff{Store: ss[0]}
+			var mu sync.Mutex
+			var calls []string
+			var cutAt time.Time
+			var fencedAfter time.Duration
+			note := func(what string) func(context.Context) {
+				return func(context.Context) {
+					mu.Lock()
+					defer mu.Unlock()
+					if what == "fence" {
+						fencedAfter = time.Since(cutAt)
+					}
+					calls = append(calls, what)
+				}
+			}
+			r := &Registrar{Store: st, Host: store.HostRecord{ID: "host_f", URL: "http://127.0.0.1:1"},
+				Interval: 20 * time.Millisecond, Log: slog.New(slog.DiscardHandler),
+				FenceAfter: 200 * time.Millisecond, Fence: note("fence"), Unfence: note("unfence")}
+			if _, err := r.Register(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			got := func() []string {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(calls)
+			}
+			waitCalls := func(want ...string) {
+				t.Helper()
+				for deadline := time.Now().Add(5 * time.Second); !slices.Equal(got(), want); time.Sleep(10 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("calls = %v, want %v", got(), want)
+					}
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			cutAt = time.Now()
+			mu.Unlock()
+			st.set(true)
+			waitCalls("fence")
+			// The last heartbeat that got through may be up to one
+			// Interval before the cut.
+			if fencedAfter < 200*time.Millisecond-20*time.Millisecond {
+				t.Fatalf("fenced %s after the store went away, want about FenceAfter (200ms)", fencedAfter)
+			}
+			time.Sleep(200 * time.Millisecond) // still cut off: no second fence
+			waitCalls("fence")
+			st.set(false)
+			waitCalls("fence", "unfence")
+			time.Sleep(100 * time.Millisecond)
+			waitCalls("fence", "unfence")
+		})
 	}
 }
