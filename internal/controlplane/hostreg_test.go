@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/platinum-dev/platinum/internal/hostapi"
+
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -33,5 +35,40 @@ func TestStartOnlyOnTheDisksHost(t *testing.T) {
 	got, err := s.Start(ctx, org, sb.ID)
 	if err != nil || got.State != sandbox.StateRestoring || got.HostID != s.host.ID() {
 		t.Fatalf("start of an archived sandbox of another host: %s on %s, %v; want restoring here", got.State, got.HostID, err)
+	}
+}
+
+// TestFenceAndUnfence: Fence stops every sandbox the host runs, keeping
+// memory, and reads nothing from the store; Unfence thaws the ones whose
+// records still say they run here and leaves one recovered elsewhere
+// meanwhile to the sweep.
+func TestFenceAndUnfence(t *testing.T) {
+	stopped := map[string]bool{}
+	h := &cleanHost{fakeHost: &fakeHost{}}
+	h.running = func(id string) bool { return !stopped[id] }
+	s, _ := newServiceWith(t, h, "", nil)
+	ctx := context.Background()
+	stays := running(t, s, CreateRequest{Template: "busybox"})
+	moved := running(t, s, CreateRequest{Template: "busybox"})
+	h.holdings = []hostapi.Holding{{ID: stays.ID, Container: true}, {ID: moved.ID, Container: true},
+		{ID: sandbox.NewID(sandbox.PrefixSandbox), Disk: true}}
+	s.Fence(ctx)
+	for _, id := range []string{stays.ID, moved.ID} {
+		if !h.Frozen(ctx, id) {
+			t.Fatalf("%s not stopped with its memory by Fence", id)
+		}
+		stopped[id] = true
+	}
+	setRecord(t, s, moved.ID, func(x *sandbox.Sandbox) { x.HostID = "host_other" })
+	s.Unfence(ctx)
+	if h.Frozen(ctx, stays.ID) {
+		t.Fatal("Unfence left the sandbox that still runs here stopped")
+	}
+	if !h.Frozen(ctx, moved.ID) {
+		t.Fatal("Unfence started the sandbox recovered on another host")
+	}
+	got, _ := s.store.GetSandbox(ctx, "", stays.ID)
+	if got.State != sandbox.StateRunning {
+		t.Fatalf("unfenced sandbox is %s", got.State)
 	}
 }
