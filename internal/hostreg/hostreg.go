@@ -94,7 +94,7 @@ type Registrar struct {
 	// its sandboxes before the others mark it lost (--host-lost-after)
 	// and recover them elsewhere, so FenceAfter must be shorter. Unfence
 	// is called at the first heartbeat that gets through again.
-	FenceAfter      time.Duration
+	FenceAfter     time.Duration
 	Fence, Unfence func(ctx context.Context)
 
 	gen int64
