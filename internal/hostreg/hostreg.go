@@ -92,8 +92,10 @@ type Registrar struct {
 	// FenceAfter, when positive, is how long heartbeats may fail before
 	// Fence is called: a host cut off from the store must stop running
 	// its sandboxes before the others mark it lost (--host-lost-after)
-	// and recover them elsewhere, so FenceAfter must be shorter. Unfence
-	// is called at the first heartbeat that gets through again.
+	// and recover them elsewhere, so FenceAfter must be shorter. A host
+	// that was the only one not lost at its last heartbeat is never
+	// fenced: no other could recover its sandboxes. Unfence is called at
+	// the first heartbeat that gets through again.
 	FenceAfter     time.Duration
 	Fence, Unfence func(ctx context.Context)
 
@@ -150,10 +152,15 @@ func (r *Registrar) Heartbeat(ctx context.Context) (store.HostRecord, error) {
 func (r *Registrar) Run(ctx context.Context) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
-	lastOK, fenced := time.Now(), false
+	lastOK, fenced, alone := time.Now(), false, true
 	for {
-		hctx, cancel := context.WithTimeout(ctx, r.Interval)
+		// A heartbeat stuck on a connection that no longer answers ends
+		// in time to fence.
+		hctx, cancel := context.WithTimeout(ctx, max(r.Interval, r.FenceAfter/2))
 		_, err := r.Heartbeat(hctx)
+		if err == nil && r.FenceAfter > 0 {
+			alone = r.alone(hctx)
+		}
 		cancel()
 		switch {
 		case ctx.Err() != nil:
@@ -168,7 +175,9 @@ func (r *Registrar) Run(ctx context.Context) {
 			}
 		default:
 			r.Log.Warn("host heartbeat", "host", r.Host.ID, "err", err)
-			if !fenced && r.FenceAfter > 0 && time.Since(lastOK) >= r.FenceAfter {
+			// A host that was alone has no one to recover its sandboxes:
+			// a store it cannot reach stops nothing.
+			if !fenced && !alone && r.FenceAfter > 0 && time.Since(lastOK) >= r.FenceAfter {
 				fenced = true
 				r.Log.Error("host cannot reach the store; fencing its sandboxes", "host", r.Host.ID, "since", lastOK)
 				if r.Fence != nil {
@@ -182,6 +191,22 @@ func (r *Registrar) Run(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// alone reports whether no other host that is not lost is registered:
+// then none could mark this one lost and recover its sandboxes. An error
+// counts as not alone.
+func (r *Registrar) alone(ctx context.Context) bool {
+	hs, err := r.Store.ListHosts(ctx)
+	if err != nil {
+		return false
+	}
+	for _, h := range hs {
+		if h.ID != r.Host.ID && h.State != store.HostLost {
+			return false
+		}
+	}
+	return true
 }
 
 // StatusFrom sums a host's sandboxes from the store: counts by state for

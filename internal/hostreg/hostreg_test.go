@@ -231,7 +231,8 @@ func (c *cutOff) HeartbeatHost(ctx context.Context, id string, gen int64, status
 
 // TestFenceWhileCutOff: a host whose heartbeats fail is fenced once they
 // have failed for FenceAfter (not at the first failure, and once only),
-// and unfenced once at the first heartbeat that gets through again.
+// and unfenced once at the first heartbeat that gets through again; a
+// host alone on the store is never fenced.
 func TestFenceWhileCutOff(t *testing.T) {
 	for kind, ss := range stores(t, 1) {
 		t.Run(kind, func(t *testing.T) {
@@ -272,6 +273,19 @@ func TestFenceWhileCutOff(t *testing.T) {
 						t.Fatalf("calls = %v, want %v", got(), want)
 					}
 				}
+			}
+			// Alone on the store, nobody could recover its sandboxes: a
+			// store out of reach fences nothing.
+			time.Sleep(100 * time.Millisecond)
+			st.set(true)
+			time.Sleep(500 * time.Millisecond)
+			if len(got()) != 0 {
+				t.Fatalf("a host alone on the store was fenced: %v", got())
+			}
+			st.set(false)
+			// With another host registered, it is.
+			if _, err := st.RegisterHost(t.Context(), store.HostRecord{ID: "host_g", URL: "http://127.0.0.1:2"}); err != nil {
+				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
 			mu.Lock()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -80,7 +81,9 @@ print(s.files.read("/root/e2b.txt"))
 // a live host from that backup (last_start says so; a file written after
 // the backup does not come back), its sandbox without one is failed
 // host_lost and no other host starts it; back, the host destroys its stale
-// copy and forwards to the sandbox's new host.
+// copy and forwards to the sandbox's new host. An entry ptd killed
+// mid-create leaves the create whole on its host, answered to the same
+// Idempotency-Key through another ptd.
 func TestOneEntryManyHosts(t *testing.T) {
 	requireEnv(t)
 	ds := startHosts(t, 3, "--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
@@ -163,6 +166,50 @@ func TestOneEntryManyHosts(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// An entry ptd killed mid-create (b, drained so that its create goes
+	// to another host): the create completes there or not at all, and the
+	// same Idempotency-Key through a answers the one sandbox.
+	b := ds[1]
+	idB := hostIDOf(t, b)
+	if _, err := cl.Hosts.Drain(ctx, idB); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cl.Sandboxes.List(ctx, platinum.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(d *ptdtest.Daemon) (int, map[string]any, error) {
+		req, _ := http.NewRequest("POST", d.URL+"/v1/sandboxes?wait_for_state=running", strings.NewReader(`{"template":"busybox","metadata":{"mid":"create"}}`))
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+		req.Header.Set("Idempotency-Key", "entry-killed-mid-create")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		return resp.StatusCode, m, json.NewDecoder(resp.Body).Decode(&m)
+	}
+	go func() { time.Sleep(30 * time.Millisecond); b.Kill() }()
+	if st, m, err := create(b); err == nil {
+		t.Logf("the create through b answered before b died: %d %v", st, m)
+	}
+	st, m, err := create(a)
+	if err != nil || st >= 300 || m["state"] != "running" || m["host_id"] == idB {
+		t.Fatalf("the same create through a: %d %v %v, want the one sandbox running on a live host", st, m, err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), m["id"].(string)) })
+	after, err := cl.Sandboxes.List(ctx, platinum.ListOptions{})
+	if err != nil || len(after.Rows) != len(before.Rows)+1 {
+		t.Fatalf("sandboxes after the killed create and its retry: %d, had %d (%v)", len(after.Rows), len(before.Rows), err)
+	}
+	if err := b.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Hosts.Undrain(ctx, idB); err != nil {
+		t.Fatal(err)
 	}
 
 	// Before c dies: its first sandbox gets a backup (a file written
