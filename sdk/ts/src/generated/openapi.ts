@@ -2610,7 +2610,7 @@ export interface components {
              */
             runtime?: "runc" | "gvisor";
             /**
-             * @description How the create got the sandbox running: `warm`, handed a sandbox its template's warm pool booted ahead (with this create's own id, env, metadata, retention and TTL); `cold`, booted for this create. Absent on sandboxes made before it was recorded.
+             * @description How the create got the sandbox running: `warm`, handed a sandbox its template's warm pool booted ahead (with this create's own id, env, secrets, network policy, disk_gb, metadata, retention and TTL, applied before the create answers); `cold`, booted for this create. Absent on sandboxes made before it was recorded.
              * @enum {string}
              */
             start?: "warm" | "cold";
