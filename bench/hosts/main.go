@@ -88,10 +88,13 @@ func run() error {
 		}
 		ids[i] = strings.TrimSpace(string(b))
 	}
-	drain := func(i int, on bool) error {
+	// drain drains (or undrains) the hosts of the given indexes.
+	drain := func(on bool, hosts ...int) error {
 		verb := map[bool]string{true: "drain", false: "undrain"}[on]
-		if st, b, err := cls[0].Do("POST", "/v1/hosts/"+ids[i]+"/"+verb, nil); err != nil || st != 200 {
-			return fmt.Errorf("%s %s: %d %s %v", verb, ids[i], st, b, err)
+		for _, i := range hosts {
+			if st, b, err := cls[0].Do("POST", "/v1/hosts/"+ids[i]+"/"+verb, nil); err != nil || st != 200 {
+				return fmt.Errorf("%s %s: %d %s %v", verb, ids[i], st, b, err)
+			}
 		}
 		return nil
 	}
@@ -99,20 +102,14 @@ func run() error {
 	entries := cls[:2]
 	fmt.Printf("create → first exec, busybox on %s, %d creates per configuration, %d at once, clients alternating between 2 entry ptds\n", *runtime, *n, *conc)
 
-	if err := drain(1, true); err != nil {
-		return err
-	}
-	if err := drain(2, true); err != nil {
+	if err := drain(true, 1, 2); err != nil {
 		return err
 	}
 	one, rate1, where1, err := burst(entries, body, *n, *conc)
 	if err != nil {
 		return fmt.Errorf("one host: %w", err)
 	}
-	if err := drain(1, false); err != nil {
-		return err
-	}
-	if err := drain(2, false); err != nil {
+	if err := drain(false, 1, 2); err != nil {
 		return err
 	}
 	three, rate3, where3, err := burst(entries, body, *n, *conc)
@@ -166,20 +163,16 @@ func run() error {
 // times, and times the kill → the sandbox running on another host, and
 // the part of it after the host was marked lost (the restore from the
 // backup and the boot); host 3 comes back between rounds.
-func failover(d *ptdtest.Daemon, cls []*benchkit.Client, ids []string, rounds int, drain func(int, bool) error) error {
+func failover(d *ptdtest.Daemon, cls []*benchkit.Client, ids []string, rounds int, drain func(bool, ...int) error) error {
 	var total, restore []time.Duration
 	for range rounds {
 		// Hosts 1 and 2 drained while it is made, so it lands on 3.
-		for _, i := range []int{0, 1} {
-			if err := drain(i, true); err != nil {
-				return err
-			}
+		if err := drain(true, 0, 1); err != nil {
+			return err
 		}
 		id, err := cls[2].Create("busybox")
-		for _, i := range []int{0, 1} {
-			if err := drain(i, false); err != nil {
-				return err
-			}
+		if err := drain(false, 0, 1); err != nil {
+			return err
 		}
 		if err != nil {
 			return err

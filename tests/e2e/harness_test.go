@@ -100,6 +100,12 @@ func (c *client) do(method, path string, body any) response {
 // create makes a running sandbox and deletes it when the test ends.
 func (c *client) create(body map[string]any) string {
 	c.t.Helper()
+	return c.createRecord(body)["id"].(string)
+}
+
+// createRecord is create returning the create's answer.
+func (c *client) createRecord(body map[string]any) map[string]any {
+	c.t.Helper()
 	r := c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=300000", body)
 	if r.Status != 201 {
 		c.t.Fatalf("create: %d %s", r.Status, r.Body)
@@ -108,9 +114,8 @@ func (c *client) create(body map[string]any) string {
 	if m["state"] != "running" {
 		c.t.Fatalf("create: state %v, want running: %s", m["state"], r.Body)
 	}
-	id := m["id"].(string)
-	c.t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
-	return id
+	c.t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+m["id"].(string), nil) })
+	return m
 }
 
 type execResult struct {

@@ -35,16 +35,7 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 		return map[string]any{"template": sessionTemplate, "name": "warm-" + randHex(4), "ttl_ms": 600000, "type": "dev",
 			"env": map[string]any{"GREETING": "hi there"}, "metadata": map[string]any{"suite": "warm-" + randHex(2)}}
 	}
-	create := func(b map[string]any) map[string]any {
-		t.Helper()
-		r := c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=300000", b)
-		if r.Status != 201 || r.JSON()["state"] != "running" {
-			t.Fatalf("create: %d %s", r.Status, r.Body)
-		}
-		m := r.JSON()
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+m["id"].(string), nil) })
-		return m
-	}
+	create := c.createRecord
 	wb := body()
 	warm := create(wb)
 	if warm["start"] != "warm" {
@@ -143,16 +134,7 @@ func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 			"network":  map[string]any{"egress": "deny", "allow_out": []string{"*." + sfx + ".allowed.test"}},
 		}
 	}
-	create := func(b map[string]any) map[string]any {
-		t.Helper()
-		r := c.do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=300000", b)
-		if r.Status != 201 || r.JSON()["state"] != "running" {
-			t.Fatalf("create: %d %s", r.Status, r.Body)
-		}
-		m := r.JSON()
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+m["id"].(string), nil) })
-		return m
-	}
+	create := c.createRecord
 	warm := create(body("warm-" + sfx))
 	if warm["start"] != "warm" {
 		t.Fatalf("create with settings and a ready pool: start %v, want warm: %v", warm["start"], warm)
