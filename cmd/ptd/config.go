@@ -53,6 +53,9 @@ type config struct {
 	// advertiseURL is where the other ptd of a shared store reach this
 	// one's API ("" means http://<listen address>).
 	advertiseURL string
+	// role is "all" (API and sandboxes, the default) or "api" (API only,
+	// every sandbox on other ptd processes' hosts; docs/operating.md).
+	role string
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
@@ -176,6 +179,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
+	fs.StringVar(&c.role, "role", "all", "all: serve the API and run sandboxes on this machine; api: serve the API only, forwarding every sandbox's requests and every create to the hosts of the other ptd processes on the same PostgreSQL --store")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")
 	fs.DurationVar(&c.hostLostAfter, "host-lost-after", 30*time.Second, "how long a registered host may miss heartbeats before it is marked lost")
@@ -217,6 +221,14 @@ func parseConfig(name string, args []string) (config, error) {
 	c.dataDir = abs
 	if c.store, err = parseStore(*storeArg, abs); err != nil {
 		return c, err
+	}
+	switch {
+	case c.role == "host":
+		return c, fmt.Errorf("--role=host (a host driven over RPC, without the store) is not built: run --role=all with the shared --store")
+	case c.role != "all" && c.role != "api":
+		return c, fmt.Errorf("--role must be all or api, not %q", c.role)
+	case c.role == "api" && c.store.kind != "postgres":
+		return c, fmt.Errorf("--role=api needs --store postgres://…: its sandboxes run on the hosts of the other ptd processes sharing that store")
 	}
 	c.host = host.DefaultConfig(abs)
 	c.host.AgentBinary, c.host.RuntimeBinary, c.host.CgroupParent = *agent, *rt, *cg

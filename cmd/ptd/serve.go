@@ -23,6 +23,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/events"
 	"github.com/platinum-dev/platinum/internal/forward"
 	"github.com/platinum-dev/platinum/internal/host"
+	"github.com/platinum-dev/platinum/internal/hostapi/nohost"
 	"github.com/platinum-dev/platinum/internal/httpapi"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/objstore"
@@ -58,15 +59,25 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	h, err := host.Open(ctx, cfg.host, log)
-	if err != nil {
-		return err
-	}
-	if err := h.KeepSpareDisks(ctx, cfg.spareDisks, sandbox.DefaultDisk); err != nil {
-		return err
-	}
-	if cfg.defaultRuntime, err = defaultRuntime(ctx, cfg.defaultRuntime, h, log); err != nil {
-		return err
+	// The host this ptd runs sandboxes on; an api-only ptd has none (h
+	// nil) and its control plane a host that runs nothing.
+	var h *host.Host
+	var hst controlplane.Host
+	if cfg.role == "api" {
+		// Named afresh at each start: nothing is placed on it or kept
+		// under its name.
+		hst = nohost.New(sandbox.NewID("api_"))
+	} else {
+		if h, err = host.Open(ctx, cfg.host, log); err != nil {
+			return err
+		}
+		if err := h.KeepSpareDisks(ctx, cfg.spareDisks, sandbox.DefaultDisk); err != nil {
+			return err
+		}
+		if cfg.defaultRuntime, err = defaultRuntime(ctx, cfg.defaultRuntime, h, log); err != nil {
+			return err
+		}
+		hst = h
 	}
 	cpCfg := controlplane.DefaultConfig()
 	cpCfg.WarmWindow, cpCfg.ArchiveBucket = cfg.warmWindow, cfg.bucket
@@ -89,6 +100,11 @@ func serve(ctx context.Context, args []string) error {
 	}
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
+	}
+	if h == nil {
+		// Sandboxes reach their own host's ptd, and previews and SSH go
+		// to the ptd whose host runs the sandbox.
+		cfg.sandboxAPIPort, cfg.previewListen, cfg.sshListen = 0, "", ""
 	}
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
@@ -121,7 +137,7 @@ func serve(ctx context.Context, args []string) error {
 	defer ev.Close()
 	tn := tenancy.New(tenancy.Config{OrgMaxSandboxes: cfg.orgMaxSandboxes, OrgMaxCPU: cfg.orgMaxCPU, OrgMaxRAMMB: cfg.orgMaxRAMMB},
 		st, log.With("component", "tenancy"))
-	cp := controlplane.New(cpCfg, st, h, tn, log)
+	cp := controlplane.New(cpCfg, st, hst, tn, log)
 	defer cp.Close()
 	if err := bootstrapToken(ctx, tn, cfg.dataDir); err != nil {
 		return err
@@ -144,8 +160,11 @@ func serve(ctx context.Context, args []string) error {
 	cp.RunReconciler(ctx, cfg.reconcileInterval)
 	cp.RunTimers(ctx)
 	ev.Run(ctx)
-	if err := ses.Run(ctx); err != nil {
-		return err
+	if h != nil {
+		// Pools and sessions are kept by the ptd processes of hosts.
+		if err := ses.Run(ctx); err != nil {
+			return err
+		}
 	}
 
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -198,7 +217,7 @@ func serve(ctx context.Context, args []string) error {
 	// With other hosts on the store, a request for one of their sandboxes
 	// goes to their ptd and creates are placed across hosts
 	// (docs/ARCHITECTURE.md, "Many hosts").
-	fwd := forward.New(st, h.ID(), log.With("component", "forward"))
+	fwd := forward.New(st, hst.ID(), h != nil, log.With("component", "forward"))
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md).
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
@@ -233,9 +252,11 @@ func serve(ctx context.Context, args []string) error {
 	srv.RegisterOnShutdown(mcpH.Shutdown)
 	// The host is registered before the API answers (health included), so
 	// a ptd that answers is one its peers can see.
-	self := cmp.Or(cfg.advertiseURL, "http://"+ln.Addr().String())
-	if err := runHostRegistry(ctx, cfg, st, h, cp, self, log); err != nil {
-		return err
+	if h != nil {
+		self := cmp.Or(cfg.advertiseURL, "http://"+ln.Addr().String())
+		if err := runHostRegistry(ctx, cfg, st, h, cp, self, log); err != nil {
+			return err
+		}
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.metricsListen != "" {
@@ -259,7 +280,7 @@ func serve(ctx context.Context, args []string) error {
 		}
 		go func() { errc <- srv.Serve(sln) }()
 	}
-	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "store", cfg.store.String(), "host", h.ID())
+	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "store", cfg.store.String(), "role", cfg.role, "host", hst.ID())
 	select {
 	case err := <-errc:
 		return err

@@ -309,7 +309,11 @@ func (s *Service) goBackground(fn func(ctx context.Context)) {
 // transports with a fake host that runs no agent.
 func (s *Service) SkipAgentInit() { s.noAgentInit = true }
 
-// Hosts lists the hosts of the platform (one, for a single-host ptd).
+// Hosts lists this ptd's own host with its runtime details: one, or none
+// for a ptd that runs no sandboxes (the registered hosts are HostRecords).
 func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {
+	if !s.RunsSandboxes() {
+		return nil
+	}
 	return []HostInfo{s.host.Info()}
 }

@@ -151,7 +151,7 @@ func (s *Service) HostLost(ctx context.Context, hostID string) {
 // last_start then says which backup came back. Without a backup, or
 // without an object store, it stays failed with reason host_lost.
 func (s *Service) recoverLost(ctx context.Context, sb sandbox.Sandbox, lostHost string) {
-	if s.cfg.Objects == nil {
+	if s.cfg.Objects == nil || !s.RunsSandboxes() {
 		return
 	}
 	bks, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,

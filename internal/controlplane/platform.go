@@ -120,3 +120,7 @@ func (s *Service) DefaultTemplate() string { return s.cfg.Templates.Default }
 
 // HostID is the ID of the host this control plane drives.
 func (s *Service) HostID() string { return s.host.ID() }
+
+// RunsSandboxes reports whether this control plane's host runs any
+// runtime class: an api-only ptd's runs none (internal/hostapi/nohost).
+func (s *Service) RunsSandboxes() bool { return len(s.host.Classes()) > 0 }

@@ -243,6 +243,12 @@ func validateMetadata(md map[string]string) error {
 // Create records a new sandbox and starts provisioning it in the
 // background. It returns the record in state creating.
 func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (sandbox.Sandbox, error) {
+	if !s.RunsSandboxes() {
+		// An api-only ptd (docs/operating.md): forwarding places creates
+		// on hosts; one that reaches here (a session's, or no host takes
+		// any) is refused before anything is written.
+		return sandbox.Sandbox{}, fmt.Errorf("create: this ptd runs no sandboxes (--role=api); send it to a ptd that does: %w", sandbox.ErrUnavailable)
+	}
 	idemTag, tookOver, since := idempotencyFrom(ctx)
 	if tookOver {
 		// The key's first attempt died with its process: if it committed

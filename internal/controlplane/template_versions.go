@@ -119,6 +119,9 @@ func (s *Service) NewTemplateVersion(ctx context.Context, slug string) (Template
 	if !s.tpl.known(slug) {
 		return TemplateVersion{}, fmt.Errorf("template %q: %w", slug, sandbox.ErrNotFound)
 	}
+	if !s.RunsSandboxes() {
+		return TemplateVersion{}, fmt.Errorf("build template %q: this ptd runs no sandboxes (--role=api); ask a host's ptd: %w", slug, sandbox.ErrUnavailable)
+	}
 	before, err := s.store.LatestTemplateVersion(ctx, slug)
 	if err != nil && !store.IsNotFound(err) {
 		return TemplateVersion{}, err

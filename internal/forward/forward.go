@@ -46,6 +46,9 @@ type Store interface {
 type Router struct {
 	store Store
 	self  string
+	// local is false on a ptd that runs no sandboxes (--role=api): no
+	// create is served here, and none is forwarded to it.
+	local bool
 	log   *slog.Logger
 	// fresh is how long a read of the host list is used.
 	fresh time.Duration
@@ -56,9 +59,10 @@ type Router struct {
 	readAt time.Time
 }
 
-// New returns a Router for the ptd whose host is self.
-func New(st Store, self string, log *slog.Logger) *Router {
-	r := &Router{store: st, self: self, log: log, fresh: time.Second}
+// New returns a Router for the ptd whose host is self; local is false
+// when that ptd runs no sandboxes.
+func New(st Store, self string, local bool, log *slog.Logger) *Router {
+	r := &Router{store: st, self: self, local: local, log: log, fresh: time.Second}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(targetKey{}).(*url.URL))
@@ -236,7 +240,12 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 		r.log.WarnContext(req.Context(), "forward: host unreachable, placing the create elsewhere", "host", h.ID, "err", failed)
 	}
 	// No host takes it: this ptd answers, with its own refusal when its
-	// host takes nothing new either.
+	// host takes nothing new either; one that runs no sandboxes refuses.
+	if !r.local {
+		writeError(w, req, "capacity", "no host takes new sandboxes (every one is draining, lost or unreachable); create again after Retry-After",
+			map[string]any{"reason": "no_host"})
+		return
+	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	next.ServeHTTP(w, req)
 }
@@ -266,7 +275,7 @@ func (r *Router) Candidates(ctx context.Context, runtime string) []store.HostRec
 	}
 	var out []scored
 	for _, h := range r.readHosts(ctx, 0) {
-		if h.State != store.HostActive || (h.URL == "" && h.ID != r.self) {
+		if h.State != store.HostActive || (h.URL == "" && h.ID != r.self) || (h.ID == r.self && !r.local) {
 			continue
 		}
 		var c hostreg.Capacity
@@ -325,10 +334,18 @@ func sandboxID(s string) string {
 	return id
 }
 
-// writeUnavailable answers 503 in /v1's error shape, which the E2B and
-// Daytona SDKs read as a retryable server error too.
+// writeUnavailable answers 503 unavailable.
 func writeUnavailable(w http.ResponseWriter, req *http.Request, msg string) {
-	body := map[string]string{"code": "unavailable", "error": msg}
+	writeError(w, req, "unavailable", msg, nil)
+}
+
+// writeError answers 503 with Retry-After in /v1's error shape, which the
+// E2B and Daytona SDKs read as a retryable server error too.
+func writeError(w http.ResponseWriter, req *http.Request, code, msg string, extra map[string]any) {
+	body := map[string]any{"code": code, "error": msg}
+	for k, v := range extra {
+		body[k] = v
+	}
 	if id := requestid.From(req.Context()); id != "" {
 		body["request_id"] = id
 	}

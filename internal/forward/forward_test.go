@@ -112,7 +112,7 @@ func TestRequestsGoToTheSandboxesHost(t *testing.T) {
 	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
 	f.register(t, "host_b", b.srv.URL, 8192, "runc")
 	onA, onB := f.sandboxOn(t, "host_a", 512), f.sandboxOn(t, "host_b", 512)
-	h := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+	h := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler)).Wrap(f.local)
 
 	for _, tc := range []struct {
 		name, method, path string
@@ -169,7 +169,7 @@ func TestRequestsGoToTheSandboxesHost(t *testing.T) {
 	if _, err := f.st.SetHostState(context.Background(), "host_b", 0, store.HostLost, "test"); err != nil {
 		t.Fatal(err)
 	}
-	h = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+	h = forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler)).Wrap(f.local)
 	if w := send(h, "GET", "/v1/sandboxes/"+onB, ""); w.Header().Get("X-Peer") != "local" {
 		t.Fatalf("a lost host's sandbox went to %q", w.Header().Get("X-Peer"))
 	}
@@ -188,7 +188,7 @@ func TestAHostAloneServesEverything(t *testing.T) {
 	f := newFixture(t)
 	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
 	id := f.sandboxOn(t, "host_a", 512)
-	h := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler)).Wrap(f.local)
+	h := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler)).Wrap(f.local)
 	for _, p := range []string{"/v1/sandboxes", "/v1/sandboxes/" + id + "/exec"} {
 		if w := send(h, "POST", p, `{"template":"busybox"}`); w.Header().Get("X-Peer") != "local" || w.Body.String() != `{"template":"busybox"}` {
 			t.Fatalf("POST %s: %d %v %q", p, w.Code, w.Header(), w.Body)
@@ -202,7 +202,7 @@ func TestCreatesArePlaced(t *testing.T) {
 	f.register(t, "host_a", "http://a.invalid", 8192, "runc", "gvisor")
 	f.register(t, "host_b", b.srv.URL, 8192, "runc", "gvisor")
 	f.register(t, "host_c", c.srv.URL, 8192, "runc")
-	r := forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	r := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
 	h := r.Wrap(f.local)
 	ids := func(hs []store.HostRecord) string {
 		var s []string
@@ -243,17 +243,37 @@ func TestCreatesArePlaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.srv.Close()
-	r = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	r = forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
 	if w := send(r.Wrap(f.local), "POST", "/v1/sandboxes", `{}`); w.Header().Get("X-Peer") != "local" {
 		t.Fatalf("create with c unreachable and b draining served by %q: %d %s", w.Header().Get("X-Peer"), w.Code, w.Body)
 	}
 	if _, err := f.st.SetHostState(ctx, "host_a", 0, store.HostDraining, "test"); err != nil {
 		t.Fatal(err)
 	}
-	r = forward.New(f.st, "host_a", slog.New(slog.DiscardHandler))
+	r = forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
 	before := *f.hits
 	if w := send(r.Wrap(f.local), "POST", "/v1/sandboxes", `{"template":"x"}`); w.Header().Get("X-Peer") != "local" || *f.hits != before+1 {
 		t.Fatalf("create with every host draining: %d %v", w.Code, w.Header())
+	}
+}
+
+// TestAnAPIOnlyPtdServesNoCreate: a ptd that runs no sandboxes (its
+// own host never registered) sends every create to a host, and answers
+// 503 capacity itself when none takes it, never its own control plane.
+func TestAnAPIOnlyPtdServesNoCreate(t *testing.T) {
+	f := newFixture(t)
+	b := newPeer(t)
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	h := forward.New(f.st, "api_1", false, slog.New(slog.DiscardHandler)).Wrap(f.local)
+	if w := send(h, "POST", "/v1/sandboxes", `{}`); w.Header().Get("X-Peer") != b.srv.URL {
+		t.Fatalf("create through the api went to %q", w.Header().Get("X-Peer"))
+	}
+	if _, err := f.st.SetHostState(context.Background(), "host_b", 0, store.HostDraining, "test"); err != nil {
+		t.Fatal(err)
+	}
+	w := send(h, "POST", "/v1/sandboxes", `{}`)
+	if w.Code != 503 || !strings.Contains(w.Body.String(), `"capacity"`) || !strings.Contains(w.Body.String(), `"no_host"`) || *f.hits != 0 {
+		t.Fatalf("create with no host taking any: %d %s (local hits %d), want 503 capacity no_host", w.Code, w.Body, *f.hits)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -337,4 +338,92 @@ func logLine(log string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestAPIOnlyEntry: a ptd started with --role=api runs no sandboxes (no
+// bridge, no host registered) and is the only entry to two hosts: its
+// creates land on both, and exec, files, the e2b SDK, stop and start reach
+// each sandbox on its host; with every host draining it answers 503
+// capacity no_host and creates nothing; a template build is refused.
+func TestAPIOnlyEntry(t *testing.T) {
+	requireEnv(t)
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--objects", t.TempDir()}
+	hosts := startHosts(t, 2, args...)
+	api, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", hosts[0].StoreURL, "--role", "api")})
+	t.Cleanup(func() {
+		if err := api.Stop(); err != nil {
+			t.Errorf("api ptd: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("api ptd: %v", err)
+	}
+	t.Cleanup(apicontract.Register(api.URL))
+	if out, err := exec.Command("ip", "link", "show", api.Bridge).CombinedOutput(); err == nil {
+		t.Fatalf("the api ptd made its bridge %s: %s", api.Bridge, out)
+	}
+	ctx := context.Background()
+	cl := platinum.New(api.URL, api.Token)
+	hs, err := cl.Hosts.List(ctx)
+	if err != nil || len(hs) != 2 {
+		t.Fatalf("hosts through the api: %+v %v, want the two hosts only", hs, err)
+	}
+	e2bPython := testenv.RequiresVenv(t, "../compat/e2b")
+	seen := map[string]bool{}
+	for i := range 2 {
+		sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Metadata: map[string]string{"who": fmt.Sprint("box", i)}},
+			platinum.WaitForRunning(2*time.Minute))
+		if err != nil {
+			t.Fatalf("create %d through the api: %v", i, err)
+		}
+		t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), sb.ID) })
+		seen[sb.HostID] = true
+		if err := cl.Sandboxes.Upload(ctx, sb.ID, "/root/host.txt", strings.NewReader(sb.HostID)); err != nil {
+			t.Fatalf("upload through the api: %v", err)
+		}
+		py := exec.Command(e2bPython, "-c", e2bConnect, sb.ID)
+		py.Env = append(os.Environ(), "E2B_API_URL="+api.URL, "E2B_SANDBOX_URL="+api.URL, "E2B_API_KEY="+api.Token, "E2B_DEBUG=")
+		if out, err := py.CombinedOutput(); err != nil || string(out) != fmt.Sprint("box", i)+"\n"+sb.HostID+"\nvia-e2b\n" {
+			t.Fatalf("e2b SDK through the api: %v\n%s", err, out)
+		}
+		if _, err := cl.Sandboxes.Stop(ctx, sb.ID, platinum.WaitForStopped(time.Minute)); err != nil {
+			t.Fatalf("stop through the api: %v", err)
+		}
+		if _, err := cl.Sandboxes.Start(ctx, sb.ID, platinum.WaitForRunning(2*time.Minute)); err != nil {
+			t.Fatalf("start through the api: %v", err)
+		}
+		res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/e2b.txt"})
+		if err != nil || res.Stdout != "via-e2b" {
+			t.Fatalf("exec through the api after a stop and start: %+v %v", res, err)
+		}
+	}
+	if len(seen) != 2 {
+		t.Fatalf("two creates through the api landed on %v, want both hosts", seen)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(api.DataDir, "sandboxes")); len(entries) != 0 {
+		t.Fatalf("the api ptd holds sandboxes: %v", entries)
+	}
+
+	before, err := cl.Sandboxes.List(ctx, platinum.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		if _, err := cl.Hosts.Drain(ctx, hostIDOf(t, h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ae *platinum.APIError
+	_, err = cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"})
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable || ae.Code != "capacity" || ae.Body["reason"] != "no_host" {
+		t.Fatalf("create through the api with every host draining: %v, want 503 capacity no_host", err)
+	}
+	if after, err := cl.Sandboxes.List(ctx, platinum.ListOptions{}); err != nil || len(after.Rows) != len(before.Rows) {
+		t.Fatalf("the refused create left sandboxes: %d, had %d (%v)", len(after.Rows), len(before.Rows), err)
+	}
+	req, _ := http.NewRequest("POST", api.URL+"/v1/templates/busybox/builds", nil)
+	req.Header.Set("Authorization", "Bearer "+api.Token)
+	if r, err := ptdtest.Send(nil, req); err != nil || r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("template build through the api: %d %s %v, want 503", r.Status, r.Body, err)
+	}
 }
