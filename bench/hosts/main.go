@@ -1,14 +1,13 @@
 // Command hosts measures a platform of several hosts on one store
 // (docs/ARCHITECTURE.md, "Many hosts"): creates per second and create →
-// first exec with one host and with three, both behind the same two entry
-// ptd processes that clients alternate between, in one run; and what a
-// forwarded call costs against the same call made to the sandbox's own
+// first exec with one host and with three, both behind the same two api
+// processes (--role=api) that clients alternate between, in one run; what
+// a forwarded call costs against the same call made to the sandbox's own
 // host (the baseline); and failover, a host's ptd killed → its backed-up
-// sandbox running on another host. Three ptd processes share one throwaway PostgreSQL
-// on this machine. "One host" is the same three with two of them drained:
-// a drained host takes no new sandboxes, and its ptd still answers
-// (forwarding to the host that does). It needs root, PostgreSQL's server
-// binaries and scripts/setup.sh.
+// sandbox running on another host. Five ptd processes share one throwaway
+// PostgreSQL on this machine. "One host" is the three hosts with two of
+// them drained: a drained host takes no new sandboxes. It needs root,
+// PostgreSQL's server binaries and scripts/setup.sh.
 //
 //	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc] [-failovers 3]
 package main
@@ -62,11 +61,15 @@ func run() error {
 			d.Stop()
 		}
 	}()
+	// Three hosts, then two api processes (--role=api) on their store.
 	var cls []*benchkit.Client
-	for i := range 3 {
+	for i := range 5 {
 		o := ptdtest.Options{RepoRoot: root, Store: "postgres", ExtraArgs: args}
 		if i > 0 {
 			o = ptdtest.Options{RepoRoot: root, Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
+		}
+		if i >= 3 {
+			o.ExtraArgs = append(o.ExtraArgs, "--role", "api")
 		}
 		d, err := ptdtest.Start(o)
 		if d != nil {
@@ -81,7 +84,7 @@ func run() error {
 		return err
 	}
 	ids := make([]string, 3)
-	for i, d := range ds {
+	for i, d := range ds[:3] {
 		b, err := os.ReadFile(filepath.Join(d.DataDir, "host-id"))
 		if err != nil {
 			return err
@@ -99,8 +102,8 @@ func run() error {
 		return nil
 	}
 	body := map[string]any{"template": "busybox", "cpu": 1, "ram_mb": 512, "disk_gb": 1, "runtime": *runtime}
-	entries := cls[:2]
-	fmt.Printf("create → first exec, busybox on %s, %d creates per configuration, %d at once, clients alternating between 2 entry ptds\n", *runtime, *n, *conc)
+	entries := cls[3:]
+	fmt.Printf("create → first exec, busybox on %s, %d creates per configuration, %d at once, clients alternating between 2 api processes\n", *runtime, *n, *conc)
 
 	if err := drain(true, 1, 2); err != nil {
 		return err
@@ -122,7 +125,7 @@ func run() error {
 	fmt.Printf("placement: 1 host %s; 3 hosts %s\n", spread(where1, ids), spread(where3, ids))
 
 	// The cost of a hop: the same sandbox read and exec'd through its own
-	// host's ptd (baseline) and through another, alternating.
+	// host's ptd (baseline) and through an api process, alternating.
 	id, err := cls[2].Create("busybox")
 	if err != nil {
 		return err
@@ -137,7 +140,7 @@ func run() error {
 			c   *benchkit.Client
 			get *[]time.Duration
 			ex  *[]time.Duration
-		}{{cls[2], &getDirect, &execDirect}, {cls[0], &getFwd, &execFwd}} {
+		}{{cls[2], &getDirect, &execDirect}, {cls[3], &getFwd, &execFwd}} {
 			t0 := time.Now()
 			if st, b, err := p.c.Do("GET", "/v1/sandboxes/"+id, nil); err != nil || st != 200 {
 				return fmt.Errorf("get: %d %s %v", st, b, err)
@@ -153,9 +156,9 @@ func run() error {
 		}
 	}
 	benchkit.Report("GET through its host's ptd (baseline)", getDirect, nil)
-	benchkit.Report("GET forwarded by another ptd", getFwd, getDirect)
+	benchkit.Report("GET through an api process (forwarded)", getFwd, getDirect)
 	benchkit.Report("exec through its host's ptd (baseline)", execDirect, nil)
-	benchkit.Report("exec forwarded by another ptd", execFwd, execDirect)
+	benchkit.Report("exec through an api process (forwarded)", execFwd, execDirect)
 	return failover(ds[2], cls, ids, *rounds, drain)
 }
 
