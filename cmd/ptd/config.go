@@ -53,6 +53,9 @@ type config struct {
 	// advertiseURL is where the other ptd of a shared store reach this
 	// one's API ("" means http://<listen address>).
 	advertiseURL string
+	// stopSnapshots backs up stopped disks while other hosts share the
+	// store (controlplane.Config.StopSnapshots).
+	stopSnapshots bool
 	// role is "all" (API and sandboxes, the default) or "api" (API only,
 	// every sandbox on other ptd processes' hosts; docs/operating.md).
 	role string
@@ -179,6 +182,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
+	fs.BoolVar(&c.stopSnapshots, "stop-snapshots", true, "on a PostgreSQL --store shared with other hosts, write each stopped sandbox's disk to the object store (a backup named pt:stop, replacing the previous one), so another host can start it if this one is lost")
 	fs.StringVar(&c.role, "role", "all", "all: serve the API and run sandboxes on this machine; api: serve the API only, forwarding every sandbox's requests and every create to the hosts of the other ptd processes on the same PostgreSQL --store")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")

@@ -117,6 +117,7 @@ func serve(ctx context.Context, args []string) error {
 		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
 	}
 	cpCfg.MinFreeBytes = cfg.minFreeMB << 20
+	cpCfg.StopSnapshots = cfg.stopSnapshots && cfg.store.kind == "postgres" && h != nil
 	// The control plane's parts (docs/ARCHITECTURE.md): tenancy below the
 	// core, the core, events, artifacts and sessions beside it, and the
 	// transports over them. Every part writes through the feed-wrapped

@@ -47,6 +47,10 @@ const AgentPath = hostapi.AgentPath
 
 // Config tunes the service.
 type Config struct {
+	// StopSnapshots backs up every stopped disk to Objects while another
+	// host shares the store, so it may start there once this host is lost
+	// (stopsnap.go).
+	StopSnapshots bool
 	// Admission queues starts while the host is busy (admission.go).
 	Admission AdmissionConfig
 	// MinFreeBytes is the room the host's data dir keeps: creates and

@@ -89,6 +89,10 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 	if sb.Retention.Type == sandbox.TypeEphemeral {
 		// The teardown this starts waits for our lock.
 		s.deleteWithReason(ctx, id, "auto_deleted")
+		return
+	}
+	if s.cfg.StopSnapshots {
+		s.goBackground(func(ctx context.Context) { s.takeStopSnapshot(ctx, id) })
 	}
 }
 
@@ -129,8 +133,16 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		case sandbox.StateStopped, sandbox.StateFailed:
 			if s.elsewhere(sb) {
 				// Its disk is on that host (lost, or this call came past
-				// forwarding): booting here would boot an empty disk.
-				return sb, fmt.Errorf("sandbox %s's disk is on host %s; it starts there once that host is back: %w", sb.ID, sb.HostID, sandbox.ErrUnavailable)
+				// forwarding): booting here would boot an empty disk, unless
+				// its stop snapshot holds the disk as it stopped.
+				moved, err := s.startFromStopSnapshot(ctx, &sb)
+				if err != nil {
+					return sandbox.Sandbox{}, err
+				}
+				if !moved {
+					return sb, fmt.Errorf("sandbox %s's disk is on host %s; it starts there once that host is back: %w", sb.ID, sb.HostID, sandbox.ErrUnavailable)
+				}
+				break
 			}
 			sb.State = sandbox.StateStarting
 		case sandbox.StateArchived:
@@ -153,7 +165,9 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 			unlockQuota()
 			return sandbox.Sandbox{}, err
 		}
-		sb.Reason = ""
+		if sb.RestoreSnapshotID == "" {
+			sb.Reason = ""
+		}
 		sb, err = s.update(ctx, sb)
 		unlockQuota()
 		if isConflict(err) {
@@ -166,7 +180,7 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		done := release
 		release = nil // the background start gives it back
 		if sb.State == sandbox.StateRestoring {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doUnarchive(ctx, id) })
+			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doRestoring(ctx, id) })
 		} else {
 			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
 		}

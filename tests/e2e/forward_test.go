@@ -81,8 +81,9 @@ print(s.files.read("/root/e2b.txt"))
 // hosts that live. Once it is lost, its sandbox with a backup runs again on
 // a live host from that backup (last_start says so; a file written after
 // the backup does not come back), its sandbox without one is failed
-// host_lost and no other host starts it; back, the host destroys its stale
-// copy and forwards to the sandbox's new host. An entry ptd killed
+// host_lost and no other host starts it, and its stopped one starts on a
+// live host from its stop snapshot; back, the host destroys its stale
+// copies and forwards to the sandboxes' new hosts. An entry ptd killed
 // mid-create leaves the create whole on its host, answered to the same
 // Idempotency-Key through another ptd.
 func TestOneEntryManyHosts(t *testing.T) {
@@ -241,11 +242,37 @@ func TestOneEntryManyHosts(t *testing.T) {
 	}
 	drain(true)
 	bare, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
-	drain(false)
 	if err != nil || bare.HostID != idC {
+		drain(false)
 		t.Fatalf("create with only c taking sandboxes: %+v %v", bare, err)
 	}
 	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), bare.ID) })
+	// A third sandbox on c is stopped: its stop snapshot (the disk as it
+	// stopped) goes to the object store.
+	parked, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
+	drain(false)
+	if err != nil || parked.HostID != idC {
+		t.Fatalf("create with only c taking sandboxes: %+v %v", parked, err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), parked.ID) })
+	if err := cl.Sandboxes.Upload(ctx, parked.ID, "/root/parked.txt", strings.NewReader("parked")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Sandboxes.Stop(ctx, parked.ID, platinum.WaitForStopped(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var stopSnap string
+	for deadline := time.Now().Add(time.Minute); stopSnap == ""; time.Sleep(200 * time.Millisecond) {
+		bks, err := cl.Sandboxes.ListBackups(ctx, parked.ID)
+		for _, b := range bks {
+			if b.Name == "pt:stop" && b.State == platinum.SnapshotReady {
+				stopSnap = b.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stop snapshot of the stopped sandbox: %+v %v", bks, err)
+		}
+	}
 
 	// c dies without a word.
 	c.Kill()
@@ -283,6 +310,17 @@ func TestOneEntryManyHosts(t *testing.T) {
 	var ae *platinum.APIError
 	if _, err := cl.Sandboxes.Start(ctx, bare.ID); !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("start of the lost host's sandbox elsewhere: %v, want 503", err)
+	}
+	// The stopped one starts on a live host from its stop snapshot.
+	got, err := cl.Sandboxes.Start(ctx, parked.ID, platinum.WaitForRunning(2*time.Minute))
+	if err != nil || got.HostID == idC {
+		t.Fatalf("start of the lost host's stopped sandbox: %+v %v, want running on a live host", got, err)
+	}
+	if ls, err := got.LastStart(); err != nil || ls == nil || !strings.Contains(ls.Reason, stopSnap) {
+		t.Fatalf("its last start = %+v %v, want one naming the stop snapshot %s", ls, err, stopSnap)
+	}
+	if res, err := cl.Sandboxes.Exec(ctx, parked.ID, platinum.ExecRequest{Shell: "cat /root/parked.txt"}); err != nil || res.Stdout != "parked" {
+		t.Fatalf("the stopped sandbox's file after its start elsewhere: %+v %v", res, err)
 	}
 	// The backed-up one runs again on a live host, from its backup.
 	var rec *platinum.Sandbox
