@@ -56,6 +56,10 @@ type config struct {
 	// stopSnapshots backs up stopped disks while other hosts share the
 	// store (controlplane.Config.StopSnapshots).
 	stopSnapshots bool
+	// relocate moves starts the admission queue refuses to another host
+	// (controlplane.Config.RelocateOnCapacity), at most once per guard.
+	relocate      bool
+	relocateGuard time.Duration
 	// role is "all" (API and sandboxes, the default) or "api" (API only,
 	// every sandbox on other ptd processes' hosts; docs/operating.md).
 	role string
@@ -183,6 +187,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
 	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
 	fs.BoolVar(&c.stopSnapshots, "stop-snapshots", true, "on a PostgreSQL --store shared with other hosts, write each stopped sandbox's disk to the object store (a backup named pt:stop, replacing the previous one), so another host can start it if this one is lost")
+	fs.BoolVar(&c.relocate, "start-relocate-on-capacity", true, "a start the host's start queue refuses moves the stopped sandbox to another host through its stop snapshot (202 code relocating) when it has one that holds its disk as it stopped; otherwise 503 capacity")
+	fs.DurationVar(&c.relocateGuard, "start-relocate-guard", 10*time.Minute, "how long a relocated sandbox is not relocated again (its starts answer 503 capacity meanwhile)")
 	fs.StringVar(&c.role, "role", "all", "all: serve the API and run sandboxes on this machine; api: serve the API only, forwarding every sandbox's requests and every create to the hosts of the other ptd processes on the same PostgreSQL --store")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")

@@ -118,6 +118,7 @@ func serve(ctx context.Context, args []string) error {
 	}
 	cpCfg.MinFreeBytes = cfg.minFreeMB << 20
 	cpCfg.StopSnapshots = cfg.stopSnapshots && cfg.store.kind == "postgres" && h != nil
+	cpCfg.RelocateOnCapacity, cpCfg.RelocateGuard = cfg.relocate && cpCfg.StopSnapshots, cfg.relocateGuard
 	// The control plane's parts (docs/ARCHITECTURE.md): tenancy below the
 	// core, the core, events, artifacts and sessions beside it, and the
 	// transports over them. Every part writes through the feed-wrapped

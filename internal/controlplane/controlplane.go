@@ -51,6 +51,11 @@ type Config struct {
 	// host shares the store, so it may start there once this host is lost
 	// (stopsnap.go).
 	StopSnapshots bool
+	// RelocateOnCapacity moves a start this host's admission refuses to
+	// another host through the sandbox's stop snapshot (relocate.go);
+	// RelocateGuard is how long a relocated sandbox stays put.
+	RelocateOnCapacity bool
+	RelocateGuard      time.Duration
 	// Admission queues starts while the host is busy (admission.go).
 	Admission AdmissionConfig
 	// MinFreeBytes is the room the host's data dir keeps: creates and
@@ -199,6 +204,9 @@ type Service struct {
 	// provisioning holds the IDs of the creates a provision goroutine is
 	// driving (queued for a boot slot or booting).
 	provisioning sync.Map
+	// relocations holds the IDs of the relocations to this host being
+	// driven (relocate.go).
+	relocations sync.Map
 
 	ctx    context.Context // cancelled by Close; parent of background work
 	cancel context.CancelFunc

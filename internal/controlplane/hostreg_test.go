@@ -2,12 +2,16 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/hostreg"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // TestStartOnlyOnTheDisksHost: a stopped or failed sandbox whose record
@@ -70,5 +74,73 @@ func TestFenceAndUnfence(t *testing.T) {
 	got, _ := s.store.GetSandbox(ctx, "", stays.ID)
 	if got.State != sandbox.StateRunning {
 		t.Fatalf("unfenced sandbox is %s", got.State)
+	}
+}
+
+// TestRelocateOnCapacity: a start the full queue refuses moves a stopped
+// sandbox with a current stop snapshot to the other active host that
+// runs its class (202 relocating, the record that host's, restoring); a
+// sandbox relocated within the guard, one whose stop snapshot predates its
+// stop, or one with nowhere to go answers the queue's refusal and stays.
+func TestRelocateOnCapacity(t *testing.T) {
+	s, st := newServiceWith(t, &fakeHost{}, "", func(c *Config) {
+		c.Admission = AdmissionConfig{Queue: true, Slots: 1, Wait: 10 * time.Millisecond, MaxQueue: 8}
+		c.RelocateOnCapacity, c.RelocateGuard = true, time.Hour
+	})
+	ctx := context.Background()
+	hold, err := s.starts.acquire(ctx, "org_other") // the host's one start slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold()
+	stoppedWithSnapshot := func(age time.Duration) sandbox.Sandbox {
+		t.Helper()
+		sb := running(t, s, CreateRequest{Template: "busybox"})
+		stopped := s.now().Add(-time.Minute)
+		sb = setRecord(t, s, sb.ID, func(x *sandbox.Sandbox) { x.State, x.StoppedAt = sandbox.StateStopped, &stopped })
+		snap := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), OrgID: sb.OrgID, SandboxID: sb.ID, Name: StopSnapshotName,
+			Kind: sandbox.KindBackup, State: sandbox.SnapshotReady, CreatedAt: stopped.Add(age)}
+		if err := st.CreateSnapshot(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	var ce *CapacityError
+	sb := stoppedWithSnapshot(time.Second)
+	if _, err := s.StartWithin(ctx, org, sb.ID, 0); !errors.As(err, &ce) {
+		t.Fatalf("start with no other host: %v, want the queue's refusal", err)
+	}
+	capOf := func(classes ...string) []byte {
+		c := hostreg.Capacity{CPU: 2, RAMMB: 4096}
+		for _, cl := range classes {
+			c.Classes = append(c.Classes, hostreg.ClassCap{Name: cl})
+		}
+		b, _ := json.Marshal(c)
+		return b
+	}
+	for _, h := range []store.HostRecord{{ID: "host_gvisor_only", Capacity: capOf("gvisor")}, {ID: "host_other", Capacity: capOf("runc", "gvisor")}} {
+		if _, err := st.RegisterHost(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.StartWithin(ctx, org, sb.ID, 0)
+	var re *RelocatingError
+	if !errors.As(err, &re) || got.State != sandbox.StateRestoring || got.HostID != "host_other" || re.To != "host_other" || !relocating(got) {
+		t.Fatalf("start on a full host: %s on %s, %v; want relocating to host_other", got.State, got.HostID, err)
+	}
+	// Back here and stopped again within the guard: it stays.
+	setRecord(t, s, sb.ID, func(x *sandbox.Sandbox) {
+		x.State, x.HostID, x.RestoreSnapshotID, x.Reason = sandbox.StateStopped, s.host.ID(), "", ""
+	})
+	if _, err := s.StartWithin(ctx, org, sb.ID, 0); !errors.As(err, &ce) {
+		t.Fatalf("second relocation within the guard: %v, want the queue's refusal", err)
+	}
+	// A snapshot from before the stop does not hold its disk as it stopped.
+	old := stoppedWithSnapshot(-time.Second)
+	if _, err := s.StartWithin(ctx, org, old.ID, 0); !errors.As(err, &ce) {
+		t.Fatalf("relocation through a stale stop snapshot: %v, want the queue's refusal", err)
+	}
+	if cur, _ := st.GetSandbox(ctx, "", old.ID); cur.State != sandbox.StateStopped || cur.HostID != s.host.ID() {
+		t.Fatalf("refused start moved the sandbox: %s on %s", cur.State, cur.HostID)
 	}
 }

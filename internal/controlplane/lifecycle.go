@@ -128,7 +128,17 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 			return sandbox.Sandbox{}, err
 		}
 		switch sb.State {
-		case sandbox.StateRunning, sandbox.StateStarting, sandbox.StateCreating, sandbox.StateRestoring:
+		case sandbox.StateRestoring:
+			if relocating(sb) {
+				// A second start joins the relocation; here, on its new
+				// host, it also drives it if nothing does yet.
+				if !s.elsewhere(sb) {
+					s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, id) })
+				}
+				return sb, &RelocatingError{Sandbox: sb, To: sb.HostID}
+			}
+			return sb, nil
+		case sandbox.StateRunning, sandbox.StateStarting, sandbox.StateCreating:
 			return sb, nil
 		case sandbox.StateStopped, sandbox.StateFailed:
 			if s.elsewhere(sb) {
@@ -153,6 +163,9 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		}
 		if release == nil {
 			if release, err = s.starts.acquire(qctx, sb.OrgID); err != nil {
+				if moved, rerr, ok := s.relocate(ctx, id, err); ok {
+					return moved, rerr
+				}
 				return sandbox.Sandbox{}, err
 			}
 			continue // the wait may have been long: read the state again

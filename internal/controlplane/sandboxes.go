@@ -194,7 +194,7 @@ const LastStartKey = "last_start"
 // them). A user may read and filter on them but never set them: a forged
 // pt_pool_ready would make a user's sandbox claimable by another org's
 // session, and a patch keeps them (see Update).
-var platformMetadataKeys = []string{store.MetaPool, store.MetaPoolReady, store.MetaPoolClaim, store.MetaSessionID}
+var platformMetadataKeys = []string{store.MetaPool, store.MetaPoolReady, store.MetaPoolClaim, store.MetaSessionID, MetaRelocatedAt}
 
 // validateUserMetadata is validateMetadata for metadata a caller sends:
 // the platform's own keys are refused too.
@@ -890,7 +890,11 @@ func (s *Service) reconcilePass(ctx context.Context, startup bool) ([]func(conte
 				s.goBackground(func(ctx context.Context) { s.doArchive(ctx, sb.ID) })
 			}
 		case sandbox.StateRestoring:
-			if stuck {
+			switch {
+			case relocating(sb):
+				// Moved here by another host (relocate.go): at once.
+				s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
+			case stuck:
 				s.goBackground(func(ctx context.Context) { s.doRestoring(ctx, sb.ID) })
 			}
 		case sandbox.StateCreating:

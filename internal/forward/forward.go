@@ -282,7 +282,7 @@ func (r *Router) Candidates(ctx context.Context, runtime string) []store.HostRec
 		if json.Unmarshal(h.Capacity, &c) != nil {
 			continue
 		}
-		if runtime != "" && !slices.ContainsFunc(c.Classes, func(cl hostreg.ClassCap) bool { return cl.Name == runtime }) {
+		if !c.Runs(runtime) {
 			continue
 		}
 		u := use[h.ID]

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
@@ -27,6 +28,11 @@ type Capacity struct {
 	Classes []ClassCap `json:"runtime_classes"`
 	GPUs    []GPUCap   `json:"gpus"`
 	LXCFS   bool       `json:"lxcfs"`
+}
+
+// Runs reports whether the host runs runtime class (any, when empty).
+func (c Capacity) Runs(class string) bool {
+	return class == "" || slices.ContainsFunc(c.Classes, func(cl ClassCap) bool { return cl.Name == class })
 }
 
 // ClassCap is one runtime class and whether it keeps memory across a stop.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -300,6 +301,14 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		}
 		deadline := time.Now().Add(timeout) // one deadline for both waits
 		sb, err := call(r.Context(), p, r.PathValue("id"), timeout)
+		if re, ok := errors.AsType[*controlplane.RelocatingError](err); ok {
+			// Finished in the background on the other host: no wait here.
+			v := viewSandbox(re.Sandbox)
+			v.Code = "relocating"
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusAccepted, v)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,9 @@ type sandboxView struct {
 	Restore      *string `json:"restore,omitempty"`
 	RAMRestored  *bool   `json:"ram_restored,omitempty"`
 	WaitTimedOut *bool   `json:"wait_timed_out,omitempty"`
+	// Code is "relocating" on a start's 202 that moved the sandbox to
+	// another host (docs/stop-start.md, "Starting while the host is busy").
+	Code string `json:"code,omitempty"`
 	// Start is how the create got the sandbox running: "warm" (handed a
 	// sandbox a warm pool booted ahead) or "cold" (docs/sessions.md,
 	// "Warm creates").

@@ -465,3 +465,96 @@ func TestAPIOnlyEntry(t *testing.T) {
 		t.Fatalf("template build through the api: %d %s %v, want 503", r.Status, r.Body, err)
 	}
 }
+
+// TestStartRelocatesOnCapacity: host b takes one start at a time and
+// waits 100 ms for a slot. While a gVisor sandbox's cold start holds its
+// slot, the start of a stopped sandbox there is refused by its queue and
+// relocated to a through its stop snapshot: 202 code relocating, the
+// record a's, restoring; a second start (through b's ptd, forwarded to a)
+// joins it with the same answer; it ends running on a with its file.
+func TestStartRelocatesOnCapacity(t *testing.T) {
+	requireEnv(t)
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
+		"--reconcile-interval", "1s", "--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "100ms"}
+	ds := startHosts(t, 2, args...)
+	a, b := ds[0], ds[1]
+	idA, idB := hostIDOf(t, a), hostIDOf(t, b)
+	ctx := context.Background()
+	cl := platinum.New(a.URL, a.Token)
+
+	if _, err := cl.Hosts.Drain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	st, m := post(t, a, "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=120000", map[string]any{"template": "busybox", "runtime": "gvisor"})
+	if st != 201 {
+		t.Fatalf("create the gVisor sandbox: %d %v", st, m)
+	}
+	blocker := struct{ ID, HostID string }{m["id"].(string), m["host_id"].(string)}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), blocker.ID) })
+	sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
+	if _, err := cl.Hosts.Undrain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || sb.HostID != idB || blocker.HostID != idB {
+		t.Fatalf("creates with only b taking sandboxes: %+v %+v %v", sb, blocker, err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), sb.ID) })
+	if err := cl.Sandboxes.Upload(ctx, sb.ID, "/root/moved.txt", strings.NewReader("moved")); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{blocker.ID, sb.ID} {
+		if st, m := post(t, a, "/v1/sandboxes/"+id+"/stop?memory=false&wait_for_state=stopped", nil); st != 200 {
+			t.Fatalf("stop %s: %d %v", id, st, m)
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		bks, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
+		if slices.ContainsFunc(bks, func(b platinum.Snapshot) bool { return b.Name == "pt:stop" && b.State == platinum.SnapshotReady }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stop snapshot: %+v", bks)
+		}
+	}
+
+	// The gVisor cold start holds b's one slot; the next start waits 100 ms.
+	if st, m := post(t, a, "/v1/sandboxes/"+blocker.ID+"/start", nil); st != 200 {
+		t.Fatalf("start the gVisor sandbox: %d %v", st, m)
+	}
+	st, m = post(t, a, "/v1/sandboxes/"+sb.ID+"/start", nil)
+	if st != 202 || m["code"] != "relocating" || m["state"] != "restoring" || m["host_id"] != idA {
+		t.Fatalf("start on a full host: %d %v, want 202 relocating to a (%s)", st, m, idA)
+	}
+	if st, m := post(t, b, "/v1/sandboxes/"+sb.ID+"/start", nil); st != 202 && st != 200 || st == 202 && m["code"] != "relocating" {
+		t.Fatalf("second start through b: %d %v, want it to join the relocation", st, m)
+	}
+	got, err := cl.Sandboxes.Start(ctx, sb.ID, platinum.WaitForRunning(2*time.Minute))
+	for deadline := time.Now().Add(2 * time.Minute); err != nil || got.State != platinum.StateRunning; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relocated sandbox never ran: %+v %v", got, err)
+		}
+		got, err = cl.Sandboxes.Get(ctx, sb.ID)
+	}
+	if got.HostID != idA {
+		t.Fatalf("relocated sandbox runs on %s, want a (%s)", got.HostID, idA)
+	}
+	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" {
+		t.Fatalf("the relocated sandbox's file: %+v %v", res, err)
+	}
+}
+
+// post sends a POST of body (none when nil) with d's token and decodes
+// the answer.
+func post(t *testing.T, d *ptdtest.Daemon, path string, body any) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", d.URL+path, ptdtest.JSONBody(body))
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	req.Header.Set("Content-Type", "application/json")
+	r, err := ptdtest.Send(nil, req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	var m map[string]any
+	json.Unmarshal(r.Body, &m)
+	return r.Status, m
+}

@@ -2946,6 +2946,10 @@ export interface components {
             /** @constant */
             wait_timed_out: true;
         };
+        SandboxRelocating: components["schemas"]["Sandbox"] & {
+            /** @constant */
+            code: "relocating";
+        };
         CreateSandbox: {
             /**
              * @description Make the sandbox a copy of a snapshot (its disk, and its memory
@@ -3550,6 +3554,23 @@ export interface components {
             };
             content: {
                 "application/json": components["schemas"]["Sandbox"];
+            };
+        };
+        /**
+         * @description The wait ran out before the sandbox ran (`wait_timed_out: true`, the
+         *     state it is still in), or the host's start queue refused it and the
+         *     sandbox is relocating to another host through its stop snapshot
+         *     (`code: relocating`, state `restoring`, `host_id` the new host;
+         *     finished in the background, and a second start joins it).
+         */
+        StartAccepted: {
+            headers: {
+                /** @description Seconds to wait before calling again or polling. */
+                "Retry-After"?: 5;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["SandboxWaitTimedOut"] | components["schemas"]["SandboxRelocating"];
             };
         };
         /** @description The wait ran out before the target state; the body has the state the sandbox is still in. */
@@ -4793,7 +4814,7 @@ export interface operations {
                     "application/json": components["schemas"]["Sandbox"];
                 };
             };
-            202: components["responses"]["LifecycleWaitTimedOut"];
+            202: components["responses"]["StartAccepted"];
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
@@ -4841,7 +4862,7 @@ export interface operations {
         requestBody?: never;
         responses: {
             200: components["responses"]["LifecycleDone"];
-            202: components["responses"]["LifecycleWaitTimedOut"];
+            202: components["responses"]["StartAccepted"];
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];

@@ -1,0 +1,133 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/hostreg"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// Relocation (docs/stop-start.md, "Starting while the host is busy"): a
+// start this host's admission refuses moves the stopped sandbox to another
+// host through its stop snapshot (stopsnap.go) when
+// --start-relocate-on-capacity allows it: the record becomes that host's,
+// restoring from the snapshot, and the call answers 202 relocating. The
+// other host's reconciler drives the restore; a second start there joins
+// it. A sandbox relocated within Config.RelocateGuard is not moved again
+// (it answers 503 capacity as without relocation), so it cannot bounce
+// between busy hosts.
+
+// MetaRelocatedAt is the platform metadata key holding when the sandbox
+// was last relocated (RFC 3339).
+const MetaRelocatedAt = "pt_relocated_at"
+
+// ReasonRelocating starts the reason of a sandbox being relocated.
+const ReasonRelocating = "relocating"
+
+// RelocatingError is a start answered by a relocation: Sandbox is the
+// record, restoring on host To from host From.
+type RelocatingError struct {
+	Sandbox  sandbox.Sandbox
+	From, To string
+}
+
+func (e *RelocatingError) Error() string {
+	return fmt.Sprintf("sandbox %s is relocating from host %s to host %s, whose start finishes in the background; poll it, or call start again to join", e.Sandbox.ID, e.From, e.To)
+}
+
+// relocating reports whether sb is being moved here by a relocation.
+func relocating(sb sandbox.Sandbox) bool {
+	return sb.State == sandbox.StateRestoring && sb.RestoreSnapshotID != "" && strings.HasPrefix(sb.Reason, ReasonRelocating)
+}
+
+// relocate answers a start that admission refused with cause: it moves
+// the stopped sandbox to the host with the most free memory that runs
+// its class, when that is allowed and safe (a stop snapshot holds its disk
+// as it stopped, and it was not relocated within the guard). ok is false
+// when it did not, and the start answers cause.
+func (s *Service) relocate(ctx context.Context, id string, cause error) (sandbox.Sandbox, *RelocatingError, bool) {
+	if _, busy := errors.AsType[*CapacityError](cause); !busy || !s.cfg.RelocateOnCapacity {
+		return sandbox.Sandbox{}, nil, false
+	}
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateStopped || s.elsewhere(sb) || sb.StoppedAt == nil {
+		return sandbox.Sandbox{}, nil, false
+	}
+	if at, err := time.Parse(time.RFC3339, sb.Metadata[MetaRelocatedAt]); err == nil && s.now().Sub(at) < s.cfg.RelocateGuard {
+		return sandbox.Sandbox{}, nil, false
+	}
+	snaps, err := s.stopSnapshots(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, nil, false
+	}
+	var snap *sandbox.Snapshot
+	for i := range snaps {
+		if snaps[i].State == sandbox.SnapshotReady && !snaps[i].CreatedAt.Before(sb.StoppedAt.Truncate(time.Microsecond)) {
+			snap = &snaps[i]
+			break
+		}
+	}
+	if snap == nil {
+		return sandbox.Sandbox{}, nil, false
+	}
+	to := s.relocationTarget(ctx, sb.Runtime)
+	if to == "" {
+		return sandbox.Sandbox{}, nil, false
+	}
+	from, reason := s.host.ID(), cause.(*CapacityError).Reason
+	out, ok, err := s.transition(ctx, id, sandbox.StateStopped, sandbox.StateRestoring, func(x *sandbox.Sandbox) {
+		x.HostID, x.RestoreSnapshotID, x.Address = to, snap.ID, ""
+		x.Reason = fmt.Sprintf("%s from host %s to host %s (%s)", ReasonRelocating, from, to, reason)
+		if x.Metadata == nil {
+			x.Metadata = map[string]string{}
+		}
+		x.Metadata[MetaRelocatedAt] = s.now().Format(time.RFC3339)
+	})
+	if err != nil || !ok {
+		return sandbox.Sandbox{}, nil, false
+	}
+	s.log.InfoContext(ctx, "start relocated", "sandbox", id, "from", from, "to", to, "stop_snapshot", snap.ID, "cause", reason)
+	s.event(ctx, out, "relocating", map[string]any{"from_host": from, "to_host": to, "stop_snapshot_id": snap.ID, "cause": reason})
+	return out, &RelocatingError{Sandbox: out, From: from, To: to}, true
+}
+
+// driveRelocation runs the restore of a sandbox relocated to this host,
+// once at a time per sandbox (the reconciler and starts may all ask).
+func (s *Service) driveRelocation(ctx context.Context, id string) {
+	if _, busy := s.relocations.LoadOrStore(id, true); busy {
+		return
+	}
+	defer s.relocations.Delete(id)
+	s.doRestoring(ctx, id)
+}
+
+// relocationTarget is the active host other than this one with the most
+// free memory that runs class (hostreg's capacity and the store's
+// reservations); "" when there is none.
+func (s *Service) relocationTarget(ctx context.Context, class string) string {
+	hs, err := s.store.ListHosts(ctx)
+	if err != nil {
+		return ""
+	}
+	use, err := s.store.HostUsage(ctx, hostreg.Live...)
+	if err != nil {
+		return ""
+	}
+	best, bestFree := "", 0
+	for _, h := range hs {
+		var c hostreg.Capacity
+		if h.ID == s.host.ID() || h.State != store.HostActive || json.Unmarshal(h.Capacity, &c) != nil || !c.Runs(class) {
+			continue
+		}
+		if free := c.RAMMB - use[h.ID].RAMMB; best == "" || free > bestFree {
+			best, bestFree = h.ID, free
+		}
+	}
+	return best
+}
