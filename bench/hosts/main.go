@@ -3,8 +3,10 @@
 // first exec with one host and with three, both behind the same two api
 // processes (--role=api) that clients alternate between, in one run; what
 // a forwarded call costs against the same call made to the sandbox's own
-// host (the baseline); and failover, a host's ptd killed → its backed-up
-// sandbox running on another host. Five ptd processes share one throwaway
+// host (the baseline); a start relocated by a full start queue through
+// the sandbox's stop snapshot, against a start on its own host; and
+// failover, a host's ptd killed → its backed-up sandbox running on another
+// host. Five ptd processes share one throwaway
 // PostgreSQL on this machine. "One host" is the three hosts with two of
 // them drained: a drained host takes no new sandboxes. It needs root,
 // PostgreSQL's server binaries and scripts/setup.sh.
@@ -14,6 +16,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -70,6 +73,11 @@ func run() error {
 		}
 		if i >= 3 {
 			o.ExtraArgs = append(o.ExtraArgs, "--role", "api")
+		}
+		if i == 2 {
+			// Host 3 starts one sandbox at a time and waits 100 ms for a
+			// slot, so the relocation measurement can fill it.
+			o.ExtraArgs = append(o.ExtraArgs, "--start-admission-slots", "1", "--start-admission-wait", "100ms")
 		}
 		d, err := ptdtest.Start(o)
 		if d != nil {
@@ -159,7 +167,119 @@ func run() error {
 	benchkit.Report("GET through an api process (forwarded)", getFwd, getDirect)
 	benchkit.Report("exec through its host's ptd (baseline)", execDirect, nil)
 	benchkit.Report("exec through an api process (forwarded)", execFwd, execDirect)
+	if err := relocation(cls, ids, *rounds, drain); err != nil {
+		return err
+	}
 	return failover(ds[2], cls, ids, *rounds, drain)
+}
+
+// relocation times a start of a stopped 1 GB sandbox holding 256 MB of
+// fresh data that host 3's full start queue relocates to another host
+// through its stop snapshot (start call → running elsewhere), beside the
+// baseline: a start of the same sandbox on the host it is on.
+func relocation(cls []*benchkit.Client, ids []string, rounds int, drain func(bool, ...int) error) error {
+	var moved, local []time.Duration
+	api := cls[3]
+	stop := func(id string) error {
+		if st, b, err := api.Do("POST", "/v1/sandboxes/"+id+"/stop?memory=false&wait_for_state=stopped", nil); err != nil || st != 200 {
+			return fmt.Errorf("stop %s: %d %s %v", id, st, b, err)
+		}
+		return nil
+	}
+	waitRunning := func(id string, t0 time.Time) (time.Duration, string, error) {
+		for deadline := t0.Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			_, b, _ := api.Do("GET", "/v1/sandboxes/"+id, nil)
+			var sb struct {
+				State  string
+				HostID string `json:"host_id"`
+			}
+			json.Unmarshal(b, &sb)
+			if sb.State == "running" {
+				return time.Since(t0), sb.HostID, nil
+			}
+		}
+		return 0, "", fmt.Errorf("sandbox %s never ran again", id)
+	}
+	// stopSnapshot waits for a ready stop snapshot of id other than prev.
+	stopSnapshot := func(id, prev string) (string, error) {
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			_, b, _ := api.Do("GET", "/v1/sandboxes/"+id+"/backups", nil)
+			var bks struct {
+				Rows []struct{ ID, Name, State string }
+			}
+			json.Unmarshal(b, &bks)
+			for _, bk := range bks.Rows {
+				if bk.Name == "pt:stop" && bk.State == "ready" && bk.ID != prev {
+					return bk.ID, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("no new stop snapshot of %s", id)
+	}
+	for range rounds {
+		if err := drain(true, 0, 1); err != nil {
+			return err
+		}
+		blocker, berr := api.CreateRunning("gvisor busybox", map[string]any{"template": "busybox", "runtime": "gvisor"})
+		id, err := api.CreateRunning("busybox", map[string]any{"template": "busybox", "disk_gb": 1})
+		if err := drain(false, 0, 1); err != nil {
+			return err
+		}
+		if err = errors.Join(berr, err); err != nil {
+			return err
+		}
+		if _, err := api.Exec(id, []string{"sh", "-c", "head -c 268435456 /dev/urandom > /root/data && sync"}); err != nil {
+			return err
+		}
+		for _, x := range []string{blocker, id} {
+			if err := stop(x); err != nil {
+				return err
+			}
+		}
+		snap, err := stopSnapshot(id, "")
+		if err != nil {
+			return err
+		}
+		// Baseline: the same sandbox started where it is, then stopped.
+		t0 := time.Now()
+		if st, b, err := api.Do("POST", "/v1/sandboxes/"+id+"/start", nil); err != nil || st != 200 {
+			return fmt.Errorf("start %s: %d %s %v", id, st, b, err)
+		}
+		d, _, err := waitRunning(id, t0)
+		if err != nil {
+			return err
+		}
+		local = append(local, d)
+		if err := stop(id); err != nil {
+			return err
+		}
+		if _, err := stopSnapshot(id, snap); err != nil {
+			return err
+		}
+		// The gVisor cold start holds host 3's one slot.
+		if st, b, err := api.Do("POST", "/v1/sandboxes/"+blocker+"/start", nil); err != nil || st != 200 {
+			return fmt.Errorf("start the blocker: %d %s %v", st, b, err)
+		}
+		t0 = time.Now()
+		st, b, err := api.Do("POST", "/v1/sandboxes/"+id+"/start", nil)
+		if err != nil || st != 202 || !strings.Contains(string(b), `"code":"relocating"`) {
+			return fmt.Errorf("start on a full host: %d %s %v, want 202 relocating", st, b, err)
+		}
+		d, host, err := waitRunning(id, t0)
+		if err != nil {
+			return err
+		}
+		if host == ids[2] {
+			return fmt.Errorf("sandbox %s did not move", id)
+		}
+		moved = append(moved, d)
+		api.Delete(id)
+		api.Delete(blocker)
+	}
+	fmt.Printf("start of a stopped 1 GB sandbox holding 256 MB written since its template, %d rounds:\n", rounds)
+	benchkit.Report("start on its own host (baseline)", local, nil)
+	benchkit.Report("start relocated through its stop snapshot", moved, local)
+	return nil
 }
 
 // failover kills host 3's ptd with a backed-up sandbox on it, rounds

@@ -160,6 +160,7 @@ func serve(ctx context.Context, args []string) error {
 	cp.SetWarmPools(ses.PoolServes)
 	defer ses.Close() // before the core's: its work drives the core
 	cp.RunReconciler(ctx, cfg.reconcileInterval)
+	cp.FollowRelocations(ctx, feed.Wake)
 	cp.RunTimers(ctx)
 	ev.Run(ctx)
 	if h != nil {

@@ -107,6 +107,29 @@ func (s *Service) driveRelocation(ctx context.Context, id string) {
 	s.doRestoring(ctx, id)
 }
 
+// FollowRelocations drives relocations to this host as soon as a commit
+// wakes wake (the store's feed: every ptd's event appends reach it on
+// PostgreSQL), and every few seconds besides, rather than only at the
+// reconciler's passes. Checks are at most ten a second.
+func (s *Service) FollowRelocations(ctx context.Context, wake func() <-chan struct{}) {
+	if !s.RunsSandboxes() {
+		return
+	}
+	s.runLoop(ctx, 5*time.Second, true, wake, func(ctx context.Context) {
+		if sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateRestoring); err == nil {
+			for _, sb := range s.mine(sbs) {
+				if relocating(sb) {
+					s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}, nil)
+}
+
 // relocationTarget is the active host other than this one with the most
 // free memory that runs class (hostreg's capacity and the store's
 // reservations); "" when there is none.

@@ -475,7 +475,7 @@ func TestAPIOnlyEntry(t *testing.T) {
 func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
-		"--reconcile-interval", "1s", "--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "100ms"}
+		"--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "100ms"}
 	ds := startHosts(t, 2, args...)
 	a, b := ds[0], ds[1]
 	idA, idB := hostIDOf(t, a), hostIDOf(t, b)
