@@ -47,6 +47,8 @@ type Sandbox struct {
 	EnvKeys           []string          `json:"env_keys"`
 	Metadata          map[string]string `json:"metadata"`
 	HostID            string            `json:"host_id,omitempty"`
+	// Runtime is the sandbox's runtime class (runc, gvisor).
+	Runtime string `json:"runtime,omitempty"`
 	// ParentID is the sandbox this one is a child of, set once at create;
 	// empty for a top-level sandbox.
 	ParentID string `json:"parent_id,omitempty"`
@@ -129,6 +131,10 @@ type CreateSandboxRequest struct {
 	Name     string            `json:"name,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Runtime is the runtime class (runc, gvisor; GET /v1/hosts lists a
+	// host's); empty takes the server's default. An unknown class is an
+	// APIError with Field "runtime".
+	Runtime string `json:"runtime,omitempty"`
 	// ProjectID (prj_…) creates the sandbox in that project; empty takes
 	// the parent's project for a child, else the org's default project.
 	// An unknown project (or another org's) is an APIError not_found.

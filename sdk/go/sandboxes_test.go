@@ -241,7 +241,7 @@ func TestCreateWaitEndsWithContext(t *testing.T) {
 func TestCreateSendsFields(t *testing.T) {
 	_, c := newServer(t)
 	sb, err := c.Sandboxes.Create(t.Context(), platinum.CreateSandboxRequest{
-		Template: "busybox", CPU: 0.5, RAMMB: 256, DiskGB: 3, Name: "ci",
+		Template: "busybox", CPU: 0.5, RAMMB: 256, DiskGB: 3, Name: "ci", Runtime: "gvisor",
 		Env: map[string]string{"B": "2", "A": "1"}, Metadata: map[string]string{"team": "x"},
 	})
 	if err != nil {
@@ -254,8 +254,8 @@ func TestCreateSendsFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []any{"busybox", 0.5, 256, 3, "ci", map[string]string{"team": "x"}}
-	have := []any{got.Template, got.CPU, got.RAMMB, got.DiskGB, got.Name, got.Metadata}
+	want := []any{"busybox", 0.5, 256, 3, "ci", "gvisor", map[string]string{"team": "x"}}
+	have := []any{got.Template, got.CPU, got.RAMMB, got.DiskGB, got.Name, got.Runtime, got.Metadata}
 	if !reflect.DeepEqual(have, want) {
 		t.Errorf("server stored %v, want %v", have, want)
 	}
