@@ -60,17 +60,21 @@ func (r *Runtime) WatchOOM(id string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.oom.running[id] = cancel
 	r.oom.mu.Unlock()
-	go func() {
-		defer func() {
-			r.oom.mu.Lock()
-			delete(r.oom.running, id)
-			r.oom.mu.Unlock()
-			cancel()
-		}()
-		if err := r.watchOOM(ctx, id); err != nil {
+	done := func(err error) {
+		r.oom.mu.Lock()
+		delete(r.oom.running, id)
+		r.oom.mu.Unlock()
+		cancel()
+		if err != nil {
 			r.logger.Debug("oom watch ended", "container", id, "err", err)
 		}
-	}()
+	}
+	loop, err := r.watchOOM(ctx, id)
+	if err != nil {
+		done(err)
+		return
+	}
+	go func() { done(loop()) }()
 }
 
 // stopOOMWatch ends id's watch, if any (Delete calls it).

@@ -31,49 +31,64 @@ const (
 	oomV2Poll = time.Second
 )
 
-// watchOOM watches id's memory cgroup until ctx ends or the cgroup goes
-// away. v1: an eventfd registered on memory.oom_control (cgroup.event_control)
+// watchOOM sets up a watch of id's memory cgroup and returns the loop
+// that runs it until ctx ends or the cgroup goes away. The setup, the kill
+// counter's baseline included, is done before it returns, so a kill right
+// after Run returns is counted (WatchOOM runs the loop on a goroutine).
+// v1: an eventfd registered on memory.oom_control (cgroup.event_control)
 // wakes it at each OOM; v2 has no such notification for a cgroup's own
 // kills, so memory.events is read every oomV2Poll.
-func (r *Runtime) watchOOM(ctx context.Context, id string) error {
+func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error) {
 	bundle := r.bundleOf(ctx, id)
 	if bundle == "" {
-		return errors.New("no bundle")
+		return nil, errors.New("no bundle")
 	}
 	path, err := bundleCgroupPath(bundle)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mounts, err := cgroupMounts()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dir, v2, ok := cgroupDir(mounts, "memory", path)
 	if !ok {
-		return fmt.Errorf("cgroup %s has no memory controller", path)
+		return nil, fmt.Errorf("cgroup %s has no memory controller", path)
 	}
 	mem := int64(r.configMemoryLimit(ctx, id))
 	tasks := gvisorTasks(r.configPids(bundle), mem)
 	if v2 {
-		return r.watchOOMv2(ctx, id, dir)
+		last := eventsField(filepath.Join(dir, "memory.events"), "oom_kill")
+		return func() error { return r.watchOOMv2(ctx, id, dir, last) }, nil
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	ev := os.NewFile(uintptr(efd), "oom-eventfd") // pollable: Read parks the goroutine, not a thread
-	defer ev.Close()
 	ctl, err := os.Open(filepath.Join(dir, "memory.oom_control"))
 	if err != nil {
-		return err
+		ev.Close()
+		return nil, err
 	}
-	defer ctl.Close()
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(fmt.Sprintf("%d %d", efd, ctl.Fd())), 0); err != nil {
-		return fmt.Errorf("cgroup.event_control: %w", err)
+		ev.Close()
+		ctl.Close()
+		return nil, fmt.Errorf("cgroup.event_control: %w", err)
 	}
+	last := oomControl(dir, "oom_kill")
+	return func() error {
+		defer ev.Close()
+		defer ctl.Close()
+		return r.watchOOMv1(ctx, id, dir, ev, last, mem, tasks)
+	}, nil
+}
+
+// watchOOMv1 is the v1 watch loop: ev is the eventfd registered on dir's
+// memory.oom_control, last the kill count already seen.
+func (r *Runtime) watchOOMv1(ctx context.Context, id, dir string, ev *os.File, last int, mem int64, tasks int64) error {
 	stop := context.AfterFunc(ctx, func() { ev.Close() })
 	defer stop()
-	last := oomControl(dir, "oom_kill")
 	st := stall{base: gvisorHostMemory(mem, tasks), ceiling: gvisorHostMemory(mem, tasks) + gvisorStallRoom(mem)}
 	st.limit = st.base
 	// The kernel signals an OOM before its killer has run, so after a
@@ -195,8 +210,7 @@ func memUsage(dir string) int64 {
 }
 
 // watchOOMv2 reports oom_kill increments of a v2 cgroup's memory.events.
-func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string) error {
-	last := eventsField(filepath.Join(dir, "memory.events"), "oom_kill")
+func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int) error {
 	t := time.NewTicker(oomV2Poll)
 	defer t.Stop()
 	for {

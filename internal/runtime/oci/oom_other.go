@@ -8,6 +8,6 @@ import (
 )
 
 // watchOOM is only implemented on Linux.
-func (r *Runtime) watchOOM(ctx context.Context, id string) error {
-	return errors.ErrUnsupported
+func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error) {
+	return nil, errors.ErrUnsupported
 }
