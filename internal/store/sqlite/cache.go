@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"sync"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -15,21 +16,35 @@ import (
 // the cost of GET /v1/sandboxes/{id} (docs/ARCHITECTURE.md, "Idle and busy
 // sandboxes").
 //
-// Whether the database changed is SQLite's own answer, not ours: before
-// every lookup the cache asks PRAGMA data_version on a connection of its
-// own, which changes whenever any other connection — this Store's writer,
-// or another process sharing the file — has committed since the last ask.
-// A change empties the cache. So a hit is only served when nothing was committed since the
-// record was read, and a record read while a commit landed never enters
-// the cache (gen). If the pragma fails the cache is emptied and bypassed.
+// This process's own writes are known exactly: the writer pool tells the
+// cache of every statement and transaction (writeTracker), so while one is
+// under way nothing is served from or kept in the cache, and once one ends
+// the cache is emptied before the next hit. A read after a write returns
+// has always seen it.
+//
+// Another process sharing the file (ptd never does; an operator's sqlite3
+// shell might) is caught by SQLite's own answer: PRAGMA data_version, on a
+// connection of the cache's own, changes whenever any other connection has
+// committed, and a change empties the cache. It is asked at most every
+// otherProcessesEvery, not before every hit: the ask takes a lock in
+// SQLite's shared memory, and serialised lookups behind it cost more than
+// half of a cached GET's time. A record read while a commit landed never
+// enters the cache (gen). If the pragma fails the cache is emptied and
+// bypassed.
 type readCache struct {
 	mu sync.Mutex
 	// watch is one connection held for the Store's life: data_version is
 	// only comparable between asks on the same connection.
 	watch *sql.Conn
-	// dv is the last data_version watch answered; valid says dv is set.
+	// dv is the last data_version watch answered; valid says dv is set;
+	// asked says when.
 	dv    int64
 	valid bool
+	asked time.Time
+	// writes is the writer pool's tracker; seq the count it had when the
+	// cache last emptied for it.
+	writes *writeTracker
+	seq    uint64
 	// gen counts emptyings; a database read made at an older gen is not
 	// kept.
 	gen       uint64
@@ -40,13 +55,28 @@ type readCache struct {
 // maxCached bounds each map; past it the map starts over.
 const maxCached = 16384
 
-func newReadCache(watch *sql.Conn) *readCache {
-	return &readCache{watch: watch, sandboxes: map[string]sandbox.Sandbox{}, tokens: map[string]store.Token{}}
+// otherProcessesEvery is how often the cache asks whether another process
+// committed: the longest such a commit can go unseen.
+const otherProcessesEvery = 5 * time.Millisecond
+
+func newReadCache(watch *sql.Conn, writes *writeTracker) *readCache {
+	return &readCache{watch: watch, writes: writes, sandboxes: map[string]sandbox.Sandbox{}, tokens: map[string]store.Token{}}
 }
 
-// checkLocked empties the cache if the database changed since the last
-// ask, and reports whether the cache may serve reads. c.mu is held.
+// checkLocked empties the cache if the database changed since it was last
+// filled, and reports whether the cache may serve reads now. c.mu is held.
 func (c *readCache) checkLocked(ctx context.Context) bool {
+	seq, ok := c.writes.settled()
+	if !ok {
+		return false // this process is writing: the database, not the cache
+	}
+	if seq != c.seq {
+		c.emptyLocked()
+		c.seq = seq
+	}
+	if c.valid && time.Since(c.asked) < otherProcessesEvery {
+		return true
+	}
 	var dv int64
 	if err := c.watch.QueryRowContext(ctx, "PRAGMA data_version").Scan(&dv); err != nil {
 		c.emptyLocked()
@@ -57,6 +87,7 @@ func (c *readCache) checkLocked(ctx context.Context) bool {
 		c.emptyLocked()
 		c.dv, c.valid = dv, true
 	}
+	c.asked = time.Now()
 	return true
 }
 
@@ -107,12 +138,12 @@ func lookup[V any](ctx context.Context, c *readCache, m map[string]V, k string) 
 }
 
 // keep stores v under k in one of c's maps unless the cache was emptied
-// since the lookup that answered gen (the read may predate a commit). A
-// full map starts over.
+// since the lookup that answered gen, or this process wrote since (the
+// read may predate a commit). A full map starts over.
 func keep[V any](c *readCache, m map[string]V, gen uint64, k string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen {
+	if seq, ok := c.writes.settled(); gen != c.gen || !ok || seq != c.seq {
 		return
 	}
 	if len(m) >= maxCached {

@@ -104,8 +104,9 @@ func TestReadCacheHandsOutCopies(t *testing.T) {
 
 // TestReadCacheSeesOtherProcesses: a commit by another process sharing the
 // file (here the sqlite driver on its own, as an operator's tool would) is
-// seen by the next read, though the record was cached: a changed sandbox
-// reads changed, a deleted token stops authenticating.
+// seen by the first read otherProcessesEvery after it, though the record
+// was cached: a changed sandbox reads changed, a deleted token stops
+// authenticating.
 func TestReadCacheSeesOtherProcesses(t *testing.T) {
 	if path := os.Getenv("PT_TEST_CACHE_WRITER"); path != "" {
 		// The other process: one statement, then exit.
@@ -138,6 +139,7 @@ func TestReadCacheSeesOtherProcesses(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("other process: %v\n%s", err, out)
 		}
+		time.Sleep(otherProcessesEvery)
 	}
 	for i, state := range []string{"running", "stopped", "running"} {
 		for range 3 { // cached now, if it can be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"sync/atomic"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/metrics"
@@ -15,13 +16,51 @@ import (
 // and commits are timed into the store latency metric under pool's name
 // ("read" or "write"). It wraps the driver's connections rather than the
 // Store's methods, so every query is covered, including ones added later.
-func openMetered(dsn, pool string) *sql.DB {
-	return sql.OpenDB(&meteredConnector{dsn: dsn, pool: pool})
+// writes, if set, is told of every statement and transaction on the pool
+// (the writer's), for the read cache (cache.go).
+func openMetered(dsn, pool string, writes *writeTracker) *sql.DB {
+	return sql.OpenDB(&meteredConnector{dsn: dsn, pool: pool, writes: writes})
 }
 
 // meteredConnector opens modernc connections on one DSN.
 type meteredConnector struct {
 	dsn, pool string
+	writes    *writeTracker
+}
+
+// writeTracker tells the read cache when this process writes: inFlight
+// counts the writer's statements and transactions under way, and seq
+// moves once each of them ends — after its commit, so a reader that sees
+// neither a write under way nor a new seq has seen every commit this
+// process finished. Any use of the writer counts, reads included: a
+// write it cannot see is a stale read, an extra count only a cache miss.
+type writeTracker struct {
+	inFlight atomic.Int64
+	seq      atomic.Uint64
+}
+
+func (w *writeTracker) begin() {
+	if w != nil {
+		w.inFlight.Add(1)
+	}
+}
+
+// end is begin's pair: seq moves before inFlight drops, so no reader sees
+// the write neither under way nor done.
+func (w *writeTracker) end() {
+	if w != nil {
+		w.seq.Add(1)
+		w.inFlight.Add(-1)
+	}
+}
+
+// settled returns seq when no write is under way (ok), read in the order
+// that makes a write that starts and ends between the two loads show.
+func (w *writeTracker) settled() (seq uint64, ok bool) {
+	if w.inFlight.Load() > 0 {
+		return 0, false
+	}
+	return w.seq.Load(), true
 }
 
 var sqliteDriver = &msqlite.Driver{}
@@ -33,7 +72,7 @@ func (c *meteredConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &meteredConn{conn: conn, pool: c.pool, stmts: map[string]*cachedStmt{}}, nil
+	return &meteredConn{conn: conn, pool: c.pool, writes: c.writes, stmts: map[string]*cachedStmt{}}, nil
 }
 
 // inner is what database/sql uses of modernc's connection: the context
@@ -52,8 +91,9 @@ type inner interface {
 // meteredConn times the calls that reach SQLite. A connection whose driver
 // lacks a context form falls back as database/sql would (driver.ErrSkip).
 type meteredConn struct {
-	conn driver.Conn
-	pool string
+	conn   driver.Conn
+	pool   string
+	writes *writeTracker
 	// stmts caches this connection's prepared queries by their text:
 	// SQLite parses and plans a statement on every prepare, and for the
 	// hot point reads (a token, a sandbox) that was most of their cost.
@@ -96,10 +136,12 @@ func (c *meteredConn) BeginTx(ctx context.Context, opts driver.TxOptions) (drive
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	c.writes.begin()
 	t0 := time.Now()
 	tx, err := in.BeginTx(ctx, opts)
 	c.observe("begin", t0)
 	if err != nil {
+		c.writes.end()
 		return nil, err
 	}
 	return &meteredTx{Tx: tx, c: c}, nil
@@ -117,6 +159,8 @@ func (c *meteredConn) ExecContext(ctx context.Context, q string, args []driver.N
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	c.writes.begin()
+	defer c.writes.end()
 	t0 := time.Now()
 	defer c.observe("exec", t0)
 	return in.ExecContext(ctx, q, args)
@@ -129,15 +173,23 @@ func (c *meteredConn) QueryContext(ctx context.Context, q string, args []driver.
 	}
 	t0 := time.Now()
 	defer c.observe("query", t0)
-	if cs := c.cached(ctx, in, q); cs != nil {
-		rows, err := cs.stmt.QueryContext(ctx, args)
-		if err != nil {
-			return nil, err
-		}
-		cs.inUse = true
-		return &cachedRows{Rows: rows, cs: cs}, nil
+	c.writes.begin() // a query on the writer may write (RETURNING); it ends when its rows close
+	var rows driver.Rows
+	var err error
+	cs := c.cached(ctx, in, q)
+	if cs != nil {
+		rows, err = cs.stmt.QueryContext(ctx, args)
+	} else {
+		rows, err = in.QueryContext(ctx, q, args)
 	}
-	return in.QueryContext(ctx, q, args)
+	if err != nil {
+		c.writes.end()
+		return nil, err
+	}
+	if cs != nil {
+		cs.inUse = true
+	}
+	return &meteredRows{Rows: rows, cs: cs, writes: c.writes}, nil
 }
 
 // cached returns q's prepared statement on this connection, preparing it
@@ -168,15 +220,21 @@ func (c *meteredConn) cached(ctx context.Context, in inner, q string) *cachedStm
 	return cs
 }
 
-// cachedRows frees its statement for the next use when closed.
-type cachedRows struct {
+// meteredRows frees its cached statement (cs, if any) for the next use
+// when closed, and ends its write.
+type meteredRows struct {
 	driver.Rows
-	cs *cachedStmt
+	cs     *cachedStmt
+	writes *writeTracker
 }
 
-func (r *cachedRows) Close() error {
-	r.cs.inUse = false
-	return r.Rows.Close()
+func (r *meteredRows) Close() error {
+	if r.cs != nil {
+		r.cs.inUse = false
+	}
+	err := r.Rows.Close()
+	r.writes.end()
+	return err
 }
 
 func (c *meteredConn) Ping(ctx context.Context) error {
@@ -206,7 +264,13 @@ type meteredTx struct {
 }
 
 func (t *meteredTx) Commit() error {
+	defer t.c.writes.end()
 	t0 := time.Now()
 	defer t.c.observe("commit", t0)
 	return t.Tx.Commit()
+}
+
+func (t *meteredTx) Rollback() error {
+	defer t.c.writes.end()
+	return t.Tx.Rollback()
 }

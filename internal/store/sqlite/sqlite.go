@@ -71,7 +71,8 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: open %q: want a plain file path: %w", path, sandbox.ErrInvalidArgument)
 	}
 
-	w := openMetered(dsn(path, true), "write")
+	writes := &writeTracker{}
+	w := openMetered(dsn(path, true), "write", writes)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -97,7 +98,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 
-	r := openMetered(dsn(path, false), "read")
+	r := openMetered(dsn(path, false), "read", nil)
 	n := max(4, runtime.GOMAXPROCS(0))
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
@@ -109,7 +110,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 
 	// The read cache's own connection (cache.go), outside the read pool so
 	// it is the same connection for the Store's life.
-	wdb := openMetered(dsn(path, false), "read")
+	wdb := openMetered(dsn(path, false), "read", nil)
 	watch, err := wdb.Conn(ctx)
 	if err != nil {
 		wdb.Close()
@@ -120,7 +121,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 
 	return &Store{
 		Store: newShared(w, r),
-		w:     w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch),
+		w:     w, r: r, watchDB: wdb, watch: watch, logger: logger, cache: newReadCache(watch, writes),
 	}, nil
 }
 
