@@ -11,13 +11,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
@@ -77,7 +74,11 @@ func run() error {
 	for r := 0; r < *rounds; r++ {
 		for i, rt := range routes {
 			start := time.Now()
-			ds, err := hammer(hc, d.URL+rt.path, rt.auth, d.Token, *conns, *round)
+			token := ""
+			if rt.auth {
+				token = d.Token
+			}
+			ds, err := benchkit.Hammer(hc, d.URL+rt.path, token, *conns, *round)
 			if err != nil {
 				return fmt.Errorf("%s: %w", rt.name, err)
 			}
@@ -102,49 +103,4 @@ func run() error {
 		fmt.Println()
 	}
 	return nil
-}
-
-// hammer sends GETs to url from conns goroutines for d and returns every
-// request's latency. Any answer but 200 is an error.
-func hammer(hc *http.Client, url string, auth bool, token string, conns int, d time.Duration) ([]time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var mu sync.Mutex
-	var all []time.Duration
-	var firstErr error
-	var wg sync.WaitGroup
-	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			for ctx.Err() == nil {
-				req, _ := http.NewRequest("GET", url, nil)
-				if auth {
-					req.Header.Set("Authorization", "Bearer "+token)
-				}
-				t0 := time.Now()
-				resp, err := hc.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						err = fmt.Errorf("answered %d", resp.StatusCode)
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					firstErr = err
-					mu.Unlock()
-					return
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			mu.Lock()
-			all = append(all, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return all, firstErr
 }

@@ -83,6 +83,9 @@ type Options struct {
 	// Warm names templates Main builds before the tests (Daemon.Warm): a
 	// first build outlasts the waits the tests ask for.
 	Warm []string
+	// Subnet, when set, is the sandbox subnet instead of a random /24 (a
+	// bench that runs more sandboxes than a /24 holds).
+	Subnet string
 }
 
 // RepoRoot is the root module's directory: the nearest one above the
@@ -174,6 +177,9 @@ func Start(o Options) (*Daemon, error) {
 	// 100.70.0.0–100.119.255.0: away from the defaults (100.96/16 is only
 	// used by a real ptd) and from the network package's own tests.
 	d.Subnet = fmt.Sprintf("100.%d.%d.0/24", 70+n.Int64()%26, n.Int64()>>8)
+	if o.Subnet != "" {
+		d.Subnet = o.Subnet
+	}
 	d.Cgroup = "/platinum-test-" + suffix
 	if err := d.writeOwner(); err != nil {
 		return d, err

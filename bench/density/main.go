@@ -1,0 +1,330 @@
+// Command density measures what idle sandboxes cost one host: for each
+// runtime class it creates busybox sandboxes in steps (-steps 10,100,300)
+// and, at each step once they have settled, reports the host's CPU use
+// over a quiet window, the host memory they hold (each), ptd's own CPU,
+// memory and goroutines, and GET /v1/sandboxes/{id} latency and rate
+// beside GET /healthz measured in the same round. With -busy it then
+// starts a busy loop in every sandbox and measures the API again, with
+// every core saturated by sandbox work. It starts its own ptd, so it needs
+// root and scripts/setup.sh.
+//
+//	go run ./bench/density [-runtimes runc,gvisor] [-steps 10,100,300] [-busy]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/density:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	steps          []int
+	parallel       int
+	settle, window time.Duration
+	round          time.Duration
+	conns          int
+	busy           bool
+}
+
+func run() error {
+	runtimes := flag.String("runtimes", "runc,gvisor", "runtime classes, in order")
+	steps := flag.String("steps", "10,100,300", "idle sandboxes at each step, ascending")
+	cfg := config{}
+	flag.IntVar(&cfg.parallel, "c", 4, "creates at once while filling a step")
+	flag.DurationVar(&cfg.settle, "settle", 10*time.Second, "wait after a step's last create before measuring")
+	flag.DurationVar(&cfg.window, "window", 10*time.Second, "quiet window over which CPU use is measured")
+	flag.DurationVar(&cfg.round, "round", 3*time.Second, "length of each API round (healthz, then the GET)")
+	flag.IntVar(&cfg.conns, "conns", 8, "connections sending GETs in an API round")
+	flag.BoolVar(&cfg.busy, "busy", true, "also measure the API with a busy loop in every sandbox")
+	flag.Parse()
+	for _, s := range strings.Split(*steps, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 || (len(cfg.steps) > 0 && n <= cfg.steps[len(cfg.steps)-1]) {
+			return fmt.Errorf("-steps %q: want ascending positive counts", *steps)
+		}
+		cfg.steps = append(cfg.steps, n)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	// A /22 holds 1,000 sandboxes; no org quota; one sandbox's memory
+	// limit is small so the host's admission counts what idle ones hold.
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Subnet: "100.120.0.0/22", ExtraArgs: []string{
+		"--log-level", "warn", "--org-max-sandboxes", "0", "--org-max-cpu", "0", "--org-max-ram-mb", "0"}})
+	defer d.Stop()
+	if err != nil {
+		return err
+	}
+	c := &benchkit.Client{URL: d.URL, Token: d.Token}
+	if err := c.EnsureTemplate("busybox"); err != nil {
+		return err
+	}
+	fmt.Printf("Platinum density: busybox sandboxes (1 vCPU, 128 MB) idle in steps %v, %s\n", cfg.steps, time.Now().UTC().Format(time.RFC3339))
+	fmt.Println("host CPU and ptd CPU are percent of the whole host (all cores); memory is what the host gave up (MemTotal-MemAvailable) since before the first sandbox")
+	for _, rt := range strings.Split(*runtimes, ",") {
+		if err := measureClass(c, d, strings.TrimSpace(rt), cfg); err != nil {
+			return fmt.Errorf("%s: %w", rt, err)
+		}
+	}
+	return nil
+}
+
+// measureClass fills the steps with sandboxes of one class, measuring at
+// each, then deletes them all and waits until they are gone.
+func measureClass(c *benchkit.Client, d *ptdtest.Daemon, rt string, cfg config) error {
+	baseMem, err := hostMemUsed()
+	if err != nil {
+		return err
+	}
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			c.Delete(id)
+		}
+		for _, id := range ids {
+			c.WaitGone(id)
+		}
+	}()
+	fmt.Printf("\n%s\n", rt)
+	for _, n := range cfg.steps {
+		t0 := time.Now()
+		more, err := createMany(c, rt, n-len(ids), cfg.parallel)
+		ids = append(ids, more...)
+		fill := time.Since(t0)
+		if err != nil {
+			fmt.Printf("%5d sandboxes: stopped filling at %d: %v\n", n, len(ids), err)
+			return nil
+		}
+		time.Sleep(cfg.settle)
+		idle, err := measure(c, d, ids, baseMem, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%5d idle  (filled in %s)  %s\n", n, fill.Round(time.Millisecond), idle)
+		if !cfg.busy {
+			continue
+		}
+		pids, err := startBusy(c, ids)
+		if err != nil {
+			return err
+		}
+		busy, err := measure(c, d, ids, baseMem, cfg)
+		stopBusy(c, pids)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%5d busy  %s\n", n, busy)
+	}
+	return nil
+}
+
+// createMany creates n running sandboxes of class rt, parallel at once.
+func createMany(c *benchkit.Client, rt string, n, parallel int) ([]string, error) {
+	var mu sync.Mutex
+	var ids []string
+	var firstErr error
+	next := make(chan struct{}, n)
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				id, err := c.CreateRunning(rt, map[string]any{"template": "busybox", "runtime": rt, "cpu": 1, "ram_mb": 128, "disk_gb": 1})
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					ids = append(ids, id)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, firstErr
+}
+
+// measure takes one step's figures: CPU over the quiet window, memory,
+// ptd's goroutines, then one healthz round and one GET round.
+func measure(c *benchkit.Client, d *ptdtest.Daemon, ids []string, baseMem int64, cfg config) (string, error) {
+	h0, p0, err := cpuTicks(d.PID())
+	if err != nil {
+		return "", err
+	}
+	time.Sleep(cfg.window)
+	h1, p1, err := cpuTicks(d.PID())
+	if err != nil {
+		return "", err
+	}
+	mem, err := hostMemUsed()
+	if err != nil {
+		return "", err
+	}
+	rss, err := procRSS(d.PID())
+	if err != nil {
+		return "", err
+	}
+	gor, err := goroutines(d.MetricsURL)
+	if err != nil {
+		return "", err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: cfg.conns}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	health, err := benchkit.Hammer(hc, d.URL+"/healthz", "", cfg.conns, cfg.round)
+	if err != nil {
+		return "", fmt.Errorf("healthz: %w", err)
+	}
+	get, err := benchkit.Hammer(hc, d.URL+"/v1/sandboxes/"+ids[len(ids)-1], d.Token, cfg.conns, cfg.round)
+	if err != nil {
+		return "", fmt.Errorf("GET: %w", err)
+	}
+	hp, gp := benchkit.Percentiles(health), benchkit.Percentiles(get)
+	busy := 100 * float64(h1.busy-h0.busy) / float64(h1.total-h0.total)
+	ptd := 100 * float64(p1-p0) / float64(h1.total-h0.total)
+	return fmt.Sprintf("host CPU %5.1f%% (%.2f%% each)  ptd CPU %.1f%%  memory %d MB (%.1f MB each)  ptd RSS %d MB, %d goroutines  "+
+		"GET p50 %s p99 %s %.0f/s  (healthz p50 %s p99 %s %.0f/s; GET p99 %.2fx)",
+		busy, busy/float64(len(ids)), ptd, (mem-baseMem)>>20, float64(mem-baseMem)/float64(len(ids))/(1<<20), rss>>20, gor,
+		benchkit.MS(gp[0]), benchkit.MS(gp[2]), float64(len(get))/cfg.round.Seconds(),
+		benchkit.MS(hp[0]), benchkit.MS(hp[2]), float64(len(health))/cfg.round.Seconds(), float64(gp[2])/float64(hp[2])), nil
+}
+
+// startBusy starts a shell spinning forever in every sandbox and returns
+// each one's sandbox and pid, for stopBusy.
+func startBusy(c *benchkit.Client, ids []string) ([][2]string, error) {
+	var out [][2]string
+	for _, id := range ids {
+		st, b, err := c.Do("POST", "/v1/sandboxes/"+id+"/processes", map[string]any{"cmd": "while :; do :; done"})
+		if err != nil || st != 201 {
+			return out, fmt.Errorf("busy loop: %d %s %v", st, b, err)
+		}
+		var p struct{ PID json.Number }
+		json.Unmarshal(b, &p)
+		out = append(out, [2]string{id, p.PID.String()})
+	}
+	return out, nil
+}
+
+func stopBusy(c *benchkit.Client, pids [][2]string) {
+	for _, p := range pids {
+		c.Do("DELETE", "/v1/sandboxes/"+p[0]+"/processes/"+p[1], nil)
+	}
+}
+
+// ticks are the host's CPU jiffies, all cores: total and not idle.
+type ticks struct{ total, busy int64 }
+
+// cpuTicks reads the host's jiffies from /proc/stat and ptd's own
+// (utime+stime) from /proc/PID/stat; both count USER_HZ.
+func cpuTicks(pid int) (ticks, int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return ticks{}, 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	var t ticks
+	for i, f := range strings.Fields(string(line))[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		if i >= 8 { // guest time is already in user
+			break
+		}
+		t.total += v
+		if i != 3 && i != 4 { // idle, iowait
+			t.busy += v
+		}
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return t, 0, err
+	}
+	_, rest, _ := bytes.Cut(b, []byte(") ")) // after the command name
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		return t, 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return t, ut + st, nil
+}
+
+// hostMemUsed is MemTotal - MemAvailable, in bytes.
+func hostMemUsed() (int64, error) {
+	m, err := meminfo("/proc/meminfo", "MemTotal:", "MemAvailable:")
+	return m[0] - m[1], err
+}
+
+func procRSS(pid int) (int64, error) {
+	m, err := meminfo(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:")
+	return m[0], err
+}
+
+// meminfo reads the kB fields named keys from a /proc file, in bytes.
+func meminfo(path string, keys ...string) ([]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := make([]int64, len(keys))
+	found := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		for i, k := range keys {
+			if len(fs) >= 2 && fs[0] == k {
+				v, _ := strconv.ParseInt(fs[1], 10, 64)
+				out[i] = v << 10
+				found++
+			}
+		}
+	}
+	if found != len(keys) {
+		return out, fmt.Errorf("%s: want %v", path, keys)
+	}
+	return out, sc.Err()
+}
+
+// goroutines reads go_goroutines from ptd's metrics listener.
+func goroutines(metricsURL string) (int, error) {
+	resp, err := http.Get(metricsURL + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("no go_goroutines in %s/metrics", metricsURL)
+}
