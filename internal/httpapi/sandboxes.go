@@ -50,6 +50,8 @@ type createBody struct {
 	GPUModel string `json:"gpu_model"`
 	// SSHKeys are authorized_keys lines for the SSH gateway.
 	SSHKeys []string `json:"ssh_keys"`
+	// Region is where to make the sandbox: this ptd's region (or none).
+	Region string `json:"region"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -99,6 +101,9 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Wait {
 		wait = sandbox.StateRunning
 	}
+	if err := a.checkRegion(b.Region); err != nil {
+		return err
+	}
 	if b.ProjectID, err = aliasString(b.ProjectID, b.ProjectIDCamel, "project_id", "projectId"); err != nil {
 		return err
 	}
@@ -142,6 +147,25 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		return nil
 	}
 	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
+}
+
+// checkRegion refuses a create for a region other than this ptd's: a
+// create for a known peer region was sent there before the API (package
+// region), so what reaches here names a region nobody here knows.
+func (a *API) checkRegion(name string) error {
+	if name == "" || name == a.region {
+		return nil
+	}
+	known := a.regions
+	if len(known) == 0 && a.region != "" {
+		known = []string{a.region}
+	}
+	msg := fmt.Sprintf("region %q is not known here; known regions: %s", name, strings.Join(known, ", "))
+	if len(known) == 0 {
+		msg = fmt.Sprintf("region %q is not known here: this ptd has no region (ptd serve --region); omit region", name)
+	}
+	return &apiError{status: http.StatusBadRequest, code: "unknown_region", msg: msg,
+		extra: map[string]any{"field": "region", "regions": append([]string{}, known...)}}
 }
 
 // waitAndWrite waits for target and answers okStatus with the record, or
