@@ -143,7 +143,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		return err
 	}
 	if wait == "" {
-		writeJSON(w, http.StatusCreated, viewSandbox(sb))
+		writeJSON(w, http.StatusCreated, a.view(sb))
 		return nil
 	}
 	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
@@ -175,7 +175,7 @@ func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplan
 	if err != nil {
 		return err
 	}
-	v := viewSandbox(got)
+	v := a.view(got)
 	if reached {
 		writeJSON(w, okStatus, v)
 		return nil
@@ -251,7 +251,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	out := map[string]any{}
 	views := make([]sandboxView, 0, len(rows))
 	for _, sb := range rows {
-		views = append(views, listView(sb))
+		views = append(views, a.listRow(sb))
 	}
 	out["rows"] = views
 	if paginated {
@@ -263,11 +263,11 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 
 func (a *API) getSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	incl, _ := strconv.ParseBool(r.URL.Query().Get("include_deleted"))
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
+	return respond(w, http.StatusOK, a.view)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
 }
 
 func (a *API) deleteSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return respond(w, http.StatusAccepted, viewSandbox)(a.cp.Delete(r.Context(), p, r.PathValue("id")))
+	return respond(w, http.StatusAccepted, a.view)(a.cp.Delete(r.Context(), p, r.PathValue("id")))
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -327,7 +327,7 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		sb, err := call(r.Context(), p, r.PathValue("id"), timeout)
 		if re, ok := errors.AsType[*controlplane.RelocatingError](err); ok {
 			// Finished in the background on the other host: no wait here.
-			v := viewSandbox(re.Sandbox)
+			v := a.view(re.Sandbox)
 			v.Code = "relocating"
 			w.Header().Set("Retry-After", "5")
 			writeJSON(w, http.StatusAccepted, v)
@@ -337,7 +337,7 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 			return err
 		}
 		if wait == "" {
-			writeJSON(w, http.StatusOK, viewSandbox(sb))
+			writeJSON(w, http.StatusOK, a.view(sb))
 			return nil
 		}
 		if timeout > 0 {
@@ -410,7 +410,7 @@ func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplan
 			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name, auto_resume and ssh_keys", k), k)
 		}
 	}
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.Update(r.Context(), p, r.PathValue("id"), pt))
+	return respond(w, http.StatusOK, a.view)(a.cp.Update(r.Context(), p, r.PathValue("id"), pt))
 }
 
 // patchEnv is PATCH /v1/sandboxes/{id}/env: {"env": {"K": "v", "OLD": null}}.
@@ -429,13 +429,13 @@ func (a *API) patchEnv(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	if err != nil {
 		return err
 	}
-	v := viewSandbox(res.Sandbox)
+	v := a.view(res.Sandbox)
 	writeJSON(w, http.StatusOK, map[string]any{"id": v.ID, "state": v.State, "env_keys": v.EnvKeys, "applies": res.Applies})
 	return nil
 }
 
 func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return respondRows(w, "rows", listView)(a.cp.Children(r.Context(), p, r.PathValue("id")))
+	return respondRows(w, "rows", a.listRow)(a.cp.Children(r.Context(), p, r.PathValue("id")))
 }
 
 // secretBody is a secret at create: "value", or {"value": …, "hosts": […],
