@@ -9,9 +9,11 @@ package region
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -112,11 +114,17 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 		case path == "/v1/sandboxes" && req.Method == http.MethodGet:
 			r.list(w, req, next)
 		default:
-			if p, ok := r.owner(req); ok {
+			p, ok, down := r.owner(req)
+			switch {
+			case ok:
 				r.forward(w, req, p)
-				return
+			case down != "":
+				// Not here, and a region that may have it does not
+				// answer: a 404 would say it exists nowhere.
+				writeUnavailable(w, req, down, "sandbox "+forward.SandboxOf(req)+" is not in this region and region "+down+" does not answer; retry in a few seconds")
+			default:
+				next.ServeHTTP(w, req)
 			}
-			next.ServeHTTP(w, req)
 		}
 	})
 }
@@ -162,18 +170,19 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 	r.forward(w, req, p)
 }
 
-// owner is the peer region a request is for: it names a sandbox this
-// region's store does not know and a peer region has. Only a local miss
-// asks the peers, so requests for this region's sandboxes cost one read
-// of the store.
-func (r *Router) owner(req *http.Request) (Peer, bool) {
+// owner is the peer region a request is for (ok): it names a sandbox
+// this region's store does not know and a peer region has. Only a local
+// miss asks the peers, so requests for this region's sandboxes cost one
+// read of the store. When no peer has it but one did not answer, down
+// names that region.
+func (r *Router) owner(req *http.Request) (p Peer, ok bool, down string) {
 	id := forward.SandboxOf(req)
 	if id == "" {
-		return Peer{}, false
+		return Peer{}, false, ""
 	}
 	ctx := req.Context()
 	if _, err := r.store.GetSandbox(ctx, "", id); !errors.Is(err, sandbox.ErrNotFound) {
-		return Peer{}, false
+		return Peer{}, false, ""
 	}
 	r.mu.Lock()
 	f, ok := r.found[id]
@@ -183,38 +192,46 @@ func (r *Router) owner(req *http.Request) (Peer, bool) {
 	}
 	r.mu.Unlock()
 	if ok {
-		return f.peer, true
+		return f.peer, true, ""
 	}
 	for _, p := range r.peers {
-		if r.has(ctx, req, p, id) {
+		has, err := r.has(ctx, req, p, id)
+		switch {
+		case err != nil:
+			r.log.WarnContext(ctx, "region: look up sandbox", "region", p.Name, "sandbox", id, "err", err)
+			down = cmp.Or(down, p.Name)
+		case has:
 			r.mu.Lock()
 			r.found[id] = found{peer: p, at: time.Now()}
 			r.mu.Unlock()
-			return p, true
+			return p, true, ""
 		}
 	}
-	return Peer{}, false
+	return Peer{}, false, down
 }
 
 // has reports whether peer p has sandbox id, by reading its record with
 // the caller's credentials (a bearer token is per region: the sandbox is
-// found where the caller may see it).
-func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) bool {
+// found where the caller may see it). An error is a peer that did not
+// answer.
+func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (bool, error) {
 	u := p.URL.JoinPath("/v1/sandboxes", id)
 	u.RawQuery = "include_deleted=true"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false
+		return false, err
 	}
 	r.copyAuth(in, req)
 	resp, err := r.client.Do(req)
 	if err != nil {
-		r.log.WarnContext(ctx, "region: look up sandbox", "region", p.Name, "sandbox", id, "err", err)
-		return false
+		return false, err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode >= 500 {
+		return false, fmt.Errorf("region %s answered %s", p.Name, resp.Status)
+	}
+	return resp.StatusCode == http.StatusOK, nil
 }
 
 func (r *Router) copyAuth(in, out *http.Request) {

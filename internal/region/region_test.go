@@ -262,11 +262,18 @@ func TestListPagesThroughPeer(t *testing.T) {
 	}
 }
 
-func TestListPeerDown(t *testing.T) {
-	local, peer := &region{name: "a"}, &region{name: "b"}
+func TestPeerDown(t *testing.T) {
+	local, peer := &region{name: "a", rows: []listRow{{"sbx_a1", "2026-12-04T12:00:00.000001Z"}}}, &region{name: "b"}
 	h, srv := setup(t, local, peer)
 	srv.Close()
-	rec := do(t, h, http.MethodGet, "/v1/sandboxes", "", nil)
+	if rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_a1", "", nil); rec.Code != http.StatusOK {
+		t.Fatalf("own sandbox with b down: %d, want served here", rec.Code)
+	}
+	rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_b1", "", nil)
+	if !strings.Contains(rec.Body.String(), `"region_unavailable"`) || rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a sandbox a does not have, with b down: %d %s, want 503 region_unavailable (not 404)", rec.Code, rec.Body)
+	}
+	rec = do(t, h, http.MethodGet, "/v1/sandboxes", "", nil)
 	var body map[string]any
 	json.Unmarshal(rec.Body.Bytes(), &body)
 	if rec.Code != http.StatusServiceUnavailable || body["code"] != "region_unavailable" || body["region"] != "b" {

@@ -187,6 +187,19 @@ func TestRegions(t *testing.T) {
 		t.Fatalf("after the unknown region's create: %d rows %v, want %v", total, got, want)
 	}
 
+	// A create for region b with an Idempotency-Key is one sandbox, through
+	// either region's entry: the key is b's store's.
+	key := "regions-" + randHex(8)
+	first, err := cla.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Region: "rb", IdempotencyKey: key})
+	if err != nil {
+		t.Fatalf("keyed create for rb through a: %v", err)
+	}
+	t.Cleanup(func() { cla.Sandboxes.Delete(context.Background(), first.ID) })
+	again, err := clb.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Region: "rb", IdempotencyKey: key})
+	if err != nil || again.ID != first.ID || first.Region != "rb" {
+		t.Fatalf("same key through b: %+v %v, want %s of rb", again, err, first.ID)
+	}
+
 	if _, err := cla.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatalf("delete of region b's %s through a: %v", id, err)
 	}
@@ -196,6 +209,30 @@ func TestRegions(t *testing.T) {
 	}
 	if ids, _ := regionList(t, b, "limit=200", nil); slices.Contains(ids, id) {
 		t.Fatalf("deleted %s still listed: %v", id, ids)
+	}
+
+	// Region b down: a's list is 503 region_unavailable naming it (never
+	// a list without b's rows), and a b sandbox is 503, not 404; a's own
+	// sandboxes still answer.
+	b.Kill()
+	r := cla.Sandboxes
+	// A deadline shorter than Retry-After: the SDK hands back the 503 at
+	// once instead of retrying.
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := r.List(ctx, platinum.ListOptions{}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable ||
+		apiErr.Code != "region_unavailable" || apiErr.Body["region"] != "rb" {
+		t.Fatalf("list with rb down: %v, want 503 region_unavailable naming rb", err)
+	}
+	if _, err := r.Get(ctx, first.ID); !errors.As(err, &apiErr) || apiErr.Code != "region_unavailable" {
+		t.Fatalf("get of an rb sandbox with rb down: %v, want 503 region_unavailable", err)
+	}
+	ownA := want[slices.IndexFunc(want, func(id string) bool { return inRegion[id] == "ra" })]
+	if _, err := r.Get(ctx, ownA); err != nil {
+		t.Fatalf("get of a's own %s with rb down: %v", ownA, err)
+	}
+	if err := b.Restart(); err != nil { // so its cleanup deletes and resets as usual
+		t.Fatal(err)
 	}
 }
 
