@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -263,7 +262,11 @@ func (r *Router) list(w http.ResponseWriter, req *http.Request, next http.Handle
 		next.ServeHTTP(w, req) // the API refuses the bad value
 		return
 	}
-	paginated, _ := strconv.ParseBool(q.Get("paginated"))
+	paginated, err := strconv.ParseBool(cmp.Or(q.Get("paginated"), "false"))
+	if err != nil {
+		next.ServeHTTP(w, req) // the API refuses the bad value
+		return
+	}
 	type result struct {
 		rows  []listmerge.Row
 		total int
@@ -333,11 +336,32 @@ func window(q url.Values) (offset, limit int, ok bool) {
 	return offset, limit, true
 }
 
-// answer is a region's non-200 answer, passed on as it came.
+// answer is a region's answer to a list page; one that is not 200 is
+// passed on as it came.
 type answer struct {
 	status int
 	header http.Header
 	body   []byte
+}
+
+// recorder keeps this region's in-process answer to a list page.
+type recorder struct {
+	answer
+	wrote bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	r.body = append(r.body, b...)
+	return len(b), nil
 }
 
 func (a *answer) write(w http.ResponseWriter, region string) {
@@ -403,9 +427,9 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 		req.URL.RawQuery = q.Encode()
 		req.RequestURI = ""
 		req.Header.Set(Header, r.self)
-		rec := httptest.NewRecorder()
+		rec := &recorder{answer: answer{status: http.StatusOK, header: http.Header{}}}
 		next.ServeHTTP(rec, req)
-		return &answer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, nil
+		return &rec.answer, nil
 	}
 	p := r.peers[i-1]
 	u := p.URL.JoinPath("/v1/sandboxes")
