@@ -94,6 +94,10 @@ func TestDependencyDirection(t *testing.T) {
 		// Forwarding reads the shared store only: it knows no surface's
 		// routes and no part of the control plane.
 		"internal/forward": {mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/compat", mod + "internal/host", mod + "internal/sessions"},
+		// Regions, in front of forwarding, read whether the local store has
+		// a sandbox and speak HTTP to other regions: no part of the
+		// control plane or its surfaces.
+		"internal/region": {mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/compat", mod + "internal/host", mod + "internal/sessions"},
 		"cmd/pt":           {mod + "internal/"},
 		// The MCP server reaches ptd only through the public SDK (/v1).
 		"mcpserver": {mod + "internal/"},

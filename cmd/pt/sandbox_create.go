@@ -16,7 +16,7 @@ import (
 // meanwhile (a first sandbox of an unbuilt template waits for the build).
 type sandboxCreate struct{ app *app }
 
-const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--parent ID] [--project PRJ_ID] [--idempotency-key KEY] [--no-auto-resume] [--no-wait] [--timeout 10m] [--json]"
+const sandboxCreateSynopsis = "pt sandbox create -t TEMPLATE [--cpu N] [--ram MB] [--disk GB] [--name NAME] [--env K=V]... [--metadata K=V]... [--type persistent|ephemeral|dev] [--auto-stop M] [--auto-archive D] [--auto-delete D] [--parent ID] [--project PRJ_ID] [--region NAME] [--idempotency-key KEY] [--no-auto-resume] [--no-wait] [--timeout 10m] [--json]"
 
 // bind binds the flags; the returned run creates the sandbox and prints it.
 func (c *sandboxCreate) bind(fs *flag.FlagSet) runFunc {
@@ -53,6 +53,7 @@ func (c *sandboxCreate) bind(fs *flag.FlagSet) runFunc {
 	fs.IntVar(timers["auto-delete"], "auto-delete", 0, "delete `D` days after it stops; 0 never (the default)")
 	fs.StringVar(&req.ParentID, "parent", "", "make the sandbox a child of sandbox `ID`, which must be running")
 	fs.StringVar(&req.ProjectID, "project", "", "create the sandbox in project `PRJ_ID` (default: the parent's, else the org's default project)")
+	fs.StringVar(&req.Region, "region", "", "make the sandbox in region `NAME` (default: the API's own; see docs/operating.md, \"Regions\")")
 	fs.StringVar(&req.IdempotencyKey, "idempotency-key", "", "idempotency `KEY`: running the same command again with it returns the first sandbox (24 h)")
 	fs.BoolVar(&noAuto, "no-auto-resume", false, "a preview-URL request does not start the sandbox while it is stopped; only `pt sandbox start` does")
 	fs.BoolVar(&noWait, "no-wait", false, "return at once, while the sandbox is still creating")

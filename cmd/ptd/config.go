@@ -47,6 +47,8 @@ type config struct {
 	// in the store (hosts.go).
 	region                       string
 	hostHeartbeat, hostLostAfter time.Duration
+	// regionPeers are the other regions (--region-peer, regions.go).
+	regionPeers regionPeers
 	// hostFenceAfter is how long this host's heartbeats may fail before it
 	// stops its sandboxes (negative: never; zero: half of hostLostAfter).
 	hostFenceAfter time.Duration
@@ -185,7 +187,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.ttl.MaxSession, "max-session-ttl", c.ttl.MaxSession, "how long after its creation a TTL reset may make a sandbox expire")
 	fs.DurationVar(&c.ttl.IdleAfter, "idle-after", c.ttl.IdleAfter, "how long a running sandbox without exec, file or preview traffic waits before its status is idle")
 	fs.IntVar(&c.diskAutogrowMaxGB, "disk-autogrow-max-gb", 0, "grow a running sandbox's disk by half (at least 10 GB) when it passes 90% used, up to this size (0 disables)")
-	fs.StringVar(&c.region, "region", "", "region this ptd's host registers in (shown by GET /v1/hosts)")
+	fs.StringVar(&c.region, "region", "", "region of this ptd: its host registers in it (shown by GET /v1/hosts), and creates that name no region are made in it")
+	fs.Var(&c.regionPeers, "region-peer", "another region NAME=URL (repeatable), URL any ptd of that region, which has its own store: creates naming it and requests for its sandboxes go there, and GET /v1/sandboxes merges its rows (needs --region)")
 	fs.BoolVar(&c.stopSnapshots, "stop-snapshots", true, "on a PostgreSQL --store shared with other hosts, write each stopped sandbox's disk to the object store (a backup named pt:stop, replacing the previous one), so another host can start it if this one is lost")
 	fs.BoolVar(&c.relocate, "start-relocate-on-capacity", true, "a start the host's start queue refuses moves the stopped sandbox to another host through its stop snapshot (202 code relocating) when it has one that holds its disk as it stopped; otherwise 503 capacity")
 	fs.DurationVar(&c.relocateGuard, "start-relocate-guard", 10*time.Minute, "how long a relocated sandbox is not relocated again (its starts answer 503 capacity meanwhile)")
@@ -239,6 +242,9 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--role must be all or api, not %q", c.role)
 	case c.role == "api" && c.store.kind != "postgres":
 		return c, fmt.Errorf("--role=api needs --store postgres://…: its sandboxes run on the hosts of the other ptd processes sharing that store")
+	}
+	if err := validateRegions(c.region, c.regionPeers); err != nil {
+		return c, err
 	}
 	c.host = host.DefaultConfig(abs)
 	c.host.AgentBinary, c.host.RuntimeBinary, c.host.CgroupParent = *agent, *rt, *cg

@@ -30,6 +30,7 @@ import (
 	objfs "github.com/platinum-dev/platinum/internal/objstore/fs"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/preview"
+	"github.com/platinum-dev/platinum/internal/region"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/secrets"
@@ -216,7 +217,8 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("ssh gateway ready", "listen", sshLn.Addr().String(), "fingerprint", ssh.FingerprintSHA256(hostKey.PublicKey()))
 	}
-	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses}, log)
+	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses,
+		Region: cfg.region, Regions: regionNames(cfg.region, cfg.regionPeers)}, log)
 	// With other hosts on the store, a request for one of their sandboxes
 	// goes to their ptd and creates are placed across hosts
 	// (docs/ARCHITECTURE.md, "Many hosts").
@@ -248,6 +250,10 @@ func serve(ctx context.Context, args []string) error {
 		rest.ServeHTTP(w, r)
 	})
 	root = fwd.Wrap(root)
+	// Other regions, each with its own store, are reached through one of
+	// their ptds (docs/ARCHITECTURE.md, "Regions"); in front of forwarding,
+	// so a request for another region never reaches this one's hosts.
+	root = region.New(cfg.region, cfg.regionPeers, st, log.With("component", "region")).Wrap(root)
 	// The request id and the metrics wrap every surface: /v1, E2B's,
 	// Daytona's and /mcp.
 	srv := &http.Server{Handler: requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), root)), ReadHeaderTimeout: 10 * time.Second}

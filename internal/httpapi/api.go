@@ -41,6 +41,12 @@ type Deps struct {
 	Artifacts *artifacts.Service
 	// Sessions runs sessions, warm pools and workspaces.
 	Sessions *sessions.Service
+	// Region is this ptd's region (ptd serve --region) and Regions every
+	// region it knows, its own first: a create naming another region
+	// reaches this API only when no router sent it there, and is refused
+	// (docs/ARCHITECTURE.md, "Regions").
+	Region  string
+	Regions []string
 }
 
 // API serves the REST API.
@@ -60,12 +66,15 @@ type API struct {
 	promHandler http.Handler
 	// streams ends open event streams at shutdown (events.go).
 	streams streams
+	// region and regions are Deps.Region and Deps.Regions.
+	region  string
+	regions []string
 }
 
 // New builds the handler tree over d's parts.
 func New(d Deps, logger *slog.Logger) *API {
 	cp := d.Sandboxes
-	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, ses: d.Sessions, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector(), d.Sessions.Collector())}
+	a := &API{cp: cp, tn: d.Tenancy, ev: d.Events, art: d.Artifacts, ses: d.Sessions, region: d.Region, regions: d.Regions, log: logger, mux: http.NewServeMux(), promHandler: metrics.Handler(cp.Collector(), d.Sessions.Collector())}
 	var access *slog.Logger
 	if logger != nil {
 		access = logger.With("component", "http")

@@ -50,6 +50,8 @@ type createBody struct {
 	GPUModel string `json:"gpu_model"`
 	// SSHKeys are authorized_keys lines for the SSH gateway.
 	SSHKeys []string `json:"ssh_keys"`
+	// Region is where to make the sandbox: this ptd's region (or none).
+	Region string `json:"region"`
 }
 
 // waitParams reads ?wait_for_state= and ?wait_timeout_ms=.
@@ -99,6 +101,9 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if b.Wait {
 		wait = sandbox.StateRunning
 	}
+	if err := a.checkRegion(b.Region); err != nil {
+		return err
+	}
 	if b.ProjectID, err = aliasString(b.ProjectID, b.ProjectIDCamel, "project_id", "projectId"); err != nil {
 		return err
 	}
@@ -138,10 +143,29 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 		return err
 	}
 	if wait == "" {
-		writeJSON(w, http.StatusCreated, viewSandbox(sb))
+		writeJSON(w, http.StatusCreated, a.view(sb))
 		return nil
 	}
 	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
+}
+
+// checkRegion refuses a create for a region other than this ptd's: a
+// create for a known peer region was sent there before the API (package
+// region), so what reaches here names a region nobody here knows.
+func (a *API) checkRegion(name string) error {
+	if name == "" || name == a.region {
+		return nil
+	}
+	known := a.regions
+	if len(known) == 0 && a.region != "" {
+		known = []string{a.region}
+	}
+	msg := fmt.Sprintf("region %q is not known here; known regions: %s", name, strings.Join(known, ", "))
+	if len(known) == 0 {
+		msg = fmt.Sprintf("region %q is not known here: this ptd has no region (ptd serve --region); omit region", name)
+	}
+	return &apiError{status: http.StatusBadRequest, code: "unknown_region", msg: msg,
+		extra: map[string]any{"field": "region", "regions": append([]string{}, known...)}}
 }
 
 // waitAndWrite waits for target and answers okStatus with the record, or
@@ -151,7 +175,7 @@ func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplan
 	if err != nil {
 		return err
 	}
-	v := viewSandbox(got)
+	v := a.view(got)
 	if reached {
 		writeJSON(w, okStatus, v)
 		return nil
@@ -227,7 +251,7 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 	out := map[string]any{}
 	views := make([]sandboxView, 0, len(rows))
 	for _, sb := range rows {
-		views = append(views, listView(sb))
+		views = append(views, a.listRow(sb))
 	}
 	out["rows"] = views
 	if paginated {
@@ -239,11 +263,11 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 
 func (a *API) getSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	incl, _ := strconv.ParseBool(r.URL.Query().Get("include_deleted"))
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
+	return respond(w, http.StatusOK, a.view)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
 }
 
 func (a *API) deleteSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return respond(w, http.StatusAccepted, viewSandbox)(a.cp.Delete(r.Context(), p, r.PathValue("id")))
+	return respond(w, http.StatusAccepted, a.view)(a.cp.Delete(r.Context(), p, r.PathValue("id")))
 }
 
 func (a *API) listTemplates(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -303,7 +327,7 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		sb, err := call(r.Context(), p, r.PathValue("id"), timeout)
 		if re, ok := errors.AsType[*controlplane.RelocatingError](err); ok {
 			// Finished in the background on the other host: no wait here.
-			v := viewSandbox(re.Sandbox)
+			v := a.view(re.Sandbox)
 			v.Code = "relocating"
 			w.Header().Set("Retry-After", "5")
 			writeJSON(w, http.StatusAccepted, v)
@@ -313,7 +337,7 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 			return err
 		}
 		if wait == "" {
-			writeJSON(w, http.StatusOK, viewSandbox(sb))
+			writeJSON(w, http.StatusOK, a.view(sb))
 			return nil
 		}
 		if timeout > 0 {
@@ -386,7 +410,7 @@ func (a *API) patchSandbox(w http.ResponseWriter, r *http.Request, p controlplan
 			return badRequest(fmt.Sprintf("unknown field %q; PATCH takes name, auto_resume and ssh_keys", k), k)
 		}
 	}
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.Update(r.Context(), p, r.PathValue("id"), pt))
+	return respond(w, http.StatusOK, a.view)(a.cp.Update(r.Context(), p, r.PathValue("id"), pt))
 }
 
 // patchEnv is PATCH /v1/sandboxes/{id}/env: {"env": {"K": "v", "OLD": null}}.
@@ -405,13 +429,13 @@ func (a *API) patchEnv(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	if err != nil {
 		return err
 	}
-	v := viewSandbox(res.Sandbox)
+	v := a.view(res.Sandbox)
 	writeJSON(w, http.StatusOK, map[string]any{"id": v.ID, "state": v.State, "env_keys": v.EnvKeys, "applies": res.Applies})
 	return nil
 }
 
 func (a *API) children(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	return respondRows(w, "rows", listView)(a.cp.Children(r.Context(), p, r.PathValue("id")))
+	return respondRows(w, "rows", a.listRow)(a.cp.Children(r.Context(), p, r.PathValue("id")))
 }
 
 // secretBody is a secret at create: "value", or {"value": …, "hosts": […],

@@ -109,3 +109,20 @@ func TestCreateWaitBodyField(t *testing.T) {
 		t.Fatalf("wait:true: %d %v", resp.StatusCode, m)
 	}
 }
+
+// TestCreateUnknownRegion: a create naming a region this ptd does not
+// know (here it has none) is 400 unknown_region naming the field, and
+// nothing is created; an empty region is the ptd's own.
+func TestCreateUnknownRegion(t *testing.T) {
+	srv, _, tok := newServer(t)
+	resp, m := call(t, srv, tok, "POST", "/v1/sandboxes", `{"template":"busybox","region":"eu-west"}`)
+	if resp.StatusCode != 400 || m["code"] != "unknown_region" || m["field"] != "region" {
+		t.Fatalf("create in an unknown region: %d %v, want 400 unknown_region", resp.StatusCode, m)
+	}
+	if _, l := call(t, srv, tok, "GET", "/v1/sandboxes?paginated=true", ""); l["total"] != float64(0) {
+		t.Fatalf("after the refused create: %v, want no sandbox", l)
+	}
+	if resp, m := call(t, srv, tok, "POST", "/v1/sandboxes", `{"template":"busybox","region":""}`); resp.StatusCode != 201 || m["region"] != nil {
+		t.Fatalf("create with an empty region: %d %v, want 201 without a region", resp.StatusCode, m)
+	}
+}

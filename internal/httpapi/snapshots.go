@@ -92,7 +92,7 @@ func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request, p controlp
 		return err
 	}
 	if wait == "" {
-		writeJSON(w, http.StatusAccepted, viewSandbox(sb))
+		writeJSON(w, http.StatusAccepted, a.view(sb))
 		return nil
 	}
 	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
@@ -152,7 +152,7 @@ func (a *API) fork(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 			}
 			sb = got
 		}
-		v.Sandboxes = append(v.Sandboxes, viewSandbox(sb))
+		v.Sandboxes = append(v.Sandboxes, a.view(sb))
 	}
 	writeJSON(w, status, v)
 	return nil

@@ -16,7 +16,7 @@ func (a *API) kill(w http.ResponseWriter, r *http.Request, p controlplane.Princi
 	if err := decodeJSON(r, &struct{}{}, true); err != nil {
 		return err
 	}
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.Kill(r.Context(), p, r.PathValue("id")))
+	return respond(w, http.StatusOK, a.view)(a.cp.Kill(r.Context(), p, r.PathValue("id")))
 }
 
 // setTTL is POST /v1/sandboxes/{id}/ttl {"ttl_ms": n}: the countdown
@@ -37,7 +37,7 @@ func (a *API) setTTL(w http.ResponseWriter, r *http.Request, p controlplane.Prin
 	if b.TTLMs == nil {
 		return badRequest("ttl_ms is required: the new lifetime in milliseconds from now", "ttl_ms")
 	}
-	return respond(w, http.StatusOK, viewSandbox)(a.cp.SetTTL(r.Context(), p, r.PathValue("id"), *b.TTLMs))
+	return respond(w, http.StatusOK, a.view)(a.cp.SetTTL(r.Context(), p, r.PathValue("id"), *b.TTLMs))
 }
 
 // templateVersionView is one build of a template.

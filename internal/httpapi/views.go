@@ -65,7 +65,25 @@ type sandboxView struct {
 	// child-list rows ("createdAt values … six fractional-second
 	// digits"); set by listView only.
 	CreatedAtList string `json:"createdAt,omitempty"`
+	// Region is the region of the store the sandbox is in (ptd serve
+	// --region); empty on a ptd without one.
+	Region string `json:"region,omitempty"`
 	ttlFields
+}
+
+// view is viewSandbox with this ptd's region: every sandbox of its store
+// is in it.
+func (a *API) view(sb sandbox.Sandbox) sandboxView {
+	v := viewSandbox(sb)
+	v.Region = a.region
+	return v
+}
+
+// listRow is listView with this ptd's region.
+func (a *API) listRow(sb sandbox.Sandbox) sandboxView {
+	v := listView(sb)
+	v.Region = a.region
+	return v
 }
 
 // listView is a sandbox as a list or child-list row.

@@ -7,6 +7,7 @@
 package ptdtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -68,6 +69,14 @@ type Options struct {
 	Keep bool
 	// Env is added to ptd's environment (see Daemon.Env).
 	Env []string
+	// Token, when set, is the admin token (PT_TOKEN) instead of a random
+	// one: ptds with stores of their own (regions) bootstrap the same
+	// admin with it.
+	Token string
+	// Listen, when set, is the API's address (127.0.0.1:PORT) instead of
+	// a free port picked at Start: a test that must name a ptd's URL to
+	// another before either starts (regions) reserves it.
+	Listen string
 	// BinDir, when set, holds binaries Build made already: Start uses them
 	// instead of building, and Stop leaves them (several daemons of one
 	// test binary share one build).
@@ -185,13 +194,13 @@ func Start(o Options) (*Daemon, error) {
 		return d, err
 	}
 	sweepDead(filepath.Join(bin, "ptd"))
-	d.Token = "pt_test_" + RandHex(16)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return d, err
+	d.Token = cmp.Or(o.Token, "pt_test_"+RandHex(16))
+	addr := o.Listen
+	if addr == "" {
+		if addr, err = FreeAddr(); err != nil {
+			return d, err
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	d.URL = "http://" + addr
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -236,6 +245,16 @@ func Start(o Options) (*Daemon, error) {
 		return d, err
 	}
 	return d, d.launch()
+}
+
+// FreeAddr is a loopback address with a port free right now.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // launch starts the ptd process and waits until it is healthy.

@@ -49,6 +49,9 @@ type Sandbox struct {
 	HostID            string            `json:"host_id,omitempty"`
 	// Runtime is the sandbox's runtime class (runc, gvisor).
 	Runtime string `json:"runtime,omitempty"`
+	// Region is the region whose store holds the sandbox; empty when the
+	// server has no region.
+	Region string `json:"region,omitempty"`
 	// ParentID is the sandbox this one is a child of, set once at create;
 	// empty for a top-level sandbox.
 	ParentID string `json:"parent_id,omitempty"`
@@ -135,6 +138,10 @@ type CreateSandboxRequest struct {
 	// host's); empty takes the server's default. An unknown class is an
 	// APIError with Field "runtime".
 	Runtime string `json:"runtime,omitempty"`
+	// Region is the region to make the sandbox in; empty takes the
+	// server's own. A region the server does not know is an APIError with
+	// code unknown_region, and nothing is created.
+	Region string `json:"region,omitempty"`
 	// ProjectID (prj_…) creates the sandbox in that project; empty takes
 	// the parent's project for a child, else the org's default project.
 	// An unknown project (or another org's) is an APIError not_found.

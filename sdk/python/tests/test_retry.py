@@ -308,3 +308,12 @@ def test_retries_never_sleep_past_the_deadline(busy: Any) -> None:
             c.sandboxes.get(SBX, timeout=1.0)
         assert time.monotonic() - t0 < 1.0
     assert len(srv.seen) == 1
+
+
+def test_create_sends_region(busy: Any) -> None:
+    # The create body carries region as given (docs/sandboxes.md); the
+    # server routes it to that region or refuses it as unknown_region.
+    srv: Busy = busy([(201, {}, {**RUNNING, "region": "eu"})])
+    with Platinum(token="t", api_url=srv.url) as c:
+        c.sandboxes.create(template="busybox", region="eu")
+    assert json.loads(srv.bodies[0]) == {"template": "busybox", "region": "eu"}

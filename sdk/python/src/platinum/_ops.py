@@ -125,6 +125,7 @@ class SandboxesOps:
         secrets: Mapping[str, Mapping[str, Any]] | None = None,
         network: Mapping[str, Any] | None = None,
         gpus: int | None = None,
+        region: str | None = None,
         wait_for_running: bool = False,
         wait_timeout_ms: int | None = None,
         idempotency_key: str | None = None,
@@ -145,7 +146,7 @@ class SandboxesOps:
             "type": type, "auto_stop_minutes": auto_stop_minutes, "auto_archive_days": auto_archive_days,
             "auto_delete_days": auto_delete_days, "from_snapshot": from_snapshot, "from_backup": from_backup,
             "secrets": {k: dict(v) for k, v in secrets.items()} if secrets is not None else None,
-            "network": dict(network) if network is not None else None, "gpus": gpus,
+            "network": dict(network) if network is not None else None, "gpus": gpus, "region": region,
         })
         dl = Deadline(timeout)
         params: list[tuple[str, str]] = []

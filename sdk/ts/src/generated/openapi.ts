@@ -89,7 +89,11 @@ export interface paths {
          *     process, mount, address or cgroup); start it to boot from that disk
          *     again, or delete it. Environment values are never returned.
          *     Filters (`state`, `parent_id`/`roots_only`, `metadata[KEY]`) combine
-         *     with AND.
+         *     with AND. On a ptd with other regions (`--region-peer`) the list
+         *     merges every region's rows in the same order, `created_at` at its
+         *     six fractional digits; `total` is the sum of each region's total,
+         *     each read from one snapshot of its own store. A region that does not
+         *     answer makes the list `503 region_unavailable` naming it (`region`).
          */
         get: operations["listSandboxes"];
         put?: never;
@@ -101,6 +105,12 @@ export interface paths {
          *     running, `202` with `wait_timed_out: true` and `Retry-After: 5` when
          *     the wait ran out. A 202 names the sandbox: poll it by id, do not
          *     create again.
+         *
+         *     `region` names the region the sandbox is made in (default: the
+         *     answering ptd's own, `ptd serve --region`); a create for another
+         *     region is sent whole, token and `Idempotency-Key` included, to a
+         *     ptd of that region (docs/ARCHITECTURE.md, "Regions"). A region the
+         *     ptd does not know is `400 unknown_region` and nothing is created.
          */
         post: operations["createSandbox"];
         delete?: never;
@@ -2542,7 +2552,7 @@ export interface components {
          */
         Error: {
             /** @enum {string} */
-            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "code_interpreter_unavailable" | "gpus_unavailable" | "image_not_found" | "image_unauthorized" | "image_digest_mismatch" | "image_invalid" | "image_layer_unsafe" | "image_too_large" | "registry_unavailable" | "dockerfile_invalid" | "dockerfile_unsupported" | "upload_too_large" | "template_slug_reserved" | "template_in_use";
+            code: "invalid_request" | "unauthorized" | "forbidden" | "not_found" | "conflict" | "payload_too_large" | "no_space" | "sandbox_not_ready" | "unavailable" | "internal" | "env_too_large" | "env_var_too_large" | "sandbox_not_resizable" | "disk_grow_unsupported" | "quota_exceeded" | "idempotency_key_reused" | "idempotency_key_in_progress" | "sandbox_ttl_exceeded" | "sandbox_destroyed" | "sandbox_failed" | "capacity" | "events_pruned" | "artifact_too_large" | "memory_snapshot_unsupported" | "not_ready" | "session_ended" | "timeout" | "code_interpreter_unavailable" | "gpus_unavailable" | "image_not_found" | "image_unauthorized" | "image_digest_mismatch" | "image_invalid" | "image_layer_unsafe" | "image_too_large" | "registry_unavailable" | "dockerfile_invalid" | "dockerfile_unsupported" | "upload_too_large" | "template_slug_reserved" | "template_in_use" | "unknown_region" | "region_unavailable";
             /** @description A human message saying what to do. */
             error: string;
             /**
@@ -2635,6 +2645,11 @@ export interface components {
                 [key: string]: string;
             };
             host_id?: string;
+            /**
+             * @description The region whose store holds the sandbox (`ptd serve --region`); absent on a ptd without one.
+             * @example eu-west
+             */
+            region?: string;
             /** @description The sandbox this one is a child of, set once at create; null for a top-level sandbox. */
             parent_id: string | null;
             /** @description The snapshot (`snap_…`) or backup (`bkp_…`) a clone or fork was made from. */
@@ -2951,6 +2966,15 @@ export interface components {
             code: "relocating";
         };
         CreateSandbox: {
+            /**
+             * @description The region to make the sandbox in; the answering ptd's own region
+             *     when omitted. Another region's create is forwarded to a ptd of
+             *     that region, where the caller's token must be valid too (orgs and
+             *     tokens are per region). A region the ptd does not know is
+             *     `400 unknown_region`.
+             * @example eu-west
+             */
+            region?: string;
             /**
              * @description Make the sandbox a copy of a snapshot (its disk, and its memory
              *     when it has some and the runtime class can restore it), with its
@@ -3923,7 +3947,15 @@ export interface operations {
                     "application/json": components["schemas"]["SandboxWaitTimedOut"];
                 };
             };
-            400: components["responses"]["InvalidRequest"];
+            /** @description `invalid_request`: a bad field (named in `field`), unknown field or wrong type. `unknown_region`: `region` names a region this ptd does not know (`regions` lists those it does); nothing was created. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             /** @description Unknown template (`field` is `template`), or a `parent_id` that is missing, deleted or in another organization (`field` is `parent_id`). */
             404: {

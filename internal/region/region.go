@@ -1,0 +1,465 @@
+// Package region joins platforms that each have their own store into
+// regions of one API (docs/ARCHITECTURE.md, "Regions"): a create naming
+// another region is sent to a ptd of that region, a request for a sandbox
+// this region's store does not know is sent to the region that has it,
+// and GET /v1/sandboxes merges every region's rows. Within a region,
+// internal/forward spreads requests over hosts; this package only ever
+// speaks to a region's entry URL and knows nothing of its hosts.
+package region
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/forward"
+	"github.com/platinum-dev/platinum/internal/region/listmerge"
+	"github.com/platinum-dev/platinum/internal/requestid"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// Header marks a request one region sent to another and names the
+// sender's region. Its receiver serves it within its own region: it is
+// never sent to a third region, and a list carrying it is that region's
+// rows only.
+const Header = "Pt-Region-Forwarded-By"
+
+// Peer is another region and the URL of any ptd of it.
+type Peer struct {
+	Name string
+	URL  *url.URL
+}
+
+// Store is what the router reads of this region's store: whether it
+// knows a sandbox at all.
+type Store interface {
+	// GetSandbox returns the record of id in any org (orgID empty), or
+	// an error wrapping sandbox.ErrNotFound when the store has none.
+	GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error)
+}
+
+// Router sends requests that belong to another region to it.
+type Router struct {
+	self   string
+	peers  []Peer
+	store  Store
+	log    *slog.Logger
+	client *http.Client
+	proxy  *httputil.ReverseProxy
+	// cacheFor is how long a sandbox found in a peer region is taken to
+	// be there without asking again.
+	cacheFor time.Duration
+
+	mu    sync.Mutex
+	found map[string]found // sandbox id → the peer region that has it
+}
+
+type found struct {
+	peer Peer
+	at   time.Time
+}
+
+// New returns the Router of region self, whose store is st.
+func New(self string, peers []Peer, st Store, log *slog.Logger) *Router {
+	r := &Router{self: self, peers: peers, store: st, log: log, cacheFor: 30 * time.Second,
+		client: &http.Client{Timeout: 10 * time.Second}, found: map[string]found{}}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(pr.In.Context().Value(peerKey{}).(Peer).URL)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(Header, self)
+		},
+		// Streams and uploads pass through as they are written.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			p := req.Context().Value(peerKey{}).(Peer)
+			r.log.WarnContext(req.Context(), "region: forward", "region", p.Name, "path", req.URL.Path, "err", err)
+			writeUnavailable(w, req, p.Name, "region "+p.Name+" does not answer ("+err.Error()+"); retry in a few seconds")
+		},
+	}
+	return r
+}
+
+type peerKey struct{}
+
+// Wrap returns next behind the router: a create for a peer region, a
+// request for a sandbox only a peer region has, and the sandbox list go
+// across regions; everything else, and anything another region sent, is
+// served by next.
+func (r *Router) Wrap(next http.Handler) http.Handler {
+	if len(r.peers) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch path := strings.TrimSuffix(req.URL.Path, "/"); {
+		case req.Header.Get(Header) != "":
+			next.ServeHTTP(w, req)
+		case path == "/v1/sandboxes" && req.Method == http.MethodPost:
+			r.create(w, req, next)
+		case path == "/v1/sandboxes" && req.Method == http.MethodGet:
+			r.list(w, req, next)
+		default:
+			p, ok, down := r.owner(req)
+			switch {
+			case ok:
+				r.forward(w, req, p)
+			case down != "":
+				// Not here, and a region that may have it does not
+				// answer: a 404 would say it exists nowhere.
+				writeUnavailable(w, req, down, "sandbox "+forward.SandboxOf(req)+" is not in this region and region "+down+" does not answer; retry in a few seconds")
+			default:
+				next.ServeHTTP(w, req)
+			}
+		}
+	})
+}
+
+func (r *Router) forward(w http.ResponseWriter, req *http.Request, p Peer) {
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), peerKey{}, p)))
+}
+
+func (r *Router) peer(name string) (Peer, bool) {
+	i := slices.IndexFunc(r.peers, func(p Peer) bool { return p.Name == name })
+	if i < 0 {
+		return Peer{}, false
+	}
+	return r.peers[i], true
+}
+
+// maxCreateBody bounds what is read of a create to find its region; a
+// larger body is served here, where the API refuses it.
+const maxCreateBody = 1 << 20
+
+// create sends a create naming a peer region there whole (token and
+// Idempotency-Key included). One naming this region, none, or a region
+// nobody knows is served here: the API makes it, or refuses an unknown
+// region (400 unknown_region) before anything is made.
+func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
+	req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil || len(body) > maxCreateBody {
+		next.ServeHTTP(w, req)
+		return
+	}
+	var want struct {
+		Region string `json:"region"`
+	}
+	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
+	p, ok := r.peer(want.Region)
+	if !ok || want.Region == r.self {
+		next.ServeHTTP(w, req)
+		return
+	}
+	req.ContentLength = int64(len(body))
+	r.forward(w, req, p)
+}
+
+// owner is the peer region a request is for (ok): it names a sandbox
+// this region's store does not know and a peer region has. Only a local
+// miss asks the peers, so requests for this region's sandboxes cost one
+// read of the store. When no peer has it but one did not answer, down
+// names that region.
+func (r *Router) owner(req *http.Request) (p Peer, ok bool, down string) {
+	id := forward.SandboxOf(req)
+	if id == "" {
+		return Peer{}, false, ""
+	}
+	ctx := req.Context()
+	if _, err := r.store.GetSandbox(ctx, "", id); !errors.Is(err, sandbox.ErrNotFound) {
+		return Peer{}, false, ""
+	}
+	r.mu.Lock()
+	f, ok := r.found[id]
+	if ok && time.Since(f.at) > r.cacheFor {
+		delete(r.found, id)
+		ok = false
+	}
+	r.mu.Unlock()
+	if ok {
+		return f.peer, true, ""
+	}
+	for _, p := range r.peers {
+		has, err := r.has(ctx, req, p, id)
+		switch {
+		case err != nil:
+			r.log.WarnContext(ctx, "region: look up sandbox", "region", p.Name, "sandbox", id, "err", err)
+			down = cmp.Or(down, p.Name)
+		case has:
+			r.mu.Lock()
+			r.found[id] = found{peer: p, at: time.Now()}
+			r.mu.Unlock()
+			return p, true, ""
+		}
+	}
+	return Peer{}, false, down
+}
+
+// has reports whether peer p has sandbox id, by reading its record with
+// the caller's credentials (a bearer token is per region: the sandbox is
+// found where the caller may see it). An error is a peer that did not
+// answer.
+func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (bool, error) {
+	u := p.URL.JoinPath("/v1/sandboxes", id)
+	u.RawQuery = "include_deleted=true"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	r.copyAuth(in, req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return false, fmt.Errorf("region %s answered %s", p.Name, resp.Status)
+	}
+	return resp.StatusCode == http.StatusOK, nil
+}
+
+func (r *Router) copyAuth(in, out *http.Request) {
+	for _, h := range []string{"Authorization", "X-Api-Key"} {
+		if v := in.Header.Get(h); v != "" {
+			out.Header.Set(h, v)
+		}
+	}
+	if id := requestid.From(in.Context()); id != "" {
+		out.Header.Set(requestid.Header, id)
+	}
+	out.Header.Set(Header, r.self)
+}
+
+// pageMax is the largest page a region serves (the API's limit bound).
+const pageMax = 200
+
+// list answers GET /v1/sandboxes with every region's rows: each region
+// (this one in-process) is asked for its own first offset+limit rows,
+// and the merge's [offset, offset+limit) is the page. total, when asked,
+// is the sum of the regions' totals, each from one snapshot of its own
+// store. A region that does not answer makes the list 503
+// region_unavailable: a page without its rows would shift every later
+// page and drop or repeat rows.
+func (r *Router) list(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	q := req.URL.Query()
+	offset, limit, ok := window(q)
+	if !ok {
+		next.ServeHTTP(w, req) // the API refuses the bad value
+		return
+	}
+	paginated, err := strconv.ParseBool(cmp.Or(q.Get("paginated"), "false"))
+	if err != nil {
+		next.ServeHTTP(w, req) // the API refuses the bad value
+		return
+	}
+	type result struct {
+		rows  []listmerge.Row
+		total int
+		fail  *answer // a region's refusal, or nil
+		err   error
+	}
+	regions := append([]string{r.self}, make([]string, len(r.peers))...)
+	for i, p := range r.peers {
+		regions[i+1] = p.Name
+	}
+	results := make([]result, len(regions))
+	var wg sync.WaitGroup
+	for i := range regions {
+		wg.Go(func() {
+			res := &results[i]
+			res.rows, res.total, res.fail, res.err = r.regionRows(req, next, i, q, offset+limit, paginated)
+		})
+	}
+	wg.Wait()
+	var lists [][]listmerge.Row
+	total := 0
+	for i, res := range results {
+		switch {
+		case res.err != nil:
+			r.log.WarnContext(req.Context(), "region: list", "region", regions[i], "err", res.err)
+			writeUnavailable(w, req, regions[i], "region "+regions[i]+" does not answer the list ("+res.err.Error()+"); retry in a few seconds")
+			return
+		case res.fail != nil:
+			res.fail.write(w, regions[i])
+			return
+		}
+		lists, total = append(lists, res.rows), total+res.total
+	}
+	rows := listmerge.Merge(lists, offset, limit)
+	out := struct {
+		Rows  []json.RawMessage `json:"rows"`
+		Total *int              `json:"total,omitempty"`
+	}{Rows: make([]json.RawMessage, len(rows))}
+	for i, row := range rows {
+		out.Rows[i] = row.Raw
+	}
+	if paginated {
+		out.Total = &total
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// window reads offset and limit as the API does (limit 50 by default, at
+// most pageMax); ok is false for a value the API refuses.
+func window(q url.Values) (offset, limit int, ok bool) {
+	offset, limit = 0, 50
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, 0, false
+		}
+		offset = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > pageMax {
+			return 0, 0, false
+		}
+		limit = n
+	}
+	return offset, limit, true
+}
+
+// answer is a region's answer to a list page; one that is not 200 is
+// passed on as it came.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// recorder keeps this region's in-process answer to a list page.
+type recorder struct {
+	answer
+	wrote bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	r.body = append(r.body, b...)
+	return len(b), nil
+}
+
+func (a *answer) write(w http.ResponseWriter, region string) {
+	for _, k := range []string{"Content-Type", "Retry-After"} {
+		if v := a.header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.Header().Set("Pt-Region", region)
+	w.WriteHeader(a.status)
+	w.Write(a.body)
+}
+
+// regionRows reads region i's (0: this one) first n rows of the list q
+// asks for, a page of at most pageMax at a time, and its total (from its
+// first page) when paginated.
+func (r *Router) regionRows(in *http.Request, next http.Handler, i int, q url.Values, n int, paginated bool) ([]listmerge.Row, int, *answer, error) {
+	var rows []listmerge.Row
+	total := 0
+	for first := true; len(rows) < n; first = false {
+		page := min(pageMax, n-len(rows))
+		pq := maps.Clone(q) // Set replaces values, never edits them
+		pq.Set("offset", strconv.Itoa(len(rows)))
+		pq.Set("limit", strconv.Itoa(page))
+		pq.Set("paginated", strconv.FormatBool(paginated && first))
+		a, err := r.get(in, next, i, pq)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if a.status != http.StatusOK {
+			return nil, 0, a, nil
+		}
+		var body struct {
+			Rows  []json.RawMessage `json:"rows"`
+			Total int               `json:"total"`
+		}
+		if err := json.Unmarshal(a.body, &body); err != nil {
+			return nil, 0, nil, err
+		}
+		if first {
+			total = body.Total
+		}
+		for _, raw := range body.Rows {
+			row, err := listmerge.Parse(raw)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			rows = append(rows, row)
+		}
+		if len(body.Rows) < page {
+			break
+		}
+	}
+	return rows, total, nil, nil
+}
+
+// get asks region i for the list with query q: this region through next
+// in-process, a peer over HTTP, both marked with Header so they answer
+// with their own rows only.
+func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (*answer, error) {
+	if i == 0 {
+		req := in.Clone(in.Context())
+		req.URL.RawQuery = q.Encode()
+		req.RequestURI = ""
+		req.Header.Set(Header, r.self)
+		rec := &recorder{answer: answer{status: http.StatusOK, header: http.Header{}}}
+		next.ServeHTTP(rec, req)
+		return &rec.answer, nil
+	}
+	p := r.peers[i-1]
+	u := p.URL.JoinPath("/v1/sandboxes")
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	r.copyAuth(in, req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// writeUnavailable answers 503 region_unavailable naming the region, in
+// /v1's error shape, with Retry-After.
+func writeUnavailable(w http.ResponseWriter, req *http.Request, region, msg string) {
+	body := map[string]any{"code": "region_unavailable", "error": msg, "region": region}
+	if id := requestid.From(req.Context()); id != "" {
+		body["request_id"] = id
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "5")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	json.NewEncoder(w).Encode(body)
+}

@@ -1,0 +1,282 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// fakeStore knows the sandboxes in ids.
+type fakeStore struct{ ids map[string]bool }
+
+func (f fakeStore) GetSandbox(_ context.Context, _, id string) (sandbox.Sandbox, error) {
+	if f.ids[id] {
+		return sandbox.Sandbox{ID: id}, nil
+	}
+	return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+}
+
+var _ Store = fakeStore{}
+
+// region is a fake region's API: a list of rows (newest first), records
+// by id, and what it was sent.
+type region struct {
+	name string
+	rows []listRow
+
+	mu   sync.Mutex
+	seen []*http.Request
+	body []string
+}
+
+type listRow struct {
+	ID        string `json:"id"`
+	CreatedAt string `json:"created_at"`
+}
+
+func (g *region) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	g.mu.Lock()
+	g.seen, g.body = append(g.seen, r), append(g.body, string(b))
+	g.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/sandboxes":
+		q := r.URL.Query()
+		off, _ := strconv.Atoi(q.Get("offset"))
+		lim, _ := strconv.Atoi(cmpOr(q.Get("limit"), "50"))
+		out := map[string]any{"rows": g.rows[min(off, len(g.rows)):min(off+lim, len(g.rows))]}
+		if q.Get("paginated") == "true" {
+			out["total"] = len(g.rows)
+		}
+		json.NewEncoder(w).Encode(out)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/sandboxes/sbx_"):
+		id := strings.Split(r.URL.Path, "/")[3]
+		for _, row := range g.rows {
+			if row.ID == id {
+				json.NewEncoder(w).Encode(row)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"code":"not_found","error":"no such sandbox"}`)
+	default:
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"region":%q}`, g.name)
+	}
+}
+
+func (g *region) requests() []*http.Request {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]*http.Request{}, g.seen...)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// setup is region "a" (local: served by the fake here, in-process) with
+// peer "b" (over HTTP); a knows the ids of its own rows.
+func setup(t *testing.T, local, peer *region) (http.Handler, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewServer(peer)
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	ids := map[string]bool{}
+	for _, r := range local.rows {
+		ids[r.ID] = true
+	}
+	r := New(local.name, []Peer{{Name: peer.name, URL: u}}, fakeStore{ids: ids}, slog.New(slog.DiscardHandler))
+	return r.Wrap(local), srv
+}
+
+func do(t *testing.T, h http.Handler, method, target, body string, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tok")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestCreate(t *testing.T) {
+	tests := []struct {
+		name, body, servedBy string
+	}{
+		{"peer region", `{"template":"busybox","region":"b"}`, "b"},
+		{"own region", `{"template":"busybox","region":"a"}`, "a"},
+		{"no region", `{"template":"busybox"}`, "a"},
+		{"unknown region: the API refuses it", `{"template":"busybox","region":"z"}`, "a"},
+		{"not JSON: the API refuses it", `{`, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			local, peer := &region{name: "a"}, &region{name: "b"}
+			h, _ := setup(t, local, peer)
+			rec := do(t, h, http.MethodPost, "/v1/sandboxes", tt.body, map[string]string{"Idempotency-Key": "k1"})
+			served := map[string]*region{"a": local, "b": peer}[tt.servedBy]
+			if len(served.body) != 1 || served.body[0] != tt.body {
+				t.Fatalf("%s got bodies %q, want the create whole: %q", tt.servedBy, served.body, tt.body)
+			}
+			if rec.Code != http.StatusCreated {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			if tt.servedBy == "b" {
+				got := peer.seen[0].Header
+				if got.Get("Idempotency-Key") != "k1" || got.Get("Authorization") != "Bearer tok" || got.Get(Header) != "a" {
+					t.Errorf("forwarded headers %v: want the key, the token and %s: a", got, Header)
+				}
+				if len(local.seen) != 0 {
+					t.Errorf("region a served a create for b too")
+				}
+			}
+		})
+	}
+}
+
+func TestSandboxRequests(t *testing.T) {
+	local := &region{name: "a", rows: []listRow{{"sbx_a1", "2026-12-04T12:00:00.000001Z"}}}
+	peer := &region{name: "b", rows: []listRow{{"sbx_b1", "2026-12-04T12:00:00.000002Z"}}}
+	h, _ := setup(t, local, peer)
+
+	if rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_a1", "", nil); rec.Code != http.StatusOK || len(peer.requests()) != 0 {
+		t.Fatalf("own sandbox: %d, peer asked %d times; want served here, peer never asked", rec.Code, len(peer.requests()))
+	}
+	for range 2 {
+		if rec := do(t, h, http.MethodPost, "/v1/sandboxes/sbx_b1/exec", `{"cmd":"true"}`, nil); rec.Code != http.StatusCreated {
+			t.Fatalf("peer's sandbox: %d %s", rec.Code, rec.Body)
+		}
+	}
+	var probes, execs int
+	for _, r := range peer.requests() {
+		switch {
+		case r.Method == http.MethodGet:
+			probes++
+		case r.URL.Path == "/v1/sandboxes/sbx_b1/exec":
+			execs++
+		}
+		if r.Header.Get(Header) != "a" {
+			t.Errorf("%s %s reached b without %s", r.Method, r.URL, Header)
+		}
+	}
+	if probes != 1 || execs != 2 {
+		t.Errorf("b got %d look-ups and %d execs, want 1 (then cached) and 2", probes, execs)
+	}
+	// A request another region sent is never sent on.
+	before := len(peer.requests())
+	if rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_b1", "", map[string]string{Header: "c"}); rec.Code != http.StatusNotFound {
+		t.Fatalf("forwarded request: %d, want a's own 404", rec.Code)
+	}
+	if len(peer.requests()) != before {
+		t.Error("a request forwarded from another region was forwarded again")
+	}
+	// Nobody has it: a's own answer.
+	if rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_none", "", nil); rec.Code != http.StatusNotFound {
+		t.Fatalf("unknown sandbox: %d, want 404", rec.Code)
+	}
+}
+
+func TestList(t *testing.T) {
+	// Both regions' rows fall in one millisecond, a's and b's
+	// interleaved by microsecond.
+	var aRows, bRows, all []listRow
+	for i := 9; i >= 0; i-- {
+		r := listRow{fmt.Sprintf("sbx_%02d", i), fmt.Sprintf("2026-12-04T12:00:00.1230%02dZ", i)}
+		all = append(all, r)
+		if i%3 == 0 {
+			bRows = append(bRows, r)
+		} else {
+			aRows = append(aRows, r)
+		}
+	}
+	local, peer := &region{name: "a", rows: aRows}, &region{name: "b", rows: bRows}
+	h, _ := setup(t, local, peer)
+	for _, limit := range []int{1, 2, 3} {
+		var walked []listRow
+		for offset := 0; offset < len(all); offset += limit {
+			rec := do(t, h, http.MethodGet, fmt.Sprintf("/v1/sandboxes?limit=%d&offset=%d&paginated=true", limit, offset), "", nil)
+			var body struct {
+				Rows  []listRow `json:"rows"`
+				Total int       `json:"total"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != http.StatusOK {
+				t.Fatalf("list: %d %s", rec.Code, rec.Body)
+			}
+			if body.Total != len(all) {
+				t.Fatalf("total %d, want %d (a's plus b's)", body.Total, len(all))
+			}
+			walked = append(walked, body.Rows...)
+		}
+		if diff := cmp.Diff(all, walked); diff != "" {
+			t.Errorf("limit %d pages (-want +got):\n%s", limit, diff)
+		}
+	}
+	for _, r := range append(local.requests(), peer.requests()...) {
+		if r.Header.Get(Header) == "" {
+			t.Errorf("list request %s reached a region without %s", r.URL, Header)
+		}
+	}
+}
+
+func TestListPagesThroughPeer(t *testing.T) {
+	var rows []listRow
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for i := range 450 {
+		rows = append(rows, listRow{fmt.Sprintf("sbx_%04d", 999-i), start.Add(-time.Duration(i) * time.Microsecond).Format(sandbox.TimeFormat)})
+	}
+	local, peer := &region{name: "a"}, &region{name: "b", rows: rows}
+	h, _ := setup(t, local, peer)
+	rec := do(t, h, http.MethodGet, "/v1/sandboxes?limit=50&offset=400", "", nil)
+	var body struct{ Rows []listRow }
+	json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusOK || len(body.Rows) != 50 || body.Rows[0] != rows[400] {
+		t.Fatalf("offset 400: %d, %d rows; want 50 from %v", rec.Code, len(body.Rows), rows[400])
+	}
+	var limits []string
+	for _, r := range peer.requests() {
+		limits = append(limits, r.URL.Query().Get("offset")+"+"+r.URL.Query().Get("limit"))
+	}
+	if diff := cmp.Diff([]string{"0+200", "200+200", "400+50"}, limits); diff != "" {
+		t.Errorf("pages asked of b (-want +got):\n%s", diff)
+	}
+}
+
+func TestPeerDown(t *testing.T) {
+	local, peer := &region{name: "a", rows: []listRow{{"sbx_a1", "2026-12-04T12:00:00.000001Z"}}}, &region{name: "b"}
+	h, srv := setup(t, local, peer)
+	srv.Close()
+	if rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_a1", "", nil); rec.Code != http.StatusOK {
+		t.Fatalf("own sandbox with b down: %d, want served here", rec.Code)
+	}
+	rec := do(t, h, http.MethodGet, "/v1/sandboxes/sbx_b1", "", nil)
+	if !strings.Contains(rec.Body.String(), `"region_unavailable"`) || rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a sandbox a does not have, with b down: %d %s, want 503 region_unavailable (not 404)", rec.Code, rec.Body)
+	}
+	rec = do(t, h, http.MethodGet, "/v1/sandboxes", "", nil)
+	var body map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusServiceUnavailable || body["code"] != "region_unavailable" || body["region"] != "b" {
+		t.Fatalf("list with b down: %d %s, want 503 region_unavailable naming b", rec.Code, rec.Body)
+	}
+}
