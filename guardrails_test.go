@@ -98,7 +98,7 @@ func TestDependencyDirection(t *testing.T) {
 		// a sandbox and speak HTTP to other regions: no part of the
 		// control plane or its surfaces.
 		"internal/region": {mod + "internal/controlplane", mod + "internal/httpapi", mod + "internal/compat", mod + "internal/host", mod + "internal/sessions"},
-		"cmd/pt":           {mod + "internal/"},
+		"cmd/pt":          {mod + "internal/"},
 		// The MCP server reaches ptd only through the public SDK (/v1).
 		"mcpserver": {mod + "internal/"},
 	}
