@@ -52,7 +52,7 @@ func TestPoolsAcrossHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := 0
-	for _, sb := range pooled["busybox"] {
+	for _, sb := range pooled[poolID{template: "busybox"}] {
 		if sb.State == sandbox.StateCreating || sb.State == sandbox.StateStarting || sb.State == sandbox.StateRunning {
 			live++
 		}
@@ -86,24 +86,30 @@ func TestPoolsAcrossHosts(t *testing.T) {
 }
 
 // TestHostPoolsAndMetrics: GET /v1/hosts counts each host's pool members
-// by template and /metrics each pool's, ready apart from provisioning;
-// members being disposed of are neither.
+// by template and runtime class and /metrics each pool's, ready apart from
+// provisioning; members being disposed of are neither.
 func TestHostPoolsAndMetrics(t *testing.T) {
 	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	if err := s.ensurePoolOrg(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 3, Max: 5}); err != nil {
-		t.Fatal(err)
+	for _, p := range []store.Pool{{Template: "busybox", MinReady: 3, Max: 5}, {Template: "busybox", Runtime: "gvisor", MinReady: 1, Max: 2}} {
+		if err := st.PutPool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	member := func(host string, state sandbox.State, ready bool) {
+	member := func(host string, state sandbox.State, ready bool, class ...string) {
 		md := map[string]string{store.MetaPool: "busybox"}
+		rt := "runc"
+		if len(class) > 0 {
+			rt, md[store.MetaPool] = class[0], store.PoolKey("busybox", class[0])
+		}
 		if ready {
 			md[store.MetaPoolReady] = "1"
 		}
 		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, HostID: host, State: state,
-			Template: "busybox", CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk, Metadata: md}
+			Template: "busybox", Runtime: rt, CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk, Metadata: md}
 		if err := st.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
@@ -113,14 +119,15 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 	member("host_a", sandbox.StateCreating, false)
 	member("host_b", sandbox.StateRunning, true)
 	member("host_b", sandbox.StateDeleting, false)
+	member("host_b", sandbox.StateRunning, true, "gvisor")
 
 	got, err := s.HostPools(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]HostPool{
-		"host_a": {{Template: "busybox", Ready: 2, Provisioning: 1}},
-		"host_b": {{Template: "busybox", Ready: 1}},
+		"host_a": {{Template: "busybox", Runtime: "runc", Ready: 2, Provisioning: 1}},
+		"host_b": {{Template: "busybox", Runtime: "runc", Ready: 1}, {Template: "busybox", Runtime: "gvisor", Ready: 1}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("HostPools (-want +got):\n%s", diff)
@@ -143,10 +150,14 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 		}
 	}
 	wantSeries := map[string]float64{
-		"platinum_warm_pool_sandboxes,state=ready,template=busybox":        3,
-		"platinum_warm_pool_sandboxes,state=provisioning,template=busybox": 1,
-		"platinum_warm_pool_min_ready,template=busybox":                    3,
-		"platinum_warm_pool_max,template=busybox":                          5,
+		"platinum_warm_pool_sandboxes,runtime=runc,state=ready,template=busybox":          3,
+		"platinum_warm_pool_sandboxes,runtime=runc,state=provisioning,template=busybox":   1,
+		"platinum_warm_pool_min_ready,runtime=runc,template=busybox":                      3,
+		"platinum_warm_pool_max,runtime=runc,template=busybox":                            5,
+		"platinum_warm_pool_sandboxes,runtime=gvisor,state=ready,template=busybox":        1,
+		"platinum_warm_pool_sandboxes,runtime=gvisor,state=provisioning,template=busybox": 0,
+		"platinum_warm_pool_min_ready,runtime=gvisor,template=busybox":                    1,
+		"platinum_warm_pool_max,runtime=gvisor,template=busybox":                          2,
 	}
 	if diff := cmp.Diff(wantSeries, series); diff != "" {
 		t.Errorf("pool series (-want +got):\n%s", diff)
