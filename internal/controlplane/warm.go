@@ -173,8 +173,9 @@ func (s *Service) WarmClaimOwner() string { return s.claimOwner }
 
 // adoptPooled applies want's settings to the reserved sandbox — its
 // network policy and secrets on the host, then its cpu, ram_mb and disk
-// size, then its environment in the guest, in that order so that nothing the caller's
-// environment starts runs without the policy — and makes the sandbox
+// size, then its environment in the guest, in that order so that nothing
+// the caller's environment starts runs without the policy — and makes the
+// sandbox
 // want's (under the org's quota lock, as a cold create stores its record).
 func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbox, secrets map[string]SecretInput) (sandbox.Sandbox, error) {
 	sb := want
@@ -204,8 +205,11 @@ func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbo
 		// sees the new size at once (nproc, /proc/meminfo, its cgroup's
 		// limit). claimWarm picked a sandbox whose class can and whose
 		// headroom holds it (warmSizeFits).
+		// The host's refusal is the platform's, not the caller's: not
+		// wrapped, so that a conflict (memory it could not free) boots
+		// cold rather than answer the create with it.
 		if err := s.host.Resize(ctx, sb.ID, sb.CPU, sb.RAMMB); err != nil {
-			return sandbox.Sandbox{}, fmt.Errorf("resize to cpu %g, ram_mb %d: %w", sb.CPU, sb.RAMMB, err)
+			return sandbox.Sandbox{}, fmt.Errorf("resize to cpu %g, ram_mb %d: %v", sb.CPU, sb.RAMMB, err)
 		}
 		crashpoint.Hit("warm.resized") // the host has the caller's size; the record is the pool's
 	}
@@ -214,7 +218,7 @@ func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbo
 		// As a resize of a running sandbox grows it (resizeLive): online,
 		// the guest's df sees it at once.
 		if err := s.host.GrowDisk(ctx, sb.ID, sb.DiskGB); err != nil {
-			return sandbox.Sandbox{}, fmt.Errorf("grow the disk to %d GB: %w", sb.DiskGB, err)
+			return sandbox.Sandbox{}, fmt.Errorf("grow the disk to %d GB: %v", sb.DiskGB, err) // the platform's, as a resize's
 		}
 	}
 	if resize || grow {

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -381,6 +382,7 @@ func TestWarmCreateSizes(t *testing.T) {
 		{name: "gvisor create, runc pool", pool: CreateRequest{}, create: CreateRequest{Runtime: "gvisor"}, poolKept: true},
 		{name: "runc create, gvisor pool", pool: CreateRequest{Runtime: "gvisor"}, create: CreateRequest{}, poolKept: true},
 		{name: "resize fails", pool: CreateRequest{}, create: CreateRequest{RAMMB: ptr(1024)}, fail: errors.New("cgroup write")},
+		{name: "resize conflicts", pool: CreateRequest{}, create: CreateRequest{RAMMB: ptr(1024)}, fail: fmt.Errorf("memory in use: %w", sandbox.ErrConflict)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
