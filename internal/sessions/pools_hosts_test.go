@@ -2,7 +2,10 @@ package sessions
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -161,5 +165,89 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantSeries, series); diff != "" {
 		t.Errorf("pool series (-want +got):\n%s", diff)
+	}
+}
+
+// TestPoolsPerRuntimeClass: a pool is a template and a runtime class. A
+// setting naming the default class is the default class's pool (one pool,
+// not two); another class's pool is filled with sandboxes of that class,
+// marked as its members (store.PoolKey); GET /v1/pools lists each with
+// its class; a session, which boots the default class, never claims
+// another class's sandbox; an unknown class is refused.
+func TestPoolsPerRuntimeClass(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	mustOrgs(t, s)
+	admin := Principal{OrgID: tenancy.DefaultOrgID, Role: store.RoleAdmin}
+	for _, tc := range []struct {
+		class    string
+		min, max int
+		wantErr  bool
+	}{
+		{"", 0, 1, false},
+		{"runc", 0, 1, false}, // the default class, named: the same pool
+		{"gvisor", 2, 2, false},
+		{"kata", 1, 1, true},
+	} {
+		_, err := s.SetPool(ctx, admin, "busybox", tc.class, tc.min, tc.max)
+		var fe *sandbox.FieldError
+		if tc.wantErr != (err != nil) || (tc.wantErr && (!errors.As(err, &fe) || fe.Field != "runtime")) {
+			t.Fatalf("SetPool(%q) = %v, want an error %v", tc.class, err, tc.wantErr)
+		}
+	}
+	stored, err := st.ListPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range stored {
+		keys = append(keys, store.PoolKey(p.Template, p.Runtime))
+	}
+	if diff := cmp.Diff([]string{"busybox", "busybox@gvisor"}, keys); diff != "" {
+		t.Errorf("stored pools (-want +got):\n%s", diff)
+	}
+
+	s.refillPools(ctx)
+	pooled, err := s.pooled(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := pooled[poolID{"busybox", "gvisor"}]
+	if len(members) != 2 || len(pooled[poolID{template: "busybox"}]) != 0 {
+		t.Fatalf("after a refill: %d gvisor members, %d default; want 2 and 0", len(members), len(pooled[poolID{template: "busybox"}]))
+	}
+	for _, sb := range members {
+		if sb.Runtime != "gvisor" || sb.Metadata[store.MetaPool] != "busybox@gvisor" {
+			t.Errorf("gvisor pool member: runtime %s, %s=%q", sb.Runtime, store.MetaPool, sb.Metadata[store.MetaPool])
+		}
+	}
+	all, err := s.Pools(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ps := range all {
+		listed = append(listed, fmt.Sprintf("%s/%s %d:%d", ps.Template, ps.Runtime, ps.MinReady, ps.Max))
+	}
+	if diff := cmp.Diff([]string{"busybox/runc 0:1", "busybox/gvisor 2:2"}, listed); diff != "" {
+		t.Errorf("Pools (-want +got):\n%s", diff)
+	}
+
+	// Ready gvisor members do not serve a session: it boots cold.
+	pool := Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}
+	for _, sb := range members {
+		if _, ok, err := s.core.WaitFor(ctx, pool, sb.ID, sandbox.StateRunning, 5*time.Second); err != nil || !ok {
+			t.Fatalf("gvisor pool member not running: %v", err)
+		}
+		if ok, err := s.core.SetPlatformMetadata(ctx, PoolOrgID, sb.ID, store.MetaPoolReady, "1", sandbox.StateRunning); err != nil || !ok {
+			t.Fatalf("mark ready: %v %v", ok, err)
+		}
+	}
+	ses, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ses.Warm || slices.ContainsFunc(members, func(sb sandbox.Sandbox) bool { return sb.ID == ses.SandboxID }) {
+		t.Errorf("a session claimed a gvisor pool's sandbox: %+v", ses)
 	}
 }
