@@ -92,8 +92,7 @@ func (s *Service) poolSettings(ctx context.Context) (map[poolID]PoolStatus, erro
 	for key, sz := range s.cfg.Pools {
 		id, err := s.poolIDOf(key)
 		if err != nil {
-			s.log.WarnContext(ctx, "pools: a --warm-pool class this host does not run", "pool", key, "err", err)
-			continue
+			continue // a class this host does not run: Run refused it
 		}
 		ps := s.status(id)
 		ps.MinReady, ps.Max, ps.Source = sz.MinReady, sz.Max, "default"
@@ -266,6 +265,11 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template, runtime st
 // Run resumes sessions left in flight and starts the loop that
 // refills warm pools and ends ready sessions whose sandbox is gone.
 func (s *Service) Run(ctx context.Context) error {
+	for key := range s.cfg.Pools {
+		if _, err := s.poolIDOf(key); err != nil {
+			return fmt.Errorf("warm pool default %q: %w", key, err)
+		}
+	}
 	if err := s.ensurePoolOrg(ctx); err != nil {
 		return err
 	}

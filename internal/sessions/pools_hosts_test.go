@@ -251,3 +251,29 @@ func TestPoolsPerRuntimeClass(t *testing.T) {
 		t.Errorf("a session claimed a gvisor pool's sandbox: %+v", ses)
 	}
 }
+
+// TestPoolFlagsPerRuntimeClass: ptd's --warm-pool defaults name a class
+// with TEMPLATE@CLASS (the default class named is the default pool); Run
+// refuses a class the host does not run rather than never fill it.
+func TestPoolFlagsPerRuntimeClass(t *testing.T) {
+	s, _, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	s.cfg.Pools = map[string]PoolSize{"busybox@runc": {MinReady: 1, Max: 1}, "busybox@gvisor": {MinReady: 0, Max: 2}}
+	all, err := s.Pools(ctx, Principal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ps := range all {
+		listed = append(listed, fmt.Sprintf("%s/%s %d:%d %s", ps.Template, ps.Runtime, ps.MinReady, ps.Max, ps.Source))
+	}
+	if diff := cmp.Diff([]string{"busybox/runc 1:1 default", "busybox/gvisor 0:2 default"}, listed); diff != "" {
+		t.Errorf("Pools (-want +got):\n%s", diff)
+	}
+
+	s.cfg.Pools = map[string]PoolSize{"busybox@kata": {MinReady: 1, Max: 1}}
+	var fe *sandbox.FieldError
+	if err := s.Run(ctx); !errors.As(err, &fe) || fe.Field != "runtime" {
+		t.Errorf("Run with a pool of a class the host does not run = %v, want a runtime FieldError", err)
+	}
+}
