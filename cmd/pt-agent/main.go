@@ -32,9 +32,11 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "identity" || os.Args[1] == "sync" || os.Args[1] == "sftp-server") {
+	if len(os.Args) > 1 && (os.Args[1] == "identity" || os.Args[1] == "sync" || os.Args[1] == "sftp-server" || os.Args[1] == "trust") {
 		cmd := identity
 		switch os.Args[1] {
+		case "trust":
+			cmd = trust
 		case "sync":
 			cmd = func([]string) error { return syncAll() }
 		case "sftp-server":

@@ -164,24 +164,25 @@ const poolListSynopsis = "pt pool list [--json]"
 
 // poolList is `pt pool list`: every warm pool with its counts.
 func poolList(a *app) verb {
-	return &listVerb[platinum.Pool]{app: a, check: noArgs, header: "TEMPLATE\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE",
+	return &listVerb[platinum.Pool]{app: a, check: noArgs, header: "TEMPLATE\tRUNTIME\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE",
 		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
 			return cl.Pools.List(ctx)
 		},
 		cells: func(p *platinum.Pool) []string {
-			return []string{p.Template, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
+			return []string{p.Template, p.Runtime, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
 		}}
 }
 
 // poolSet is `pt pool set TEMPLATE`.
 type poolSet struct{ app *app }
 
-const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--json]"
+const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--runtime CLASS] [--json]"
 
 // bind binds the flags; the returned run configures a template's warm pool
-// (platform admin token).
+// of one runtime class (platform admin token).
 func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
+	class := fs.String("runtime", "", "the pool's runtime class, e.g. gvisor (default: the host's default class)")
 	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
 	asJSON := jsonFlag(fs, "print the pool as JSON")
 	check := checks(exactArgs(1, "want exactly one template"), func(in *input) error {
@@ -194,9 +195,9 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 		return nil
 	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
-		return cl.Pools.Set(ctx, pos[0], *minReady, *mx)
+		return cl.Pools.SetForRuntime(ctx, pos[0], *class, *minReady, *mx)
 	}, jsonOrLine(c.app, asJSON, func(p *platinum.Pool) string {
-		return fmt.Sprintf("pool %s: min_ready %d, max %d (%d ready, %d provisioning)", p.Template, p.MinReady, p.Max, p.Ready, p.Provisioning)
+		return fmt.Sprintf("pool %s (%s): min_ready %d, max %d (%d ready, %d provisioning)", p.Template, p.Runtime, p.MinReady, p.Max, p.Ready, p.Provisioning)
 	}))
 }
 

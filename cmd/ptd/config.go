@@ -209,7 +209,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of a listener serving only Prometheus /metrics, without a token (empty: /metrics only on --listen, for platform admin tokens)")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
-	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE=MIN_READY[:MAX] (repeatable); PUT /v1/pools/{template} overrides it")
+	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE[@CLASS]=MIN_READY[:MAX] (repeatable; without @CLASS the default runtime class); PUT /v1/pools/{template} overrides it")
 	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes the caller's token did not make through MCP (docs/mcp.md)")
 	fs.Int64Var(&c.minFreeMB, "min-free-mb", controlplane.DefaultConfig().MinFreeBytes>>20, "free space (MiB) the data dir's filesystem keeps: below it creates and uploads are refused with 507 no_space before anything is made (0: no check)")
 	fs.StringVar(&c.sessionTemplate, "session-template", "", "template of sessions that name none (default: --default-template)")

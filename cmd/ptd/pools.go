@@ -9,8 +9,10 @@ import (
 	"github.com/platinum-dev/platinum/internal/sessions"
 )
 
-// poolFlags is the repeatable --warm-pool TEMPLATE=MIN_READY[:MAX] flag:
-// the warm-pool defaults that PUT /v1/pools/{template} overrides.
+// poolFlags is the repeatable --warm-pool TEMPLATE[@CLASS]=MIN_READY[:MAX]
+// flag: the warm-pool defaults that PUT /v1/pools/{template} overrides,
+// keyed TEMPLATE[@CLASS] (sessions.Config.Pools); without a class the pool
+// holds the default runtime class.
 type poolFlags map[string]sessions.PoolSize
 
 func (p poolFlags) String() string {
@@ -22,11 +24,14 @@ func (p poolFlags) String() string {
 	return strings.Join(out, ",")
 }
 
-// Set parses TEMPLATE=MIN_READY[:MAX]; MAX defaults to MIN_READY.
+// Set parses TEMPLATE[@CLASS]=MIN_READY[:MAX]; MAX defaults to MIN_READY.
+// Whether CLASS runs on this host is checked once the host is known
+// (sessions, at each refill).
 func (p poolFlags) Set(v string) error {
 	tpl, size, ok := strings.Cut(v, "=")
-	if !ok || tpl == "" {
-		return fmt.Errorf("want TEMPLATE=MIN_READY[:MAX], got %q", v)
+	name, class, hasClass := strings.Cut(tpl, "@")
+	if !ok || name == "" || (hasClass && class == "") {
+		return fmt.Errorf("want TEMPLATE[@CLASS]=MIN_READY[:MAX], got %q", v)
 	}
 	minS, maxS, hasMax := strings.Cut(size, ":")
 	minReady, err := strconv.Atoi(minS)

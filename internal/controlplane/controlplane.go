@@ -214,9 +214,10 @@ type Service struct {
 
 	agentMu sync.Mutex
 	agents  map[string]*agentclient.Client
-	// warmServes says whether a template's warm pool serves creates
-	// (SetWarmPools); nil: every pool does.
-	warmServes func(ctx context.Context, template string) bool
+	// warmServes says whether the warm pool of a template and runtime
+	// class ("" the default) serves creates (SetWarmPools); nil: every
+	// pool does.
+	warmServes func(ctx context.Context, template, runtime string) bool
 	// claimOwner names this process in the warm claims it makes
 	// (store.MetaPoolClaim), so one a crash left is known as such.
 	claimOwner string

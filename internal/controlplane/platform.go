@@ -118,6 +118,25 @@ func (s *Service) KnownTemplate(ctx context.Context, org, slug string) (bool, er
 // (Config.Templates.Default, ptd's --default-template).
 func (s *Service) DefaultTemplate() string { return s.cfg.Templates.Default }
 
+// PoolRuntime is the runtime class of a warm pool setting in the form the
+// store keys pools by (store.Pool.Runtime): "" for the default class,
+// whether named or not, so that one class never has two pools of a
+// template; another class of this host as given. A class this host does
+// not run is a FieldError.
+func (s *Service) PoolRuntime(class string) (string, error) {
+	if class == "" || class == s.cfg.DefaultRuntime {
+		return "", nil
+	}
+	if !slices.Contains(s.host.Classes(), class) {
+		return "", &sandbox.FieldError{Field: "runtime", Reason: fmt.Sprintf("must be one of %v on this host", s.host.Classes())}
+	}
+	return class, nil
+}
+
+// DefaultRuntime is the runtime class of sandboxes that do not ask (and of
+// warm pools that name none).
+func (s *Service) DefaultRuntime() string { return s.cfg.DefaultRuntime }
+
 // HostID is the ID of the host this control plane drives.
 func (s *Service) HostID() string { return s.host.ID() }
 

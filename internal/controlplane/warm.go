@@ -13,23 +13,25 @@ import (
 )
 
 // Warm creates (docs/sessions.md, "Warm creates"): a create whose template
-// has a warm pool takes one of the pool's running sandboxes instead of
-// booting one, when nothing it asks for needs a boot of its own. The
-// sandbox is handed over with the caller's own record — org, project,
-// parent, name, env, metadata, retention, TTL, secrets, network policy, a
-// disk grown to the caller's disk_gb — so that nothing the caller can
-// observe differs from a cold create but the speed and Start.
+// and runtime class have a warm pool takes one of the pool's running
+// sandboxes instead of booting one, when nothing it asks for needs a boot
+// of its own. The sandbox is handed over with the caller's own record —
+// org, project, parent, name, env, metadata, retention, TTL, secrets,
+// network policy, the caller's cpu and ram_mb, a disk grown to the
+// caller's disk_gb — so that nothing the caller can observe differs from
+// a cold create but the speed and Start.
 //
 // A claim goes in steps so that no two creates ever share a sandbox and a
 // half-done claim is never handed out: reserve the pooled sandbox (its
 // ready mark swapped for MetaPoolClaim in one row write; a second create
 // cannot reserve it), apply the caller's network policy and secrets on
-// the host (before anything of the caller's runs in the guest), grow its
-// disk to the caller's disk_gb, set the caller's environment in the
-// guest, then adopt it (store.AdoptSandbox, one transaction). A pooled
-// sandbox whose claim fails after the reservation is discarded, never
-// returned to the pool: its guest may have seen the caller's environment,
-// its host the caller's policy and secrets.
+// the host (before anything of the caller's runs in the guest), resize it
+// live to the caller's cpu and ram_mb and grow its disk to the caller's
+// disk_gb, set the caller's environment in the guest, then adopt it
+// (store.AdoptSandbox, one transaction). A pooled sandbox whose claim
+// fails after the reservation is discarded, never returned to the pool:
+// its guest may have seen the caller's environment, its host the caller's
+// policy and secrets.
 // The pool loop (internal/sessions) discards one a crash left reserved
 // (its claim names another process, WarmClaimOwner).
 
@@ -64,20 +66,25 @@ func needsNetwork(sb sandbox.Sandbox) bool {
 	return !sb.Network.IsDefault() || len(sb.Secrets) > 0
 }
 
-// claimWarm hands want a ready pooled sandbox of its template, runtime
-// class, cpu and ram_mb, and a disk no bigger than want's (a smaller one
-// is grown), if there is one. secrets are the create's own (want's are
+// claimWarm hands want a ready pooled sandbox of its template and runtime
+// class (the class's own pool, store.PoolKey), a size it can take
+// (warmSizeFits) and a disk no bigger than want's (a smaller one is
+// grown), if there is one. secrets are the create's own (want's are
 // sealed under the ID a cold create would have: a claim seals them again
 // under the pooled sandbox's). ok is false when there is none (or none
 // could be claimed), and the create boots cold; an error is the caller's
 // (quota, a taken name), with no sandbox claimed.
 func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets map[string]SecretInput) (out sandbox.Sandbox, ok bool, err error) {
-	if s.warmServes != nil && !s.warmServes(ctx, want.Template) {
+	class, err := s.PoolRuntime(want.Runtime)
+	if err != nil {
+		return sandbox.Sandbox{}, false, nil
+	}
+	if s.warmServes != nil && !s.warmServes(ctx, want.Template, class) {
 		return sandbox.Sandbox{}, false, nil
 	}
 	cands, _, err := s.store.ListSandboxes(ctx, store.ListOptions{
 		OrgID: PoolOrgID, State: sandbox.StateRunning, Limit: warmCandidates,
-		Metadata: map[string]string{store.MetaPool: want.Template, store.MetaPoolReady: "1"},
+		Metadata: map[string]string{store.MetaPool: store.PoolKey(want.Template, class), store.MetaPoolReady: "1"},
 	})
 	if err != nil || len(cands) == 0 {
 		return sandbox.Sandbox{}, false, nil
@@ -92,7 +99,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 	}
 	for _, c := range cands {
 		if c.HostID != s.host.ID() || c.Runtime != want.Runtime || c.TemplateVersionID != version ||
-			c.CPU != want.CPU || c.RAMMB != want.RAMMB || c.DiskGB > want.DiskGB {
+			!s.warmSizeFits(c, want) || c.DiskGB > want.DiskGB {
 			continue
 		}
 		reserved, err := s.reservePooled(ctx, c.ID)
@@ -114,11 +121,29 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 	return sandbox.Sandbox{}, false, nil
 }
 
-// SetWarmPools tells warm creates whether a template's pool serves
-// creates: one set to hold nothing is being drained, and a create then
-// boots cold rather than take what the drain is about to delete. Unset,
-// any ready pooled sandbox may be claimed. Call it before serving.
-func (s *Service) SetWarmPools(serves func(ctx context.Context, template string) bool) {
+// warmSizeFits reports whether the pooled sandbox c can be given want's
+// cpu and ram_mb so that its guest sees what a cold boot of want's would:
+// the same size, or — where c's runtime class resizes a running sandbox
+// live (noLiveResize, docs/resize.md) — a size within c's boot headroom
+// and no less memory than it booted with (a live shrink goes no lower,
+// resizeLive). Anything else boots cold: a gVisor guest keeps its boot
+// size, and a bigger size than the headroom needs a boot of its own.
+func (s *Service) warmSizeFits(c, want sandbox.Sandbox) bool {
+	if c.CPU == want.CPU && c.RAMMB == want.RAMMB {
+		return true
+	}
+	if s.noLiveResize(c.Runtime) != "" || c.Live == nil {
+		return false
+	}
+	return want.CPU <= c.Live.MaxCPU && want.RAMMB <= c.Live.MaxRAMMB && want.RAMMB >= c.Live.BootRAMMB
+}
+
+// SetWarmPools tells warm creates whether the pool of a template and
+// runtime class ("" the default, PoolRuntime) serves creates: one set to
+// hold nothing is being drained, and a create then boots cold rather than
+// take what the drain is about to delete. Unset, any ready pooled sandbox
+// may be claimed. Call it before serving.
+func (s *Service) SetWarmPools(serves func(ctx context.Context, template, runtime string) bool) {
 	s.warmServes = serves
 }
 
@@ -147,9 +172,10 @@ func (s *Service) reservePooled(ctx context.Context, id string) (sandbox.Sandbox
 func (s *Service) WarmClaimOwner() string { return s.claimOwner }
 
 // adoptPooled applies want's settings to the reserved sandbox — its
-// network policy and secrets on the host, then its disk size, then its
-// environment in the guest, in that order so that nothing the caller's
-// environment starts runs without the policy — and makes the sandbox
+// network policy and secrets on the host, then its cpu, ram_mb and disk
+// size, then its environment in the guest, in that order so that nothing
+// the caller's environment starts runs without the policy — and makes the
+// sandbox
 // want's (under the org's quota lock, as a cold create stores its record).
 func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbox, secrets map[string]SecretInput) (sandbox.Sandbox, error) {
 	sb := want
@@ -173,25 +199,49 @@ func (s *Service) adoptPooled(ctx context.Context, reserved, want sandbox.Sandbo
 		}
 		crashpoint.Hit("warm.network") // the host has the caller's policy; the record is the pool's
 	}
-	if sb.DiskGB > reserved.DiskGB {
+	resize := sb.CPU != reserved.CPU || sb.RAMMB != reserved.RAMMB
+	if resize {
+		// As a live resize of a running sandbox (resizeLive): the guest
+		// sees the new size at once (nproc, /proc/meminfo, its cgroup's
+		// limit). claimWarm picked a sandbox whose class can and whose
+		// headroom holds it (warmSizeFits).
+		// The host's refusal is the platform's, not the caller's: not
+		// wrapped, so that a conflict (memory it could not free) boots
+		// cold rather than answer the create with it.
+		if err := s.host.Resize(ctx, sb.ID, sb.CPU, sb.RAMMB); err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("resize to cpu %g, ram_mb %d: %v", sb.CPU, sb.RAMMB, err)
+		}
+		crashpoint.Hit("warm.resized") // the host has the caller's size; the record is the pool's
+	}
+	grow := sb.DiskGB > reserved.DiskGB
+	if grow {
 		// As a resize of a running sandbox grows it (resizeLive): online,
 		// the guest's df sees it at once.
 		if err := s.host.GrowDisk(ctx, sb.ID, sb.DiskGB); err != nil {
-			return sandbox.Sandbox{}, fmt.Errorf("grow the disk to %d GB: %w", sb.DiskGB, err)
+			return sandbox.Sandbox{}, fmt.Errorf("grow the disk to %d GB: %v", sb.DiskGB, err) // the platform's, as a resize's
 		}
+	}
+	if resize || grow {
 		// Adopting keeps the stored size (store.AdoptSandbox): record the
-		// grown one on the reserved record first.
-		grown, err := s.store.ModifySandbox(ctx, PoolOrgID, sb.ID, func(r *sandbox.Sandbox) error {
+		// caller's on the reserved record first. The live headroom keeps
+		// the pooled boot's maxima but takes the caller's memory as its
+		// floor, so a later shrink stops where a cold boot's would.
+		sized, err := s.store.ModifySandbox(ctx, PoolOrgID, sb.ID, func(r *sandbox.Sandbox) error {
 			if r.State != sandbox.StateRunning || r.Metadata[store.MetaPoolClaim] != reserved.Metadata[store.MetaPoolClaim] {
 				return errPoolTaken
 			}
-			r.DiskGB = sb.DiskGB
+			r.CPU, r.RAMMB, r.DiskGB = sb.CPU, sb.RAMMB, sb.DiskGB
+			if resize && r.Live != nil {
+				live := *r.Live
+				live.BootRAMMB = sb.RAMMB
+				r.Live = &live
+			}
 			return nil
 		})
 		if err != nil {
-			return sandbox.Sandbox{}, fmt.Errorf("record the grown disk: %w", err)
+			return sandbox.Sandbox{}, fmt.Errorf("record the caller's size: %w", err)
 		}
-		sb.Version = grown.Version
+		sb.Version = sized.Version
 	}
 	if !s.noAgentInit {
 		ictx, cancel := context.WithTimeout(ctx, warmInitTimeout)

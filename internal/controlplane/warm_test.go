@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -23,14 +24,27 @@ func pooledSandbox(t *testing.T, s *Service, st store.Store) sandbox.Sandbox {
 // pooledSandboxSized is pooledSandbox with its disk_gb (nil: the default).
 func pooledSandboxSized(t *testing.T, s *Service, st store.Store, diskGB *int) sandbox.Sandbox {
 	t.Helper()
+	return pooledSandboxOf(t, s, st, CreateRequest{DiskGB: diskGB})
+}
+
+// pooledSandboxOf makes a running, claimable busybox sandbox of r's
+// runtime class's pool, sized as r asks (the pool loop's create, with r's
+// runtime and size).
+func pooledSandboxOf(t *testing.T, s *Service, st store.Store, r CreateRequest) sandbox.Sandbox {
+	t.Helper()
 	ctx := t.Context()
 	if err := st.CreateOrg(ctx, store.Org{ID: PoolOrgID, Name: "warm pools", CreatedAt: time.Now().UTC()}); err != nil && !errors.Is(err, store.ErrConflict) {
 		t.Fatal(err)
 	}
 	pool := Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}
 	zero := 0
+	class, err := s.PoolRuntime(r.Runtime)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sb, err := s.CreatePlatform(ctx, pool, CreateRequest{Template: "busybox", Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		DiskGB: diskGB, Metadata: map[string]string{store.MetaPool: "busybox"}})
+		Runtime: r.Runtime, CPU: r.CPU, RAMMB: r.RAMMB, DiskGB: r.DiskGB,
+		Metadata: map[string]string{store.MetaPool: store.PoolKey("busybox", class)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +59,8 @@ func pooledSandboxSized(t *testing.T, s *Service, st store.Store, diskGB *int) s
 
 // TestWarmCreate: a create that asks for nothing a boot must apply is
 // handed the pool's running sandbox with its own record, once; a create
-// whose cpu or ram_mb differs boots cold and leaves the pool alone; a
+// whose ram_mb is below the pooled boot's (a live shrink goes no lower)
+// boots cold and leaves the pool alone; a
 // refused claim discards the sandbox rather than returning it to the
 // pool. Secrets, a network policy and a bigger disk are applied to the
 // claimed sandbox (the host's SetNetwork and GrowDisk) and recorded as a
@@ -57,7 +72,7 @@ func TestWarmCreate(t *testing.T) {
 	s, st := newTestService(t, &fakeHost{})
 	pooled := pooledSandbox(t, s, st)
 
-	ram := 1024
+	ram := sandbox.DefaultRAM / 2
 	cold, err := s.Create(ctx, org, CreateRequest{Template: "busybox", RAMMB: &ram})
 	if err != nil {
 		t.Fatal(err)
@@ -306,4 +321,120 @@ func testWarmCreateSettings(t *testing.T) {
 			t.Errorf("pooled sandbox after a refused policy: %v %+v", err, back)
 		}
 	})
+}
+
+// resizeHost is a fixedSizeClassHost (runc resizes live, gvisor keeps its
+// boot size) that records each live resize and can fail them.
+type resizeHost struct {
+	*fixedSizeClassHost
+	mu   sync.Mutex
+	last map[string][2]float64
+	fail error
+}
+
+func (h *resizeHost) Resize(ctx context.Context, id string, cpu float64, ramMB int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fail != nil {
+		return h.fail
+	}
+	h.last[id] = [2]float64{cpu, float64(ramMB)}
+	return nil
+}
+
+func (h *resizeHost) resizedTo(id string) ([2]float64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.last[id]
+	return v, ok
+}
+
+// TestWarmCreateSizes: a pool is per runtime class, and a create claims
+// only from its own class's pool. A create whose cpu or ram_mb differs
+// from the pooled sandbox's is served warm where the class resizes a
+// running sandbox live and the size is within the pooled boot's headroom
+// — the host resizes it before the create answers, and the record (size
+// and live headroom) is what a cold create of the body records — and
+// boots cold, leaving the pool alone, where the class cannot (gvisor),
+// the size is beyond the headroom, or below the pooled boot's memory. A
+// resize that fails discards the pooled sandbox and boots cold.
+func TestWarmCreateSizes(t *testing.T) {
+	ctx := context.Background()
+	newHost := func() *resizeHost {
+		return &resizeHost{fixedSizeClassHost: &fixedSizeClassHost{fakeHost: &fakeHost{}}, last: map[string][2]float64{}}
+	}
+	tests := []struct {
+		name     string
+		pool     CreateRequest // the pooled sandbox's class and size
+		create   CreateRequest
+		fail     error // the host's live resize fails
+		warm     bool
+		resized  bool
+		poolKept bool // a cold create leaves the pooled sandbox ready
+	}{
+		{name: "runc, same size", pool: CreateRequest{}, create: CreateRequest{}, warm: true},
+		{name: "runc, bigger", pool: CreateRequest{}, create: CreateRequest{CPU: ptr(2.0), RAMMB: ptr(1024)}, warm: true, resized: true},
+		{name: "runc, fewer cpus", pool: CreateRequest{CPU: ptr(2.0)}, create: CreateRequest{CPU: ptr(1.0)}, warm: true, resized: true},
+		{name: "runc, less memory than the pooled boot", pool: CreateRequest{}, create: CreateRequest{RAMMB: ptr(256)}, poolKept: true},
+		{name: "runc, beyond the headroom", pool: CreateRequest{}, create: CreateRequest{CPU: ptr(32.0)}, poolKept: true},
+		{name: "gvisor, same size", pool: CreateRequest{Runtime: "gvisor"}, create: CreateRequest{Runtime: "gvisor"}, warm: true},
+		{name: "gvisor, bigger", pool: CreateRequest{Runtime: "gvisor"}, create: CreateRequest{Runtime: "gvisor", CPU: ptr(2.0)}, poolKept: true},
+		{name: "gvisor create, runc pool", pool: CreateRequest{}, create: CreateRequest{Runtime: "gvisor"}, poolKept: true},
+		{name: "runc create, gvisor pool", pool: CreateRequest{Runtime: "gvisor"}, create: CreateRequest{}, poolKept: true},
+		{name: "resize fails", pool: CreateRequest{}, create: CreateRequest{RAMMB: ptr(1024)}, fail: errors.New("cgroup write")},
+		{name: "resize conflicts", pool: CreateRequest{}, create: CreateRequest{RAMMB: ptr(1024)}, fail: fmt.Errorf("memory in use: %w", sandbox.ErrConflict)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost()
+			h.fail = tc.fail
+			s, st := newServiceWith(t, h, "", nil)
+			pooled := pooledSandboxOf(t, s, st, tc.pool)
+			r := tc.create
+			r.Template = "busybox"
+			got, err := s.Create(ctx, org, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if warm := got.ID == pooled.ID && got.Start == sandbox.StartWarm; warm != tc.warm {
+				t.Fatalf("create %+v from a pool of %+v: %s %s, want warm %v", tc.create, tc.pool, got.ID, got.Start, tc.warm)
+			}
+			if _, ok := h.resizedTo(pooled.ID); ok != tc.resized && tc.fail == nil {
+				t.Errorf("host resized the pooled sandbox: %v, want %v", ok, tc.resized)
+			}
+			back, err := st.GetSandbox(ctx, "", pooled.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.poolKept && (back.OrgID != PoolOrgID || back.Metadata[store.MetaPoolReady] != "1"):
+				t.Errorf("the pool lost its sandbox to a create it cannot serve: %s %v", back.OrgID, back.Metadata)
+			case !tc.warm && !tc.poolKept && back.State != sandbox.StateDeleting && back.State != sandbox.StateDeleted:
+				t.Errorf("pooled sandbox after a failed claim: %s, want discarded", back.State)
+			}
+			if !tc.warm {
+				return
+			}
+			// The record a cold create of the same body makes.
+			r.Name = "cold"
+			cold, err := s.Create(ctx, org, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cold, _, err = s.WaitFor(ctx, org, cold.ID, sandbox.StateRunning, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.CPU != cold.CPU || got.RAMMB != cold.RAMMB || got.Runtime != cold.Runtime || !reflect.DeepEqual(got.Live, cold.Live) {
+				t.Errorf("warm: cpu %g ram %d %s live %+v; cold: cpu %g ram %d %s live %+v",
+					got.CPU, got.RAMMB, got.Runtime, got.Live, cold.CPU, cold.RAMMB, cold.Runtime, cold.Live)
+			}
+			if v, ok := h.resizedTo(pooled.ID); tc.resized && (!ok || v != [2]float64{got.CPU, float64(got.RAMMB)}) {
+				t.Errorf("host resized to %v, want %g/%d", v, got.CPU, got.RAMMB)
+			}
+			if rb, err := s.Get(ctx, org, got.ID, false); err != nil || rb.CPU != got.CPU || rb.RAMMB != got.RAMMB {
+				t.Errorf("read back: %+v %v", rb, err)
+			}
+		})
+	}
 }

@@ -87,7 +87,7 @@ func (h *Host) SetNetwork(ctx context.Context, id string, spec *hostapi.NetworkS
 	if !ok {
 		return fmt.Errorf("host: network of %s: %w", id, sandbox.ErrNotFound)
 	}
-	if err := h.trustEgressCA(id, spec); err != nil {
+	if err := h.trustEgressCA(ctx, id, spec); err != nil {
 		return err
 	}
 	return h.applyNetwork(ctx, id, ep, spec)
@@ -216,10 +216,11 @@ func (h *Host) installEgressCA(spec hostapi.StartSpec, p paths) error {
 
 // trustEgressCA installs the sandbox's egress CA in a running sandbox's
 // trust bundle when spec has secrets and the sandbox has no CA yet (it
-// booted without secrets): written through its mounted root filesystem,
-// so the guest sees it at once. A sandbox that has the CA (installed at
+// booted without secrets): written through its mounted root filesystem
+// (runc), or by the guest's pt-agent (gVisor, whose guest would not see
+// the host's writes), so the guest sees it at once. A sandbox that has the CA (installed at
 // boot, or by an earlier call) is left as it is.
-func (h *Host) trustEgressCA(id string, spec *hostapi.NetworkSpec) error {
+func (h *Host) trustEgressCA(ctx context.Context, id string, spec *hostapi.NetworkSpec) error {
 	if spec == nil || len(spec.Secrets) == 0 || h.egp == nil {
 		return nil
 	}
@@ -228,6 +229,24 @@ func (h *Host) trustEgressCA(id string, spec *hostapi.NetworkSpec) error {
 		return nil // not running here: the next boot installs it
 	}
 	if _, err := os.Stat(filepath.Join(root, trustCA)); err == nil {
+		return nil
+	}
+	if rt := h.runtimeOf(ctx, id); rt.Name() == ClassGVisor {
+		// gVisor serves the root filesystem from its own cache and never
+		// sees what the host writes under it while it runs: the guest's
+		// own pt-agent writes the files (cmd/pt-agent trust).
+		p, ok := rt.(privileged)
+		if !ok {
+			return fmt.Errorf("host: trust bundle: runtime %s cannot exec: %w", rt.Name(), sandbox.ErrUnavailable)
+		}
+		ca, err := h.egressCA(id)
+		if err != nil {
+			return err
+		}
+		if out, err := p.ExecPrivileged(ctx, id, nil, agentPath, "trust", string(ca.CertPEM),
+			"/"+trustBundle, "/"+trustCA, "/"+trustLocal); err != nil {
+			return fmt.Errorf("host: trust bundle: %w (%s)", err, out)
+		}
 		return nil
 	}
 	return h.writeTrustBundle(id, root, root)

@@ -54,7 +54,7 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 		}
 		warm := []map[string]any{}
 		for _, hp := range pools[h.ID] {
-			warm = append(warm, map[string]any{"template": hp.Template, "ready": hp.Ready, "provisioning": hp.Provisioning})
+			warm = append(warm, map[string]any{"template": hp.Template, "runtime": hp.Runtime, "ready": hp.Ready, "provisioning": hp.Provisioning})
 		}
 		row := map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS, "gpus": gpus, "warm_pools": warm}
 		if h.GPUDriver != "" {

@@ -217,10 +217,14 @@ func (a *API) viaSession(h handlerFunc) handlerFunc {
 type poolBody struct {
 	MinReady *int `json:"min_ready"`
 	Max      *int `json:"max"`
+	// Runtime is the pool's runtime class; empty (or absent) is the
+	// default class. The query's runtime says the same.
+	Runtime string `json:"runtime"`
 }
 
 type poolView struct {
 	Template     string `json:"template"`
+	Runtime      string `json:"runtime"`
 	MinReady     int    `json:"min_ready"`
 	Max          int    `json:"max"`
 	Ready        int    `json:"ready"`
@@ -229,7 +233,7 @@ type poolView struct {
 }
 
 func toPoolView(ps sessions.PoolStatus) poolView {
-	return poolView{Template: ps.Template, MinReady: ps.MinReady, Max: ps.Max, Ready: ps.Ready,
+	return poolView{Template: ps.Template, Runtime: ps.Runtime, MinReady: ps.MinReady, Max: ps.Max, Ready: ps.Ready,
 		Provisioning: ps.Provisioning, Source: ps.Source}
 }
 
@@ -249,5 +253,12 @@ func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if b.Max != nil {
 		mx = *b.Max
 	}
-	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPool(r.Context(), p, r.PathValue("template"), *b.MinReady, mx))
+	class := b.Runtime
+	if q := r.URL.Query().Get("runtime"); q != "" {
+		if class != "" && class != q {
+			return badRequest("runtime in the query and the body differ", "runtime")
+		}
+		class = q
+	}
+	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPool(r.Context(), p, r.PathValue("template"), class, *b.MinReady, mx))
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/metrics"
 )
 
-// Collector reads the warm pools at scrape time: each template pool's
+// Collector reads the warm pools at scrape time: each pool's (template and runtime class)
 // members ready to claim and on their way, and its settings, so a pool
 // that does not keep up shows before claims fall back to cold boots.
 func (s *Service) Collector() prometheus.Collector { return poolCollector{s} }
@@ -18,12 +18,12 @@ type poolCollector struct{ s *Service }
 
 var (
 	descPoolMembers = prometheus.NewDesc(metrics.Namespace+"_warm_pool_sandboxes",
-		"Warm-pool sandboxes by template and state (ready: claimable now; provisioning: on their way).",
-		[]string{"template", "state"}, nil)
+		"Warm-pool sandboxes by template, runtime class and state (ready: claimable now; provisioning: on their way).",
+		[]string{"template", "runtime", "state"}, nil)
 	descPoolMin = prometheus.NewDesc(metrics.Namespace+"_warm_pool_min_ready",
-		"The ready sandboxes a template's warm pool keeps.", []string{"template"}, nil)
+		"The ready sandboxes a warm pool (template and runtime class) keeps.", []string{"template", "runtime"}, nil)
 	descPoolMax = prometheus.NewDesc(metrics.Namespace+"_warm_pool_max",
-		"The most sandboxes a template's warm pool holds.", []string{"template"}, nil)
+		"The most sandboxes a warm pool (template and runtime class) holds.", []string{"template", "runtime"}, nil)
 )
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -40,9 +40,9 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		return // the core's collector reports store scrape errors
 	}
 	for _, p := range pools {
-		ch <- prometheus.MustNewConstMetric(descPoolMembers, prometheus.GaugeValue, float64(p.Ready), p.Template, "ready")
-		ch <- prometheus.MustNewConstMetric(descPoolMembers, prometheus.GaugeValue, float64(p.Provisioning), p.Template, "provisioning")
-		ch <- prometheus.MustNewConstMetric(descPoolMin, prometheus.GaugeValue, float64(p.MinReady), p.Template)
-		ch <- prometheus.MustNewConstMetric(descPoolMax, prometheus.GaugeValue, float64(p.Max), p.Template)
+		ch <- prometheus.MustNewConstMetric(descPoolMembers, prometheus.GaugeValue, float64(p.Ready), p.Template, p.Runtime, "ready")
+		ch <- prometheus.MustNewConstMetric(descPoolMembers, prometheus.GaugeValue, float64(p.Provisioning), p.Template, p.Runtime, "provisioning")
+		ch <- prometheus.MustNewConstMetric(descPoolMin, prometheus.GaugeValue, float64(p.MinReady), p.Template, p.Runtime)
+		ch <- prometheus.MustNewConstMetric(descPoolMax, prometheus.GaugeValue, float64(p.Max), p.Template, p.Runtime)
 	}
 }

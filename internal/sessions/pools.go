@@ -1,12 +1,12 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +45,13 @@ func (s *Service) kickPool() {
 	}
 }
 
-// PoolStatus is one template's pool: its setting and what it holds.
+// PoolStatus is one pool — a template and a runtime class — its setting
+// and what it holds.
 type PoolStatus struct {
 	Template string
+	// Runtime is the class of the pool's sandboxes (never empty: a pool
+	// set without one has the default class).
+	Runtime  string
 	MinReady int
 	Max      int
 	// Ready sandboxes can be claimed now; Provisioning ones are on
@@ -59,48 +63,92 @@ type PoolStatus struct {
 	Source string
 }
 
+// poolID is a pool's template and its runtime class as the store keys it
+// ("" for the default class, Core.PoolRuntime).
+type poolID struct{ template, runtime string }
+
+// key is the pool's store.MetaPool value.
+func (id poolID) key() string { return store.PoolKey(id.template, id.runtime) }
+
+// poolIDOf parses a ptd --warm-pool key, TEMPLATE[@CLASS].
+func (s *Service) poolIDOf(key string) (poolID, error) {
+	tpl, class, _ := strings.Cut(key, "@")
+	rt, err := s.core.PoolRuntime(class)
+	return poolID{tpl, rt}, err
+}
+
+// status is the pool's PoolStatus, its class named.
+func (s *Service) status(id poolID) PoolStatus {
+	rt := id.runtime
+	if rt == "" {
+		rt = s.core.DefaultRuntime()
+	}
+	return PoolStatus{Template: id.template, Runtime: rt}
+}
+
 // poolSettings merges the flag defaults with the stored settings.
-func (s *Service) poolSettings(ctx context.Context) (map[string]PoolStatus, error) {
-	out := map[string]PoolStatus{}
-	for tpl, sz := range s.cfg.Pools {
-		out[tpl] = PoolStatus{Template: tpl, MinReady: sz.MinReady, Max: sz.Max, Source: "default"}
+func (s *Service) poolSettings(ctx context.Context) (map[poolID]PoolStatus, error) {
+	out := map[poolID]PoolStatus{}
+	for key, sz := range s.cfg.Pools {
+		id, err := s.poolIDOf(key)
+		if err != nil {
+			continue // a class this host does not run: Run refused it
+		}
+		ps := s.status(id)
+		ps.MinReady, ps.Max, ps.Source = sz.MinReady, sz.Max, "default"
+		out[id] = ps
 	}
 	stored, err := s.store.ListPools(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range stored {
-		out[p.Template] = PoolStatus{Template: p.Template, MinReady: p.MinReady, Max: p.Max, Source: "api"}
+		id := poolID{p.Template, p.Runtime}
+		ps := s.status(id)
+		ps.MinReady, ps.Max, ps.Source = p.MinReady, p.Max, "api"
+		out[id] = ps
 	}
 	return out, nil
 }
 
-// PoolServes reports whether template's pool is set to hold sandboxes
-// (max > 0), i.e. whether its ready sandboxes may serve creates; a pool
-// set to hold none is being drained (controlplane.SetWarmPools).
-func (s *Service) PoolServes(ctx context.Context, template string) bool {
+// PoolServes reports whether the pool of template and runtime class (""
+// the default) is set to hold sandboxes (max > 0), i.e. whether its ready
+// sandboxes may serve creates; a pool set to hold none is being drained
+// (controlplane.SetWarmPools).
+func (s *Service) PoolServes(ctx context.Context, template, runtime string) bool {
 	ps, err := s.poolSettings(ctx)
-	return err == nil && ps[template].Max > 0
+	return err == nil && ps[poolID{template, runtime}].Max > 0
 }
 
-// pooled lists the live pooled sandboxes by template.
-func (s *Service) pooled(ctx context.Context) (map[string][]sandbox.Sandbox, error) {
+// pooled lists the live pooled sandboxes by pool.
+func (s *Service) pooled(ctx context.Context) (map[poolID][]sandbox.Sandbox, error) {
 	rows, _, err := s.store.ListSandboxes(ctx, store.ListOptions{OrgID: PoolOrgID})
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]sandbox.Sandbox{}
+	out := map[poolID][]sandbox.Sandbox{}
 	for _, sb := range rows {
-		out[sb.Template] = append(out[sb.Template], sb)
+		id := poolID{template: sb.Template}
+		if _, class, ok := strings.Cut(sb.Metadata[store.MetaPool], "@"); ok {
+			id.runtime = class
+		}
+		out[id] = append(out[id], sb)
 	}
 	return out, nil
+}
+
+// sortedPools orders pool IDs by template, then class.
+func sortedPools[V any](m map[poolID]V) []poolID {
+	return slices.SortedFunc(maps.Keys(m), func(a, b poolID) int {
+		return cmp.Or(cmp.Compare(a.template, b.template), cmp.Compare(a.runtime, b.runtime))
+	})
 }
 
 func poolReady(sb sandbox.Sandbox) bool {
 	return sb.State == sandbox.StateRunning && sb.Metadata[store.MetaPoolReady] == "1"
 }
 
-// Pools lists every template pool with its counts.
+// Pools lists every pool with its counts, by template and then class.
 func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) {
 	settings, err := s.poolSettings(ctx)
 	if err != nil {
@@ -110,15 +158,17 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 	if err != nil {
 		return nil, err
 	}
-	for tpl := range pooled {
-		if _, ok := settings[tpl]; !ok {
-			settings[tpl] = PoolStatus{Template: tpl, Source: "api"} // draining
+	for id := range pooled {
+		if _, ok := settings[id]; !ok {
+			ps := s.status(id)
+			ps.Source = "api" // draining
+			settings[id] = ps
 		}
 	}
 	out := make([]PoolStatus, 0, len(settings))
-	for _, tpl := range slices.Sorted(maps.Keys(settings)) {
-		ps := settings[tpl]
-		ps.Ready, ps.Provisioning = countMembers(pooled[tpl])
+	for _, id := range sortedPools(settings) {
+		ps := settings[id]
+		ps.Ready, ps.Provisioning = countMembers(pooled[id])
 		out = append(out, ps)
 	}
 	return out, nil
@@ -139,47 +189,54 @@ func countMembers(sbs []sandbox.Sandbox) (ready, provisioning int) {
 	return ready, provisioning
 }
 
-// HostPool is one template's pool members on one host.
+// HostPool is one pool's members on one host.
 type HostPool struct {
 	Template            string
+	Runtime             string
 	Ready, Provisioning int
 }
 
-// HostPools returns each host's pool members by template (sorted), for
-// GET /v1/hosts: pool settings are platform-wide, members live on hosts.
+// HostPools returns each host's pool members by pool (sorted by template,
+// then class), for GET /v1/hosts: pool settings are platform-wide,
+// members live on hosts.
 func (s *Service) HostPools(ctx context.Context) (map[string][]HostPool, error) {
 	pooled, err := s.pooled(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byHost := map[string]map[string][]sandbox.Sandbox{}
-	for tpl, sbs := range pooled {
+	byHost := map[string]map[poolID][]sandbox.Sandbox{}
+	for id, sbs := range pooled {
 		for _, sb := range sbs {
 			if byHost[sb.HostID] == nil {
-				byHost[sb.HostID] = map[string][]sandbox.Sandbox{}
+				byHost[sb.HostID] = map[poolID][]sandbox.Sandbox{}
 			}
-			byHost[sb.HostID][tpl] = append(byHost[sb.HostID][tpl], sb)
+			byHost[sb.HostID][id] = append(byHost[sb.HostID][id], sb)
 		}
 	}
 	out := map[string][]HostPool{}
-	for host, tpls := range byHost {
-		for _, tpl := range slices.Sorted(maps.Keys(tpls)) {
-			hp := HostPool{Template: tpl}
-			hp.Ready, hp.Provisioning = countMembers(tpls[tpl])
+	for host, pools := range byHost {
+		for _, id := range sortedPools(pools) {
+			hp := HostPool{Template: id.template, Runtime: s.status(id).Runtime}
+			hp.Ready, hp.Provisioning = countMembers(pools[id])
 			out[host] = append(out[host], hp)
 		}
 	}
 	return out, nil
 }
 
-// SetPool sets a template's warm pool (platform admins only) and refills
-// or drains it in the background.
-func (s *Service) SetPool(ctx context.Context, p Principal, template string, minReady, max int) (PoolStatus, error) {
+// SetPool sets the warm pool of a template and runtime class ("" the
+// default) — platform admins only — and refills or drains it in the
+// background.
+func (s *Service) SetPool(ctx context.Context, p Principal, template, runtime string, minReady, max int) (PoolStatus, error) {
 	if p.Role != store.RoleAdmin || p.OrgID != tenancy.DefaultOrgID || p.SandboxID != "" {
 		return PoolStatus{}, fmt.Errorf("warm pools are platform-wide; setting one needs a platform admin token: %w", sandbox.ErrForbidden)
 	}
 	if ok, err := s.core.KnownTemplate(ctx, "", template); err != nil || !ok {
 		return PoolStatus{}, fmt.Errorf("template %q: %w", template, &sandbox.NotFoundFieldError{Name: "template"})
+	}
+	rt, err := s.core.PoolRuntime(runtime)
+	if err != nil {
+		return PoolStatus{}, err
 	}
 	if minReady < 0 || minReady > s.cfg.MaxPoolSize {
 		return PoolStatus{}, &sandbox.FieldError{Field: "min_ready", Reason: fmt.Sprintf("must be between 0 and %d", s.cfg.MaxPoolSize)}
@@ -187,25 +244,32 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template string, min
 	if max < minReady || max > s.cfg.MaxPoolSize {
 		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: fmt.Sprintf("must be between min_ready and %d", s.cfg.MaxPoolSize)}
 	}
-	if err := s.store.PutPool(ctx, store.Pool{Template: template, MinReady: minReady, Max: max}); err != nil {
+	if err := s.store.PutPool(ctx, store.Pool{Template: template, Runtime: rt, MinReady: minReady, Max: max}); err != nil {
 		return PoolStatus{}, err
 	}
 	s.kickPool()
+	want := s.status(poolID{template, rt})
 	all, err := s.Pools(ctx, p)
 	if err != nil {
 		return PoolStatus{}, err
 	}
 	for _, ps := range all {
-		if ps.Template == template {
+		if ps.Template == want.Template && ps.Runtime == want.Runtime {
 			return ps, nil
 		}
 	}
-	return PoolStatus{Template: template, MinReady: minReady, Max: max, Source: "api"}, nil
+	want.MinReady, want.Max, want.Source = minReady, max, "api"
+	return want, nil
 }
 
 // Run resumes sessions left in flight and starts the loop that
 // refills warm pools and ends ready sessions whose sandbox is gone.
 func (s *Service) Run(ctx context.Context) error {
+	for key := range s.cfg.Pools {
+		if _, err := s.poolIDOf(key); err != nil {
+			return fmt.Errorf("warm pool default %q: %w", key, err)
+		}
+	}
 	if err := s.ensurePoolOrg(ctx); err != nil {
 		return err
 	}
@@ -257,17 +321,16 @@ func (s *Service) refillPools(ctx context.Context) {
 		s.log.WarnContext(ctx, "pools", "err", err)
 		return
 	}
-	tpls := slices.Collect(maps.Keys(settings))
-	for tpl := range pooled {
-		if _, ok := settings[tpl]; !ok {
-			tpls = append(tpls, tpl)
+	all := maps.Clone(settings)
+	for id := range pooled {
+		if _, ok := all[id]; !ok {
+			all[id] = PoolStatus{} // draining: max 0
 		}
 	}
-	sort.Strings(tpls)
-	for _, tpl := range tpls {
-		ps := settings[tpl]
+	for _, id := range sortedPools(all) {
+		ps := settings[id]
 		var live, ready []sandbox.Sandbox
-		for _, sb := range pooled[tpl] {
+		for _, sb := range pooled[id] {
 			mine := sb.HostID == "" || sb.HostID == s.core.HostID()
 			switch sb.State {
 			case sandbox.StateFailed, sandbox.StateStopped, sandbox.StateArchived:
@@ -311,27 +374,27 @@ func (s *Service) refillPools(ctx context.Context) {
 			need = 0
 		}
 		for range max(need, 0) {
-			if err := s.addPooled(ctx, tpl); err != nil {
-				s.log.WarnContext(ctx, "pool refill", "template", tpl, "err", err)
+			if err := s.addPooled(ctx, id); err != nil {
+				s.log.WarnContext(ctx, "pool refill", "pool", id.key(), "err", err)
 				break
 			}
 		}
 	}
 }
 
-// addPooled creates one pooled sandbox; the pool loop prepares it once it
-// runs.
-func (s *Service) addPooled(ctx context.Context, tpl string) error {
+// addPooled creates one pooled sandbox of the pool's template and class;
+// the pool loop prepares it once it runs.
+func (s *Service) addPooled(ctx context.Context, id poolID) error {
 	zero := 0
 	sb, err := s.core.CreatePlatform(ctx, Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}, controlplane.CreateRequest{
-		Template: tpl, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
-		Metadata: map[string]string{store.MetaPool: tpl},
+		Template: id.template, Runtime: id.runtime, Type: sandbox.TypeEphemeral, AutoStopMinutes: &zero,
+		Metadata: map[string]string{store.MetaPool: id.key()},
 	})
 	if err != nil {
 		return err
 	}
 	crashpoint.Hit("pool.created") // recorded, not yet provisioned nor claimable
-	s.log.DebugContext(ctx, "pooled sandbox created", "template", tpl, "sandbox", sb.ID)
+	s.log.DebugContext(ctx, "pooled sandbox created", "pool", id.key(), "sandbox", sb.ID)
 	return nil
 }
 

@@ -2,7 +2,10 @@ package sessions
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/tenancy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -52,7 +56,7 @@ func TestPoolsAcrossHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := 0
-	for _, sb := range pooled["busybox"] {
+	for _, sb := range pooled[poolID{template: "busybox"}] {
 		if sb.State == sandbox.StateCreating || sb.State == sandbox.StateStarting || sb.State == sandbox.StateRunning {
 			live++
 		}
@@ -86,24 +90,30 @@ func TestPoolsAcrossHosts(t *testing.T) {
 }
 
 // TestHostPoolsAndMetrics: GET /v1/hosts counts each host's pool members
-// by template and /metrics each pool's, ready apart from provisioning;
-// members being disposed of are neither.
+// by template and runtime class and /metrics each pool's, ready apart from
+// provisioning; members being disposed of are neither.
 func TestHostPoolsAndMetrics(t *testing.T) {
 	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	if err := s.ensurePoolOrg(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 3, Max: 5}); err != nil {
-		t.Fatal(err)
+	for _, p := range []store.Pool{{Template: "busybox", MinReady: 3, Max: 5}, {Template: "busybox", Runtime: "gvisor", MinReady: 1, Max: 2}} {
+		if err := st.PutPool(ctx, p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	member := func(host string, state sandbox.State, ready bool) {
+	member := func(host string, state sandbox.State, ready bool, class ...string) {
 		md := map[string]string{store.MetaPool: "busybox"}
+		rt := "runc"
+		if len(class) > 0 {
+			rt, md[store.MetaPool] = class[0], store.PoolKey("busybox", class[0])
+		}
 		if ready {
 			md[store.MetaPoolReady] = "1"
 		}
 		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, HostID: host, State: state,
-			Template: "busybox", CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk, Metadata: md}
+			Template: "busybox", Runtime: rt, CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk, Metadata: md}
 		if err := st.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
@@ -113,14 +123,15 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 	member("host_a", sandbox.StateCreating, false)
 	member("host_b", sandbox.StateRunning, true)
 	member("host_b", sandbox.StateDeleting, false)
+	member("host_b", sandbox.StateRunning, true, "gvisor")
 
 	got, err := s.HostPools(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]HostPool{
-		"host_a": {{Template: "busybox", Ready: 2, Provisioning: 1}},
-		"host_b": {{Template: "busybox", Ready: 1}},
+		"host_a": {{Template: "busybox", Runtime: "runc", Ready: 2, Provisioning: 1}},
+		"host_b": {{Template: "busybox", Runtime: "runc", Ready: 1}, {Template: "busybox", Runtime: "gvisor", Ready: 1}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("HostPools (-want +got):\n%s", diff)
@@ -143,12 +154,126 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 		}
 	}
 	wantSeries := map[string]float64{
-		"platinum_warm_pool_sandboxes,state=ready,template=busybox":        3,
-		"platinum_warm_pool_sandboxes,state=provisioning,template=busybox": 1,
-		"platinum_warm_pool_min_ready,template=busybox":                    3,
-		"platinum_warm_pool_max,template=busybox":                          5,
+		"platinum_warm_pool_sandboxes,runtime=runc,state=ready,template=busybox":          3,
+		"platinum_warm_pool_sandboxes,runtime=runc,state=provisioning,template=busybox":   1,
+		"platinum_warm_pool_min_ready,runtime=runc,template=busybox":                      3,
+		"platinum_warm_pool_max,runtime=runc,template=busybox":                            5,
+		"platinum_warm_pool_sandboxes,runtime=gvisor,state=ready,template=busybox":        1,
+		"platinum_warm_pool_sandboxes,runtime=gvisor,state=provisioning,template=busybox": 0,
+		"platinum_warm_pool_min_ready,runtime=gvisor,template=busybox":                    1,
+		"platinum_warm_pool_max,runtime=gvisor,template=busybox":                          2,
 	}
 	if diff := cmp.Diff(wantSeries, series); diff != "" {
 		t.Errorf("pool series (-want +got):\n%s", diff)
+	}
+}
+
+// TestPoolsPerRuntimeClass: a pool is a template and a runtime class. A
+// setting naming the default class is the default class's pool (one pool,
+// not two); another class's pool is filled with sandboxes of that class,
+// marked as its members (store.PoolKey); GET /v1/pools lists each with
+// its class; a session, which boots the default class, never claims
+// another class's sandbox; an unknown class is refused.
+func TestPoolsPerRuntimeClass(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	mustOrgs(t, s)
+	admin := Principal{OrgID: tenancy.DefaultOrgID, Role: store.RoleAdmin}
+	for _, tc := range []struct {
+		class    string
+		min, max int
+		wantErr  bool
+	}{
+		{"", 0, 1, false},
+		{"runc", 0, 1, false}, // the default class, named: the same pool
+		{"gvisor", 2, 2, false},
+		{"kata", 1, 1, true},
+	} {
+		_, err := s.SetPool(ctx, admin, "busybox", tc.class, tc.min, tc.max)
+		var fe *sandbox.FieldError
+		if tc.wantErr != (err != nil) || (tc.wantErr && (!errors.As(err, &fe) || fe.Field != "runtime")) {
+			t.Fatalf("SetPool(%q) = %v, want an error %v", tc.class, err, tc.wantErr)
+		}
+	}
+	stored, err := st.ListPools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, p := range stored {
+		keys = append(keys, store.PoolKey(p.Template, p.Runtime))
+	}
+	if diff := cmp.Diff([]string{"busybox", "busybox@gvisor"}, keys); diff != "" {
+		t.Errorf("stored pools (-want +got):\n%s", diff)
+	}
+
+	s.refillPools(ctx)
+	pooled, err := s.pooled(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := pooled[poolID{"busybox", "gvisor"}]
+	if len(members) != 2 || len(pooled[poolID{template: "busybox"}]) != 0 {
+		t.Fatalf("after a refill: %d gvisor members, %d default; want 2 and 0", len(members), len(pooled[poolID{template: "busybox"}]))
+	}
+	for _, sb := range members {
+		if sb.Runtime != "gvisor" || sb.Metadata[store.MetaPool] != "busybox@gvisor" {
+			t.Errorf("gvisor pool member: runtime %s, %s=%q", sb.Runtime, store.MetaPool, sb.Metadata[store.MetaPool])
+		}
+	}
+	all, err := s.Pools(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ps := range all {
+		listed = append(listed, fmt.Sprintf("%s/%s %d:%d", ps.Template, ps.Runtime, ps.MinReady, ps.Max))
+	}
+	if diff := cmp.Diff([]string{"busybox/runc 0:1", "busybox/gvisor 2:2"}, listed); diff != "" {
+		t.Errorf("Pools (-want +got):\n%s", diff)
+	}
+
+	// Ready gvisor members do not serve a session: it boots cold.
+	pool := Principal{OrgID: PoolOrgID, Role: store.RoleAdmin}
+	for _, sb := range members {
+		if _, ok, err := s.core.WaitFor(ctx, pool, sb.ID, sandbox.StateRunning, 5*time.Second); err != nil || !ok {
+			t.Fatalf("gvisor pool member not running: %v", err)
+		}
+		if ok, err := s.core.SetPlatformMetadata(ctx, PoolOrgID, sb.ID, store.MetaPoolReady, "1", sandbox.StateRunning); err != nil || !ok {
+			t.Fatalf("mark ready: %v %v", ok, err)
+		}
+	}
+	ses, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "w", Template: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ses.Warm || slices.ContainsFunc(members, func(sb sandbox.Sandbox) bool { return sb.ID == ses.SandboxID }) {
+		t.Errorf("a session claimed a gvisor pool's sandbox: %+v", ses)
+	}
+}
+
+// TestPoolFlagsPerRuntimeClass: ptd's --warm-pool defaults name a class
+// with TEMPLATE@CLASS (the default class named is the default pool); Run
+// refuses a class the host does not run rather than never fill it.
+func TestPoolFlagsPerRuntimeClass(t *testing.T) {
+	s, _, _ := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	s.cfg.Pools = map[string]PoolSize{"busybox@runc": {MinReady: 1, Max: 1}, "busybox@gvisor": {MinReady: 0, Max: 2}}
+	all, err := s.Pools(ctx, Principal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ps := range all {
+		listed = append(listed, fmt.Sprintf("%s/%s %d:%d %s", ps.Template, ps.Runtime, ps.MinReady, ps.Max, ps.Source))
+	}
+	if diff := cmp.Diff([]string{"busybox/runc 1:1 default", "busybox/gvisor 0:2 default"}, listed); diff != "" {
+		t.Errorf("Pools (-want +got):\n%s", diff)
+	}
+
+	s.cfg.Pools = map[string]PoolSize{"busybox@kata": {MinReady: 1, Max: 1}}
+	var fe *sandbox.FieldError
+	if err := s.Run(ctx); !errors.As(err, &fe) || fe.Field != "runtime" {
+		t.Errorf("Run with a pool of a class the host does not run = %v, want a runtime FieldError", err)
 	}
 }

@@ -40,8 +40,9 @@ type Config struct {
 	// DefaultTemplate is the template of sessions that name none; empty
 	// means the core's default template (Core.DefaultTemplate).
 	DefaultTemplate string
-	// Pools are the warm-pool defaults per template (ptd --warm-pool);
-	// PUT /v1/pools/{template} overrides them.
+	// Pools are the warm-pool defaults (ptd --warm-pool), keyed by
+	// template, or "template@class" for a runtime class other than the
+	// default; PUT /v1/pools/{template} overrides them.
 	Pools map[string]PoolSize
 	// PoolInterval is how often pools are refilled and ready sessions
 	// checked against their sandboxes (claims also refill at once).
@@ -73,7 +74,7 @@ type Config struct {
 	PollInterval time.Duration
 }
 
-// PoolSize is one template's warm-pool setting: keep MinReady sandboxes
+// PoolSize is one warm pool's setting: keep MinReady sandboxes
 // ready, never more than Max pooled sandboxes (ready or provisioning).
 type PoolSize struct {
 	MinReady int
@@ -120,6 +121,8 @@ type Core interface {
 	AgentFor(sb sandbox.Sandbox) *agentclient.Client
 	KnownTemplate(ctx context.Context, org, slug string) (bool, error)
 	DefaultTemplate() string
+	PoolRuntime(class string) (string, error)
+	DefaultRuntime() string
 	HostID() string
 	WarmClaimOwner() string
 }

@@ -48,10 +48,13 @@ type Session struct {
 	EndedAt   *time.Time
 }
 
-// Pool is the warm-pool setting of one template: keep MinReady sandboxes
-// ready, never more than Max pooled sandboxes in all.
+// Pool is the warm-pool setting of one template and runtime class: keep
+// MinReady sandboxes ready, never more than Max pooled sandboxes in all.
 type Pool struct {
-	Template  string
+	Template string
+	// Runtime is the runtime class of the pool's sandboxes; empty is the
+	// host's default class (every pool set before pools had a class).
+	Runtime   string
 	MinReady  int
 	Max       int
 	UpdatedAt time.Time
@@ -86,22 +89,25 @@ type SessionStore interface {
 
 	// ClaimPoolSandbox, in one transaction, takes the oldest running
 	// sandbox of poolOrgID with that template whose metadata marks it
-	// claimable (MetaPoolReady), moves it and its sandbox-scoped tokens to
+	// claimable (MetaPoolReady) and a member of the template's
+	// default-class pool (MetaPool is the template itself, PoolKey), moves it and its sandbox-scoped tokens to
 	// s.OrgID and projectID, replaces its metadata with {MetaSessionID: s.ID}, and
 	// inserts s with SandboxID set to it. ErrNotFound if no sandbox is
 	// claimable (nothing changes); ErrConflict as CreateSession (nothing
 	// changes either).
 	ClaimPoolSandbox(ctx context.Context, poolOrgID, template, projectID string, s Session) (sandbox.Sandbox, Session, error)
 
-	// PutPool inserts or replaces a template's pool setting.
+	// PutPool inserts or replaces the pool setting of p's template and
+	// runtime class.
 	PutPool(ctx context.Context, p Pool) error
-	// ListPools returns every pool setting by template.
+	// ListPools returns every pool setting by template, then runtime
+	// class.
 	ListPools(ctx context.Context) ([]Pool, error)
 }
 
 // Metadata keys of pooled and session sandboxes.
 const (
-	// MetaPool names the template pool a pooled sandbox belongs to.
+	// MetaPool names the pool a pooled sandbox belongs to (PoolKey).
 	MetaPool = "pt_pool"
 	// MetaPoolReady marks a pooled sandbox claimable ("1").
 	MetaPoolReady = "pt_pool_ready"
@@ -112,3 +118,14 @@ const (
 	// MetaSessionID names the session a sandbox serves.
 	MetaSessionID = "pt_session_id"
 )
+
+// PoolKey is the MetaPool value of the pool of template and runtime
+// class: the template alone for the default class (empty runtime), as
+// before pools had classes, so that sessions, which boot the default
+// class, claim only from it; "template@runtime" for another class.
+func PoolKey(template, runtime string) string {
+	if runtime == "" {
+		return template
+	}
+	return template + "@" + runtime
+}

@@ -209,9 +209,13 @@ func (s *SessionsService) Download(ctx context.Context, id, path string) (io.Rea
 	return resp.Body, nil
 }
 
-// Pool is one template's warm pool.
+// Pool is one warm pool: a template's running sandboxes of one runtime
+// class.
 type Pool struct {
-	Template     string `json:"template"`
+	Template string `json:"template"`
+	// Runtime is the class of the pool's sandboxes; a create claims only
+	// from its own class's pool.
+	Runtime      string `json:"runtime"`
 	MinReady     int    `json:"min_ready"`
 	Max          int    `json:"max"`
 	Ready        int    `json:"ready"`
@@ -236,8 +240,18 @@ func (s *PoolsService) List(ctx context.Context) ([]Pool, error) {
 	return out.Pools, nil
 }
 
-// Set configures a template's pool (platform admin token only).
+// Set configures a template's pool of the default runtime class
+// (platform admin token only).
 func (s *PoolsService) Set(ctx context.Context, template string, minReady, max int) (*Pool, error) {
-	in := map[string]int{"min_ready": minReady, "max": max}
+	return s.SetForRuntime(ctx, template, "", minReady, max)
+}
+
+// SetForRuntime configures a template's pool of one runtime class, e.g.
+// "gvisor"; "" is the default class (platform admin token only).
+func (s *PoolsService) SetForRuntime(ctx context.Context, template, runtime string, minReady, max int) (*Pool, error) {
+	in := map[string]any{"min_ready": minReady, "max": max}
+	if runtime != "" {
+		in["runtime"] = runtime
+	}
 	return fetchJSON[Pool](ctx, s.c, "PUT", "/v1/pools/"+url.PathEscape(template), nil, in, "set pool %s", template)
 }

@@ -89,3 +89,48 @@ func TestSessionsStatusOfUnknownContext(t *testing.T) {
 		t.Fatalf("Status = %+v, %v; want none", got, err)
 	}
 }
+
+// TestPoolsSetForRuntime: Set configures the default class's pool (no
+// runtime in the body) and SetForRuntime names the class; the answer's
+// runtime comes back on Pool.
+func TestPoolsSetForRuntime(t *testing.T) {
+	tests := []struct {
+		name    string
+		runtime string // "" calls Set
+	}{
+		{"default class", ""},
+		{"gvisor", "gvisor"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("PUT /v1/pools/{template}", func(w http.ResponseWriter, r *http.Request) {
+				var in map[string]any
+				json.NewDecoder(r.Body).Decode(&in)
+				got, has := in["runtime"]
+				if (tc.runtime == "") == has || (has && got != tc.runtime) || in["min_ready"] != 1.0 || in["max"] != 2.0 {
+					t.Errorf("body %v, want runtime %q", in, tc.runtime)
+				}
+				rt := tc.runtime
+				if rt == "" {
+					rt = "runc"
+				}
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(map[string]any{"template": r.PathValue("template"), "runtime": rt, "min_ready": 1, "max": 2, "source": "api"})
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			cl := platinum.New(srv.URL, "tok")
+			var p *platinum.Pool
+			var err error
+			if tc.runtime == "" {
+				p, err = cl.Pools.Set(context.Background(), "busybox", 1, 2)
+			} else {
+				p, err = cl.Pools.SetForRuntime(context.Background(), "busybox", tc.runtime, 1, 2)
+			}
+			if err != nil || p.Template != "busybox" || p.Runtime == "" || (tc.runtime != "" && p.Runtime != tc.runtime) {
+				t.Fatalf("= %+v, %v", p, err)
+			}
+		})
+	}
+}

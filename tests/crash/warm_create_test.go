@@ -8,7 +8,8 @@ import (
 )
 
 // TestKillDuringWarmCreate kills ptd in the middle of a create served by a
-// warm pool: after the pooled sandbox is taken out of the pool, and after
+// warm pool: after the pooled sandbox is taken out of the pool, after the
+// host resized it live to the caller's cpu and ram_mb (runc), and after
 // the caller's environment is set in its guest. After the restart the
 // create left nothing in the caller's org, the half-claimed sandbox is
 // discarded (never handed to the next create, whose guest must not see
@@ -30,11 +31,18 @@ func TestKillDuringWarmCreate(t *testing.T) {
 		}
 		return fmt.Sprintf("pool never settled at one ready sandbox: %v", m)
 	}
-	for _, step := range []string{"warm.reserved", "warm.initialized"} {
+	for _, tc := range []struct {
+		step  string
+		sized bool // the create asks another cpu and ram_mb than the pool's
+	}{{"warm.reserved", false}, {"warm.resized", true}, {"warm.initialized", false}} {
+		step := tc.step
 		eventually(t, 3*time.Minute, settled)
 		tag := strings.ReplaceAll(step, ".", "-")
 		armCrash(t, d, step)
 		body := map[string]any{"template": "busybox", "env": map[string]any{"CALLER": tag}, "metadata": map[string]any{"crash": tag}}
+		if tc.sized {
+			body["cpu"], body["ram_mb"] = 2, 1024
+		}
 		if st, m, err := a.try("POST", "/v1/sandboxes", body, nil); err == nil {
 			t.Fatalf("%s: create answered %d %v; ptd should have died", step, st, m)
 		}
@@ -53,6 +61,9 @@ func TestKillDuringWarmCreate(t *testing.T) {
 		id := m["id"].(string)
 		if out := a.sh(id, `echo "${CALLER:-none} $OTHER"`); out != "none next\n" {
 			t.Errorf("%s: the next warm sandbox's guest sees %q, want only its own env", step, out)
+		}
+		if out := a.sh(id, "nproc"); out != "1\n" {
+			t.Errorf("%s: the next warm sandbox (1 cpu) has %q cpus online: a half-claimed, resized one was reused", step, out)
 		}
 		a.do("DELETE", "/v1/sandboxes/"+id, nil)
 	}

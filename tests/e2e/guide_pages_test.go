@@ -228,7 +228,7 @@ func TestGuideSessions(t *testing.T) {
 	t.Cleanup(func() { c.do("PUT", "/v1/pools/busybox", map[string]any{"min_ready": 0, "max": 0}) })
 	guideRun(t, guideCommand(t, "sessions.md#pool-set", 0), nil)
 	out := guideRun(t, guideCommand(t, "sessions.md#pool-set", 1), nil)
-	if !regexp.MustCompile(`(?m)^busybox\s+2\s+4\b`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^busybox\s+runc\s+2\s+4\b`).MatchString(out) {
 		t.Errorf("pt pool list after pt pool set busybox --min-ready 2 --max 4:\n%s", out)
 	}
 }

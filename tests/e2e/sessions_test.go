@@ -20,23 +20,47 @@ const sessionTemplate = "busybox"
 // setPool configures the busybox pool and drains it when the test ends.
 func setPool(t *testing.T, c *client, minReady, max int) {
 	t.Helper()
-	r := c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": minReady, "max": max})
-	if r.Status != 200 {
-		t.Fatalf("PUT pool: %d %s", r.Status, r.Body)
-	}
-	t.Cleanup(func() { c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": 0, "max": 0}) })
+	setClassPool(t, c, "", minReady, max)
 }
 
-// poolCounts returns the busybox pool's ready and provisioning counts.
+// setClassPool sets the busybox pool of a runtime class ("" the default)
+// and resets it when the test ends.
+func setClassPool(t *testing.T, c *client, class string, minReady, max int) {
+	t.Helper()
+	r := c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": minReady, "max": max, "runtime": class})
+	if r.Status != 200 {
+		t.Fatalf("PUT pool %s: %d %s", class, r.Status, r.Body)
+	}
+	t.Cleanup(func() {
+		c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": 0, "max": 0, "runtime": class})
+	})
+}
+
+// harnessDefaultClass is the runtime class of the test ptd's sandboxes
+// that name none (it runs with --default-runtime runc).
+const harnessDefaultClass = "runc"
+
+// poolCounts returns the busybox pool's ready and provisioning counts
+// (the default class's).
 func poolCounts(t *testing.T, c *client) (ready, provisioning int) {
 	t.Helper()
+	return classPoolCounts(t, c, "")
+}
+
+// classPoolCounts returns the ready and provisioning counts of the busybox
+// pool of a runtime class ("" the default).
+func classPoolCounts(t *testing.T, c *client, class string) (ready, provisioning int) {
+	t.Helper()
+	if class == "" {
+		class = harnessDefaultClass
+	}
 	r := c.do("GET", "/v1/pools", nil)
 	if r.Status != 200 {
 		t.Fatalf("GET pools: %d %s", r.Status, r.Body)
 	}
 	for _, p := range r.JSON()["pools"].([]any) {
 		m := p.(map[string]any)
-		if m["template"] == sessionTemplate {
+		if m["template"] == sessionTemplate && m["runtime"] == class {
 			return int(m["ready"].(float64)), int(m["provisioning"].(float64))
 		}
 	}
@@ -46,29 +70,43 @@ func poolCounts(t *testing.T, c *client) (ready, provisioning int) {
 // waitPoolReady waits until the pool has at least n ready sandboxes.
 func waitPoolReady(t *testing.T, c *client, n int) {
 	t.Helper()
+	waitClassPoolReady(t, c, "", n)
+}
+
+// waitClassPoolReady waits until the busybox pool of a runtime class (""
+// the default) has at least n ready sandboxes.
+func waitClassPoolReady(t *testing.T, c *client, class string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
-		if ready, _ := poolCounts(t, c); ready >= n {
+		if ready, _ := classPoolCounts(t, c, class); ready >= n {
 			return
 		}
 		sleep(100)
 	}
-	ready, prov := poolCounts(t, c)
-	t.Fatalf("pool never reached %d ready (ready %d, provisioning %d)", n, ready, prov)
+	ready, prov := classPoolCounts(t, c, class)
+	t.Fatalf("pool %q never reached %d ready (ready %d, provisioning %d)", class, n, ready, prov)
 }
 
 // drainPool sets the pool to 0/0 and waits until it holds nothing.
 func drainPool(t *testing.T, c *client) {
 	t.Helper()
-	c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": 0, "max": 0})
+	drainClassPool(t, c, "")
+}
+
+// drainClassPool sets the busybox pool of a runtime class ("" the
+// default) to 0/0 and waits until it holds nothing.
+func drainClassPool(t *testing.T, c *client, class string) {
+	t.Helper()
+	c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": 0, "max": 0, "runtime": class})
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if ready, prov := poolCounts(t, c); ready == 0 && prov == 0 {
+		if ready, prov := classPoolCounts(t, c, class); ready == 0 && prov == 0 {
 			return
 		}
 		sleep(100)
 	}
-	t.Fatal("pool never drained")
+	t.Fatalf("pool %q never drained", class)
 }
 
 type sessionCtx struct{ vault, workflow, agentSession string }
@@ -219,7 +257,7 @@ func TestSessionWarmPathAndRefill(t *testing.T) {
 	hosts := c.do("GET", "/v1/hosts", nil)
 	var onHost float64
 	for _, wp := range hosts.JSON()["rows"].([]any)[0].(map[string]any)["warm_pools"].([]any) {
-		if wp := wp.(map[string]any); wp["template"] == sessionTemplate {
+		if wp := wp.(map[string]any); wp["template"] == sessionTemplate && wp["runtime"] == harnessDefaultClass {
 			onHost = wp["ready"].(float64)
 		}
 	}
@@ -227,10 +265,10 @@ func TestSessionWarmPathAndRefill(t *testing.T) {
 		t.Errorf("GET /v1/hosts warm_pools: %s; want %s with a ready sandbox", hosts.Body, sessionTemplate)
 	}
 	text := scrapeMetrics(t, env.metricsURL, "")
-	if v := metricValue(text, `platinum_warm_pool_min_ready{template="busybox"}`); v != "1" {
+	if v := metricValue(text, `platinum_warm_pool_min_ready{runtime="runc",template="busybox"}`); v != "1" {
 		t.Errorf("platinum_warm_pool_min_ready = %q, want 1", v)
 	}
-	if v, _ := strconv.Atoi(metricValue(text, `platinum_warm_pool_sandboxes{state="ready",template="busybox"}`)); v < 1 {
+	if v, _ := strconv.Atoi(metricValue(text, `platinum_warm_pool_sandboxes{runtime="runc",state="ready",template="busybox"}`)); v < 1 {
 		t.Errorf("platinum_warm_pool_sandboxes ready = %d, want at least 1", v)
 	}
 

@@ -4,10 +4,13 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // TestWarmCreateBehavesLikeCold: with a warm pool for the template, a plain
@@ -99,19 +102,42 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 	}
 }
 
-// TestWarmCreateWithSettingsBehavesLikeCold: a create whose body has env,
-// a secret, egress denied with one allow rule, metadata, a parent and a
-// disk_gb bigger than the pool's is still served warm (docs/sessions.md,
-// "Warm creates"), and the warm sandbox and a cold one of the same body
-// pass the same checks: the env and the secret's placeholder inside (the
-// agent's and /etc/pt-env) and never its value (env, /etc/pt-env, every process's environ and command
-// line, from inside and from the host), the secret swapped in over HTTPS
-// to its host (the guest trusts its egress CA), other addresses refused
-// and other names unresolved, the bigger disk in df, the same record.
+// TestWarmCreateWithSettingsBehavesLikeCold: on each runtime class (runc,
+// the harness's default, and gVisor, each from its own class's pool), a
+// create whose body has env, a secret, egress denied with one allow rule,
+// metadata, a parent and a disk_gb bigger than the pool's is still served
+// warm (docs/sessions.md, "Warm creates"), and the warm sandbox and a cold
+// one of the same body pass the same checks: the env and the secret's
+// placeholder inside (the agent's and /etc/pt-env) and never its value
+// (env, /etc/pt-env, every process's environ and command line, from
+// inside and from the host), the secret swapped in over HTTPS to its host
+// (the guest trusts its egress CA), other addresses refused and other
+// names unresolved, the bigger disk in df, the same record.
 func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 	c := newClient(t)
 	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
+	for _, class := range []string{"runc", "gvisor"} {
+		t.Run(class, func(t *testing.T) {
+			if class == "gvisor" {
+				requireGVisor(t, c)
+			}
+			warmSettingsLikeCold(t, c, class)
+		})
+	}
+}
+
+// requireGVisor skips t unless the test ptd runs the gvisor class (runsc
+// on the host; a failure under CI, whose setup installs it).
+func requireGVisor(t *testing.T, c *client) {
+	t.Helper()
+	testenv.Require(t, hasRuntime(t, c, "gvisor"), "requires the gvisor runtime class (runsc): run scripts/setup.sh")
+}
+
+// warmSettingsLikeCold is TestWarmCreateWithSettingsBehavesLikeCold on one
+// runtime class: its pool serves the warm create; the cold one of the
+// same body boots with that pool drained.
+func warmSettingsLikeCold(t *testing.T, c *client, class string) {
+	drainClassPool(t, c, class)
 	out := newOutside(t, 2)
 	sfx := randHex(4)
 	bound, other := "api."+sfx+".allowed.test", "other-"+sfx+".test"
@@ -119,14 +145,14 @@ func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 	mapHosts(t, out.Addrs[1], other)
 	value := "sk-live-" + randHex(16)
 
-	parent := c.create(map[string]any{"template": sessionTemplate})
+	parent := c.create(map[string]any{"template": sessionTemplate, "runtime": class})
 	baseKB := diskKB(t, c, parent)
 	baseGB := int(c.do("GET", "/v1/sandboxes/"+parent, nil).JSON()["disk_gb"].(float64))
-	setPool(t, c, 1, 1)
-	waitPoolReady(t, c, 1)
+	setClassPool(t, c, class, 1, 1)
+	waitClassPoolReady(t, c, class, 1)
 
 	body := func(name string) map[string]any {
-		return map[string]any{"template": sessionTemplate, "name": name, "ttl_ms": 600000, "type": "dev",
+		return map[string]any{"template": sessionTemplate, "runtime": class, "name": name, "ttl_ms": 600000, "type": "dev",
 			"parent_id": parent, "disk_gb": baseGB + 1,
 			"env":      map[string]any{"GREETING": "hi there"},
 			"metadata": map[string]any{"suite": "warm-settings-" + sfx},
@@ -136,10 +162,10 @@ func TestWarmCreateWithSettingsBehavesLikeCold(t *testing.T) {
 	}
 	create := c.createRecord
 	warm := create(body("warm-" + sfx))
-	if warm["start"] != "warm" {
-		t.Fatalf("create with settings and a ready pool: start %v, want warm: %v", warm["start"], warm)
+	if warm["start"] != "warm" || warm["runtime"] != class {
+		t.Fatalf("create with settings and a ready %s pool: start %v runtime %v, want warm: %v", class, warm["start"], warm["runtime"], warm)
 	}
-	drainPool(t, c)
+	drainClassPool(t, c, class)
 	cold := create(body("cold-" + sfx))
 	if cold["start"] != "cold" {
 		t.Fatalf("create with no pool: start %v, want cold", cold["start"])
@@ -232,4 +258,128 @@ func lastRequest(o *outside, host string) seenRequest {
 		}
 	}
 	return seenRequest{}
+}
+
+// TestWarmCreateRuntimeClasses: a runc pool and a gVisor pool of the same
+// template side by side (docs/sessions.md, "Warm creates"): GET /v1/pools
+// lists each with its class, a create with runtime gvisor is served warm
+// from the gVisor pool (its guest runs on gVisor's kernel) and one with
+// runc from the runc pool, each pool refills behind its claim, and a
+// gVisor create of another size boots cold (gVisor keeps its boot size)
+// and leaves the gVisor pool's sandbox ready.
+func TestWarmCreateRuntimeClasses(t *testing.T) {
+	c := newClient(t)
+	requireGVisor(t, c)
+	ensureTemplate(t, c, sessionTemplate)
+	drainClassPool(t, c, "")
+	drainClassPool(t, c, "gvisor")
+	setClassPool(t, c, "", 1, 1)
+	setClassPool(t, c, "gvisor", 1, 1)
+	waitClassPoolReady(t, c, "", 1)
+	waitClassPoolReady(t, c, "gvisor", 1)
+
+	pools := c.do("GET", "/v1/pools", nil)
+	var classes []string
+	for _, p := range pools.JSON()["pools"].([]any) {
+		if p := p.(map[string]any); p["template"] == sessionTemplate {
+			classes = append(classes, p["runtime"].(string))
+		}
+	}
+	if !slices.Contains(classes, "runc") || !slices.Contains(classes, "gvisor") {
+		t.Fatalf("GET /v1/pools: %s; want a runc and a gvisor pool of %s", pools.Body, sessionTemplate)
+	}
+
+	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostKernel := strings.TrimSpace(string(release))
+	for _, tc := range []struct{ class, kernel string }{{"gvisor", "not the host's"}, {"runc", hostKernel}} {
+		sb := c.createRecord(map[string]any{"template": sessionTemplate, "runtime": tc.class})
+		if sb["start"] != "warm" || sb["runtime"] != tc.class {
+			t.Errorf("create with runtime %s and a ready pool of each class: start %v runtime %v", tc.class, sb["start"], sb["runtime"])
+			continue
+		}
+		got := strings.TrimSpace(c.mustSh(sb["id"].(string), "uname -r"))
+		if (tc.class == "runc") != (got == hostKernel) {
+			t.Errorf("a warm %s sandbox runs kernel %q (the host's %q)", tc.class, got, hostKernel)
+		}
+	}
+	// Each pool refills behind its claim, with its own class.
+	waitClassPoolReady(t, c, "", 1)
+	waitClassPoolReady(t, c, "gvisor", 1)
+
+	sb := c.createRecord(map[string]any{"template": sessionTemplate, "runtime": "gvisor", "cpu": 2})
+	if sb["start"] != "cold" || sb["runtime"] != "gvisor" || sb["cpu"] != 2.0 {
+		t.Errorf("a gvisor create of another cpu: start %v runtime %v cpu %v, want cold", sb["start"], sb["runtime"], sb["cpu"])
+	}
+	if ready, _ := classPoolCounts(t, c, "gvisor"); ready != 1 {
+		t.Errorf("the gvisor pool holds %d ready after a create it cannot serve, want 1", ready)
+	}
+}
+
+// TestWarmCreateResizedLikeCold: a runc create asking cpu 2 and ram_mb
+// 1024 of a pool booted at the default size is served warm — resized live
+// before the create answers — and its record and its guest say what a
+// cold create of the same body says: cpu, ram_mb and the live headroom;
+// nproc (its cpuset), MemTotal (LXCFS) and its cgroup's memory limit.
+// The pool refills behind the claim.
+func TestWarmCreateResizedLikeCold(t *testing.T) {
+	c := newClient(t)
+	ensureTemplate(t, c, sessionTemplate)
+	drainPool(t, c)
+	setPool(t, c, 1, 1)
+	waitPoolReady(t, c, 1)
+
+	body := func(name string) map[string]any {
+		return map[string]any{"template": sessionTemplate, "runtime": "runc", "name": name, "cpu": 2, "ram_mb": 1024}
+	}
+	warm := c.createRecord(body("warm-" + randHex(4)))
+	if warm["start"] != "warm" {
+		t.Fatalf("create of cpu 2 / ram_mb 1024 with a ready runc pool: start %v, want warm: %v", warm["start"], warm)
+	}
+	waitPoolReady(t, c, 1) // refilled behind the claim
+	drainPool(t, c)
+	cold := c.createRecord(body("cold-" + randHex(4)))
+	if cold["start"] != "cold" {
+		t.Fatalf("create with no pool: start %v, want cold", cold["start"])
+	}
+
+	for _, k := range []string{"cpu", "ram_mb", "disk_gb", "runtime", "live"} {
+		if w, cv := warm[k], cold[k]; !reflect.DeepEqual(w, cv) {
+			t.Errorf("%s: warm %v, cold %v", k, w, cv)
+		}
+	}
+	if got := c.do("GET", "/v1/sandboxes/"+warm["id"].(string), nil).JSON(); got["cpu"] != 2.0 || got["ram_mb"] != 1024.0 {
+		t.Errorf("warm record read back: cpu %v ram_mb %v", got["cpu"], got["ram_mb"])
+	}
+	type seen struct {
+		nproc      string
+		memTotalKB int64
+		memLimit   int64
+	}
+	look := func(id string) seen {
+		return seen{strings.TrimSpace(c.mustSh(id, "nproc")), memTotalKB(t, c, id), memLimit(t, c, id)}
+	}
+	w, cl := look(warm["id"].(string)), look(cold["id"].(string))
+	want := seen{strconv.Itoa(min(2, runtime.NumCPU())), 1024 * 1024, 1024 << 20}
+	if !hostHasLXCFS(t, c) {
+		// Without LXCFS /proc/meminfo is the host's in both.
+		want.memTotalKB = cl.memTotalKB
+	}
+	if w != cl || w != want {
+		t.Errorf("inside: warm %+v, cold %+v, want %+v", w, cl, want)
+	}
+}
+
+// hostHasLXCFS reports whether the test ptd's host serves sandboxes their
+// own /proc sizes (GET /v1/hosts lxcfs).
+func hostHasLXCFS(t *testing.T, c *client) bool {
+	t.Helper()
+	r := c.do("GET", "/v1/hosts", nil)
+	rows, _ := r.JSON()["rows"].([]any)
+	if r.Status != 200 || len(rows) == 0 {
+		t.Fatalf("GET /v1/hosts: %d %s", r.Status, r.Body)
+	}
+	return rows[0].(map[string]any)["lxcfs"] == true
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -78,7 +79,7 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		err := tx.QueryRow(ctx, `SELECT id FROM sandboxes
 			WHERE org_id = $1 AND template = $2 AND state = 'running' AND metadata @> $3::jsonb
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-			poolOrgID, template, `{"`+store.MetaPoolReady+`":"1"}`).Scan(&id)
+			poolOrgID, template, poolMatch(template)).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("pool %q: no ready sandbox: %w", template, store.ErrNotFound)
 		}
@@ -108,4 +109,11 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		return sandbox.Sandbox{}, store.Session{}, err
 	}
 	return sb, out, nil
+}
+
+// poolMatch is the metadata a claimable member of template's default-class
+// pool holds (store.PoolKey), as a jsonb containment argument.
+func poolMatch(template string) string {
+	m, _ := json.Marshal(map[string]string{store.MetaPoolReady: "1", store.MetaPool: store.PoolKey(template, "")})
+	return string(m)
 }

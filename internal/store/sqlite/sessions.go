@@ -84,7 +84,8 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM sandboxes
 			WHERE org_id = ? AND template = ? AND state = 'running' AND json_extract(metadata, '$.`+store.MetaPoolReady+`') = '1'
-			ORDER BY created_at, id LIMIT 1`, poolOrgID, template).Scan(&id)
+				AND json_extract(metadata, '$.`+store.MetaPool+`') = ?
+			ORDER BY created_at, id LIMIT 1`, poolOrgID, template, store.PoolKey(template, "")).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("pool %q: no ready sandbox: %w", template, store.ErrNotFound)
 		}

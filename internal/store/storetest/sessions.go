@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,8 @@ func testSessions(t *testing.T, s store.Store) {
 }
 
 // testClaimPool pins the warm-pool claim: only ready pooled sandboxes of
-// the template, never the same one twice, and the sandbox moves org.
+// the template's default-class pool (never another class's), never the
+// same one twice, and the sandbox moves org.
 func testClaimPool(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	pool, org := sandbox.NewID(sandbox.PrefixOrg), sandbox.NewID(sandbox.PrefixOrg)
@@ -102,14 +104,15 @@ func testClaimPool(t *testing.T, s store.Store) {
 		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
 		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
 		{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
-		{store.MetaPool: "busybox"}, // not ready yet
+		{store.MetaPool: "busybox"},                                                    // not ready yet
+		{store.MetaPool: store.PoolKey("busybox", "gvisor"), store.MetaPoolReady: "1"}, // another class's pool
 	} {
 		sb := newSandbox(pool, base.Add(time.Duration(i)*time.Second))
 		sb.Name, sb.State, sb.Metadata = "", sandbox.StateRunning, meta
 		wantErr(t, "CreateSandbox", s.CreateSandbox(ctx, sb), nil)
 		wantErr(t, "CreateToken", s.CreateToken(ctx, store.Token{ID: sandbox.NewID(sandbox.PrefixToken), OrgID: pool,
 			Role: store.RoleSandbox, Hash: sb.ID, SandboxID: sb.ID}), nil)
-		if meta[store.MetaPoolReady] == "1" {
+		if meta[store.MetaPoolReady] == "1" && meta[store.MetaPool] == "busybox" {
 			ready = append(ready, sb.ID)
 		}
 	}
@@ -166,12 +169,29 @@ func testClaimPool(t *testing.T, s store.Store) {
 	})
 
 	t.Run("pools", func(t *testing.T) {
-		wantErr(t, "PutPool", s.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 2, Max: 4}), nil)
-		wantErr(t, "PutPool", s.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 1, Max: 3}), nil)
+		// A pool is keyed by template and runtime class ("" the default):
+		// a put replaces its own key's setting and no other.
+		for _, p := range []store.Pool{
+			{Template: "busybox", MinReady: 2, Max: 4},
+			{Template: "busybox", Runtime: "gvisor", MinReady: 5, Max: 6},
+			{Template: "busybox", MinReady: 1, Max: 3},
+			{Template: "alpine", Runtime: "runc", MinReady: 0, Max: 1},
+		} {
+			wantErr(t, "PutPool", s.PutPool(ctx, p), nil)
+		}
 		ps, err := s.ListPools(ctx)
 		wantErr(t, "ListPools", err, nil)
-		if len(ps) != 1 || ps[0].MinReady != 1 || ps[0].Max != 3 {
-			t.Errorf("ListPools = %+v", ps)
+		type row struct {
+			Template, Runtime string
+			MinReady, Max     int
+		}
+		var got []row
+		for _, p := range ps {
+			got = append(got, row{p.Template, p.Runtime, p.MinReady, p.Max})
+		}
+		want := []row{{"alpine", "runc", 0, 1}, {"busybox", "", 1, 3}, {"busybox", "gvisor", 5, 6}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("ListPools = %+v, want %+v", got, want)
 		}
 	})
 }

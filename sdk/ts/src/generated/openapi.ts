@@ -2172,12 +2172,16 @@ export interface paths {
         };
         get?: never;
         /**
-         * Configure a template's warm pool (platform admin)
-         * @description Pools are platform-wide: pooled sandboxes belong to a system org
-         *     until a session claims one, which moves it to the session's org. A
-         *     pooled sandbox is fresh and serves at most one session. The pool is
-         *     refilled (or drained past `max`) in the background. ptd's
-         *     `--warm-pool TEMPLATE=MIN[:MAX]` sets defaults this overrides.
+         * Configure a template's warm pool of one runtime class (platform admin)
+         * @description Pools are platform-wide and kept per template and runtime class:
+         *     pooled sandboxes belong to a system org until a create of that
+         *     template and class or a session (default class only) claims one,
+         *     which moves it to the caller's org. A pooled sandbox is fresh and
+         *     serves at most one caller. The pool is refilled (or drained past
+         *     `max`) in the background. `runtime` (in the body or the query)
+         *     names the class; without one the pool holds the default class.
+         *     ptd's `--warm-pool TEMPLATE[@CLASS]=MIN[:MAX]` sets defaults this
+         *     overrides.
          */
         put: operations["setPool"];
         post?: never;
@@ -2454,6 +2458,12 @@ export interface components {
         };
         Pool: {
             template?: string;
+            /**
+             * @description The runtime class of the pool's sandboxes (the default class when the setting names none); a create claims only from its own class's pool.
+             * @example runc
+             * @example gvisor
+             */
+            runtime?: string;
             min_ready?: number;
             max?: number;
             /** @description Pooled sandboxes a session can claim now. */
@@ -7180,9 +7190,15 @@ export interface operations {
                                 /** @description Whether a sandbox can be given it (a CDI device names it). */
                                 usable: boolean;
                             }[];
-                            /** @description The warm-pool sandboxes on this host, per template (pool settings are platform-wide, GET /v1/pools). */
+                            /** @description The warm-pool sandboxes on this host, per template and runtime class (pool settings are platform-wide, GET /v1/pools). */
                             warm_pools?: {
                                 template: string;
+                                /**
+                                 * @description The pool's runtime class.
+                                 * @example runc
+                                 * @example gvisor
+                                 */
+                                runtime: string;
                                 /** @description Claimable now. */
                                 ready: number;
                                 /** @description Being created or started. */
@@ -8201,7 +8217,10 @@ export interface operations {
     };
     setPool: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The pool's runtime class, as the body's `runtime` (they must agree when both are given). */
+                runtime?: string;
+            };
             header?: {
                 /**
                  * @description Makes a retry safe: the first request with a key runs; a retry within
@@ -8229,6 +8248,12 @@ export interface operations {
                     min_ready: number;
                     /** @description Most pooled sandboxes, ready or provisioning; defaults to min_ready. */
                     max?: number;
+                    /**
+                     * @description The pool's runtime class, one this host runs (GET /v1/hosts `runtime_classes`); empty or absent: the default class.
+                     * @example runc
+                     * @example gvisor
+                     */
+                    runtime?: string;
                 };
             };
         };
