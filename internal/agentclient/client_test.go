@@ -275,12 +275,7 @@ func TestFiles(t *testing.T) {
 
 func TestUnavailableAndAuth(t *testing.T) {
 	ctx := testCtx(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadURL := "http://" + ln.Addr().String()
-	ln.Close() // nothing listens there now
+	deadURL := "http://" + testenv.RefusedAddr(t)
 
 	dead := agentclient.New(deadURL, token, nil)
 	calls := map[string]func() error{

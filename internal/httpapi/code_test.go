@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // codeHost starts sandboxes at once at 127.0.0.1, with the
@@ -127,12 +128,7 @@ func serveCode(t *testing.T, fake *fakeCodeServer) *httptest.Server {
 		t.Cleanup(fs.Close)
 		target = fs.Listener.Addr().String()
 	} else {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		target = ln.Addr().String()
-		ln.Close() // nothing listens there now: dials are refused
+		target = testenv.RefusedAddr(t)
 	}
 	saved := codeClient
 	codeClient = &http.Client{Transport: &http.Transport{

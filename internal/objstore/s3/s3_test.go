@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/objstore/objstoretest"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/objstore/s3/s3test"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
@@ -45,12 +45,7 @@ func TestSmallPartsMultipart(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now: connections are refused
+	addr := testenv.RefusedAddr(t)
 	cfg := s3.DefaultConfig()
 	cfg.Endpoint, cfg.AccessKey, cfg.SecretKey, cfg.PathStyle = "http://"+addr, "a", "b", true
 	cfg.MaxRetries = 1
