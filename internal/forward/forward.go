@@ -242,7 +242,7 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 	// No host takes it: this ptd answers, with its own refusal when its
 	// host takes nothing new either; one that runs no sandboxes refuses.
 	if !r.local {
-		writeError(w, req, "capacity", "no host takes new sandboxes (every one is draining, lost or unreachable); create again after Retry-After",
+		WriteError(w, req, "capacity", "no host takes new sandboxes (every one is draining, lost or unreachable); create again after Retry-After",
 			map[string]any{"reason": "no_host"})
 		return
 	}
@@ -336,12 +336,13 @@ func sandboxID(s string) string {
 
 // writeUnavailable answers 503 unavailable.
 func writeUnavailable(w http.ResponseWriter, req *http.Request, msg string) {
-	writeError(w, req, "unavailable", msg, nil)
+	WriteError(w, req, "unavailable", msg, nil)
 }
 
-// writeError answers 503 with Retry-After in /v1's error shape, which the
-// E2B and Daytona SDKs read as a retryable server error too.
-func writeError(w http.ResponseWriter, req *http.Request, code, msg string, extra map[string]any) {
+// WriteError answers 503 with Retry-After in /v1's error shape, which the
+// E2B and Daytona SDKs read as a retryable server error too; extra fields
+// join code and error.
+func WriteError(w http.ResponseWriter, req *http.Request, code, msg string, extra map[string]any) {
 	body := map[string]any{"code": code, "error": msg}
 	for k, v := range extra {
 		body[k] = v

@@ -454,12 +454,5 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 // writeUnavailable answers 503 region_unavailable naming the region, in
 // /v1's error shape, with Retry-After.
 func writeUnavailable(w http.ResponseWriter, req *http.Request, region, msg string) {
-	body := map[string]any{"code": "region_unavailable", "error": msg, "region": region}
-	if id := requestid.From(req.Context()); id != "" {
-		body["request_id"] = id
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", "5")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(body)
+	forward.WriteError(w, req, "region_unavailable", msg, map[string]any{"region": region})
 }

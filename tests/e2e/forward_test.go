@@ -36,26 +36,35 @@ func startHosts(t *testing.T, n int, args ...string) []*ptdtest.Daemon {
 		if i > 0 {
 			opts = ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
 		}
-		d, err := ptdtest.Start(opts)
-		t.Cleanup(func() {
-			if t.Failed() {
-				for _, l := range strings.Split(d.Log(), "\n") {
-					if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
-						t.Logf("ptd %d: %s", i, l)
-					}
-				}
-			}
-			if err := d.Stop(); err != nil {
-				t.Errorf("ptd %d: %v", i, err)
-			}
-		})
-		if err != nil {
-			t.Fatalf("ptd %d: %v", i, err)
-		}
-		t.Cleanup(apicontract.Register(d.URL))
+		d := startNamed(t, fmt.Sprint(i), opts)
 		ds = append(ds, d)
 	}
 	return ds
+}
+
+// startNamed starts a ptd named name in t's logs: stopped when t ends
+// (its WARN and ERROR lines logged first if t failed), its answers checked
+// against the API document.
+func startNamed(t *testing.T, name string, o ptdtest.Options) *ptdtest.Daemon {
+	t.Helper()
+	d, err := ptdtest.Start(o)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(d.Log(), "\n") {
+				if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+					t.Logf("ptd %s: %s", name, l)
+				}
+			}
+		}
+		if err := d.Stop(); err != nil {
+			t.Errorf("ptd %s: %v", name, err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("ptd %s: %v", name, err)
+	}
+	t.Cleanup(apicontract.Register(d.URL))
+	return d
 }
 
 // e2bConnect connects the e2b SDK to sandbox argv[1], prints its

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/apicontract"
 	"github.com/platinum-dev/platinum/internal/pgtest"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/testenv"
@@ -35,37 +34,8 @@ func TestHostsShareAStore(t *testing.T) {
 	testenv.Require(t, err == nil, fmt.Sprint(err))
 	fast := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "2s",
 		"--reconcile-interval", "1s", "--timer-interval", "500ms"}
-	a, err := ptdtest.Start(ptdtest.Options{Store: "postgres", ExtraArgs: fast})
-	t.Cleanup(func() {
-		if err := a.Stop(); err != nil {
-			t.Errorf("ptd a: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("ptd a: %v", err)
-	}
-	b, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
-	t.Cleanup(func() {
-		if err := b.Stop(); err != nil {
-			t.Errorf("ptd b: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatalf("ptd b: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for name, d := range map[string]*ptdtest.Daemon{"a": a, "b": b} {
-				for _, l := range strings.Split(d.Log(), "\n") {
-					if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
-						t.Logf("ptd %s: %s", name, l)
-					}
-				}
-			}
-		}
-	})
-	t.Cleanup(apicontract.Register(a.URL))
-	t.Cleanup(apicontract.Register(b.URL))
+	a := startNamed(t, "a", ptdtest.Options{Store: "postgres", ExtraArgs: fast})
+	b := startNamed(t, "b", ptdtest.Options{Store: "sqlite", ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
 
 	call := func(d *ptdtest.Daemon, method, path string, body any) (int, map[string]any) {
 		t.Helper()

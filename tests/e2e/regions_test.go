@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/platinum-dev/platinum/internal/apicontract"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/region"
 	"github.com/platinum-dev/platinum/internal/region/listmerge"
@@ -41,23 +40,7 @@ func startRegions(t *testing.T, names ...string) []*ptdtest.Daemon {
 				args = append(args, "--region-peer", peer+"=http://"+addrs[j])
 			}
 		}
-		d, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", Token: token, Listen: addrs[i], ExtraArgs: args})
-		t.Cleanup(func() {
-			if t.Failed() {
-				for _, l := range strings.Split(d.Log(), "\n") {
-					if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
-						t.Logf("ptd %s: %s", name, l)
-					}
-				}
-			}
-			if err := d.Stop(); err != nil {
-				t.Errorf("ptd %s: %v", name, err)
-			}
-		})
-		if err != nil {
-			t.Fatalf("ptd %s: %v", name, err)
-		}
-		t.Cleanup(apicontract.Register(d.URL))
+		d := startNamed(t, name, ptdtest.Options{Store: "sqlite", Token: token, Listen: addrs[i], ExtraArgs: args})
 		ds = append(ds, d)
 	}
 	return ds
