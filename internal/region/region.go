@@ -145,9 +145,11 @@ func (r *Router) peer(name string) (Peer, bool) {
 const maxCreateBody = 1 << 20
 
 // create sends a create naming a peer region there whole (token and
-// Idempotency-Key included). One naming this region, none, or a region
-// nobody knows is served here: the API makes it, or refuses an unknown
-// region (400 unknown_region) before anything is made.
+// Idempotency-Key included), and so one naming no region whose
+// parent_id only a peer region has: a child lives in its parent's
+// region. One naming this region, none, or a region nobody knows is
+// served here: the API makes it, or refuses an unknown region (400
+// unknown_region) or parent (404) before anything is made.
 func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Handler) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
 	req.Body.Close()
@@ -157,11 +159,19 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 		return
 	}
 	var want struct {
-		Region string `json:"region"`
+		Region   string `json:"region"`
+		ParentID string `json:"parent_id"`
 	}
 	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
 	p, ok := r.peer(want.Region)
-	if !ok || want.Region == r.self {
+	if want.Region == "" && want.ParentID != "" {
+		var down string
+		if p, ok, down = r.ownerOf(req, want.ParentID); down != "" {
+			writeUnavailable(w, req, down, "parent "+want.ParentID+" is not in this region and region "+down+" does not answer; retry in a few seconds")
+			return
+		}
+	}
+	if !ok || p.Name == r.self {
 		next.ServeHTTP(w, req)
 		return
 	}
@@ -175,7 +185,11 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 // read of the store. When no peer has it but one did not answer, down
 // names that region.
 func (r *Router) owner(req *http.Request) (p Peer, ok bool, down string) {
-	id := forward.SandboxOf(req)
+	return r.ownerOf(req, forward.SandboxOf(req))
+}
+
+// ownerOf is owner for sandbox id, asked with req's credentials.
+func (r *Router) ownerOf(req *http.Request, id string) (p Peer, ok bool, down string) {
 	if id == "" {
 		return Peer{}, false, ""
 	}
