@@ -247,6 +247,10 @@ func memberPool(sb sandbox.Sandbox) poolID {
 	return id
 }
 
+// PoolBudgetMB is the memory this host's pools' targets may hold (0: no
+// cap; Config.PoolBudgetMB), for GET /v1/hosts.
+func (s *Service) PoolBudgetMB() int { return s.cfg.PoolBudgetMB }
+
 // WarmDemand counts a create that the pool of template and runtime class
 // ("" the default) could serve — handed one of its sandboxes (warm) or
 // booted cold because it had none ready — as that pool's demand, and
