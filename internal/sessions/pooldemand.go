@@ -108,19 +108,27 @@ func (d *poolDemand) handingOver(id poolID) int {
 	return d.handing[id]
 }
 
-// figures returns the pool's claims since since, oldest first (older
-// ones are forgotten), and its refill time, never under floor.
-func (d *poolDemand) figures(id poolID, since time.Time, floor time.Duration) ([]time.Time, time.Duration) {
+// forget drops every pool's claims before since (those of fixed pools
+// and of templates without one too, which nothing else reads).
+func (d *poolDemand) forget(since time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, c := range d.claims {
+		i, _ := slices.BinarySearchFunc(c, since, func(t, s time.Time) int { return t.Compare(s) })
+		if i == len(c) {
+			delete(d.claims, id)
+		} else if i > 0 {
+			d.claims[id] = slices.Clone(c[i:])
+		}
+	}
+}
+
+// figures returns the pool's claims (since forget's cut, oldest first)
+// and its refill time, never under floor.
+func (d *poolDemand) figures(id poolID, floor time.Duration) ([]time.Time, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.claims[id]
-	i, _ := slices.BinarySearchFunc(c, since, func(t, s time.Time) int { return t.Compare(s) })
-	c = c[i:]
-	if len(c) == 0 {
-		delete(d.claims, id)
-	} else {
-		d.claims[id] = c
-	}
 	refill := defaultRefillTime
 	if b := d.boots[id]; len(b) > 0 {
 		var sum time.Duration
@@ -164,7 +172,7 @@ type poolTarget struct {
 // cut to the memory budget.
 func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID][]sandbox.Sandbox) map[poolID]poolTarget {
 	d := s.pools.demand
-	since := d.now().Add(-s.cfg.PoolDemandWindow)
+	d.forget(d.now().Add(-s.cfg.PoolDemandWindow))
 	floor := max(s.cfg.PoolInterval, time.Second)
 	out := make(map[poolID]poolTarget, len(settings))
 	floors := make(map[poolID]int, len(settings))
@@ -173,7 +181,7 @@ func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID]
 		floors[id] = max(min(ps.MinReady, ps.Max), 0)
 		t := poolTarget{Target: floors[id]}
 		if ps.Auto {
-			claims, refill := d.figures(id, since, floor)
+			claims, refill := d.figures(id, floor)
 			t.Demand, t.Refill = len(claims), refill
 			t.Target = max(min(peakClaims(claims, refill), ps.Max), floors[id])
 		}

@@ -173,6 +173,13 @@ func TestAutoPoolTarget(t *testing.T) {
 
 	clock.add(defaultDemandWindow + time.Second)
 	want("busybox/runc auto=true target=1 demand=0", "busybox/gvisor auto=false target=1 demand=0")
+	// Claims past the window are forgotten, a fixed pool's too.
+	s.pools.demand.mu.Lock()
+	kept := len(s.pools.demand.claims)
+	s.pools.demand.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("claims of %d pools kept past the demand window, want none", kept)
+	}
 }
 
 // TestAutoPoolRefillAndDrain: the refill keeps an auto pool at its
