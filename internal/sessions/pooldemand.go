@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -172,7 +173,7 @@ type poolTarget struct {
 // cut to the memory budget.
 func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID][]sandbox.Sandbox) map[poolID]poolTarget {
 	d := s.pools.demand
-	d.forget(d.now().Add(-s.cfg.PoolDemandWindow))
+	d.forget(d.now().Add(-cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)))
 	floor := max(s.cfg.PoolInterval, time.Second)
 	out := make(map[poolID]poolTarget, len(settings))
 	floors := make(map[poolID]int, len(settings))

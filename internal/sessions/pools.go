@@ -182,8 +182,8 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 	for _, id := range sortedPools(settings) {
 		ps := settings[id]
 		ps.Ready, ps.Provisioning = countMembers(pooled[id])
-		t := targets[id]
-		ps.Target, ps.Demand, ps.RefillTime = t.Target, t.Demand, t.Refill
+		tg := targets[id]
+		ps.Target, ps.Demand, ps.RefillTime = tg.Target, tg.Demand, tg.Refill
 		out = append(out, ps)
 	}
 	return out, nil
@@ -400,15 +400,15 @@ func (s *Service) refillPools(ctx context.Context) {
 		// Drain: beyond max, ready ones go first (oldest first). The
 		// refilling ptd also drains an auto pool, or one the memory
 		// budget cut, beyond its target, giving the memory back.
-		keep, t := ps.Max, targets[id]
-		if leader && (ps.Auto || t.Cut) {
-			keep = min(keep, t.Target)
+		keep, tg := ps.Max, targets[id]
+		if leader && (ps.Auto || tg.Cut) {
+			keep = min(keep, tg.Target)
 		}
 		for excess := len(live) - keep; excess > 0 && len(ready) > 0; excess-- {
 			s.core.DeleteWithReason(ctx, ready[0].ID, "pool_drained")
 			ready = ready[1:]
 		}
-		need := t.Target - len(live) - handing
+		need := tg.Target - len(live) - handing
 		if !leader {
 			need = 0
 		}
