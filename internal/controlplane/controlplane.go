@@ -218,6 +218,8 @@ type Service struct {
 	// class ("" the default) serves creates (SetWarmPools); nil: every
 	// pool does.
 	warmServes func(ctx context.Context, template, runtime string) bool
+	// warmDemand hears of each create a pool could serve (SetWarmDemand).
+	warmDemand func(ctx context.Context, template, runtime string, warm bool)
 	// claimOwner names this process in the warm claims it makes
 	// (store.MetaPoolClaim), so one a crash left is known as such.
 	claimOwner string

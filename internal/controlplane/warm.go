@@ -90,6 +90,9 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 		Metadata: map[string]string{store.MetaPool: store.PoolKey(want.Template, class), store.MetaPoolReady: "1"},
 	})
 	if err != nil || len(cands) == 0 {
+		if err == nil {
+			s.noteWarmDemand(ctx, want.Template, class, false) // cold: the pool had none ready
+		}
 		return sandbox.Sandbox{}, false, nil
 	}
 	version := want.TemplateVersionID
@@ -112,6 +115,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 		crashpoint.Hit("warm.reserved") // out of the pool, not yet the caller's
 		out, err := s.adoptPooled(ctx, reserved, want, secrets)
 		if err == nil {
+			s.noteWarmDemand(ctx, want.Template, class, true)
 			return out, true, nil
 		}
 		s.DeleteWithReason(context.WithoutCancel(ctx), reserved.ID, "pool_discarded")

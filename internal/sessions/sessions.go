@@ -49,6 +49,13 @@ type Config struct {
 	PoolInterval time.Duration
 	// MaxPoolSize caps any pool's max.
 	MaxPoolSize int
+	// PoolBudgetMB caps the memory (members' ram_mb) all pools' ready
+	// targets may hold on this host (ptd --warm-pool-budget-mb); 0 is no
+	// cap (docs/sessions.md, "Demand-sized pools").
+	PoolBudgetMB int
+	// PoolDemandWindow is how far back an auto pool's claims count as its
+	// demand (docs/sessions.md, "Demand-sized pools").
+	PoolDemandWindow time.Duration
 	// Objects is where workspaces go; nil keeps none (a stop cannot save
 	// one).
 	Objects objstore.Store
@@ -79,6 +86,9 @@ type Config struct {
 type PoolSize struct {
 	MinReady int
 	Max      int
+	// Auto sizes the pool from recent demand, between MinReady and Max
+	// (docs/sessions.md, "Demand-sized pools").
+	Auto bool
 }
 
 // DefaultConfig returns the production defaults (no object store yet: the
@@ -87,6 +97,7 @@ func DefaultConfig() Config {
 	return Config{
 		PoolInterval:     time.Second,
 		MaxPoolSize:      64,
+		PoolDemandWindow: defaultDemandWindow,
 		WorkspaceBucket:  "platinum-workspaces",
 		WorkspacePath:    "/workspace",
 		StopTimeout:      5 * time.Minute,
@@ -358,7 +369,10 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	if err != nil {
 		return Session{}, err
 	}
+	handedOver := s.sessionHandOver(r.Template) // the pool refills once this answers
+	defer handedOver()
 	sb, claimed, err := s.claimPooled(ctx, p, r.Template, projectID, warm)
+	s.countSessionClaim(r.Template, err)
 	switch {
 	case err == nil:
 		s.kickPool()
@@ -384,6 +398,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	}
 
 	// Cold path: record the session, then create its sandbox.
+	handedOver()
 	if err := s.store.CreateSession(ctx, ses); err != nil {
 		return Session{}, err
 	}
