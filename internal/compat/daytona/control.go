@@ -350,6 +350,21 @@ func (h *Handler) lookup(ctx context.Context, p controlplane.Principal, idOrName
 	}
 }
 
+// lookupIn is lookup for an operation Daytona allows only from state
+// want: a sandbox in another state is refused as Daytona refuses it, 409
+// while it is on its way somewhere (a state change in progress), else 400
+// with refusal, a format that gets the sandbox's Daytona state.
+func (h *Handler) lookupIn(ctx context.Context, p controlplane.Principal, idOrName string, want sandbox.State, refusal string) (sandbox.Sandbox, error) {
+	sb, err := h.lookup(ctx, p, idOrName)
+	if err != nil || sb.State == want {
+		return sb, err
+	}
+	if transitional(sb.State) {
+		return sandbox.Sandbox{}, &controlplane.StateError{State: sb.State}
+	}
+	return sandbox.Sandbox{}, badRequest(refusal, daytonaState(sb.State))
+}
+
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	sb, err := h.lookup(r.Context(), p, r.PathValue("id"))
 	if err != nil {
@@ -407,15 +422,9 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, p controlplane.P
 // checkpoints; runc freezes within the warm window).
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	ctx := r.Context()
-	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	sb, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateRunning, "Sandbox is not in a stoppable state (%s)")
 	if err != nil {
 		return err
-	}
-	if sb.State != sandbox.StateRunning {
-		if transitional(sb.State) {
-			return &controlplane.StateError{State: sb.State}
-		}
-		return badRequest("Sandbox is not in a stoppable state (%s)", daytonaState(sb.State))
 	}
 	if sb, err = h.cp.Stop(ctx, p, sb.ID); err != nil {
 		return err
@@ -440,15 +449,9 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 // archived (the SDK re-reads the sandbox without waiting).
 func (h *Handler) archive(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	ctx := r.Context()
-	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	sb, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateStopped, "Sandbox is not stopped (%s)")
 	if err != nil {
 		return err
-	}
-	if sb.State != sandbox.StateStopped {
-		if transitional(sb.State) {
-			return &controlplane.StateError{State: sb.State}
-		}
-		return badRequest("Sandbox is not stopped (%s)", daytonaState(sb.State))
 	}
 	if sb.Retention.Type == sandbox.TypeEphemeral {
 		return badRequest("Ephemeral sandboxes cannot be archived")

@@ -322,15 +322,9 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 		return err
 	}
 	ctx := r.Context()
-	src, err := h.lookup(ctx, p, r.PathValue("id"))
+	src, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateRunning, "Sandbox is not started (%s): only a started sandbox can be forked")
 	if err != nil {
 		return err
-	}
-	if src.State != sandbox.StateRunning {
-		if transitional(src.State) {
-			return &controlplane.StateError{State: src.State}
-		}
-		return badRequest("Sandbox is not started (%s): only a started sandbox can be forked", daytonaState(src.State))
 	}
 	res, err := h.cp.Fork(ctx, p, src.ID, controlplane.ForkRequest{Count: 1, Name: req.Name})
 	if err != nil {

@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,14 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/fuzzkit"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
-	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // Fuzz targets for E2B's request decoders (the create body, the list
@@ -86,17 +81,8 @@ func FuzzListQuery(f *testing.F) {
 // 502 not running or not found), never a server error of ours, and with
 // a Connect error body.
 func FuzzEnvdHeaders(f *testing.F) {
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, filepath.Join(f.TempDir(), "pt.db"), log)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
-	tn := tenancy.New(tenancy.DefaultConfig(), st, log)
-	cp := controlplane.New(controlplane.DefaultConfig(), st, brokenHost{startErr: errors.New("no")}, tn, log)
-	f.Cleanup(cp.Close)
-	h := New(cp, tn, DefaultConfig(), log)
+	cp, tn := newBrokenService(f, brokenHost{startErr: errors.New("no")})
+	h := New(cp, tn, DefaultConfig(), slog.New(slog.DiscardHandler))
 	f.Fuzz(func(t *testing.T, method, path, id, port, token string) {
 		if id == "" || !validHeader(id) || !validHeader(port) || !validHeader(token) || !validMethod(method) ||
 			len(path) == 0 || path[0] != '/' {
