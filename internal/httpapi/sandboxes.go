@@ -78,6 +78,17 @@ func waitParams(r *http.Request, allowed ...sandbox.State) (sandbox.State, time.
 	return st, timeout, nil
 }
 
+// makeParams reads what the calls that make sandboxes (create, restore,
+// fork) take: the wait parameters, which can only wait for running, then
+// the JSON body into v, as decodeJSON reads it.
+func makeParams(r *http.Request, v any, allowEmpty bool) (sandbox.State, time.Duration, error) {
+	wait, timeout, err := waitParams(r, sandbox.StateRunning)
+	if err != nil {
+		return "", 0, err
+	}
+	return wait, timeout, decodeJSON(r, v, allowEmpty)
+}
+
 func joinStates(ss []sandbox.State) string {
 	out := ""
 	for i, s := range ss {
@@ -90,12 +101,9 @@ func joinStates(ss []sandbox.State) string {
 }
 
 func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wait, timeout, err := waitParams(r, sandbox.StateRunning)
-	if err != nil {
-		return err
-	}
 	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	wait, timeout, err := makeParams(r, &b, false)
+	if err != nil {
 		return err
 	}
 	if b.Wait {

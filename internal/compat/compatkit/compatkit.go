@@ -1,6 +1,6 @@
 // Package compatkit holds what the E2B and Daytona compatibility layers
-// share, so that a fix to one reaches both: the JSON answer, the
-// connection pool to pt-agent, the restore fields of a sandbox answer, and
+// share, so that a fix to one reaches both: the error a handler returns
+// with its status, the JSON answer, the connection pool to pt-agent, the restore fields of a sandbox answer, and
 // the list of templates an error names when a caller asks for one that is
 // not there.
 package compatkit
@@ -8,6 +8,7 @@ package compatkit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -18,6 +19,27 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/upstream"
 )
+
+// APIError is an error with the status a compatibility layer answers,
+// built by handlers for cases the domain never sees (malformed JSON,
+// unsupported options, waits that ran out). Each layer's error mapping
+// turns it into its own error body.
+type APIError struct {
+	Status int
+	Msg    string
+	// Code is a machine-readable error code, for the APIs that have one
+	// (E2B's error_code).
+	Code string
+	// RetryAfter, in seconds, marks a retryable answer (Retry-After).
+	RetryAfter int
+}
+
+func (e *APIError) Error() string { return e.Msg }
+
+// BadRequest is a 400 with a formatted message.
+func BadRequest(format string, args ...any) error {
+	return &APIError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
 
 // WriteJSON answers status with v as JSON. An encoding error is dropped:
 // the status is already sent, and the client sees a cut body.

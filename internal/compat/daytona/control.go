@@ -137,7 +137,7 @@ func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *cre
 			return "", "", badRequest("images and Dockerfiles are not built by Platinum: name a template as snapshot (%s)", h.templateList(ctx))
 		}
 		if _, err := h.cp.GetTemplate(ctx, from); err != nil {
-			return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("image %s is not one of this server's templates (%s); Platinum builds no images", from, h.templateList(ctx))}
+			return "", "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("image %s is not one of this server's templates (%s); Platinum builds no images", from, h.templateList(ctx))}
 		}
 		return from, "", nil
 	}
@@ -161,10 +161,10 @@ func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *cre
 		return "", "", err
 	}
 	if !ok {
-		return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s, and the organization's own snapshots", name, h.templateList(ctx))}
+		return "", "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("Snapshot %s not found; this server has %s, and the organization's own snapshots", name, h.templateList(ctx))}
 	}
 	if s.State != sandbox.SnapshotReady {
-		return "", "", &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Snapshot %s is still being taken", name)}
+		return "", "", &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("Snapshot %s is still being taken", name)}
 	}
 	return "", s.ID, nil
 }
@@ -311,7 +311,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		var nf interface{ Field() string }
 		if errors.As(err, &nf) && (nf.Field() == "template" || nf.Field() == "from_snapshot") {
-			return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s", cmp.Or(slug, req.Snapshot), h.templateList(ctx))}
+			return &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("Snapshot %s not found; this server has %s", cmp.Or(slug, req.Snapshot), h.templateList(ctx))}
 		}
 		return err
 	}

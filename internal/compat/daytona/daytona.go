@@ -94,7 +94,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
-		h.writeError(w, r, &apiError{status: http.StatusNotFound, msg: "Cannot " + r.Method + " " + r.URL.Path})
+		h.writeError(w, r, &apiError{Status: http.StatusNotFound, Msg: "Cannot " + r.Method + " " + r.URL.Path})
 		return
 	}
 	h.mux.ServeHTTP(w, r)

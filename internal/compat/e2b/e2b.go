@@ -166,10 +166,10 @@ func (h *Handler) noRoute(r *http.Request) error {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := h.mux.Handler(probe); pattern != "" {
-			return &apiError{status: http.StatusMethodNotAllowed, msg: "method " + r.Method + " is not allowed on " + r.URL.Path}
+			return &apiError{Status: http.StatusMethodNotAllowed, Msg: "method " + r.Method + " is not allowed on " + r.URL.Path}
 		}
 	}
-	return &apiError{status: http.StatusNotFound, msg: "no E2B route " + r.Method + " " + r.URL.Path}
+	return &apiError{Status: http.StatusNotFound, Msg: "no E2B route " + r.Method + " " + r.URL.Path}
 }
 
 // handlerFunc is an authenticated control-plane handler that returns its
@@ -228,7 +228,7 @@ func (h *Handler) handle(pattern string, fn handlerFunc) {
 }
 
 func (h *Handler) unsupported(w http.ResponseWriter, r *http.Request, _ controlplane.Principal) error {
-	return &apiError{status: http.StatusNotImplemented, msg: r.Pattern + " is not supported by Platinum's E2B surface yet"}
+	return &apiError{Status: http.StatusNotImplemented, Msg: r.Pattern + " is not supported by Platinum's E2B surface yet"}
 }
 
 // background returns a context for cleanup that must outlive the request
