@@ -150,11 +150,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	if wait == "" {
-		writeJSON(w, http.StatusCreated, a.view(sb))
-		return nil
-	}
-	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated, http.StatusCreated)
 }
 
 // checkRegion refuses a create for a region other than this ptd's: a
@@ -176,9 +172,15 @@ func (a *API) checkRegion(name string) error {
 		extra: map[string]any{"field": "region", "regions": append([]string{}, known...)}}
 }
 
-// waitAndWrite waits for target and answers okStatus with the record, or
+// waitAndWrite is the tail of the calls that take wait parameters: with
+// no target (no wait asked for) it answers nowStatus with the record at
+// once; else it waits for target and answers okStatus with the record, or
 // 202 with wait_timed_out and Retry-After when the wait runs out.
-func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State, timeout time.Duration, okStatus int) error {
+func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State, timeout time.Duration, nowStatus, okStatus int) error {
+	if target == "" {
+		writeJSON(w, nowStatus, a.view(sb))
+		return nil
+	}
 	got, reached, err := a.cp.WaitFor(r.Context(), p, sb.ID, target, timeout)
 	if err != nil {
 		return err
@@ -344,14 +346,10 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		if err != nil {
 			return err
 		}
-		if wait == "" {
-			writeJSON(w, http.StatusOK, a.view(sb))
-			return nil
-		}
 		if timeout > 0 {
 			timeout = max(time.Until(deadline), time.Millisecond)
 		}
-		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK, http.StatusOK)
 	}
 }
 

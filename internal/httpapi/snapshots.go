@@ -88,11 +88,7 @@ func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request, p controlp
 	if err != nil {
 		return err
 	}
-	if wait == "" {
-		writeJSON(w, http.StatusAccepted, a.view(sb))
-		return nil
-	}
-	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusAccepted, http.StatusOK)
 }
 
 type forkBody struct {
