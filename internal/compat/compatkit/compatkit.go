@@ -8,9 +8,12 @@ package compatkit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +64,29 @@ func AgentTransport() *http.Transport {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
+	}
+}
+
+// AgentProxy is a compatibility layer's reverse proxy to pt-agent (or to a
+// sandbox's port), over AgentTransport. rewrite points the outgoing
+// request at its upstream; fail answers an upstream that did not, in the
+// layer's error shape. FlushInterval -1 flushes every write at once, so
+// streams (Connect server-streams, WebSockets, logs) reach the SDK as they
+// happen. A request its caller gave up on is not answered (nobody reads
+// it), and the proxy's own complaints go to log at debug level: streams
+// cut by their callers (a stopped watch, a killed PTY) are routine.
+func AgentProxy(log *slog.Logger, rewrite func(*httputil.ProxyRequest), fail func(w http.ResponseWriter, r *http.Request, err error)) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:       rewrite,
+		Transport:     AgentTransport(),
+		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return
+			}
+			fail(w, r, err)
+		},
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
@@ -89,12 +88,11 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	tr := compatkit.AgentTransport()
 	h := &Handler{auth: auth,
 		cp: cp, cfg: cfg, log: logger,
 		mux: http.NewServeMux(),
 	}
-	h.proxy = h.newProxy(tr)
+	h.proxy = h.newProxy()
 	h.routes()
 	return h
 }
