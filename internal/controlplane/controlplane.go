@@ -346,3 +346,12 @@ func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {
 	}
 	return []HostInfo{s.host.Info()}
 }
+
+// override sets *dst to *src when src is set: a request's optional field
+// (a pointer) left out keeps the current value (a template's image
+// settings, a sandbox's size).
+func override[T any](dst, src *T) {
+	if src != nil {
+		*dst = *src
+	}
+}
