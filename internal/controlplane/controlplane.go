@@ -315,6 +315,22 @@ func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Co
 	}()
 }
 
+// lockIn takes sandbox id's lock and re-reads the sandbox, for the
+// background half of a transition: between the request that queued the
+// work and the work, another request or job may have moved the sandbox
+// on, and the work applies only to one still in state want. When it is
+// not (or cannot be read), ok is false and the lock is already released;
+// otherwise the caller holds it until it calls unlock.
+func (s *Service) lockIn(ctx context.Context, id string, want sandbox.State) (sb sandbox.Sandbox, unlock func(), ok bool) {
+	unlock = s.locks.Lock(id)
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != want {
+		unlock()
+		return sandbox.Sandbox{}, nil, false
+	}
+	return sb, unlock, true
+}
+
 // goBackground is goBackgroundFor for work no request started.
 func (s *Service) goBackground(fn func(ctx context.Context)) {
 	s.goBackgroundFor(context.Background(), fn)
@@ -331,4 +347,13 @@ func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {
 		return nil
 	}
 	return []HostInfo{s.host.Info()}
+}
+
+// override sets *dst to *src when src is set: a request's optional field
+// (a pointer) left out keeps the current value (a template's image
+// settings, a sandbox's size).
+func override[T any](dst, src *T) {
+	if src != nil {
+		*dst = *src
+	}
 }

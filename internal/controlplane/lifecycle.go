@@ -60,12 +60,11 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keep
 
 // doStop freezes (or stops) the sandbox on its host and records stopped.
 func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateStopping {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateStopping)
+	if !ok {
 		return
 	}
+	defer unlock()
 	// Ephemeral sandboxes are deleted when they stop: no point keeping RAM.
 	keep := keepMemory && sb.Retention.Type != sandbox.TypeEphemeral
 	kept, err := s.host.Stop(ctx, id, keep)
@@ -78,7 +77,7 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		return
 	}
 	now := s.now()
-	sb, ok, err := s.transition(ctx, id, sandbox.StateStopping, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
+	sb, ok, err = s.transition(ctx, id, sandbox.StateStopping, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
 		sb.StoppedAt = &now
 	})
 	if err != nil || !ok {
@@ -203,12 +202,11 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 
 // doStart thaws or boots the sandbox and records what came back.
 func (s *Service) doStart(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateStarting {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateStarting)
+	if !ok {
 		return
 	}
+	defer unlock()
 	// A sandbox that failed before its first boot (template build, host
 	// start) has no version yet: resolve its template as its create would.
 	var pinned string
@@ -240,7 +238,7 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	} else {
 		ls.Reason = "memory was not kept (stopped past the warm window, under memory pressure, or the host restarted)"
 	}
-	_, ok, err := s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+	_, ok, err = s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
 		if pinned != "" {
 			sb.TemplateVersionID = pinned

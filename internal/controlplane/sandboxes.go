@@ -947,12 +947,11 @@ func (s *Service) runChecks(ctx context.Context, checks []func(context.Context))
 // ensureRunning restarts a sandbox recorded as running whose container is
 // gone (host reboot, runtime crash) on its own disk.
 func (s *Service) ensureRunning(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRunning {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateRunning)
+	if !ok {
 		return
 	}
+	defer unlock()
 	if s.host.Running(ctx, id) {
 		s.watchOOM(sb) // covers sandboxes a previous ptd started
 		return

@@ -230,12 +230,7 @@ func (r *Router) ownerOf(req *http.Request, id string) (p Peer, ok bool, down st
 func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (bool, error) {
 	u := p.URL.JoinPath("/v1/sandboxes", id)
 	u.RawQuery = "include_deleted=true"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return false, err
-	}
-	r.copyAuth(in, req)
-	resp, err := r.client.Do(req)
+	resp, err := r.peerGet(ctx, in, u)
 	if err != nil {
 		return false, err
 	}
@@ -247,7 +242,13 @@ func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (
 	return resp.StatusCode == http.StatusOK, nil
 }
 
-func (r *Router) copyAuth(in, out *http.Request) {
+// peerGet asks a peer for u as in's caller: with in's credentials and
+// request id, and marked with Header as this region's own question.
+func (r *Router) peerGet(ctx context.Context, in *http.Request, u *url.URL) (*http.Response, error) {
+	out, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range []string{"Authorization", "X-Api-Key"} {
 		if v := in.Header.Get(h); v != "" {
 			out.Header.Set(h, v)
@@ -257,6 +258,7 @@ func (r *Router) copyAuth(in, out *http.Request) {
 		out.Header.Set(requestid.Header, id)
 	}
 	out.Header.Set(Header, r.self)
+	return r.client.Do(out)
 }
 
 // pageMax is the largest page a region serves (the API's limit bound).
@@ -448,12 +450,7 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 	p := r.peers[i-1]
 	u := p.URL.JoinPath("/v1/sandboxes")
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	r.copyAuth(in, req)
-	resp, err := r.client.Do(req)
+	resp, err := r.peerGet(in.Context(), in, u)
 	if err != nil {
 		return nil, err
 	}
