@@ -40,7 +40,7 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 			}
 			return sandbox.Sandbox{}, err
 		}
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doArchive(ctx, id) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.doArchive(ctx, id) })
 		return sb, nil
 	}
 }

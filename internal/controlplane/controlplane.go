@@ -14,7 +14,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/objstore"
-	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/syncs"
@@ -208,9 +207,7 @@ type Service struct {
 	// driven (relocate.go).
 	relocations sync.Map
 
-	ctx    context.Context // cancelled by Close; parent of background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	bg *syncs.Group // background work; Close ends and waits for it
 
 	agentMu sync.Mutex
 	agents  map[string]*agentclient.Client
@@ -253,7 +250,6 @@ type Service struct {
 // orgs (projects, tokens, quotas). Call Reconcile once before serving
 // requests.
 func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slog.Logger) *Service {
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		claimOwner: randomToken()[:16],
 		cfg:        cfg,
@@ -262,8 +258,7 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 		tenancy:    tn,
 		log:        logger,
 		notify:     &syncs.Notifier{},
-		ctx:        ctx,
-		cancel:     cancel,
+		bg:         syncs.NewGroup(),
 		agents:     map[string]*agentclient.Client{},
 		activity:   map[string]time.Time{},
 		progress:   map[string]sandbox.Progress{},
@@ -277,43 +272,7 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 
 // Close stops background work and waits for it. Sandboxes keep running;
 // the next start reconciles whatever was in flight.
-func (s *Service) Close() {
-	s.cancel()
-	s.wg.Wait()
-}
-
-// runLoop runs syncs.Loop (or syncs.Every when first is false) on a
-// goroutine owned by the service; it ends with ctx or when the service
-// closes, whichever comes first, and fn's ctx ends with it.
-func (s *Service) runLoop(ctx context.Context, interval time.Duration, first bool, wake func() <-chan struct{}, fn func(context.Context), after func()) {
-	s.goBackground(func(sctx context.Context) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(sctx, cancel) // the service closing ends a run too
-		defer stop()
-		if first {
-			syncs.Loop(ctx, interval, wake, fn)
-		} else {
-			syncs.Every(ctx, interval, fn)
-		}
-		if after != nil {
-			after()
-		}
-	})
-}
-
-// goBackgroundFor runs fn on a goroutine owned by the service, for work a
-// request started: fn's context (the service's, so it outlives the
-// request) carries the request's id, so what the work logs names the
-// request that caused it.
-func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
-	ctx := requestid.Carry(s.ctx, origin)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn(ctx)
-	}()
-}
+func (s *Service) Close() { s.bg.Close() }
 
 // lockIn takes sandbox id's lock and re-reads the sandbox, for the
 // background half of a transition: between the request that queued the
@@ -329,11 +288,6 @@ func (s *Service) lockIn(ctx context.Context, id string, want sandbox.State) (sb
 		return sandbox.Sandbox{}, nil, false
 	}
 	return sb, unlock, true
-}
-
-// goBackground is goBackgroundFor for work no request started.
-func (s *Service) goBackground(fn func(ctx context.Context)) {
-	s.goBackgroundFor(context.Background(), fn)
 }
 
 // SkipAgentInit makes the service skip the agent /init call, for tests of

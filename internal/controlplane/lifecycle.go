@@ -53,7 +53,7 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keep
 			return sandbox.Sandbox{}, err
 		}
 		s.log.InfoContext(ctx, "sandbox stopping", "sandbox", id, "from", from, "reason", reason, "keep_memory", keepMemory)
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
 		return sb, nil
 	}
 }
@@ -91,7 +91,7 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		return
 	}
 	if s.cfg.StopSnapshots {
-		s.goBackground(func(ctx context.Context) { s.takeStopSnapshot(ctx, id) })
+		s.bg.Go(func(ctx context.Context) { s.takeStopSnapshot(ctx, id) })
 	}
 }
 
@@ -132,7 +132,7 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 				// A second start joins the relocation; here, on its new
 				// host, it also drives it if nothing does yet.
 				if !s.elsewhere(sb) {
-					s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, id) })
+					s.bg.Go(func(ctx context.Context) { s.driveRelocation(ctx, id) })
 				}
 				return sb, &RelocatingError{Sandbox: sb, To: sb.HostID}
 			}
@@ -192,9 +192,9 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		done := release
 		release = nil // the background start gives it back
 		if sb.State == sandbox.StateRestoring {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doRestoring(ctx, id) })
+			s.bg.GoFor(ctx, func(ctx context.Context) { defer done(); s.doRestoring(ctx, id) })
 		} else {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
+			s.bg.GoFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
 		}
 		return sb, nil
 	}
@@ -426,7 +426,7 @@ func (s *Service) coolWarm(ctx context.Context, frozen []sandbox.Sandbox, now ti
 		if !over && now.Sub(stoppedAt(sb)) < s.cfg.WarmWindow {
 			continue
 		}
-		s.goBackground(func(ctx context.Context) {
+		s.bg.Go(func(ctx context.Context) {
 			unlock := s.locks.Lock(sb.ID)
 			defer unlock()
 			if cur, err := s.store.GetSandbox(ctx, "", sb.ID); err != nil || cur.State != sandbox.StateStopped {
@@ -450,5 +450,5 @@ func stoppedAt(sb sandbox.Sandbox) time.Time {
 
 // RunTimers checks timers every TimerInterval until ctx ends.
 func (s *Service) RunTimers(ctx context.Context) {
-	s.runLoop(ctx, s.cfg.TimerInterval, false, nil, s.runTimers, nil)
+	s.bg.Loop(ctx, s.cfg.TimerInterval, false, nil, s.runTimers, nil)
 }

@@ -303,7 +303,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	kick := func() <-chan struct{} { return s.pools.kick }
-	s.runLoop(ctx, s.cfg.PoolInterval, kick, func(ctx context.Context) {
+	s.bg.Loop(ctx, s.cfg.PoolInterval, true, kick, func(ctx context.Context) {
 		s.refillPools(ctx)
 		s.sweepSessions(ctx)
 	}, func() {
@@ -454,7 +454,7 @@ func (s *Service) preparePooled(id string) {
 	}
 	s.pools.preparing[id] = true
 	s.pools.mu.Unlock()
-	s.goBackground(func(ctx context.Context) {
+	s.bg.Go(func(ctx context.Context) {
 		defer func() {
 			s.pools.mu.Lock()
 			delete(s.pools.preparing, id)
