@@ -11,19 +11,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/daytona:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/daytona", run) }
 
 type sample struct {
 	Total  float64 `json:"total"`

@@ -11,19 +11,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/e2b:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/e2b", run) }
 
 func run() error {
 	n := flag.Int("n", 50, "runs per loop")

@@ -68,3 +68,12 @@ func Pipes(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
 	}
 	return in, out, nil
 }
+
+// Main is a bench program's main: it runs run and, when it fails, prints
+// the error after the program's name (e.g. "bench/e2b") and exits 1.
+func Main(name string, run func() error) {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
