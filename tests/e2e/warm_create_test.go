@@ -21,10 +21,7 @@ import (
 // token or file, and the pool refills behind them.
 func TestWarmCreateBehavesLikeCold(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 3, 3)
-	waitPoolReady(t, c, 3)
+	freshPool(t, c, 3, 3)
 
 	// The guide's example (docs/sessions.md, "Warm creates").
 	status, gb := guideCurl(t, guideExample(t, "sessions.md#warm-create"), nil)
@@ -326,10 +323,7 @@ func TestWarmCreateRuntimeClasses(t *testing.T) {
 // The pool refills behind the claim.
 func TestWarmCreateResizedLikeCold(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 1, 1)
-	waitPoolReady(t, c, 1)
+	freshPool(t, c, 1, 1)
 
 	body := func(name string) map[string]any {
 		return map[string]any{"template": sessionTemplate, "runtime": "runc", "name": name, "cpu": 2, "ram_mb": 1024}
