@@ -30,11 +30,7 @@ func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "busybox", "template")
 	flag.Parse()
-	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "daytona"), filepath.Join("@daytonaio", "sdk"))
-	if err != nil {
-		return err
-	}
-	d, _, err := benchkit.StartPtd()
+	sdkDir, d, _, err := benchkit.StartPtdForNode(filepath.Join("tests", "compat", "daytona"), filepath.Join("@daytonaio", "sdk"))
 	defer d.Stop()
 	if err != nil {
 		return err

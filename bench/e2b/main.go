@@ -23,11 +23,7 @@ func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "pt-base", "template (the SDK runs commands with bash, so not busybox)")
 	flag.Parse()
-	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "e2b"), "e2b")
-	if err != nil {
-		return err
-	}
-	d, bc, err := benchkit.StartPtd()
+	sdkDir, d, bc, err := benchkit.StartPtdForNode(filepath.Join("tests", "compat", "e2b"), "e2b")
 	defer d.Stop()
 	if err != nil {
 		return err

@@ -41,6 +41,18 @@ func NodeDir(dir, module string) (string, error) {
 	return abs, nil
 }
 
+// StartPtdForNode is NodeDir then StartPtd, for a bench that drives a
+// node SDK: it returns the SDK's dir too. Defer the Daemon's Stop (nil-safe)
+// before checking err.
+func StartPtdForNode(dir, module string, extra ...string) (string, *ptdtest.Daemon, *Client, error) {
+	sdkDir, err := NodeDir(dir, module)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	d, c, err := StartPtd(extra...)
+	return sdkDir, d, c, err
+}
+
 // RunNode runs `node script args...` in dir with env added to this
 // process's environment and its stderr passed through, and returns what
 // it printed: a bench script's JSON timings.
