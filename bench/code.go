@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -212,8 +213,7 @@ func runCode(c *benchkit.Client, id, ctxID, code, want string) error {
 		body["context_id"] = ctxID
 	}
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", c.URL+"/v1/sandboxes/"+id+"/code", bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req, _ := c.NewRequest(context.Background(), "POST", "/v1/sandboxes/"+id+"/code", bytes.NewReader(b))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

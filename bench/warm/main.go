@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -25,12 +24,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/warm:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/warm", run) }
 
 func run() error {
 	n := flag.Int("n", 30, "runs per path and class")

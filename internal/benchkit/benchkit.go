@@ -5,6 +5,7 @@ package benchkit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,18 +47,35 @@ func Report(name string, ds, baseline []time.Duration) {
 // Client is a minimal REST client (the SDK is measured by its own tests).
 type Client struct{ URL, Token string }
 
-// Do sends one request and returns the status and body.
+// Do sends one request with a JSON body (none when body is nil) and
+// returns the status and body.
 func (c *Client) Do(method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.URL+path, rd)
+	req, err := c.NewRequest(context.Background(), method, path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
+	return Send(req)
+}
+
+// NewRequest is a request to path on the ptd, with the client's token:
+// for the calls Do does not fit (a streamed body or answer, more
+// headers).
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	return req, nil
+}
+
+// Send sends req and returns the status and the whole body.
+func Send(req *http.Request) (int, []byte, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err

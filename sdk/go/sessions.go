@@ -144,17 +144,11 @@ func (s *SessionsService) Status(ctx context.Context, c SessionContext) (*Sessio
 
 // List returns the org's live sessions (all of them with all).
 func (s *SessionsService) List(ctx context.Context, all bool) ([]Session, error) {
-	var out struct {
-		Sessions []Session `json:"sessions"`
-	}
 	var q url.Values
 	if all {
 		q = url.Values{"all": {"true"}}
 	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sessions", q, nil, &out); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return out.Sessions, nil
+	return fetchField[[]Session](ctx, s.c, "GET", "/v1/sessions", q, nil, "sessions", "list sessions")
 }
 
 // Stop stops a session: its workspace is saved and its sandbox disposed
@@ -251,13 +245,7 @@ type PoolsService struct {
 
 // List returns every pool with its ready and provisioning counts.
 func (s *PoolsService) List(ctx context.Context) ([]Pool, error) {
-	var out struct {
-		Pools []Pool `json:"pools"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/pools", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	return out.Pools, nil
+	return fetchField[[]Pool](ctx, s.c, "GET", "/v1/pools", nil, nil, "pools", "list pools")
 }
 
 // Set configures a template's pool of the default runtime class

@@ -343,10 +343,7 @@ func TestWarmCreateRuntimeClasses(t *testing.T) {
 // The pool refills behind the claim.
 func TestWarmCreateResizedLikeCold(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 1, 1)
-	waitPoolReady(t, c, 1)
+	freshPool(t, c, 1, 1)
 
 	body := func(name string) map[string]any {
 		return map[string]any{"template": sessionTemplate, "runtime": "runc", "name": name, "cpu": 2, "ram_mb": 1024}
