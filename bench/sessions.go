@@ -41,36 +41,8 @@ func sessionsBench(c *benchkit.Client, runs int) error {
 		}
 		return s, d, nil
 	}
-	setPool := func(minReady, max int) error {
-		st, b, err := c.Do("PUT", "/v1/pools/"+tpl, map[string]any{"min_ready": minReady, "max": max})
-		if err != nil || st != 200 {
-			return fmt.Errorf("set pool: %d %s %v", st, b, err)
-		}
-		return nil
-	}
-	poolReady := func(n int) error {
-		for i := 0; i < 6000; i++ {
-			_, b, err := c.Do("GET", "/v1/pools", nil)
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Pools []struct {
-					Template     string `json:"template"`
-					Ready        int    `json:"ready"`
-					Provisioning int    `json:"provisioning"`
-				} `json:"pools"`
-			}
-			json.Unmarshal(b, &out)
-			for _, p := range out.Pools {
-				if p.Template == tpl && ((n > 0 && p.Ready >= n) || (n == 0 && p.Ready+p.Provisioning == 0)) {
-					return nil
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return fmt.Errorf("pool never reached %d ready", n)
-	}
+	setPool := func(minReady, max int) error { return c.SetPool(tpl, "", minReady, max) }
+	poolReady := func(n int) error { return c.WaitPool(tpl, "", n) }
 	stop := func(id string) {
 		c.Do("DELETE", "/v1/sessions/"+id+"?wait_timeout_ms=60000", nil)
 	}

@@ -161,3 +161,41 @@ func (c *Client) EnsureTemplate(slug string) error {
 	}
 	return fmt.Errorf("template %s never became ready", slug)
 }
+
+// SetPool sets the warm pool of tpl on runtime class rt ("" the server's
+// default) to minReady..max (docs/sessions.md, "Warm pools") and waits
+// until it holds minReady ready sandboxes, or nothing at all for 0.
+func (c *Client) SetPool(tpl, rt string, minReady, max int) error {
+	st, b, err := c.Do("PUT", "/v1/pools/"+tpl, map[string]any{"runtime": rt, "min_ready": minReady, "max": max})
+	if err != nil || st != 200 {
+		return fmt.Errorf("set pool %s@%s: %d %s %v", tpl, rt, st, b, err)
+	}
+	return c.WaitPool(tpl, rt, minReady)
+}
+
+// WaitPool waits until the pool of tpl on runtime class rt ("" any) has n
+// ready sandboxes, or for n 0 holds none, ready or booting.
+func (c *Client) WaitPool(tpl, rt string, n int) error {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, b, err := c.Do("GET", "/v1/pools", nil)
+		if err != nil {
+			return err
+		}
+		var out struct {
+			Pools []struct {
+				Template, Runtime   string
+				Ready, Provisioning int
+			}
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return fmt.Errorf("GET /v1/pools: %w: %s", err, b)
+		}
+		for _, p := range out.Pools {
+			if p.Template == tpl && (rt == "" || p.Runtime == rt) &&
+				((n > 0 && p.Ready >= n) || (n == 0 && p.Ready+p.Provisioning == 0)) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("pool %s@%s never reached %d ready", tpl, rt, n)
+}
