@@ -164,10 +164,9 @@ func codeBenchOn(c *benchkit.Client, rt string, n, firstRuns int) (first, steady
 
 // warmFirstResults times create → first runCode("1+1") result when the
 // create is served warm (docs/sessions.md, "Warm creates"): a pool of one
-// code-interpreter sandbox on class rt, whose server started the default
-// Python kernel at its boot. Between runs (untimed) the pool refills and
-// its sandbox is left ready for 2 s more, as a pooled sandbox waits for
-// its caller, so the kernel's start is behind it.
+// code-interpreter sandbox on class rt, claimable once its server's
+// default Python kernel is up. Between runs (untimed) the pool refills;
+// each run claims its sandbox as soon as the pool says it is ready.
 func warmFirstResults(c *benchkit.Client, rt string, runs int) ([]time.Duration, error) {
 	const tpl = "code-interpreter"
 	if err := c.SetPool(tpl, rt, 1, 1); err != nil {
@@ -179,7 +178,6 @@ func warmFirstResults(c *benchkit.Client, rt string, runs int) ([]time.Duration,
 		if err := c.WaitPool(tpl, rt, 1); err != nil {
 			return nil, err
 		}
-		time.Sleep(2 * time.Second)
 		t0 := time.Now()
 		id, start, err := createOn(c, tpl, rt)
 		if err != nil {

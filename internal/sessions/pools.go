@@ -442,7 +442,8 @@ func (s *Service) addPooled(ctx context.Context, id poolID) error {
 const claimGrace = time.Minute
 
 // preparePooled makes a running pooled sandbox claimable once its agent
-// answers: it sets pt_pool_ready. Nothing is added to the guest, so a warm
+// answers (and a code-interpreter sandbox's default kernel is up): it sets
+// pt_pool_ready. Nothing is added to the guest, so a warm
 // create's sandbox is what a cold one would be; a session's workspace
 // directory is made when a session claims it. At most one preparation per
 // sandbox runs at a time.
@@ -468,6 +469,11 @@ func (s *Service) preparePooled(id string) {
 		defer cancel()
 		if _, err := s.core.AgentFor(sb).Stat(pctx, "/"); err != nil {
 			s.log.WarnContext(ctx, "prepare pooled sandbox", "sandbox", id, "err", err)
+			s.core.DeleteWithReason(ctx, id, "pool_discarded")
+			return
+		}
+		if err := s.core.WaitCodeKernel(pctx, sb); err != nil {
+			s.log.WarnContext(ctx, "prepare pooled sandbox: code interpreter", "sandbox", id, "err", err)
 			s.core.DeleteWithReason(ctx, id, "pool_discarded")
 			return
 		}

@@ -969,11 +969,17 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b)
 
     def route(self, method):
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         native = path.startswith("/v1/")
         p = path[3:] if native else path
         try:
             if method == "GET" and p == "/health":
+                # ?kernel=python answers once the default Python kernel
+                # (started at boot) is up: a warm pool hands out a sandbox
+                # whose first cell does not wait for IPython to start
+                # (docs/code-interpreter.md, "The first result").
+                if "kernel=python" in query.split("&"):
+                    CONTEXTS.default("python").ensure_started()
                 return self.reply(200, {"status": "ok"})
             if method == "POST" and p == "/execute":
                 return self.execute(self.body(), native)
