@@ -5,7 +5,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -234,7 +233,9 @@ func (a *API) authed(h handlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		if err := h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), p); err != nil {
+		// h gets p itself; the request is not copied to carry it (nothing
+		// below reads principalKey, which only the idempotency layer sets).
+		if err := h(w, r, p); err != nil {
 			a.writeError(w, r, err)
 		}
 	}

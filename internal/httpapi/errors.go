@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/artifacts"
@@ -223,10 +224,34 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
+// writeJSON answers status with v as JSON and a newline (json.Encoder's
+// output). A value that writes its own JSON (jsonAppender, the same bytes)
+// does so into a pooled buffer; the rest go through encoding/json.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if ap, ok := v.(jsonAppender); ok {
+		bp := jsonBufs.Get().(*[]byte)
+		if b, ok := ap.appendJSON((*bp)[:0]); ok {
+			b = append(b, '\n')
+			if _, err := w.Write(b); err != nil {
+				slog.Debug("write response", "err", err)
+			}
+			if cap(b) <= maxPooledJSON {
+				*bp = b
+				jsonBufs.Put(bp)
+			}
+			return
+		}
+		jsonBufs.Put(bp)
+	}
 	if err := json.NewEncoder(w).Encode(v); err != nil {
 		slog.Debug("write response", "err", err)
 	}
 }
+
+// jsonBufs are writeJSON's buffers for jsonAppenders; one over
+// maxPooledJSON bytes (a sandbox with a lot of metadata) is not kept.
+var jsonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+const maxPooledJSON = 64 << 10

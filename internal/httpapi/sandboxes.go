@@ -272,7 +272,10 @@ func (a *API) listSandboxes(w http.ResponseWriter, r *http.Request, p controlpla
 }
 
 func (a *API) getSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	incl, _ := strconv.ParseBool(r.URL.Query().Get("include_deleted"))
+	incl := false
+	if r.URL.RawQuery != "" { // most GETs have no query: no map to parse it into
+		incl, _ = strconv.ParseBool(r.URL.Query().Get("include_deleted"))
+	}
 	return respond(w, http.StatusOK, a.view)(a.cp.Get(r.Context(), p, r.PathValue("id"), incl))
 }
 

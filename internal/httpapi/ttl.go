@@ -117,10 +117,10 @@ func ttlFieldsOf(sb sandbox.Sandbox) ttlFields {
 		f.Status = sandbox.StatusOf(sb, sandbox.StatusInput{Now: time.Now()})
 	}
 	if sb.TTLMs > 0 {
-		f.TTLMs = &sb.TTLMs
+		f.TTLMs = ptr(sb.TTLMs)
 	}
 	if sb.TemplateVersion > 0 {
-		f.TemplateVersion = &sb.TemplateVersion
+		f.TemplateVersion = ptr(sb.TemplateVersion)
 	}
 	if !sb.State.Live() {
 		at := sb.UpdatedAt

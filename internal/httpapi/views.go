@@ -93,6 +93,10 @@ func listView(sb sandbox.Sandbox) sandboxView {
 	return v
 }
 
+// ptr points to a copy of v. The views point to copies rather than into
+// their record so the record (a Sandbox is large) stays on the stack.
+func ptr[T any](v T) *T { return &v }
+
 func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	v := sandboxView{
 		ID: sb.ID, State: sb.State, Template: sb.Template,
@@ -103,10 +107,10 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	}
 	v.SourceSnapshotID = sb.SourceSnapshotID
 	if sb.Name != "" {
-		v.Name = &sb.Name
+		v.Name = ptr(sb.Name)
 	}
 	if sb.ParentID != "" {
-		v.ParentID = &sb.ParentID
+		v.ParentID = ptr(sb.ParentID)
 	}
 	v.ProjectID = sb.ProjectID
 	v.AutoResume = !sb.NoAutoResume
@@ -119,7 +123,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 		v.Runtime = "runc"
 	}
 	if sb.TemplateVersionID != "" {
-		v.TemplateVersionID = &sb.TemplateVersionID
+		v.TemplateVersionID = ptr(sb.TemplateVersionID)
 	}
 	for k := range sb.Env {
 		v.EnvKeys = append(v.EnvKeys, k)

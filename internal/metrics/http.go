@@ -7,7 +7,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Route labels for requests no pattern names.
@@ -57,11 +61,11 @@ func InstrumentLog(logger *slog.Logger, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rt := &route{}
+		// One allocation holds the status and the route SetRoute writes.
 		sw := &statusWriter{ResponseWriter: w}
 		start := time.Now()
 		defer func() {
-			p := rt.pattern
+			p := sw.route.pattern
 			if p == "" {
 				p = RouteUnmatched
 			}
@@ -70,19 +74,67 @@ func InstrumentLog(logger *slog.Logger, next http.Handler) http.Handler {
 				code = http.StatusOK
 			}
 			took := time.Since(start)
-			httpRequests.WithLabelValues(p, r.Method, strconv.Itoa(code)).Inc()
-			httpDuration.WithLabelValues(p, r.Method).Observe(took.Seconds())
-			if logger != nil {
-				lvl := slog.LevelDebug
-				if code >= 400 {
-					lvl = slog.LevelInfo
-				}
+			s := seriesFor(p, r.Method, code)
+			s.requests.Inc()
+			s.duration.Observe(took.Seconds())
+			if logger == nil {
+				return
+			}
+			lvl := slog.LevelDebug
+			if code >= 400 {
+				lvl = slog.LevelInfo
+			}
+			// Checked first so a line that is not written (a 2xx at the
+			// default level) costs no arguments.
+			if logger.Enabled(r.Context(), lvl) {
 				logger.Log(r.Context(), lvl, "request", "method", r.Method, "route", p, "status", code,
 					"duration_ms", float64(took.Microseconds())/1000)
 			}
 		}()
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), routeKey{}, &sw.route)))
 	})
+}
+
+// series are one route, method and status's children of the HTTP
+// families, looked up once: WithLabelValues hashes and checks its labels
+// on every call, and formatting the code allocated.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+// seriesCache holds up to maxCachedSeries series; past that (a client
+// making up methods) the rest are looked up each time, as before.
+var (
+	seriesCache  sync.Map // seriesKey -> *series
+	seriesCached atomic.Int64
+)
+
+const maxCachedSeries = 4096
+
+func seriesFor(route, method string, code int) *series {
+	k := seriesKey{route, method, code}
+	if s, ok := seriesCache.Load(k); ok {
+		return s.(*series)
+	}
+	s := &series{
+		requests: httpRequests.WithLabelValues(route, method, strconv.Itoa(code)),
+		duration: httpDuration.WithLabelValues(route, method),
+	}
+	if seriesCached.Add(1) <= maxCachedSeries {
+		if prev, loaded := seriesCache.LoadOrStore(k, s); loaded {
+			seriesCached.Add(-1)
+			return prev.(*series)
+		}
+	} else {
+		seriesCached.Add(-1)
+	}
+	return s
 }
 
 // statusWriter remembers the status code. It passes Flush and Hijack
@@ -91,6 +143,7 @@ func InstrumentLog(logger *slog.Logger, next http.Handler) http.Handler {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	route  route
 }
 
 func (w *statusWriter) WriteHeader(code int) {

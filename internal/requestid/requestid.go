@@ -61,9 +61,12 @@ func Valid(id string) bool {
 
 // New returns a fresh id: "req_" and 24 hex characters (96 random bits).
 func New() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b) // crypto/rand never fails on Linux
-	return "req_" + hex.EncodeToString(b)
+	var b [12]byte
+	_, _ = rand.Read(b[:])    // crypto/rand never fails on Linux
+	var id [4 + 2*len(b)]byte // built in place: one allocation, the string
+	copy(id[:], "req_")
+	hex.Encode(id[4:], b[:])
+	return string(id[:])
 }
 
 // Middleware sets the id (the client's when Valid, else New) on the
