@@ -2,6 +2,7 @@ package oci
 
 import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"slices"
 
 	"bufio"
 	"context"
@@ -81,7 +82,7 @@ func cgroupMounts() ([]cgroupMount, error) {
 // enabled there for that cgroup. v2 reports whether it is the unified one.
 func cgroupDir(mounts []cgroupMount, controller, path string) (dir string, v2 bool, ok bool) {
 	for _, m := range mounts {
-		if !m.v2 && contains(m.controllers, controller) {
+		if !m.v2 && slices.Contains(m.controllers, controller) {
 			d := filepath.Join(m.dir, path)
 			if _, err := os.Stat(d); err == nil {
 				return d, false, true
@@ -94,20 +95,11 @@ func cgroupDir(mounts []cgroupMount, controller, path string) (dir string, v2 bo
 		}
 		d := filepath.Join(m.dir, path)
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
-		if err == nil && contains(strings.Fields(string(b)), controller) {
+		if err == nil && slices.Contains(strings.Fields(string(b)), controller) {
 			return d, true, true
 		}
 	}
 	return "", false, false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // bundleCgroupPath reads the cgroup path config.json gave the container.
@@ -341,7 +333,7 @@ func prepareCpusetParents(path string) error {
 	}
 	var root string
 	for _, m := range mounts {
-		if !m.v2 && contains(m.controllers, "cpuset") {
+		if !m.v2 && slices.Contains(m.controllers, "cpuset") {
 			root = m.dir
 		}
 	}

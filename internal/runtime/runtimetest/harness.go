@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,6 +131,18 @@ func (c *Container) Results(t testing.TB) map[string]string {
 		}
 	}
 	return out
+}
+
+// WantResults checks that Results holds each key of want with its value;
+// other keys may be there too.
+func (c *Container) WantResults(t testing.TB, want map[string]string) {
+	t.Helper()
+	got := c.Results(t)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all results: %v)", k, got[k], v, got)
+		}
+	}
 }
 
 // State returns the container's state, failing the test on error.
@@ -276,7 +289,7 @@ func hostCgroupFile(pid int, controller, v1File, v2File string) (string, error) 
 		}
 	}
 	for _, m := range cgroupMounts() {
-		if v1Path != "" && !m.v2 && contains(m.controllers, controller) {
+		if v1Path != "" && !m.v2 && slices.Contains(m.controllers, controller) {
 			return readTrim(filepath.Join(m.dir, v1Path, v1File))
 		}
 	}
@@ -291,15 +304,6 @@ func hostCgroupFile(pid int, controller, v1File, v2File string) (string, error) 
 func readTrim(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // memoryLimit reads pid's memory limit from the host (memory.limit_in_bytes
@@ -357,7 +361,7 @@ func limitHit(path, controller string) (bool, error) {
 			v2dir = dir
 			continue
 		}
-		if !contains(m.controllers, controller) {
+		if !slices.Contains(m.controllers, controller) {
 			continue
 		}
 		if controller == "memory" {
