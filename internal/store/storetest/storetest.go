@@ -107,6 +107,16 @@ func wantErr(t *testing.T, what string, err, target error) {
 	}
 }
 
+// wantRead checks a read: its error as wantErr does, then what it
+// returned (got) against want, the two checks every read test makes.
+func wantRead[T any](t *testing.T, what string, err, target error, want, got T) {
+	t.Helper()
+	wantErr(t, what, err, target)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
 // diffOpts compare empty and nil slices as equal: the contract promises
 // non-nil maps, which tests check explicitly, but not non-nil slices.
 var diffOpts = []cmp.Option{cmpopts.EquateEmpty()}
@@ -129,10 +139,7 @@ func testOrgs(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.GetOrg(ctx, tc.id)
-			wantErr(t, "GetOrg", err, tc.wantErr)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("GetOrg (-want +got):\n%s", diff)
-			}
+			wantRead(t, "GetOrg", err, tc.wantErr, tc.want, got)
 		})
 	}
 
@@ -189,10 +196,7 @@ func testTokens(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.TokenByHash(ctx, tc.hash)
-			wantErr(t, "TokenByHash", err, tc.wantErr)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("TokenByHash (-want +got):\n%s", diff)
-			}
+			wantRead(t, "TokenByHash", err, tc.wantErr, tc.want, got)
 		})
 	}
 

@@ -35,11 +35,7 @@ func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.Build
 	if orgID != "" {
 		q, args = q+` WHERE org_id = ?`, append(args, orgID)
 	}
-	es, err := sqldb.All(ctx, s.db, s.db.Decoder().BuildCache, q+` ORDER BY used_at, key`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list build cache: %w", err)
-	}
-	return es, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().BuildCache, "list build cache", q+` ORDER BY used_at, key`, args...)
 }
 
 // DeleteBuildCache implements store.TemplateBuildStore.
@@ -74,19 +70,12 @@ func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry strin
 
 // ListRegistryCredentials implements store.TemplateBuildStore.
 func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
-	cs, err := sqldb.All(ctx, s.db, s.db.Decoder().Credential,
+	return sqldb.List(ctx, s.db, s.db.Decoder().Credential, "list registry credentials",
 		`SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list registry credentials: %w", err)
-	}
-	return cs, nil
 }
 
 // DeleteRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
-	if err != nil {
-		return fmt.Errorf("delete registry credential %q: %w", registry, err)
-	}
-	return sqldb.Found(n, fmt.Sprintf("registry credential %q", registry))
+	return sqldb.DeleteOne(ctx, s.db, fmt.Sprintf("registry credential %q", registry),
+		`DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
 }

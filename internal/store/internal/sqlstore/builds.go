@@ -175,9 +175,5 @@ func (s *Store) ListTemplateBuilds(ctx context.Context, f store.BuildFilter) ([]
 			q, args = q+` AND `+c.col+` = ?`, append(args, c.v)
 		}
 	}
-	bs, err := sqldb.All(ctx, s.db, s.db.Decoder().Build, q+` ORDER BY created_at DESC, id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list template builds: %w", err)
-	}
-	return bs, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Build, "list template builds", q+` ORDER BY created_at DESC, id DESC`, args...)
 }

@@ -84,11 +84,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Snapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Snapshot, "list snapshots", q+` ORDER BY created_at DESC, id DESC`, args...)
 }
 
 // DeleteSnapshot implements store.SnapshotStore. It is idempotent.
