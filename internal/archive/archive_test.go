@@ -72,14 +72,7 @@ func makeSparse(t testing.TB, path string, size int64, regions []region, seed ui
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return fileSHA(t, path)
 }
 
 func fileSHA(t testing.TB, path string) string {
