@@ -201,3 +201,14 @@ func (v *listVerb[T]) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, rowsJSONUsage)
 	return listRun(v.app, asJSON, v.check, v.list, v.header, v.cells)
 }
+
+// listAll is a list verb without arguments whose rows are what one of the
+// SDK's argument-less List methods returns; method picks it from the
+// client (cl.Hosts.List, cl.Projects.List, ...).
+func listAll[T any](a *app, header string, method func(*platinum.Client) func(context.Context) ([]T, error), cells func(*T) []string) verb {
+	return &listVerb[T]{app: a, check: noArgs, header: header,
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]T, error) {
+			return method(cl)(ctx)
+		},
+		cells: cells}
+}
