@@ -1,10 +1,6 @@
 package oci
 
 import (
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"slices"
-
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,12 +8,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/cgmount"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -44,37 +44,23 @@ type cgroupMount struct {
 // when its delete meets tasks still exiting, leaves it (RemoveCgroup must
 // see them: a load run found them left after some deletes under load).
 func cgroupMounts() ([]cgroupMount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+	ms, err := cgmount.List()
 	var out []cgroupMount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, m := range ms {
+		if m.V2 {
+			out = append(out, cgroupMount{dir: m.Dir, v2: true})
 			continue
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		switch qf[0] {
-		case "cgroup2":
-			out = append(out, cgroupMount{dir: pf[4], v2: true})
-		case "cgroup":
-			var ctrls []string
-			for _, o := range strings.Split(qf[2], ",") {
-				switch o {
-				case "cpu", "cpuacct", "cpuset", "memory", "pids":
-					ctrls = append(ctrls, o)
-				}
+		var ctrls []string
+		for _, o := range m.Options {
+			switch o {
+			case "cpu", "cpuacct", "cpuset", "memory", "pids":
+				ctrls = append(ctrls, o)
 			}
-			out = append(out, cgroupMount{dir: pf[4], controllers: ctrls})
 		}
+		out = append(out, cgroupMount{dir: m.Dir, controllers: ctrls})
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 // cgroupDir returns the directory of cgroup path for controller: the v1

@@ -6,7 +6,6 @@
 package runtimetest
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/cgmount"
 	"github.com/platinum-dev/platinum/internal/template"
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
@@ -196,33 +196,13 @@ type cgroupMount struct {
 // cgroupMounts lists the cgroup hierarchies mounted in our mount namespace
 // (v1 controllers and the v2 unified tree).
 func cgroupMounts() []cgroupMount {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+	ms, _ := cgmount.List()
 	var out []cgroupMount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts... - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, m := range ms {
+		if m.Root != "/" {
 			continue
 		}
-		fields, tail := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(tail) < 3 || fields[3] != "/" {
-			continue
-		}
-		switch tail[0] {
-		case "cgroup2":
-			out = append(out, cgroupMount{dir: fields[4], v2: true})
-		case "cgroup":
-			m := cgroupMount{dir: fields[4]}
-			for _, o := range strings.Split(tail[2], ",") {
-				m.controllers = append(m.controllers, o)
-			}
-			out = append(out, m)
-		}
+		out = append(out, cgroupMount{dir: m.Dir, v2: m.V2, controllers: m.Options})
 	}
 	return out
 }
