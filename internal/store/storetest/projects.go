@@ -108,11 +108,7 @@ func testProjects(t *testing.T, s store.Store) {
 }
 
 func projectIDs(ps []store.Project) []string {
-	out := []string{}
-	for _, p := range ps {
-		out = append(out, p.ID)
-	}
-	return out
+	return idsOf(ps, func(p *store.Project) string { return p.ID })
 }
 
 func testOrgQuotasAndUsage(t *testing.T, s store.Store) {

@@ -63,11 +63,7 @@ func testCustomTemplateVersions(t *testing.T, s store.Store) {
 }
 
 func versionIDs(vs []store.TemplateVersion) []string {
-	out := []string{}
-	for _, v := range vs {
-		out = append(out, v.ID)
-	}
-	return out
+	return idsOf(vs, func(v *store.TemplateVersion) string { return v.ID })
 }
 
 func testTemplateBuilds(t *testing.T, s store.Store) {
