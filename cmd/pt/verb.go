@@ -212,3 +212,12 @@ func listAll[T any](a *app, header string, method func(*platinum.Client) func(co
 		},
 		cells: cells}
 }
+
+// onSandbox is the call of a verb whose one argument is a sandbox ID: the
+// SandboxesService method named by its method expression, e.g.
+// (*platinum.SandboxesService).Get, on that ID.
+func onSandbox[T any](method func(*platinum.SandboxesService, context.Context, string) (T, error)) callFunc[T] {
+	return func(ctx context.Context, cl *platinum.Client, pos []string) (T, error) {
+		return method(cl.Sandboxes, ctx, pos[0])
+	}
+}
