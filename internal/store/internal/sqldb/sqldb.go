@@ -83,6 +83,15 @@ func Found(n int64, what string) error {
 	return nil
 }
 
+// Write runs query, a write whose row count does not matter: a failure is
+// "<what>: <err>" ("put snapshot \"snap_1\": ...").
+func Write(ctx context.Context, db DB, what, query string, args ...any) error {
+	if _, err := db.Exec(ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
 // DeleteOne runs query, a DELETE of the one record what names ("webhook
 // \"wh_1\""): a failure is "delete <what>: <err>", nothing deleted is
 // store.ErrNotFound (Found).

@@ -13,14 +13,11 @@ const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
 // PutBuildCache implements store.TemplateBuildStore.
 func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) error {
 	t := sqldb.Now()
-	_, err := s.db.Exec(ctx, `INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("put build cache %q", e.Key),
+		`INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, key) DO UPDATE SET snapshot_id = excluded.snapshot_id, ready = excluded.ready,
 			used_at = excluded.used_at`,
 		e.OrgID, e.Key, e.SnapshotID, e.Ready, s.db.Time(sqldb.Or(e.CreatedAt, t)), s.db.Time(sqldb.Or(e.UsedAt, t)))
-	if err != nil {
-		return fmt.Errorf("put build cache %q: %w", e.Key, err)
-	}
-	return nil
 }
 
 // GetBuildCache implements store.TemplateBuildStore.
@@ -40,10 +37,8 @@ func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.Build
 
 // DeleteBuildCache implements store.TemplateBuildStore.
 func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key); err != nil {
-		return fmt.Errorf("delete build cache %q: %w", key, err)
-	}
-	return nil
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("delete build cache %q", key),
+		`DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key)
 }
 
 const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
@@ -51,15 +46,12 @@ const credCols = `org_id, registry, username, sealed, kind, created_at, updated_
 // PutRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCredential) error {
 	t := sqldb.Now()
-	_, err := s.db.Exec(ctx, `INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("put registry credential %q", c.Registry),
+		`INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, registry) DO UPDATE SET username = excluded.username, sealed = excluded.sealed,
 			kind = excluded.kind, updated_at = excluded.updated_at`,
 		c.OrgID, c.Registry, c.Username, nonNilBytes(c.Sealed), c.Kind,
 		s.db.Time(sqldb.Or(c.CreatedAt, t)), s.db.Time(sqldb.Or(c.UpdatedAt, t)))
-	if err != nil {
-		return fmt.Errorf("put registry credential %q: %w", c.Registry, err)
-	}
-	return nil
 }
 
 // GetRegistryCredential implements store.TemplateBuildStore.

@@ -89,8 +89,6 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 
 // DeleteSnapshot implements store.SnapshotStore. It is idempotent.
 func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM snapshots WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete snapshot %q: %w", id, err)
-	}
-	return nil
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("delete snapshot %q", id),
+		`DELETE FROM snapshots WHERE id = ?`, id)
 }
