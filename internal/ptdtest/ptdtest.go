@@ -203,25 +203,14 @@ func Start(o Options) (*Daemon, error) {
 		}
 	}
 	d.URL = "http://" + addr
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return d, err
+	// The preview, SSH and metrics listeners.
+	var paddr, maddr string
+	for _, a := range []*string{&paddr, &d.SSHAddr, &maddr} {
+		if *a, err = FreeAddr(); err != nil {
+			return d, err
+		}
 	}
-	paddr := pln.Addr().String()
-	pln.Close()
 	d.PreviewURL = "http://" + paddr
-	sln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return d, err
-	}
-	d.SSHAddr = sln.Addr().String()
-	sln.Close()
-	mln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return d, err
-	}
-	maddr := mln.Addr().String()
-	mln.Close()
 	d.MetricsURL = "http://" + maddr
 	d.args = []string{"serve", "--listen", addr, "--data-dir", d.DataDir,
 		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}
