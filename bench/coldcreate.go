@@ -16,10 +16,8 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
-	"github.com/platinum-dev/platinum/internal/template"
 )
 
 var onlyColdCreate = flag.Bool("only-cold-create", false,
@@ -117,41 +115,30 @@ func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
 // rawBaseline is one runtime class's raw run + first exec on a busybox
 // bundle written by ptd's own OCI config code.
 type rawBaseline struct {
-	binary, dir, rootfs, cg, state string
-	rt                             *oci.Runtime
-	run, exec                      []time.Duration
+	*busyboxRuntime
+	binary    string
+	run, exec []time.Duration
 	// pinnedRun and pinnedExec are the same on one core, as the host
 	// pins a 1-CPU sandbox (its cpuset is what the guest counts).
 	pinnedRun, pinnedExec []time.Duration
 }
 
 func newRawBaseline(class string) (*rawBaseline, error) {
-	dir, err := os.MkdirTemp("/var/tmp", "pt-bench-"+class+"-")
+	b := &rawBaseline{}
+	r, err := newBusyboxRuntime(class, func(state string) oci.Config {
+		cfg := oci.DefaultConfig()
+		if class == "gvisor" {
+			cfg = oci.GVisorConfig(state)
+		}
+		cfg.Root = state
+		b.binary = cfg.Binary
+		return cfg
+	})
 	if err != nil {
 		return nil, err
 	}
-	b := &rawBaseline{dir: dir, rootfs: filepath.Join(dir, "rootfs"), cg: "/platinum-bench-" + ptdtest.RandHex(3),
-		state: filepath.Join(dir, "state")}
-	cfg := oci.DefaultConfig()
-	if class == "gvisor" {
-		cfg = oci.GVisorConfig(b.state)
-	}
-	cfg.Root = b.state
-	b.binary = cfg.Binary
-	if err := template.BuildBusybox(context.Background(), b.rootfs); err != nil {
-		b.close()
-		return nil, err
-	}
-	if b.rt, err = oci.New(cfg, nil); err != nil {
-		b.close()
-		return nil, err
-	}
+	b.busyboxRuntime = r
 	return b, nil
-}
-
-func (b *rawBaseline) close() {
-	ptdtest.RemoveCgroup(b.cg)
-	os.RemoveAll(b.dir)
 }
 
 // sum is run + exec of each run.
@@ -219,11 +206,9 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	var mu sync.Mutex
 	t0 := time.Now()
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = raw.onceLocked(&mu, 1000+i, strconv.Itoa(i%goruntime.NumCPU()))
-		}()
+		})
 	}
 	wg.Wait()
 	rawWall := time.Since(t0)
@@ -237,9 +222,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	ids := make([]string, n)
 	t1 := time.Now()
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s := time.Now()
 			st, b, err := c.Do("POST", "/v1/sandboxes?wait_for_state=running&wait_timeout_ms="+strconv.Itoa(burstWaitMS), map[string]any{
 				"template": "busybox", "runtime": class, "cpu": 1, "ram_mb": 512, "disk_gb": 1})
@@ -257,7 +240,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 				}
 			}
 			lat[i] = time.Since(s)
-		}()
+		})
 	}
 	wg.Wait()
 	apiWall := time.Since(t1)
@@ -296,7 +279,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 // onceLocked is once for concurrent callers: the runs themselves overlap,
 // only the recording is serialised.
 func (b *rawBaseline) onceLocked(mu *sync.Mutex, i int, cpus string) error {
-	nb := &rawBaseline{binary: b.binary, dir: b.dir, rootfs: b.rootfs, cg: b.cg, state: b.state, rt: b.rt}
+	nb := &rawBaseline{busyboxRuntime: b.busyboxRuntime, binary: b.binary}
 	if err := nb.once(i, cpus); err != nil {
 		return err
 	}

@@ -69,8 +69,7 @@ func eventsBench(c *benchkit.Client, n int) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", c.URL+"/v1/events?type=state_changed&sandbox_id="+id, nil)
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req, _ := c.NewRequest(ctx, "GET", "/v1/events?type=state_changed&sandbox_id="+id, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

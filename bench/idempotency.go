@@ -2,11 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
@@ -27,22 +26,19 @@ func idemBench(c *benchkit.Client, n int) error {
 		return err
 	}
 	post := func(key string) (time.Duration, string, error) {
-		req, _ := http.NewRequest("POST", c.URL+"/v1/sandboxes", bytes.NewReader([]byte(`{"template":"busybox","metadata":{"bench":"idempotency"}}`)))
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+		req, _ := c.NewRequest(context.Background(), "POST", "/v1/sandboxes", bytes.NewReader([]byte(`{"template":"busybox","metadata":{"bench":"idempotency"}}`)))
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
 		t0 := time.Now()
-		resp, err := http.DefaultClient.Do(req)
+		st, b, err := benchkit.Send(req)
 		if err != nil {
 			return 0, "", err
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		d := time.Since(t0)
-		if resp.StatusCode != 201 {
-			return 0, "", fmt.Errorf("create: %d %s", resp.StatusCode, b)
+		if st != 201 {
+			return 0, "", fmt.Errorf("create: %d %s", st, b)
 		}
 		var sb struct{ ID string }
 		json.Unmarshal(b, &sb)

@@ -104,11 +104,7 @@ func run() error {
 		*snapRuns, *idemRuns, *eventRuns, *sessionRuns, *mcpRuns = 0, 0, 0, 0, 0
 	}
 	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview && !*snapOnly {
-		defer func() {
-			if err := archiveBench(*archiveRuns); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: archive:", err)
-			}
-		}()
+		defer section("archive", func() error { return archiveBench(*archiveRuns) })
 	}
 	d, c, err := benchkit.StartPtd("--webhook-allow-private", "--log-level", *logLevel)
 	defer d.Stop()
@@ -130,73 +126,39 @@ func run() error {
 		}
 		return codeBench(c, *n, first, strings.Split(*codeRuntimes, ","))
 	}
-	if *snapOnly {
-		return snapshotBench(c, *snapRuns, d.DataDir)
-	}
-	if *snapRuns > 0 {
-		defer func() {
-			if err := snapshotBench(c, *snapRuns, d.DataDir); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: snapshots:", err)
-			}
-		}()
-	}
-	if *idemOnly {
-		return idemBench(c, *idemRuns)
-	}
-	if *idemRuns > 0 {
-		defer func() {
-			if err := idemBench(c, *idemRuns); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: idempotency:", err)
-			}
-		}()
-	}
-	if *eventsOnly {
-		return eventsBench(c, *eventRuns)
-	}
-	if *eventRuns > 0 {
-		defer func() {
-			if err := eventsBench(c, *eventRuns); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: events:", err)
-			}
-		}()
-	}
-	if *sessionsOnly {
-		return sessionsBench(c, *sessionRuns)
-	}
-	if *sessionRuns > 0 {
-		defer func() {
-			if err := sessionsBench(c, *sessionRuns); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: sessions:", err)
-			}
-		}()
-	}
-	if *mcpRuns > 0 {
-		defer func() {
-			if err := mcpBench(c, d, *mcpRuns); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: mcp:", err)
-			}
-		}()
+	// Each of these runs alone with its -only flag, else after the main
+	// bench (deferred, so in reverse order: mcp first) when it has runs.
+	for _, s := range []struct {
+		name  string
+		only  bool
+		runs  int
+		bench func() error
+	}{
+		{"snapshots", *snapOnly, *snapRuns, func() error { return snapshotBench(c, *snapRuns, d.DataDir) }},
+		{"idempotency", *idemOnly, *idemRuns, func() error { return idemBench(c, *idemRuns) }},
+		{"events", *eventsOnly, *eventRuns, func() error { return eventsBench(c, *eventRuns) }},
+		{"sessions", *sessionsOnly, *sessionRuns, func() error { return sessionsBench(c, *sessionRuns) }},
+		{"mcp", false, *mcpRuns, func() error { return mcpBench(c, d, *mcpRuns) }},
+	} {
+		if s.only {
+			return s.bench()
+		}
+		if s.runs > 0 {
+			defer section(s.name, s.bench)
+		}
 	}
 	fmt.Printf("Platinum bench: %d runs each, %s\n\n", *n, time.Now().UTC().Format(time.RFC3339))
-	if *previewRuns || *onlyPreview {
-		err := previewBench(c, d, *n)
-		if *onlyPreview {
-			return err
-		}
-		if err != nil {
-			// One section failing (a loaded host) does not cost the
-			// others: it is reported, as the deferred sections are.
-			fmt.Fprintln(os.Stderr, "bench: preview:", err)
-		}
+	if *onlyPreview {
+		return previewBench(c, d, *n)
 	}
-	if *runtimes || *onlyRuntimes {
-		err := runtimeBench(c, *n, d.DataDir)
-		if *onlyRuntimes {
-			return err
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: runtime classes:", err)
-		}
+	if *previewRuns {
+		section("preview", func() error { return previewBench(c, d, *n) })
+	}
+	if *onlyRuntimes {
+		return runtimeBench(c, *n, d.DataDir)
+	}
+	if *runtimes {
+		section("runtime classes", func() error { return runtimeBench(c, *n, d.DataDir) })
 	}
 
 	// The raw runc baseline runs interleaved with ptd's creates, one of
@@ -326,36 +288,61 @@ func run() error {
 	return c.Delete(id)
 }
 
+// section runs one section of the bench and reports its failure without
+// failing the run: one section failing (a loaded host) does not cost the
+// others.
+func section(name string, bench func() error) {
+	if err := bench(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: "+name+":", err)
+	}
+}
+
 // runcBaseline times `runc run -d` and `runc exec true` on a bundle made
 // by the same config generator ptd uses, over a plain busybox rootfs.
 type runcBaseline struct {
-	dir, rootfs, stateRoot, cg string
-	rt                         *oci.Runtime
-	run, exec                  []time.Duration
+	*busyboxRuntime
+	run, exec []time.Duration
 	// update is a live resize of the running container through the same
 	// runtime code ptd uses (runc update), the baseline of ptd's resize.
 	update []time.Duration
 }
 
 func newRuncBaseline() (*runcBaseline, error) {
-	dir, err := os.MkdirTemp("/var/tmp", "pt-bench-runc-")
+	r, err := newBusyboxRuntime("runc", func(state string) oci.Config { return oci.Config{Root: state} })
 	if err != nil {
 		return nil, err
 	}
-	b := &runcBaseline{dir: dir, rootfs: filepath.Join(dir, "rootfs"), stateRoot: filepath.Join(dir, "state"),
+	return &runcBaseline{busyboxRuntime: r}, nil
+}
+
+// busyboxRuntime is what a raw baseline runs its containers with: a plain
+// busybox rootfs, the OCI runtime code ptd uses with its state in a temp
+// dir, and a cgroup of its own.
+type busyboxRuntime struct {
+	dir, rootfs, state, cg string
+	rt                     *oci.Runtime
+}
+
+// newBusyboxRuntime makes one whose runtime config is cfg(its state dir).
+func newBusyboxRuntime(class string, cfg func(state string) oci.Config) (*busyboxRuntime, error) {
+	dir, err := os.MkdirTemp("/var/tmp", "pt-bench-"+class+"-")
+	if err != nil {
+		return nil, err
+	}
+	b := &busyboxRuntime{dir: dir, rootfs: filepath.Join(dir, "rootfs"), state: filepath.Join(dir, "state"),
 		cg: "/platinum-bench-" + ptdtest.RandHex(3)}
 	if err := template.BuildBusybox(context.Background(), b.rootfs); err != nil {
 		b.close()
 		return nil, err
 	}
-	if b.rt, err = oci.New(oci.Config{Root: b.stateRoot}, nil); err != nil {
+	if b.rt, err = oci.New(cfg(b.state), nil); err != nil {
 		b.close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *runcBaseline) close() {
+func (b *busyboxRuntime) close() {
 	ptdtest.RemoveCgroup(b.cg)
 	os.RemoveAll(b.dir)
 }
@@ -375,13 +362,13 @@ func (b *runcBaseline) once() error {
 	// pipes and hold them open forever.
 	t0 := time.Now()
 	logFile := filepath.Join(bundle, "runc.log")
-	if err := exec.Command("runc", "--root", b.stateRoot, "--log", logFile, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
+	if err := exec.Command("runc", "--root", b.state, "--log", logFile, "run", "-d", "--bundle", bundle, id).Run(); err != nil {
 		out, _ := os.ReadFile(logFile)
 		return fmt.Errorf("runc run: %v: %s", err, out)
 	}
 	b.run = append(b.run, time.Since(t0))
 	t1 := time.Now()
-	if out, err := exec.Command("runc", "--root", b.stateRoot, "exec", id, "/bin/true").CombinedOutput(); err != nil {
+	if out, err := exec.Command("runc", "--root", b.state, "exec", id, "/bin/true").CombinedOutput(); err != nil {
 		return fmt.Errorf("runc exec: %v: %s", err, out)
 	}
 	b.exec = append(b.exec, time.Since(t1))

@@ -130,10 +130,7 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:8080/hello && exit
 			*v.into = append(*v.into, dt)
 		}
 	}
-	mbps := func(ds []time.Duration) float64 { return float64(size) / benchkit.Percentiles(ds)[0].Seconds() / 1e6 }
-	benchkit.Report("100 MB download direct", dlDirect, nil)
-	benchkit.Report("100 MB download through the proxy", dlProxy, dlDirect)
-	fmt.Printf("%-42s p50 %.0f MB/s through the proxy, %.0f MB/s direct\n", "  throughput", mbps(dlProxy), mbps(dlDirect))
+	reportDownloads(size, dlDirect, dlProxy, "100 MB download direct", "100 MB download through the proxy", "  throughput")
 	if err := proxyAloneBench(); err != nil {
 		return err
 	}
@@ -192,19 +189,16 @@ func uploadFile(c *benchkit.Client, id, dst, src string) error {
 		return err
 	}
 	defer f.Close()
-	req, err := http.NewRequest("PUT", c.URL+"/v1/sandboxes/"+id+"/files?path="+dst, f)
+	req, err := c.NewRequest(context.Background(), "PUT", "/v1/sandboxes/"+id+"/files?path="+dst, f)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	resp, err := http.DefaultClient.Do(req)
+	st, b, err := benchkit.Send(req)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("upload %s: %d %s", dst, resp.StatusCode, b)
+	if st/100 != 2 {
+		return fmt.Errorf("upload %s: %d %s", dst, st, b)
 	}
 	return nil
 }
@@ -279,9 +273,16 @@ func proxyAloneBench() error {
 			*v.into = append(*v.into, time.Since(t0))
 		}
 	}
-	mbps := func(ds []time.Duration) float64 { return float64(size) / benchkit.Percentiles(ds)[0].Seconds() / 1e6 }
-	benchkit.Report("100 MB loopback download direct", direct, nil)
-	benchkit.Report("100 MB loopback download via proxy alone", proxied, direct)
-	fmt.Printf("%-42s p50 %.0f MB/s through the proxy, %.0f MB/s direct\n", "  throughput (proxy alone)", mbps(proxied), mbps(direct))
+	reportDownloads(size, direct, proxied, "100 MB loopback download direct", "100 MB loopback download via proxy alone", "  throughput (proxy alone)")
 	return nil
+}
+
+// reportDownloads prints the timings of downloads of size bytes direct
+// and through the proxy, the latter against the former, then both p50
+// throughputs.
+func reportDownloads(size int, direct, proxied []time.Duration, directName, proxiedName, throughputName string) {
+	mbps := func(ds []time.Duration) float64 { return float64(size) / benchkit.Percentiles(ds)[0].Seconds() / 1e6 }
+	benchkit.Report(directName, direct, nil)
+	benchkit.Report(proxiedName, proxied, direct)
+	fmt.Printf("%-42s p50 %.0f MB/s through the proxy, %.0f MB/s direct\n", throughputName, mbps(proxied), mbps(direct))
 }

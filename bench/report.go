@@ -53,9 +53,7 @@ func startRecording() (*recorder, error) {
 		term := *dst
 		*dst = pw
 		r.pipes = append(r.pipes, pw)
-		r.done.Add(1)
-		go func() {
-			defer r.done.Done()
+		r.done.Go(func() {
 			sc := bufio.NewScanner(pr)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
@@ -65,7 +63,7 @@ func startRecording() (*recorder, error) {
 				r.buf.WriteString(line)
 				r.mu.Unlock()
 			}
-		}()
+		})
 	}
 	return r, nil
 }

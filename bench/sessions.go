@@ -41,36 +41,8 @@ func sessionsBench(c *benchkit.Client, runs int) error {
 		}
 		return s, d, nil
 	}
-	setPool := func(minReady, max int) error {
-		st, b, err := c.Do("PUT", "/v1/pools/"+tpl, map[string]any{"min_ready": minReady, "max": max})
-		if err != nil || st != 200 {
-			return fmt.Errorf("set pool: %d %s %v", st, b, err)
-		}
-		return nil
-	}
-	poolReady := func(n int) error {
-		for i := 0; i < 6000; i++ {
-			_, b, err := c.Do("GET", "/v1/pools", nil)
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Pools []struct {
-					Template     string `json:"template"`
-					Ready        int    `json:"ready"`
-					Provisioning int    `json:"provisioning"`
-				} `json:"pools"`
-			}
-			json.Unmarshal(b, &out)
-			for _, p := range out.Pools {
-				if p.Template == tpl && ((n > 0 && p.Ready >= n) || (n == 0 && p.Ready+p.Provisioning == 0)) {
-					return nil
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return fmt.Errorf("pool never reached %d ready", n)
-	}
+	setPool := func(minReady, max int) error { return c.SetPool(tpl, "", minReady, max) }
+	poolReady := func(n int) error { return c.WaitPool(tpl, "", n) }
 	stop := func(id string) {
 		c.Do("DELETE", "/v1/sessions/"+id+"?wait_timeout_ms=60000", nil)
 	}
@@ -81,6 +53,30 @@ func sessionsBench(c *benchkit.Client, runs int) error {
 		}
 		return nil
 	}
+	// measure runs runs sessions, each: before (untimed), a create that
+	// answers want, ready (until the session is ready) and a first exec,
+	// timed from the create; then the session ends (untimed).
+	measure := func(want int, before func() error, ready func(*session) error) (api, toExec []time.Duration, err error) {
+		for range runs {
+			if err := before(); err != nil {
+				return nil, nil, err
+			}
+			t0 := time.Now()
+			s, d, err := create(want)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := ready(&s); err != nil {
+				return nil, nil, err
+			}
+			if err := exec(s.SessionID); err != nil {
+				return nil, nil, err
+			}
+			api, toExec = append(api, d), append(toExec, time.Since(t0))
+			stop(s.SessionID)
+		}
+		return api, toExec, nil
+	}
 
 	// Cold: no pool; the API answers 202 and the session becomes ready
 	// once its sandbox is provisioned.
@@ -90,46 +86,29 @@ func sessionsBench(c *benchkit.Client, runs int) error {
 	if err := poolReady(0); err != nil {
 		return err
 	}
-	var coldAPI, coldReady []time.Duration
-	for range runs {
-		t0 := time.Now()
-		s, d, err := create(202)
-		if err != nil {
-			return err
-		}
+	coldAPI, coldReady, err := measure(202, func() error { return nil }, func(s *session) error {
 		st, b, err := c.Do("GET", "/v1/sessions/"+s.SessionID+"?wait_timeout_ms=120000", nil)
-		if err != nil || st != 200 || json.Unmarshal(b, &s) != nil || s.Status != "ready" {
+		if err != nil || st != 200 || json.Unmarshal(b, s) != nil || s.Status != "ready" {
 			return fmt.Errorf("cold session never ready: %d %s %v", st, b, err)
 		}
-		if err := exec(s.SessionID); err != nil {
-			return err
-		}
-		coldAPI, coldReady = append(coldAPI, d), append(coldReady, time.Since(t0))
-		stop(s.SessionID)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	// Warm: a pool of 2; between runs (untimed) wait for a ready sandbox.
 	if err := setPool(2, 2); err != nil {
 		return err
 	}
-	var warmAPI, warmReady []time.Duration
-	for range runs {
-		if err := poolReady(1); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		s, d, err := create(200)
-		if err != nil {
-			return err
-		}
+	warmAPI, warmReady, err := measure(200, func() error { return poolReady(1) }, func(s *session) error {
 		if !s.Warm || s.Status != "ready" {
-			return fmt.Errorf("warm create answered %+v", s)
+			return fmt.Errorf("warm create answered %+v", *s)
 		}
-		if err := exec(s.SessionID); err != nil {
-			return err
-		}
-		warmAPI, warmReady = append(warmAPI, d), append(warmReady, time.Since(t0))
-		stop(s.SessionID)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := setPool(0, 0); err != nil {
 		return err

@@ -114,30 +114,29 @@ func snapshotClass(c *benchkit.Client, class string, runs int, dataDir string) e
 	// Clone from snapshot create→first exec, against a create from the
 	// template.
 	var fromTpl, fromSnap []time.Duration
-	for range max(runs/4, 3) {
+	// firstExec times one create (with extra) to its first exec, then
+	// deletes the sandbox untimed.
+	firstExec := func(into *[]time.Duration, extra map[string]any) error {
 		t0 := time.Now()
-		nid, err := snapCreate(c, class, nil)
+		nid, err := snapCreate(c, class, extra)
 		if err != nil {
 			return err
 		}
 		if _, err := c.Exec(nid, []string{"true"}); err != nil {
 			return err
 		}
-		fromTpl = append(fromTpl, time.Since(t0))
+		*into = append(*into, time.Since(t0))
 		c.Delete(nid)
 		c.WaitGone(nid)
-
-		t0 = time.Now()
-		nid, err = snapCreate(c, class, map[string]any{"from_snapshot": snap})
-		if err != nil {
+		return nil
+	}
+	for range max(runs/4, 3) {
+		if err := firstExec(&fromTpl, nil); err != nil {
 			return err
 		}
-		if _, err := c.Exec(nid, []string{"true"}); err != nil {
+		if err := firstExec(&fromSnap, map[string]any{"from_snapshot": snap}); err != nil {
 			return err
 		}
-		fromSnap = append(fromSnap, time.Since(t0))
-		c.Delete(nid)
-		c.WaitGone(nid)
 	}
 	benchkit.Report(class+": create→first exec from the template", fromTpl, nil)
 	benchkit.Report(class+": create→first exec from a snapshot", fromSnap, fromTpl)
@@ -150,11 +149,9 @@ func snapshotClass(c *benchkit.Client, class string, runs int, dataDir string) e
 		ids := make([]string, 10)
 		errs := make([]error, 10)
 		for i := range 10 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				ids[i], errs[i] = snapCreate(c, class, nil)
-			}()
+			})
 		}
 		wg.Wait()
 		creates = append(creates, time.Since(t0))

@@ -4,13 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -276,17 +276,14 @@ func contextTarball(files map[string][]byte) []byte {
 func dockerfileBench(c *benchkit.Client, runs int) error {
 	data := make([]byte, 4<<20)
 	rand.NewChaCha8([32]byte{9}).Read(data)
-	req, _ := http.NewRequest("POST", c.URL+"/v1/templates/uploads?purpose=context", bytes.NewReader(contextTarball(map[string][]byte{"data.bin": data})))
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req, _ := c.NewRequest(context.Background(), "POST", "/v1/templates/uploads?purpose=context", bytes.NewReader(contextTarball(map[string][]byte{"data.bin": data})))
 	req.Header.Set("Content-Type", "application/x-tar")
-	resp, err := http.DefaultClient.Do(req)
+	st, b, err := benchkit.Send(req)
 	if err != nil {
 		return err
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 201 {
-		return fmt.Errorf("upload: %d %s", resp.StatusCode, b)
+	if st != 201 {
+		return fmt.Errorf("upload: %d %s", st, b)
 	}
 	var up struct{ ID string }
 	json.Unmarshal(b, &up)

@@ -14,18 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/api:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/api", run) }
 
 func run() error {
 	conns := flag.Int("c", 32, "concurrent connections")

@@ -11,19 +11,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/daytona:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/daytona", run) }
 
 type sample struct {
 	Total  float64 `json:"total"`
@@ -36,11 +30,7 @@ func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "busybox", "template")
 	flag.Parse()
-	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "daytona"), filepath.Join("@daytonaio", "sdk"))
-	if err != nil {
-		return err
-	}
-	d, _, err := benchkit.StartPtd()
+	sdkDir, d, _, err := benchkit.StartPtdForNode(filepath.Join("tests", "compat", "daytona"), filepath.Join("@daytonaio", "sdk"))
 	defer d.Stop()
 	if err != nil {
 		return err

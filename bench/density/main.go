@@ -28,12 +28,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/density:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/density", run) }
 
 type config struct {
 	steps          []int
@@ -149,9 +144,7 @@ func createMany(c *benchkit.Client, rt string, n, parallel int) ([]string, error
 	close(next)
 	var wg sync.WaitGroup
 	for range parallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range next {
 				id, err := c.CreateRunning(rt, map[string]any{"template": "busybox", "runtime": rt, "cpu": 1, "ram_mb": 128, "disk_gb": 1})
 				mu.Lock()
@@ -166,7 +159,7 @@ func createMany(c *benchkit.Client, rt string, n, parallel int) ([]string, error
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return ids, firstErr

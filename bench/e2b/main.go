@@ -11,29 +11,19 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/e2b:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/e2b", run) }
 
 func run() error {
 	n := flag.Int("n", 50, "runs per loop")
 	tpl := flag.String("template", "pt-base", "template (the SDK runs commands with bash, so not busybox)")
 	flag.Parse()
-	sdkDir, err := benchkit.NodeDir(filepath.Join("tests", "compat", "e2b"), "e2b")
-	if err != nil {
-		return err
-	}
-	d, bc, err := benchkit.StartPtd()
+	sdkDir, d, bc, err := benchkit.StartPtdForNode(filepath.Join("tests", "compat", "e2b"), "e2b")
 	defer d.Stop()
 	if err != nil {
 		return err

@@ -32,12 +32,7 @@ import (
 // lostAfter is how long a host may miss heartbeats before it is lost.
 const lostAfter = 5 * time.Second
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/hosts:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/hosts", run) }
 
 func run() error {
 	n := flag.Int("n", 30, "creates per configuration")

@@ -222,21 +222,17 @@ func Run(ctx context.Context, cfg Config, t Target) (*Report, error) {
 	defer stopClients()
 	var clients sync.WaitGroup
 	for i := range cfg.Clients {
-		clients.Add(1)
-		go func() {
-			defer clients.Done()
+		clients.Go(func() {
 			r.client(clientsCtx, i)
-		}()
+		})
 	}
 	createCtx, stopCreates := context.WithDeadline(ctx, end.Add(cfg.Grace))
 	defer stopCreates()
 	var creates sync.WaitGroup
 	for i := range cfg.Creates {
-		creates.Add(1)
-		go func() {
-			defer creates.Done()
+		creates.Go(func() {
 			r.create(createCtx, cfg.Classes[i%len(cfg.Classes)])
-		}()
+		})
 	}
 	clients.Wait()
 	r.rep.Elapsed = time.Since(r.rep.Started)

@@ -29,15 +29,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/benchkit"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/load:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/load", run) }
 
 func run() error {
 	cfg := DefaultConfig()

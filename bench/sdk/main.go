@@ -60,12 +60,7 @@ func (r runnerFlag) Set(v string) error {
 	return nil
 }
 
-func main() {
-	if err := mainErr(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/sdk:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/sdk", mainErr) }
 
 func mainErr() error {
 	n := flag.Int("n", 50, "runs per client")

@@ -30,12 +30,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/store:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/store", run) }
 
 // subject is one store under measurement with the records it was seeded
 // with.

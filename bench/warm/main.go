@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -25,12 +24,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/benchkit"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench/warm:", err)
-		os.Exit(1)
-	}
-}
+func main() { benchkit.Main("bench/warm", run) }
 
 func run() error {
 	n := flag.Int("n", 30, "runs per path and class")
@@ -85,36 +79,10 @@ func measure(class string, n int) error {
 // setPool turns busybox's pool on (one ready sandbox, waited for) or off
 // (nothing pooled, waited for).
 func setPool(c *benchkit.Client, on bool) error {
-	size := map[string]any{"min_ready": 0, "max": 0}
 	if on {
-		size = map[string]any{"min_ready": 1, "max": 1}
+		return c.SetPool("busybox", "", 1, 1)
 	}
-	if st, b, err := c.Do("PUT", "/v1/pools/busybox", size); err != nil || st != 200 {
-		return fmt.Errorf("PUT pool: %d %s %v", st, b, err)
-	}
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		_, b, err := c.Do("GET", "/v1/pools", nil)
-		if err != nil {
-			return err
-		}
-		var ps struct {
-			Pools []struct {
-				Template            string
-				Ready, Provisioning int
-			}
-		}
-		json.Unmarshal(b, &ps)
-		ready, prov := 0, 0
-		for _, p := range ps.Pools {
-			if p.Template == "busybox" {
-				ready, prov = p.Ready, p.Provisioning
-			}
-		}
-		if (on && ready >= 1) || (!on && ready+prov == 0) {
-			return nil
-		}
-	}
-	return fmt.Errorf("pool never reached on=%v", on)
+	return c.SetPool("busybox", "", 0, 0)
 }
 
 // createFirstExec times POST /v1/sandboxes (waiting for running) then the

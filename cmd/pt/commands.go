@@ -212,7 +212,7 @@ var commands = []spec{
 		examples: []string{"pt pool list"},
 		verb:     poolList},
 	{path: "pool set", args: "TEMPLATE", short: "configure a warm pool (admin token)", synopsis: poolSetSynopsis,
-		examples: []string{"pt pool set busybox --min-ready 2 --max 4", "pt pool set busybox --runtime gvisor --min-ready 1"},
+		examples: []string{"pt pool set busybox --min-ready 2 --max 4", "pt pool set busybox --runtime gvisor --min-ready 1", "pt pool set busybox --min-ready 0 --max 3 --auto"},
 		verb:     func(a *app) verb { return &poolSet{a} }},
 	{path: "host list", aliases: []string{"ls"}, short: "show hosts with their state, capacity and load", synopsis: hostListSynopsis,
 		examples: []string{"pt host list", "pt host list --json"},

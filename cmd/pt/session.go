@@ -164,17 +164,18 @@ const poolListSynopsis = "pt pool list [--json]"
 
 // poolList is `pt pool list`: every warm pool with its counts.
 func poolList(a *app) verb {
-	return listAll(a, "TEMPLATE\tRUNTIME\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE",
+	return listAll(a, "TEMPLATE\tRUNTIME\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE\tAUTO\tTARGET",
 		func(cl *platinum.Client) func(context.Context) ([]platinum.Pool, error) { return cl.Pools.List },
 		func(p *platinum.Pool) []string {
-			return []string{p.Template, p.Runtime, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source}
+			return []string{p.Template, p.Runtime, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source,
+				strconv.FormatBool(p.Auto), strconv.Itoa(p.Target)}
 		})
 }
 
 // poolSet is `pt pool set TEMPLATE`.
 type poolSet struct{ app *app }
 
-const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--runtime CLASS] [--json]"
+const poolSetSynopsis = "pt pool set TEMPLATE --min-ready N [--max M] [--runtime CLASS] [--auto] [--json]"
 
 // bind binds the flags; the returned run configures a template's warm pool
 // of one runtime class (platform admin token).
@@ -182,6 +183,7 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 	minReady := fs.Int("min-ready", -1, "sandboxes to keep ready")
 	class := fs.String("runtime", "", "the pool's runtime class, e.g. gvisor (default: the host's default class)")
 	mx := fs.Int("max", -1, "most pooled sandboxes, ready or provisioning (default: --min-ready)")
+	auto := fs.Bool("auto", false, "size the pool from recent demand between --min-ready and --max (docs/sessions.md, \"Demand-sized pools\")")
 	asJSON := jsonFlag(fs, "print the pool as JSON")
 	check := checks(exactArgs(1, "want exactly one template"), func(in *input) error {
 		if *minReady < 0 {
@@ -190,11 +192,17 @@ func (c *poolSet) bind(fs *flag.FlagSet) runFunc {
 		if *mx < 0 {
 			*mx = *minReady
 		}
+		if *auto && *mx <= *minReady {
+			return in.usageErr("--auto needs a --max above --min-ready: the pool's target moves between them")
+		}
 		return nil
 	})
 	return callRun(c.app, check, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Pool, error) {
-		return cl.Pools.SetForRuntime(ctx, pos[0], *class, *minReady, *mx)
+		return cl.Pools.SetWith(ctx, pos[0], platinum.PoolSettings{Runtime: *class, MinReady: *minReady, Max: *mx, Auto: *auto})
 	}, jsonOrLine(c.app, asJSON, func(p *platinum.Pool) string {
+		if p.Auto {
+			return fmt.Sprintf("pool %s (%s): auto, min_ready %d, max %d, target %d (%d ready, %d provisioning)", p.Template, p.Runtime, p.MinReady, p.Max, p.Target, p.Ready, p.Provisioning)
+		}
 		return fmt.Sprintf("pool %s (%s): min_ready %d, max %d (%d ready, %d provisioning)", p.Template, p.Runtime, p.MinReady, p.Max, p.Ready, p.Provisioning)
 	}))
 }

@@ -105,6 +105,9 @@ type config struct {
 	// of sessions that name none.
 	pools           poolFlags
 	sessionTemplate string
+	// warmPoolBudgetMB caps the memory of this host's warm pools (0: no
+	// cap; docs/sessions.md, "Demand-sized pools").
+	warmPoolBudgetMB int
 	// sessionStopTimeout bounds a session's stop: saving its workspace
 	// (retried while the object store is down) and disposing of its sandbox.
 	sessionStopTimeout time.Duration
@@ -226,7 +229,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of a listener serving only Prometheus /metrics, without a token (empty: /metrics only on --listen, for platform admin tokens)")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
-	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE[@CLASS]=MIN_READY[:MAX] (repeatable; without @CLASS the default runtime class); PUT /v1/pools/{template} overrides it")
+	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE[@CLASS]=MIN_READY[:MAX[:auto]] (repeatable; without @CLASS the default runtime class; :auto sizes it from demand between MIN_READY and MAX); PUT /v1/pools/{template} overrides it")
+	fs.IntVar(&c.warmPoolBudgetMB, "warm-pool-budget-mb", 0, "most memory (MiB, members' ram_mb) all warm pools' targets may hold on this host; targets are cut to fit, the largest pool's demand-sized part first (0: no cap)")
 	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes the caller's token did not make through MCP (docs/mcp.md)")
 	fs.Int64Var(&c.minFreeMB, "min-free-mb", controlplane.DefaultConfig().MinFreeBytes>>20, "free space (MiB) the data dir's filesystem keeps: below it creates and uploads are refused with 507 no_space before anything is made (0: no check)")
 	fs.StringVar(&c.sessionTemplate, "session-template", "", "template of sessions that name none (default: --default-template)")
@@ -257,6 +261,8 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, fmt.Errorf("--role=host (a host driven over RPC, without the store) is not built: run --role=all with the shared --store")
 	case c.role != "all" && c.role != "api":
 		return c, fmt.Errorf("--role must be all or api, not %q", c.role)
+	case c.warmPoolBudgetMB < 0:
+		return c, fmt.Errorf("--warm-pool-budget-mb must be 0 (no cap) or more")
 	case c.role == "api" && c.store.kind != "postgres":
 		return c, fmt.Errorf("--role=api needs --store postgres://…: its sandboxes run on the hosts of the other ptd processes sharing that store")
 	}

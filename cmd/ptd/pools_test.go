@@ -25,6 +25,10 @@ func TestPoolFlags(t *testing.T) {
 		{[]string{"busybox=-1"}, nil, true},
 		{[]string{"busybox=3:2"}, nil, true},
 		{[]string{"busybox=x:2"}, nil, true},
+		{[]string{"busybox=0:3:auto", "busybox@gvisor=1:2"}, poolFlags{"busybox": {MinReady: 0, Max: 3, Auto: true}, "busybox@gvisor": {MinReady: 1, Max: 2}}, false},
+		{[]string{"busybox=1:auto"}, nil, true},   // no max above min_ready
+		{[]string{"busybox=2:2:auto"}, nil, true}, // nothing to size
+		{[]string{"busybox=0:3:aut"}, nil, true},
 	}
 	for _, tc := range tests {
 		got := poolFlags{}

@@ -151,9 +151,11 @@ func serve(ctx context.Context, args []string) error {
 	art.Sweep(ctx, started) // what a crash left of exports
 	sesCfg := sessions.DefaultConfig()
 	sesCfg.Pools, sesCfg.DefaultTemplate = cfg.pools, cfg.sessionTemplate
+	sesCfg.PoolBudgetMB = cfg.warmPoolBudgetMB
 	sesCfg.StopTimeout, sesCfg.Objects = cfg.sessionStopTimeout, cpCfg.Objects
 	ses := sessions.New(sesCfg, st, cp, tn, log.With("component", "sessions"))
 	cp.SetWarmPools(ses.PoolServes)
+	cp.SetWarmDemand(ses.WarmDemand)
 	defer ses.Close() // before the core's: its work drives the core
 	cp.RunReconciler(ctx, cfg.reconcileInterval)
 	cp.FollowRelocations(ctx, feed.Wake)

@@ -5,6 +5,7 @@ package benchkit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,18 +47,35 @@ func Report(name string, ds, baseline []time.Duration) {
 // Client is a minimal REST client (the SDK is measured by its own tests).
 type Client struct{ URL, Token string }
 
-// Do sends one request and returns the status and body.
+// Do sends one request with a JSON body (none when body is nil) and
+// returns the status and body.
 func (c *Client) Do(method, path string, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, c.URL+path, rd)
+	req, err := c.NewRequest(context.Background(), method, path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
+	return Send(req)
+}
+
+// NewRequest is a request to path on the ptd, with the client's token:
+// for the calls Do does not fit (a streamed body or answer, more
+// headers).
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, body)
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	return req, nil
+}
+
+// Send sends req and returns the status and the whole body.
+func Send(req *http.Request) (int, []byte, error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -142,4 +160,42 @@ func (c *Client) EnsureTemplate(slug string) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("template %s never became ready", slug)
+}
+
+// SetPool sets the warm pool of tpl on runtime class rt ("" the server's
+// default) to minReady..max (docs/sessions.md, "Warm pools") and waits
+// until it holds minReady ready sandboxes, or nothing at all for 0.
+func (c *Client) SetPool(tpl, rt string, minReady, max int) error {
+	st, b, err := c.Do("PUT", "/v1/pools/"+tpl, map[string]any{"runtime": rt, "min_ready": minReady, "max": max})
+	if err != nil || st != 200 {
+		return fmt.Errorf("set pool %s@%s: %d %s %v", tpl, rt, st, b, err)
+	}
+	return c.WaitPool(tpl, rt, minReady)
+}
+
+// WaitPool waits until the pool of tpl on runtime class rt ("" any) has n
+// ready sandboxes, or for n 0 holds none, ready or booting.
+func (c *Client) WaitPool(tpl, rt string, n int) error {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, b, err := c.Do("GET", "/v1/pools", nil)
+		if err != nil {
+			return err
+		}
+		var out struct {
+			Pools []struct {
+				Template, Runtime   string
+				Ready, Provisioning int
+			}
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return fmt.Errorf("GET /v1/pools: %w: %s", err, b)
+		}
+		for _, p := range out.Pools {
+			if p.Template == tpl && (rt == "" || p.Runtime == rt) &&
+				((n > 0 && p.Ready >= n) || (n == 0 && p.Ready+p.Provisioning == 0)) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("pool %s@%s never reached %d ready", tpl, rt, n)
 }

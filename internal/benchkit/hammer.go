@@ -20,9 +20,7 @@ func Hammer(hc *http.Client, url, token string, conns int, d time.Duration) ([]t
 	var firstErr error
 	var wg sync.WaitGroup
 	for range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var mine []time.Duration
 			defer func() {
 				mu.Lock()
@@ -51,7 +49,7 @@ func Hammer(hc *http.Client, url, token string, conns int, d time.Duration) ([]t
 				}
 				mine = append(mine, time.Since(t0))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if len(all) == 0 && firstErr == nil {

@@ -41,6 +41,18 @@ func NodeDir(dir, module string) (string, error) {
 	return abs, nil
 }
 
+// StartPtdForNode is NodeDir then StartPtd, for a bench that drives a
+// node SDK: it returns the SDK's dir too. Defer the Daemon's Stop (nil-safe)
+// before checking err.
+func StartPtdForNode(dir, module string, extra ...string) (string, *ptdtest.Daemon, *Client, error) {
+	sdkDir, err := NodeDir(dir, module)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	d, c, err := StartPtd(extra...)
+	return sdkDir, d, c, err
+}
+
 // RunNode runs `node script args...` in dir with env added to this
 // process's environment and its stderr passed through, and returns what
 // it printed: a bench script's JSON timings.
@@ -67,4 +79,13 @@ func Pipes(cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
 		return nil, nil, err
 	}
 	return in, out, nil
+}
+
+// Main is a bench program's main: it runs run and, when it fails, prints
+// the error after the program's name (e.g. "bench/e2b") and exits 1.
+func Main(name string, run func() error) {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }

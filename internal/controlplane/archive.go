@@ -40,7 +40,7 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 			}
 			return sandbox.Sandbox{}, err
 		}
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doArchive(ctx, id) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.doArchive(ctx, id) })
 		return sb, nil
 	}
 }
@@ -50,12 +50,11 @@ func (s *Service) archive(ctx context.Context, p Principal, id string) (sandbox.
 // stopped with its local disk intact and the reason recorded; retrying
 // works, and chunks already uploaded are reused.
 func (s *Service) doArchive(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateArchiving {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateArchiving)
+	if !ok {
 		return
 	}
+	defer unlock()
 	log := s.log.With("sandbox", id)
 	fail := func(err error) {
 		log.ErrorContext(ctx, "archive failed; the local disk is intact", "err", err)
@@ -97,7 +96,7 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 	}
 	old := sb.Archive
 	now := s.now()
-	_, ok, err := s.transition(ctx, id, sandbox.StateArchiving, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
+	_, ok, err = s.transition(ctx, id, sandbox.StateArchiving, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
 		sb.Archive = &sandbox.ArchiveRef{Bucket: s.cfg.ArchiveBucket, ManifestKey: res.Key,
 			SizeBytes: res.Manifest.Size, CreatedAt: now, Complete: true}
 	})
@@ -121,14 +120,12 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 // doUnarchive brings the disk back from the object store, then starts
 // the sandbox. A failure leaves it archived with the reason.
 func (s *Service) doUnarchive(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRestoring {
-		unlock()
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateRestoring)
+	if !ok {
 		return
 	}
 	log := s.log.With("sandbox", id)
-	err = fmt.Errorf("no archive recorded")
+	err := fmt.Errorf("no archive recorded")
 	if ref := sb.Archive; ref != nil && s.cfg.Objects != nil {
 		start := time.Now()
 		_, err = archive.Restore(ctx, s.cfg.Objects, ref.Bucket, ref.ManifestKey, s.host.DiskImagePath(id), archive.RestoreOptions{
@@ -152,7 +149,7 @@ func (s *Service) doUnarchive(ctx context.Context, id string) {
 		})
 		return
 	}
-	_, ok, err := s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateStarting, nil)
+	_, ok, err = s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateStarting, nil)
 	unlock()
 	if err == nil && ok {
 		s.doStart(ctx, id)

@@ -62,7 +62,7 @@ func (s *Service) Backup(ctx context.Context, p Principal, id, name string) (san
 	if err != nil {
 		return sandbox.Snapshot{}, err
 	}
-	s.goBackgroundFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
+	s.bg.GoFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
 	return snap, nil
 }
 

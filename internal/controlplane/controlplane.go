@@ -14,7 +14,6 @@ import (
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/objstore"
-	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/syncs"
@@ -208,9 +207,7 @@ type Service struct {
 	// driven (relocate.go).
 	relocations sync.Map
 
-	ctx    context.Context // cancelled by Close; parent of background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	bg *syncs.Group // background work; Close ends and waits for it
 
 	agentMu sync.Mutex
 	agents  map[string]*agentclient.Client
@@ -218,6 +215,8 @@ type Service struct {
 	// class ("" the default) serves creates (SetWarmPools); nil: every
 	// pool does.
 	warmServes func(ctx context.Context, template, runtime string) bool
+	// warmDemand hears of each create a pool could serve (SetWarmDemand).
+	warmDemand func(ctx context.Context, template, runtime string, warm bool)
 	// claimOwner names this process in the warm claims it makes
 	// (store.MetaPoolClaim), so one a crash left is known as such.
 	claimOwner string
@@ -251,7 +250,6 @@ type Service struct {
 // orgs (projects, tokens, quotas). Call Reconcile once before serving
 // requests.
 func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slog.Logger) *Service {
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Service{
 		claimOwner: randomToken()[:16],
 		cfg:        cfg,
@@ -260,8 +258,7 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 		tenancy:    tn,
 		log:        logger,
 		notify:     &syncs.Notifier{},
-		ctx:        ctx,
-		cancel:     cancel,
+		bg:         syncs.NewGroup(),
 		agents:     map[string]*agentclient.Client{},
 		activity:   map[string]time.Time{},
 		progress:   map[string]sandbox.Progress{},
@@ -275,47 +272,22 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 
 // Close stops background work and waits for it. Sandboxes keep running;
 // the next start reconciles whatever was in flight.
-func (s *Service) Close() {
-	s.cancel()
-	s.wg.Wait()
-}
+func (s *Service) Close() { s.bg.Close() }
 
-// runLoop runs syncs.Loop (or syncs.Every when first is false) on a
-// goroutine owned by the service; it ends with ctx or when the service
-// closes, whichever comes first, and fn's ctx ends with it.
-func (s *Service) runLoop(ctx context.Context, interval time.Duration, first bool, wake func() <-chan struct{}, fn func(context.Context), after func()) {
-	s.goBackground(func(sctx context.Context) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(sctx, cancel) // the service closing ends a run too
-		defer stop()
-		if first {
-			syncs.Loop(ctx, interval, wake, fn)
-		} else {
-			syncs.Every(ctx, interval, fn)
-		}
-		if after != nil {
-			after()
-		}
-	})
-}
-
-// goBackgroundFor runs fn on a goroutine owned by the service, for work a
-// request started: fn's context (the service's, so it outlives the
-// request) carries the request's id, so what the work logs names the
-// request that caused it.
-func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
-	ctx := requestid.Carry(s.ctx, origin)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn(ctx)
-	}()
-}
-
-// goBackground is goBackgroundFor for work no request started.
-func (s *Service) goBackground(fn func(ctx context.Context)) {
-	s.goBackgroundFor(context.Background(), fn)
+// lockIn takes sandbox id's lock and re-reads the sandbox, for the
+// background half of a transition: between the request that queued the
+// work and the work, another request or job may have moved the sandbox
+// on, and the work applies only to one still in state want. When it is
+// not (or cannot be read), ok is false and the lock is already released;
+// otherwise the caller holds it until it calls unlock.
+func (s *Service) lockIn(ctx context.Context, id string, want sandbox.State) (sb sandbox.Sandbox, unlock func(), ok bool) {
+	unlock = s.locks.Lock(id)
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != want {
+		unlock()
+		return sandbox.Sandbox{}, nil, false
+	}
+	return sb, unlock, true
 }
 
 // SkipAgentInit makes the service skip the agent /init call, for tests of
@@ -329,4 +301,13 @@ func (s *Service) Hosts(ctx context.Context, p Principal) []HostInfo {
 		return nil
 	}
 	return []HostInfo{s.host.Info()}
+}
+
+// override sets *dst to *src when src is set: a request's optional field
+// (a pointer) left out keeps the current value (a template's image
+// settings, a sandbox's size).
+func override[T any](dst, src *T) {
+	if src != nil {
+		*dst = *src
+	}
 }

@@ -526,39 +526,21 @@ func (s *Service) settingsFor(pb *pendingBuild, info *hostapi.ImageInfo) store.T
 		set.Workdir = ""
 	}
 	in := pb.req.Settings
-	if in.StartCmd != nil {
-		set.StartCmd = *in.StartCmd
-	}
-	if in.ReadyCmd != nil {
-		set.ReadyCmd = *in.ReadyCmd
-	}
-	if in.ReadyTimeoutMs != nil {
-		set.ReadyTimeoutMs = *in.ReadyTimeoutMs
-	}
+	override(&set.StartCmd, in.StartCmd)
+	override(&set.ReadyCmd, in.ReadyCmd)
+	override(&set.ReadyTimeoutMs, in.ReadyTimeoutMs)
 	for k, v := range in.Env {
 		if set.Env == nil {
 			set.Env = map[string]string{}
 		}
 		set.Env[k] = v
 	}
-	if in.User != nil {
-		set.User = *in.User
-	}
-	if in.Workdir != nil {
-		set.Workdir = *in.Workdir
-	}
-	if in.CPU != nil {
-		set.CPU = *in.CPU
-	}
-	if in.RAMMB != nil {
-		set.RAMMB = *in.RAMMB
-	}
-	if in.DiskGB != nil {
-		set.DiskGB = *in.DiskGB
-	}
-	if in.Runtime != nil {
-		set.Runtime = *in.Runtime
-	}
+	override(&set.User, in.User)
+	override(&set.Workdir, in.Workdir)
+	override(&set.CPU, in.CPU)
+	override(&set.RAMMB, in.RAMMB)
+	override(&set.DiskGB, in.DiskGB)
+	override(&set.Runtime, in.Runtime)
 	if len(set.StartCmd) == 0 {
 		set.StartCmd = nil
 	}

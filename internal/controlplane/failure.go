@@ -79,7 +79,7 @@ func (s *Service) retryCleanup(ctx context.Context, id, what string, fn func() e
 		if i < cleanupAttempts-1 {
 			select {
 			case <-time.After(cleanupBackoff << i):
-			case <-s.ctx.Done():
+			case <-s.bg.Context().Done():
 				return
 			}
 		}

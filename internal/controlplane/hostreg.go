@@ -168,7 +168,7 @@ func (s *Service) recoverLost(ctx context.Context, sb sandbox.Sandbox, lostHost 
 		return
 	}
 	s.log.WarnContext(ctx, "recovering a lost host's sandbox from its backup", "host", lostHost, "sandbox", sb.ID, "backup", bks[0].ID)
-	s.goBackground(func(ctx context.Context) { s.doRestoreSnapshot(ctx, sb.ID) })
+	s.bg.Go(func(ctx context.Context) { s.doRestoreSnapshot(ctx, sb.ID) })
 }
 
 // elsewhere reports whether sb's disk and processes are another host's

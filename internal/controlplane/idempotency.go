@@ -258,7 +258,7 @@ func (s *Service) maybePurgeIdempotency(ctx context.Context) {
 	if !due {
 		return
 	}
-	s.goBackground(func(ctx context.Context) {
+	s.bg.Go(func(ctx context.Context) {
 		n, err := s.store.PurgeIdempotencyKeys(ctx, now)
 		if err != nil {
 			s.log.WarnContext(ctx, "purge idempotency keys", "err", err)

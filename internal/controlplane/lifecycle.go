@@ -53,19 +53,18 @@ func (s *Service) stop(ctx context.Context, p Principal, id, reason string, keep
 			return sandbox.Sandbox{}, err
 		}
 		s.log.InfoContext(ctx, "sandbox stopping", "sandbox", id, "from", from, "reason", reason, "keep_memory", keepMemory)
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.doStop(ctx, id, keepMemory) })
 		return sb, nil
 	}
 }
 
 // doStop freezes (or stops) the sandbox on its host and records stopped.
 func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateStopping {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateStopping)
+	if !ok {
 		return
 	}
+	defer unlock()
 	// Ephemeral sandboxes are deleted when they stop: no point keeping RAM.
 	keep := keepMemory && sb.Retention.Type != sandbox.TypeEphemeral
 	kept, err := s.host.Stop(ctx, id, keep)
@@ -78,7 +77,7 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		return
 	}
 	now := s.now()
-	sb, ok, err := s.transition(ctx, id, sandbox.StateStopping, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
+	sb, ok, err = s.transition(ctx, id, sandbox.StateStopping, sandbox.StateStopped, func(sb *sandbox.Sandbox) {
 		sb.StoppedAt = &now
 	})
 	if err != nil || !ok {
@@ -92,7 +91,7 @@ func (s *Service) doStop(ctx context.Context, id string, keepMemory bool) {
 		return
 	}
 	if s.cfg.StopSnapshots {
-		s.goBackground(func(ctx context.Context) { s.takeStopSnapshot(ctx, id) })
+		s.bg.Go(func(ctx context.Context) { s.takeStopSnapshot(ctx, id) })
 	}
 }
 
@@ -133,7 +132,7 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 				// A second start joins the relocation; here, on its new
 				// host, it also drives it if nothing does yet.
 				if !s.elsewhere(sb) {
-					s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, id) })
+					s.bg.Go(func(ctx context.Context) { s.driveRelocation(ctx, id) })
 				}
 				return sb, &RelocatingError{Sandbox: sb, To: sb.HostID}
 			}
@@ -193,9 +192,9 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 		done := release
 		release = nil // the background start gives it back
 		if sb.State == sandbox.StateRestoring {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doRestoring(ctx, id) })
+			s.bg.GoFor(ctx, func(ctx context.Context) { defer done(); s.doRestoring(ctx, id) })
 		} else {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
+			s.bg.GoFor(ctx, func(ctx context.Context) { defer done(); s.doStart(ctx, id) })
 		}
 		return sb, nil
 	}
@@ -203,12 +202,11 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 
 // doStart thaws or boots the sandbox and records what came back.
 func (s *Service) doStart(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateStarting {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateStarting)
+	if !ok {
 		return
 	}
+	defer unlock()
 	// A sandbox that failed before its first boot (template build, host
 	// start) has no version yet: resolve its template as its create would.
 	var pinned string
@@ -240,7 +238,7 @@ func (s *Service) doStart(ctx context.Context, id string) {
 	} else {
 		ls.Reason = "memory was not kept (stopped past the warm window, under memory pressure, or the host restarted)"
 	}
-	_, ok, err := s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
+	_, ok, err = s.transition(ctx, id, sandbox.StateStarting, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
 		if pinned != "" {
 			sb.TemplateVersionID = pinned
@@ -428,7 +426,7 @@ func (s *Service) coolWarm(ctx context.Context, frozen []sandbox.Sandbox, now ti
 		if !over && now.Sub(stoppedAt(sb)) < s.cfg.WarmWindow {
 			continue
 		}
-		s.goBackground(func(ctx context.Context) {
+		s.bg.Go(func(ctx context.Context) {
 			unlock := s.locks.Lock(sb.ID)
 			defer unlock()
 			if cur, err := s.store.GetSandbox(ctx, "", sb.ID); err != nil || cur.State != sandbox.StateStopped {
@@ -452,5 +450,5 @@ func stoppedAt(sb sandbox.Sandbox) time.Time {
 
 // RunTimers checks timers every TimerInterval until ctx ends.
 func (s *Service) RunTimers(ctx context.Context) {
-	s.runLoop(ctx, s.cfg.TimerInterval, false, nil, s.runTimers, nil)
+	s.bg.Loop(ctx, s.cfg.TimerInterval, false, nil, s.runTimers, nil)
 }

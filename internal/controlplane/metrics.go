@@ -140,12 +140,6 @@ var (
 		"1 when reading the store for this scrape failed.", nil, nil)
 )
 
-var allStates = []sandbox.State{
-	sandbox.StateCreating, sandbox.StateStarting, sandbox.StateRunning, sandbox.StateStopping,
-	sandbox.StateStopped, sandbox.StateArchiving, sandbox.StateArchived, sandbox.StateRestoring,
-	sandbox.StateDeleting, sandbox.StateDeleted, sandbox.StateFailed,
-}
-
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSandboxes
 	ch <- descCapacity
@@ -169,7 +163,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var cpu float64
 	var ram, disk int64
 	counts := map[sandbox.State]int{}
-	for _, st := range allStates {
+	for _, st := range sandbox.AllStates {
 		counts[st] = 0 // a state with none is 0, not a missing series
 	}
 	for _, t := range totals {

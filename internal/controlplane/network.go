@@ -197,12 +197,11 @@ func (s *Service) reapplyNetwork(ctx context.Context, id string) {
 	if !ok {
 		return
 	}
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRunning {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateRunning)
+	if !ok {
 		return
 	}
+	defer unlock()
 	if err := ns.SetNetwork(ctx, id, s.networkSpec(sb)); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		s.log.WarnContext(ctx, "reapply network policy", "sandbox", id, "err", err)
 	}

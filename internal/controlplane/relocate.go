@@ -115,11 +115,11 @@ func (s *Service) FollowRelocations(ctx context.Context, wake func() <-chan stru
 	if !s.RunsSandboxes() {
 		return
 	}
-	s.runLoop(ctx, 5*time.Second, true, wake, func(ctx context.Context) {
+	s.bg.Loop(ctx, 5*time.Second, true, wake, func(ctx context.Context) {
 		if sbs, err := s.store.SandboxesInStates(ctx, sandbox.StateRestoring); err == nil {
 			for _, sb := range s.mine(sbs) {
 				if relocating(sb) {
-					s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
+					s.bg.Go(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
 				}
 			}
 		}

@@ -80,12 +80,8 @@ func (r ResizeRequest) validate(cur sandbox.Sandbox) error {
 // sizes is the cpu and ram_mb cur would have after the resize.
 func (r ResizeRequest) sizes(cur sandbox.Sandbox) (cpu float64, ram int) {
 	cpu, ram = cur.CPU, cur.RAMMB
-	if r.CPU != nil {
-		cpu = *r.CPU
-	}
-	if r.RAMMB != nil {
-		ram = *r.RAMMB
-	}
+	override(&cpu, r.CPU)
+	override(&ram, r.RAMMB)
 	return cpu, ram
 }
 
@@ -93,9 +89,7 @@ func (r ResizeRequest) sizes(cur sandbox.Sandbox) (cpu float64, ram int) {
 // whose next start boots at them).
 func (r ResizeRequest) apply(sb *sandbox.Sandbox) {
 	sb.CPU, sb.RAMMB = r.sizes(*sb)
-	if r.DiskGB != nil {
-		sb.DiskGB = *r.DiskGB
-	}
+	override(&sb.DiskGB, r.DiskGB)
 }
 
 // headroom is the live-resize room a boot records: the plan limits, and

@@ -403,7 +403,7 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	sb.Version = 1
-	s.goBackgroundFor(ctx, func(ctx context.Context) { s.provision(ctx, sb.ID) })
+	s.bg.GoFor(ctx, func(ctx context.Context) { s.provision(ctx, sb.ID) })
 	return s.created(ctx, sb), nil
 }
 
@@ -586,7 +586,7 @@ func (s *Service) deleteWithReason(ctx context.Context, id, reason string) (sand
 			return sandbox.Sandbox{}, err
 		}
 		s.log.InfoContext(ctx, "sandbox deleting", "sandbox", id, "reason", reason)
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.teardown(ctx, id) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.teardown(ctx, id) })
 		return sb, nil
 	}
 }
@@ -834,9 +834,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.failInterruptedTemplateBuilds(ctx); err != nil {
 		return fmt.Errorf("reconcile template builds: %w", err)
 	}
-	s.goBackground(s.sweepUploads)
+	s.bg.Go(s.sweepUploads)
 	s.reconcileSnapshots(ctx)
-	s.oomOnce.Do(func() { s.goBackground(s.reportOOM) })
+	s.oomOnce.Do(func() { s.bg.Go(s.reportOOM) })
 	checks, err := s.reconcilePass(ctx, true)
 	if err != nil {
 		return err
@@ -844,7 +844,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	// Checking (and on a host reboot, booting) every running sandbox can
 	// take a while: start-up does not wait for it. The sweep of what no
 	// live record owns follows the checks.
-	s.goBackground(func(ctx context.Context) {
+	s.bg.Go(func(ctx context.Context) {
 		s.runChecks(ctx, checks)
 		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "sweep", "err", err)
@@ -879,30 +879,30 @@ func (s *Service) reconcilePass(ctx context.Context, startup bool) ([]func(conte
 		switch sb.State {
 		case sandbox.StateStarting:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.doStart(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.doStart(ctx, sb.ID) })
 			}
 		case sandbox.StateStopping:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.doStop(ctx, sb.ID, true) })
+				s.bg.Go(func(ctx context.Context) { s.doStop(ctx, sb.ID, true) })
 			}
 		case sandbox.StateArchiving:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.doArchive(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.doArchive(ctx, sb.ID) })
 			}
 		case sandbox.StateRestoring:
 			switch {
 			case relocating(sb):
 				// Moved here by another host (relocate.go): at once.
-				s.goBackground(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.driveRelocation(ctx, sb.ID) })
 			case stuck:
-				s.goBackground(func(ctx context.Context) { s.doRestoring(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.doRestoring(ctx, sb.ID) })
 			}
 		case sandbox.StateCreating:
 			if stuck {
-				s.goBackground(func(ctx context.Context) { s.provision(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.provision(ctx, sb.ID) })
 			}
 		case sandbox.StateDeleting:
-			s.goBackground(func(ctx context.Context) { s.teardown(ctx, sb.ID) })
+			s.bg.Go(func(ctx context.Context) { s.teardown(ctx, sb.ID) })
 		case sandbox.StateRunning:
 			checks = append(checks, func(ctx context.Context) {
 				if startup {
@@ -947,12 +947,11 @@ func (s *Service) runChecks(ctx context.Context, checks []func(context.Context))
 // ensureRunning restarts a sandbox recorded as running whose container is
 // gone (host reboot, runtime crash) on its own disk.
 func (s *Service) ensureRunning(ctx context.Context, id string) {
-	unlock := s.locks.Lock(id)
-	defer unlock()
-	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRunning {
+	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateRunning)
+	if !ok {
 		return
 	}
+	defer unlock()
 	if s.host.Running(ctx, id) {
 		s.watchOOM(sb) // covers sandboxes a previous ptd started
 		return
@@ -991,7 +990,7 @@ func (s *Service) ensureRunning(ctx context.Context, id string) {
 // passes never pile up on a slow host, and a tick missed meanwhile is
 // dropped rather than queued.
 func (s *Service) RunReconciler(ctx context.Context, interval time.Duration) {
-	s.runLoop(ctx, interval, false, nil, func(ctx context.Context) {
+	s.bg.Loop(ctx, interval, false, nil, func(ctx context.Context) {
 		checks, err := s.reconcilePass(ctx, false)
 		if err != nil {
 			s.log.WarnContext(ctx, "reconcile", "err", err)

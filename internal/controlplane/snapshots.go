@@ -253,7 +253,7 @@ func (s *Service) restore(ctx context.Context, p Principal, id, snapID string) (
 			return sandbox.Sandbox{}, err
 		}
 		s.log.InfoContext(ctx, "sandbox restoring from snapshot", "sandbox", id, "snapshot", snapID)
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.doRestoreSnapshot(ctx, id) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.doRestoreSnapshot(ctx, id) })
 		return sb, nil
 	}
 }
@@ -580,7 +580,7 @@ func (s *Service) fork(ctx context.Context, p Principal, id string, r ForkReques
 		made = append(made, sb.ID)
 		res.Sandboxes = append(res.Sandboxes, sb)
 	}
-	s.goBackground(func(ctx context.Context) { s.dropWhenProvisioned(ctx, snap, made) })
+	s.bg.Go(func(ctx context.Context) { s.dropWhenProvisioned(ctx, snap, made) })
 	s.log.InfoContext(ctx, "sandbox forked", "sandbox", id, "count", len(made), "memory", snap.Memory)
 	return res, nil
 }
@@ -619,7 +619,7 @@ func (s *Service) reconcileSnapshots(ctx context.Context) {
 			continue
 		}
 		if snap.Kind == sandbox.KindBackup {
-			s.goBackgroundFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
+			s.bg.GoFor(ctx, func(ctx context.Context) { s.doBackup(ctx, snap.ID) })
 			continue
 		}
 		if snapper != nil {
@@ -633,7 +633,7 @@ func (s *Service) reconcileSnapshots(ctx context.Context) {
 // like a complete archive, it extends a platform deletion's retention
 // (90 days, docs/lifecycle.md). Only ready backups count.
 func (s *Service) hasCompleteBackup(sb sandbox.Sandbox) bool {
-	l, err := s.store.ListSnapshots(s.ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,
+	l, err := s.store.ListSnapshots(s.bg.Context(), store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID,
 		Kind: sandbox.KindBackup, State: sandbox.SnapshotReady})
 	return err == nil && len(l) > 0
 }

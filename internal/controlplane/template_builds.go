@@ -189,7 +189,7 @@ func (s *Service) startTemplateBuild(ctx context.Context, pb *pendingBuild) {
 	s.builds.mu.Lock()
 	s.builds.logs[pb.rec.ID] = lg
 	s.builds.mu.Unlock()
-	s.goBackgroundFor(ctx, func(ctx context.Context) {
+	s.bg.GoFor(ctx, func(ctx context.Context) {
 		defer func() {
 			s.builds.mu.Lock()
 			delete(s.builds.logs, pb.rec.ID)

@@ -103,7 +103,7 @@ func (t *templates) startBuild(slug string, force bool) <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	t.building[slug] = ch
-	t.s.goBackground(func(ctx context.Context) {
+	t.s.bg.Go(func(ctx context.Context) {
 		defer func() {
 			t.mu.Lock()
 			delete(t.building, slug)

@@ -292,7 +292,7 @@ func (s *Service) deliverHangups(id string, ag *agentclient.Client) {
 	if len(owed) == 0 {
 		return
 	}
-	s.goBackground(func(context.Context) {
+	s.bg.Go(func(context.Context) {
 		var wg sync.WaitGroup
 		for _, h := range owed {
 			wg.Add(1)

@@ -171,11 +171,7 @@ func TestSetTTL(t *testing.T) {
 func TestKillIdempotent(t *testing.T) {
 	s := newTTLService(t, &fakeHost{}, nil)
 	ctx := context.Background()
-	sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	sb := running(t, s, CreateRequest{Template: "busybox"})
 	for i := range 2 {
 		got, err := s.Kill(ctx, org, sb.ID)
 		if err != nil {
@@ -312,11 +308,7 @@ func TestStatusRunningWhileCommandInFlight(t *testing.T) {
 func TestTemplateVersionsPinAndRebuild(t *testing.T) {
 	s := newTTLService(t, &fakeHost{}, nil)
 	ctx := context.Background()
-	first, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ = s.WaitFor(ctx, org, first.ID, sandbox.StateRunning, 5*time.Second)
+	first := running(t, s, CreateRequest{Template: "busybox"})
 	v1 := first.TemplateVersionID
 	if first.TemplateVersion != 1 {
 		t.Errorf("first sandbox template_version = %d, want 1", first.TemplateVersion)

@@ -17,9 +17,9 @@ import (
 // sandboxes instead of booting one, when nothing it asks for needs a boot
 // of its own. The sandbox is handed over with the caller's own record —
 // org, project, parent, name, env, metadata, retention, TTL, secrets,
-// network policy, the caller's cpu and ram_mb, a disk grown to the
-// caller's disk_gb — so that nothing the caller can observe differs from
-// a cold create but the speed and Start.
+// network policy, SSH keys, the caller's cpu and ram_mb, a disk grown to
+// the caller's disk_gb — so that nothing the caller can observe differs
+// from a cold create but the speed and Start.
 //
 // A claim goes in steps so that no two creates ever share a sandbox and a
 // half-done claim is never handed out: reserve the pooled sandbox (its
@@ -44,13 +44,16 @@ const warmCandidates = 8
 
 // warmEligible reports whether want (a create's record, not yet stored,
 // its secrets sealed and its network policy resolved) may be served from
-// a warm pool: nothing in it needs a boot of its own. SSH keys and GPUs
-// are applied at boot; a sandbox made from a snapshot or an org's own
-// template has no pool. A network policy and secrets are applied to the
+// a warm pool: nothing in it needs a boot of its own. GPUs are handed to
+// the runtime at boot; a sandbox made from a snapshot or an org's own
+// template has no pool. SSH keys are not in the guest at all: they live
+// only in the record, where the SSH gateway looks them up at each login
+// (SSHLogin, docs/terminal.md), so the adopted record carries them as a
+// cold create's does. A network policy and secrets are applied to the
 // claimed sandbox in place, so they need a host that can do that
 // (NetworkSetter); without one they boot cold.
 func (s *Service) warmEligible(p Principal, r CreateRequest, want sandbox.Sandbox, fromSnapshot, orgTemplate bool) bool {
-	if p.OrgID == PoolOrgID || r.platformMetadata || fromSnapshot || orgTemplate || len(want.SSHKeys) > 0 || want.GPUs > 0 {
+	if p.OrgID == PoolOrgID || r.platformMetadata || fromSnapshot || orgTemplate || want.GPUs > 0 {
 		return false
 	}
 	if _, ok := s.host.(NetworkSetter); !ok && needsNetwork(want) {
@@ -87,6 +90,9 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 		Metadata: map[string]string{store.MetaPool: store.PoolKey(want.Template, class), store.MetaPoolReady: "1"},
 	})
 	if err != nil || len(cands) == 0 {
+		if err == nil {
+			s.noteWarmDemand(ctx, want.Template, class, false) // cold: the pool had none ready
+		}
 		return sandbox.Sandbox{}, false, nil
 	}
 	version := want.TemplateVersionID
@@ -109,6 +115,7 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 		crashpoint.Hit("warm.reserved") // out of the pool, not yet the caller's
 		out, err := s.adoptPooled(ctx, reserved, want, secrets)
 		if err == nil {
+			s.noteWarmDemand(ctx, want.Template, class, true)
 			return out, true, nil
 		}
 		s.DeleteWithReason(context.WithoutCancel(ctx), reserved.ID, "pool_discarded")

@@ -2,14 +2,19 @@ package controlplane
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -436,5 +441,89 @@ func TestWarmCreateSizes(t *testing.T) {
 				t.Errorf("read back: %+v %v", rb, err)
 			}
 		})
+	}
+}
+
+// TestWarmCreateSSHKeys: a create with ssh_keys is served warm — the keys
+// live only in the record, where the SSH gateway looks them up at each
+// login (SSHLogin), so the claimed sandbox takes them with the rest of the
+// caller's record, as a cold create of the same body stores them — and a
+// key logs in only to the sandbox that was created with it. A create with
+// gpus still boots cold: the runtime gets GPUs at boot.
+func TestWarmCreateSSHKeys(t *testing.T) {
+	ctx := context.Background()
+	h := &fakeHost{GPUs: []GPU{{Index: 0, Model: "NVIDIA A100-SXM4-40GB", Device: "/dev/nvidia0", CDIDevice: "nvidia.com/gpu=0"}}}
+	s, st := newTestService(t, h)
+	newKey := func() (ssh.PublicKey, string) {
+		p, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := ssh.NewPublicKey(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pub, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+	}
+	key, line := newKey()
+	otherKey, otherLine := newKey()
+
+	pooled := pooledSandbox(t, s, st)
+	other := pooledSandbox(t, s, st)
+	warm, err := s.Create(ctx, org, CreateRequest{Template: "busybox", SSHKeys: []string{line + " me@laptop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (warm.ID != pooled.ID && warm.ID != other.ID) || warm.Start != sandbox.StartWarm || !slices.Equal(warm.SSHKeys, []string{line}) {
+		t.Fatalf("create with ssh_keys = %s %s %q, want a pooled sandbox, warm, with the key (no comment)", warm.ID, warm.Start, warm.SSHKeys)
+	}
+	warm2, err := s.Create(ctx, org, CreateRequest{Template: "busybox", SSHKeys: []string{otherLine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm2.Start != sandbox.StartWarm || warm2.ID == warm.ID {
+		t.Fatalf("second create with ssh_keys = %s %s, want the other pooled sandbox, warm", warm2.ID, warm2.Start)
+	}
+	cold, err := s.Create(ctx, org, CreateRequest{Template: "busybox", SSHKeys: []string{line + " me@laptop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cold.Start != sandbox.StartCold {
+		t.Fatalf("create with an empty pool: start %s, want cold", cold.Start)
+	}
+	if got, err := s.Get(ctx, org, warm.ID, false); err != nil || !slices.Equal(got.SSHKeys, cold.SSHKeys) {
+		t.Errorf("stored keys: warm %q (%v), cold %q", got.SSHKeys, err, cold.SSHKeys)
+	}
+
+	for _, tc := range []struct {
+		name string
+		id   string
+		key  ssh.PublicKey
+		ok   bool
+	}{
+		{"its own key", warm.ID, key, true},
+		{"the other warm sandbox's own key", warm2.ID, otherKey, true},
+		{"the other warm sandbox's key", warm.ID, otherKey, false},
+		{"a key given to another sandbox", warm2.ID, key, false},
+	} {
+		p, err := s.SSHLogin(ctx, tc.id, tc.key)
+		switch {
+		case tc.ok && (err != nil || p.OrgID != org.OrgID || p.ProjectID == ""):
+			t.Errorf("%s: login %+v, %v; want the caller's org and project", tc.name, p, err)
+		case !tc.ok && !errors.Is(err, sandbox.ErrUnauthenticated):
+			t.Errorf("%s: login %+v, %v; want refused", tc.name, p, err)
+		}
+	}
+
+	p := pooledSandbox(t, s, st)
+	gpu, err := s.Create(ctx, org, CreateRequest{Template: "busybox", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gpu.ID == p.ID || gpu.Start != sandbox.StartCold || gpu.GPUs != 1 {
+		t.Errorf("create with gpus = %s %s %d, want cold", gpu.ID, gpu.Start, gpu.GPUs)
+	}
+	if back, err := st.GetSandbox(ctx, PoolOrgID, p.ID); err != nil || back.Metadata[store.MetaPoolReady] != "1" {
+		t.Errorf("the pool lost its sandbox to a create with gpus: %v %+v", err, back.Metadata)
 	}
 }

@@ -208,6 +208,18 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// pollDeliveries reads webhook whID's deliveries every 10 ms until there
+// is exactly one and done accepts it, or within runs out, and returns the
+// last read: delivery runs on the service's own goroutines.
+func pollDeliveries(ctx context.Context, s *Service, whID string, within time.Duration, done func(store.Delivery) bool) []store.Delivery {
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		ds, _ := s.WebhookDeliveries(ctx, org, whID, 0)
+		if (len(ds) == 1 && done(ds[0])) || time.Now().After(deadline) {
+			return ds
+		}
+	}
+}
+
 func TestWebhookDeliveryRetriesAndSigns(t *testing.T) {
 	s, _ := newTestService(t)
 	s.cfg.AllowPrivate = true
@@ -255,13 +267,7 @@ func TestWebhookDeliveryRetriesAndSigns(t *testing.T) {
 			t.Errorf("signature %d = %q, want %q", i, rcv.sigs[i], want)
 		}
 	}
-	var ds []store.Delivery
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		ds, _ = s.WebhookDeliveries(ctx, org, wh.ID, 0)
-		if len(ds) == 1 && ds[0].Status == store.DeliveryDelivered {
-			break
-		}
-	}
+	ds := pollDeliveries(ctx, s, wh.ID, 10*time.Second, func(d store.Delivery) bool { return d.Status == store.DeliveryDelivered })
 	if len(ds) != 1 || ds[0].Status != store.DeliveryDelivered || ds[0].Attempts != 3 || ds[0].LastStatus != 204 {
 		t.Errorf("deliveries = %+v", ds)
 	}
@@ -282,13 +288,7 @@ func TestWebhookGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 	s.Run(ctx)
 	s.store.AddEvent(ctx, "org_a", "sbx_1", "hello", nil)
-	var ds []store.Delivery
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		ds, _ = s.WebhookDeliveries(ctx, org, wh.ID, 0)
-		if len(ds) == 1 && ds[0].Status == store.DeliveryFailed {
-			break
-		}
-	}
+	ds := pollDeliveries(ctx, s, wh.ID, 20*time.Second, func(d store.Delivery) bool { return d.Status == store.DeliveryFailed })
 	if len(ds) != 1 || ds[0].Status != store.DeliveryFailed || ds[0].Attempts != 3 || ds[0].LastStatus != 503 {
 		t.Fatalf("deliveries = %+v", ds)
 	}
@@ -342,14 +342,8 @@ func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
 	}
 	s1.Run(ctx)
 	s1.store.AddEvent(ctx, "org_a", "sbx_1", "hello", nil)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ds, _ := s1.WebhookDeliveries(ctx, org, wh.ID, 0)
-		if len(ds) == 1 && ds[0].Attempts == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("first attempt never recorded: %+v", ds)
-		}
+	if ds := pollDeliveries(ctx, s1, wh.ID, 10*time.Second, func(d store.Delivery) bool { return d.Attempts == 1 }); len(ds) != 1 || ds[0].Attempts != 1 {
+		t.Fatalf("first attempt never recorded: %+v", ds)
 	}
 	s1.Close()
 	st1.Close()
@@ -362,13 +356,8 @@ func TestWebhookDeliveryResumesAfterRestart(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pending delivery was not sent after the restart")
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		ds, _ := s2.WebhookDeliveries(ctx, org, wh.ID, 0)
-		if len(ds) == 1 && ds[0].Status == store.DeliveryDelivered && ds[0].Attempts == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deliveries after restart: %+v", ds)
-		}
+	delivered := func(d store.Delivery) bool { return d.Status == store.DeliveryDelivered && d.Attempts == 2 }
+	if ds := pollDeliveries(ctx, s2, wh.ID, 10*time.Second, delivered); len(ds) != 1 || !delivered(ds[0]) {
+		t.Fatalf("deliveries after restart: %+v", ds)
 	}
 }

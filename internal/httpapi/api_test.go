@@ -131,7 +131,10 @@ func serveLogged(t *testing.T, h controlplane.Host, tune func(*controlplane.Conf
 	return srv
 }
 
-func call(t *testing.T, srv *httptest.Server, tok, method, path, body string) (*http.Response, map[string]any) {
+// send makes one request as tok's caller and returns the answer unread
+// (the caller closes its body): call reads it as one JSON document,
+// streaming tests read it as it comes.
+func send(t *testing.T, srv *httptest.Server, tok, method, path, body string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -139,6 +142,12 @@ func call(t *testing.T, srv *httptest.Server, tok, method, path, body string) (*
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+func call(t *testing.T, srv *httptest.Server, tok, method, path, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	resp := send(t, srv, tok, method, path, body)
 	defer resp.Body.Close()
 	var m map[string]any
 	json.NewDecoder(resp.Body).Decode(&m)

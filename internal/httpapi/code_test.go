@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -209,23 +208,14 @@ func TestRunCodeRelays(t *testing.T) {
 	srv := serveCode(t, fake)
 	id := running(t, srv, controlplane.CodeInterpreterTemplate)
 
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/sandboxes/"+id+"/code", strings.NewReader(`{"code":"x","env":{"K":"v"},"cwd":"/tmp","timeout_ms":5}`))
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/code", `{"code":"x","env":{"K":"v"},"cwd":"/tmp","timeout_ms":5}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" || resp.Header.Get("X-Execution-Id") != "exec_0123" {
 		t.Fatalf("stream: %d %v", resp.StatusCode, resp.Header)
 	}
 	var types []string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	evs, _ := readNDJSON(t, resp.Body)
+	for _, ev := range evs {
 		types = append(types, ev["type"].(string))
 	}
 	if got := strings.Join(types, ","); got != "stdout,stderr,stdout,result,result,error,end" {
@@ -376,23 +366,14 @@ func TestCollectCode(t *testing.T) {
 func TestRunCodeCutAnswerEndsWithAnError(t *testing.T) {
 	srv := serveCode(t, &fakeCodeServer{})
 	id := running(t, srv, controlplane.CodeInterpreterTemplate)
-	req, _ := http.NewRequest("POST", srv.URL+"/v1/sandboxes/"+id+"/code", strings.NewReader(`{"code":"x","context_id":"ctx_cut"}`))
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, srv, "tok", "POST", "/v1/sandboxes/"+id+"/code", `{"code":"x","context_id":"ctx_cut"}`)
 	defer resp.Body.Close()
 	var got []string
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+	evs, err := readNDJSON(t, resp.Body)
+	for _, ev := range evs {
 		got = append(got, fmt.Sprintf("%v/%v/%v/%v", ev["type"], ev["name"], ev["status"], ev["execution_id"]))
 	}
-	if err := sc.Err(); err != nil || resp.StatusCode != 200 ||
+	if err != nil || resp.StatusCode != 200 ||
 		strings.Join(got, ",") != "stdout/<nil>/<nil>/<nil>,error/CodeInterpreterLost/<nil>/<nil>,end/<nil>/error/exec_cut" {
 		t.Errorf("stream: %d %q %v", resp.StatusCode, got, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +19,7 @@ func TestEventStreamEndsAtShutdown(t *testing.T) {
 	st, _, api := newEventsStack(t, &slowHost{release: make(chan struct{})}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	srv := serveAPI(t, api) // closed before the control plane
 
-	req, _ := http.NewRequest("GET", srv.URL+"/v1/events?heartbeat_ms=100", nil)
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, srv, "tok", "GET", "/v1/events?heartbeat_ms=100", "")
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))

@@ -24,6 +24,10 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 	if err != nil {
 		return err
 	}
+	sizing, err := a.poolSizing(r)
+	if err != nil {
+		return err
+	}
 	rows := []map[string]any{}
 	for _, h := range a.cp.Hosts(r.Context(), p) {
 		classes := []map[string]any{}
@@ -54,9 +58,12 @@ func (a *API) hosts(w http.ResponseWriter, r *http.Request, p controlplane.Princ
 		}
 		warm := []map[string]any{}
 		for _, hp := range pools[h.ID] {
-			warm = append(warm, map[string]any{"template": hp.Template, "runtime": hp.Runtime, "ready": hp.Ready, "provisioning": hp.Provisioning})
+			wp := map[string]any{"template": hp.Template, "runtime": hp.Runtime, "ready": hp.Ready, "provisioning": hp.Provisioning}
+			maps.Copy(wp, sizing[hp.Template+"@"+hp.Runtime])
+			warm = append(warm, wp)
 		}
-		row := map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS, "gpus": gpus, "warm_pools": warm}
+		row := map[string]any{"id": h.ID, "runtime_classes": classes, "lxcfs": h.LXCFS, "gpus": gpus, "warm_pools": warm,
+			"warm_pool_budget_mb": a.ses.PoolBudgetMB()}
 		if h.GPUDriver != "" {
 			row["gpu_driver"] = h.GPUDriver
 		}
@@ -101,4 +108,20 @@ func (a *API) undrainHost(w http.ResponseWriter, r *http.Request, p controlplane
 
 func (a *API) setHostDrain(w http.ResponseWriter, r *http.Request, p controlplane.Principal, drain bool) error {
 	return respond(w, http.StatusOK, hostStateView)(a.cp.DrainHost(r.Context(), p, r.PathValue("id"), drain))
+}
+
+// poolSizing is each pool's auto and target (docs/sessions.md,
+// "Demand-sized pools") by TEMPLATE@CLASS, for the warm pools a host row
+// lists: as this process computes them, the one whose refill and budget
+// its host's pools follow.
+func (a *API) poolSizing(r *http.Request) (map[string]map[string]any, error) {
+	all, err := a.ses.Pools(r.Context(), controlplane.Principal{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]map[string]any, len(all))
+	for _, ps := range all {
+		out[ps.Template+"@"+ps.Runtime] = map[string]any{"auto": ps.Auto, "target": ps.Target}
+	}
+	return out, nil
 }

@@ -252,19 +252,22 @@ func TestProcessStreamEvents(t *testing.T) {
 // streamCall reads an NDJSON answer to its end.
 func streamCall(t *testing.T, srv *httptest.Server, method, path, body string) []map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := send(t, srv, "tok", method, path, body)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%s %s: %d %s %s", method, path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
+	out, _ := readNDJSON(t, resp.Body)
+	return out
+}
+
+// readNDJSON decodes an NDJSON answer to its end, a map a line. A line
+// that is not JSON fails the test; the error is the read's (a cut stream).
+func readNDJSON(t *testing.T, r io.Reader) ([]map[string]any, error) {
+	t.Helper()
 	var out []map[string]any
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		var m map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
@@ -272,5 +275,5 @@ func streamCall(t *testing.T, srv *httptest.Server, method, path, body string) [
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, sc.Err()
 }

@@ -78,6 +78,17 @@ func waitParams(r *http.Request, allowed ...sandbox.State) (sandbox.State, time.
 	return st, timeout, nil
 }
 
+// makeParams reads what the calls that make sandboxes (create, restore,
+// fork) take: the wait parameters, which can only wait for running, then
+// the JSON body into v, as decodeJSON reads it.
+func makeParams(r *http.Request, v any, allowEmpty bool) (sandbox.State, time.Duration, error) {
+	wait, timeout, err := waitParams(r, sandbox.StateRunning)
+	if err != nil {
+		return "", 0, err
+	}
+	return wait, timeout, decodeJSON(r, v, allowEmpty)
+}
+
 func joinStates(ss []sandbox.State) string {
 	out := ""
 	for i, s := range ss {
@@ -90,12 +101,9 @@ func joinStates(ss []sandbox.State) string {
 }
 
 func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wait, timeout, err := waitParams(r, sandbox.StateRunning)
-	if err != nil {
-		return err
-	}
 	var b createBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	wait, timeout, err := makeParams(r, &b, false)
+	if err != nil {
 		return err
 	}
 	if b.Wait {
@@ -142,11 +150,7 @@ func (a *API) createSandbox(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	if wait == "" {
-		writeJSON(w, http.StatusCreated, a.view(sb))
-		return nil
-	}
-	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated)
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusCreated, http.StatusCreated)
 }
 
 // checkRegion refuses a create for a region other than this ptd's: a
@@ -168,9 +172,15 @@ func (a *API) checkRegion(name string) error {
 		extra: map[string]any{"field": "region", "regions": append([]string{}, known...)}}
 }
 
-// waitAndWrite waits for target and answers okStatus with the record, or
+// waitAndWrite is the tail of the calls that take wait parameters: with
+// no target (no wait asked for) it answers nowStatus with the record at
+// once; else it waits for target and answers okStatus with the record, or
 // 202 with wait_timed_out and Retry-After when the wait runs out.
-func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State, timeout time.Duration, okStatus int) error {
+func (a *API) waitAndWrite(w http.ResponseWriter, r *http.Request, p controlplane.Principal, sb sandbox.Sandbox, target sandbox.State, timeout time.Duration, nowStatus, okStatus int) error {
+	if target == "" {
+		writeJSON(w, nowStatus, a.view(sb))
+		return nil
+	}
 	got, reached, err := a.cp.WaitFor(r.Context(), p, sb.ID, target, timeout)
 	if err != nil {
 		return err
@@ -336,14 +346,10 @@ func (a *API) lifecycleCall(call func(ctx context.Context, p controlplane.Princi
 		if err != nil {
 			return err
 		}
-		if wait == "" {
-			writeJSON(w, http.StatusOK, a.view(sb))
-			return nil
-		}
 		if timeout > 0 {
 			timeout = max(time.Until(deadline), time.Millisecond)
 		}
-		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+		return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK, http.StatusOK)
 	}
 }
 

@@ -220,6 +220,9 @@ type poolBody struct {
 	// Runtime is the pool's runtime class; empty (or absent) is the
 	// default class. The query's runtime says the same.
 	Runtime string `json:"runtime"`
+	// Auto sizes the pool from demand between min_ready and max
+	// (docs/sessions.md, "Demand-sized pools"); absent is off.
+	Auto bool `json:"auto"`
 }
 
 type poolView struct {
@@ -230,11 +233,19 @@ type poolView struct {
 	Ready        int    `json:"ready"`
 	Provisioning int    `json:"provisioning"`
 	Source       string `json:"source"`
+	// Auto, Target (the live sandboxes the refill keeps now), Demand
+	// (claims in the demand window) and RefillMs (the refill time the
+	// target assumed): docs/sessions.md, "Demand-sized pools".
+	Auto     bool  `json:"auto"`
+	Target   int   `json:"target"`
+	Demand   int   `json:"demand"`
+	RefillMs int64 `json:"refill_ms"`
 }
 
 func toPoolView(ps sessions.PoolStatus) poolView {
 	return poolView{Template: ps.Template, Runtime: ps.Runtime, MinReady: ps.MinReady, Max: ps.Max, Ready: ps.Ready,
-		Provisioning: ps.Provisioning, Source: ps.Source}
+		Provisioning: ps.Provisioning, Source: ps.Source,
+		Auto: ps.Auto, Target: ps.Target, Demand: ps.Demand, RefillMs: ps.RefillTime.Milliseconds()}
 }
 
 func (a *API) listPools(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -260,5 +271,6 @@ func (a *API) setPool(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 		}
 		class = q
 	}
-	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPool(r.Context(), p, r.PathValue("template"), class, *b.MinReady, mx))
+	size := sessions.PoolSize{MinReady: *b.MinReady, Max: mx, Auto: b.Auto}
+	return respond(w, http.StatusOK, toPoolView)(a.ses.SetPoolSize(r.Context(), p, r.PathValue("template"), class, size))
 }

@@ -79,23 +79,16 @@ type restoreBody struct {
 }
 
 func (a *API) restoreSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wait, timeout, err := waitParams(r, sandbox.StateRunning)
-	if err != nil {
-		return err
-	}
 	var b restoreBody
-	if err := decodeJSON(r, &b, false); err != nil {
+	wait, timeout, err := makeParams(r, &b, false)
+	if err != nil {
 		return err
 	}
 	sb, err := a.cp.Restore(r.Context(), p, r.PathValue("id"), b.SnapshotID)
 	if err != nil {
 		return err
 	}
-	if wait == "" {
-		writeJSON(w, http.StatusAccepted, a.view(sb))
-		return nil
-	}
-	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusOK)
+	return a.waitAndWrite(w, r, p, sb, wait, timeout, http.StatusAccepted, http.StatusOK)
 }
 
 type forkBody struct {
@@ -116,12 +109,9 @@ type forkView struct {
 }
 
 func (a *API) fork(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	wait, timeout, err := waitParams(r, sandbox.StateRunning)
-	if err != nil {
-		return err
-	}
 	var b forkBody
-	if err := decodeJSON(r, &b, true); err != nil {
+	wait, timeout, err := makeParams(r, &b, true)
+	if err != nil {
 		return err
 	}
 	req := controlplane.ForkRequest{Count: 1, Metadata: b.Metadata}

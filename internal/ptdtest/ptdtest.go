@@ -203,15 +203,14 @@ func Start(o Options) (*Daemon, error) {
 		}
 	}
 	d.URL = "http://" + addr
-	// The preview, SSH and metrics listeners.
+	// The preview proxy's, SSH gateway's and metrics listeners.
 	var paddr, maddr string
 	for _, a := range []*string{&paddr, &d.SSHAddr, &maddr} {
 		if *a, err = FreeAddr(); err != nil {
 			return d, err
 		}
 	}
-	d.PreviewURL = "http://" + paddr
-	d.MetricsURL = "http://" + maddr
+	d.PreviewURL, d.MetricsURL = "http://"+paddr, "http://"+maddr
 	d.args = []string{"serve", "--listen", addr, "--data-dir", d.DataDir,
 		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}
 	if o.Store == "" {
@@ -427,10 +426,35 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	}
 	code := m.Run()
 	if code != 0 {
-		lines := strings.Split(d.Log(), "\n")
-		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, Tail(d.Log(), 40))
 	}
 	return code
+}
+
+// Tail is the last n lines of s (a ptd's log).
+func Tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// StartTest starts a ptd with o for one test: stopped and reset when t
+// ends, the last logLines lines of its log printed first when t failed
+// (none for 0). A start that fails fails t.
+func StartTest(t testing.TB, o Options, logLines int) *Daemon {
+	t.Helper()
+	d, err := Start(o)
+	t.Cleanup(func() {
+		if logLines > 0 && t.Failed() && d != nil {
+			t.Logf("ptd log tail:\n%s", Tail(d.Log(), logLines))
+		}
+		if err := d.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // StartAdmission starts a second ptd for t, stopped and reset when t

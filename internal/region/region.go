@@ -145,9 +145,11 @@ func (r *Router) peer(name string) (Peer, bool) {
 const maxCreateBody = 1 << 20
 
 // create sends a create naming a peer region there whole (token and
-// Idempotency-Key included). One naming this region, none, or a region
-// nobody knows is served here: the API makes it, or refuses an unknown
-// region (400 unknown_region) before anything is made.
+// Idempotency-Key included), and so one naming no region whose
+// parent_id only a peer region has: a child lives in its parent's
+// region. One naming this region, none, or a region nobody knows is
+// served here: the API makes it, or refuses an unknown region (400
+// unknown_region) or parent (404) before anything is made.
 func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Handler) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
 	req.Body.Close()
@@ -157,11 +159,19 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 		return
 	}
 	var want struct {
-		Region string `json:"region"`
+		Region   string `json:"region"`
+		ParentID string `json:"parent_id"`
 	}
 	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
 	p, ok := r.peer(want.Region)
-	if !ok || want.Region == r.self {
+	if want.Region == "" && want.ParentID != "" {
+		var down string
+		if p, ok, down = r.ownerOf(req, want.ParentID); down != "" {
+			writeUnavailable(w, req, down, "parent "+want.ParentID+" is not in this region and region "+down+" does not answer; retry in a few seconds")
+			return
+		}
+	}
+	if !ok || p.Name == r.self {
 		next.ServeHTTP(w, req)
 		return
 	}
@@ -175,7 +185,11 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 // read of the store. When no peer has it but one did not answer, down
 // names that region.
 func (r *Router) owner(req *http.Request) (p Peer, ok bool, down string) {
-	id := forward.SandboxOf(req)
+	return r.ownerOf(req, forward.SandboxOf(req))
+}
+
+// ownerOf is owner for sandbox id, asked with req's credentials.
+func (r *Router) ownerOf(req *http.Request, id string) (p Peer, ok bool, down string) {
 	if id == "" {
 		return Peer{}, false, ""
 	}
@@ -216,12 +230,7 @@ func (r *Router) owner(req *http.Request) (p Peer, ok bool, down string) {
 func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (bool, error) {
 	u := p.URL.JoinPath("/v1/sandboxes", id)
 	u.RawQuery = "include_deleted=true"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return false, err
-	}
-	r.copyAuth(in, req)
-	resp, err := r.client.Do(req)
+	resp, err := r.peerGet(ctx, in, u)
 	if err != nil {
 		return false, err
 	}
@@ -233,7 +242,13 @@ func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (
 	return resp.StatusCode == http.StatusOK, nil
 }
 
-func (r *Router) copyAuth(in, out *http.Request) {
+// peerGet asks a peer for u as in's caller: with in's credentials and
+// request id, and marked with Header as this region's own question.
+func (r *Router) peerGet(ctx context.Context, in *http.Request, u *url.URL) (*http.Response, error) {
+	out, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range []string{"Authorization", "X-Api-Key"} {
 		if v := in.Header.Get(h); v != "" {
 			out.Header.Set(h, v)
@@ -243,6 +258,7 @@ func (r *Router) copyAuth(in, out *http.Request) {
 		out.Header.Set(requestid.Header, id)
 	}
 	out.Header.Set(Header, r.self)
+	return r.client.Do(out)
 }
 
 // pageMax is the largest page a region serves (the API's limit bound).
@@ -434,12 +450,7 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 	p := r.peers[i-1]
 	u := p.URL.JoinPath("/v1/sandboxes")
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(in.Context(), http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	r.copyAuth(in, req)
-	resp, err := r.client.Do(req)
+	resp, err := r.peerGet(in.Context(), in, u)
 	if err != nil {
 		return nil, err
 	}

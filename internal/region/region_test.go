@@ -280,3 +280,46 @@ func TestPeerDown(t *testing.T) {
 		t.Fatalf("list with b down: %d %s, want 503 region_unavailable naming b", rec.Code, rec.Body)
 	}
 }
+
+// TestCreateChild: a create naming no region goes to the region of its
+// parent_id (a child lives beside its parent); a named region wins, and a
+// parent no region has is the local API's to refuse.
+func TestCreateChild(t *testing.T) {
+	tests := []struct {
+		name, body, servedBy string
+	}{
+		{"parent in the peer region", `{"template":"busybox","parent_id":"sbx_b1"}`, "b"},
+		{"parent here", `{"template":"busybox","parent_id":"sbx_a1"}`, "a"},
+		{"parent nowhere: the API refuses it", `{"template":"busybox","parent_id":"sbx_zz"}`, "a"},
+		{"a named region wins", `{"template":"busybox","parent_id":"sbx_b1","region":"a"}`, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			local := &region{name: "a", rows: []listRow{{"sbx_a1", "2026-12-04T12:00:00.000001Z"}}}
+			peer := &region{name: "b", rows: []listRow{{"sbx_b1", "2026-12-04T12:00:00.000002Z"}}}
+			h, _ := setup(t, local, peer)
+			rec := do(t, h, http.MethodPost, "/v1/sandboxes", tt.body, nil)
+			if rec.Code != http.StatusCreated {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			served := map[string]*region{"a": local, "b": peer}[tt.servedBy]
+			var creates []string
+			for i, r := range served.requests() {
+				if r.Method == http.MethodPost {
+					creates = append(creates, served.body[i])
+				}
+			}
+			if len(creates) != 1 || creates[0] != tt.body {
+				t.Fatalf("%s got creates %q, want the create whole: %q", tt.servedBy, creates, tt.body)
+			}
+		})
+	}
+
+	local, peer := &region{name: "a"}, &region{name: "b"}
+	h, srv := setup(t, local, peer)
+	srv.Close()
+	rec := do(t, h, http.MethodPost, "/v1/sandboxes", `{"template":"busybox","parent_id":"sbx_b1"}`, nil)
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"region_unavailable"`) || len(local.requests()) != 0 {
+		t.Fatalf("child of a parent a lacks, with b down: %d %s, want 503 region_unavailable and nothing made", rec.Code, rec.Body)
+	}
+}

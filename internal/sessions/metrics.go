@@ -24,12 +24,16 @@ var (
 		"The ready sandboxes a warm pool (template and runtime class) keeps.", []string{"template", "runtime"}, nil)
 	descPoolMax = prometheus.NewDesc(metrics.Namespace+"_warm_pool_max",
 		"The most sandboxes a warm pool (template and runtime class) holds.", []string{"template", "runtime"}, nil)
+	descPoolTarget = prometheus.NewDesc(metrics.Namespace+"_warm_pool_target",
+		"The live sandboxes a warm pool (template and runtime class) keeps now: min_ready, or for an auto pool its demand-sized target, cut to the host's memory budget (docs/sessions.md).",
+		[]string{"template", "runtime"}, nil)
 )
 
 func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPoolMembers
 	ch <- descPoolMin
 	ch <- descPoolMax
+	ch <- descPoolTarget
 }
 
 func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
@@ -44,5 +48,6 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPoolMembers, prometheus.GaugeValue, float64(p.Provisioning), p.Template, p.Runtime, "provisioning")
 		ch <- prometheus.MustNewConstMetric(descPoolMin, prometheus.GaugeValue, float64(p.MinReady), p.Template, p.Runtime)
 		ch <- prometheus.MustNewConstMetric(descPoolMax, prometheus.GaugeValue, float64(p.Max), p.Template, p.Runtime)
+		ch <- prometheus.MustNewConstMetric(descPoolTarget, prometheus.GaugeValue, float64(p.Target), p.Template, p.Runtime)
 	}
 }

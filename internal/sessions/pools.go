@@ -31,10 +31,13 @@ type poolState struct {
 
 	mu        sync.Mutex
 	preparing map[string]bool
+
+	// demand sizes auto pools (pooldemand.go).
+	demand *poolDemand
 }
 
 func newPoolState() *poolState {
-	return &poolState{kick: make(chan struct{}, 1), preparing: map[string]bool{}}
+	return &poolState{kick: make(chan struct{}, 1), preparing: map[string]bool{}, demand: newPoolDemand()}
 }
 
 // kickPool asks the pool loop to refill now.
@@ -61,6 +64,15 @@ type PoolStatus struct {
 	// Source says where the setting comes from: "default" (ptd flags) or
 	// "api" (PUT /v1/pools/{template}).
 	Source string
+	// Auto pools size themselves from demand; Target is the live
+	// sandboxes the refill keeps now (min_ready for a fixed pool, both
+	// cut to the host's memory budget), Demand the claims counted in the
+	// demand window and RefillTime the refill time the target assumed
+	// (docs/sessions.md, "Demand-sized pools").
+	Auto       bool
+	Target     int
+	Demand     int
+	RefillTime time.Duration
 }
 
 // poolID is a pool's template and its runtime class as the store keys it
@@ -95,7 +107,7 @@ func (s *Service) poolSettings(ctx context.Context) (map[poolID]PoolStatus, erro
 			continue // a class this host does not run: Run refused it
 		}
 		ps := s.status(id)
-		ps.MinReady, ps.Max, ps.Source = sz.MinReady, sz.Max, "default"
+		ps.MinReady, ps.Max, ps.Auto, ps.Source = sz.MinReady, sz.Max, sz.Auto, "default"
 		out[id] = ps
 	}
 	stored, err := s.store.ListPools(ctx)
@@ -105,7 +117,7 @@ func (s *Service) poolSettings(ctx context.Context) (map[poolID]PoolStatus, erro
 	for _, p := range stored {
 		id := poolID{p.Template, p.Runtime}
 		ps := s.status(id)
-		ps.MinReady, ps.Max, ps.Source = p.MinReady, p.Max, "api"
+		ps.MinReady, ps.Max, ps.Auto, ps.Source = p.MinReady, p.Max, p.Auto, "api"
 		out[id] = ps
 	}
 	return out, nil
@@ -165,10 +177,13 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 			settings[id] = ps
 		}
 	}
+	targets := s.poolTargets(settings, pooled)
 	out := make([]PoolStatus, 0, len(settings))
 	for _, id := range sortedPools(settings) {
 		ps := settings[id]
 		ps.Ready, ps.Provisioning = countMembers(pooled[id])
+		tg := targets[id]
+		ps.Target, ps.Demand, ps.RefillTime = tg.Target, tg.Demand, tg.Refill
 		out = append(out, ps)
 	}
 	return out, nil
@@ -224,10 +239,18 @@ func (s *Service) HostPools(ctx context.Context) (map[string][]HostPool, error) 
 	return out, nil
 }
 
-// SetPool sets the warm pool of a template and runtime class ("" the
-// default) — platform admins only — and refills or drains it in the
-// background.
+// SetPool sets the fixed-size warm pool of a template and runtime class
+// ("" the default) — platform admins only — and refills or drains it in
+// the background.
 func (s *Service) SetPool(ctx context.Context, p Principal, template, runtime string, minReady, max int) (PoolStatus, error) {
+	return s.SetPoolSize(ctx, p, template, runtime, PoolSize{MinReady: minReady, Max: max})
+}
+
+// SetPoolSize is SetPool with the whole setting: an auto pool sizes
+// itself from demand between min_ready and max, so it needs max above
+// min_ready.
+func (s *Service) SetPoolSize(ctx context.Context, p Principal, template, runtime string, size PoolSize) (PoolStatus, error) {
+	minReady, max := size.MinReady, size.Max
 	if p.Role != store.RoleAdmin || p.OrgID != tenancy.DefaultOrgID || p.SandboxID != "" {
 		return PoolStatus{}, fmt.Errorf("warm pools are platform-wide; setting one needs a platform admin token: %w", sandbox.ErrForbidden)
 	}
@@ -244,7 +267,10 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template, runtime st
 	if max < minReady || max > s.cfg.MaxPoolSize {
 		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: fmt.Sprintf("must be between min_ready and %d", s.cfg.MaxPoolSize)}
 	}
-	if err := s.store.PutPool(ctx, store.Pool{Template: template, Runtime: rt, MinReady: minReady, Max: max}); err != nil {
+	if size.Auto && max == minReady {
+		return PoolStatus{}, &sandbox.FieldError{Field: "max", Reason: "an auto pool's target moves between min_ready and max: max must be above min_ready"}
+	}
+	if err := s.store.PutPool(ctx, store.Pool{Template: template, Runtime: rt, MinReady: minReady, Max: max, Auto: size.Auto}); err != nil {
 		return PoolStatus{}, err
 	}
 	s.kickPool()
@@ -258,7 +284,7 @@ func (s *Service) SetPool(ctx context.Context, p Principal, template, runtime st
 			return ps, nil
 		}
 	}
-	want.MinReady, want.Max, want.Source = minReady, max, "api"
+	want.MinReady, want.Max, want.Auto, want.Source = minReady, max, size.Auto, "api"
 	return want, nil
 }
 
@@ -277,7 +303,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	kick := func() <-chan struct{} { return s.pools.kick }
-	s.runLoop(ctx, s.cfg.PoolInterval, kick, func(ctx context.Context) {
+	s.bg.Loop(ctx, s.cfg.PoolInterval, true, kick, func(ctx context.Context) {
 		s.refillPools(ctx)
 		s.sweepSessions(ctx)
 	}, func() {
@@ -327,9 +353,14 @@ func (s *Service) refillPools(ctx context.Context) {
 			all[id] = PoolStatus{} // draining: max 0
 		}
 	}
+	targets := s.poolTargets(settings, pooled)
 	for _, id := range sortedPools(all) {
 		ps := settings[id]
 		var live, ready []sandbox.Sandbox
+		// handing are claims whose hand-over still runs: the refill
+		// replaces them once it has answered (docs/sessions.md,
+		// "Demand-sized pools").
+		handing := s.pools.demand.handingOver(id)
 		for _, sb := range pooled[id] {
 			mine := sb.HostID == "" || sb.HostID == s.core.HostID()
 			switch sb.State {
@@ -352,6 +383,8 @@ func (s *Service) refillPools(ctx context.Context) {
 				t, err := time.Parse(time.RFC3339, at)
 				if mine && (err != nil || owner != s.core.WarmClaimOwner() || time.Since(t) > claimGrace) {
 					s.core.DeleteWithReason(ctx, sb.ID, "pool_discarded")
+				} else if err == nil && time.Since(t) <= claimGrace {
+					handing++
 				}
 				continue
 			}
@@ -364,12 +397,18 @@ func (s *Service) refillPools(ctx context.Context) {
 				s.preparePooled(sb.ID)
 			}
 		}
-		// Drain: beyond max, ready ones go first (oldest first).
-		for excess := len(live) - ps.Max; excess > 0 && len(ready) > 0; excess-- {
+		// Drain: beyond max, ready ones go first (oldest first). The
+		// refilling ptd also drains an auto pool, or one the memory
+		// budget cut, beyond its target, giving the memory back.
+		keep, tg := ps.Max, targets[id]
+		if leader && (ps.Auto || tg.Cut) {
+			keep = min(keep, tg.Target)
+		}
+		for excess := len(live) - keep; excess > 0 && len(ready) > 0; excess-- {
 			s.core.DeleteWithReason(ctx, ready[0].ID, "pool_drained")
 			ready = ready[1:]
 		}
-		need := min(ps.MinReady, ps.Max) - len(live)
+		need := tg.Target - len(live) - handing
 		if !leader {
 			need = 0
 		}
@@ -415,7 +454,7 @@ func (s *Service) preparePooled(id string) {
 	}
 	s.pools.preparing[id] = true
 	s.pools.mu.Unlock()
-	s.goBackground(func(ctx context.Context) {
+	s.bg.Go(func(ctx context.Context) {
 		defer func() {
 			s.pools.mu.Lock()
 			delete(s.pools.preparing, id)
@@ -437,6 +476,7 @@ func (s *Service) preparePooled(id string) {
 		case err != nil:
 			s.log.WarnContext(ctx, "mark pooled sandbox ready", "sandbox", id, "err", err)
 		case ok:
+			s.pools.demand.booted(memberPool(sb), time.Since(sb.CreatedAt))
 			s.log.DebugContext(ctx, "pooled sandbox ready", "sandbox", id, "template", sb.Template)
 		}
 	})

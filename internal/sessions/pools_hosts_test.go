@@ -158,10 +158,12 @@ func TestHostPoolsAndMetrics(t *testing.T) {
 		"platinum_warm_pool_sandboxes,runtime=runc,state=provisioning,template=busybox":   1,
 		"platinum_warm_pool_min_ready,runtime=runc,template=busybox":                      3,
 		"platinum_warm_pool_max,runtime=runc,template=busybox":                            5,
+		"platinum_warm_pool_target,runtime=runc,template=busybox":                         3,
 		"platinum_warm_pool_sandboxes,runtime=gvisor,state=ready,template=busybox":        1,
 		"platinum_warm_pool_sandboxes,runtime=gvisor,state=provisioning,template=busybox": 0,
 		"platinum_warm_pool_min_ready,runtime=gvisor,template=busybox":                    1,
 		"platinum_warm_pool_max,runtime=gvisor,template=busybox":                          2,
+		"platinum_warm_pool_target,runtime=gvisor,template=busybox":                       1,
 	}
 	if diff := cmp.Diff(wantSeries, series); diff != "" {
 		t.Errorf("pool series (-want +got):\n%s", diff)

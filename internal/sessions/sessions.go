@@ -15,14 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/crashpoint"
 	"github.com/platinum-dev/platinum/internal/objstore"
-	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/syncs"
@@ -49,6 +47,13 @@ type Config struct {
 	PoolInterval time.Duration
 	// MaxPoolSize caps any pool's max.
 	MaxPoolSize int
+	// PoolBudgetMB caps the memory (members' ram_mb) all pools' ready
+	// targets may hold on this host (ptd --warm-pool-budget-mb); 0 is no
+	// cap (docs/sessions.md, "Demand-sized pools").
+	PoolBudgetMB int
+	// PoolDemandWindow is how far back an auto pool's claims count as its
+	// demand (docs/sessions.md, "Demand-sized pools").
+	PoolDemandWindow time.Duration
 	// Objects is where workspaces go; nil keeps none (a stop cannot save
 	// one).
 	Objects objstore.Store
@@ -79,6 +84,9 @@ type Config struct {
 type PoolSize struct {
 	MinReady int
 	Max      int
+	// Auto sizes the pool from recent demand, between MinReady and Max
+	// (docs/sessions.md, "Demand-sized pools").
+	Auto bool
 }
 
 // DefaultConfig returns the production defaults (no object store yet: the
@@ -87,6 +95,7 @@ func DefaultConfig() Config {
 	return Config{
 		PoolInterval:     time.Second,
 		MaxPoolSize:      64,
+		PoolDemandWindow: defaultDemandWindow,
 		WorkspaceBucket:  "platinum-workspaces",
 		WorkspacePath:    "/workspace",
 		StopTimeout:      5 * time.Minute,
@@ -144,63 +153,23 @@ type Service struct {
 	// pools signals warm-pool refills and tracks preparations.
 	pools *poolState
 
-	ctx    context.Context // cancelled by Close; parent of background work
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	bg *syncs.Group // background work; Close ends and waits for it
 }
 
 // New builds the service over st, making sandboxes through core, with tn
 // for claims' projects and quotas.
 func New(cfg Config, st store.Store, core Core, tn *tenancy.Service, logger *slog.Logger) *Service {
-	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{
 		cfg: cfg, store: st, core: core, tenancy: tn, log: logger,
 		holder: "cp/" + core.HostID() + "/" + holderSuffix(),
 		notify: &syncs.Notifier{}, pools: newPoolState(),
-		ctx: ctx, cancel: cancel,
+		bg: syncs.NewGroup(),
 	}
 }
 
 // Close stops background work and waits for it. Sessions in flight are
 // resumed by the next Run.
-func (s *Service) Close() {
-	s.cancel()
-	s.wg.Wait()
-}
-
-// goBackground is goBackgroundFor for work no request started.
-func (s *Service) goBackground(fn func(ctx context.Context)) {
-	s.goBackgroundFor(context.Background(), fn)
-}
-
-// goBackgroundFor runs fn on a goroutine owned by the service, for work a
-// request started: fn's context (the service's, so it outlives the
-// request) carries the request's id, so what the work logs names the
-// request that caused it.
-func (s *Service) goBackgroundFor(origin context.Context, fn func(ctx context.Context)) {
-	ctx := requestid.Carry(s.ctx, origin)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		fn(ctx)
-	}()
-}
-
-// runLoop runs syncs.Loop on a goroutine owned by the service; it ends
-// with ctx or when the service closes, whichever comes first, and fn's ctx
-// ends with it; after (when not nil) runs once it has ended.
-func (s *Service) runLoop(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, fn func(context.Context), after func()) {
-	s.goBackground(func(sctx context.Context) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(sctx, cancel) // the service closing ends a run too
-		defer stop()
-		syncs.Loop(ctx, interval, wake, fn)
-		if after != nil {
-			after()
-		}
-	})
-}
+func (s *Service) Close() { s.bg.Close() }
 
 // WorkspacePath is where sessions see their workspace.
 func (s *Service) WorkspacePath() string { return s.cfg.WorkspacePath }
@@ -358,7 +327,10 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	if err != nil {
 		return Session{}, err
 	}
+	handedOver := s.sessionHandOver(r.Template) // the pool refills once this answers
+	defer handedOver()
 	sb, claimed, err := s.claimPooled(ctx, p, r.Template, projectID, warm)
+	s.countSessionClaim(r.Template, err)
 	switch {
 	case err == nil:
 		s.kickPool()
@@ -384,6 +356,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	}
 
 	// Cold path: record the session, then create its sandbox.
+	handedOver()
 	if err := s.store.CreateSession(ctx, ses); err != nil {
 		return Session{}, err
 	}
@@ -406,7 +379,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 		return Session{}, err
 	}
 	s.sessionEvent(ctx, ses)
-	s.goBackgroundFor(ctx, func(ctx context.Context) { s.provisionSession(ctx, ses.ID) })
+	s.bg.GoFor(ctx, func(ctx context.Context) { s.provisionSession(ctx, ses.ID) })
 	return ses, nil
 }
 
@@ -730,7 +703,7 @@ func (s *Service) Stop(ctx context.Context, p Principal, id string) (Session, er
 		if err != nil {
 			return Session{}, err
 		}
-		s.goBackgroundFor(ctx, func(ctx context.Context) { s.stopSession(ctx, id) })
+		s.bg.GoFor(ctx, func(ctx context.Context) { s.stopSession(ctx, id) })
 		return out, nil
 	}
 }
@@ -830,12 +803,12 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 	for _, ses := range sess {
 		id := ses.ID
 		if ses.Status == store.SessionStopping {
-			s.goBackground(func(ctx context.Context) { s.stopSession(ctx, id) })
+			s.bg.Go(func(ctx context.Context) { s.stopSession(ctx, id) })
 			continue
 		}
 		if ses.Warm && ses.SandboxID != "" {
 			// A warm claim interrupted while restoring its workspace.
-			s.goBackground(func(ctx context.Context) {
+			s.bg.Go(func(ctx context.Context) {
 				unlock := s.locks.Lock(id)
 				defer unlock()
 				cur, err := s.store.GetSession(ctx, "", id)
@@ -851,7 +824,7 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 			})
 			continue
 		}
-		s.goBackground(func(ctx context.Context) { s.provisionSession(ctx, id) })
+		s.bg.Go(func(ctx context.Context) { s.provisionSession(ctx, id) })
 	}
 	return nil
 }

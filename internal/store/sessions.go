@@ -54,9 +54,12 @@ type Pool struct {
 	Template string
 	// Runtime is the runtime class of the pool's sandboxes; empty is the
 	// host's default class (every pool set before pools had a class).
-	Runtime   string
-	MinReady  int
-	Max       int
+	Runtime  string
+	MinReady int
+	Max      int
+	// Auto sizes the pool from recent demand: its ready target moves
+	// between MinReady and Max (docs/sessions.md, "Demand-sized pools").
+	Auto      bool
 	UpdatedAt time.Time
 }
 

@@ -2,7 +2,8 @@
 // host repeat: a mutex per key, a wake-up broadcast per key, a cancellable
 // background task per key, a bounded wait
 // that wakes on a broadcast and re-checks on a backstop poll, and a
-// background loop that runs on a ticker or a wake-up. One tested copy of
+// background loop that runs on a ticker or a wake-up, and a group of
+// background goroutines a service closes and waits for. One tested copy of
 // each, so a fix to a race lands everywhere at once.
 package syncs
 
@@ -10,6 +11,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/requestid"
 )
 
 // KeyedMutex serialises operations on one key (a sandbox ID, an org's quota)
@@ -189,4 +192,64 @@ func Every(ctx context.Context, interval time.Duration, fn func(context.Context)
 			fn(ctx)
 		}
 	}
+}
+
+// Group owns goroutines that outlive the requests that start them: each
+// runs under the group's context, which Close cancels before it waits for
+// them all, so a service that holds one ends and waits for every
+// background job it started when it closes.
+type Group struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewGroup returns a Group whose context lives until Close.
+func NewGroup() *Group {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Group{ctx: ctx, cancel: cancel}
+}
+
+// Context is the group's context: cancelled by Close.
+func (g *Group) Context() context.Context { return g.ctx }
+
+// Go runs fn on a goroutine of the group, for work no request started.
+func (g *Group) Go(fn func(ctx context.Context)) { g.GoFor(context.Background(), fn) }
+
+// GoFor runs fn on a goroutine of the group for work a request started:
+// fn's context (the group's, so it outlives the request) carries the
+// request's id, so what the work logs names the request that caused it.
+func (g *Group) GoFor(origin context.Context, fn func(ctx context.Context)) {
+	ctx := requestid.Carry(g.ctx, origin)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		fn(ctx)
+	}()
+}
+
+// Loop runs Loop (or Every when first is false) on a goroutine of the
+// group; it ends with ctx or when the group closes, whichever comes first,
+// and fn's ctx ends with it; after (when not nil) runs once it has ended.
+func (g *Group) Loop(ctx context.Context, interval time.Duration, first bool, wake func() <-chan struct{}, fn func(context.Context), after func()) {
+	g.Go(func(gctx context.Context) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(gctx, cancel) // the group closing ends a run too
+		defer stop()
+		if first {
+			Loop(ctx, interval, wake, fn)
+		} else {
+			Every(ctx, interval, fn)
+		}
+		if after != nil {
+			after()
+		}
+	})
+}
+
+// Close cancels the group's context and waits for its goroutines.
+func (g *Group) Close() {
+	g.cancel()
+	g.wg.Wait()
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/requestid"
 )
 
 func TestKeyedMutexSerialisesOneKeyOnly(t *testing.T) {
@@ -180,5 +182,38 @@ func TestCancels(t *testing.T) {
 	}
 	if _, _, ok := c.Start(context.Background(), "a"); !ok {
 		t.Fatal("Start after the task ended refused")
+	}
+}
+
+// TestGroupCarriesRequestAndCloseWaits: work a request started names the
+// request, outlives it, and Close cancels every goroutine's context (loops
+// included) and returns only once they have all ended.
+func TestGroupCarriesRequestAndCloseWaits(t *testing.T) {
+	g := NewGroup()
+	req, cancelReq := context.WithCancel(requestid.With(context.Background(), "req_1"))
+	gotID := make(chan string, 1)
+	var ended atomic.Int32
+	g.GoFor(req, func(ctx context.Context) {
+		gotID <- requestid.From(ctx)
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // Close must wait for this
+		ended.Add(1)
+	})
+	afterRan := make(chan struct{})
+	g.Loop(context.Background(), time.Hour, true, nil, func(context.Context) {}, func() { ended.Add(1); close(afterRan) })
+	if id := <-gotID; id != "req_1" {
+		t.Fatalf("background work's request id %q, want req_1", id)
+	}
+	cancelReq() // the request ending does not end its work
+	if g.Context().Err() != nil {
+		t.Fatal("the group's context ended with a request's")
+	}
+	g.Close()
+	if n := ended.Load(); n != 2 {
+		t.Fatalf("Close returned with %d of 2 goroutines ended", n)
+	}
+	<-afterRan
+	if g.Context().Err() == nil {
+		t.Fatal("the group's context still live after Close")
 	}
 }

@@ -2,6 +2,7 @@ package platinum
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 )
@@ -25,13 +26,36 @@ func fetchJSON[T any](ctx context.Context, c *Client, method, path string, query
 // fetchRows is fetchJSON for list routes, which answer {"rows": [...]}:
 // it returns the rows themselves.
 func fetchRows[T any](ctx context.Context, c *Client, method, path string, query url.Values, in any, format string, args ...any) ([]T, error) {
-	var out struct {
-		Rows []T `json:"rows"`
-	}
+	return fetchField[[]T](ctx, c, method, path, query, in, "rows", format, args...)
+}
+
+// fetchField is fetchJSON for answers that wrap what the caller wants in
+// one member of an object ({"contexts": [...]}, {"created": true}): it
+// returns that member's value (T's zero value when it is absent).
+func fetchField[T any](ctx context.Context, c *Client, method, path string, query url.Values, in any, name, format string, args ...any) (T, error) {
+	out := member[T]{name: name}
 	if _, err := c.doJSON(ctx, method, path, query, in, &out); err != nil {
-		return nil, wrapCall(err, format, args...)
+		var zero T
+		return zero, wrapCall(err, format, args...)
 	}
-	return out.Rows, nil
+	return out.v, nil
+}
+
+// member decodes one member, name, of a JSON object into v.
+type member[T any] struct {
+	name string
+	v    T
+}
+
+func (m *member[T]) UnmarshalJSON(b []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return err
+	}
+	if raw, ok := obj[m.name]; ok {
+		return json.Unmarshal(raw, &m.v)
+	}
+	return nil
 }
 
 // callJSON is fetchJSON for calls whose answer the caller does not need

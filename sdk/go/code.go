@@ -255,13 +255,7 @@ func (s *SandboxesService) CreateCodeContext(ctx context.Context, id, language, 
 
 // ListCodeContexts lists the sandbox's contexts (default ones once used).
 func (s *SandboxesService) ListCodeContexts(ctx context.Context, id string) ([]CodeContext, error) {
-	var out struct {
-		Contexts []CodeContext `json:"contexts"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list code contexts of sandbox %s: %w", id, err)
-	}
-	return out.Contexts, nil
+	return fetchField[[]CodeContext](ctx, s.c, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts", nil, nil, "contexts", "list code contexts of sandbox %s", id)
 }
 
 // RestartCodeContext replaces the context's kernel; its state is dropped.
@@ -272,13 +266,7 @@ func (s *SandboxesService) RestartCodeContext(ctx context.Context, id, contextID
 // InterruptCodeContext interrupts the context's running cell (its state
 // is kept) and reports whether one was running.
 func (s *SandboxesService) InterruptCodeContext(ctx context.Context, id, contextID string) (bool, error) {
-	var out struct {
-		Interrupted bool `json:"interrupted"`
-	}
-	if _, err := s.c.doJSON(ctx, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/interrupt", nil, nil, &out); err != nil {
-		return false, fmt.Errorf("interrupt code context %s: %w", contextID, err)
-	}
-	return out.Interrupted, nil
+	return fetchField[bool](ctx, s.c, "POST", "/v1/sandboxes/"+url.PathEscape(id)+"/code/contexts/"+url.PathEscape(contextID)+"/interrupt", nil, nil, "interrupted", "interrupt code context %s", contextID)
 }
 
 // CodeExecutionInfo is a cell that has not ended: running, or waiting
@@ -294,13 +282,7 @@ type CodeExecutionInfo struct {
 
 // ListCodeExecutions lists the sandbox's cells that have not ended.
 func (s *SandboxesService) ListCodeExecutions(ctx context.Context, id string) ([]CodeExecutionInfo, error) {
-	var out struct {
-		Executions []CodeExecutionInfo `json:"executions"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list code executions of sandbox %s: %w", id, err)
-	}
-	return out.Executions, nil
+	return fetchField[[]CodeExecutionInfo](ctx, s.c, "GET", "/v1/sandboxes/"+url.PathEscape(id)+"/code/executions", nil, nil, "executions", "list code executions of sandbox %s", id)
 }
 
 // StopCodeExecution stops a running cell (SIGINT, then its process is

@@ -297,13 +297,7 @@ func (s *TemplatesService) Wait(ctx context.Context, slug, id string, onLine fun
 // IDs. Versions sandboxes or snapshots still use are an APIError with
 // code template_in_use (nothing is deleted then).
 func (s *TemplatesService) Delete(ctx context.Context, slug string) ([]string, error) {
-	var out struct {
-		Deleted []string `json:"deleted"`
-	}
-	if _, err := s.c.doJSON(ctx, "DELETE", "/v1/templates/"+url.PathEscape(slug), nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("delete template %s: %w", slug, err)
-	}
-	return out.Deleted, nil
+	return fetchField[[]string](ctx, s.c, "DELETE", "/v1/templates/"+url.PathEscape(slug), nil, nil, "deleted", "delete template %s", slug)
 }
 
 // DeleteVersion deletes one version of an org's template.

@@ -107,14 +107,7 @@ func isJSON(resp *http.Response) bool {
 // MakeDir creates the directory at path in the sandbox, with any missing
 // parents, and reports whether it had to create it (false: it existed).
 func (s *SandboxesService) MakeDir(ctx context.Context, id, path string) (created bool, err error) {
-	var out struct {
-		Created bool `json:"created"`
-	}
-	in := map[string]string{"path": path}
-	if _, err := s.c.doJSON(ctx, "POST", filesPath(id)+"/mkdir", nil, in, &out); err != nil {
-		return false, fmt.Errorf("mkdir %s in sandbox %s: %w", path, id, err)
-	}
-	return out.Created, nil
+	return fetchField[bool](ctx, s.c, "POST", filesPath(id)+"/mkdir", nil, map[string]string{"path": path}, "created", "mkdir %s in sandbox %s", path, id)
 }
 
 // RemoveFile removes path in the sandbox; a directory is removed with all

@@ -154,18 +154,13 @@ func (p *ProcessesService) Connect(ctx context.Context, pid int, stdout, stderr 
 
 // List returns the sandbox's running processes, by pid.
 func (p *ProcessesService) List(ctx context.Context) ([]Process, error) {
-	var out struct {
-		Processes []Process `json:"processes"`
-	}
-	if _, err := p.c.doJSON(ctx, "GET", p.path(0, ""), nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list processes of sandbox %s: %w", p.id, err)
-	}
-	for i := range out.Processes {
-		if out.Processes[i].Cmd == nil {
-			out.Processes[i].Cmd = []string{}
+	procs, err := fetchField[[]Process](ctx, p.c, "GET", p.path(0, ""), nil, nil, "processes", "list processes of sandbox %s", p.id)
+	for i := range procs {
+		if procs[i].Cmd == nil {
+			procs[i].Cmd = []string{}
 		}
 	}
-	return out.Processes, nil
+	return procs, err
 }
 
 // SendInput writes data to the process's stdin (or its terminal). A

@@ -144,17 +144,11 @@ func (s *SessionsService) Status(ctx context.Context, c SessionContext) (*Sessio
 
 // List returns the org's live sessions (all of them with all).
 func (s *SessionsService) List(ctx context.Context, all bool) ([]Session, error) {
-	var out struct {
-		Sessions []Session `json:"sessions"`
-	}
 	var q url.Values
 	if all {
 		q = url.Values{"all": {"true"}}
 	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/sessions", q, nil, &out); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return out.Sessions, nil
+	return fetchField[[]Session](ctx, s.c, "GET", "/v1/sessions", q, nil, "sessions", "list sessions")
 }
 
 // Stop stops a session: its workspace is saved and its sandbox disposed
@@ -222,6 +216,26 @@ type Pool struct {
 	Provisioning int    `json:"provisioning"`
 	// Source is "default" (ptd flags) or "api".
 	Source string `json:"source"`
+	// Auto pools size themselves from recent demand between MinReady
+	// and Max; Target is the live sandboxes the pool keeps now (MinReady
+	// for a fixed pool, either cut to the host's memory budget), Demand
+	// the claims counted in the demand window and RefillMs the refill
+	// time the target assumed (docs/sessions.md, "Demand-sized pools").
+	Auto     bool  `json:"auto"`
+	Target   int   `json:"target"`
+	Demand   int   `json:"demand"`
+	RefillMs int64 `json:"refill_ms"`
+}
+
+// PoolSettings is a pool's whole setting (PoolsService.SetWith).
+type PoolSettings struct {
+	// Runtime is the pool's runtime class; "" is the default class.
+	Runtime  string
+	MinReady int
+	Max      int
+	// Auto sizes the pool from recent demand between MinReady and Max
+	// (then Max must be above MinReady).
+	Auto bool
 }
 
 // PoolsService groups the warm-pool calls. Get it from Client.Pools.
@@ -231,13 +245,7 @@ type PoolsService struct {
 
 // List returns every pool with its ready and provisioning counts.
 func (s *PoolsService) List(ctx context.Context) ([]Pool, error) {
-	var out struct {
-		Pools []Pool `json:"pools"`
-	}
-	if _, err := s.c.doJSON(ctx, "GET", "/v1/pools", nil, nil, &out); err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	return out.Pools, nil
+	return fetchField[[]Pool](ctx, s.c, "GET", "/v1/pools", nil, nil, "pools", "list pools")
 }
 
 // Set configures a template's pool of the default runtime class
@@ -249,9 +257,18 @@ func (s *PoolsService) Set(ctx context.Context, template string, minReady, max i
 // SetForRuntime configures a template's pool of one runtime class, e.g.
 // "gvisor"; "" is the default class (platform admin token only).
 func (s *PoolsService) SetForRuntime(ctx context.Context, template, runtime string, minReady, max int) (*Pool, error) {
-	in := map[string]any{"min_ready": minReady, "max": max}
-	if runtime != "" {
-		in["runtime"] = runtime
+	return s.SetWith(ctx, template, PoolSettings{Runtime: runtime, MinReady: minReady, Max: max})
+}
+
+// SetWith configures a template's pool with the whole setting, e.g. an
+// auto pool (platform admin token only).
+func (s *PoolsService) SetWith(ctx context.Context, template string, set PoolSettings) (*Pool, error) {
+	in := map[string]any{"min_ready": set.MinReady, "max": set.Max}
+	if set.Runtime != "" {
+		in["runtime"] = set.Runtime
+	}
+	if set.Auto {
+		in["auto"] = true
 	}
 	return fetchJSON[Pool](ctx, s.c, "PUT", "/v1/pools/"+url.PathEscape(template), nil, in, "set pool %s", template)
 }

@@ -134,3 +134,25 @@ func TestPoolsSetForRuntime(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolsSetWithAuto: SetWith sends auto (only when set) and the
+// answer's auto, target and demand come back on Pool.
+func TestPoolsSetWithAuto(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/pools/{template}", func(w http.ResponseWriter, r *http.Request) {
+		var in map[string]any
+		json.NewDecoder(r.Body).Decode(&in)
+		if in["auto"] != true || in["min_ready"] != 0.0 || in["max"] != 3.0 || in["runtime"] != "gvisor" {
+			t.Errorf("body %v, want an auto gvisor pool 0:3", in)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"template": "busybox", "runtime": "gvisor", "min_ready": 0, "max": 3,
+			"auto": true, "target": 2, "demand": 5, "refill_ms": 1200, "source": "api"})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	p, err := platinum.New(srv.URL, "tok").Pools.SetWith(context.Background(), "busybox", platinum.PoolSettings{Runtime: "gvisor", Max: 3, Auto: true})
+	if err != nil || !p.Auto || p.Target != 2 || p.Demand != 5 || p.RefillMs != 1200 {
+		t.Fatalf("SetWith = %+v, %v", p, err)
+	}
+}

@@ -18,24 +18,8 @@ import (
 func startDaemon(t *testing.T, extra ...string) (*ptdtest.Daemon, *api) {
 	t.Helper()
 	testenv.RequiresRoot(t)
-	d, err := ptdtest.Start(ptdtest.Options{Keep: os.Getenv("PT_E2E_KEEP") != "", ExtraArgs: extra})
-	t.Cleanup(func() {
-		if t.Failed() && d != nil {
-			t.Logf("ptd log tail:\n%s", tail(d.Log(), 60))
-		}
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := ptdtest.StartTest(t, ptdtest.Options{Keep: os.Getenv("PT_E2E_KEEP") != "", ExtraArgs: extra}, 60)
 	return d, &api{t: t, d: d}
-}
-
-func tail(s string, n int) string {
-	lines := bytes.Split([]byte(s), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
 }
 
 // armCrash restarts ptd so that it kills itself at step.

@@ -132,11 +132,7 @@ func TestAuth(t *testing.T) {
 func TestCrossOrgIs404(t *testing.T) {
 	c := newClient(t)
 	id := c.create(map[string]any{"template": "busybox"})
-	r := c.do("POST", "/v1/orgs", map[string]any{"name": "other-" + randHex(3)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	other := &client{t: t, token: r.JSON()["token"].(string)}
+	_, other := createOrg(t, c, "other-"+randHex(3))
 	ownPID := startBackground(t, c, id, map[string]any{"cmd": []string{"sleep", "600"}, "stdin": true})
 	procPath := fmt.Sprintf("/v1/sandboxes/%s/processes/%d", id, ownPID)
 	for _, tc := range []struct {

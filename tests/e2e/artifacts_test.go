@@ -173,11 +173,7 @@ mkfifo /work/out/fifo`)
 	}
 
 	// Another org: 404 everywhere.
-	r = c.do("POST", "/v1/orgs", map[string]any{"name": "artifacts-other-" + randHex(3)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	other := &client{t: t, token: r.JSON()["token"].(string)}
+	_, other := createOrg(t, c, "artifacts-other-"+randHex(3))
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/artifacts/" + file.ID}, {"GET", "/v1/artifacts/" + file.ID + "/content"}, {"DELETE", "/v1/artifacts/" + file.ID},
 	} {

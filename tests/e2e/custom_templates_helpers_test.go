@@ -195,13 +195,9 @@ func contextTar(files map[string]string) []byte {
 // newOrg creates another org and returns a client with its token.
 func newOrg(t *testing.T, c *client) *client {
 	t.Helper()
-	r := c.do("POST", "/v1/orgs", map[string]any{"name": "other-" + randHex(4)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	id := r.JSON()["org"].(map[string]any)["id"].(string)
+	id, other := createOrg(t, c, "other-"+randHex(4))
 	t.Cleanup(func() { c.do("DELETE", "/v1/orgs/"+id, nil) })
-	return &client{t: t, token: r.JSON()["token"].(string)}
+	return other
 }
 
 // writeDockerSave writes img as `docker save` would.

@@ -236,12 +236,8 @@ func TestEventsStream(t *testing.T) {
 	openEvents(t, env.token, "sandbox_id="+id+"&type=start_ram_not_restored&heartbeat_ms=500", "0").none()
 
 	// Another org sees none of it, even asking by sandbox ID.
-	r = c.do("POST", "/v1/orgs", map[string]any{"name": "events-other-" + randHex(3)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	otherTok := r.JSON()["token"].(string)
-	other := &client{t: t, token: otherTok}
+	_, other := createOrg(t, c, "events-other-"+randHex(3))
+	otherTok := other.token
 	openEvents(t, otherTok, "heartbeat_ms=500", "0").none()
 	openEvents(t, otherTok, "sandbox_id="+id+"&heartbeat_ms=500", "0").none()
 	if r := other.do("GET", "/v1/events?format=json", nil); r.Status != 200 || strings.Contains(string(r.Body), id) {

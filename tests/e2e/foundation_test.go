@@ -162,12 +162,7 @@ func TestAdminTokenGenerated(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", d.URL+"/v1/sandboxes", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return statusOf(t, req)
 	}
 	if s := get(tok); s != 200 {
 		t.Errorf("generated token: %d", s)
@@ -178,13 +173,8 @@ func TestAdminTokenGenerated(t *testing.T) {
 	// An admin token can make orgs.
 	req, _ := http.NewRequest("POST", d.URL+"/v1/orgs", strings.NewReader(`{"name":"from-generated"}`))
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 201 {
-		t.Errorf("admin token creating an org: %d", resp.StatusCode)
+	if st := statusOf(t, req); st != 201 {
+		t.Errorf("admin token creating an org: %d", st)
 	}
 
 	d.Kill()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,10 +47,7 @@ func TestGuideAPI(t *testing.T) {
 	ensureTemplate(t, c, "busybox")
 	first, b1 := guideCurl(t, guideExample(t, "api.md#idempotent-create"), nil)
 	again, b2 := guideCurl(t, guideExample(t, "api.md#idempotent-create"), nil)
-	id, _ := jsonMap(b1)["id"].(string)
-	if id != "" {
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
-	}
+	id := deleteLater(t, c, jsonMap(b1)["id"], "/v1/sandboxes/%s")
 	if first != 201 || again != 201 || id == "" || jsonMap(b2)["id"] != id {
 		t.Errorf("the same create with one key twice: %d %s / %d %s", first, b1, again, b2)
 	}
@@ -81,10 +79,7 @@ func TestGuideEnvAndSecrets(t *testing.T) {
 		t.Helper()
 		status, body := guideCurl(t, guideExample(t, ref), nil)
 		m := jsonMap(body)
-		id, _ := m["id"].(string)
-		if id != "" {
-			t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
-		}
+		id := deleteLater(t, c, m["id"], "/v1/sandboxes/%s")
 		if status != 201 || m["state"] != "running" {
 			t.Fatalf("%s: %d %s", ref, status, body)
 		}
@@ -136,10 +131,7 @@ func TestGuideSnapshots(t *testing.T) {
 	}
 
 	status, body := guideCurl(t, guideExample(t, "snapshots.md#clone"), vars)
-	clone, _ := jsonMap(body)["id"].(string)
-	if clone != "" {
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+clone, nil) })
-	}
+	clone := deleteLater(t, c, jsonMap(body)["id"], "/v1/sandboxes/%s")
 	if status != 201 || jsonMap(body)["state"] != "running" {
 		t.Fatalf("clone: %d %s", status, body)
 	}
@@ -201,10 +193,7 @@ func TestGuideSessions(t *testing.T) {
 	ensureTemplate(t, c, "busybox")
 	status, body := guideCurl(t, guideExample(t, "sessions.md#create"), nil)
 	m := jsonMap(body)
-	ses, _ := m["session_id"].(string)
-	if ses != "" {
-		t.Cleanup(func() { c.do("DELETE", "/v1/sessions/"+ses+"?wait_timeout_ms=60000", nil) })
-	}
+	ses := deleteLater(t, c, m["session_id"], "/v1/sessions/%s?wait_timeout_ms=60000")
 	if (status != 200 && status != 202) || !strings.HasPrefix(ses, "ses_") || m["workflow_id"] != "wf-42" {
 		t.Fatalf("create session: %d %s", status, body)
 	}
@@ -319,10 +308,7 @@ func TestGuideCompatibility(t *testing.T) {
 	ensureTemplate(t, c, "pt-base")
 	status, body := guideCurl(t, guideExample(t, "compatibility.md#e2b-create"), nil)
 	m := jsonMap(body)
-	id, _ := m["sandboxID"].(string)
-	if id != "" {
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id, nil) })
-	}
+	id := deleteLater(t, c, m["sandboxID"], "/v1/sandboxes/%s")
 	if status != 201 || m["templateID"] != "pt-base" || id == "" {
 		t.Fatalf("E2B create: %d %s", status, body)
 	}
@@ -369,4 +355,15 @@ func TestGuideOperating(t *testing.T) {
 	if err := json.Unmarshal(body, &hosts); status != 200 || err != nil || len(hosts.Rows) != 1 {
 		t.Fatalf("hosts: %d %s", status, body)
 	}
+}
+
+// deleteLater returns id, a create's answer's ID field ("" when it has
+// none), and deletes what it names, at fmt.Sprintf(route, id), when the
+// test ends.
+func deleteLater(t *testing.T, c *client, id any, route string) string {
+	s, _ := id.(string)
+	if s != "" {
+		t.Cleanup(func() { c.do("DELETE", fmt.Sprintf(route, s), nil) })
+	}
+	return s
 }

@@ -118,6 +118,35 @@ func (c *client) createRecord(body map[string]any) map[string]any {
 	return m
 }
 
+// createOrg has c (the admin) create an organization named name, and
+// returns its ID and a client with its token.
+func createOrg(t *testing.T, c *client, name string) (string, *client) {
+	t.Helper()
+	r := c.do("POST", "/v1/orgs", map[string]any{"name": name})
+	if r.Status != 201 {
+		t.Fatalf("create org: %d %s", r.Status, r.Body)
+	}
+	m := r.JSON()
+	return m["org"].(map[string]any)["id"].(string), &client{t: t, token: m["token"].(string)}
+}
+
+// listOf GETs a list route at path and returns its rows decoded as T,
+// failing the test unless it answers 200; what names it in failures.
+func listOf[T any](t *testing.T, c *client, what, path string) []T {
+	t.Helper()
+	r := c.do("GET", path, nil)
+	if r.Status != 200 {
+		t.Fatalf("%s: %d %s", what, r.Status, r.Body)
+	}
+	var out struct {
+		Rows []T `json:"rows"`
+	}
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Rows
+}
+
 type execResult struct {
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"`
@@ -128,9 +157,16 @@ type execResult struct {
 // sh runs a shell command in the sandbox and returns its result.
 func (c *client) sh(id, script string) execResult {
 	c.t.Helper()
-	r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": script, "timeout_ms": 120000})
+	return c.shAt("exec", "/v1/sandboxes/"+id+"/exec", script, 120000)
+}
+
+// shAt posts script to the exec route at path with a timeout of
+// timeoutMS and returns its result; what names the call in failures.
+func (c *client) shAt(what, path, script string, timeoutMS int) execResult {
+	c.t.Helper()
+	r := c.do("POST", path, map[string]any{"cmd": script, "timeout_ms": timeoutMS})
 	if r.Status != 200 {
-		c.t.Fatalf("exec %q: %d %s", script, r.Status, r.Body)
+		c.t.Fatalf("%s %q: %d %s", what, script, r.Status, r.Body)
 	}
 	var res execResult
 	if err := json.Unmarshal(r.Body, &res); err != nil {

@@ -116,11 +116,9 @@ func TestIdempotencyE2E(t *testing.T) {
 	var wg sync.WaitGroup
 	answers := make([]response, 10)
 	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			answers[i] = c.doKey("POST", "/v1/sandboxes", ckey, body)
-		}()
+		})
 	}
 	wg.Wait()
 	fresh := 0

@@ -207,18 +207,8 @@ func TestIsolationNetwork(t *testing.T) {
 // oomEvents returns the sandbox's oom_killed events' data.
 func oomEvents(t *testing.T, c *client, id string) []map[string]any {
 	t.Helper()
-	r := c.do("GET", "/v1/events?format=json&type=oom_killed&sandbox_id="+id, nil)
-	if r.Status != 200 {
-		t.Fatalf("events: %d %s", r.Status, r.Body)
-	}
-	var page struct {
-		Rows []sseEvent `json:"rows"`
-	}
-	if err := json.Unmarshal(r.Body, &page); err != nil {
-		t.Fatal(err)
-	}
 	var out []map[string]any
-	for _, e := range page.Rows {
+	for _, e := range listOf[sseEvent](t, c, "events", "/v1/events?format=json&type=oom_killed&sandbox_id="+id) {
 		var d map[string]any
 		json.Unmarshal(e.Data, &d)
 		out = append(out, d)

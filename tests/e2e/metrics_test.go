@@ -85,13 +85,8 @@ func TestRequestIDInPtdLog(t *testing.T) {
 	req, _ := http.NewRequest("GET", env.url+"/v1/sandboxes/sbx_01ARZ3NDEKTSV4RRFFQ69G5FAV", nil)
 	req.Header.Set("Authorization", "Bearer "+env.token)
 	req.Header.Set("X-Request-Id", id)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Fatalf("get of a missing sandbox: %d", resp.StatusCode)
+	if st := statusOf(t, req); st != 404 {
+		t.Fatalf("get of a missing sandbox: %d", st)
 	}
 	for i := 0; ; i++ {
 		b, _ := os.ReadFile(filepath.Join(env.binDir, "ptd.log"))

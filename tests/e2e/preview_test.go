@@ -544,11 +544,9 @@ func TestPreviewAutoResume(t *testing.T) {
 		var wg sync.WaitGroup
 		res := make([]presp, 8)
 		for i := range res {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				res[i] = pdo(t, hc, "GET", u.URL+"hello", nil, auth)
-			}()
+			})
 		}
 		wg.Wait()
 		for i, r := range res {

@@ -25,13 +25,8 @@ func ptAs(t *testing.T, token string, args ...string) (stdout, stderr string, er
 // pt sandbox create --project and --idempotency-key, pt org quota.
 func TestProjectsCLI(t *testing.T) {
 	admin := newClient(t)
-	r := admin.do("POST", "/v1/orgs", map[string]any{"name": "cli-" + randHex(4)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	orgID := r.JSON()["org"].(map[string]any)["id"].(string)
-	tok := r.JSON()["token"].(string)
-	org := &client{t: t, token: tok}
+	orgID, org := createOrg(t, admin, "cli-"+randHex(4))
+	tok := org.token
 
 	out, stderr, err := ptAs(t, tok, "project", "create", "web")
 	prj := strings.TrimSpace(out)

@@ -13,13 +13,9 @@ import (
 func TestProjectsE2E(t *testing.T) {
 	admin := newClient(t)
 	// A fresh org, so the test owns every project and sandbox it lists.
-	r := admin.do("POST", "/v1/orgs", map[string]any{"name": "prj-" + randHex(4)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	org := &client{t: t, token: r.JSON()["token"].(string)}
+	_, org := createOrg(t, admin, "prj-"+randHex(4))
 
-	r = org.do("GET", "/v1/projects", nil)
+	r := org.do("GET", "/v1/projects", nil)
 	rows, _ := r.JSON()["rows"].([]any)
 	if r.Status != 200 || len(rows) != 1 || rows[0].(map[string]any)["default"] != true {
 		t.Fatalf("a new org's projects: %d %s, want its default project", r.Status, r.Body)
@@ -37,26 +33,16 @@ func TestProjectsE2E(t *testing.T) {
 		t.Errorf("another org's project: %d %s, want 404", r.Status, r.Body)
 	}
 
-	mk := func(c *client, body map[string]any) response {
-		t.Helper()
-		body["template"] = "busybox"
-		r := c.do("POST", "/v1/sandboxes", body)
-		if r.Status == 201 {
-			id := r.JSON()["id"].(string)
-			t.Cleanup(func() { org.do("DELETE", "/v1/sandboxes/"+id, nil) })
-		}
-		return r
-	}
-	inDef := mk(org, map[string]any{})
+	inDef := postBusybox(t, org, org, map[string]any{})
 	if inDef.Status != 201 || inDef.JSON()["project_id"] != defID {
 		t.Fatalf("create without project_id: %d %s, want project %s", inDef.Status, inDef.Body, defID)
 	}
-	inML := mk(org, map[string]any{"project_id": mlID})
+	inML := postBusybox(t, org, org, map[string]any{"project_id": mlID})
 	if inML.Status != 201 || inML.JSON()["project_id"] != mlID {
 		t.Fatalf("create in ml: %d %s", inML.Status, inML.Body)
 	}
 	for _, bad := range []string{"prj_01JNDX3V6Z9Q6N1S9Y8K7C2F3A", "nope"} {
-		if r := mk(org, map[string]any{"project_id": bad}); r.Status != 404 || r.JSON()["code"] != "not_found" || r.JSON()["field"] != "project_id" {
+		if r := postBusybox(t, org, org, map[string]any{"project_id": bad}); r.Status != 404 || r.JSON()["code"] != "not_found" || r.JSON()["field"] != "project_id" {
 			t.Errorf("create in unknown project %s: %d %s", bad, r.Status, r.Body)
 		}
 	}
@@ -77,10 +63,10 @@ func TestProjectsE2E(t *testing.T) {
 	if r := scoped.do("GET", "/v1/sandboxes/"+mlSbx, nil); r.Status != 200 {
 		t.Errorf("project token gets its project's sandbox: %d %s", r.Status, r.Body)
 	}
-	if r := mk(scoped, map[string]any{"project_id": defID}); r.Status != 404 {
+	if r := postBusybox(t, scoped, org, map[string]any{"project_id": defID}); r.Status != 404 {
 		t.Errorf("project token creates in another project: %d %s, want 404", r.Status, r.Body)
 	}
-	own := mk(scoped, map[string]any{})
+	own := postBusybox(t, scoped, org, map[string]any{})
 	if own.Status != 201 || own.JSON()["project_id"] != mlID {
 		t.Fatalf("project token creates: %d %s, want project %s", own.Status, own.Body, mlID)
 	}
@@ -132,34 +118,20 @@ func TestProjectsE2E(t *testing.T) {
 // quota_exceeded; a platform admin sets them per org.
 func TestOrgQuotaE2E(t *testing.T) {
 	admin := newClient(t)
-	r := admin.do("POST", "/v1/orgs", map[string]any{"name": "quota-" + randHex(4)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	orgID := r.JSON()["org"].(map[string]any)["id"].(string)
-	org := &client{t: t, token: r.JSON()["token"].(string)}
+	orgID, org := createOrg(t, admin, "quota-"+randHex(4))
 	if r := admin.do("PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1, "max_cpu": 2}); r.Status != 200 {
 		t.Fatalf("set quota: %d %s", r.Status, r.Body)
 	}
-	mk := func(body map[string]any) response {
-		body["template"] = "busybox"
-		r := org.do("POST", "/v1/sandboxes", body)
-		if r.Status == 201 {
-			id := r.JSON()["id"].(string)
-			t.Cleanup(func() { org.do("DELETE", "/v1/sandboxes/"+id, nil) })
-		}
-		return r
-	}
-	if r := mk(map[string]any{"cpu": 4}); r.Status != 429 || r.JSON()["code"] != "quota_exceeded" || r.JSON()["limit"] != "cpu" {
+	if r := postBusybox(t, org, org, map[string]any{"cpu": 4}); r.Status != 429 || r.JSON()["code"] != "quota_exceeded" || r.JSON()["limit"] != "cpu" {
 		t.Errorf("over the cpu quota: %d %s, want 429 quota_exceeded on cpu", r.Status, r.Body)
 	}
-	if r := mk(map[string]any{}); r.Status != 201 {
+	if r := postBusybox(t, org, org, map[string]any{}); r.Status != 201 {
 		t.Fatalf("first sandbox: %d %s", r.Status, r.Body)
 	}
-	if r := mk(map[string]any{}); r.Status != 429 || r.JSON()["code"] != "quota_exceeded" || r.JSON()["limit"] != "sandboxes" || r.JSON()["scope"] != "org" {
+	if r := postBusybox(t, org, org, map[string]any{}); r.Status != 429 || r.JSON()["code"] != "quota_exceeded" || r.JSON()["limit"] != "sandboxes" || r.JSON()["scope"] != "org" {
 		t.Errorf("second sandbox: %d %s, want 429 quota_exceeded on sandboxes", r.Status, r.Body)
 	}
-	r = org.do("GET", "/v1/orgs/"+orgID+"/quotas", nil)
+	r := org.do("GET", "/v1/orgs/"+orgID+"/quotas", nil)
 	usage, _ := r.JSON()["usage"].(map[string]any)
 	if r.Status != 200 || usage["sandboxes"] != float64(1) {
 		t.Errorf("quota view: %d %s", r.Status, r.Body)
@@ -199,4 +171,17 @@ func TestMetadataE2E(t *testing.T) {
 	if r.Status != 200 || r.JSON()["total"] != float64(1) {
 		t.Errorf("metadata filter: %d %s, want 1", r.Status, r.Body)
 	}
+}
+
+// postBusybox has c create a busybox sandbox with body (no wait) and, when
+// it made one, has owner delete it when the test ends.
+func postBusybox(t *testing.T, c, owner *client, body map[string]any) response {
+	t.Helper()
+	body["template"] = "busybox"
+	r := c.do("POST", "/v1/sandboxes", body)
+	if r.Status == 201 {
+		id := r.JSON()["id"].(string)
+		t.Cleanup(func() { owner.do("DELETE", "/v1/sandboxes/"+id, nil) })
+	}
+	return r
 }

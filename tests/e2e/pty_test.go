@@ -39,6 +39,17 @@ func dialPTY(t *testing.T, id string, opts *websocket.DialOptions) (*ptyConn, *h
 	return &ptyConn{t: t, ctx: ctx, conn: conn}, resp, nil
 }
 
+// dialBearer is dialPTY with the token in an Authorization header; a
+// failed dial fails the test.
+func dialBearer(t *testing.T, id string) *ptyConn {
+	t.Helper()
+	p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + env.token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (p *ptyConn) send(s string) {
 	p.t.Helper()
 	if err := p.conn.Write(p.ctx, websocket.MessageBinary, []byte(s)); err != nil {
@@ -99,10 +110,7 @@ func testPTY(t *testing.T, c *client, id string) {
 	bearer := http.Header{"Authorization": {"Bearer " + env.token}}
 
 	t.Run("shell", func(t *testing.T) {
-		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dialBearer(t, id)
 		p.control(map[string]any{"type": "start"}) // the login shell, 80x24
 		p.send("stty size\n")
 		p.until("24 80")
@@ -152,10 +160,7 @@ func testPTY(t *testing.T, c *client, id string) {
 	})
 
 	t.Run("keystrokes first start the login shell", func(t *testing.T) {
-		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dialBearer(t, id)
 		p.send("echo zz$((40+2))\n")
 		p.until("zz42")
 		p.send("exit\n")
@@ -165,10 +170,7 @@ func testPTY(t *testing.T, c *client, id string) {
 	})
 
 	t.Run("a client that goes away hangs the process up", func(t *testing.T) {
-		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dialBearer(t, id)
 		p.control(map[string]any{"type": "start", "cmd": "echo started; exec sleep 6001"})
 		p.until("started")
 		running := func() bool {
@@ -189,10 +191,7 @@ func testPTY(t *testing.T, c *client, id string) {
 	})
 
 	t.Run("bad control message closes 4400", func(t *testing.T) {
-		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dialBearer(t, id)
 		p.control(map[string]any{"type": "start", "cols": 0})
 		if ce := p.closeStatus(); ce.Code != 4400 || !strings.Contains(ce.Reason, "cols") {
 			t.Fatalf("close %d %q, want 4400 naming cols", ce.Code, ce.Reason)
@@ -200,19 +199,13 @@ func testPTY(t *testing.T, c *client, id string) {
 	})
 
 	t.Run("start as another user", func(t *testing.T) {
-		p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := dialBearer(t, id)
 		p.control(map[string]any{"type": "start", "user": "user", "cmd": `echo "$(id -un) $(id -u) $HOME $(pwd)"; touch mine; stat -c %U mine`})
 		ce := p.closeStatus()
 		if !strings.Contains(p.out.String(), "user 1000 /home/user /home/user\r\nuser\r\n") || ce.Reason != "exit 0" {
 			t.Fatalf("output %q, close %d %q", p.out.String(), ce.Code, ce.Reason)
 		}
-		p, _, err = dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
+		p = dialBearer(t, id)
 		p.control(map[string]any{"type": "start", "user": "root", "cmd": "id -u; exit 0"})
 		if ce := p.closeStatus(); !strings.Contains(p.out.String(), "0\r\n") || ce.Reason != "exit 0" {
 			t.Fatalf("as root: output %q, close %d %q", p.out.String(), ce.Code, ce.Reason)
@@ -221,10 +214,7 @@ func testPTY(t *testing.T, c *client, id string) {
 
 	t.Run("an unknown user closes 4400 naming it", func(t *testing.T) {
 		for _, user := range []string{"nosuchuser", "Not A User!"} {
-			p, _, err := dialPTY(t, id, &websocket.DialOptions{HTTPHeader: bearer})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := dialBearer(t, id)
 			p.control(map[string]any{"type": "start", "user": user, "cmd": "echo ran"})
 			ce := p.closeStatus()
 			if ce.Code != 4400 || !strings.Contains(ce.Reason, "user") || !strings.Contains(ce.Reason, user) || strings.Contains(p.out.String(), "ran") {
@@ -234,11 +224,8 @@ func testPTY(t *testing.T, c *client, id string) {
 	})
 
 	t.Run("access", func(t *testing.T) {
-		r := c.do("POST", "/v1/orgs", map[string]any{"name": "pty-other-" + randHex(3)})
-		if r.Status != 201 {
-			t.Fatalf("create org: %d %s", r.Status, r.Body)
-		}
-		other := r.JSON()["token"].(string)
+		_, oc := createOrg(t, c, "pty-other-"+randHex(3))
+		other := oc.token
 		for name, opts := range map[string]*websocket.DialOptions{
 			"no token":              {},
 			"other org header":      {HTTPHeader: http.Header{"Authorization": {"Bearer " + other}}},

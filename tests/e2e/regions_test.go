@@ -161,6 +161,19 @@ func TestRegions(t *testing.T) {
 		t.Fatalf("get of region b's %s through a: %+v %v", id, got, err)
 	}
 
+	// A child named through a, of b's sandbox, is made in b beside its
+	// parent.
+	child, err := cla.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", ParentID: id})
+	if err != nil || child.Region != "rb" || child.ParentID != id {
+		t.Fatalf("child of region b's %s through a: %+v %v, want it in rb", id, child, err)
+	}
+	if got, err := clb.Sandboxes.Get(ctx, child.ID); err != nil || got.ParentID != id {
+		t.Fatalf("the child %s through its own region rb: %+v %v", child.ID, got, err)
+	}
+	if _, err := cla.Sandboxes.Delete(ctx, child.ID); err != nil { // before its parent's delete below
+		t.Fatalf("delete of the child %s through a: %v", child.ID, err)
+	}
+
 	_, err = cla.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox", Region: "nowhere"})
 	var apiErr *platinum.APIError
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Code != "unknown_region" {

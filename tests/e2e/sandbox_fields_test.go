@@ -272,17 +272,11 @@ func TestCamelCaseCreateFields(t *testing.T) {
 	})
 
 	t.Run("quota_exceeded", func(t *testing.T) {
-		r := c.do("POST", "/v1/orgs", map[string]any{"name": "camel-" + randHex(4)})
-		if r.Status != 201 {
-			t.Fatalf("create org: %d %s", r.Status, r.Body)
-		}
-		org := r.JSON()
-		orgID := org["org"].(map[string]any)["id"].(string)
+		orgID, oc := createOrg(t, c, "camel-"+randHex(4))
 		if r := c.do("PUT", "/v1/orgs/"+orgID+"/quotas", map[string]any{"max_sandboxes": 1}); r.Status != 200 {
 			t.Fatalf("set quota: %d %s", r.Status, r.Body)
 		}
-		oc := &client{t: t, token: org["token"].(string)}
-		r = oc.do("POST", "/v1/sandboxes", `{"template":"python-node","ttlMs":60000}`)
+		r := oc.do("POST", "/v1/sandboxes", `{"template":"python-node","ttlMs":60000}`)
 		if r.Status != 201 {
 			t.Fatalf("first create: %d %s", r.Status, r.Body)
 		}

@@ -40,6 +40,18 @@ func (w *waitBuf) String() string {
 	return w.buf.String()
 }
 
+// send writes input to the process's stdin, then waits (bounded by ctx)
+// for want to appear.
+func (w *waitBuf) send(ctx context.Context, t *testing.T, p interface {
+	SendInput(context.Context, []byte) error
+}, input, want string) {
+	t.Helper()
+	if err := p.SendInput(ctx, []byte(input)); err != nil {
+		t.Fatal(err)
+	}
+	w.until(ctx, t, want)
+}
+
 // until waits (bounded by ctx) for want to appear.
 func (w *waitBuf) until(ctx context.Context, t *testing.T, want string) {
 	t.Helper()
@@ -112,10 +124,7 @@ func TestGoSDKProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		if err := a.SendInput(ctx, []byte("hi\x00there\n")); err != nil {
-			t.Fatal(err)
-		}
-		out.until(ctx, t, "hi\x00there\n")
+		out.send(ctx, t, a, "hi\x00there\n", "hi\x00there\n")
 		if err := a.CloseStdin(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -156,17 +165,11 @@ func TestGoSDKProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		if err := p.SendInput(ctx, []byte("stty size\n")); err != nil {
-			t.Fatal(err)
-		}
-		out.until(ctx, t, "24 80")
+		out.send(ctx, t, p, "stty size\n", "24 80")
 		if err := p.Resize(ctx, platinum.PTYSize{Cols: 100, Rows: 30}); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.SendInput(ctx, []byte("stty size\n")); err != nil {
-			t.Fatal(err)
-		}
-		out.until(ctx, t, "30 100")
+		out.send(ctx, t, p, "stty size\n", "30 100")
 		if err := p.Kill(ctx); err != nil {
 			t.Fatal(err)
 		}

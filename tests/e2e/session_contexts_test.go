@@ -41,6 +41,19 @@ func createSessionOK(t *testing.T, c *client, body map[string]any) response {
 	return r
 }
 
+// passiveStatus reads a context's status by its camelCase names and fails
+// the test if the read created a sandbox ("A passive status read does
+// not start a new environment").
+func passiveStatus(t *testing.T, c *client, vault, kind, id string) map[string]any {
+	t.Helper()
+	before := countSandboxes(t, c)
+	m := camelStatus(t, c, vault, kind, id)
+	if after := countSandboxes(t, c); after != before {
+		t.Fatalf("a status read created sandboxes: %d → %d", before, after)
+	}
+	return m
+}
+
 // countSandboxes is how many sandboxes the org has, destroyed included.
 func countSandboxes(t *testing.T, c *client) int {
 	t.Helper()
@@ -54,12 +67,8 @@ func TestContextSessionColdPathAndIDs(t *testing.T) {
 	vault, wf := "vault-"+randHex(4), "wf-"+randHex(4)
 
 	// "A passive status read does not start a new environment."
-	before := countSandboxes(t, c)
-	if m := camelStatus(t, c, vault, "workflowId", wf); m["status"] != "none" || m["sessionId"] != nil {
+	if m := passiveStatus(t, c, vault, "workflowId", wf); m["status"] != "none" || m["sessionId"] != nil {
 		t.Fatalf("status of a context without a session: %v", m)
-	}
-	if after := countSandboxes(t, c); after != before {
-		t.Fatalf("a status read created sandboxes: %d → %d", before, after)
 	}
 
 	// Cold path: 202, provisioning; commands are refused until ready.
@@ -127,12 +136,8 @@ func TestContextSessionWarmPath(t *testing.T) {
 	setPool(t, c, 1, 1)
 	waitPoolReady(t, c, 1)
 	vault, agent := "vault-"+randHex(4), "agent-"+randHex(4)
-	before := countSandboxes(t, c)
-	if m := camelStatus(t, c, vault, "agentSessionId", agent); m["status"] != "none" {
+	if m := passiveStatus(t, c, vault, "agentSessionId", agent); m["status"] != "none" {
 		t.Fatalf("status before any session: %v", m)
-	}
-	if after := countSandboxes(t, c); after != before {
-		t.Fatalf("a status read created sandboxes: %d → %d", before, after)
 	}
 	// HTTP 200: the warm path has confirmed readiness; use sessionId at once.
 	r := createSessionOK(t, c, camelSessionBody(vault, "agentSessionId", agent))

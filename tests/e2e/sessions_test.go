@@ -88,6 +88,16 @@ func waitClassPoolReady(t *testing.T, c *client, class string, n int) {
 	t.Fatalf("pool %q never reached %d ready (ready %d, provisioning %d)", class, n, ready, prov)
 }
 
+// freshPool builds the session template, empties its pool, sets the
+// pool to minReady/max and waits until minReady of it are ready.
+func freshPool(t *testing.T, c *client, minReady, max int) {
+	t.Helper()
+	ensureTemplate(t, c, sessionTemplate)
+	drainPool(t, c)
+	setPool(t, c, minReady, max)
+	waitPoolReady(t, c, minReady)
+}
+
 // drainPool sets the pool to 0/0 and waits until it holds nothing.
 func drainPool(t *testing.T, c *client) {
 	t.Helper()
@@ -164,15 +174,7 @@ func (c *client) readySession(sc sessionCtx) map[string]any {
 // sessionSh runs a shell command through the session's exec route.
 func (c *client) sessionSh(id, script string) execResult {
 	c.t.Helper()
-	r := c.do("POST", "/v1/sessions/"+id+"/exec", map[string]any{"cmd": script, "timeout_ms": 60000})
-	if r.Status != 200 {
-		c.t.Fatalf("session exec %q: %d %s", script, r.Status, r.Body)
-	}
-	var res execResult
-	if err := json.Unmarshal(r.Body, &res); err != nil {
-		c.t.Fatal(err)
-	}
-	return res
+	return c.shAt("session exec", "/v1/sessions/"+id+"/exec", script, 60000)
 }
 
 func TestSessionColdPathRefusesCommandsUntilReady(t *testing.T) {
@@ -249,10 +251,7 @@ func TestSessionColdPathRefusesCommandsUntilReady(t *testing.T) {
 
 func TestSessionWarmPathAndRefill(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 1, 2)
-	waitPoolReady(t, c, 1)
+	freshPool(t, c, 1, 2)
 	// The host that holds the pool says so, and so does /metrics.
 	hosts := c.do("GET", "/v1/hosts", nil)
 	var onHost float64
@@ -305,11 +304,8 @@ func TestSessionWarmPathAndRefill(t *testing.T) {
 
 func TestSessionConcurrentCreatesGetDistinctSandboxes(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
 	const n = 3
-	setPool(t, c, n, n)
-	waitPoolReady(t, c, n)
+	freshPool(t, c, n, n)
 
 	var mu sync.Mutex
 	sandboxes := map[string]string{}

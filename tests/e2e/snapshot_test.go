@@ -34,46 +34,54 @@ func (c *client) restore(id, snap string) map[string]any {
 	return r.JSON()
 }
 
+// forEachClass runs f as a subtest per runtime class (runc, gvisor), each
+// with a client of its own and a running busybox sandbox, id, of the
+// class.
+func forEachClass(t *testing.T, f func(t *testing.T, c *client, class, id string)) {
+	for _, class := range []string{"runc", "gvisor"} {
+		t.Run(class, func(t *testing.T) {
+			c := newClient(t)
+			f(t, c, class, c.create(map[string]any{"template": "busybox", "runtime": class}))
+		})
+	}
+}
+
 // TestSnapshotRestoreRollsBack: snapshot, change files, restore in place:
 // the files are as they were at the snapshot, on both runtime classes.
 // runc has no CRIU here, so its snapshot is disk-only and asking for
 // memory is a clear 409.
 func TestSnapshotRestoreRollsBack(t *testing.T) {
-	for _, class := range []string{"runc", "gvisor"} {
-		t.Run(class, func(t *testing.T) {
-			c := newClient(t)
-			id := c.create(map[string]any{"template": "busybox", "runtime": class})
-			c.mustSh(id, "echo one > /root/a && mkdir -p /root/d && echo keep > /root/d/k")
-			snap := c.snapshot(id, map[string]any{"name": "before", "memory": false})
-			sid := snap["id"].(string)
-			if !strings.HasPrefix(sid, "snap_") || snap["state"] != "ready" || snap["memory"] != false || snap["sandbox_id"] != id {
-				t.Fatalf("snapshot = %v", snap)
-			}
-			t.Cleanup(func() { c.do("DELETE", "/v1/snapshots/"+sid, nil) })
-			c.mustSh(id, "echo two > /root/a && echo new > /root/b && rm -r /root/d")
+	forEachClass(t, func(t *testing.T, c *client, class, id string) {
+		c.mustSh(id, "echo one > /root/a && mkdir -p /root/d && echo keep > /root/d/k")
+		snap := c.snapshot(id, map[string]any{"name": "before", "memory": false})
+		sid := snap["id"].(string)
+		if !strings.HasPrefix(sid, "snap_") || snap["state"] != "ready" || snap["memory"] != false || snap["sandbox_id"] != id {
+			t.Fatalf("snapshot = %v", snap)
+		}
+		t.Cleanup(func() { c.do("DELETE", "/v1/snapshots/"+sid, nil) })
+		c.mustSh(id, "echo two > /root/a && echo new > /root/b && rm -r /root/d")
 
-			got := c.restore(id, sid)
-			if got["restore"] != "disk_only" {
-				t.Errorf("restore of a disk snapshot: restore = %v, want disk_only", got["restore"])
-			}
-			if out := c.mustSh(id, "cat /root/a /root/d/k; ls /root/b 2>&1 || true"); !strings.HasPrefix(out, "one\nkeep\n") || !strings.Contains(out, "No such file") {
-				t.Errorf("after restore: %q, want one, keep and no /root/b", out)
-			}
+		got := c.restore(id, sid)
+		if got["restore"] != "disk_only" {
+			t.Errorf("restore of a disk snapshot: restore = %v, want disk_only", got["restore"])
+		}
+		if out := c.mustSh(id, "cat /root/a /root/d/k; ls /root/b 2>&1 || true"); !strings.HasPrefix(out, "one\nkeep\n") || !strings.Contains(out, "No such file") {
+			t.Errorf("after restore: %q, want one, keep and no /root/b", out)
+		}
 
-			if r := c.do("GET", "/v1/sandboxes/"+id+"/snapshots", nil); r.Status != 200 || !strings.Contains(string(r.Body), sid) {
-				t.Errorf("list snapshots: %d %s", r.Status, r.Body)
+		if r := c.do("GET", "/v1/sandboxes/"+id+"/snapshots", nil); r.Status != 200 || !strings.Contains(string(r.Body), sid) {
+			t.Errorf("list snapshots: %d %s", r.Status, r.Body)
+		}
+		if class == "runc" {
+			r := c.do("POST", "/v1/sandboxes/"+id+"/snapshots", map[string]any{"memory": true})
+			if r.Status != 409 || r.JSON()["code"] != "memory_snapshot_unsupported" {
+				t.Errorf("memory snapshot of runc: %d %s, want 409 memory_snapshot_unsupported", r.Status, r.Body)
 			}
-			if class == "runc" {
-				r := c.do("POST", "/v1/sandboxes/"+id+"/snapshots", map[string]any{"memory": true})
-				if r.Status != 409 || r.JSON()["code"] != "memory_snapshot_unsupported" {
-					t.Errorf("memory snapshot of runc: %d %s, want 409 memory_snapshot_unsupported", r.Status, r.Body)
-				}
-				if r := c.do("POST", "/v1/sandboxes/"+id+"/restore", map[string]any{"snapshot_id": "snap_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); r.Status != 404 || r.JSON()["field"] != "snapshot_id" {
-					t.Errorf("restore to an unknown snapshot: %d %s", r.Status, r.Body)
-				}
+			if r := c.do("POST", "/v1/sandboxes/"+id+"/restore", map[string]any{"snapshot_id": "snap_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); r.Status != 404 || r.JSON()["field"] != "snapshot_id" {
+				t.Errorf("restore to an unknown snapshot: %d %s", r.Status, r.Body)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestSnapshotOtherOrg: another org's token sees none of it (404).
@@ -81,11 +89,7 @@ func TestSnapshotOtherOrg(t *testing.T) {
 	c := newClient(t)
 	id := c.create(map[string]any{"template": "busybox"})
 	sid := c.snapshot(id, nil)["id"].(string)
-	r := c.do("POST", "/v1/orgs", map[string]any{"name": "snap-other-" + randHex(3)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	other := &client{t: t, token: r.JSON()["token"].(string)}
+	_, other := createOrg(t, c, "snap-other-"+randHex(3))
 	for _, p := range []string{"/v1/snapshots/" + sid, "/v1/sandboxes/" + id + "/snapshots"} {
 		if r := other.do("GET", p, nil); r.Status != 404 {
 			t.Errorf("GET %s as another org: %d %s", p, r.Status, r.Body)
@@ -135,74 +139,70 @@ func TestCloneFromSnapshot(t *testing.T) {
 // hostname, machine-id, entropy, address and token (which sees only its
 // own children).
 func TestForkIdentity(t *testing.T) {
-	for _, class := range []string{"runc", "gvisor"} {
-		t.Run(class, func(t *testing.T) {
-			c := newClient(t)
-			src := c.create(map[string]any{"template": "busybox", "runtime": class})
-			c.mustSh(src, "echo shared > /root/f")
-			r := c.do("POST", "/v1/sandboxes/"+src+"/fork?wait_for_state=running&wait_timeout_ms=300000", map[string]any{"count": 3})
-			if r.Status != 201 {
-				t.Fatalf("fork: %d %s", r.Status, r.Body)
+	forEachClass(t, func(t *testing.T, c *client, class, src string) {
+		c.mustSh(src, "echo shared > /root/f")
+		r := c.do("POST", "/v1/sandboxes/"+src+"/fork?wait_for_state=running&wait_timeout_ms=300000", map[string]any{"count": 3})
+		if r.Status != 201 {
+			t.Fatalf("fork: %d %s", r.Status, r.Body)
+		}
+		res := r.JSON()
+		if want := class == "gvisor"; res["memory"] != want {
+			t.Errorf("fork memory = %v, want %v (%v)", res["memory"], want, res["memory_reason"])
+		}
+		var forks []string
+		for _, v := range res["sandboxes"].([]any) {
+			sb := v.(map[string]any)
+			fid := sb["id"].(string)
+			forks = append(forks, fid)
+			t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+fid, nil) })
+			if sb["state"] != "running" || sb["parent_id"] != src {
+				t.Errorf("fork %s: state %v parent %v", fid, sb["state"], sb["parent_id"])
 			}
-			res := r.JSON()
-			if want := class == "gvisor"; res["memory"] != want {
-				t.Errorf("fork memory = %v, want %v (%v)", res["memory"], want, res["memory_reason"])
+		}
+		if len(forks) != 3 {
+			t.Fatalf("forks: %v", forks)
+		}
+		seen := map[string]string{}
+		unique := func(what, fid, v string) {
+			t.Helper()
+			if o, ok := seen[what+v]; ok {
+				t.Errorf("%s of %s equals %s's: %q", what, fid, o, v)
 			}
-			var forks []string
-			for _, v := range res["sandboxes"].([]any) {
-				sb := v.(map[string]any)
-				fid := sb["id"].(string)
-				forks = append(forks, fid)
-				t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+fid, nil) })
-				if sb["state"] != "running" || sb["parent_id"] != src {
-					t.Errorf("fork %s: state %v parent %v", fid, sb["state"], sb["parent_id"])
+			seen[what+v] = fid
+		}
+		for _, fid := range forks {
+			out := c.mustSh(fid, "cat /root/f; hostname; cat /etc/hostname; cat /etc/machine-id; head -c 16 /dev/urandom | od -A n -t x1 | tr -d ' \\n'; echo; echo $PT_TOKEN")
+			l := strings.Split(out, "\n")
+			if len(l) < 6 || l[0] != "shared" || l[1] != fid || l[2] != fid {
+				t.Errorf("fork %s: %q", fid, out)
+				continue
+			}
+			unique("machine-id", fid, l[3])
+			unique("urandom", fid, l[4])
+			addr, err := os.ReadFile(filepath.Join(env.dataDir, "sandboxes", fid, "address"))
+			if err != nil {
+				t.Errorf("address of %s: %v", fid, err)
+			}
+			unique("address", fid, string(addr))
+			if l[5] == "" {
+				t.Errorf("fork %s has no PT_TOKEN", fid)
+				continue
+			}
+			unique("token", fid, l[5])
+			tok := &client{t: t, token: l[5]}
+			if r := tok.do("GET", "/v1/sandboxes", nil); r.Status != 200 || strings.Contains(string(r.Body), "sbx_") {
+				t.Errorf("fork %s's token lists: %d %s", fid, r.Status, r.Body)
+			}
+			for _, other := range append([]string{src}, forks...) {
+				if r := tok.do("GET", "/v1/sandboxes/"+other, nil); r.Status != 404 {
+					t.Errorf("fork %s's token reads %s: %d", fid, other, r.Status)
 				}
 			}
-			if len(forks) != 3 {
-				t.Fatalf("forks: %v", forks)
-			}
-			seen := map[string]string{}
-			unique := func(what, fid, v string) {
-				t.Helper()
-				if o, ok := seen[what+v]; ok {
-					t.Errorf("%s of %s equals %s's: %q", what, fid, o, v)
-				}
-				seen[what+v] = fid
-			}
-			for _, fid := range forks {
-				out := c.mustSh(fid, "cat /root/f; hostname; cat /etc/hostname; cat /etc/machine-id; head -c 16 /dev/urandom | od -A n -t x1 | tr -d ' \\n'; echo; echo $PT_TOKEN")
-				l := strings.Split(out, "\n")
-				if len(l) < 6 || l[0] != "shared" || l[1] != fid || l[2] != fid {
-					t.Errorf("fork %s: %q", fid, out)
-					continue
-				}
-				unique("machine-id", fid, l[3])
-				unique("urandom", fid, l[4])
-				addr, err := os.ReadFile(filepath.Join(env.dataDir, "sandboxes", fid, "address"))
-				if err != nil {
-					t.Errorf("address of %s: %v", fid, err)
-				}
-				unique("address", fid, string(addr))
-				if l[5] == "" {
-					t.Errorf("fork %s has no PT_TOKEN", fid)
-					continue
-				}
-				unique("token", fid, l[5])
-				tok := &client{t: t, token: l[5]}
-				if r := tok.do("GET", "/v1/sandboxes", nil); r.Status != 200 || strings.Contains(string(r.Body), "sbx_") {
-					t.Errorf("fork %s's token lists: %d %s", fid, r.Status, r.Body)
-				}
-				for _, other := range append([]string{src}, forks...) {
-					if r := tok.do("GET", "/v1/sandboxes/"+other, nil); r.Status != 404 {
-						t.Errorf("fork %s's token reads %s: %d", fid, other, r.Status)
-					}
-				}
-			}
-			if out := c.mustSh(src, "hostname; cat /root/f"); out != src+"\nshared\n" {
-				t.Errorf("source after fork: %q", out)
-			}
-		})
-	}
+		}
+		if out := c.mustSh(src, "hostname; cat /root/f"); out != src+"\nshared\n" {
+			t.Errorf("source after fork: %q", out)
+		}
+	})
 }
 
 // startCounter starts a process in the sandbox that writes an increasing

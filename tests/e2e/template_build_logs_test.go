@@ -133,12 +133,7 @@ func TestTemplateBuildLogStream(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", env.url+"/v1/templates/"+slug+"/builds/"+id+"/logs?format=sse", nil)
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Last-Event-ID", "x")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 400 {
-		t.Errorf("Last-Event-ID x: %d, want 400", resp.StatusCode)
+	if st := statusOf(t, req); st != 400 {
+		t.Errorf("Last-Event-ID x: %d, want 400", st)
 	}
 }

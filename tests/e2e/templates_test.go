@@ -38,17 +38,7 @@ type versionJSON struct {
 
 func versions(t *testing.T, c *client, slug string) []versionJSON {
 	t.Helper()
-	r := c.do("GET", "/v1/templates/"+slug+"/versions", nil)
-	if r.Status != 200 {
-		t.Fatalf("versions: %d %s", r.Status, r.Body)
-	}
-	var out struct {
-		Rows []versionJSON `json:"rows"`
-	}
-	if err := json.Unmarshal(r.Body, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Rows
+	return listOf[versionJSON](t, c, "versions", "/v1/templates/"+slug+"/versions")
 }
 
 // TestTemplateVersions: a new build of a slug makes a new version; a

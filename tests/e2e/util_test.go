@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -23,6 +24,18 @@ func ensureTemplate(t *testing.T, c *client, slug string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("template %s never became ready", slug)
+}
+
+// statusOf sends req and returns the answer's status (its body is
+// dropped); a transport error fails the test.
+func statusOf(t *testing.T, req *http.Request) int {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // dialWithin dials addr until it accepts or d has passed: a server just

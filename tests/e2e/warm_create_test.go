@@ -13,44 +13,61 @@ import (
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
-// TestWarmCreateBehavesLikeCold: with a warm pool for the template, a plain
-// POST /v1/sandboxes is handed a pooled sandbox (start "warm", running at
-// once) that a caller cannot tell from one booted for the same body (start
-// "cold") but by those two things: the same record fields, the same
-// environment inside, the same files. Two warm creates share no hostname,
-// token or file, and the pool refills behind them.
+// TestWarmCreateBehavesLikeCold: on each runtime class (runc, the
+// harness's default, and gVisor, each from its own class's pool), with a
+// warm pool for the template, a plain POST /v1/sandboxes is handed a
+// pooled sandbox (start "warm", running at once) that a caller cannot
+// tell from one booted for the same body (start "cold") but by those two
+// things: the same record fields, the same environment inside, the same
+// files. Two warm creates share no hostname, token or file, and the pool
+// refills behind them.
 func TestWarmCreateBehavesLikeCold(t *testing.T) {
 	c := newClient(t)
 	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 3, 3)
-	waitPoolReady(t, c, 3)
+	for _, class := range []string{"runc", "gvisor"} {
+		t.Run(class, func(t *testing.T) {
+			if class == "gvisor" {
+				requireGVisor(t, c)
+			}
+			warmLikeCold(t, c, class)
+		})
+	}
+}
 
-	// The guide's example (docs/sessions.md, "Warm creates").
-	status, gb := guideCurl(t, guideExample(t, "sessions.md#warm-create"), nil)
-	if g := jsonMap(gb); status != 201 || g["start"] != "warm" || g["state"] != "running" {
-		t.Fatalf("the guide's warm create: %d %s", status, gb)
-	} else {
-		t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+g["id"].(string), nil) })
+// warmLikeCold is TestWarmCreateBehavesLikeCold on one runtime class; the
+// guide's example (no runtime: the default class) runs on runc's.
+func warmLikeCold(t *testing.T, c *client, class string) {
+	drainClassPool(t, c, class)
+	setClassPool(t, c, class, 3, 3)
+	waitClassPoolReady(t, c, class, 3)
+
+	if class == harnessDefaultClass {
+		// The guide's example (docs/sessions.md, "Warm creates").
+		status, gb := guideCurl(t, guideExample(t, "sessions.md#warm-create"), nil)
+		if g := jsonMap(gb); status != 201 || g["start"] != "warm" || g["state"] != "running" {
+			t.Fatalf("the guide's warm create: %d %s", status, gb)
+		} else {
+			t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+g["id"].(string), nil) })
+		}
 	}
 
 	body := func() map[string]any {
-		return map[string]any{"template": sessionTemplate, "name": "warm-" + randHex(4), "ttl_ms": 600000, "type": "dev",
+		return map[string]any{"template": sessionTemplate, "runtime": class, "name": "warm-" + randHex(4), "ttl_ms": 600000, "type": "dev",
 			"env": map[string]any{"GREETING": "hi there"}, "metadata": map[string]any{"suite": "warm-" + randHex(2)}}
 	}
 	create := c.createRecord
 	wb := body()
 	warm := create(wb)
-	if warm["start"] != "warm" {
-		t.Fatalf("create with a ready pool: start %v, want warm: %v", warm["start"], warm)
+	if warm["start"] != "warm" || warm["runtime"] != class {
+		t.Fatalf("create with a ready %s pool: start %v runtime %v, want warm: %v", class, warm["start"], warm["runtime"], warm)
 	}
 	warm2 := create(body())
 	if warm2["start"] != "warm" || warm2["id"] == warm["id"] {
 		t.Fatalf("second create: %v %v, want another warm sandbox", warm2["start"], warm2["id"])
 	}
-	waitPoolReady(t, c, 1) // refilled behind the claims
+	waitClassPoolReady(t, c, class, 1) // refilled behind the claims
 
-	drainPool(t, c)
+	drainClassPool(t, c, class)
 	cb := maps.Clone(wb)
 	cb["name"] = "cold-" + randHex(4)
 	cold := create(cb)
@@ -326,10 +343,7 @@ func TestWarmCreateRuntimeClasses(t *testing.T) {
 // The pool refills behind the claim.
 func TestWarmCreateResizedLikeCold(t *testing.T) {
 	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	drainPool(t, c)
-	setPool(t, c, 1, 1)
-	waitPoolReady(t, c, 1)
+	freshPool(t, c, 1, 1)
 
 	body := func(name string) map[string]any {
 		return map[string]any{"template": sessionTemplate, "runtime": "runc", "name": name, "cpu": 2, "ram_mb": 1024}

@@ -165,11 +165,7 @@ func TestWebhooks(t *testing.T) {
 	}
 
 	// Another org neither sees nor deletes it.
-	r = c.do("POST", "/v1/orgs", map[string]any{"name": "hooks-other-" + randHex(3)})
-	if r.Status != 201 {
-		t.Fatalf("create org: %d %s", r.Status, r.Body)
-	}
-	other := &client{t: t, token: r.JSON()["token"].(string)}
+	_, other := createOrg(t, c, "hooks-other-"+randHex(3))
 	for _, tc := range []struct{ method, path string }{
 		{"GET", "/v1/webhooks/" + hid}, {"DELETE", "/v1/webhooks/" + hid}, {"GET", "/v1/webhooks/" + hid + "/deliveries"},
 	} {

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,24 +59,7 @@ func startPtd(t *testing.T, o ptdtest.Options) *ptdtest.Daemon {
 	}
 	o.RepoRoot, o.BinDir = build.root, build.bin
 	o.ExtraArgs = append([]string{"--log-level", "debug", "--pids-limit", "256"}, o.ExtraArgs...)
-	d, err := ptdtest.Start(o)
-	t.Cleanup(func() {
-		if t.Failed() && d != nil {
-			t.Logf("ptd log tail:\n%s", tail(d.Log(), 80))
-		}
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return ptdtest.StartTest(t, o, 80)
 }
 
 // api is a raw REST client for one daemon.

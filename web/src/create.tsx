@@ -7,7 +7,7 @@ import { call, type Host, type Project, type Sandbox, type Template, type Templa
 import { lines, optNumber, parsePairs } from "./format";
 import { navigate } from "./router";
 import { put } from "./store";
-import { ErrorBox, Field, useLoad } from "./ui";
+import { ErrorBox, Field, LinesField, useLoad } from "./ui";
 
 // The SandboxType table of api/openapi.yaml: each type's timers.
 const typeDefaults: Record<string, { stop: string; archive: string; del: string }> = {
@@ -146,12 +146,8 @@ export function CreatePage({ query }: { query: URLSearchParams }) {
         <fieldset>
           <legend>Environment and metadata</legend>
           <div class="grid two">
-            <Field id="c-env" label="Environment" hint="KEY=value, one a line; values are never shown again">
-              <textarea id="c-env" name="env" rows={3} />
-            </Field>
-            <Field id="c-meta" label="Metadata" hint="key=value, one a line">
-              <textarea id="c-meta" name="metadata" rows={3} />
-            </Field>
+            <LinesField id="c-env" name="env" label="Environment" hint="KEY=value, one a line; values are never shown again" rows={3} />
+            <LinesField id="c-meta" name="metadata" label="Metadata" hint="key=value, one a line" rows={3} />
           </div>
         </fieldset>
         <fieldset>
@@ -163,20 +159,14 @@ export function CreatePage({ query }: { query: URLSearchParams }) {
                 <option value="deny">denied</option>
               </select>
             </Field>
-            <Field id="c-allow" label="Allow out" hint="CIDRs, addresses, domains or *.suffix; one a line">
-              <textarea id="c-allow" name="allow_out" rows={2} />
-            </Field>
-            <Field id="c-deny" label="Deny out" hint="CIDRs or addresses; one a line">
-              <textarea id="c-deny" name="deny_out" rows={2} />
-            </Field>
+            <LinesField id="c-allow" name="allow_out" label="Allow out" hint="CIDRs, addresses, domains or *.suffix; one a line" rows={2} />
+            <LinesField id="c-deny" name="deny_out" label="Deny out" hint="CIDRs or addresses; one a line" rows={2} />
           </div>
         </fieldset>
         <fieldset>
           <legend>Access and placement</legend>
           <div class="grid two">
-            <Field id="c-ssh" label="SSH public keys" hint="one a line (ssh-ed25519 AAAA… comment); shown later as fingerprints" wide>
-              <textarea id="c-ssh" name="ssh_keys" rows={3} />
-            </Field>
+            <LinesField id="c-ssh" name="ssh_keys" label="SSH public keys" hint="one a line (ssh-ed25519 AAAA… comment); shown later as fingerprints" rows={3} wide />
             <div class="grid">
               <Field id="c-project" label="Project">
                 <select id="c-project" name="project_id">

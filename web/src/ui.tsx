@@ -30,6 +30,19 @@ export function Field({ id, label, hint, children, wide }: {
   );
 }
 
+/** A Field whose control is a textarea of one entry a line (a list or
+ * map the form parses on submit), as the create form's env, metadata,
+ * network lists and SSH keys are. */
+export function LinesField({ id, name, label, hint, rows, wide }: {
+  id: string; name: string; label: string; hint: string; rows: number; wide?: boolean;
+}) {
+  return (
+    <Field id={id} label={label} hint={hint} wide={wide}>
+      <textarea id={id} name={name} rows={rows} />
+    </Field>
+  );
+}
+
 /** Definition list rows: [term, value] pairs, empty values shown as a dash. */
 export function Details({ rows, class: cls = "details" }: {
   rows: [string, ComponentChildren][]; class?: string;

@@ -137,7 +137,7 @@ func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *cre
 			return "", "", badRequest("images and Dockerfiles are not built by Platinum: name a template as snapshot (%s)", h.templateList(ctx))
 		}
 		if _, err := h.cp.GetTemplate(ctx, from); err != nil {
-			return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("image %s is not one of this server's templates (%s); Platinum builds no images", from, h.templateList(ctx))}
+			return "", "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("image %s is not one of this server's templates (%s); Platinum builds no images", from, h.templateList(ctx))}
 		}
 		return from, "", nil
 	}
@@ -161,10 +161,10 @@ func (h *Handler) template(ctx context.Context, p controlplane.Principal, c *cre
 		return "", "", err
 	}
 	if !ok {
-		return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s, and the organization's own snapshots", name, h.templateList(ctx))}
+		return "", "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("Snapshot %s not found; this server has %s, and the organization's own snapshots", name, h.templateList(ctx))}
 	}
 	if s.State != sandbox.SnapshotReady {
-		return "", "", &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Snapshot %s is still being taken", name)}
+		return "", "", &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("Snapshot %s is still being taken", name)}
 	}
 	return "", s.ID, nil
 }
@@ -311,7 +311,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		var nf interface{ Field() string }
 		if errors.As(err, &nf) && (nf.Field() == "template" || nf.Field() == "from_snapshot") {
-			return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("Snapshot %s not found; this server has %s", cmp.Or(slug, req.Snapshot), h.templateList(ctx))}
+			return &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("Snapshot %s not found; this server has %s", cmp.Or(slug, req.Snapshot), h.templateList(ctx))}
 		}
 		return err
 	}
@@ -348,6 +348,21 @@ func (h *Handler) lookup(ctx context.Context, p controlplane.Principal, idOrName
 			return sandbox.Sandbox{}, notFound
 		}
 	}
+}
+
+// lookupIn is lookup for an operation Daytona allows only from state
+// want: a sandbox in another state is refused as Daytona refuses it, 409
+// while it is on its way somewhere (a state change in progress), else 400
+// with refusal, a format that gets the sandbox's Daytona state.
+func (h *Handler) lookupIn(ctx context.Context, p controlplane.Principal, idOrName string, want sandbox.State, refusal string) (sandbox.Sandbox, error) {
+	sb, err := h.lookup(ctx, p, idOrName)
+	if err != nil || sb.State == want {
+		return sb, err
+	}
+	if transitional(sb.State) {
+		return sandbox.Sandbox{}, &controlplane.StateError{State: sb.State}
+	}
+	return sandbox.Sandbox{}, badRequest(refusal, daytonaState(sb.State))
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
@@ -407,15 +422,9 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, p controlplane.P
 // checkpoints; runc freezes within the warm window).
 func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	ctx := r.Context()
-	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	sb, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateRunning, "Sandbox is not in a stoppable state (%s)")
 	if err != nil {
 		return err
-	}
-	if sb.State != sandbox.StateRunning {
-		if transitional(sb.State) {
-			return &controlplane.StateError{State: sb.State}
-		}
-		return badRequest("Sandbox is not in a stoppable state (%s)", daytonaState(sb.State))
 	}
 	if sb, err = h.cp.Stop(ctx, p, sb.ID); err != nil {
 		return err
@@ -440,15 +449,9 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 // archived (the SDK re-reads the sandbox without waiting).
 func (h *Handler) archive(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	ctx := r.Context()
-	sb, err := h.lookup(ctx, p, r.PathValue("id"))
+	sb, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateStopped, "Sandbox is not stopped (%s)")
 	if err != nil {
 		return err
-	}
-	if sb.State != sandbox.StateStopped {
-		if transitional(sb.State) {
-			return &controlplane.StateError{State: sb.State}
-		}
-		return badRequest("Sandbox is not stopped (%s)", daytonaState(sb.State))
 	}
 	if sb.Retention.Type == sandbox.TypeEphemeral {
 		return badRequest("Ephemeral sandboxes cannot be archived")

@@ -67,9 +67,8 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	tr := compatkit.AgentTransport()
 	h := &Handler{cp: cp, auth: auth, cfg: cfg, log: logger, mux: http.NewServeMux()}
-	h.proxy = h.newProxy(tr)
+	h.proxy = h.newProxy()
 	h.routes()
 	return h
 }
@@ -94,7 +93,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, pattern := h.mux.Handler(r); pattern == "" {
-		h.writeError(w, r, &apiError{status: http.StatusNotFound, msg: "Cannot " + r.Method + " " + r.URL.Path})
+		h.writeError(w, r, &apiError{Status: http.StatusNotFound, Msg: "Cannot " + r.Method + " " + r.URL.Path})
 		return
 	}
 	h.mux.ServeHTTP(w, r)
@@ -182,28 +181,18 @@ func toolboxURL(r *http.Request) string { return baseURL(r) + ToolboxPrefix }
 type upstreamKey struct{}
 
 // newProxy builds the toolbox reverse proxy: the upstream (the sandbox's
-// agent) and its token ride in the request's context. FlushInterval -1
-// streams WebSocket and log traffic as it comes.
-func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			up, _ := pr.In.Context().Value(upstreamKey{}).(target)
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
-			pr.Out.URL.Path, pr.Out.URL.RawPath = agentToolboxPrefix+up.path, ""
-			pr.Out.Header.Del("Authorization") // the API key stays with ptd
-			pr.Out.Header.Set("X-Access-Token", up.token)
-		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-				return
-			}
-			h.log.Warn("daytona toolbox proxy", "path", r.URL.Path, "err", err)
-			writeToolboxError(w, r, http.StatusBadGateway, "INTERNAL_SERVER_ERROR", "the sandbox did not answer: "+err.Error())
-		},
-	}
+// agent) and its token ride in the request's context.
+func (h *Handler) newProxy() *httputil.ReverseProxy {
+	return compatkit.AgentProxy(h.log, func(pr *httputil.ProxyRequest) {
+		up, _ := pr.In.Context().Value(upstreamKey{}).(target)
+		pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
+		pr.Out.URL.Path, pr.Out.URL.RawPath = agentToolboxPrefix+up.path, ""
+		pr.Out.Header.Del("Authorization") // the API key stays with ptd
+		pr.Out.Header.Set("X-Access-Token", up.token)
+	}, func(w http.ResponseWriter, r *http.Request, err error) {
+		h.log.Warn("daytona toolbox proxy", "path", r.URL.Path, "err", err)
+		writeToolboxError(w, r, http.StatusBadGateway, "INTERNAL_SERVER_ERROR", "the sandbox did not answer: "+err.Error())
+	})
 }
 
 // target is where one toolbox request goes: pool is addr's

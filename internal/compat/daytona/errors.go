@@ -15,17 +15,10 @@ import (
 
 // apiError is an error with its Daytona status, built by handlers for
 // cases the domain never sees (malformed JSON, unsupported options).
-type apiError struct {
-	status     int
-	msg        string
-	retryAfter int
-}
+type apiError = compatkit.APIError
 
-func (e *apiError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
+// badRequest is a 400 with a formatted message.
+func badRequest(format string, args ...any) error { return compatkit.BadRequest(format, args...) }
 
 // errorBody is the Daytona API's error shape (its NestJS exception
 // filter): the SDK reads message and picks its error class by statusCode
@@ -66,7 +59,7 @@ func errorStatus(err error) (int, errorBody) {
 	status, msg := http.StatusInternalServerError, "internal error; retry, and report it if it persists"
 	switch {
 	case errors.As(err, &ae):
-		status, msg = ae.status, ae.msg
+		status, msg = ae.Status, ae.Msg
 	case errors.As(err, &fe):
 		status, msg = http.StatusBadRequest, fe.Error()
 	case errors.As(err, &se):
@@ -109,8 +102,8 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var ae *apiError
 	var ce *controlplane.CapacityError
-	if errors.As(err, &ae) && ae.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+	if errors.As(err, &ae) && ae.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	} else if errors.As(err, &ce) || status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "5")
 	}

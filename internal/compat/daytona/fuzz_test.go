@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
+	"github.com/platinum-dev/platinum/internal/compat/compatkit/compatfuzz"
 	"github.com/platinum-dev/platinum/internal/fuzzkit"
 )
 
@@ -20,65 +19,32 @@ import (
 // refused request changes nothing in the store or on the host
 // (docs/testing.md). Seeds are in testdata/fuzz/<target>.
 
-// daytonaServer is the Daytona surface over a fuzzkit.Env, with one
-// started sandbox made through it (id).
-type daytonaServer struct {
-	*fuzzkit.Env
-	h  *Handler
-	id string
-}
-
-func newDaytonaServer(f *testing.F) *daytonaServer {
-	f.Helper()
-	env := fuzzkit.New(f)
-	s := &daytonaServer{Env: env, h: New(env.CP, env.Tenancy, DefaultConfig(), slog.New(slog.DiscardHandler))}
-	if err := s.fresh(); err != nil {
-		f.Fatal(err)
-	}
-	return s
-}
-
-// fresh makes a new started sandbox the fixture.
-func (s *daytonaServer) fresh() error {
-	code, body := s.do("POST", APIPrefix+"/sandbox", `{"snapshot":"busybox"}`)
-	var sb struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
-	}
-	if json.Unmarshal(body, &sb); code != http.StatusOK || sb.State != "started" {
-		return fmt.Errorf("fixture sandbox: %d %s", code, body)
-	}
-	s.id = sb.ID
-	return nil
-}
-
-func (s *daytonaServer) do(method, target, body string) (int, []byte) {
-	r := httptest.NewRequest(method, "http://ptd"+target, strings.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+fuzzkit.Token)
-	rec := httptest.NewRecorder()
-	s.h.ServeHTTP(rec, r)
-	return rec.Code, rec.Body.Bytes()
-}
-
+// fuzzDaytona fuzzes one route's JSON body (under APIPrefix) through the
+// Daytona surface.
 func fuzzDaytona(f *testing.F, method, route string) {
-	s := newDaytonaServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if !s.Running(t, s.id) {
-			if err := s.fresh(); err != nil {
-				t.Fatal(err)
+	compatfuzz.New(f, func(env *fuzzkit.Env) http.Handler {
+		return New(env.CP, env.Tenancy, DefaultConfig(), slog.New(slog.DiscardHandler))
+	}, compatfuzz.Surface{
+		Auth: func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+fuzzkit.Token) },
+		Create: func(do func(method, target, body string) (int, []byte)) (string, error) {
+			code, body := do("POST", APIPrefix+"/sandbox", `{"snapshot":"busybox"}`)
+			var sb struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
 			}
-			s.Settle(t)
-		}
-		target := APIPrefix + strings.ReplaceAll(route, "{id}", s.id)
-		s.Check(t, fmt.Sprintf("%s %s %q", method, target, body), func() (int, []byte) { return s.do(method, target, string(body)) },
-			func(code int, answer []byte) string {
-				var e errorBody
-				if err := json.Unmarshal(answer, &e); err != nil || e.StatusCode != code || e.Message == "" {
-					return "want Daytona's error body, its statusCode the status"
-				}
-				return ""
-			})
-	})
+			if json.Unmarshal(body, &sb); code != http.StatusOK || sb.State != "started" {
+				return "", fmt.Errorf("fixture sandbox: %d %s", code, body)
+			}
+			return sb.ID, nil
+		},
+		BadBody: func(code int, answer []byte) string {
+			var e errorBody
+			if err := json.Unmarshal(answer, &e); err != nil || e.StatusCode != code || e.Message == "" {
+				return "want Daytona's error body, its statusCode the status"
+			}
+			return ""
+		},
+	}).Fuzz(f, method, APIPrefix+route)
 }
 
 func FuzzDaytonaCreateBody(f *testing.F) { fuzzDaytona(f, "POST", "/sandbox") }

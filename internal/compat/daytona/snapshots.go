@@ -244,7 +244,7 @@ func (h *Handler) activateSnapshot(w http.ResponseWriter, r *http.Request, p con
 func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	id := r.PathValue("name")
 	if _, err := h.cp.GetTemplate(r.Context(), id); err == nil {
-		return &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Snapshot %s is a general snapshot (one of the server's templates) and cannot be deleted", id)}
+		return &apiError{Status: http.StatusForbidden, Msg: fmt.Sprintf("Snapshot %s is a general snapshot (one of the server's templates) and cannot be deleted", id)}
 	}
 	s, ok, err := h.orgSnapshotNamed(r.Context(), p, id)
 	if err != nil {
@@ -290,12 +290,12 @@ func (h *Handler) sandboxSnapshot(w http.ResponseWriter, r *http.Request, p cont
 		return err
 	}
 	if _, err := h.cp.GetTemplate(ctx, req.Name); err == nil {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Snapshot with name %s already exists (a template)", req.Name)}
+		return &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("Snapshot with name %s already exists (a template)", req.Name)}
 	}
 	if _, ok, err := h.orgSnapshotNamed(ctx, p, req.Name); err != nil {
 		return err
 	} else if ok {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Snapshot with name %s already exists", req.Name)}
+		return &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("Snapshot with name %s already exists", req.Name)}
 	}
 	if _, err := h.cp.Snapshot(ctx, p, sb.ID, controlplane.SnapshotRequest{Name: req.Name, Memory: &req.IncludeMemory}); err != nil {
 		return err
@@ -322,15 +322,9 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 		return err
 	}
 	ctx := r.Context()
-	src, err := h.lookup(ctx, p, r.PathValue("id"))
+	src, err := h.lookupIn(ctx, p, r.PathValue("id"), sandbox.StateRunning, "Sandbox is not started (%s): only a started sandbox can be forked")
 	if err != nil {
 		return err
-	}
-	if src.State != sandbox.StateRunning {
-		if transitional(src.State) {
-			return &controlplane.StateError{State: src.State}
-		}
-		return badRequest("Sandbox is not started (%s): only a started sandbox can be forked", daytonaState(src.State))
 	}
 	res, err := h.cp.Fork(ctx, p, src.ID, controlplane.ForkRequest{Count: 1, Name: req.Name})
 	if err != nil {

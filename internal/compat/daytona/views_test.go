@@ -37,11 +37,9 @@ func TestDaytonaState(t *testing.T) {
 			t.Errorf("desiredState(%s) = %s, want %s", c.in, got, c.wanted)
 		}
 	}
-	// Every state Platinum has is mapped (a new one must be added here).
-	for _, s := range []sandbox.State{sandbox.StateCreating, sandbox.StateStarting, sandbox.StateRunning, sandbox.StateStopping,
-		sandbox.StateStopped, sandbox.StateArchiving, sandbox.StateArchived, sandbox.StateRestoring, sandbox.StateDeleting,
-		sandbox.StateDeleted, sandbox.StateFailed} {
-		if !s.Valid() || daytonaState(s) == "unknown" {
+	// Every state Platinum has is mapped (a new one must be mapped too).
+	for _, s := range sandbox.AllStates {
+		if daytonaState(s) == "unknown" {
 			t.Errorf("state %s is not mapped", s)
 		}
 	}

@@ -168,7 +168,7 @@ func (h *Handler) create(apiVersion int) handlerFunc {
 		if err != nil {
 			var nf interface{ Field() string }
 			if errors.As(err, &nf) && nf.Field() == "template" {
-				return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf(
+				return &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf(
 					"template '%s' not found; this server has %s (\"base\" is pt-base)", req.TemplateID, h.templateList(ctx))}
 			}
 			return err
@@ -222,7 +222,7 @@ func (h *Handler) resolveTemplate(ctx context.Context, id string) (slug, version
 	}
 	slug, _, err = h.cp.TemplateVersionSlug(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
-		return "", "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("template '%s' not found", id)}
+		return "", "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("template '%s' not found", id)}
 	}
 	if err != nil {
 		return "", "", err
@@ -235,11 +235,11 @@ func (h *Handler) resolveTemplate(ctx context.Context, id string) (slug, version
 // out of time and is worth retrying.
 func notReady(sb sandbox.Sandbox, op string) error {
 	if sb.State == sandbox.StateFailed {
-		return &apiError{status: http.StatusInternalServerError, errorCode: "sandbox_create_failed",
-			msg: fmt.Sprintf("%s: sandbox %s failed: %s", op, sb.ID, sb.Reason)}
+		return &apiError{Status: http.StatusInternalServerError, Code: "sandbox_create_failed",
+			Msg: fmt.Sprintf("%s: sandbox %s failed: %s", op, sb.ID, sb.Reason)}
 	}
-	return &apiError{status: http.StatusServiceUnavailable, errorCode: "sandbox_not_ready", retryAfter: 1,
-		msg: fmt.Sprintf("%s: sandbox %s is %s, not running yet; retry", op, sb.ID, sb.State)}
+	return &apiError{Status: http.StatusServiceUnavailable, Code: "sandbox_not_ready", RetryAfter: 1,
+		Msg: fmt.Sprintf("%s: sandbox %s is %s, not running yet; retry", op, sb.ID, sb.State)}
 }
 
 func (h *Handler) templateList(ctx context.Context) string {
@@ -393,7 +393,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p controlplane.P
 		return err
 	}
 	if state == statePaused {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("sandbox %s is already paused", sb.ID)}
+		return &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("sandbox %s is already paused", sb.ID)}
 	}
 	// E2B's clock does not run while paused (paused sandboxes are kept
 	// until killed): park the TTL at "never", keeping its action for the
@@ -420,8 +420,8 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, p controlplane.P
 		return err
 	}
 	if !ok {
-		return &apiError{status: http.StatusServiceUnavailable, retryAfter: 5,
-			msg: fmt.Sprintf("pause: sandbox %s is %s, not paused yet; retry", sb.ID, sb.State)}
+		return &apiError{Status: http.StatusServiceUnavailable, RetryAfter: 5,
+			Msg: fmt.Sprintf("pause: sandbox %s is %s, not paused yet; retry", sb.ID, sb.State)}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -493,7 +493,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, p controlplane.
 		return err
 	}
 	if state == stateRunning {
-		return &apiError{status: http.StatusConflict, msg: fmt.Sprintf("sandbox %s is already running", sb.ID)}
+		return &apiError{Status: http.StatusConflict, Msg: fmt.Sprintf("sandbox %s is already running", sb.ID)}
 	}
 	act := action(sb)
 	if req.AutoPause != nil {
@@ -654,7 +654,7 @@ func decodeJSON(r *http.Request, v any, allowEmpty bool) error {
 		case errors.As(err, &te):
 			return badRequest("field %q has the wrong type (%s)", te.Field, te.Value)
 		case errors.As(err, &mbe):
-			return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body is over %d bytes", maxJSONBody)}
 		}
 		return badRequest("malformed JSON body: %v", err)
 	}

@@ -48,6 +48,23 @@ func (brokenHost) Stop(ctx context.Context, id string, keepMemory bool) (bool, e
 func (brokenHost) Frozen(ctx context.Context, id string) bool   { return false }
 func (brokenHost) Destroy(ctx context.Context, id string) error { return nil }
 
+// newBrokenService is a control plane on h over a fresh store, with the
+// tenancy service that authenticates its callers. Both close when tb ends,
+// the control plane first (which cancels a hanging Start).
+func newBrokenService(tb testing.TB, h brokenHost) (*controlplane.Service, *tenancy.Service) {
+	tb.Helper()
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "pt.db"), log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	tn := tenancy.New(tenancy.DefaultConfig(), st, log)
+	cp := controlplane.New(controlplane.DefaultConfig(), st, h, tn, log)
+	tb.Cleanup(cp.Close)
+	return cp, tn
+}
+
 // TestCreateNotReady checks docs/compatibility.md's promise: an E2B create whose
 // sandbox does not become ready answers 503 sandbox_not_ready (retryable)
 // or 500 sandbox_create_failed, and deletes the sandbox it made.
@@ -63,21 +80,13 @@ func TestCreateNotReady(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			log := slog.New(slog.DiscardHandler)
-			st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "pt.db"), log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			tn := tenancy.New(tenancy.DefaultConfig(), st, log)
-			cp := controlplane.New(controlplane.DefaultConfig(), st, tc.host, tn, log)
-			t.Cleanup(cp.Close) // cancels the hanging Start
+			cp, tn := newBrokenService(t, tc.host)
 			if _, err := tn.Bootstrap(ctx, "pt_e2btest"); err != nil {
 				t.Fatal(err)
 			}
 			cfg := DefaultConfig()
 			cfg.CreateWait = 300 * time.Millisecond
-			srv := httptest.NewServer(New(cp, tn, cfg, log))
+			srv := httptest.NewServer(New(cp, tn, cfg, slog.New(slog.DiscardHandler)))
 			t.Cleanup(srv.Close)
 
 			req, _ := http.NewRequest("POST", srv.URL+"/v2/sandboxes", strings.NewReader(`{"templateID":"busybox"}`))

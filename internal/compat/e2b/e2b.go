@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/requestid"
@@ -89,12 +88,11 @@ type Handler struct {
 
 // New builds the handler.
 func New(cp *controlplane.Service, auth Authenticator, cfg Config, logger *slog.Logger) *Handler {
-	tr := compatkit.AgentTransport()
 	h := &Handler{auth: auth,
 		cp: cp, cfg: cfg, log: logger,
 		mux: http.NewServeMux(),
 	}
-	h.proxy = h.newProxy(tr)
+	h.proxy = h.newProxy()
 	h.routes()
 	return h
 }
@@ -166,10 +164,10 @@ func (h *Handler) noRoute(r *http.Request) error {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := h.mux.Handler(probe); pattern != "" {
-			return &apiError{status: http.StatusMethodNotAllowed, msg: "method " + r.Method + " is not allowed on " + r.URL.Path}
+			return &apiError{Status: http.StatusMethodNotAllowed, Msg: "method " + r.Method + " is not allowed on " + r.URL.Path}
 		}
 	}
-	return &apiError{status: http.StatusNotFound, msg: "no E2B route " + r.Method + " " + r.URL.Path}
+	return &apiError{Status: http.StatusNotFound, Msg: "no E2B route " + r.Method + " " + r.URL.Path}
 }
 
 // handlerFunc is an authenticated control-plane handler that returns its
@@ -228,7 +226,7 @@ func (h *Handler) handle(pattern string, fn handlerFunc) {
 }
 
 func (h *Handler) unsupported(w http.ResponseWriter, r *http.Request, _ controlplane.Principal) error {
-	return &apiError{status: http.StatusNotImplemented, msg: r.Pattern + " is not supported by Platinum's E2B surface yet"}
+	return &apiError{Status: http.StatusNotImplemented, Msg: r.Pattern + " is not supported by Platinum's E2B surface yet"}
 }
 
 // background returns a context for cleanup that must outlive the request

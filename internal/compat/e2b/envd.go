@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
+	"github.com/platinum-dev/platinum/internal/compat/compatkit"
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/upstream"
@@ -33,29 +33,16 @@ const autoResumeTimeout = 5 * time.Minute
 
 // newProxy builds the reverse proxy for envd and port traffic. The
 // upstream (sandbox address:port) is resolved per request and passed in
-// the request's context. FlushInterval -1 flushes every write at once, so
-// Connect server-streams (command output, watch events) reach the SDK as
-// they happen.
-func (h *Handler) newProxy(tr http.RoundTripper) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			up, _ := pr.In.Context().Value(upstreamKey{}).(target)
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
-		},
-		Transport:     tr,
-		FlushInterval: -1,
-		// Streams cut by their callers (a stopped watch, a killed PTY)
-		// are routine: keep the proxy's own complaints at debug level.
-		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-				return // the caller went away; nobody reads an answer
-			}
-			h.log.Warn("e2b envd proxy", "sandbox", r.Header.Get(headerSandboxID), "path", r.URL.Path, "err", err)
-			writeEnvdError(w, r, http.StatusBadGateway, "unavailable",
-				fmt.Sprintf("sandbox %s did not answer: %v", r.Header.Get(headerSandboxID), err))
-		},
-	}
+// the request's context.
+func (h *Handler) newProxy() *httputil.ReverseProxy {
+	return compatkit.AgentProxy(h.log, func(pr *httputil.ProxyRequest) {
+		up, _ := pr.In.Context().Value(upstreamKey{}).(target)
+		pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", up.pool, up.addr
+	}, func(w http.ResponseWriter, r *http.Request, err error) {
+		h.log.Warn("e2b envd proxy", "sandbox", r.Header.Get(headerSandboxID), "path", r.URL.Path, "err", err)
+		writeEnvdError(w, r, http.StatusBadGateway, "unavailable",
+			fmt.Sprintf("sandbox %s did not answer: %v", r.Header.Get(headerSandboxID), err))
+	})
 }
 
 // serveEnvd routes a request carrying E2b-Sandbox-Id to that sandbox:

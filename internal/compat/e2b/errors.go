@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -14,21 +13,11 @@ import (
 
 // apiError is an error with its E2B status, built by handlers for cases
 // the domain never sees (malformed JSON, unsupported options, waits that
-// ran out).
-type apiError struct {
-	status int
-	msg    string
-	// errorCode is E2B's optional machine-readable error_code.
-	errorCode string
-	// retryAfter, in seconds, marks a retryable answer.
-	retryAfter int
-}
+// ran out). Its Code is E2B's optional machine-readable error_code.
+type apiError = compatkit.APIError
 
-func (e *apiError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
+// badRequest is a 400 with a formatted message.
+func badRequest(format string, args ...any) error { return compatkit.BadRequest(format, args...) }
 
 // errorBody is E2B's error shape: the SDK branches on the integer code in
 // the body (404 → SandboxNotFoundError, 409 on pause → false), so every
@@ -60,7 +49,7 @@ func errorStatus(err error) (int, errorBody, int) {
 	status, msg, code, retry := http.StatusInternalServerError, "internal error; retry, and report it if it persists", "internal_server_error", 0
 	switch {
 	case errors.As(err, &ae):
-		status, msg, code, retry = ae.status, ae.msg, ae.errorCode, ae.retryAfter
+		status, msg, code, retry = ae.Status, ae.Msg, ae.Code, ae.RetryAfter
 	case errors.As(err, &fe):
 		status, msg, code = http.StatusBadRequest, fe.Error(), ""
 	case errors.As(err, &se):

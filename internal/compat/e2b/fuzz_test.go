@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,14 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/platinum-dev/platinum/internal/controlplane"
+	"github.com/platinum-dev/platinum/internal/compat/compatkit/compatfuzz"
 	"github.com/platinum-dev/platinum/internal/fuzzkit"
-	"github.com/platinum-dev/platinum/internal/store/sqlite"
-	"github.com/platinum-dev/platinum/internal/tenancy"
 )
 
 // Fuzz targets for E2B's request decoders (the create body, the list
@@ -86,17 +81,8 @@ func FuzzListQuery(f *testing.F) {
 // 502 not running or not found), never a server error of ours, and with
 // a Connect error body.
 func FuzzEnvdHeaders(f *testing.F) {
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, filepath.Join(f.TempDir(), "pt.db"), log)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
-	tn := tenancy.New(tenancy.DefaultConfig(), st, log)
-	cp := controlplane.New(controlplane.DefaultConfig(), st, brokenHost{startErr: errors.New("no")}, tn, log)
-	f.Cleanup(cp.Close)
-	h := New(cp, tn, DefaultConfig(), log)
+	cp, tn := newBrokenService(f, brokenHost{startErr: errors.New("no")})
+	h := New(cp, tn, DefaultConfig(), slog.New(slog.DiscardHandler))
 	f.Fuzz(func(t *testing.T, method, path, id, port, token string) {
 		if id == "" || !validHeader(id) || !validHeader(port) || !validHeader(token) || !validMethod(method) ||
 			len(path) == 0 || path[0] != '/' {
@@ -153,74 +139,32 @@ func validHeader(v string) bool {
 	return true
 }
 
-// e2bServer is the E2B surface over a fuzzkit.Env, with one running
-// sandbox made through it (id). Its targets send each input through the
-// whole chain (routing, authentication, decoder, control plane, SQLite)
-// and hold the REST targets' two properties in E2B's error shape: no input
-// is a server error (bad input is a 4xx whose body's code is the status),
-// and a refused request changes nothing in the store or on the host.
-type e2bServer struct {
-	*fuzzkit.Env
-	h  *Handler
-	id string
-}
-
-func newE2BServer(f *testing.F) *e2bServer {
-	f.Helper()
-	env := fuzzkit.New(f)
-	s := &e2bServer{Env: env, h: New(env.CP, env.Tenancy, DefaultConfig(), slog.New(slog.DiscardHandler))}
-	if err := s.fresh(); err != nil {
-		f.Fatal(err)
-	}
-	return s
-}
-
-// fresh makes a new running sandbox the fixture.
-func (s *e2bServer) fresh() error {
-	code, body := s.do("POST", "/v2/sandboxes", `{"templateID":"busybox","timeout":3600}`)
-	var sb struct {
-		SandboxID string `json:"sandboxID"`
-	}
-	if json.Unmarshal(body, &sb); code != http.StatusCreated || sb.SandboxID == "" {
-		return fmt.Errorf("fixture sandbox: %d %s", code, body)
-	}
-	s.id = sb.SandboxID
-	return nil
-}
-
-func (s *e2bServer) do(method, target, body string) (int, []byte) {
-	r := httptest.NewRequest(method, "http://ptd"+target, strings.NewReader(body))
-	r.Header.Set(headerAPIKey, fuzzkit.Token)
-	rec := httptest.NewRecorder()
-	s.h.ServeHTTP(rec, r)
-	return rec.Code, rec.Body.Bytes()
-}
-
-// check sends one fuzzed body to route ({id} is the fixture sandbox) and
-// holds the two properties.
-func (s *e2bServer) check(t *testing.T, method, route string, body []byte) {
-	t.Helper()
-	if !s.Running(t, s.id) { // an accepted pause or kill ends it
-		if err := s.fresh(); err != nil {
-			t.Fatal(err)
-		}
-		s.Settle(t)
-	}
-	target := strings.ReplaceAll(route, "{id}", s.id)
-	s.Check(t, fmt.Sprintf("%s %s %q", method, target, body), func() (int, []byte) { return s.do(method, target, string(body)) },
-		func(code int, answer []byte) string {
+// fuzzE2B fuzzes one route's JSON body through the E2B surface, holding
+// the REST targets' properties in E2B's error shape (bad input is a 4xx
+// whose body's code is the status).
+func fuzzE2B(f *testing.F, method, route string) {
+	compatfuzz.New(f, func(env *fuzzkit.Env) http.Handler {
+		return New(env.CP, env.Tenancy, DefaultConfig(), slog.New(slog.DiscardHandler))
+	}, compatfuzz.Surface{
+		Auth: func(r *http.Request) { r.Header.Set(headerAPIKey, fuzzkit.Token) },
+		Create: func(do func(method, target, body string) (int, []byte)) (string, error) {
+			code, body := do("POST", "/v2/sandboxes", `{"templateID":"busybox","timeout":3600}`)
+			var sb struct {
+				SandboxID string `json:"sandboxID"`
+			}
+			if json.Unmarshal(body, &sb); code != http.StatusCreated || sb.SandboxID == "" {
+				return "", fmt.Errorf("fixture sandbox: %d %s", code, body)
+			}
+			return sb.SandboxID, nil
+		},
+		BadBody: func(code int, answer []byte) string {
 			var e errorBody
 			if err := json.Unmarshal(answer, &e); err != nil || e.Code != code || e.Message == "" {
 				return "want E2B's error body, its code the status"
 			}
 			return ""
-		})
-}
-
-// fuzzE2B fuzzes one route's JSON body.
-func fuzzE2B(f *testing.F, method, route string) {
-	s := newE2BServer(f)
-	f.Fuzz(func(t *testing.T, body []byte) { s.check(t, method, route, body) })
+		},
+	}).Fuzz(f, method, route)
 }
 
 func FuzzE2BCreateV1(f *testing.F)    { fuzzE2B(f, "POST", "/sandboxes") }

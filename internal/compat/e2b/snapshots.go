@@ -103,7 +103,7 @@ func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p contro
 func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	id := r.PathValue("id")
 	if !strings.HasPrefix(id, sandbox.PrefixSnapshot) {
-		return &apiError{status: http.StatusNotFound, msg: "snapshot '" + id + "' not found"}
+		return &apiError{Status: http.StatusNotFound, Msg: "snapshot '" + id + "' not found"}
 	}
 	if err := h.cp.DeleteSnapshot(r.Context(), p, id); err != nil {
 		return err
@@ -119,7 +119,7 @@ func (h *Handler) snapshotTemplate(ctx context.Context, p controlplane.Principal
 	if strings.HasPrefix(templateID, sandbox.PrefixSnapshot) {
 		if _, err := h.cp.GetSnapshot(ctx, p, templateID); err != nil {
 			if errors.Is(err, sandbox.ErrNotFound) {
-				return "", &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("template '%s' not found", templateID)}
+				return "", &apiError{Status: http.StatusNotFound, Msg: fmt.Sprintf("template '%s' not found", templateID)}
 			}
 			return "", err
 		}

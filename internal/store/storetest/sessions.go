@@ -175,7 +175,7 @@ func testClaimPool(t *testing.T, s store.Store) {
 			{Template: "busybox", MinReady: 2, Max: 4},
 			{Template: "busybox", Runtime: "gvisor", MinReady: 5, Max: 6},
 			{Template: "busybox", MinReady: 1, Max: 3},
-			{Template: "alpine", Runtime: "runc", MinReady: 0, Max: 1},
+			{Template: "alpine", Runtime: "runc", MinReady: 0, Max: 1, Auto: true},
 		} {
 			wantErr(t, "PutPool", s.PutPool(ctx, p), nil)
 		}
@@ -184,12 +184,13 @@ func testClaimPool(t *testing.T, s store.Store) {
 		type row struct {
 			Template, Runtime string
 			MinReady, Max     int
+			Auto              bool
 		}
 		var got []row
 		for _, p := range ps {
-			got = append(got, row{p.Template, p.Runtime, p.MinReady, p.Max})
+			got = append(got, row{p.Template, p.Runtime, p.MinReady, p.Max, p.Auto})
 		}
-		want := []row{{"alpine", "runc", 0, 1}, {"busybox", "", 1, 3}, {"busybox", "gvisor", 5, 6}}
+		want := []row{{"alpine", "runc", 0, 1, true}, {"busybox", "", 1, 3, false}, {"busybox", "gvisor", 5, 6, false}}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("ListPools = %+v, want %+v", got, want)
 		}

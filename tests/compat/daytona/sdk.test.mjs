@@ -158,15 +158,20 @@ test('files: upload, download, list, folders, move, delete, find, replace, searc
 
 test('git: clone, status, add, commit, branches, checkout, push, pull', async () => {
   const sb = await create();
+  // seed runs the steps in the sandbox, each after the one before
+  // succeeded, and wants them all to succeed.
+  const seed = async (...steps) => {
+    const r = await sb.process.executeCommand(steps.join(' && '));
+    assert.equal(r.exitCode, 0, r.result);
+  };
   // The "remote" is a bare repository inside the sandbox: tests use no network.
-  let r = await sb.process.executeCommand([
+  await seed(
     'git init -q --bare -b main /srv/origin.git',
     'git init -q -b main /tmp/seed && cd /tmp/seed',
     'echo hello > README.md && git add README.md',
     'git -c user.name=Seed -c user.email=seed@example.com commit -qm init',
     'git push -q /srv/origin.git main',
-  ].join(' && '));
-  assert.equal(r.exitCode, 0, r.result);
+  );
   await sb.git.clone('file:///srv/origin.git', '/root/work');
   assert.equal(new TextDecoder().decode(await sb.fs.downloadFile('/root/work/README.md')), 'hello\n');
   await sb.fs.uploadFile(Buffer.from('new\n'), '/root/work/new.txt');
@@ -184,16 +189,15 @@ test('git: clone, status, add, commit, branches, checkout, push, pull', async ()
   assert.equal((await sb.git.status('/root/work')).currentBranch, 'feature');
   await sb.git.checkoutBranch('/root/work', 'main');
   await sb.git.push('/root/work');
-  r = await sb.process.executeCommand('git --git-dir=/srv/origin.git log --format=%s main');
+  const r = await sb.process.executeCommand('git --git-dir=/srv/origin.git log --format=%s main');
   assert.deepEqual(r.result.trim().split('\n'), ['add new', 'init']);
   // A commit that reaches the remote from elsewhere comes back with pull.
-  r = await sb.process.executeCommand([
+  await seed(
     'cd /tmp/seed && git pull -q /srv/origin.git main',
     'echo more >> README.md',
     'git -c user.name=Seed -c user.email=seed@example.com commit -qam more',
     'git push -q /srv/origin.git main',
-  ].join(' && '));
-  assert.equal(r.exitCode, 0, r.result);
+  );
   await sb.git.pull('/root/work');
   assert.equal(new TextDecoder().decode(await sb.fs.downloadFile('/root/work/README.md')), 'hello\nmore\n');
 });

@@ -332,10 +332,8 @@ func TestTimeoutKills(t *testing.T) {
 func TestPauseConnect(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
-	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
-	if r := ev.upload("/tmp/keep.txt", "kept"); r.Status != 200 {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
+	ev := envdOf(t, s)
+	ev.mustUpload("/tmp/keep.txt", "kept")
 	if r := c.do("POST", "/sandboxes/"+s.SandboxID+"/pause", `{}`); r.Status != 204 {
 		t.Fatalf("pause: %d %s", r.Status, r.Body)
 	}
@@ -449,7 +447,7 @@ func TestAutoResume(t *testing.T) {
 		t.Errorf("lifecycle of an autoResume sandbox: %v", lc)
 	}
 	// A health probe does not wake it.
-	ev := envd{t: t, id: auto.SandboxID, token: auto.EnvdAccessToken}
+	ev := envdOf(t, auto)
 	if r := ev.do(ev.req("GET", "/health", nil)); r.Status != 502 {
 		t.Errorf("/health of a paused sandbox: %d", r.Status)
 	}
@@ -459,7 +457,7 @@ func TestAutoResume(t *testing.T) {
 	if g := c.do("GET", "/sandboxes/"+auto.SandboxID, nil).JSON(); g["state"] != "running" {
 		t.Errorf("state after traffic: %v", g["state"])
 	}
-	pev := envd{t: t, id: plain.SandboxID, token: plain.EnvdAccessToken}
+	pev := envdOf(t, plain)
 	if r := pev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`); r.Status != 502 {
 		t.Errorf("Stat on a paused sandbox without autoResume: %d %s", r.Status, r.Body)
 	}
@@ -569,6 +567,11 @@ type envd struct {
 	id, token string
 }
 
+// envdOf is the envd of a sandbox the test created.
+func envdOf(t *testing.T, s created) envd {
+	return envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+}
+
 func (e envd) req(method, path string, body io.Reader, hdr ...string) *http.Request {
 	req, err := http.NewRequest(method, env.url+"/"+strings.TrimPrefix(path, "/"), body)
 	if err != nil {
@@ -604,6 +607,14 @@ func (e envd) unary(method, body string) response {
 func (e envd) upload(path, data string) response {
 	e.t.Helper()
 	return e.do(e.req("POST", "/files?path="+path, strings.NewReader(data), "Content-Type", "application/octet-stream"))
+}
+
+// mustUpload is upload, failing the test unless it answers 200.
+func (e envd) mustUpload(path, data string) {
+	e.t.Helper()
+	if r := e.upload(path, data); r.Status != 200 {
+		e.t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
 }
 
 func (e envd) download(path string) string {
@@ -668,7 +679,7 @@ type processEvent struct {
 func TestEnvdRouting(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox", "envVars": map[string]string{"FOO": "bar"}})
-	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	ev := envdOf(t, s)
 
 	// Connect JSON unary.
 	r := ev.unary("filesystem.Filesystem/Stat", `{"path":"/tmp"}`)
@@ -713,9 +724,7 @@ func TestEnvdRouting(t *testing.T) {
 	if r := ev.do(ev.req("GET", "/envs", nil)); r.Status != 200 || r.JSON()["FOO"] != "bar" {
 		t.Errorf("/envs: %d %s", r.Status, r.Body)
 	}
-	if r := ev.upload("/tmp/x.txt", "hello"); r.Status != 200 {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
+	ev.mustUpload("/tmp/x.txt", "hello")
 	if b := ev.download("/tmp/x.txt"); b != "hello" {
 		t.Errorf("download: %q", b)
 	}
@@ -780,10 +789,8 @@ func TestEnvdRouting(t *testing.T) {
 func TestPortRouting(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox"})
-	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
-	if r := ev.upload("/tmp/www/index.html", "served from the sandbox"); r.Status != 200 {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
+	ev := envdOf(t, s)
+	ev.mustUpload("/tmp/www/index.html", "served from the sandbox")
 	r := ev.unary("process.Process/List", `{}`)
 	if r.Status != 200 {
 		t.Fatalf("List: %d %s", r.Status, r.Body)
@@ -792,7 +799,7 @@ func TestPortRouting(t *testing.T) {
 	defer cancel()
 	_, closeStream := ev.startStream(ctx, "exec busybox httpd -f -p 8080 -h /tmp/www")
 	defer closeStream()
-	port := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
+	port := envdOf(t, s)
 	var last response
 	for i := 0; i < 100; i++ {
 		last = port.do(port.req("GET", "/index.html", nil, "E2b-Sandbox-Port", "8080"))
@@ -832,10 +839,8 @@ func TestSDK(t *testing.T) {
 func TestSnapshotsAndFork(t *testing.T) {
 	c := newClient(t)
 	s := c.create(map[string]any{"templateID": "busybox", "timeout": 300})
-	ev := envd{t: t, id: s.SandboxID, token: s.EnvdAccessToken}
-	if r := ev.upload("/root/snap.txt", "one"); r.Status != 200 {
-		t.Fatalf("upload: %d %s", r.Status, r.Body)
-	}
+	ev := envdOf(t, s)
+	ev.mustUpload("/root/snap.txt", "one")
 	var snaps []string
 	for _, name := range []string{"first", "second"} {
 		r := c.do("POST", "/sandboxes/"+s.SandboxID+"/snapshots", map[string]any{"name": name})
@@ -864,7 +869,7 @@ func TestSnapshotsAndFork(t *testing.T) {
 	wantError(t, c.do("GET", "/snapshots?nextToken=snap_nope", nil), 400)
 
 	clone := c.create(map[string]any{"templateID": snaps[0], "timeout": 120})
-	if got := (envd{t: t, id: clone.SandboxID, token: clone.EnvdAccessToken}).download("/root/snap.txt"); got != "one" {
+	if got := (envdOf(t, clone)).download("/root/snap.txt"); got != "one" {
 		t.Errorf("clone of the first snapshot has %q", got)
 	}
 

@@ -46,27 +46,14 @@ func runMain(m *testing.M) int {
 	env.skip = "MCP tests need root (they run real sandboxes)"
 	// --max-create-ttl below create_sandbox's own 3600 s bound, so the API
 	// itself refuses a ttl_seconds the tool's schema lets through
-	// (TestAPIFieldErrors).
-	return ptdtest.Main(m, "mcp compat", ptdtest.Options{ExtraArgs: ptdArgs},
-		func(d *ptdtest.Daemon) error {
-			env.url, env.token, env.previewURL, env.binDir, env.skip = d.URL, d.Token, d.PreviewURL, d.BinDir, ""
-			// Build the templates before any test, so creates take
-			// milliseconds (code-interpreter's first build on a new machine
-			// takes minutes, longer than a tool call's wait in the tests).
-			c := platinum.New(d.URL, d.Token)
-			ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-			defer cancel()
-			for _, tpl := range []string{"busybox", "code-interpreter"} {
-				sb, err := c.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: tpl}, platinum.WaitForRunning(25*time.Minute))
-				if err != nil {
-					return fmt.Errorf("warm %s: %w", tpl, err)
-				}
-				if _, err := c.Sandboxes.Delete(ctx, sb.ID); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+	// (TestAPIFieldErrors). The templates are built before any test, so
+	// creates take milliseconds (code-interpreter's first build on a new
+	// machine takes minutes, longer than a tool call's wait in the tests).
+	o := ptdtest.Options{ExtraArgs: ptdArgs, Warm: []string{"busybox", "code-interpreter"}}
+	return ptdtest.Main(m, "mcp compat", o, func(d *ptdtest.Daemon) error {
+		env.url, env.token, env.previewURL, env.binDir, env.skip = d.URL, d.Token, d.PreviewURL, d.BinDir, ""
+		return nil
+	})
 }
 
 // ptdArgs are the flags of the tests' ptd (and of TestPtdAllowDeleteAny's).
@@ -137,6 +124,14 @@ type session struct {
 
 // transports are the two ways an agent reaches the server.
 var transports = []string{"stdio", "http"}
+
+// onEachTransport runs f as a subtest per transport, each with a session
+// of its own with the tests' token.
+func onEachTransport(t *testing.T, f func(t *testing.T, tr string, s *session)) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) { f(t, tr, connect(t, tr, env.token)) })
+	}
+}
 
 // connect opens an MCP session over transport with token to the tests'
 // ptd; extra args go to `pt mcp` (stdio only).
@@ -262,252 +257,249 @@ var wantTools = []string{
 // a preview URL fetched through the proxy, errors, delete.
 func TestTools(t *testing.T) {
 	need(t)
-	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
-			s := connect(t, tr, env.token)
-			ctx := context.Background()
+	onEachTransport(t, func(t *testing.T, tr string, s *session) {
+		ctx := context.Background()
 
-			tools, err := s.cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
+		tools, err := s.cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		schemas := map[string]map[string]any{}
+		for _, tool := range tools.Tools {
+			names = append(names, tool.Name)
+			if len(tool.Description) < 40 {
+				t.Errorf("%s: description %q is too thin to choose by", tool.Name, tool.Description)
 			}
-			var names []string
-			schemas := map[string]map[string]any{}
-			for _, tool := range tools.Tools {
-				names = append(names, tool.Name)
-				if len(tool.Description) < 40 {
-					t.Errorf("%s: description %q is too thin to choose by", tool.Name, tool.Description)
-				}
-				b, _ := json.Marshal(tool.InputSchema)
-				var m map[string]any
-				json.Unmarshal(b, &m)
-				schemas[tool.Name] = m
-				if m["type"] != "object" {
-					t.Errorf("%s: input schema type %v", tool.Name, m["type"])
-				}
+			b, _ := json.Marshal(tool.InputSchema)
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			schemas[tool.Name] = m
+			if m["type"] != "object" {
+				t.Errorf("%s: input schema type %v", tool.Name, m["type"])
 			}
-			slices.Sort(names)
-			if !slices.Equal(names, wantTools) {
-				t.Fatalf("tools %v, want %v", names, wantTools)
-			}
-			for tool, want := range map[string]struct{ props, required []string }{
-				"create_sandbox": {[]string{"template", "cpu", "ram_mb", "disk_gb", "ttl_seconds", "env", "metadata", "network"}, nil},
-				"exec":           {[]string{"sandbox_id", "command", "cwd", "env", "timeout_seconds"}, []string{"command", "sandbox_id"}},
-				"write_file":     {[]string{"sandbox_id", "path", "content", "encoding"}, []string{"content", "path", "sandbox_id"}},
-				"preview_url":    {[]string{"sandbox_id", "port"}, []string{"port", "sandbox_id"}},
-				"delete_sandbox": {[]string{"sandbox_id"}, []string{"sandbox_id"}},
-				"run_code":       {[]string{"sandbox_id", "code", "language", "context_id", "env", "timeout_seconds"}, []string{"code", "sandbox_id"}},
-			} {
-				props, _ := schemas[tool]["properties"].(map[string]any)
-				for _, p := range want.props {
-					if pm, ok := props[p].(map[string]any); !ok || pm["description"] == nil {
-						t.Errorf("%s: property %q missing or undescribed: %v", tool, p, props[p])
-					}
-				}
-				var req []string
-				reqs, _ := schemas[tool]["required"].([]any)
-				for _, r := range reqs {
-					req = append(req, fmt.Sprint(r))
-				}
-				slices.Sort(req)
-				if want.required != nil && !slices.Equal(req, want.required) {
-					t.Errorf("%s: required %v, want %v", tool, req, want.required)
-				}
-				if schemas[tool]["additionalProperties"] != false {
-					t.Errorf("%s: schema allows unknown arguments", tool)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, wantTools) {
+			t.Fatalf("tools %v, want %v", names, wantTools)
+		}
+		for tool, want := range map[string]struct{ props, required []string }{
+			"create_sandbox": {[]string{"template", "cpu", "ram_mb", "disk_gb", "ttl_seconds", "env", "metadata", "network"}, nil},
+			"exec":           {[]string{"sandbox_id", "command", "cwd", "env", "timeout_seconds"}, []string{"command", "sandbox_id"}},
+			"write_file":     {[]string{"sandbox_id", "path", "content", "encoding"}, []string{"content", "path", "sandbox_id"}},
+			"preview_url":    {[]string{"sandbox_id", "port"}, []string{"port", "sandbox_id"}},
+			"delete_sandbox": {[]string{"sandbox_id"}, []string{"sandbox_id"}},
+			"run_code":       {[]string{"sandbox_id", "code", "language", "context_id", "env", "timeout_seconds"}, []string{"code", "sandbox_id"}},
+		} {
+			props, _ := schemas[tool]["properties"].(map[string]any)
+			for _, p := range want.props {
+				if pm, ok := props[p].(map[string]any); !ok || pm["description"] == nil {
+					t.Errorf("%s: property %q missing or undescribed: %v", tool, p, props[p])
 				}
 			}
-			pvProps, _ := schemas["preview_url"]["properties"].(map[string]any)
-			if port, _ := pvProps["port"].(map[string]any); port["maximum"] != 65535.0 {
-				t.Errorf("preview_url port schema %v, want maximum 65535", port)
+			var req []string
+			reqs, _ := schemas[tool]["required"].([]any)
+			for _, r := range reqs {
+				req = append(req, fmt.Sprint(r))
 			}
+			slices.Sort(req)
+			if want.required != nil && !slices.Equal(req, want.required) {
+				t.Errorf("%s: required %v, want %v", tool, req, want.required)
+			}
+			if schemas[tool]["additionalProperties"] != false {
+				t.Errorf("%s: schema allows unknown arguments", tool)
+			}
+		}
+		pvProps, _ := schemas["preview_url"]["properties"].(map[string]any)
+		if port, _ := pvProps["port"].(map[string]any); port["maximum"] != 65535.0 {
+			t.Errorf("preview_url port schema %v, want maximum 65535", port)
+		}
 
-			var sb sandboxOut
-			s.ok("create_sandbox", map[string]any{"template": "busybox", "ttl_seconds": 600, "metadata": map[string]any{"purpose": "mcp-test"}}, &sb, "create-1")
-			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), sb.ID) })
-			if sb.State != "running" || sb.Template != "busybox" || !sb.CreatedByMCP || !sb.CreatedByYou ||
-				sb.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) || sb.Metadata["purpose"] != "mcp-test" {
-				t.Fatalf("created %+v", sb)
-			}
-			endsRunning := func(p []string) bool { return len(p) > 0 && strings.HasSuffix(p[len(p)-1], "is running") }
-			if p := s.progress.until("create-1", endsRunning); !endsRunning(p) {
-				t.Errorf("create progress notifications %q, want some ending in running", p)
-			}
-			got, err := api().Sandboxes.Get(ctx, sb.ID)
-			if err != nil || got.State != platinum.StateRunning || got.ExpiresAt == nil {
-				t.Fatalf("/v1 sees %+v, %v", got, err)
-			}
+		var sb sandboxOut
+		s.ok("create_sandbox", map[string]any{"template": "busybox", "ttl_seconds": 600, "metadata": map[string]any{"purpose": "mcp-test"}}, &sb, "create-1")
+		t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), sb.ID) })
+		if sb.State != "running" || sb.Template != "busybox" || !sb.CreatedByMCP || !sb.CreatedByYou ||
+			sb.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) || sb.Metadata["purpose"] != "mcp-test" {
+			t.Fatalf("created %+v", sb)
+		}
+		endsRunning := func(p []string) bool { return len(p) > 0 && strings.HasSuffix(p[len(p)-1], "is running") }
+		if p := s.progress.until("create-1", endsRunning); !endsRunning(p) {
+			t.Errorf("create progress notifications %q, want some ending in running", p)
+		}
+		got, err := api().Sandboxes.Get(ctx, sb.ID)
+		if err != nil || got.State != platinum.StateRunning || got.ExpiresAt == nil {
+			t.Fatalf("/v1 sees %+v, %v", got, err)
+		}
 
-			var ex struct {
-				ExitCode  int    `json:"exit_code"`
-				Stdout    string `json:"stdout"`
-				Stderr    string `json:"stderr"`
-				Truncated bool   `json:"truncated"`
-				TimedOut  bool   `json:"timed_out"`
-				Note      string `json:"note"`
-			}
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "echo hi; echo oops >&2; exit 3"}, &ex)
-			if ex.ExitCode != 3 || ex.Stdout != "hi\n" || ex.Stderr != "oops\n" || ex.Truncated {
-				t.Errorf("exec: %+v", ex)
-			}
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "echo $GREETING from $PWD", "cwd": "/tmp", "env": map[string]any{"GREETING": "hello"}}, &ex)
-			if ex.Stdout != "hello from /tmp\n" {
-				t.Errorf("exec with env and cwd: %+v", ex)
-			}
-			// 100000 bytes of output: the first 8 KiB and the last 24 KiB.
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "head -c 50000 /dev/zero | tr '\\0' a; head -c 50000 /dev/zero | tr '\\0' b"}, &ex)
-			if !ex.Truncated || !strings.HasPrefix(ex.Stdout, strings.Repeat("a", mcpserver.HeadBytes)+"\n…[") ||
-				!strings.HasSuffix(ex.Stdout, "…\n"+strings.Repeat("b", mcpserver.MaxOutputBytes-mcpserver.HeadBytes)) ||
-				!strings.Contains(ex.Note, "stdout was 100000 bytes") {
-				t.Errorf("big output: truncated %v, %d bytes, note %q", ex.Truncated, len(ex.Stdout), ex.Note)
-			}
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "sleep 30", "timeout_seconds": 1}, &ex)
-			if !ex.TimedOut || ex.ExitCode != -1 {
-				t.Errorf("timeout: %+v", ex)
-			}
+		var ex struct {
+			ExitCode  int    `json:"exit_code"`
+			Stdout    string `json:"stdout"`
+			Stderr    string `json:"stderr"`
+			Truncated bool   `json:"truncated"`
+			TimedOut  bool   `json:"timed_out"`
+			Note      string `json:"note"`
+		}
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "echo hi; echo oops >&2; exit 3"}, &ex)
+		if ex.ExitCode != 3 || ex.Stdout != "hi\n" || ex.Stderr != "oops\n" || ex.Truncated {
+			t.Errorf("exec: %+v", ex)
+		}
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "echo $GREETING from $PWD", "cwd": "/tmp", "env": map[string]any{"GREETING": "hello"}}, &ex)
+		if ex.Stdout != "hello from /tmp\n" {
+			t.Errorf("exec with env and cwd: %+v", ex)
+		}
+		// 100000 bytes of output: the first 8 KiB and the last 24 KiB.
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "head -c 50000 /dev/zero | tr '\\0' a; head -c 50000 /dev/zero | tr '\\0' b"}, &ex)
+		if !ex.Truncated || !strings.HasPrefix(ex.Stdout, strings.Repeat("a", mcpserver.HeadBytes)+"\n…[") ||
+			!strings.HasSuffix(ex.Stdout, "…\n"+strings.Repeat("b", mcpserver.MaxOutputBytes-mcpserver.HeadBytes)) ||
+			!strings.Contains(ex.Note, "stdout was 100000 bytes") {
+			t.Errorf("big output: truncated %v, %d bytes, note %q", ex.Truncated, len(ex.Stdout), ex.Note)
+		}
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "sleep 30", "timeout_seconds": 1}, &ex)
+		if !ex.TimedOut || ex.ExitCode != -1 {
+			t.Errorf("timeout: %+v", ex)
+		}
 
-			// Concurrent calls on one session each get their own output.
-			var wg sync.WaitGroup
-			for i := range 6 {
-				wg.Go(func() {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					defer cancel()
-					res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
-						"sandbox_id": sb.ID, "command": fmt.Sprintf("sleep 0.%d; echo call-%d", 6-i, i)}})
-					if err != nil {
-						t.Errorf("concurrent exec %d: %v", i, err)
-						return
-					}
-					want := fmt.Sprintf(`"stdout":"call-%d\n"`, i)
-					if b, _ := json.Marshal(res.StructuredContent); res.IsError || !strings.Contains(string(b), want) {
-						t.Errorf("concurrent exec %d: %s", i, b)
-					}
-				})
-			}
-			wg.Wait()
-
-			var wr struct{ Bytes int }
-			s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/notes/hello.txt", "content": "hello from mcp\n"}, &wr)
-			if wr.Bytes != 15 {
-				t.Errorf("write_file wrote %d bytes", wr.Bytes)
-			}
-			if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/notes/hello.txt"}, nil); text(res) != "hello from mcp\n" {
-				t.Errorf("read_file: %q", text(res))
-			}
-			png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
-			s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/dot.png", "content": png, "encoding": "base64"}, nil)
-			res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/dot.png"}, nil)
-			if len(res.Content) != 1 {
-				t.Fatalf("read_file of a PNG: %d contents", len(res.Content))
-			}
-			if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || len(img.Data) != 70 {
-				t.Errorf("read_file of a PNG: %#v", res.Content[0])
-			}
-			var ls struct {
-				Entries []struct{ Name, Type string }
-			}
-			s.ok("list_files", map[string]any{"sandbox_id": sb.ID, "path": "/root"}, &ls)
-			if !slices.ContainsFunc(ls.Entries, func(e struct{ Name, Type string }) bool { return e.Name == "notes" && e.Type == "dir" }) {
-				t.Errorf("list_files /root: %+v", ls.Entries)
-			}
-			var home struct {
-				Entries []struct{ Name, Path string }
-			}
-			s.ok("list_files", map[string]any{"sandbox_id": sb.ID}, &home)
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "ls -A ~ | sort"}, &ex)
-			var homeNames []string
-			for _, e := range home.Entries {
-				homeNames = append(homeNames, e.Name)
-			}
-			slices.Sort(homeNames)
-			if strings.Join(homeNames, "\n")+"\n" != ex.Stdout {
-				t.Errorf("list_files without a path lists %v; the home directory has %q", homeNames, ex.Stdout)
-			}
-
-			rt, err := s.cs.ListResourceTemplates(ctx, nil)
-			if err != nil || len(rt.ResourceTemplates) != 1 || rt.ResourceTemplates[0].URITemplate != mcpserver.FilesTemplate {
-				t.Fatalf("resource templates: %+v, %v", rt, err)
-			}
-			rr, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "platinum://sandboxes/" + sb.ID + "/files/root/notes/hello.txt"})
-			if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello from mcp\n" {
-				t.Fatalf("file resource: %+v, %v", rr, err)
-			}
-			if _, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "platinum://sandboxes/" + sb.ID + "/files/root/missing"}); err == nil {
-				t.Error("a missing file's resource read succeeded")
-			}
-			rr, err = s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: mcpserver.TemplatesURI})
-			if err != nil || !strings.Contains(rr.Contents[0].Text, `"slug": "busybox"`) {
-				t.Fatalf("templates resource: %+v, %v", rr, err)
-			}
-
-			// A server in the sandbox, reached through its preview URL.
-			s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "mkdir -p /root/www && echo preview-" + tr + " > /root/www/index.html && (busybox httpd -p 8080 -h /root/www &)"}, &ex)
-			if ex.ExitCode != 0 {
-				t.Fatalf("start httpd: %+v", ex)
-			}
-			var pv struct {
-				URL, PathURL, Token, TokenHeader string
-			}
-			res = s.ok("preview_url", map[string]any{"sandbox_id": sb.ID, "port": 8080}, nil)
-			b, _ := json.Marshal(res.StructuredContent)
-			json.Unmarshal(b, &struct {
-				URL         *string `json:"url"`
-				PathURL     *string `json:"path_url"`
-				Token       *string `json:"token"`
-				TokenHeader *string `json:"token_header"`
-			}{&pv.URL, &pv.PathURL, &pv.Token, &pv.TokenHeader})
-			if !strings.HasSuffix(pv.PathURL, "/"+sb.ID+"/8080/") || !strings.Contains(pv.URL, "8080-") || pv.Token == "" || pv.TokenHeader != platinum.PreviewTokenHeader {
-				t.Fatalf("preview_url: %s", b)
-			}
-			body := fetchPreview(t, pv.PathURL, pv.TokenHeader, pv.Token)
-			if body != "preview-"+tr+"\n" {
-				t.Errorf("through the preview URL: %q", body)
-			}
-
-			// Bad arguments are tool errors that name the argument.
-			for _, c := range []struct {
-				tool string
-				args map[string]any
-				want string
-			}{
-				{"exec", map[string]any{"sandbox_id": sb.ID}, "command"},
-				{"exec", map[string]any{"sandbox_id": sb.ID, "command": "true", "timeout_seconds": "soon"}, "timeout_seconds"},
-				{"preview_url", map[string]any{"sandbox_id": sb.ID, "port": 70000}, "port"},
-				{"create_sandbox", map[string]any{"template": "busybox", "colour": "red"}, "colour"},
-				{"write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/x", "content": "!!", "encoding": "base64"}, `argument "content"`},
-				{"create_sandbox", map[string]any{"template": "busybox", "ttl_seconds": 7200}, "ttl_seconds"},
-			} {
-				if msg := s.fails(c.tool, c.args); !strings.Contains(msg, c.want) {
-					t.Errorf("%s(%v): error %q does not name %q", c.tool, c.args, msg, c.want)
+		// Concurrent calls on one session each get their own output.
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
+					"sandbox_id": sb.ID, "command": fmt.Sprintf("sleep 0.%d; echo call-%d", 6-i, i)}})
+				if err != nil {
+					t.Errorf("concurrent exec %d: %v", i, err)
+					return
 				}
-			}
-			// API errors carry the API's code.
-			if msg := s.fails("get_sandbox", map[string]any{"sandbox_id": "sbx_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); !strings.HasPrefix(msg, "[not_found]") {
-				t.Errorf("unknown sandbox: %q", msg)
-			}
-			if msg := s.fails("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/nope"}); !strings.HasPrefix(msg, "[not_found]") {
-				t.Errorf("missing file: %q", msg)
-			}
+				want := fmt.Sprintf(`"stdout":"call-%d\n"`, i)
+				if b, _ := json.Marshal(res.StructuredContent); res.IsError || !strings.Contains(string(b), want) {
+					t.Errorf("concurrent exec %d: %s", i, b)
+				}
+			})
+		}
+		wg.Wait()
 
-			var l struct {
-				Sandboxes []sandboxOut
-				Total     int
-			}
-			s.ok("list_sandboxes", map[string]any{"metadata": map[string]any{"purpose": "mcp-test"}}, &l)
-			if !slices.ContainsFunc(l.Sandboxes, func(x sandboxOut) bool { return x.ID == sb.ID && x.CreatedByMCP && x.CreatedByYou }) {
-				t.Errorf("list_sandboxes: %+v", l)
-			}
+		var wr struct{ Bytes int }
+		s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/notes/hello.txt", "content": "hello from mcp\n"}, &wr)
+		if wr.Bytes != 15 {
+			t.Errorf("write_file wrote %d bytes", wr.Bytes)
+		}
+		if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/notes/hello.txt"}, nil); text(res) != "hello from mcp\n" {
+			t.Errorf("read_file: %q", text(res))
+		}
+		png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+		s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/dot.png", "content": png, "encoding": "base64"}, nil)
+		res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/dot.png"}, nil)
+		if len(res.Content) != 1 {
+			t.Fatalf("read_file of a PNG: %d contents", len(res.Content))
+		}
+		if img, ok := res.Content[0].(*mcp.ImageContent); !ok || img.MIMEType != "image/png" || len(img.Data) != 70 {
+			t.Errorf("read_file of a PNG: %#v", res.Content[0])
+		}
+		var ls struct {
+			Entries []struct{ Name, Type string }
+		}
+		s.ok("list_files", map[string]any{"sandbox_id": sb.ID, "path": "/root"}, &ls)
+		if !slices.ContainsFunc(ls.Entries, func(e struct{ Name, Type string }) bool { return e.Name == "notes" && e.Type == "dir" }) {
+			t.Errorf("list_files /root: %+v", ls.Entries)
+		}
+		var home struct {
+			Entries []struct{ Name, Path string }
+		}
+		s.ok("list_files", map[string]any{"sandbox_id": sb.ID}, &home)
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "ls -A ~ | sort"}, &ex)
+		var homeNames []string
+		for _, e := range home.Entries {
+			homeNames = append(homeNames, e.Name)
+		}
+		slices.Sort(homeNames)
+		if strings.Join(homeNames, "\n")+"\n" != ex.Stdout {
+			t.Errorf("list_files without a path lists %v; the home directory has %q", homeNames, ex.Stdout)
+		}
 
-			var del struct{ ID, State string }
-			s.ok("delete_sandbox", map[string]any{"sandbox_id": sb.ID}, &del)
-			if del.ID != sb.ID || (del.State != "deleting" && del.State != "deleted") {
-				t.Errorf("delete: %+v", del)
+		rt, err := s.cs.ListResourceTemplates(ctx, nil)
+		if err != nil || len(rt.ResourceTemplates) != 1 || rt.ResourceTemplates[0].URITemplate != mcpserver.FilesTemplate {
+			t.Fatalf("resource templates: %+v, %v", rt, err)
+		}
+		rr, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "platinum://sandboxes/" + sb.ID + "/files/root/notes/hello.txt"})
+		if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello from mcp\n" {
+			t.Fatalf("file resource: %+v, %v", rr, err)
+		}
+		if _, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "platinum://sandboxes/" + sb.ID + "/files/root/missing"}); err == nil {
+			t.Error("a missing file's resource read succeeded")
+		}
+		rr, err = s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: mcpserver.TemplatesURI})
+		if err != nil || !strings.Contains(rr.Contents[0].Text, `"slug": "busybox"`) {
+			t.Fatalf("templates resource: %+v, %v", rr, err)
+		}
+
+		// A server in the sandbox, reached through its preview URL.
+		s.ok("exec", map[string]any{"sandbox_id": sb.ID, "command": "mkdir -p /root/www && echo preview-" + tr + " > /root/www/index.html && (busybox httpd -p 8080 -h /root/www &)"}, &ex)
+		if ex.ExitCode != 0 {
+			t.Fatalf("start httpd: %+v", ex)
+		}
+		var pv struct {
+			URL, PathURL, Token, TokenHeader string
+		}
+		res = s.ok("preview_url", map[string]any{"sandbox_id": sb.ID, "port": 8080}, nil)
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &struct {
+			URL         *string `json:"url"`
+			PathURL     *string `json:"path_url"`
+			Token       *string `json:"token"`
+			TokenHeader *string `json:"token_header"`
+		}{&pv.URL, &pv.PathURL, &pv.Token, &pv.TokenHeader})
+		if !strings.HasSuffix(pv.PathURL, "/"+sb.ID+"/8080/") || !strings.Contains(pv.URL, "8080-") || pv.Token == "" || pv.TokenHeader != platinum.PreviewTokenHeader {
+			t.Fatalf("preview_url: %s", b)
+		}
+		body := fetchPreview(t, pv.PathURL, pv.TokenHeader, pv.Token)
+		if body != "preview-"+tr+"\n" {
+			t.Errorf("through the preview URL: %q", body)
+		}
+
+		// Bad arguments are tool errors that name the argument.
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+			want string
+		}{
+			{"exec", map[string]any{"sandbox_id": sb.ID}, "command"},
+			{"exec", map[string]any{"sandbox_id": sb.ID, "command": "true", "timeout_seconds": "soon"}, "timeout_seconds"},
+			{"preview_url", map[string]any{"sandbox_id": sb.ID, "port": 70000}, "port"},
+			{"create_sandbox", map[string]any{"template": "busybox", "colour": "red"}, "colour"},
+			{"write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/x", "content": "!!", "encoding": "base64"}, `argument "content"`},
+			{"create_sandbox", map[string]any{"template": "busybox", "ttl_seconds": 7200}, "ttl_seconds"},
+		} {
+			if msg := s.fails(c.tool, c.args); !strings.Contains(msg, c.want) {
+				t.Errorf("%s(%v): error %q does not name %q", c.tool, c.args, msg, c.want)
 			}
-			if !gone(sb.ID) {
-				t.Errorf("after delete_sandbox, /v1 still sees %s live", sb.ID)
-			}
-		})
-	}
+		}
+		// API errors carry the API's code.
+		if msg := s.fails("get_sandbox", map[string]any{"sandbox_id": "sbx_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); !strings.HasPrefix(msg, "[not_found]") {
+			t.Errorf("unknown sandbox: %q", msg)
+		}
+		if msg := s.fails("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/nope"}); !strings.HasPrefix(msg, "[not_found]") {
+			t.Errorf("missing file: %q", msg)
+		}
+
+		var l struct {
+			Sandboxes []sandboxOut
+			Total     int
+		}
+		s.ok("list_sandboxes", map[string]any{"metadata": map[string]any{"purpose": "mcp-test"}}, &l)
+		if !slices.ContainsFunc(l.Sandboxes, func(x sandboxOut) bool { return x.ID == sb.ID && x.CreatedByMCP && x.CreatedByYou }) {
+			t.Errorf("list_sandboxes: %+v", l)
+		}
+
+		var del struct{ ID, State string }
+		s.ok("delete_sandbox", map[string]any{"sandbox_id": sb.ID}, &del)
+		if del.ID != sb.ID || (del.State != "deleting" && del.State != "deleted") {
+			t.Errorf("delete: %+v", del)
+		}
+		if !gone(sb.ID) {
+			t.Errorf("after delete_sandbox, /v1 still sees %s live", sb.ID)
+		}
+	})
 }
 
 // gone reports whether /v1 sees the sandbox deleting or deleted.
@@ -544,75 +536,72 @@ func fetchPreview(t *testing.T, url, header, token string) string {
 // progress, on each transport; the copies are the caller's.
 func TestLifecycleTools(t *testing.T) {
 	need(t)
-	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
-			s := connect(t, tr, env.token)
-			sb := s.create(nil)
-			s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt", "content": "kept"}, nil)
-			// transition calls tool (its progress token is token) and wants
-			// the sandbox in state after it, and as progress the call's
-			// answer (going), then what the wait saw (state).
-			transition := func(tool, token, going, state string) {
-				t.Helper()
-				var out sandboxOut
-				s.ok(tool, map[string]any{"sandbox_id": sb.ID}, &out, token)
-				if out.State != state {
-					t.Fatalf("%s: %+v", token, out)
-				}
-				done := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is "+state }
-				if p := s.progress.until(token, done); !done(p) || p[0] != "sandbox "+sb.ID+" is "+going {
-					t.Errorf("%s progress %q, want %s … %s", tool, p, going, state)
-				}
+	onEachTransport(t, func(t *testing.T, tr string, s *session) {
+		sb := s.create(nil)
+		s.ok("write_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt", "content": "kept"}, nil)
+		// transition calls tool (its progress token is token) and wants
+		// the sandbox in state after it, and as progress the call's
+		// answer (going), then what the wait saw (state).
+		transition := func(tool, token, going, state string) {
+			t.Helper()
+			var out sandboxOut
+			s.ok(tool, map[string]any{"sandbox_id": sb.ID}, &out, token)
+			if out.State != state {
+				t.Fatalf("%s: %+v", token, out)
 			}
-			transition("stop_sandbox", "stop", "stopping", "stopped")
-			transition("start_sandbox", "start", "starting", "running")
-			if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
-				t.Errorf("after stop and start the file has %q", text(res))
+			done := func(p []string) bool { return len(p) >= 2 && p[len(p)-1] == "sandbox "+sb.ID+" is "+state }
+			if p := s.progress.until(token, done); !done(p) || p[0] != "sandbox "+sb.ID+" is "+going {
+				t.Errorf("%s progress %q, want %s … %s", tool, p, going, state)
 			}
+		}
+		transition("stop_sandbox", "stop", "stopping", "stopped")
+		transition("start_sandbox", "start", "starting", "running")
+		if res := s.ok("read_file", map[string]any{"sandbox_id": sb.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
+			t.Errorf("after stop and start the file has %q", text(res))
+		}
 
-			var snap struct{ ID, State string }
-			s.ok("snapshot_sandbox", map[string]any{"sandbox_id": sb.ID, "name": "mcp"}, &snap, "snap")
-			if !strings.HasPrefix(snap.ID, "snap_") || snap.State != "ready" {
-				t.Fatalf("snapshot: %+v", snap)
+		var snap struct{ ID, State string }
+		s.ok("snapshot_sandbox", map[string]any{"sandbox_id": sb.ID, "name": "mcp"}, &snap, "snap")
+		if !strings.HasPrefix(snap.ID, "snap_") || snap.State != "ready" {
+			t.Fatalf("snapshot: %+v", snap)
+		}
+		t.Cleanup(func() { api().Sandboxes.DeleteSnapshot(context.Background(), snap.ID) })
+		snapDone := func(p []string) bool {
+			return len(p) >= 2 && p[0] == "snapshot of "+sb.ID+": started" && p[len(p)-1] == "snapshot of "+sb.ID+": done"
+		}
+		if p := s.progress.until("snap", snapDone); !snapDone(p) {
+			t.Errorf("snapshot progress %q", p)
+		}
+		var fk struct {
+			Sandboxes []sandboxOut
+		}
+		s.ok("fork_sandbox", map[string]any{"sandbox_id": sb.ID, "count": 2}, &fk, "fork")
+		if len(fk.Sandboxes) != 2 {
+			t.Fatalf("fork: %+v", fk)
+		}
+		forkDone := func(p []string) bool {
+			return len(p) >= 2 && p[0] == "fork of "+sb.ID+": started" && p[len(p)-1] == "fork of "+sb.ID+": done"
+		}
+		if p := s.progress.until("fork", forkDone); !forkDone(p) {
+			t.Errorf("fork progress %q", p)
+		}
+		for _, f := range fk.Sandboxes {
+			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), f.ID) })
+			if f.State != "running" || !f.CreatedByYou || f.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) {
+				t.Errorf("fork copy %+v", f)
 			}
-			t.Cleanup(func() { api().Sandboxes.DeleteSnapshot(context.Background(), snap.ID) })
-			snapDone := func(p []string) bool {
-				return len(p) >= 2 && p[0] == "snapshot of "+sb.ID+": started" && p[len(p)-1] == "snapshot of "+sb.ID+": done"
+			if res := s.ok("read_file", map[string]any{"sandbox_id": f.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
+				t.Errorf("fork %s has %q", f.ID, text(res))
 			}
-			if p := s.progress.until("snap", snapDone); !snapDone(p) {
-				t.Errorf("snapshot progress %q", p)
-			}
-			var fk struct {
-				Sandboxes []sandboxOut
-			}
-			s.ok("fork_sandbox", map[string]any{"sandbox_id": sb.ID, "count": 2}, &fk, "fork")
-			if len(fk.Sandboxes) != 2 {
-				t.Fatalf("fork: %+v", fk)
-			}
-			forkDone := func(p []string) bool {
-				return len(p) >= 2 && p[0] == "fork of "+sb.ID+": started" && p[len(p)-1] == "fork of "+sb.ID+": done"
-			}
-			if p := s.progress.until("fork", forkDone); !forkDone(p) {
-				t.Errorf("fork progress %q", p)
-			}
-			for _, f := range fk.Sandboxes {
-				t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), f.ID) })
-				if f.State != "running" || !f.CreatedByYou || f.Metadata[mcpserver.CreatedLabel] != mcpserver.CallerID(env.token) {
-					t.Errorf("fork copy %+v", f)
-				}
-				if res := s.ok("read_file", map[string]any{"sandbox_id": f.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" {
-					t.Errorf("fork %s has %q", f.ID, text(res))
-				}
-				s.ok("delete_sandbox", map[string]any{"sandbox_id": f.ID}, nil)
-			}
-			var clone sandboxOut
-			s.ok("create_sandbox", map[string]any{"from_snapshot": snap.ID}, &clone)
-			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), clone.ID) })
-			if res := s.ok("read_file", map[string]any{"sandbox_id": clone.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" || !clone.CreatedByYou {
-				t.Errorf("clone of the snapshot: %+v has %q", clone, text(res))
-			}
-		})
-	}
+			s.ok("delete_sandbox", map[string]any{"sandbox_id": f.ID}, nil)
+		}
+		var clone sandboxOut
+		s.ok("create_sandbox", map[string]any{"from_snapshot": snap.ID}, &clone)
+		t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), clone.ID) })
+		if res := s.ok("read_file", map[string]any{"sandbox_id": clone.ID, "path": "/root/state.txt"}, nil); text(res) != "kept" || !clone.CreatedByYou {
+			t.Errorf("clone of the snapshot: %+v has %q", clone, text(res))
+		}
+	})
 }
 
 // TestDeleteGuard: delete_sandbox deletes only what the caller's own
@@ -703,15 +692,7 @@ func TestDeleteGuard(t *testing.T) {
 // both (TestDeleteGuard).
 func TestPtdAllowDeleteAny(t *testing.T) {
 	need(t)
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: env.root, ExtraArgs: append(slices.Clone(ptdArgs), "--mcp-allow-delete-any")})
-	t.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := ptdtest.StartTest(t, ptdtest.Options{RepoRoot: env.root, ExtraArgs: append(slices.Clone(ptdArgs), "--mcp-allow-delete-any")}, 0)
 	ctx := context.Background()
 	c := platinum.New(d.URL, d.Token)
 	_, tokB, err := c.Tokens.Create(ctx, platinum.CreateTokenRequest{})
@@ -838,41 +819,38 @@ func rawMCP(t *testing.T, token, session, body string) rawResp {
 // command it ran in the sandbox is killed, on both transports.
 func TestCancel(t *testing.T) {
 	need(t)
-	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
-			s := connect(t, tr, env.token)
-			sb := s.create(nil)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan *mcp.CallToolResult, 1)
-			errc := make(chan error, 1)
-			go func() {
-				res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
-					"sandbox_id": sb.ID, "command": "echo $$ > /tmp/long.pid; exec sleep 300", "timeout_seconds": 600}})
-				done <- res
-				errc <- err
-			}()
-			pid := waitPID(t, sb.ID, "/tmp/long.pid")
-			if !alive(t, sb.ID, pid) {
-				t.Fatalf("sleep %d is not running before the cancel", pid)
+	onEachTransport(t, func(t *testing.T, tr string, s *session) {
+		sb := s.create(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan *mcp.CallToolResult, 1)
+		errc := make(chan error, 1)
+		go func() {
+			res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
+				"sandbox_id": sb.ID, "command": "echo $$ > /tmp/long.pid; exec sleep 300", "timeout_seconds": 600}})
+			done <- res
+			errc <- err
+		}()
+		pid := waitPID(t, sb.ID, "/tmp/long.pid")
+		if !alive(t, sb.ID, pid) {
+			t.Fatalf("sleep %d is not running before the cancel", pid)
+		}
+		cancel()
+		select {
+		case res := <-done:
+			if err := <-errc; err == nil {
+				t.Errorf("cancelled call returned %+v, no error", res)
 			}
-			cancel()
-			select {
-			case res := <-done:
-				if err := <-errc; err == nil {
-					t.Errorf("cancelled call returned %+v, no error", res)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("cancelled call did not return")
+		case <-time.After(30 * time.Second):
+			t.Fatal("cancelled call did not return")
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for alive(t, sb.ID, pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep %d still runs after the call was cancelled", pid)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for alive(t, sb.ID, pid) {
-				if time.Now().After(deadline) {
-					t.Fatalf("sleep %d still runs after the call was cancelled", pid)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
-		})
-	}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 }
 
 func waitPID(t *testing.T, id, file string) int {
@@ -992,59 +970,56 @@ func TestSandboxToken(t *testing.T) {
 // and a bad language refused naming the argument.
 func TestRunCode(t *testing.T) {
 	need(t)
-	for _, tr := range transports {
-		t.Run(tr, func(t *testing.T) {
-			s := connect(t, tr, env.token)
-			var sb sandboxOut
-			s.ok("create_sandbox", map[string]any{"template": "code-interpreter"}, &sb)
-			t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), sb.ID) })
+	onEachTransport(t, func(t *testing.T, tr string, s *session) {
+		var sb sandboxOut
+		s.ok("create_sandbox", map[string]any{"template": "code-interpreter"}, &sb)
+		t.Cleanup(func() { api().Sandboxes.Delete(context.Background(), sb.ID) })
 
-			type out struct {
-				Stdout  string `json:"stdout"`
-				Results []struct {
-					Text         string   `json:"text"`
-					Formats      []string `json:"formats"`
-					IsMainResult bool     `json:"is_main_result"`
-				} `json:"results"`
-				Error  *struct{ Name, Value, Traceback string } `json:"error"`
-				Status string                                   `json:"status"`
-			}
-			var o out
-			s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x = 41\nprint('set')"}, &o)
-			if o.Stdout != "set\n" || o.Error != nil {
-				t.Fatalf("first cell: %+v", o)
-			}
-			o = out{}
-			s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x + 1"}, &o)
-			if len(o.Results) != 1 || o.Results[0].Text != "42" || !o.Results[0].IsMainResult {
-				t.Fatalf("x + 1 in the same context: %+v", o)
-			}
+		type out struct {
+			Stdout  string `json:"stdout"`
+			Results []struct {
+				Text         string   `json:"text"`
+				Formats      []string `json:"formats"`
+				IsMainResult bool     `json:"is_main_result"`
+			} `json:"results"`
+			Error  *struct{ Name, Value, Traceback string } `json:"error"`
+			Status string                                   `json:"status"`
+		}
+		var o out
+		s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x = 41\nprint('set')"}, &o)
+		if o.Stdout != "set\n" || o.Error != nil {
+			t.Fatalf("first cell: %+v", o)
+		}
+		o = out{}
+		s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x + 1"}, &o)
+		if len(o.Results) != 1 || o.Results[0].Text != "42" || !o.Results[0].IsMainResult {
+			t.Fatalf("x + 1 in the same context: %+v", o)
+		}
 
-			res := s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"}, nil)
-			var png []byte
-			for _, c := range res.Content {
-				if ic, ok := c.(*mcp.ImageContent); ok && ic.MIMEType == "image/png" {
-					png = ic.Data
-				}
+		res := s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"}, nil)
+		var png []byte
+		for _, c := range res.Content {
+			if ic, ok := c.(*mcp.ImageContent); ok && ic.MIMEType == "image/png" {
+				png = ic.Data
 			}
-			if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-				t.Fatalf("plot: no PNG image content (%d bytes) in %d content parts", len(png), len(res.Content))
-			}
+		}
+		if !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Fatalf("plot: no PNG image content (%d bytes) in %d content parts", len(png), len(res.Content))
+		}
 
-			o = out{}
-			s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "1/0"}, &o)
-			if o.Error == nil || o.Error.Name != "ZeroDivisionError" || !strings.Contains(o.Error.Traceback, "ZeroDivisionError") {
-				t.Fatalf("1/0: %+v", o)
-			}
-			o = out{}
-			s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x * 2"}, &o)
-			if len(o.Results) != 1 || o.Results[0].Text != "82" {
-				t.Fatalf("after the error the context keeps x: %+v", o)
-			}
+		o = out{}
+		s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "1/0"}, &o)
+		if o.Error == nil || o.Error.Name != "ZeroDivisionError" || !strings.Contains(o.Error.Traceback, "ZeroDivisionError") {
+			t.Fatalf("1/0: %+v", o)
+		}
+		o = out{}
+		s.ok("run_code", map[string]any{"sandbox_id": sb.ID, "code": "x * 2"}, &o)
+		if len(o.Results) != 1 || o.Results[0].Text != "82" {
+			t.Fatalf("after the error the context keeps x: %+v", o)
+		}
 
-			if msg := s.fails("run_code", map[string]any{"sandbox_id": sb.ID, "code": "1", "language": "cobol"}); !strings.Contains(msg, "language") {
-				t.Errorf("bad language: %q does not name the argument", msg)
-			}
-		})
-	}
+		if msg := s.fails("run_code", map[string]any{"sandbox_id": sb.ID, "code": "1", "language": "cobol"}); !strings.Contains(msg, "language") {
+			t.Errorf("bad language: %q does not name the argument", msg)
+		}
+	})
 }

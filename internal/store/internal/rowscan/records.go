@@ -110,10 +110,10 @@ func (d Decoder) Org(r Row) (store.Org, error) {
 	})
 }
 
-// Pool reads template, runtime, min_ready, max, updated_at.
+// Pool reads template, runtime, min_ready, max, auto, updated_at.
 func (d Decoder) Pool(r Row) (store.Pool, error) {
 	return decode(d, r, func(sc *scan, p *store.Pool) []any {
-		return []any{&p.Template, &p.Runtime, &p.MinReady, &p.Max, sc.at(&p.UpdatedAt)}
+		return []any{&p.Template, &p.Runtime, &p.MinReady, &p.Max, &p.Auto, sc.at(&p.UpdatedAt)}
 	})
 }
 

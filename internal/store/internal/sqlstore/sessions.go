@@ -75,9 +75,9 @@ func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]sto
 
 // PutPool inserts or replaces a pool setting.
 func (s *Store) PutPool(ctx context.Context, p store.Pool) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO pools (template, runtime, min_ready, max, updated_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (template, runtime) DO UPDATE SET min_ready = excluded.min_ready, max = excluded.max, updated_at = excluded.updated_at`,
-		p.Template, p.Runtime, p.MinReady, p.Max, s.db.Time(sqldb.Or(p.UpdatedAt, sqldb.Now())))
+	_, err := s.db.Exec(ctx, `INSERT INTO pools (template, runtime, min_ready, max, auto, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (template, runtime) DO UPDATE SET min_ready = excluded.min_ready, max = excluded.max, auto = excluded.auto, updated_at = excluded.updated_at`,
+		p.Template, p.Runtime, p.MinReady, p.Max, p.Auto, s.db.Time(sqldb.Or(p.UpdatedAt, sqldb.Now())))
 	if err != nil {
 		return s.db.Err(fmt.Sprintf("put pool %q", store.PoolKey(p.Template, p.Runtime)), err)
 	}
@@ -86,5 +86,5 @@ func (s *Store) PutPool(ctx context.Context, p store.Pool) error {
 
 // ListPools returns every pool setting by template, then runtime class.
 func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
-	return sqldb.List(ctx, s.db, s.db.Decoder().Pool, "list pools", `SELECT template, runtime, min_ready, max, updated_at FROM pools ORDER BY template, runtime`)
+	return sqldb.List(ctx, s.db, s.db.Decoder().Pool, "list pools", `SELECT template, runtime, min_ready, max, auto, updated_at FROM pools ORDER BY template, runtime`)
 }

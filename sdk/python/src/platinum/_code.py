@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from ._core import FOREVER, Core, Deadline, Op, Reply, ndjson_object, seg, want_dict
 from ._errors import PlatinumError
-from ._records import Record, field
+from ._records import Record, field, str_member
 
 __all__ = ["Result", "ExecutionError", "Execution", "Logs", "CodeContext", "CodeOps", "CodeFold"]
 
@@ -35,8 +35,7 @@ class Result(Record):
         self.is_main_result = is_main_result
 
     def _s(self, mime: str) -> str | None:
-        v = self._data.get(mime)
-        return v if isinstance(v, str) else None
+        return str_member(self._data, mime)
 
     @property
     def text(self) -> str | None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
+from ._records import dict_member, float_member, int_member, str_member
+
 __all__ = [
     "PlatinumError",
     "APIConnectionError",
@@ -124,14 +126,12 @@ class APIError(PlatinumError):
     @property
     def field(self) -> str | None:
         """The request field the error is about (invalid_request, not_found)."""
-        v = self.body.get("field")
-        return v if isinstance(v, str) else None
+        return str_member(self.body, "field")
 
     @property
     def state(self) -> str | None:
         """The sandbox state a conflict or sandbox_not_ready is about."""
-        v = self.body.get("state")
-        return v if isinstance(v, str) else None
+        return str_member(self.body, "state")
 
 
 class InvalidRequestError(APIError):
@@ -144,8 +144,7 @@ class SandboxTTLExceededError(InvalidRequestError):
 
     @property
     def max_ttl_ms(self) -> int | None:
-        v = self.body.get("max_ttl_ms")
-        return int(v) if isinstance(v, (int, float)) else None
+        return int_member(self.body, "max_ttl_ms")
 
 
 class UnauthorizedError(APIError):
@@ -196,13 +195,11 @@ class SandboxNotResizableError(ConflictError):
 
     @property
     def hint(self) -> dict[str, Any]:
-        v = self.body.get("hint")
-        return dict(v) if isinstance(v, dict) else {}
+        return dict_member(self.body, "hint")
 
     @property
     def live_resize(self) -> dict[str, Any]:
-        v = self.body.get("live_resize")
-        return dict(v) if isinstance(v, dict) else {}
+        return dict_member(self.body, "live_resize")
 
 
 class DiskGrowUnsupportedError(ConflictError):
@@ -226,18 +223,15 @@ class QuotaExceededError(APIError):
 
     @property
     def limit(self) -> str | None:
-        v = self.body.get("limit")
-        return v if isinstance(v, str) else None
+        return str_member(self.body, "limit")
 
     @property
     def max(self) -> float | None:
-        v = self.body.get("max")
-        return float(v) if isinstance(v, (int, float)) else None
+        return float_member(self.body, "max")
 
     @property
     def scope(self) -> str | None:
-        v = self.body.get("scope")
-        return v if isinstance(v, str) else None
+        return str_member(self.body, "scope")
 
 
 class PayloadTooLargeError(APIError):
@@ -255,13 +249,11 @@ class CapacityError(APIError):
 
     @property
     def reason(self) -> str | None:
-        v = self.body.get("reason")
-        return v if isinstance(v, str) else None
+        return str_member(self.body, "reason")
 
     @property
     def queued_ms(self) -> int | None:
-        v = self.body.get("queued_ms")
-        return int(v) if isinstance(v, (int, float)) else None
+        return int_member(self.body, "queued_ms")
 
 
 class UnavailableError(APIError):

@@ -57,6 +57,31 @@ class Record(Mapping[str, Any]):
         return dict(self._data)
 
 
+def str_member(d: Mapping[str, Any], key: str) -> str | None:
+    """``d[key]`` when it is a string, else None: how optional members of
+    an answer (an error's ``field``, a result's ``text/plain``) are read."""
+    v = d.get(key)
+    return v if isinstance(v, str) else None
+
+
+def int_member(d: Mapping[str, Any], key: str) -> int | None:
+    """``d[key]`` as an int when it is a number, else None."""
+    v = d.get(key)
+    return int(v) if isinstance(v, (int, float)) else None
+
+
+def float_member(d: Mapping[str, Any], key: str) -> float | None:
+    """``d[key]`` as a float when it is a number, else None."""
+    v = d.get(key)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def dict_member(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A copy of ``d[key]`` when it is an object, else an empty dict."""
+    v = d.get(key)
+    return dict(v) if isinstance(v, dict) else {}
+
+
 class field(Generic[T]):
     """A typed attribute reading one key of a record (default when absent or
     null)."""
@@ -82,6 +107,31 @@ class field(Generic[T]):
             # A fresh empty list or dict, so callers cannot change the default.
             return type(d)() if isinstance(d, (list, dict)) else d  # type: ignore[return-value]
         return v  # type: ignore[no-any-return]
+
+
+H = TypeVar("H")
+
+
+class Page(Record, Generic[H]):
+    """One page of a list of handles (``page["rows"]``), with
+    ``page["total"]`` when it was asked for: SandboxPage and
+    AsyncSandboxPage are its sync and async sandbox forms."""
+
+    __slots__ = ()
+
+    @property
+    def rows(self) -> list[H]:
+        return list(self._data["rows"])
+
+    @property
+    def data(self) -> list[H]:
+        """The rows under the name other SDKs use."""
+        return self.rows
+
+    @property
+    def total(self) -> int | None:
+        v = self._data.get("total")
+        return int(v) if v is not None else None
 
 
 class SandboxFields(Record):

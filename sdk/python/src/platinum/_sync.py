@@ -15,7 +15,7 @@ from . import _ops
 from ._code import CodeContext, CodeFold, CodeOps, Execution, OnError, OnResult, OnText
 from ._convert import none as _none, rec as _rec, recs as _recs, same as _same
 from ._core import Close, Core, Op, ReadBody, Reply, Req, Sleep
-from ._errors import APIConnectionError, APITimeoutError, PlatinumError, StreamEndedError
+from ._errors import APIConnectionError, PlatinumError, StreamEndedError
 from ._ops import (
     ArtifactsOps,
     FilesOps,
@@ -35,6 +35,7 @@ from ._records import (
     FileEntry,
     Metrics,
     NetworkResult,
+    Page,
     PreviewURL,
     Process,
     Project,
@@ -45,6 +46,7 @@ from ._records import (
     Usage,
 )
 from ._streams import ByteStream, ExecStream, Sink
+from ._transport import BaseRunner, reply, transport_error
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -53,22 +55,11 @@ R = TypeVar("R")
 CHUNK = 64 << 10
 
 
-class Runner:
+class Runner(BaseRunner[httpx.Client]):
     """Runs operations with blocking I/O on one httpx.Client."""
 
-    def __init__(self, core: Core, http: httpx.Client) -> None:
-        self.core = core
-        self.http = http
-
     def _send(self, r: Req) -> Reply:
-        req = self.http.build_request(
-            r.method, self.core.api_url + r.path, params=httpx.QueryParams(tuple(r.params)) if r.params else None, headers=r.headers,
-            json=r.json if r.has_json else None, content=r.content,
-            timeout=httpx.Timeout(r.timeout, read=r.read_timeout))
-        resp = self.http.send(req, stream=r.stream)
-        if r.stream:
-            return Reply(resp.status_code, resp.headers, b"", resp)
-        return Reply(resp.status_code, resp.headers, resp.content)
+        return reply(r, self.http.send(self._request(r), stream=r.stream))
 
     def run(self, op: Op[T]) -> T:
         value: Any = None
@@ -82,10 +73,8 @@ class Runner:
             if isinstance(step, Req):
                 try:
                     value = self._send(step)
-                except httpx.TimeoutException as e:
-                    exc = APITimeoutError(f"{step.method} {step.path}: timed out ({e})")
                 except httpx.TransportError as e:
-                    exc = APIConnectionError(f"{step.method} {step.path}: {e or type(e).__name__}")
+                    exc = transport_error(step, e)
             elif isinstance(step, Sleep):
                 if step.seconds > 0:
                     time.sleep(step.seconds)
@@ -146,25 +135,11 @@ def _fork(self: Any, d: Mapping[str, Any]) -> Record:
     return Record({**d, "sandboxes": [Sandbox(self._c, s) for s in d.get("sandboxes") or []]})
 
 
-class SandboxPage(Record):
+class SandboxPage(Page["Sandbox"]):
     """One page of a sandbox list: ``page["rows"]`` (handles, newest first),
     and ``page["total"]`` when asked with ``paginated=True``."""
 
     __slots__ = ()
-
-    @property
-    def rows(self) -> builtins.list["Sandbox"]:
-        return list(self._data["rows"])
-
-    @property
-    def data(self) -> builtins.list["Sandbox"]:
-        """The rows under the name other SDKs use."""
-        return self.rows
-
-    @property
-    def total(self) -> int | None:
-        v = self._data.get("total")
-        return int(v) if v is not None else None
 
 
 class Commands:

@@ -2180,8 +2180,10 @@ export interface paths {
          *     serves at most one caller. The pool is refilled (or drained past
          *     `max`) in the background. `runtime` (in the body or the query)
          *     names the class; without one the pool holds the default class.
-         *     ptd's `--warm-pool TEMPLATE[@CLASS]=MIN[:MAX]` sets defaults this
-         *     overrides.
+         *     ptd's `--warm-pool TEMPLATE[@CLASS]=MIN[:MAX[:auto]]` sets defaults
+         *     this overrides. With `auto` the pool sizes itself from recent demand:
+         *     its `target` moves between `min_ready` and `max` (docs/sessions.md,
+         *     "Demand-sized pools"); an auto pool needs `max` above `min_ready`.
          */
         put: operations["setPool"];
         post?: never;
@@ -2471,6 +2473,14 @@ export interface components {
             provisioning?: number;
             /** @enum {string} */
             source?: "default" | "api";
+            /** @description The pool sizes itself from recent demand between min_ready and max. */
+            auto?: boolean;
+            /** @description The live (ready or provisioning) sandboxes the refill keeps now: min_ready, or an auto pool's demand-sized target, either cut to the host's warm-pool memory budget. */
+            target?: number;
+            /** @description An auto pool's claims (warm creates, creates and sessions that found it empty) in the demand window, the last 5 minutes. */
+            demand?: number;
+            /** @description The refill time an auto pool's target assumed: the mean of its recent boots, at least the pool loop's tick. */
+            refill_ms?: number;
         };
         /** @description One event of an org's feed (GET /v1/events, webhook deliveries). */
         Event: {
@@ -7203,7 +7213,13 @@ export interface operations {
                                 ready: number;
                                 /** @description Being created or started. */
                                 provisioning: number;
+                                /** @description The pool sizes itself from demand (GET /v1/pools `auto`). */
+                                auto?: boolean;
+                                /** @description The live sandboxes the pool keeps now, as this host's ptd computes it (GET /v1/pools `target`). */
+                                target?: number;
                             }[];
+                            /** @description The memory (MiB, members' ram_mb) this host's warm pools' targets may hold (ptd --warm-pool-budget-mb); 0: no cap. */
+                            warm_pool_budget_mb?: number;
                             /**
                              * @description The NVIDIA kernel driver's version, when loaded.
                              * @example 535.104.05
@@ -8254,6 +8270,8 @@ export interface operations {
                      * @example gvisor
                      */
                     runtime?: string;
+                    /** @description Size the pool from recent demand between min_ready and max (then max must be above min_ready); absent: false, a fixed min_ready. */
+                    auto?: boolean;
                 };
             };
         };
