@@ -17,11 +17,9 @@ const hostListSynopsis = "pt host list [--json]"
 // hostList is `pt host list`: every host with its state, capacity and
 // load.
 func hostList(a *app) verb {
-	return &listVerb[platinum.Host]{app: a, check: noArgs, header: "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT",
-		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Host, error) {
-			return cl.Hosts.List(ctx)
-		},
-		cells: func(h *platinum.Host) []string {
+	return listAll(a, "ID\tSTATE\tGEN\tCPU\tRAM_MB\tSANDBOXES\tHEARTBEAT",
+		func(cl *platinum.Client) func(context.Context) ([]platinum.Host, error) { return cl.Hosts.List },
+		func(h *platinum.Host) []string {
 			state, cpu, ram, boxes := h.State, "-", "-", "-"
 			if state == "" {
 				state = "unregistered"
@@ -39,7 +37,7 @@ func hostList(a *app) verb {
 				}
 			}
 			return []string{h.ID, state, strconv.FormatInt(h.Generation, 10), cpu, ram, boxes, h.HeartbeatAt}
-		}}
+		})
 }
 
 // hostDrain is `pt host drain ID` and `pt host undrain ID`.

@@ -158,17 +158,7 @@ func TestSandboxCreateShowsBuildProgress(t *testing.T) {
 	srv := platinumtest.NewServer(t)
 	// busybox is not built: the first sandbox waits for its build, whose
 	// progress ptd keeps (at most every 300ms) and pt shows.
-	srv.Host.BuildFunc = func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
-		for _, line := range []string{"debootstrap: resolving dependencies", "packing rootfs"} {
-			progress(line)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				return "", 0, ctx.Err()
-			}
-		}
-		return "/templates/" + versionID, 200 << 20, nil
-	}
+	srv.Host.BuildFunc = slowBuild(200<<20, "debootstrap: resolving dependencies", "packing rootfs")
 	r := ptd(t, srv, "sandbox", "create", "-t", "busybox")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
@@ -479,17 +469,7 @@ func TestTemplates(t *testing.T) {
 
 	// ptd keeps a build's progress at most every 300ms: each line here
 	// stays long enough to be seen.
-	srv.Host.BuildFunc = func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
-		for _, line := range []string{"one", "two"} {
-			progress(line)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-				return "", 0, ctx.Err()
-			}
-		}
-		return "/templates/" + versionID, 1, nil
-	}
+	srv.Host.BuildFunc = slowBuild(1, "one", "two")
 	r = ptd(t, srv, "template", "build", "pt-base", "--wait")
 	if r.code != 0 || !strings.Contains(r.stderr, "template pt-base: building: one\ntemplate pt-base: building: two\n") ||
 		!strings.Contains(r.stderr, "template pt-base: ready (") || !strings.HasPrefix(r.stdout, "template pt-base: ready tplv_") {
@@ -610,5 +590,22 @@ func TestRunReadsEnvironment(t *testing.T) {
 	var stdout, stderr strings.Builder
 	if code := run(t.Context(), []string{"sandbox", "exec", id, "--", "echo", "hi"}, &stdout, &stderr); code != 0 || stdout.String() != "hi\n" {
 		t.Errorf("exit %d stdout %q stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// slowBuild is a fake template build of size bytes that reports each of
+// lines as its progress, a second apart, so a progress line lasts long
+// enough to be shown (ptd keeps one at most every 300ms).
+func slowBuild(size int64, lines ...string) func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
+	return func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error) {
+		for _, line := range lines {
+			progress(line)
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return "", 0, ctx.Err()
+			}
+		}
+		return "/templates/" + versionID, size, nil
 	}
 }

@@ -12,17 +12,15 @@ const projectListSynopsis = "pt project list [--json]"
 
 // projectList is `pt project list`: the projects the token may see.
 func projectList(a *app) verb {
-	return &listVerb[platinum.Project]{app: a, check: noArgs, header: "ID\tNAME\tDEFAULT\tCREATED",
-		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Project, error) {
-			return cl.Projects.List(ctx)
-		},
-		cells: func(p *platinum.Project) []string {
+	return listAll(a, "ID\tNAME\tDEFAULT\tCREATED",
+		func(cl *platinum.Client) func(context.Context) ([]platinum.Project, error) { return cl.Projects.List },
+		func(p *platinum.Project) []string {
 			def := ""
 			if p.Default {
 				def = "yes"
 			}
 			return []string{p.ID, p.Name, orDash(def), formatTime(p.CreatedAt)}
-		}}
+		})
 }
 
 // projectCreate is `pt project create NAME`.

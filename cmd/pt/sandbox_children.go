@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"io"
 
@@ -18,9 +17,7 @@ const sandboxChildrenSynopsis = "pt sandbox children ID [--json]"
 // list` does.
 func (c *sandboxChildren) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, rowsJSONUsage)
-	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) ([]platinum.Sandbox, error) {
-		return cl.Sandboxes.Children(ctx, pos[0])
-	}, func(rows []platinum.Sandbox) error {
+	return callRun(c.app, oneSandboxID, onSandbox((*platinum.SandboxesService).Children), func(rows []platinum.Sandbox) error {
 		if *asJSON {
 			return writeRows(c.app.stdout, rows)
 		}

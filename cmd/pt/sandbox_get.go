@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 
 	platinum "github.com/platinum-dev/platinum/sdk/go"
@@ -15,7 +14,6 @@ const sandboxGetSynopsis = "pt sandbox get ID [--json]"
 // bind binds the flags; the returned run prints one sandbox.
 func (c *sandboxGet) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, "print the sandbox as JSON")
-	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Sandbox, error) {
-		return cl.Sandboxes.Get(ctx, pos[0])
-	}, func(sb *platinum.Sandbox) error { return printSandbox(c.app.stdout, sb, *asJSON) })
+	return callRun(c.app, oneSandboxID, onSandbox((*platinum.SandboxesService).Get),
+		func(sb *platinum.Sandbox) error { return printSandbox(c.app.stdout, sb, *asJSON) })
 }

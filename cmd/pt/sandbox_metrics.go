@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 
@@ -18,9 +17,7 @@ const sandboxMetricsSynopsis = "pt sandbox metrics ID [--json]"
 // or the API's JSON.
 func (c *sandboxMetrics) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, "print the metrics as JSON")
-	return callRun(c.app, oneSandboxID, func(ctx context.Context, cl *platinum.Client, pos []string) (*platinum.Metrics, error) {
-		return cl.Sandboxes.Metrics(ctx, pos[0])
-	}, jsonOr(c.app, asJSON, func(m *platinum.Metrics) error {
+	return callRun(c.app, oneSandboxID, onSandbox((*platinum.SandboxesService).Metrics), jsonOr(c.app, asJSON, func(m *platinum.Metrics) error {
 		printMetrics(c.app, m)
 		return nil
 	}))

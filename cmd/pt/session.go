@@ -164,14 +164,12 @@ const poolListSynopsis = "pt pool list [--json]"
 
 // poolList is `pt pool list`: every warm pool with its counts.
 func poolList(a *app) verb {
-	return &listVerb[platinum.Pool]{app: a, check: noArgs, header: "TEMPLATE\tRUNTIME\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE\tAUTO\tTARGET",
-		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Pool, error) {
-			return cl.Pools.List(ctx)
-		},
-		cells: func(p *platinum.Pool) []string {
+	return listAll(a, "TEMPLATE\tRUNTIME\tMIN_READY\tMAX\tREADY\tPROVISIONING\tSOURCE\tAUTO\tTARGET",
+		func(cl *platinum.Client) func(context.Context) ([]platinum.Pool, error) { return cl.Pools.List },
+		func(p *platinum.Pool) []string {
 			return []string{p.Template, p.Runtime, strconv.Itoa(p.MinReady), strconv.Itoa(p.Max), strconv.Itoa(p.Ready), strconv.Itoa(p.Provisioning), p.Source,
 				strconv.FormatBool(p.Auto), strconv.Itoa(p.Target)}
-		}}
+		})
 }
 
 // poolSet is `pt pool set TEMPLATE`.

@@ -201,3 +201,23 @@ func (v *listVerb[T]) bind(fs *flag.FlagSet) runFunc {
 	asJSON := jsonFlag(fs, rowsJSONUsage)
 	return listRun(v.app, asJSON, v.check, v.list, v.header, v.cells)
 }
+
+// listAll is a list verb without arguments whose rows are what one of the
+// SDK's argument-less List methods returns; method picks it from the
+// client (cl.Hosts.List, cl.Projects.List, ...).
+func listAll[T any](a *app, header string, method func(*platinum.Client) func(context.Context) ([]T, error), cells func(*T) []string) verb {
+	return &listVerb[T]{app: a, check: noArgs, header: header,
+		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]T, error) {
+			return method(cl)(ctx)
+		},
+		cells: cells}
+}
+
+// onSandbox is the call of a verb whose one argument is a sandbox ID: the
+// SandboxesService method named by its method expression, e.g.
+// (*platinum.SandboxesService).Get, on that ID.
+func onSandbox[T any](method func(*platinum.SandboxesService, context.Context, string) (T, error)) callFunc[T] {
+	return func(ctx context.Context, cl *platinum.Client, pos []string) (T, error) {
+		return method(cl.Sandboxes, ctx, pos[0])
+	}
+}

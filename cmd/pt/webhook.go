@@ -36,13 +36,11 @@ const webhookListSynopsis = "pt webhook list [--json]"
 
 // webhookList is `pt webhook list`: the org's webhooks.
 func webhookList(a *app) verb {
-	return &listVerb[platinum.Webhook]{app: a, check: noArgs, header: "ID\tURL\tEVENTS\tCREATED",
-		list: func(ctx context.Context, cl *platinum.Client, _ []string) ([]platinum.Webhook, error) {
-			return cl.Webhooks.List(ctx)
-		},
-		cells: func(w *platinum.Webhook) []string {
+	return listAll(a, "ID\tURL\tEVENTS\tCREATED",
+		func(cl *platinum.Client) func(context.Context) ([]platinum.Webhook, error) { return cl.Webhooks.List },
+		func(w *platinum.Webhook) []string {
 			return []string{w.ID, w.URL, webhookEvents(w), formatTime(w.CreatedAt)}
-		}}
+		})
 }
 
 // webhookEvents lists the event types a webhook receives ("all": no filter).

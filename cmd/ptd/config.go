@@ -139,6 +139,23 @@ func (c config) claim() (*hostclaim.Held, error) {
 	return h, nil
 }
 
+// claimed parses the flags of the verb name, makes its logger and claims
+// the host's data dir, bridge, subnet and cgroup parent for it: serve and
+// reset both act on them, so neither may run beside a ptd that holds them.
+// The caller releases the claim.
+func claimed(name string, args []string) (config, *slog.Logger, *hostclaim.Held, error) {
+	cfg, err := parseConfig(name, args)
+	if err != nil {
+		return config{}, nil, nil, err
+	}
+	log := cfg.logger()
+	claim, err := cfg.claim()
+	if err != nil {
+		return config{}, nil, nil, err
+	}
+	return cfg, log, claim, nil
+}
+
 func parseConfig(name string, args []string) (config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	c := config{pools: poolFlags{}, s3: s3.DefaultConfig()}

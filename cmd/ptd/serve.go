@@ -42,12 +42,7 @@ import (
 )
 
 func serve(ctx context.Context, args []string) error {
-	cfg, err := parseConfig("ptd serve", args)
-	if err != nil {
-		return err
-	}
-	log := cfg.logger()
-	claim, err := cfg.claim()
+	cfg, log, claim, err := claimed("ptd serve", args)
 	if err != nil {
 		return err
 	}
@@ -369,14 +364,9 @@ func bootstrapToken(ctx context.Context, tn *tenancy.Service, dataDir string) er
 }
 
 func reset(ctx context.Context, args []string) error {
-	cfg, err := parseConfig("ptd reset", args)
-	if err != nil {
-		return err
-	}
-	log := cfg.logger()
 	// A reset removes the bridge, chains and cgroups: never those of a
 	// ptd still running.
-	claim, err := cfg.claim()
+	cfg, log, claim, err := claimed("ptd reset", args)
 	if err != nil {
 		return err
 	}

@@ -27,17 +27,7 @@ const KindHeader = "X-Pt-Kind"
 // A failure after the first byte aborts the response, so the host sees a
 // broken stream and stores nothing.
 func (s *Server) handleArtifact(w http.ResponseWriter, r *http.Request) {
-	acct, err := s.filesAccount(r)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	q := r.URL.Query().Get("path")
-	if q == "" {
-		writeErr(w, fmt.Errorf("path: missing: %w", errInvalid))
-		return
-	}
-	p, err := resolvePath(q, acct.home)
+	p, err := s.filesPath(r)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -247,10 +247,46 @@ func (e *env) collect(ctx context.Context, t *testing.T, req *connect.Request[pr
 	}
 	defer stream.Close()
 	ev := &events{}
+	return ev, readEvents(ev, stream)
+}
+
+// readEvents adds the rest of a Start or Connect stream's events to ev
+// and returns the stream's error: the end of most process tests.
+func readEvents[R any, M interface {
+	*R
+	GetEvent() *process.ProcessEvent
+}](ev *events, stream *connect.ServerStreamForClient[R]) error {
 	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
+		ev.add(M(stream.Msg()).GetEvent())
 	}
-	return ev, stream.Err()
+	return stream.Err()
+}
+
+// startEvent reads a stream's first event, which must be the start, and
+// returns it.
+func startEvent(t *testing.T, stream *connect.ServerStreamForClient[process.StartResponse]) *process.ProcessEvent_StartEvent {
+	t.Helper()
+	if !stream.Receive() {
+		t.Fatal(stream.Err())
+	}
+	return stream.Msg().GetEvent().GetStart()
+}
+
+// startDetached starts req, reads its start event and drops the stream:
+// the process keeps running, as after a client that went away. It returns
+// the process's pid.
+func (e *env) startDetached(ctx context.Context, t *testing.T, req *process.StartRequest) uint32 {
+	t.Helper()
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := e.proc.Start(sctx, connect.NewRequest(req))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	pid := startEvent(t, stream).GetPid()
+	cancel()
+	stream.Close()
+	return pid
 }
 
 func shell(script string) *process.ProcessConfig {

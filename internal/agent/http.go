@@ -74,18 +74,23 @@ func (s *Server) filesAccount(r *http.Request) (*account, error) {
 	return s.accountFor(r.Header)
 }
 
-func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+// filesPath is the file a read of GET /files or /artifact names in its
+// required ?path=, resolved for the request's user (relative: from their
+// home).
+func (s *Server) filesPath(r *http.Request) (string, error) {
 	acct, err := s.filesAccount(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return "", err
 	}
-	q := r.URL.Query()
-	if q.Get("path") == "" {
-		writeErr(w, fmt.Errorf("path: missing: %w", errInvalid))
-		return
+	q := r.URL.Query().Get("path")
+	if q == "" {
+		return "", fmt.Errorf("path: missing: %w", errInvalid)
 	}
-	p, err := resolvePath(q.Get("path"), acct.home)
+	return resolvePath(q, acct.home)
+}
+
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
+	p, err := s.filesPath(r)
 	if err != nil {
 		writeErr(w, err)
 		return

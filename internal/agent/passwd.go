@@ -62,37 +62,36 @@ func scanColon(path string, fn func(f []string) bool) error {
 // lookupPasswd returns the first /etc/passwd entry whose name (byID false)
 // or uid (byID true) is key.
 func lookupPasswd(key string, byID bool) (passwdEntry, error) {
-	var out passwdEntry
-	found := false
-	err := scanColon(passwdFile, func(f []string) bool {
-		if len(f) < 6 {
-			return false
-		}
-		if (byID && f[2] == key) || (!byID && f[0] == key) {
-			out, found = passwdEntry{name: f[0], uid: f[2], gid: f[3], home: f[5]}, true
-		}
-		return found
+	return lookupColon(passwdFile, 6, key, byID, func(f []string) passwdEntry {
+		return passwdEntry{name: f[0], uid: f[2], gid: f[3], home: f[5]}
 	})
-	if err == nil && !found {
-		err = errNoEntry
-	}
-	return out, err
 }
 
 // lookupGroup returns the first /etc/group entry whose name (byID false)
 // or gid (byID true) is key.
 func lookupGroup(key string, byID bool) (groupEntry, error) {
-	var out groupEntry
+	return lookupColon(groupFile, 3, key, byID, func(f []string) groupEntry {
+		e := groupEntry{name: f[0], gid: f[2]}
+		if len(f) > 3 && f[3] != "" {
+			e.members = strings.Split(f[3], ",")
+		}
+		return e
+	})
+}
+
+// lookupColon returns entry of the first line of path with at least
+// minFields fields whose name (byID false) or numeric id (byID true) is
+// key, else errNoEntry. /etc/passwd and /etc/group both keep the name in
+// field 0 and the id in field 2.
+func lookupColon[T any](path string, minFields int, key string, byID bool, entry func(f []string) T) (T, error) {
+	var out T
 	found := false
-	err := scanColon(groupFile, func(f []string) bool {
-		if len(f) < 3 {
+	err := scanColon(path, func(f []string) bool {
+		if len(f) < minFields {
 			return false
 		}
 		if (byID && f[2] == key) || (!byID && f[0] == key) {
-			out, found = groupEntry{name: f[0], gid: f[2]}, true
-			if len(f) > 3 && f[3] != "" {
-				out.members = strings.Split(f[3], ",")
-			}
+			out, found = entry(f), true
 		}
 		return found
 	})

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -19,19 +18,9 @@ import (
 func TestTimeoutKillsDetached(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := e.proc.Start(sctx, connect.NewRequest(&process.StartRequest{
+	pid := e.startDetached(ctx, t, &process.StartRequest{
 		Process: shell("exec sleep 60"), Stdin: ptr(false), TimeoutMs: 300,
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !stream.Receive() {
-		t.Fatal(stream.Err())
-	}
-	pid := stream.Msg().GetEvent().GetStart().GetPid()
-	cancel()
-	stream.Close()
+	})
 	conn, err := e.proc.Connect(ctx, connect.NewRequest(&process.ConnectRequest{
 		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}},
 	}))
@@ -39,10 +28,7 @@ func TestTimeoutKillsDetached(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := &events{}
-	for conn.Receive() {
-		ev.add(conn.Msg().GetEvent())
-	}
-	if err := conn.Err(); err != nil {
+	if err := readEvents(ev, conn); err != nil {
 		unix.Kill(int(pid), unix.SIGKILL)
 		t.Fatal(err)
 	}
@@ -93,9 +79,7 @@ func TestSignalNumbers(t *testing.T) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			for stream.Receive() {
-				ev.add(stream.Msg().GetEvent())
-			}
+			readEvents(ev, stream)
 			if tc.wantStatus != "" && ev.end.GetStatus() != tc.wantStatus {
 				t.Fatalf("end %v, want status %q", ev.end, tc.wantStatus)
 			}
@@ -119,10 +103,7 @@ func TestPTYTakesStdinAndEOF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stream.Receive() {
-		t.Fatal(stream.Err())
-	}
-	start := stream.Msg().GetEvent().GetStart()
+	start := startEvent(t, stream)
 	if start.GetCwd() != dir {
 		t.Errorf("start cwd %q, want %q", start.GetCwd(), dir)
 	}
@@ -148,10 +129,7 @@ func TestPTYTakesStdinAndEOF(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
-	if err := stream.Err(); err != nil {
+	if err := readEvents(ev, stream); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ev.pty.String(), "via-stdin") || ev.end.GetExitCode() != 0 {

@@ -147,19 +147,9 @@ func TestRunAsUser(t *testing.T) {
 func TestBackgroundConnect(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := e.proc.Start(sctx, connect.NewRequest(&process.StartRequest{
+	pid := e.startDetached(ctx, t, &process.StartRequest{
 		Process: shell(`read line; echo "got:$line"; exit 5`), Tag: ptr("bg-1"),
-	})) // stdin absent: defaults to open
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !stream.Receive() {
-		t.Fatal(stream.Err())
-	}
-	pid := stream.Msg().GetEvent().GetStart().GetPid()
-	cancel()
-	stream.Close()
+	}) // stdin absent: defaults to open
 
 	list, err := e.proc.List(ctx, connect.NewRequest(&process.ListRequest{}))
 	if err != nil {
@@ -185,10 +175,7 @@ func TestBackgroundConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := &events{}
-	for conn.Receive() {
-		ev.add(conn.Msg().GetEvent())
-	}
-	if err := conn.Err(); err != nil {
+	if err := readEvents(ev, conn); err != nil {
 		t.Fatal(err)
 	}
 	if ev.stdout.String() != "got:hello\n" || ev.end.GetExitCode() != 5 {
@@ -200,9 +187,7 @@ func TestBackgroundConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev = &events{}
-	for replay.Receive() {
-		ev.add(replay.Msg().GetEvent())
-	}
+	readEvents(ev, replay)
 	if diff := cmp.Diff([]string{"start", "end"}, ev.kinds); diff != "" || ev.end.GetExitCode() != 5 {
 		t.Fatalf("replay kinds (-want +got):\n%s end %v", diff, ev.end)
 	}
@@ -218,10 +203,7 @@ func TestSendSignalKill(t *testing.T) {
 	if _, err := e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
-	if err := stream.Err(); err != nil {
+	if err := readEvents(ev, stream); err != nil {
 		t.Fatal(err)
 	}
 	want := &process.ProcessEvent_EndEvent{ExitCode: -1, Exited: false, Status: "signal: killed", Error: ptr("signal: killed")}
@@ -237,10 +219,7 @@ func TestStdinAndCloseStdin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stream.Receive() {
-		t.Fatal(stream.Err())
-	}
-	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: stream.Msg().GetEvent().GetStart().GetPid()}}
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: startEvent(t, stream).GetPid()}}
 	for range 3 {
 		if _, err := e.proc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("abcd")}}})); err != nil {
 			t.Fatal(err)
@@ -250,9 +229,7 @@ func TestStdinAndCloseStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := &events{}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
+	readEvents(ev, stream)
 	if strings.TrimSpace(ev.stdout.String()) != "12" || ev.end.GetExitCode() != 0 {
 		t.Fatalf("wc -c = %q, end %v", ev.stdout.String(), ev.end)
 	}
@@ -271,10 +248,7 @@ func TestPTY(t *testing.T) {
 	if _, err := e.proc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: []byte("typed\n")}}})); err != nil {
 		t.Fatal(err)
 	}
-	for stream.Receive() {
-		ev.add(stream.Msg().GetEvent())
-	}
-	if err := stream.Err(); err != nil {
+	if err := readEvents(ev, stream); err != nil {
 		t.Fatal(err)
 	}
 	out := strings.ReplaceAll(ev.pty.String(), "\r\n", "\n")

@@ -3,13 +3,12 @@ package agent
 import (
 	"context"
 	"errors"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/platinum-dev/platinum/internal/sigchld"
 )
 
 // Reaper collects the exit status of every child of a process running as
@@ -33,21 +32,7 @@ func NewReaper() *Reaper {
 // Run reaps children on every SIGCHLD (and once a second as a safety net)
 // until ctx is done.
 func (r *Reaper) Run(ctx context.Context) {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, unix.SIGCHLD)
-	defer signal.Stop(sigs)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		r.reap()
-		select {
-		case <-ctx.Done():
-			return
-		case <-sigs:
-		case <-r.kick:
-		case <-tick.C:
-		}
-	}
+	sigchld.Loop(ctx, r.kick, r.reap)
 }
 
 func (r *Reaper) reap() {

@@ -41,10 +41,7 @@ func TestSignalForwardsToEveryProcess(t *testing.T) {
 	e.srv.Wait(ctx.Done())
 
 	for i, stream := range streams {
-		for stream.Receive() {
-			evs[i].add(stream.Msg().GetEvent())
-		}
-		if err := stream.Err(); err != nil {
+		if err := readEvents(evs[i], stream); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(evs[i].stdout.String(), "got TERM") || evs[i].end.GetExitCode() != 3 {

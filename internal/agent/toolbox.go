@@ -292,3 +292,49 @@ func (tb *toolbox) runInput(ctx context.Context, argv []string, env map[string]s
 		}
 	}
 }
+
+// lookup finds id in m, one of the toolbox's session maps (tb.sessions,
+// tb.ptys), under tb.mu; an absent id is a 404 with code, "<what> <id> not
+// found".
+func lookup[S any](tb *toolbox, m map[string]S, id, code, what string) (S, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	s, ok := m[id]
+	if !ok {
+		var zero S
+		return zero, tbErr(http.StatusNotFound, code, "%s %s not found", what, id)
+	}
+	return s, nil
+}
+
+// views lists the views of every session in m (tb.sessions, tb.ptys): the
+// sessions are gathered under tb.mu and viewed after it, since a view
+// takes the session's own lock.
+func views[S viewer](tb *toolbox, m map[string]S) []map[string]any {
+	tb.mu.Lock()
+	all := make([]S, 0, len(m))
+	for _, s := range m {
+		all = append(all, s)
+	}
+	tb.mu.Unlock()
+	out := make([]map[string]any, 0, len(all))
+	for _, s := range all {
+		out = append(out, s.view())
+	}
+	return out
+}
+
+// writeView answers the GET of one session: find looks id up (tb.session,
+// tb.pty), its view is the body.
+func writeView[S viewer](w http.ResponseWriter, id string, find func(string) (S, error)) error {
+	s, err := find(id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.view())
+	return nil
+}
+
+// viewer is a toolbox session (a shell session, a PTY) as its GET and
+// list answers show it.
+type viewer interface{ view() map[string]any }

@@ -35,14 +35,11 @@ func (f *fakeCodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.cells = append(f.cells, cell)
 		f.mu.Unlock()
 		if cell["context_id"] == "ctx_gone" {
-			w.WriteHeader(404)
-			json.NewEncoder(w).Encode(map[string]string{"code": "not_found", "error": "context ctx_gone not found"})
+			writeCodeError(w, 404, "not_found", "context ctx_gone not found")
 			return
 		}
-		ctxID, _ := cell["context_id"].(string)
-		if ctxID == "" {
-			ctxID = "ctx_default_" + cell["language"].(string)
-		}
+		lang, _ := cell["language"].(string)
+		ctxID := stringOr(cell, "context_id", "ctx_default_"+lang)
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc := json.NewEncoder(w)
 		status := "ok"
@@ -77,15 +74,10 @@ func (f *fakeCodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var b map[string]any
 		json.NewDecoder(r.Body).Decode(&b)
 		if b["language"] == "cobol" {
-			w.WriteHeader(400)
-			json.NewEncoder(w).Encode(map[string]string{"code": "invalid_request", "error": "unknown language 'cobol'"})
+			writeCodeError(w, 400, "invalid_request", "unknown language 'cobol'")
 			return
 		}
-		cwd, _ := b["cwd"].(string)
-		if cwd == "" {
-			cwd = "/root"
-		}
-		c := map[string]any{"id": "ctx_made", "language": b["language"], "cwd": cwd, "default": false}
+		c := map[string]any{"id": "ctx_made", "language": b["language"], "cwd": stringOr(b, "cwd", "/root"), "default": false}
 		f.mu.Lock()
 		f.contexts = append(f.contexts, c)
 		f.mu.Unlock()
@@ -101,11 +93,25 @@ func (f *fakeCodeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		w.WriteHeader(404)
-		json.NewEncoder(w).Encode(map[string]string{"code": "not_found", "error": "no such context"})
+		writeCodeError(w, 404, "not_found", "no such context")
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// writeCodeError answers as server.py does when it refuses a request.
+func writeCodeError(w http.ResponseWriter, status int, code, msg string) {
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"code": code, "error": msg})
+}
+
+// stringOr is m[key] if it is a non-empty string, else def: a request
+// field server.py defaults.
+func stringOr(m map[string]any, key, def string) string {
+	if v, _ := m[key].(string); v != "" {
+		return v
+	}
+	return def
 }
 
 func (f *fakeCodeServer) lastCell() map[string]any {

@@ -227,13 +227,7 @@ func (tb *toolbox) createSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (tb *toolbox) session(id string) (*session, error) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	ses, ok := tb.sessions[id]
-	if !ok {
-		return nil, tbErr(http.StatusNotFound, "NOT_FOUND", "session %s not found", id)
-	}
-	return ses, nil
+	return lookup(tb, tb.sessions, id, "NOT_FOUND", "session")
 }
 
 func (ses *session) view() map[string]any {
@@ -248,27 +242,12 @@ func (ses *session) view() map[string]any {
 }
 
 func (tb *toolbox) listSessions(w http.ResponseWriter, r *http.Request) error {
-	tb.mu.Lock()
-	all := make([]*session, 0, len(tb.sessions))
-	for _, s := range tb.sessions {
-		all = append(all, s)
-	}
-	tb.mu.Unlock()
-	out := make([]map[string]any, 0, len(all))
-	for _, s := range all {
-		out = append(out, s.view())
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, views(tb, tb.sessions))
 	return nil
 }
 
 func (tb *toolbox) getSession(w http.ResponseWriter, r *http.Request) error {
-	ses, err := tb.session(r.PathValue("sid"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, ses.view())
-	return nil
+	return writeView(w, r.PathValue("sid"), tb.session)
 }
 
 // deleteSession kills the session's shell and everything in its process

@@ -113,27 +113,11 @@ func (tb *toolbox) startPTY(req ptyCreate) (*ptySession, error) {
 }
 
 func (tb *toolbox) pty(id string) (*ptySession, error) {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	ps, ok := tb.ptys[id]
-	if !ok {
-		return nil, tbErr(http.StatusNotFound, "PROCESS_NOT_FOUND", "PTY session %s not found", id)
-	}
-	return ps, nil
+	return lookup(tb, tb.ptys, id, "PROCESS_NOT_FOUND", "PTY session")
 }
 
 func (tb *toolbox) listPTY(w http.ResponseWriter, r *http.Request) error {
-	tb.mu.Lock()
-	all := make([]*ptySession, 0, len(tb.ptys))
-	for _, ps := range tb.ptys {
-		all = append(all, ps)
-	}
-	tb.mu.Unlock()
-	out := make([]map[string]any, 0, len(all))
-	for _, ps := range all {
-		out = append(out, ps.view())
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": views(tb, tb.ptys)})
 	return nil
 }
 
@@ -151,12 +135,7 @@ func (tb *toolbox) createPTY(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (tb *toolbox) getPTY(w http.ResponseWriter, r *http.Request) error {
-	ps, err := tb.pty(r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, ps.view())
-	return nil
+	return writeView(w, r.PathValue("id"), tb.pty)
 }
 
 func (tb *toolbox) killPTY(w http.ResponseWriter, r *http.Request) error {

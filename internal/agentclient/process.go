@@ -135,17 +135,7 @@ func (c *Client) StartProcess(ctx context.Context, req ProcessRequest) (*Process
 		creq.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(req.User+":")))
 	}
 	stream, err := c.proc.Start(sctx, creq)
-	if err != nil {
-		cancel()
-		return nil, procErr(ctx, "agent start process", err)
-	}
-	ps := &ProcessStream{ctx: ctx, receive: stream.Receive,
-		msg: func() *process.ProcessEvent { return stream.Msg().GetEvent() },
-		err: stream.Err, close: func() { cancel(); stream.Close() }}
-	if err := ps.first(); err != nil {
-		return nil, procErr(ctx, "agent start process", err)
-	}
-	return ps, nil
+	return openStream(ctx, cancel, stream, err, "agent start process", "agent start process")
 }
 
 // ConnectProcess attaches to a process's output from now on (ending with
@@ -153,15 +143,26 @@ func (c *Client) StartProcess(ctx context.Context, req ProcessRequest) (*Process
 func (c *Client) ConnectProcess(ctx context.Context, pid uint32) (*ProcessStream, error) {
 	sctx, cancel := detached(ctx)
 	stream, err := c.proc.Connect(sctx, connect.NewRequest(&process.ConnectRequest{Process: pidSelector(pid)}))
+	return openStream(ctx, cancel, stream, err, "agent connect process", fmt.Sprintf("agent connect process %d", pid))
+}
+
+// openStream is a ProcessStream on the Start or Connect stream the call
+// that returned err opened, once its start event is read. cancel ends the
+// stream's detached context; op names the call when it fails, firstOp when
+// the start event does not come.
+func openStream[R any, M interface {
+	*R
+	GetEvent() *process.ProcessEvent
+}](ctx context.Context, cancel context.CancelFunc, stream *connect.ServerStreamForClient[R], err error, op, firstOp string) (*ProcessStream, error) {
 	if err != nil {
 		cancel()
-		return nil, procErr(ctx, "agent connect process", err)
+		return nil, procErr(ctx, op, err)
 	}
 	ps := &ProcessStream{ctx: ctx, receive: stream.Receive,
-		msg: func() *process.ProcessEvent { return stream.Msg().GetEvent() },
+		msg: func() *process.ProcessEvent { return M(stream.Msg()).GetEvent() },
 		err: stream.Err, close: func() { cancel(); stream.Close() }}
 	if err := ps.first(); err != nil {
-		return nil, procErr(ctx, fmt.Sprintf("agent connect process %d", pid), err)
+		return nil, procErr(ctx, firstOp, err)
 	}
 	return ps, nil
 }

@@ -72,14 +72,18 @@ func makeSparse(t testing.TB, path string, size int64, regions []region, seed ui
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return fileSHA(t, path)
+}
+
+// sparseDisk writes the sparseLayout image, filled from seed, as disk.img
+// in a fresh temporary dir, and returns the dir, the image's path and its
+// SHA-256.
+func sparseDisk(t testing.TB, seed uint64) (dir, src, sum string) {
+	t.Helper()
+	dir = t.TempDir()
+	src = filepath.Join(dir, "disk.img")
+	size, regions, _ := sparseLayout()
+	return dir, src, makeSparse(t, src, size, regions, seed)
 }
 
 func fileSHA(t testing.TB, path string) string {
@@ -341,10 +345,7 @@ func listKeys(t testing.TB, s objstore.Store, bucket, prefix string) []string {
 
 func TestFailureHalfwayThenRetry(t *testing.T) {
 	base, bucket := newFS(t)
-	dir := t.TempDir()
-	src := filepath.Join(dir, "disk.img")
-	size, regions, _ := sparseLayout()
-	want := makeSparse(t, src, size, regions, 3)
+	dir, src, want := sparseDisk(t, 3)
 	ctx := context.Background()
 
 	// One worker, so the 3 Puts before the failure complete (with more,
@@ -449,10 +450,7 @@ func TestRestoreVersion1(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store, bucket := newFS(t)
-			dir := t.TempDir()
-			src := filepath.Join(dir, "disk.img")
-			size, regions, _ := sparseLayout()
-			want := makeSparse(t, src, size, regions, 5)
+			dir, src, want := sparseDisk(t, 5)
 			ctx := context.Background()
 			res, err := archive.WriteFile(ctx, store, bucket, src, archive.Options{ID: "old"})
 			if err != nil {

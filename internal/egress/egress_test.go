@@ -288,15 +288,7 @@ func TestSecretInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { c.(*tls.Conn).Handshake(); io.Copy(io.Discard, c) }()
-			}
-		}()
+		go serveConns(ln, func(c net.Conn) { c.(*tls.Conn).Handshake(); io.Copy(io.Discard, c) })
 		r.to(ln)
 		resp, _, err := get(t, c, "GET", "https://api.test/", placeholder, "")
 		if err == nil && resp.StatusCode == 200 {
@@ -396,6 +388,18 @@ func TestDNSFilter(t *testing.T) {
 
 // TestOtherProtocols: bytes that are neither TLS nor HTTP pass untouched
 // to an address the IP rules allow, and are reset otherwise.
+// serveConns hands each connection ln accepts to its own serve goroutine
+// until ln is closed.
+func serveConns(ln net.Listener, serve func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serve(c)
+	}
+}
+
 func TestOtherProtocols(t *testing.T) {
 	r := newRig(t)
 	echo, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -403,15 +407,7 @@ func TestOtherProtocols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	go serveConns(echo, func(c net.Conn) { io.Copy(c, c); c.Close() })
 	r.to(echo)
 	talk := func() (string, error) {
 		c, err := net.Dial("tcp4", r.p.Addr().String())

@@ -301,6 +301,25 @@ func dirSize(root string) int64 {
 	return n
 }
 
+// checkID refuses an id that is not a sandbox ID, before it names a path
+// under the data dir.
+func checkID(id string) error {
+	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
+		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// leaving starts Destroy and Release: id checked and the sandbox's guard
+// poll ended, as its containers are about to go; it returns its paths.
+func (h *Host) leaving(id string) (paths, error) {
+	if err := checkID(id); err != nil {
+		return paths{}, err
+	}
+	h.unwatchOOM(id)
+	return h.paths(id), nil
+}
+
 // paths of one sandbox's host files.
 type paths struct{ dir, bundle, diskMnt, upper, work, rootfs string }
 
@@ -367,8 +386,8 @@ func (h *Host) containerExists(ctx context.Context, spec hostapi.StartSpec) bool
 var errAgentDown = errors.New("agent did not come up")
 
 func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout time.Duration) (hostapi.Instance, error) {
-	if !sandbox.ValidID(sandbox.PrefixSandbox, spec.ID) {
-		return hostapi.Instance{}, fmt.Errorf("host: bad sandbox id %q: %w", spec.ID, sandbox.ErrInvalidArgument)
+	if err := checkID(spec.ID); err != nil {
+		return hostapi.Instance{}, err
 	}
 	p := h.paths(spec.ID)
 	for _, d := range []string{p.bundle, p.diskMnt, p.rootfs} {
@@ -716,11 +735,10 @@ func (h *Host) Running(ctx context.Context, id string) bool {
 
 // Destroy implements hostapi.Host.
 func (h *Host) Destroy(ctx context.Context, id string) error {
-	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
-		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+	p, err := h.leaving(id)
+	if err != nil {
+		return err
 	}
-	p := h.paths(id)
-	h.unwatchOOM(id)
 	var errs []error
 	recorded := h.recordedClass(id)
 	for c, rt := range h.rts {

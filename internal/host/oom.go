@@ -4,12 +4,12 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 var _ hostapi.OOMReporter = (*Host)(nil)
@@ -19,8 +19,7 @@ var _ hostapi.OOMReporter = (*Host)(nil)
 // sandbox of its guard's kills (pt-agent's GET /oom).
 type oomState struct {
 	events chan hostapi.OOMEvent
-	mu     sync.Mutex
-	guards map[string]context.CancelFunc // gVisor sandbox → its guard poll
+	guards syncs.Cancels // gVisor sandbox → its guard poll
 }
 
 // oomQueue bounds the reports waiting for the control plane; past it a
@@ -29,7 +28,6 @@ const oomQueue = 256
 
 func (h *Host) initOOM() {
 	h.oom.events = make(chan hostapi.OOMEvent, oomQueue)
-	h.oom.guards = map[string]context.CancelFunc{}
 	for _, rt := range h.rts {
 		if r, ok := ociRuntime(rt); ok {
 			r.OnOOM(func(k oci.OOMKill) {
@@ -69,24 +67,14 @@ func (h *Host) WatchOOM(id, agentToken string) {
 	if rt.Name() != ClassGVisor {
 		return
 	}
-	h.oom.mu.Lock()
-	defer h.oom.mu.Unlock()
-	if _, ok := h.oom.guards[id]; ok {
-		return
+	if gctx, _, ok := h.oom.guards.Start(ctx, id); ok {
+		go h.pollGuard(gctx, id, agentToken)
 	}
-	gctx, cancel := context.WithCancel(ctx)
-	h.oom.guards[id] = cancel
-	go h.pollGuard(gctx, id, agentToken)
 }
 
 // unwatchOOM ends a sandbox's guard poll (its container is going away).
 func (h *Host) unwatchOOM(id string) {
-	h.oom.mu.Lock()
-	defer h.oom.mu.Unlock()
-	if cancel, ok := h.oom.guards[id]; ok {
-		cancel()
-		delete(h.oom.guards, id)
-	}
+	h.oom.guards.Stop(id)
 }
 
 // guardWait is one long poll of a guard; guardRetry bounds the pause after

@@ -50,8 +50,8 @@ type privileged interface {
 // ahead of the memory image, never behind it: restored processes never
 // miss a write they made. A stopped sandbox's disk is copied as it is.
 func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (hostapi.SnapshotFiles, error) {
-	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
-		return hostapi.SnapshotFiles{}, fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+	if err := checkID(id); err != nil {
+		return hostapi.SnapshotFiles{}, err
 	}
 	var files hostapi.SnapshotFiles
 	// A retry after a crash starts over.

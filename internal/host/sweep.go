@@ -122,11 +122,10 @@ func (h *Host) Holdings(ctx context.Context) ([]hostapi.Holding, error) {
 // address are given back. The disk image and the sandbox's directory stay,
 // so a start boots it again from its disk, with a new address.
 func (h *Host) Release(ctx context.Context, id string) error {
-	if !sandbox.ValidID(sandbox.PrefixSandbox, id) {
-		return fmt.Errorf("host: bad sandbox id %q: %w", id, sandbox.ErrInvalidArgument)
+	p, err := h.leaving(id)
+	if err != nil {
+		return err
 	}
-	p := h.paths(id)
-	h.unwatchOOM(id)
 	var errs []error
 	for _, rt := range h.rts {
 		errs = append(errs, rt.Delete(ctx, id))

@@ -201,12 +201,7 @@ func (t *tree) applyDir(pfd int, parent, name, src string, st *unix.Stat_t, laye
 		}
 		exists = false
 	}
-	if !exists {
-		if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
-			return err
-		}
-	}
-	fd, err := unix.Openat2(pfd, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: uint64(beneath)})
+	fd, err := mkdirOpen(pfd, name, exists)
 	if err != nil {
 		return err
 	}

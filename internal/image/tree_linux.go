@@ -33,6 +33,23 @@ func (t *tree) close() { unix.Close(t.root) }
 // no magic link, never above the root.
 var beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
+// openBeneath opens the directory name in dir, resolved beneath dir.
+func openBeneath(dir int, name string) (int, error) {
+	return unix.Openat2(dir, name, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: uint64(beneath)})
+}
+
+// mkdirOpen opens the directory name in dir, making it first unless
+// exists says it is there already: how layers and tarballs put a
+// directory entry in place before they set its metadata.
+func mkdirOpen(dir int, name string, exists bool) (int, error) {
+	if !exists {
+		if err := unix.Mkdirat(dir, name, 0o700); err != nil {
+			return -1, err
+		}
+	}
+	return openBeneath(dir, name)
+}
+
 // openDir opens the directory rel ("." is the root). ELOOP means a
 // component is a symlink; ENOTDIR that one is not a directory.
 func (t *tree) openDir(rel string) (int, error) {
@@ -40,7 +57,7 @@ func (t *tree) openDir(rel string) (int, error) {
 		return unix.Dup(t.root)
 	}
 	for {
-		fd, err := unix.Openat2(t.root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: uint64(beneath)})
+		fd, err := openBeneath(t.root, rel)
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
@@ -102,7 +119,7 @@ func (t *tree) mkdirAll(rel string, replace bool) (int, error) {
 			unix.Close(fd)
 			return -1, fmt.Errorf("%s: not a directory", done)
 		}
-		nfd, err := unix.Openat2(fd, c, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: uint64(beneath)})
+		nfd, err := openBeneath(fd, c)
 		unix.Close(fd)
 		if errors.Is(err, unix.ELOOP) {
 			return -1, &errThroughSymlink{path: rel, link: done}

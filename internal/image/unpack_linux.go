@@ -180,12 +180,7 @@ func (t *tree) writeEntry(pfd int, parent, base string, hdr *tar.Header, r io.Re
 			}
 			exists = false
 		}
-		if !exists {
-			if err := unix.Mkdirat(pfd, base, 0o700); err != nil {
-				return err
-			}
-		}
-		fd, err := unix.Openat2(pfd, base, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: uint64(beneath)})
+		fd, err := mkdirOpen(pfd, base, exists)
 		if err != nil {
 			return err
 		}

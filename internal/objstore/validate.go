@@ -3,6 +3,7 @@ package objstore
 import (
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 	"unicode/utf8"
 )
@@ -119,6 +120,19 @@ func ValidateList(bucket, prefix string) error {
 		return err
 	}
 	return ValidPrefix(prefix)
+}
+
+// CheckedList is list behind ValidateList: a listing of the one error when
+// bucket or prefix is bad, so every Store's List refuses bad arguments the
+// same way before it touches anything.
+func CheckedList(bucket, prefix string, list iter.Seq2[Info, error]) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		if err := ValidateList(bucket, prefix); err != nil {
+			yield(Info{}, err)
+			return
+		}
+		list(yield)
+	}
 }
 
 // ExactReader returns a reader that yields r's bytes and fails with an

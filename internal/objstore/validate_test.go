@@ -31,11 +31,30 @@ func TestErrorCategories(t *testing.T) {
 	}
 }
 
+// validCase is an argument of a validator and whether it is accepted.
+type validCase struct {
+	in string
+	ok bool
+}
+
+// checkValid checks that validate, called fn in failures, accepts exactly
+// the ok cases and refuses the others with ErrInvalidArgument (what the
+// stores answer a bad name with).
+func checkValid(t *testing.T, fn string, validate func(string) error, tests []validCase) {
+	t.Helper()
+	for _, tc := range tests {
+		err := validate(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s(%q) = %v, want ok=%v", fn, tc.in, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, objstore.ErrInvalidArgument) {
+			t.Errorf("%s(%q) = %v, not ErrInvalidArgument", fn, tc.in, err)
+		}
+	}
+}
+
 func TestValidKey(t *testing.T) {
-	tests := []struct {
-		key string
-		ok  bool
-	}{
+	checkValid(t, "ValidKey", objstore.ValidKey, []validCase{
 		{"k", true},
 		{"chunks/0123", true},
 		{"a/b/c.json", true},
@@ -54,23 +73,11 @@ func TestValidKey(t *testing.T) {
 		{"\xff", false},
 		{strings.Repeat("x", 256), false},
 		{strings.Repeat("x/", 512) + "x", false},
-	}
-	for _, tc := range tests {
-		err := objstore.ValidKey(tc.key)
-		if (err == nil) != tc.ok {
-			t.Errorf("ValidKey(%q) = %v, want ok=%v", tc.key, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, objstore.ErrInvalidArgument) {
-			t.Errorf("ValidKey(%q) = %v, not ErrInvalidArgument", tc.key, err)
-		}
-	}
+	})
 }
 
 func TestValidBucket(t *testing.T) {
-	tests := []struct {
-		name string
-		ok   bool
-	}{
+	checkValid(t, "ValidBucket", objstore.ValidBucket, []validCase{
 		{"abc", true},
 		{"platinum-archives", true},
 		{"0-9", true},
@@ -82,19 +89,11 @@ func TestValidBucket(t *testing.T) {
 		{"a.b.c", false},
 		{".tmp", false},
 		{"a_b", false},
-	}
-	for _, tc := range tests {
-		if err := objstore.ValidBucket(tc.name); (err == nil) != tc.ok {
-			t.Errorf("ValidBucket(%q) = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-	}
+	})
 }
 
 func TestValidPrefix(t *testing.T) {
-	tests := []struct {
-		prefix string
-		ok     bool
-	}{
+	checkValid(t, "ValidPrefix", objstore.ValidPrefix, []validCase{
 		{"", true},
 		{"chunks/", true},
 		{"chunks/ab", true},
@@ -104,12 +103,7 @@ func TestValidPrefix(t *testing.T) {
 		{"../", false},
 		{"a//", false},
 		{"a/../b", false},
-	}
-	for _, tc := range tests {
-		if err := objstore.ValidPrefix(tc.prefix); (err == nil) != tc.ok {
-			t.Errorf("ValidPrefix(%q) = %v, want ok=%v", tc.prefix, err, tc.ok)
-		}
-	}
+	})
 }
 
 func TestExactReader(t *testing.T) {

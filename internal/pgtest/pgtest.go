@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/platinum-dev/platinum/internal/testproc"
 )
 
 // Cluster is a running throwaway PostgreSQL server.
@@ -202,13 +204,7 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	if c.cmd != nil && c.cmd.Process != nil {
-		c.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-c.exited:
-		case <-time.After(15 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.exited
-		}
+		testproc.Stop(c.cmd.Process, c.exited, syscall.SIGINT)
 	}
 	return os.RemoveAll(c.Dir)
 }

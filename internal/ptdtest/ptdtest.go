@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/pgtest"
+	"github.com/platinum-dev/platinum/internal/testproc"
 )
 
 // Daemon is a running ptd.
@@ -320,13 +321,7 @@ func (d *Daemon) Stop() error {
 		return nil
 	}
 	if d.cmd != nil && d.cmd.Process != nil {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited:
-		case <-time.After(15 * time.Second):
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
+		testproc.Stop(d.cmd.Process, d.exited, syscall.SIGTERM)
 	}
 	if d.logf != nil {
 		d.logf.Close()

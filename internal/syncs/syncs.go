@@ -1,5 +1,6 @@
 // Package syncs holds the few concurrency shapes the control plane and the
-// host repeat: a mutex per key, a wake-up broadcast per key, a bounded wait
+// host repeat: a mutex per key, a wake-up broadcast per key, a cancellable
+// background task per key, a bounded wait
 // that wakes on a broadcast and re-checks on a backstop poll, and a
 // background loop that runs on a ticker or a wake-up, and a group of
 // background goroutines a service closes and waits for. One tested copy of
@@ -49,6 +50,47 @@ func (k *KeyedMutex) Lock(key string) (unlock func()) {
 			delete(k.m, key)
 		}
 		k.mu.Unlock()
+	}
+}
+
+// Cancels runs at most one background task per key (a sandbox's OOM
+// watch or guard poll) and stops it by key. Its zero value is ready to
+// use.
+type Cancels struct {
+	mu sync.Mutex
+	m  map[string]context.CancelFunc
+}
+
+// Start returns the context of a new task for key, derived from parent,
+// and the function the task calls when it ends on its own (it forgets key
+// and cancels the context). ok is false, and nothing starts, when key has
+// a task already.
+func (c *Cancels) Start(parent context.Context, key string) (ctx context.Context, ended func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, running := c.m[key]; running {
+		return nil, nil, false
+	}
+	if c.m == nil {
+		c.m = map[string]context.CancelFunc{}
+	}
+	ctx, cancel := context.WithCancel(parent)
+	c.m[key] = cancel
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.m, key)
+		c.mu.Unlock()
+		cancel()
+	}, true
+}
+
+// Stop cancels key's task, if any, and forgets it.
+func (c *Cancels) Stop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cancel, ok := c.m[key]; ok {
+		cancel()
+		delete(c.m, key)
 	}
 }
 

@@ -151,6 +151,40 @@ func TestEveryWaitsOneIntervalFirst(t *testing.T) {
 	<-ctx2.Done()
 }
 
+func TestCancels(t *testing.T) {
+	var c Cancels
+	ctx, ended, ok := c.Start(context.Background(), "a")
+	if !ok {
+		t.Fatal("Start of a new key refused")
+	}
+	if _, _, ok := c.Start(context.Background(), "a"); ok {
+		t.Fatal("second Start of a running key accepted")
+	}
+	bctx, _, ok := c.Start(context.Background(), "b")
+	if !ok {
+		t.Fatal("Start of another key refused")
+	}
+	c.Stop("a")
+	if ctx.Err() == nil {
+		t.Fatal("Stop did not cancel the task")
+	}
+	if bctx.Err() != nil {
+		t.Fatal("Stop of a also cancelled b")
+	}
+	ended() // a task that ends after Stop: harmless
+	ctx, ended, ok = c.Start(context.Background(), "a")
+	if !ok {
+		t.Fatal("Start after Stop refused")
+	}
+	ended()
+	if ctx.Err() == nil {
+		t.Fatal("ended did not cancel the task")
+	}
+	if _, _, ok := c.Start(context.Background(), "a"); !ok {
+		t.Fatal("Start after the task ended refused")
+	}
+}
+
 // TestGroupCarriesRequestAndCloseWaits: work a request started names the
 // request, outlives it, and Close cancels every goroutine's context (loops
 // included) and returns only once they have all ended.

@@ -366,7 +366,7 @@ class Context:
         while not job.done.wait(0.05):
             why = cell.stopped()
             if why is not None and job.cancel():
-                PythonContext.stopped_cell(cell, why)
+                self.stopped_cell(cell, why)
                 return
         job.result()
 
@@ -374,7 +374,7 @@ class Context:
         why = cell.stopped()
         if why is not None:
             # Stopped while waiting behind another cell: it never runs.
-            PythonContext.stopped_cell(cell, why)
+            self.stopped_cell(cell, why)
             return
         if self.notice:
             cell.sink({"type": "kernel_restarted", "reason": self.notice})
@@ -402,6 +402,45 @@ class Context:
             self.start()
             self.notice = None
         self.call(again)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def interrupt(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        except OSError:
+            pass
+
+    def replace_stuck(self, cell, why, what):
+        """Ends a cell whose process (what: "the kernel", "the shell", ...)
+        ignored SIGINT past the grace period: the process is replaced."""
+        self.stop()
+        self.notice = "%s did not stop after SIGINT and was replaced; its state is gone" % what
+        self.stopped_cell(cell, why, replaced=True)
+
+    def process_exited(self, cell, what):
+        """Ends the cell whose process (what) exited under it; the next cell
+        gets a fresh one."""
+        self.stop()
+        self.notice = "%s exited; this is a fresh one, earlier state is gone" % what
+        cell.status = "error"
+        cell.sink({"type": "error", "name": "KernelDied", "value": "%s exited while running this cell" % what,
+                   "traceback": ""})
+
+    @staticmethod
+    def stopped_cell(cell, why, replaced=False):
+        """Ends a cell stopped for why; replaced says its process ignored
+        SIGINT past the grace period and was replaced."""
+        cell.status = why
+        kept = ("it did not stop after SIGINT, so its process was replaced and the context's state is gone"
+                if replaced else "the context keeps its state")
+        if why == "interrupted":
+            cell.sink({"type": "error", "name": "Interrupted",
+                       "value": "the cell was interrupted on request; " + kept, "traceback": ""})
+        if why == "timeout":
+            cell.sink({"type": "error", "name": "TimeoutError",
+                       "value": "the cell ran past its timeout and was interrupted; " + kept, "traceback": ""})
 
 
 # ---------------------------------------------------------------- Python
@@ -475,15 +514,6 @@ class PythonContext(Context):
             if time.monotonic() >= deadline:
                 raise RuntimeError("the kernel did not answer within 60 s")
 
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def interrupt(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        except OSError:
-            pass
-
     def stop(self):
         if self.kc is not None:
             try:
@@ -553,9 +583,7 @@ class PythonContext(Context):
         while True:
             if stop.poll():
                 # SIGINT was not enough (C code that ignores it): replace the kernel.
-                self.stop()
-                self.notice = "the kernel did not stop after SIGINT and was replaced; its state is gone"
-                self.stopped_cell(cell, stop.why, replaced=True)
+                self.replace_stuck(cell, stop.why, "the kernel")
                 return
             stopping = stop.why
             try:
@@ -613,20 +641,6 @@ class PythonContext(Context):
         cell.sink({"type": "error", "name": "KernelDied", "value": reason + "; the next run starts a fresh kernel",
                    "traceback": ""})
 
-    @staticmethod
-    def stopped_cell(cell, why, replaced=False):
-        """Ends a cell stopped for why; replaced says its process ignored
-        SIGINT past the grace period and was replaced."""
-        cell.status = why
-        kept = ("it did not stop after SIGINT, so its process was replaced and the context's state is gone"
-                if replaced else "the context keeps its state")
-        if why == "interrupted":
-            cell.sink({"type": "error", "name": "Interrupted",
-                       "value": "the cell was interrupted on request; " + kept, "traceback": ""})
-        if why == "timeout":
-            cell.sink({"type": "error", "name": "TimeoutError",
-                       "value": "the cell ran past its timeout and was interrupted; " + kept, "traceback": ""})
-
 
 # ---------------------------------------------------------------- processes speaking a line protocol
 
@@ -637,9 +651,6 @@ class ProcContext(Context):
     def __init__(self, *a):
         super().__init__(*a)
         self.proc = None
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def stop(self):
         if self.proc is not None:
@@ -662,12 +673,6 @@ class ProcContext(Context):
         self.synced_env = base
         return subprocess.Popen(argv, cwd=self.cwd if os.path.isdir(self.cwd) else "/", env=env,
                                 start_new_session=True, **kw)
-
-    def interrupt(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        except OSError:
-            pass
 
 
 class JSContext(ProcContext):
@@ -705,9 +710,7 @@ class JSContext(ProcContext):
         stop = Stopper(cell, self.interrupt)
         while True:
             if stop.poll():
-                self.stop()
-                self.notice = "the JavaScript process did not stop after SIGINT and was replaced; its state is gone"
-                PythonContext.stopped_cell(cell, stop.why, replaced=True)
+                self.replace_stuck(cell, stop.why, "the JavaScript process")
                 return
             stopping = stop.why
             try:
@@ -715,11 +718,7 @@ class JSContext(ProcContext):
             except queue.Empty:
                 continue
             if ev is None:
-                self.stop()
-                self.notice = "the JavaScript process exited; this is a fresh one, earlier state is gone"
-                cell.status = "error"
-                cell.sink({"type": "error", "name": "KernelDied",
-                           "value": "the JavaScript process exited while running this cell", "traceback": ""})
+                self.process_exited(cell, "the JavaScript process")
                 return
             if ev["type"] == "end":
                 cell.execution_count = ev.get("execution_count")
@@ -730,7 +729,7 @@ class JSContext(ProcContext):
                 cell.status = "error"
             cell.sink(ev)
         if stop.why:
-            PythonContext.stopped_cell(cell, stop.why)
+            self.stopped_cell(cell, stop.why)
 
 
 class BashContext(ProcContext):
@@ -779,9 +778,7 @@ class BashContext(ProcContext):
         stop = Stopper(cell, self.interrupt)
         while not all(done.values()):
             if stop.poll():
-                self.stop()
-                self.notice = "the shell did not stop after SIGINT and was replaced; its state is gone"
-                PythonContext.stopped_cell(cell, stop.why, replaced=True)
+                self.replace_stuck(cell, stop.why, "the shell")
                 return
             stopping = stop.why
             fds = [fd for fd, name in files.items() if not done[name]]
@@ -790,11 +787,7 @@ class BashContext(ProcContext):
                 name = files[fd]
                 chunk = os.read(fd, 65536)
                 if not chunk:
-                    self.stop()
-                    self.notice = "the shell exited; this is a fresh one, earlier state is gone"
-                    cell.status = "error"
-                    cell.sink({"type": "error", "name": "KernelDied", "value": "the shell exited while running this cell",
-                               "traceback": ""})
+                    self.process_exited(cell, "the shell")
                     return
                 buf = bufs[name] + chunk
                 i = buf.find(marker)
@@ -816,7 +809,7 @@ class BashContext(ProcContext):
                     cell.sink({"type": name, "text": out})
         cell.execution_count = self.count
         if stop.why:
-            PythonContext.stopped_cell(cell, stop.why)
+            self.stopped_cell(cell, stop.why)
         elif rc != 0:
             cell.status = "error"
             cell.sink({"type": "error", "name": "ExitCode", "value": str(rc), "traceback": ""})

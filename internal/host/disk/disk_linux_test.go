@@ -100,6 +100,20 @@ func mountImage(t *testing.T, p *Pool, name, mnt string) {
 	})
 }
 
+// mountedImage opens a pool in a fresh test dir with one 1 GB image
+// called name, mounted (until cleanup) at a temporary dir, and returns the
+// pool and the mount point.
+func mountedImage(t *testing.T, name string) (*Pool, string) {
+	t.Helper()
+	p := openPool(t, testDir(t), testPoolSize)
+	if _, err := p.CreateImage(context.Background(), name, 1); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(t.TempDir(), name)
+	mountImage(t, p, name, mnt)
+	return p, mnt
+}
+
 func statfs(t *testing.T, path string) unix.Statfs_t {
 	t.Helper()
 	var st unix.Statfs_t
@@ -376,12 +390,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 func TestCloneIsReflink(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := openPool(t, testDir(t), testPoolSize)
-	if _, err := p.CreateImage(ctx, "src", 1); err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "src")
-	mountImage(t, p, "src", mnt)
+	p, mnt := mountedImage(t, "src")
 
 	const size = 200 << 20
 	f, err := os.Create(filepath.Join(mnt, "data"))
@@ -511,12 +520,7 @@ func TestOverlay(t *testing.T) {
 func TestUnmountBusyFallsBackToLazy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := openPool(t, testDir(t), testPoolSize)
-	if _, err := p.CreateImage(ctx, "disk", 1); err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	mountImage(t, p, "disk", mnt)
+	p, mnt := mountedImage(t, "disk")
 	f, err := os.Create(filepath.Join(mnt, "open"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,15 +16,7 @@ import (
 func TestReplaceImage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	p := openPool(t, testDir(t), testPoolSize)
-	if _, err := p.CreateImage(ctx, "sbx", 1); err != nil {
-		t.Fatal(err)
-	}
-	mnt := filepath.Join(t.TempDir(), "sbx")
-	if err := p.MountImage(ctx, "sbx", mnt); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.UnmountImage(ctx, mnt) })
+	p, mnt := mountedImage(t, "sbx")
 	write := func(content string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(mnt, "f"), []byte(content), 0o644); err != nil {

@@ -29,25 +29,35 @@ func waitSpares(t *testing.T, p *Pool, sizeGB, n int) {
 	}
 }
 
-func TestSpareDisks(t *testing.T) {
+// takeSpareA has p keep one 1 GB spare with the prepared dirs, waits for
+// it, and takes it as image "a" mounted at dir/a-disk (unmounted at
+// cleanup), which must be XFS; what names the take in a failure. It
+// returns the mount point.
+func takeSpareA(t *testing.T, p *Pool, dir string, prepared []string, what string) string {
+	t.Helper()
 	ctx := context.Background()
-	dir := testDir(t)
-	p := openPool(t, dir, 2<<30)
-	if err := p.EnableSpares(ctx, 1, []string{"upper/etc", "work"}, 1); err != nil {
+	if err := p.EnableSpares(ctx, 1, prepared, 1); err != nil {
 		t.Fatalf("EnableSpares: %v", err)
 	}
 	waitSpares(t, p, 1, 1)
-
-	// A taken spare is image "a", mounted where asked, backed by a's file.
 	mnt := filepath.Join(dir, "a-disk")
 	took, err := p.TakeSpare(ctx, "a", 1, mnt)
 	if err != nil || !took {
-		t.Fatalf("TakeSpare = %v, %v; want true", took, err)
+		t.Fatalf("%s = %v, %v; want true", what, took, err)
 	}
 	t.Cleanup(func() { p.UnmountImage(ctx, mnt) })
 	if fsType(t, mnt) != unix.XFS_SUPER_MAGIC {
 		t.Fatalf("%s is not XFS", mnt)
 	}
+	return mnt
+}
+
+func TestSpareDisks(t *testing.T) {
+	ctx := context.Background()
+	dir := testDir(t)
+	p := openPool(t, dir, 2<<30)
+	// A taken spare is image "a", mounted where asked, backed by a's file.
+	mnt := takeSpareA(t, p, dir, []string{"upper/etc", "work"}, "TakeSpare")
 	m, ok, err := findMount(mnt)
 	if err != nil || !ok {
 		t.Fatalf("findMount %s: %v %v", mnt, ok, err)
@@ -112,7 +122,6 @@ func TestSpareDisks(t *testing.T) {
 // default), spares still move: EnableSpares binds spare-mnt privately, and
 // Close leaves no mount behind (testDir checks).
 func TestSpareDisksUnderSharedMount(t *testing.T) {
-	ctx := context.Background()
 	dir := testDir(t)
 	outer := openPool(t, dir, 2<<30)
 	if err := unix.Mount("", outer.Path(), "", unix.MS_SHARED, ""); err != nil {
@@ -123,17 +132,5 @@ func TestSpareDisksUnderSharedMount(t *testing.T) {
 	if p.loopMounted {
 		t.Fatal("the pool on a reflink dir is loop-mounted")
 	}
-	if err := p.EnableSpares(ctx, 1, nil, 1); err != nil {
-		t.Fatalf("EnableSpares: %v", err)
-	}
-	waitSpares(t, p, 1, 1)
-	mnt := filepath.Join(dir, "a-disk")
-	took, err := p.TakeSpare(ctx, "a", 1, mnt)
-	if err != nil || !took {
-		t.Fatalf("TakeSpare under a shared mount = %v, %v; want true", took, err)
-	}
-	t.Cleanup(func() { p.UnmountImage(ctx, mnt) })
-	if fsType(t, mnt) != unix.XFS_SUPER_MAGIC {
-		t.Fatalf("%s is not XFS", mnt)
-	}
+	takeSpareA(t, p, dir, nil, "TakeSpare under a shared mount")
 }

@@ -225,15 +225,11 @@ func (m *Manager) inspect(nsName, veth string, bridgeIndex int) (Endpoint, error
 		return Endpoint{}, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer nsh.Close()
-	nh, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	nh, eth0, err := nsHandleLink(nsh, nsName, "eth0")
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("netlink in %s: %w", nsName, err)
+		return Endpoint{}, err
 	}
 	defer nh.Close()
-	eth0, err := nh.LinkByName("eth0")
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("eth0 in %s: %w", nsName, err)
-	}
 	// A ptd killed in the middle of Attach can leave an address on a link
 	// that is still down or has no route: such an endpoint is not
 	// recovered, so the next Attach rebuilds it from scratch.
@@ -390,21 +386,17 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("veth %s: up: %w", veth, err)
 	}
 
-	nh, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	nh, lo, err := nsHandleLink(nsh, nsName, "lo")
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("netlink in %s: %w", nsName, err)
+		return Endpoint{}, err
 	}
 	defer nh.Close()
-	lo, err := nh.LinkByName("lo")
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("lo in %s: %w", nsName, err)
-	}
 	if err := nh.LinkSetUp(lo); err != nil {
 		return Endpoint{}, fmt.Errorf("lo in %s: up: %w", nsName, err)
 	}
-	eth0, err := nh.LinkByName("eth0")
+	eth0, err := nsLink(nh, nsName, "eth0")
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("eth0 in %s: %w", nsName, err)
+		return Endpoint{}, err
 	}
 	ipnet := &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(m.cfg.Subnet.Bits(), 32)}
 	if err := nh.AddrAdd(eth0, &netlink.Addr{IPNet: ipnet}); err != nil {
@@ -434,6 +426,32 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 		Gateway:   m.gateway,
 		HostVeth:  veth,
 	}, nil
+}
+
+// nsHandleLink opens a netlink handle in the namespace nsh, named nsName
+// in errors, and finds the link called name there: how Attach and Recover
+// start on a sandbox's side. The caller closes the handle.
+func nsHandleLink(nsh netns.NsHandle, nsName, name string) (*netlink.Handle, netlink.Link, error) {
+	nh, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("netlink in %s: %w", nsName, err)
+	}
+	l, err := nsLink(nh, nsName, name)
+	if err != nil {
+		nh.Close()
+		return nil, nil, err
+	}
+	return nh, l, nil
+}
+
+// nsLink is the link called name in nh's namespace nsName; its error
+// says which link in which namespace is missing.
+func nsLink(nh *netlink.Handle, nsName, name string) (netlink.Link, error) {
+	l, err := nh.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", name, nsName, err)
+	}
+	return l, nil
 }
 
 // macForAddr derives a locally administered unicast MAC from a sandbox's

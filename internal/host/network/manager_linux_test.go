@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -129,6 +128,24 @@ func newTestManager(t *testing.T, cfg Config) *Manager {
 	return m
 }
 
+// newEgressManager is newTestManager on a fresh config that allows
+// egress, the setup most tests here share; it returns both.
+func newEgressManager(t *testing.T) (Config, *Manager) {
+	t.Helper()
+	cfg := testConfig(t, true)
+	return cfg, newTestManager(t, cfg)
+}
+
+// attachNew attaches a new sandbox ID, sbx_<name>_<random>, to m.
+func attachNew(t *testing.T, m *Manager, name string) Endpoint {
+	t.Helper()
+	ep, err := m.Attach(context.Background(), "sbx_"+name+"_"+randHex(t, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
 // assertGone checks that nothing named after cfg remains on the host.
 func assertGone(t *testing.T, cfg Config) {
 	t.Helper()
@@ -156,37 +173,14 @@ func assertGone(t *testing.T, cfg Config) {
 // creates stay in that namespace afterwards.
 func inNetns(t *testing.T, path string, f func() error) error {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
+	return onNetnsThread(func() error {
 		target, err := netns.GetFromPath(path)
 		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
+			return err
 		}
 		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err) // thread stays locked and is discarded
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+		return netns.Set(target)
+	}, f)
 }
 
 // serve answers every connection on l with "hello <remote ip>\n" so a
@@ -253,8 +247,7 @@ func portOf(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
 
 func TestIsolation(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	m := newTestManager(t, cfg)
+	cfg, m := newEgressManager(t)
 	ctx := context.Background()
 	idA, idB := "sbx_a_"+randHex(t, 8), "sbx_b_"+randHex(t, 8)
 	a, err := m.Attach(ctx, idA)
@@ -369,8 +362,7 @@ func TestIsolation(t *testing.T) {
 
 func TestAttachDetach(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	m := newTestManager(t, cfg)
+	_, m := newEgressManager(t)
 	ctx := context.Background()
 	ids := []string{"sbx_1_" + randHex(t, 8), "sbx_2_" + randHex(t, 8), "sbx_3_" + randHex(t, 8)}
 	eps := map[string]Endpoint{}
@@ -422,8 +414,7 @@ func TestAttachDetach(t *testing.T) {
 
 func TestConcurrentAttach(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	m := newTestManager(t, cfg)
+	cfg, m := newEgressManager(t)
 	ctx := context.Background()
 	const n = 12
 	prefix := "sbx_c_" + randHex(t, 6) + "_"
@@ -470,17 +461,10 @@ func TestConcurrentAttach(t *testing.T) {
 
 func TestRecover(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	m1 := newTestManager(t, cfg)
+	cfg, m1 := newEgressManager(t)
 	ctx := context.Background()
-	x, err := m1.Attach(ctx, "sbx_x_"+randHex(t, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := m1.Attach(ctx, "sbx_y_"+randHex(t, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := attachNew(t, m1, "x")
+	y := attachNew(t, m1, "y")
 	if err := m1.Detach(ctx, x.ID); err != nil { // leave a hole below y
 		t.Fatal(err)
 	}
@@ -496,14 +480,8 @@ func TestRecover(t *testing.T) {
 	if diff := cmp.Diff([]Endpoint{y}, m2.Endpoints(), cmpopts.EquateComparable(netip.Addr{})); diff != "" {
 		t.Fatalf("recovered endpoints (-want +got):\n%s", diff)
 	}
-	z, err := m2.Attach(ctx, "sbx_z_"+randHex(t, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := m2.Attach(ctx, "sbx_w_"+randHex(t, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
+	z := attachNew(t, m2, "z")
+	w := attachNew(t, m2, "w")
 	if z.Addr != x.Addr || w.Addr == y.Addr {
 		t.Errorf("after recovery got %v and %v; want the hole %v first and never %v", z.Addr, w.Addr, x.Addr, y.Addr)
 	}
@@ -522,8 +500,7 @@ func TestRecover(t *testing.T) {
 
 func TestSetupRefusesOverlappingSubnet(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	newTestManager(t, cfg)
+	cfg, _ := newEgressManager(t)
 	other := testConfig(t, true)
 	other.Subnet = cfg.Subnet
 	m, err := New(other, testLogger(t))
@@ -636,8 +613,7 @@ func TestEgress(t *testing.T) {
 
 func TestSetupIdempotent(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, true)
-	m := newTestManager(t, cfg)
+	cfg, m := newEgressManager(t)
 	ctx := context.Background()
 	if err := m.Setup(ctx); err != nil {
 		t.Fatalf("second Setup: %v", err)
@@ -727,10 +703,7 @@ func TestRemoveUnknownKeepsOtherBridges(t *testing.T) {
 	}
 	// Before either teardown, whose checks look for the shared prefix.
 	t.Cleanup(func() { a.Detach(ctx, idA) })
-	epB, err := b.Attach(ctx, "sbx_b_"+randHex(t, 8))
-	if err != nil {
-		t.Fatal(err)
-	}
+	epB := attachNew(t, b, "b")
 	// A manager on b's bridge that holds no endpoint: b's sandbox is what
 	// a crash left there.
 	fresh, err := New(cfgB, testLogger(t))

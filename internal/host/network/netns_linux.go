@@ -68,6 +68,36 @@ func createNamedNetns(name string) (netns.NsHandle, error) {
 	}
 	f.Close()
 
+	err = onNetnsThread(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("unshare: %w", err)
+		}
+		return nil
+	}, func() error {
+		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+		return disableIPv6InCurrentNetns()
+	})
+	if err != nil {
+		removeNamedNetns(name)
+		return netns.None(), fmt.Errorf("netns %s: %w", name, err)
+	}
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		removeNamedNetns(name)
+		return netns.None(), fmt.Errorf("netns %s: open: %w", name, err)
+	}
+	return h, nil
+}
+
+// onNetnsThread runs f on a locked OS thread that enter has moved into
+// another network namespace, then moves the thread back. enter must leave
+// the thread where it was when it fails. If the thread cannot be moved
+// back it is left locked, so the Go runtime discards it with its goroutine
+// instead of reusing a thread in the wrong namespace.
+func onNetnsThread(enter, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -78,16 +108,12 @@ func createNamedNetns(name string) (netns.NsHandle, error) {
 			return
 		}
 		defer orig.Close()
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		if err := enter(); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("unshare: %w", err)
+			errc <- err
 			return
 		}
-		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		err = unix.Mount(self, path, "none", unix.MS_BIND, "")
-		if err == nil {
-			err = disableIPv6InCurrentNetns()
-		}
+		err = f()
 		if serr := netns.Set(orig); serr != nil {
 			// Leave the thread locked: it dies with this goroutine.
 			errc <- errors.Join(err, fmt.Errorf("restore netns: %w", serr))
@@ -96,16 +122,7 @@ func createNamedNetns(name string) (netns.NsHandle, error) {
 		runtime.UnlockOSThread()
 		errc <- err
 	}()
-	if err := <-errc; err != nil {
-		removeNamedNetns(name)
-		return netns.None(), fmt.Errorf("netns %s: %w", name, err)
-	}
-	h, err := netns.GetFromPath(path)
-	if err != nil {
-		removeNamedNetns(name)
-		return netns.None(), fmt.Errorf("netns %s: open: %w", name, err)
-	}
-	return h, nil
+	return <-errc
 }
 
 // disableIPv6InCurrentNetns writes the calling thread's namespace sysctls

@@ -295,11 +295,7 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 // names (everything before its last '/') and filters by the rest, reading
 // directories in batches so a bucket of millions of chunks is streamed.
 func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objstore.Info, error] {
-	return func(yield func(objstore.Info, error) bool) {
-		if err := objstore.ValidateList(bucket, prefix); err != nil {
-			yield(objstore.Info{}, err)
-			return
-		}
+	return objstore.CheckedList(bucket, prefix, func(yield func(objstore.Info, error) bool) {
 		if err := s.checkBucket(bucket); err != nil {
 			yield(objstore.Info{}, err)
 			return
@@ -310,7 +306,7 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objst
 		}
 		w := walker{ctx: ctx, root: s.bucketDir(bucket), yield: yield}
 		w.walk(dirKey, namePrefix)
-	}
+	})
 }
 
 type walker struct {

@@ -24,16 +24,24 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func TestLayout(t *testing.T) {
+// storeWithBucket opens a store in a fresh directory with one bucket and
+// returns it and the directory.
+func storeWithBucket(t *testing.T, bucket string) (*fs.Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := fs.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := s.EnsureBucket(ctx, "archives"); err != nil {
+	if err := s.EnsureBucket(context.Background(), bucket); err != nil {
 		t.Fatal(err)
 	}
+	return s, dir
+}
+
+func TestLayout(t *testing.T) {
+	s, dir := storeWithBucket(t, "archives")
+	ctx := context.Background()
 	if err := s.Put(ctx, "archives", "chunks/abc", bytes.NewReader([]byte("data")), 4); err != nil {
 		t.Fatal(err)
 	}
@@ -58,14 +66,8 @@ func TestLayout(t *testing.T) {
 }
 
 func TestKeyDirectoryConflict(t *testing.T) {
-	s, err := fs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeWithBucket(t, "bkt")
 	ctx := context.Background()
-	if err := s.EnsureBucket(ctx, "bkt"); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Put(ctx, "bkt", "a/b", bytes.NewReader(nil), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -123,15 +125,8 @@ func (r *failingReader) Read(p []byte) (int, error) {
 // TestPutFailureLeavesNoTemp: a Put whose reader fails stores nothing and
 // removes its temporary file at once (it used to wait a day for Open).
 func TestPutFailureLeavesNoTemp(t *testing.T) {
-	dir := t.TempDir()
-	s, err := fs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, dir := storeWithBucket(t, "bkt")
 	ctx := context.Background()
-	if err := s.EnsureBucket(ctx, "bkt"); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Put(ctx, "bkt", "k", &failingReader{}, -1); err == nil {
 		t.Fatal("Put of a failing reader succeeded")
 	}

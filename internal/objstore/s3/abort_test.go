@@ -8,23 +8,15 @@ import (
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/objstore"
-	"github.com/platinum-dev/platinum/internal/objstore/objstoretest"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
-	"github.com/platinum-dev/platinum/internal/objstore/s3/s3test"
 )
 
 // TestFailedStreamLeavesNoUpload: a streamed Put whose reader fails after
 // some parts went up aborts its multipart upload, so no parts linger
 // (billed, invisible to List) on the server.
 func TestFailedStreamLeavesNoUpload(t *testing.T) {
-	cfg := s3test.Start(t)
-	cfg.PartSize = 5 << 20
-	s, err := s3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, b := smallPartBucket(t)
 	ctx := context.Background()
-	b := objstoretest.NewBucket(t, s)
 	errBroken := errors.New("broken source")
 	src := io.MultiReader(bytes.NewReader(make([]byte, 12<<20)), &errReader{errBroken})
 	if err := s.Put(ctx, b, "k", src, objstore.SizeUnknown); !errors.Is(err, errBroken) {

@@ -272,11 +272,7 @@ func (s *Store) Delete(ctx context.Context, bucket, key string) error {
 
 // List implements objstore.Store with ListObjectsV2, 1000 keys a page.
 func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objstore.Info, error] {
-	return func(yield func(objstore.Info, error) bool) {
-		if err := objstore.ValidateList(bucket, prefix); err != nil {
-			yield(objstore.Info{}, err)
-			return
-		}
+	return objstore.CheckedList(bucket, prefix, func(yield func(objstore.Info, error) bool) {
 		// Cancelling stops minio-go's listing goroutine when the consumer
 		// breaks early.
 		ctx, cancel := context.WithCancel(ctx)
@@ -293,7 +289,7 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) iter.Seq2[objst
 		if err := ctx.Err(); err != nil {
 			yield(objstore.Info{}, err)
 		}
-	}
+	})
 }
 
 // code returns the S3 error code of err, or "".

@@ -13,25 +13,36 @@ import (
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
-func TestConformance(t *testing.T) {
-	cfg := s3test.Start(t)
+// newStore is s3.New(cfg), failing the test on error.
+func newStore(t *testing.T, cfg s3.Config) *s3.Store {
+	t.Helper()
 	s, err := s3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// smallPartBucket is a store on a test server with 5 MiB parts, so a
+// few MiB go multipart, and a fresh bucket on it.
+func smallPartBucket(t *testing.T) (*s3.Store, string) {
+	t.Helper()
+	cfg := s3test.Start(t)
+	cfg.PartSize = 5 << 20
+	s := newStore(t, cfg)
+	return s, objstoretest.NewBucket(t, s)
+}
+
+func TestConformance(t *testing.T) {
+	cfg := s3test.Start(t)
+	s := newStore(t, cfg)
 	objstoretest.Run(t, func(t *testing.T) objstore.Store { return s })
 }
 
 func TestSmallPartsMultipart(t *testing.T) {
 	// A known size above PartSize goes multipart; 5 MiB parts keep it small.
-	cfg := s3test.Start(t)
-	cfg.PartSize = 5 << 20
-	s, err := s3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, b := smallPartBucket(t)
 	ctx := context.Background()
-	b := objstoretest.NewBucket(t, s)
 	data := bytes.Repeat([]byte("0123456789abcdef"), (11<<20)/16+5)
 	for _, size := range []int64{int64(len(data)), objstore.SizeUnknown} {
 		if err := s.Put(ctx, b, "k", struct{ *bytes.Reader }{bytes.NewReader(data)}, size); err != nil {
@@ -49,12 +60,9 @@ func TestUnreachable(t *testing.T) {
 	cfg := s3.DefaultConfig()
 	cfg.Endpoint, cfg.AccessKey, cfg.SecretKey, cfg.PathStyle = "http://"+addr, "a", "b", true
 	cfg.MaxRetries = 1
-	s, err := s3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t, cfg)
 	ctx := context.Background()
-	err = s.Put(ctx, "bucket", "k", bytes.NewReader([]byte("x")), 1)
+	err := s.Put(ctx, "bucket", "k", bytes.NewReader([]byte("x")), 1)
 	if !errors.Is(err, objstore.ErrUnavailable) {
 		t.Errorf("Put to a closed port = %v, want ErrUnavailable", err)
 	}

@@ -1,9 +1,6 @@
 package oci
 
 import (
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +8,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/cgmount"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -43,37 +44,23 @@ type cgroupMount struct {
 // when its delete meets tasks still exiting, leaves it (RemoveCgroup must
 // see them: a load run found them left after some deletes under load).
 func cgroupMounts() ([]cgroupMount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+	ms, err := cgmount.List()
 	var out []cgroupMount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, m := range ms {
+		if m.V2 {
+			out = append(out, cgroupMount{dir: m.Dir, v2: true})
 			continue
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		switch qf[0] {
-		case "cgroup2":
-			out = append(out, cgroupMount{dir: pf[4], v2: true})
-		case "cgroup":
-			var ctrls []string
-			for _, o := range strings.Split(qf[2], ",") {
-				switch o {
-				case "cpu", "cpuacct", "cpuset", "memory", "pids":
-					ctrls = append(ctrls, o)
-				}
+		var ctrls []string
+		for _, o := range m.Options {
+			switch o {
+			case "cpu", "cpuacct", "cpuset", "memory", "pids":
+				ctrls = append(ctrls, o)
 			}
-			out = append(out, cgroupMount{dir: pf[4], controllers: ctrls})
 		}
+		out = append(out, cgroupMount{dir: m.Dir, controllers: ctrls})
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 // cgroupDir returns the directory of cgroup path for controller: the v1
@@ -81,7 +68,7 @@ func cgroupMounts() ([]cgroupMount, error) {
 // enabled there for that cgroup. v2 reports whether it is the unified one.
 func cgroupDir(mounts []cgroupMount, controller, path string) (dir string, v2 bool, ok bool) {
 	for _, m := range mounts {
-		if !m.v2 && contains(m.controllers, controller) {
+		if !m.v2 && slices.Contains(m.controllers, controller) {
 			d := filepath.Join(m.dir, path)
 			if _, err := os.Stat(d); err == nil {
 				return d, false, true
@@ -94,20 +81,11 @@ func cgroupDir(mounts []cgroupMount, controller, path string) (dir string, v2 bo
 		}
 		d := filepath.Join(m.dir, path)
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
-		if err == nil && contains(strings.Fields(string(b)), controller) {
+		if err == nil && slices.Contains(strings.Fields(string(b)), controller) {
 			return d, true, true
 		}
 	}
 	return "", false, false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // bundleCgroupPath reads the cgroup path config.json gave the container.
@@ -341,7 +319,7 @@ func prepareCpusetParents(path string) error {
 	}
 	var root string
 	for _, m := range mounts {
-		if !m.v2 && contains(m.controllers, "cpuset") {
+		if !m.v2 && slices.Contains(m.controllers, "cpuset") {
 			root = m.dir
 		}
 	}

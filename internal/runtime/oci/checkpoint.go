@@ -137,12 +137,7 @@ func (c *CheckpointRuntime) Restore(ctx context.Context, spec runtime.Spec, imag
 		}
 		return fmt.Errorf("restore %s: %w", spec.ID, err)
 	}
-	if err := c.sizeSentryCgroup(spec); err != nil {
-		return fmt.Errorf("restore %s: size the host cgroup: %w", spec.ID, err)
-	}
-	c.WatchOOM(spec.ID)
-	c.logger.DebugContext(ctx, "container restored", "container", spec.ID)
-	return nil
+	return c.started(ctx, spec, "restore", "container restored")
 }
 
 // checkpointFlags are the checkpoint subcommand's flags besides the image

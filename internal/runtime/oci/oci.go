@@ -225,11 +225,18 @@ func (r *Runtime) Run(ctx context.Context, spec runtime.Spec) error {
 	if err := r.start(ctx, spec, logPath, args); err != nil {
 		return fmt.Errorf("run %s: %w", spec.ID, err)
 	}
+	return r.started(ctx, spec, "run", "container started")
+}
+
+// started finishes a start that left a container running, Run's and
+// Restore's alike: gVisor's host cgroup is sized and OOM kills are
+// watched. op names the call in its error, msg is the debug log line.
+func (r *Runtime) started(ctx context.Context, spec runtime.Spec, op, msg string) error {
 	if err := r.sizeSentryCgroup(spec); err != nil {
-		return fmt.Errorf("run %s: size the host cgroup: %w", spec.ID, err)
+		return fmt.Errorf("%s %s: size the host cgroup: %w", op, spec.ID, err)
 	}
 	r.WatchOOM(spec.ID)
-	r.logger.DebugContext(ctx, "container started", "container", spec.ID)
+	r.logger.DebugContext(ctx, msg, "container", spec.ID)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,27 +86,11 @@ func TestGVisorSeccomp(t *testing.T) {
 		echo "seccomp=$(awk '/^Seccomp:/ { print $2 }' /proc/self/status)"
 		: > /done
 		exec sleep 1000000`))
-	got := c.Results(t)
-	want := map[string]string{"userns": "1", "syslog": "1", "seccomp": "2"}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
-		}
-	}
+	c.WantResults(t, map[string]string{"userns": "1", "syslog": "1", "seccomp": "2"})
 }
 
 // TestGVisorRunErrorQuotesLog checks that a failing start reports runsc's
 // own message (its log has JSON entries without newlines between them).
 func TestGVisorRunErrorQuotesLog(t *testing.T) {
-	rt := newGVisor(t)
-	spec := runtimetest.NewSpec(t, "true")
-	spec.Args = []string{"/no/such/binary"}
-	t.Cleanup(func() { rt.Delete(context.Background(), spec.ID) })
-	err := rt.Run(context.Background(), spec)
-	if err == nil {
-		t.Fatal("Run with a missing binary succeeded")
-	}
-	if !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("Run error = %q, want runsc's message about the missing binary", err)
-	}
+	testRunErrorQuotesLog(t, newGVisor(t), "runsc")
 }

@@ -16,13 +16,20 @@ import (
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
-func newRunc(t *testing.T) *Runtime {
+// runcConfig is the runc class's default config with its state in the
+// test's temporary dir; it requires root and runc.
+func runcConfig(t *testing.T) Config {
 	t.Helper()
 	testenv.RequiresRoot(t)
 	testenv.RequiresCommand(t, "runc")
 	cfg := DefaultConfig()
 	cfg.Root = filepath.Join(t.TempDir(), "runc-state")
-	r, err := New(cfg, nil)
+	return cfg
+}
+
+func newRunc(t *testing.T) *Runtime {
+	t.Helper()
+	r, err := New(runcConfig(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,11 +39,7 @@ func newRunc(t *testing.T) *Runtime {
 func TestRuncConformance(t *testing.T) {
 	runtimetest.Run(t, func(t *testing.T) runtime.Runtime {
 		// NewRuntime, so the checkpoint tests run where CRIU >= 4.1 works.
-		testenv.RequiresRoot(t)
-		testenv.RequiresCommand(t, "runc")
-		cfg := DefaultConfig()
-		cfg.Root = filepath.Join(t.TempDir(), "runc-state")
-		rt, err := NewRuntime(cfg, nil)
+		rt, err := NewRuntime(runcConfig(t), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,12 +94,11 @@ func TestRuncSeccomp(t *testing.T) {
 		echo "seccomp=$(awk '/^Seccomp:/ { print $2 }' /proc/self/status)"
 		: > /done
 		exec sleep 1000000`))
-	got := c.Results(t)
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{
+	c.WantResults(t, map[string]string{
 		"userns":     "1",
 		"linux32":    "0", // PER_LINUX32 stays allowed
 		"syslog":     "1",
@@ -107,27 +109,27 @@ func TestRuncSeccomp(t *testing.T) {
 		"capeff":  "00000000a00405fb",
 		"capinh":  "0000000000000000",
 		"seccomp": "2",
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
-		}
-	}
+	})
 }
 
 // TestRunErrorQuotesLog checks that a failing start reports runc's own
 // message from the bundle's log, not just "exit status 1".
 func TestRunErrorQuotesLog(t *testing.T) {
-	r := newRunc(t)
+	testRunErrorQuotesLog(t, newRunc(t), "runc")
+}
+
+// testRunErrorQuotesLog starts a missing binary on rt, whose OCI runtime
+// is bin, and checks that the error quotes bin's own message.
+func testRunErrorQuotesLog(t *testing.T, rt runtime.Runtime, bin string) {
 	spec := runtimetest.NewSpec(t, "true")
 	spec.Args = []string{"/no/such/binary"}
-	t.Cleanup(func() { r.Delete(context.Background(), spec.ID) })
-	err := r.Run(context.Background(), spec)
+	t.Cleanup(func() { rt.Delete(context.Background(), spec.ID) })
+	err := rt.Run(context.Background(), spec)
 	if err == nil {
 		t.Fatal("Run with a missing binary succeeded")
 	}
 	if !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("Run error = %q, want runc's message about the missing binary", err)
+		t.Errorf("Run error = %q, want %s's message about the missing binary", err, bin)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // OOMKill is a kill by the host kernel's OOM killer in a container's
@@ -21,8 +23,8 @@ type OOMKill struct {
 // (oom_linux.go): it reports kernel OOM kills to the sink and, for gVisor,
 // relieves a stalled sandbox (see setSentryMemory).
 type oomWatches struct {
-	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running syncs.Cancels
+	mu      sync.Mutex // guards sink
 	sink    func(OOMKill)
 }
 
@@ -49,22 +51,12 @@ func (w *oomWatches) report(k OOMKill) {
 // restart) calls it for them. The watch ends when the container's cgroup
 // goes away.
 func (r *Runtime) WatchOOM(id string) {
-	r.oom.mu.Lock()
-	if r.oom.running == nil {
-		r.oom.running = map[string]context.CancelFunc{}
-	}
-	if _, ok := r.oom.running[id]; ok {
-		r.oom.mu.Unlock()
+	ctx, ended, ok := r.oom.running.Start(context.Background(), id)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.oom.running[id] = cancel
-	r.oom.mu.Unlock()
 	done := func(err error) {
-		r.oom.mu.Lock()
-		delete(r.oom.running, id)
-		r.oom.mu.Unlock()
-		cancel()
+		ended()
 		if err != nil {
 			r.logger.Debug("oom watch ended", "container", id, "err", err)
 		}
@@ -79,10 +71,5 @@ func (r *Runtime) WatchOOM(id string) {
 
 // stopOOMWatch ends id's watch, if any (Delete calls it).
 func (r *Runtime) stopOOMWatch(id string) {
-	r.oom.mu.Lock()
-	defer r.oom.mu.Unlock()
-	if cancel, ok := r.oom.running[id]; ok {
-		cancel()
-		delete(r.oom.running, id)
-	}
+	r.oom.running.Stop(id)
 }

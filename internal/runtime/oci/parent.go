@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,7 +29,7 @@ func SetParentCPUWeight(parent string, weight int) error {
 		return fmt.Errorf("cgroup mounts: %w", err)
 	}
 	for _, m := range mounts {
-		if !m.v2 && contains(m.controllers, "cpu") {
+		if !m.v2 && slices.Contains(m.controllers, "cpu") {
 			d := filepath.Join(m.dir, parent)
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return err
@@ -43,7 +44,7 @@ func SetParentCPUWeight(parent string, weight int) error {
 		// The parent's own parent must hand the cpu controller down.
 		up := filepath.Join(m.dir, filepath.Dir(parent))
 		b, err := os.ReadFile(filepath.Join(up, "cgroup.subtree_control"))
-		if err != nil || !contains(strings.Fields(string(b)), "cpu") {
+		if err != nil || !slices.Contains(strings.Fields(string(b)), "cpu") {
 			if err := writeCgroup(up, "cgroup.subtree_control", "+cpu"); err != nil {
 				return fmt.Errorf("enable the cpu controller under %s: %w", up, err)
 			}

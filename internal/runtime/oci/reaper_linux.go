@@ -2,17 +2,18 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/platinum-dev/platinum/internal/sigchld"
 )
 
 // Container processes outlive the runtime command that started them: runc's
@@ -49,23 +50,8 @@ func StartReaper(logger *slog.Logger) {
 			logger.Warn("child subreaper unavailable; PID 1 reaps container processes", "err", err)
 			return
 		}
-		go runReaper()
+		go sigchld.Loop(context.Background(), nil, reapOrphans)
 	})
-}
-
-func runReaper() {
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD)
-	defer signal.Stop(sigs)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		reapOrphans()
-		select {
-		case <-sigs:
-		case <-tick.C:
-		}
-	}
 }
 
 // reapOrphans reaps every child that is a zombie and a container process.

@@ -6,7 +6,6 @@
 package runtimetest
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,12 +13,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"github.com/platinum-dev/platinum/internal/runtime/cgmount"
 	"github.com/platinum-dev/platinum/internal/template"
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
@@ -132,6 +133,18 @@ func (c *Container) Results(t testing.TB) map[string]string {
 	return out
 }
 
+// WantResults checks that Results holds each key of want with its value;
+// other keys may be there too.
+func (c *Container) WantResults(t testing.TB, want map[string]string) {
+	t.Helper()
+	got := c.Results(t)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all results: %v)", k, got[k], v, got)
+		}
+	}
+}
+
 // State returns the container's state, failing the test on error.
 func (c *Container) State(t testing.TB) runtime.State {
 	t.Helper()
@@ -183,33 +196,13 @@ type cgroupMount struct {
 // cgroupMounts lists the cgroup hierarchies mounted in our mount namespace
 // (v1 controllers and the v2 unified tree).
 func cgroupMounts() []cgroupMount {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+	ms, _ := cgmount.List()
 	var out []cgroupMount
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint opts... - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, m := range ms {
+		if m.Root != "/" {
 			continue
 		}
-		fields, tail := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(tail) < 3 || fields[3] != "/" {
-			continue
-		}
-		switch tail[0] {
-		case "cgroup2":
-			out = append(out, cgroupMount{dir: fields[4], v2: true})
-		case "cgroup":
-			m := cgroupMount{dir: fields[4]}
-			for _, o := range strings.Split(tail[2], ",") {
-				m.controllers = append(m.controllers, o)
-			}
-			out = append(out, m)
-		}
+		out = append(out, cgroupMount{dir: m.Dir, v2: m.V2, controllers: m.Options})
 	}
 	return out
 }
@@ -276,7 +269,7 @@ func hostCgroupFile(pid int, controller, v1File, v2File string) (string, error) 
 		}
 	}
 	for _, m := range cgroupMounts() {
-		if v1Path != "" && !m.v2 && contains(m.controllers, controller) {
+		if v1Path != "" && !m.v2 && slices.Contains(m.controllers, controller) {
 			return readTrim(filepath.Join(m.dir, v1Path, v1File))
 		}
 	}
@@ -291,15 +284,6 @@ func hostCgroupFile(pid int, controller, v1File, v2File string) (string, error) 
 func readTrim(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // memoryLimit reads pid's memory limit from the host (memory.limit_in_bytes
@@ -357,7 +341,7 @@ func limitHit(path, controller string) (bool, error) {
 			v2dir = dir
 			continue
 		}
-		if !contains(m.controllers, controller) {
+		if !slices.Contains(m.controllers, controller) {
 			continue
 		}
 		if controller == "memory" {

@@ -204,32 +204,37 @@ func testDeleteAbsent(t *testing.T, rt runtime.Runtime) {
 }
 
 func testDeleteRunning(t *testing.T, rt runtime.Runtime) {
-	ctx := context.Background()
-	c := Start(t, rt, NewSpec(t, ": > /done; "+sleepForever))
-	c.WaitFile(t, "done")
-	pid := c.State(t).Pid
-	if err := rt.Delete(ctx, c.ID()); err != nil {
-		t.Fatalf("Delete(running): %v", err)
-	}
-	if _, err := rt.State(ctx, c.ID()); !errors.Is(err, runtime.ErrNotFound) {
-		t.Errorf("State after Delete = %v, want ErrNotFound", err)
-	}
-	waitFor(t, fmt.Sprintf("init pid %d to exit", pid), func() bool { return !pidAlive(pid) })
+	c, pid := startDone(t, rt)
+	deleteGone(t, rt, c, pid, "running")
 	if dirs := existingCgroupDirs(c.Spec.CgroupPath); len(dirs) > 0 {
 		t.Errorf("Delete left cgroup directories: %v", dirs)
 	}
 }
 
 func testDeletePaused(t *testing.T, rt runtime.Runtime) {
-	ctx := context.Background()
-	c := Start(t, rt, NewSpec(t, ": > /done; "+sleepForever))
-	c.WaitFile(t, "done")
-	pid := c.State(t).Pid
-	if err := rt.Pause(ctx, c.ID()); err != nil {
+	c, pid := startDone(t, rt)
+	if err := rt.Pause(context.Background(), c.ID()); err != nil {
 		t.Fatal(err)
 	}
+	deleteGone(t, rt, c, pid, "paused")
+}
+
+// startDone starts a container that writes /done and sleeps, waits for
+// /done, and returns it with its init's host pid.
+func startDone(t *testing.T, rt runtime.Runtime) (*Container, int) {
+	t.Helper()
+	c := Start(t, rt, NewSpec(t, ": > /done; "+sleepForever))
+	c.WaitFile(t, "done")
+	return c, c.State(t).Pid
+}
+
+// deleteGone deletes c, which is in state (named in a failure), and checks
+// that the runtime no longer knows it and its init (pid) has exited.
+func deleteGone(t *testing.T, rt runtime.Runtime, c *Container, pid int, state string) {
+	t.Helper()
+	ctx := context.Background()
 	if err := rt.Delete(ctx, c.ID()); err != nil {
-		t.Fatalf("Delete(paused): %v", err)
+		t.Fatalf("Delete(%s): %v", state, err)
 	}
 	if _, err := rt.State(ctx, c.ID()); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("State after Delete = %v, want ErrNotFound", err)
@@ -284,17 +289,10 @@ func testProcess(t *testing.T, rt runtime.Runtime) {
 		`+sleepForever)
 	spec.Cwd = "/tmp"
 	spec.Env = append(spec.Env, "PT_TEST_VAR=v1 with spaces")
-	c := Start(t, rt, spec)
-	got := c.Results(t)
-	want := map[string]string{
+	Start(t, rt, spec).WantResults(t, map[string]string{
 		"hostname": spec.Hostname, "cwd": "/tmp", "env": "v1 with spaces", "uid": "0",
 		"root_writable": "yes", "tmp_writable": "yes", "devnull": "yes", "urandom": "8", "stdin": "0",
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q (all results: %v)", k, got[k], v, got)
-		}
-	}
+	})
 }
 
 func testPIDNamespace(t *testing.T, rt runtime.Runtime) {

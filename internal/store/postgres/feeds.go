@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
@@ -40,14 +41,8 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 		var orgID string
 		var cursor int64
 		err := tx.QueryRow(ctx, `SELECT org_id, cursor FROM webhooks WHERE id = $1 FOR UPDATE`, id).Scan(&orgID, &cursor)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
+		if err := checks.WebhookCursor(id, cursor, from, err, pgx.ErrNoRows); err != nil {
 			return err
-		}
-		if cursor != from {
-			return fmt.Errorf("webhook %q: cursor is %d, not %d: %w", id, cursor, from, store.ErrConflict)
 		}
 		if len(eventIDs) > 0 {
 			t := now()

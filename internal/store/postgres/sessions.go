@@ -10,6 +10,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
@@ -80,11 +81,8 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 			WHERE org_id = $1 AND template = $2 AND state = 'running' AND metadata @> $3::jsonb
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 			poolOrgID, template, poolMatch(template)).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("pool %q: no ready sandbox: %w", template, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("claim from pool %q: %w", template, err)
+		if err := checks.PoolClaim(template, err, pgx.ErrNoRows); err != nil {
+			return err
 		}
 		meta, err := codec.EncodeMap(map[string]string{store.MetaSessionID: ses.ID})
 		if err != nil {

@@ -53,36 +53,19 @@ func (s *Store) RegisterHost(ctx context.Context, h store.HostRecord) (store.Hos
 // HeartbeatHost records a heartbeat of generation gen; see
 // store.ClusterStore.
 func (s *Store) HeartbeatHost(ctx context.Context, id string, gen int64, status json.RawMessage) (store.HostRecord, error) {
-	var out store.HostRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
-		if err != nil {
-			return err
-		}
+	return s.updateHost(ctx, id, "heartbeat", func(tx *sql.Tx, cur store.HostRecord) error {
 		if cur.Generation != gen || cur.State == store.HostLost {
 			return fmt.Errorf("host %q: heartbeat of generation %d, host is %s at generation %d: %w", id, gen, cur.State, cur.Generation, store.ErrConflict)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET status = ?, heartbeat_at = ? WHERE id = ?`,
-			codec.Doc(status), sandbox.FormatTime(now()), id); err != nil {
-			return err
-		}
-		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
+		_, err := tx.ExecContext(ctx, `UPDATE hosts SET status = ?, heartbeat_at = ? WHERE id = ?`,
+			codec.Doc(status), sandbox.FormatTime(now()), id)
 		return err
 	})
-	if err != nil {
-		return store.HostRecord{}, fmt.Errorf("heartbeat: %w", err)
-	}
-	return out, nil
 }
 
 // SetHostState moves a host to state; see store.ClusterStore.
 func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state store.HostState, reason string) (store.HostRecord, error) {
-	var out store.HostRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
-		if err != nil {
-			return err
-		}
+	return s.updateHost(ctx, id, "set host state", func(tx *sql.Tx, cur store.HostRecord) error {
 		moved, err := checks.HostState(cur, gen, state)
 		if err != nil {
 			return err
@@ -91,15 +74,29 @@ func (s *Store) SetHostState(ctx context.Context, id string, gen int64, state st
 		if moved {
 			changed = sandbox.FormatTime(now())
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE hosts SET state = ?, reason = ?, state_changed_at = ? WHERE id = ?`,
-			string(state), reason, changed, id); err != nil {
+		_, err = tx.ExecContext(ctx, `UPDATE hosts SET state = ?, reason = ?, state_changed_at = ? WHERE id = ?`,
+			string(state), reason, changed, id)
+		return err
+	})
+}
+
+// updateHost runs write on host id's stored record in one write
+// transaction and returns the record as written; what prefixes a failure.
+func (s *Store) updateHost(ctx context.Context, id, what string, write func(tx *sql.Tx, cur store.HostRecord) error) (store.HostRecord, error) {
+	var out store.HostRecord
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		cur, err := getOne(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id), dec.Host, "host", id)
+		if err != nil {
+			return err
+		}
+		if err := write(tx, cur); err != nil {
 			return err
 		}
 		out, err = dec.Host(tx.QueryRowContext(ctx, `SELECT `+rowscan.HostCols+` FROM hosts WHERE id = ?`, id))
 		return err
 	})
 	if err != nil {
-		return store.HostRecord{}, fmt.Errorf("set host state: %w", err)
+		return store.HostRecord{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
@@ -42,14 +43,8 @@ func (s *Store) AdvanceWebhook(ctx context.Context, id string, from, to int64, e
 		var orgID string
 		var cursor int64
 		err := tx.QueryRowContext(ctx, `SELECT org_id, cursor FROM webhooks WHERE id = ?`, id).Scan(&orgID, &cursor)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
+		if err := checks.WebhookCursor(id, cursor, from, err, sql.ErrNoRows); err != nil {
 			return err
-		}
-		if cursor != from {
-			return fmt.Errorf("webhook %q: cursor is %d, not %d: %w", id, cursor, from, store.ErrConflict)
 		}
 		t := sandbox.FormatTime(now())
 		for _, ev := range eventIDs {

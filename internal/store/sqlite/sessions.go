@@ -11,6 +11,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
@@ -86,11 +87,8 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 			WHERE org_id = ? AND template = ? AND state = 'running' AND json_extract(metadata, '$.`+store.MetaPoolReady+`') = '1'
 				AND json_extract(metadata, '$.`+store.MetaPool+`') = ?
 			ORDER BY created_at, id LIMIT 1`, poolOrgID, template, store.PoolKey(template, "")).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("pool %q: no ready sandbox: %w", template, store.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("claim from pool %q: %w", template, err)
+		if err := checks.PoolClaim(template, err, sql.ErrNoRows); err != nil {
+			return err
 		}
 		meta, err := json.Marshal(map[string]string{store.MetaSessionID: ses.ID})
 		if err != nil {

@@ -449,14 +449,8 @@ func testMicrosecondTimes(t *testing.T, s store.Store) {
 			byTime[i] = ses.ID
 		}
 		list, err := s.ListSessions(ctx, org, true)
-		wantErr(t, "ListSessions", err, nil)
-		var got []string
-		for _, ses := range list {
-			got = append(got, ses.ID)
-		}
-		if diff := cmp.Diff([]string{byTime[4], byTime[3], byTime[2], byTime[1], byTime[0]}, got); diff != "" {
-			t.Errorf("ListSessions newest first (-want +got):\n%s", diff)
-		}
+		wantIDs(t, "ListSessions", "newest first", list, err, func(ses *store.Session) string { return ses.ID },
+			[]string{byTime[4], byTime[3], byTime[2], byTime[1], byTime[0]})
 	})
 
 	t.Run("snapshots", func(t *testing.T) {
@@ -473,14 +467,8 @@ func testMicrosecondTimes(t *testing.T, s store.Store) {
 			byTime[i] = sn.ID
 		}
 		list, err := s.ListSnapshots(ctx, store.SnapshotFilter{OrgID: "org_t"})
-		wantErr(t, "ListSnapshots", err, nil)
-		var got []string
-		for _, sn := range list {
-			got = append(got, sn.ID)
-		}
-		if diff := cmp.Diff([]string{byTime[4], byTime[3], byTime[2], byTime[1], byTime[0]}, got); diff != "" {
-			t.Errorf("ListSnapshots newest first (-want +got):\n%s", diff)
-		}
+		wantIDs(t, "ListSnapshots", "newest first", list, err, func(sn *sandbox.Snapshot) string { return sn.ID },
+			[]string{byTime[4], byTime[3], byTime[2], byTime[1], byTime[0]})
 	})
 
 	t.Run("artifacts and webhooks", func(t *testing.T) {
@@ -503,23 +491,11 @@ func testMicrosecondTimes(t *testing.T, s store.Store) {
 			hooks[i] = w.ID
 		}
 		la, err := s.ListArtifacts(ctx, "org_t", "")
-		wantErr(t, "ListArtifacts", err, nil)
-		var gotA []string
-		for _, a := range la {
-			gotA = append(gotA, a.ID)
-		}
-		if diff := cmp.Diff([]string{arts[4], arts[3], arts[2], arts[1], arts[0]}, gotA); diff != "" {
-			t.Errorf("ListArtifacts newest first (-want +got):\n%s", diff)
-		}
+		wantIDs(t, "ListArtifacts", "newest first", la, err, func(a *store.Artifact) string { return a.ID },
+			[]string{arts[4], arts[3], arts[2], arts[1], arts[0]})
 		lw, err := s.ListWebhooks(ctx, "org_t")
-		wantErr(t, "ListWebhooks", err, nil)
-		var gotW []string
-		for _, w := range lw {
-			gotW = append(gotW, w.ID)
-		}
-		if diff := cmp.Diff([]string{hooks[0], hooks[1], hooks[2], hooks[3], hooks[4]}, gotW); diff != "" {
-			t.Errorf("ListWebhooks oldest first (-want +got):\n%s", diff)
-		}
+		wantIDs(t, "ListWebhooks", "oldest first", lw, err, func(w *store.Webhook) string { return w.ID },
+			[]string{hooks[0], hooks[1], hooks[2], hooks[3], hooks[4]})
 	})
 
 	t.Run("sandbox times", func(t *testing.T) {

@@ -70,12 +70,7 @@ func testFeeds(t *testing.T, s store.Store) {
 		t.Errorf("duplicate webhook: %v, want conflict", err)
 	}
 	got, err := s.GetWebhook(ctx, "org_a", "whk_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(w, got); diff != "" {
-		t.Errorf("GetWebhook (-created +got):\n%s", diff)
-	}
+	wantCreated(t, "GetWebhook", w, got, err)
 	if _, err := s.GetWebhook(ctx, "org_b", "whk_1"); !store.IsNotFound(err) {
 		t.Errorf("other org's webhook: %v, want not found", err)
 	}
@@ -164,21 +159,12 @@ func testFeeds(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	ga, err := s.GetArtifact(ctx, "org_a", "art_1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(ca, ga); diff != "" {
-		t.Errorf("GetArtifact (-created +got):\n%s", diff)
-	}
+	wantCreated(t, "GetArtifact", ca, ga, err)
 	if _, err := s.GetArtifact(ctx, "org_b", "art_1"); !store.IsNotFound(err) {
 		t.Errorf("other org's artifact: %v, want not found", err)
 	}
 	ids := func(as []store.Artifact) []string {
-		out := []string{}
-		for _, a := range as {
-			out = append(out, a.ID)
-		}
-		return out
+		return idsOf(as, func(a *store.Artifact) string { return a.ID })
 	}
 	for _, tc := range []struct {
 		org, sbx string

@@ -51,10 +51,7 @@ func testProjects(t *testing.T, s store.Store) {
 	for _, tc := range gets {
 		t.Run("get "+tc.name, func(t *testing.T) {
 			got, err := s.GetProject(ctx, tc.org, tc.id)
-			wantErr(t, "GetProject", err, tc.wantErr)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("GetProject (-want +got):\n%s", diff)
-			}
+			wantRead(t, "GetProject", err, tc.wantErr, tc.want, got)
 		})
 	}
 
@@ -111,11 +108,7 @@ func testProjects(t *testing.T, s store.Store) {
 }
 
 func projectIDs(ps []store.Project) []string {
-	out := []string{}
-	for _, p := range ps {
-		out = append(out, p.ID)
-	}
-	return out
+	return idsOf(ps, func(p *store.Project) string { return p.ID })
 }
 
 func testOrgQuotasAndUsage(t *testing.T, s store.Store) {
@@ -169,10 +162,7 @@ func testOrgQuotasAndUsage(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.OrgUsage(ctx, org, tc.states...)
-			wantErr(t, "OrgUsage", err, nil)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("OrgUsage (-want +got):\n%s", diff)
-			}
+			wantRead(t, "OrgUsage", err, nil, tc.want, got)
 		})
 	}
 }

@@ -68,11 +68,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 		t.Helper()
 		l, err := s.ListSnapshots(ctx, f)
 		wantErr(t, "ListSnapshots", err, nil)
-		out := []string{}
-		for _, sn := range l {
-			out = append(out, sn.ID)
-		}
-		return out
+		return idsOf(l, func(sn *sandbox.Snapshot) string { return sn.ID })
 	}
 	for _, tc := range []struct {
 		name string

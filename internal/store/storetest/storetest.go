@@ -107,6 +107,48 @@ func wantErr(t *testing.T, what string, err, target error) {
 	}
 }
 
+// wantRead checks a read: its error as wantErr does, then what it
+// returned (got) against want, the two checks every read test makes.
+func wantRead[T any](t *testing.T, what string, err, target error, want, got T) {
+	t.Helper()
+	wantErr(t, what, err, target)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
+	}
+}
+
+// idsOf lists what id reads from each record of list (its ID), in order;
+// never nil, so it compares equal to a literal empty list.
+func idsOf[T any](list []T, id func(*T) string) []string {
+	out := []string{}
+	for i := range list {
+		out = append(out, id(&list[i]))
+	}
+	return out
+}
+
+// wantIDs checks a list read: no error (op names the read), and the IDs
+// of its records are want, in the order order names.
+func wantIDs[T any](t *testing.T, op, order string, list []T, err error, id func(*T) string, want []string) {
+	t.Helper()
+	wantErr(t, op, err, nil)
+	if diff := cmp.Diff(want, idsOf(list, id)); diff != "" {
+		t.Errorf("%s %s (-want +got):\n%s", op, order, diff)
+	}
+}
+
+// wantCreated checks a read (got, err) of a record just created as
+// created: what names the read.
+func wantCreated[T any](t *testing.T, what string, created, got T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(created, got); diff != "" {
+		t.Errorf("%s (-created +got):\n%s", what, diff)
+	}
+}
+
 // diffOpts compare empty and nil slices as equal: the contract promises
 // non-nil maps, which tests check explicitly, but not non-nil slices.
 var diffOpts = []cmp.Option{cmpopts.EquateEmpty()}
@@ -129,10 +171,7 @@ func testOrgs(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.GetOrg(ctx, tc.id)
-			wantErr(t, "GetOrg", err, tc.wantErr)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("GetOrg (-want +got):\n%s", diff)
-			}
+			wantRead(t, "GetOrg", err, tc.wantErr, tc.want, got)
 		})
 	}
 
@@ -189,10 +228,7 @@ func testTokens(t *testing.T, s store.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.TokenByHash(ctx, tc.hash)
-			wantErr(t, "TokenByHash", err, tc.wantErr)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("TokenByHash (-want +got):\n%s", diff)
-			}
+			wantRead(t, "TokenByHash", err, tc.wantErr, tc.want, got)
 		})
 	}
 

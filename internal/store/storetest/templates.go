@@ -63,11 +63,7 @@ func testCustomTemplateVersions(t *testing.T, s store.Store) {
 }
 
 func versionIDs(vs []store.TemplateVersion) []string {
-	out := []string{}
-	for _, v := range vs {
-		out = append(out, v.ID)
-	}
-	return out
+	return idsOf(vs, func(v *store.TemplateVersion) string { return v.ID })
 }
 
 func testTemplateBuilds(t *testing.T, s store.Store) {
@@ -77,10 +73,7 @@ func testTemplateBuilds(t *testing.T, s store.Store) {
 	wantErr(t, "CreateTemplateBuild", s.CreateTemplateBuild(ctx, b), nil)
 	wantErr(t, "CreateTemplateBuild again", s.CreateTemplateBuild(ctx, b), store.ErrConflict)
 	got, err := s.GetTemplateBuild(ctx, "org_a", b.ID)
-	wantErr(t, "GetTemplateBuild", err, nil)
-	if diff := cmp.Diff(b, got); diff != "" {
-		t.Errorf("GetTemplateBuild (-want +got):\n%s", diff)
-	}
+	wantRead(t, "GetTemplateBuild", err, nil, b, got)
 	_, err = s.GetTemplateBuild(ctx, "org_b", b.ID)
 	wantErr(t, "GetTemplateBuild other org", err, store.ErrNotFound)
 
@@ -132,10 +125,7 @@ func testBuildCache(t *testing.T, s store.Store) {
 	e1.Ready, e1.UsedAt = true, base.Add(2*time.Minute)
 	wantErr(t, "PutBuildCache replace", s.PutBuildCache(ctx, e1), nil)
 	got, err := s.GetBuildCache(ctx, "org_a", "k1")
-	wantErr(t, "GetBuildCache", err, nil)
-	if diff := cmp.Diff(e1, got); diff != "" {
-		t.Errorf("GetBuildCache (-want +got):\n%s", diff)
-	}
+	wantRead(t, "GetBuildCache", err, nil, e1, got)
 	_, err = s.GetBuildCache(ctx, "org_c", "k1")
 	wantErr(t, "GetBuildCache other org", err, store.ErrNotFound)
 	list, err := s.ListBuildCache(ctx, "org_a")
@@ -161,10 +151,7 @@ func testRegistryCredentials(t *testing.T, s store.Store) {
 		Kind: "basic", CreatedAt: base, UpdatedAt: base}
 	wantErr(t, "PutRegistryCredential", s.PutRegistryCredential(ctx, c), nil)
 	got, err := s.GetRegistryCredential(ctx, "org_a", "ghcr.io")
-	wantErr(t, "GetRegistryCredential", err, nil)
-	if diff := cmp.Diff(c, got); diff != "" {
-		t.Errorf("GetRegistryCredential (-want +got):\n%s", diff)
-	}
+	wantRead(t, "GetRegistryCredential", err, nil, c, got)
 	c2 := c
 	c2.Username, c2.Sealed, c2.Kind, c2.CreatedAt, c2.UpdatedAt = "", []byte{9}, "token", base.Add(time.Hour), base.Add(time.Hour)
 	wantErr(t, "PutRegistryCredential replace", s.PutRegistryCredential(ctx, c2), nil)

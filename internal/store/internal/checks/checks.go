@@ -94,3 +94,33 @@ func SandboxAdopt(cur sandbox.Sandbox, fromOrgID string, sb sandbox.Sandbox) (sa
 	out.APIToken, out.DeletedAt = cur.APIToken, cur.DeletedAt
 	return out, nil
 }
+
+// WebhookCursor judges AdvanceWebhook's read of the stored cursor; err is
+// that read's error and noRows the driver's "no row". The webhook must
+// exist and its cursor still be at from: another sender that moved it
+// first makes this advance a conflict.
+func WebhookCursor(id string, cursor, from int64, err, noRows error) error {
+	if errors.Is(err, noRows) {
+		return fmt.Errorf("webhook %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if cursor != from {
+		return fmt.Errorf("webhook %q: cursor is %d, not %d: %w", id, cursor, from, store.ErrConflict)
+	}
+	return nil
+}
+
+// PoolClaim judges ClaimPoolSandbox's pick of a ready sandbox of
+// template's pool; err is that read's error and noRows the driver's "no
+// row": an empty pool is not found.
+func PoolClaim(template string, err, noRows error) error {
+	if errors.Is(err, noRows) {
+		return fmt.Errorf("pool %q: no ready sandbox: %w", template, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("claim from pool %q: %w", template, err)
+	}
+	return nil
+}

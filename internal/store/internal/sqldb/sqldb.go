@@ -83,6 +83,26 @@ func Found(n int64, what string) error {
 	return nil
 }
 
+// Write runs query, a write whose row count does not matter: a failure is
+// "<what>: <err>" ("put snapshot \"snap_1\": ...").
+func Write(ctx context.Context, db DB, what, query string, args ...any) error {
+	if _, err := db.Exec(ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// DeleteOne runs query, a DELETE of the one record what names ("webhook
+// \"wh_1\""): a failure is "delete <what>: <err>", nothing deleted is
+// store.ErrNotFound (Found).
+func DeleteOne(ctx context.Context, db DB, what, query string, args ...any) error {
+	n, err := db.Exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	return Found(n, what)
+}
+
 // Inserted is nil if an INSERT … ON CONFLICT DO NOTHING inserted its row
 // (n > 0), else store.ErrConflict naming the kind and id that exist.
 func Inserted(n int64, kind, id string) error {
@@ -101,6 +121,16 @@ func All[T any](ctx context.Context, db DB, scan func(rowscan.Row) (T, error), q
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// List is All with its failure prefixed by what ("list webhooks"), the
+// whole of most list methods.
+func List[T any](ctx context.Context, db DB, scan func(rowscan.Row) (T, error), what, query string, args ...any) ([]T, error) {
+	out, err := All(ctx, db, scan, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -13,14 +13,11 @@ const cacheCols = `org_id, key, snapshot_id, ready, created_at, used_at`
 // PutBuildCache implements store.TemplateBuildStore.
 func (s *Store) PutBuildCache(ctx context.Context, e store.BuildCacheEntry) error {
 	t := sqldb.Now()
-	_, err := s.db.Exec(ctx, `INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("put build cache %q", e.Key),
+		`INSERT INTO template_build_cache (`+cacheCols+`) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, key) DO UPDATE SET snapshot_id = excluded.snapshot_id, ready = excluded.ready,
 			used_at = excluded.used_at`,
 		e.OrgID, e.Key, e.SnapshotID, e.Ready, s.db.Time(sqldb.Or(e.CreatedAt, t)), s.db.Time(sqldb.Or(e.UsedAt, t)))
-	if err != nil {
-		return fmt.Errorf("put build cache %q: %w", e.Key, err)
-	}
-	return nil
 }
 
 // GetBuildCache implements store.TemplateBuildStore.
@@ -35,19 +32,13 @@ func (s *Store) ListBuildCache(ctx context.Context, orgID string) ([]store.Build
 	if orgID != "" {
 		q, args = q+` WHERE org_id = ?`, append(args, orgID)
 	}
-	es, err := sqldb.All(ctx, s.db, s.db.Decoder().BuildCache, q+` ORDER BY used_at, key`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list build cache: %w", err)
-	}
-	return es, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().BuildCache, "list build cache", q+` ORDER BY used_at, key`, args...)
 }
 
 // DeleteBuildCache implements store.TemplateBuildStore.
 func (s *Store) DeleteBuildCache(ctx context.Context, orgID, key string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key); err != nil {
-		return fmt.Errorf("delete build cache %q: %w", key, err)
-	}
-	return nil
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("delete build cache %q", key),
+		`DELETE FROM template_build_cache WHERE org_id = ? AND key = ?`, orgID, key)
 }
 
 const credCols = `org_id, registry, username, sealed, kind, created_at, updated_at`
@@ -55,15 +46,12 @@ const credCols = `org_id, registry, username, sealed, kind, created_at, updated_
 // PutRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) PutRegistryCredential(ctx context.Context, c store.RegistryCredential) error {
 	t := sqldb.Now()
-	_, err := s.db.Exec(ctx, `INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("put registry credential %q", c.Registry),
+		`INSERT INTO registry_credentials (`+credCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (org_id, registry) DO UPDATE SET username = excluded.username, sealed = excluded.sealed,
 			kind = excluded.kind, updated_at = excluded.updated_at`,
 		c.OrgID, c.Registry, c.Username, nonNilBytes(c.Sealed), c.Kind,
 		s.db.Time(sqldb.Or(c.CreatedAt, t)), s.db.Time(sqldb.Or(c.UpdatedAt, t)))
-	if err != nil {
-		return fmt.Errorf("put registry credential %q: %w", c.Registry, err)
-	}
-	return nil
 }
 
 // GetRegistryCredential implements store.TemplateBuildStore.
@@ -74,19 +62,12 @@ func (s *Store) GetRegistryCredential(ctx context.Context, orgID, registry strin
 
 // ListRegistryCredentials implements store.TemplateBuildStore.
 func (s *Store) ListRegistryCredentials(ctx context.Context, orgID string) ([]store.RegistryCredential, error) {
-	cs, err := sqldb.All(ctx, s.db, s.db.Decoder().Credential,
+	return sqldb.List(ctx, s.db, s.db.Decoder().Credential, "list registry credentials",
 		`SELECT `+credCols+` FROM registry_credentials WHERE org_id = ? ORDER BY registry`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list registry credentials: %w", err)
-	}
-	return cs, nil
 }
 
 // DeleteRegistryCredential implements store.TemplateBuildStore.
 func (s *Store) DeleteRegistryCredential(ctx context.Context, orgID, registry string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
-	if err != nil {
-		return fmt.Errorf("delete registry credential %q: %w", registry, err)
-	}
-	return sqldb.Found(n, fmt.Sprintf("registry credential %q", registry))
+	return sqldb.DeleteOne(ctx, s.db, fmt.Sprintf("registry credential %q", registry),
+		`DELETE FROM registry_credentials WHERE org_id = ? AND registry = ?`, orgID, registry)
 }

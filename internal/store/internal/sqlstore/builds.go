@@ -27,7 +27,8 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 	if err != nil {
 		return fmt.Errorf("put template version %q: %w", v.ID, err)
 	}
-	_, err = s.db.Exec(ctx, `INSERT INTO template_versions (`+templateCols+`)
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("put template version %q", v.ID),
+		`INSERT INTO template_versions (`+templateCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			slug = excluded.slug,
@@ -42,10 +43,6 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 			spec = excluded.spec`,
 		v.ID, v.Slug, string(v.Status), v.Progress, v.RootFS, v.SizeBytes, v.Error,
 		s.db.Time(sqldb.Or(v.CreatedAt, t)), s.db.Time(sqldb.Or(v.UpdatedAt, t)), v.OrgID, v.BuildID, string(spec))
-	if err != nil {
-		return fmt.Errorf("put template version %q: %w", v.ID, err)
-	}
-	return nil
 }
 
 // GetTemplateVersion returns the version with that ID; ErrNotFound if absent.
@@ -94,10 +91,8 @@ func (s *Store) listVersions(ctx context.Context, what, q string, args ...any) (
 
 // DeleteTemplateVersion implements store.TemplateBuildStore.
 func (s *Store) DeleteTemplateVersion(ctx context.Context, id string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM template_versions WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete template version %q: %w", id, err)
-	}
-	return nil
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("delete template version %q", id),
+		`DELETE FROM template_versions WHERE id = ?`, id)
 }
 
 const buildCols = `id, org_id, slug, status, request, version_id, error, failure, log, box_id, created_at, updated_at, finished_at`
@@ -175,9 +170,5 @@ func (s *Store) ListTemplateBuilds(ctx context.Context, f store.BuildFilter) ([]
 			q, args = q+` AND `+c.col+` = ?`, append(args, c.v)
 		}
 	}
-	bs, err := sqldb.All(ctx, s.db, s.db.Decoder().Build, q+` ORDER BY created_at DESC, id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list template builds: %w", err)
-	}
-	return bs, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Build, "list template builds", q+` ORDER BY created_at DESC, id DESC`, args...)
 }

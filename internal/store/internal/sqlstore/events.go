@@ -44,11 +44,7 @@ func (s *Store) ListEvents(ctx context.Context, q store.EventQuery) ([]store.Eve
 }
 
 func (s *Store) queryEvents(ctx context.Context, query string, args ...any) ([]store.Event, error) {
-	evs, err := sqldb.All(ctx, s.db, s.db.Decoder().Event, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	return evs, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Event, "events", query, args...)
 }
 
 // EventsPrunedThrough implements store.Store.

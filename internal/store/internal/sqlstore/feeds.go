@@ -40,33 +40,22 @@ func (s *Store) GetWebhook(ctx context.Context, orgID, id string) (store.Webhook
 
 // ListWebhooks implements store.Store.
 func (s *Store) ListWebhooks(ctx context.Context, orgID string) ([]store.Webhook, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Webhook,
+	return sqldb.List(ctx, s.db, s.db.Decoder().Webhook, "list webhooks",
 		`SELECT `+WebhookCols+` FROM webhooks WHERE (? = '' OR org_id = ?) ORDER BY created_at, id`, orgID, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	return out, nil
 }
 
 // DeleteWebhook implements store.Store. Its deliveries go with it (ON
 // DELETE CASCADE).
 func (s *Store) DeleteWebhook(ctx context.Context, orgID, id string) error {
-	n, err := s.db.Exec(ctx, `DELETE FROM webhooks WHERE id = ? AND org_id = ?`, id, orgID)
-	if err != nil {
-		return fmt.Errorf("delete webhook %q: %w", id, err)
-	}
-	return sqldb.Found(n, fmt.Sprintf("webhook %q", id))
+	return sqldb.DeleteOne(ctx, s.db, fmt.Sprintf("webhook %q", id),
+		`DELETE FROM webhooks WHERE id = ? AND org_id = ?`, id, orgID)
 }
 
 const deliveryCols = `d.id, d.webhook_id, d.org_id, d.event_id, d.status, d.attempts, d.next_attempt_at,
 	d.last_status, d.last_error, d.created_at, d.updated_at`
 
 func (s *Store) queryDeliveries(ctx context.Context, withEvent bool, query string, args ...any) ([]store.Delivery, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Delivery(withEvent), query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("deliveries: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Delivery(withEvent), "deliveries", query, args...)
 }
 
 // DueDeliveries implements store.Store. (SQLite keeps times in one fixed
@@ -135,10 +124,6 @@ func (s *Store) GetArtifact(ctx context.Context, orgID, id string) (store.Artifa
 
 // ListArtifacts implements store.Store.
 func (s *Store) ListArtifacts(ctx context.Context, orgID, sandboxID string) ([]store.Artifact, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Artifact, `SELECT `+ArtifactCols+` FROM artifacts
+	return sqldb.List(ctx, s.db, s.db.Decoder().Artifact, "list artifacts", `SELECT `+ArtifactCols+` FROM artifacts
 		WHERE org_id = ? AND (? = '' OR sandbox_id = ?) ORDER BY created_at DESC, id DESC`, orgID, sandboxID, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list artifacts: %w", err)
-	}
-	return out, nil
 }

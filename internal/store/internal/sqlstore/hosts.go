@@ -23,11 +23,7 @@ func (s *Store) GetHost(ctx context.Context, id string) (store.HostRecord, error
 
 // ListHosts returns every host, by ID.
 func (s *Store) ListHosts(ctx context.Context) ([]store.HostRecord, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Host, `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Host, "list hosts", `SELECT `+rowscan.HostCols+` FROM hosts ORDER BY id`)
 }
 
 // HostUsage sums the sandboxes in any of states by host. The sums are

@@ -15,22 +15,14 @@ import (
 
 // Ledger implements store.Store.
 func (s *Store) Ledger(ctx context.Context) ([]store.LedgerEntry, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().LedgerEntry, `SELECT id, org_id, sandbox_id, deleted_reason, deleted_by,
+	return sqldb.List(ctx, s.db, s.db.Decoder().LedgerEntry, "ledger", `SELECT id, org_id, sandbox_id, deleted_reason, deleted_by,
 		purged_at, objects, snapshot_bucket FROM deletion_ledger ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: %w", err)
-	}
-	return out, nil
 }
 
 // ObjectDeletions implements store.Store.
 func (s *Store) ObjectDeletions(ctx context.Context, limit int) ([]store.ObjectDeletion, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().ObjectDeletion,
+	return sqldb.List(ctx, s.db, s.db.Decoder().ObjectDeletion, "object deletions",
 		`SELECT id, bucket, key, kind, queued_at, attempts FROM object_deletions ORDER BY id LIMIT ?`, s.db.Limit(limit))
-	if err != nil {
-		return nil, fmt.Errorf("object deletions: %w", err)
-	}
-	return out, nil
 }
 
 // FinishObjectDeletion implements store.Store: done, it leaves the queue;

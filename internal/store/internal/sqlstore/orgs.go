@@ -39,11 +39,7 @@ func (s *Store) GetOrg(ctx context.Context, id string) (store.Org, error) {
 
 // ListOrgs returns every org, oldest first.
 func (s *Store) ListOrgs(ctx context.Context) ([]store.Org, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Org, `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list orgs: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Org, "list orgs", `SELECT id, name, created_at FROM orgs ORDER BY created_at, id`)
 }
 
 // CreateToken inserts t; ErrConflict if its ID or hash exists.
@@ -114,12 +110,8 @@ func (s *Store) DefaultProject(ctx context.Context, orgID string) (store.Project
 
 // ListProjects returns the org's projects, oldest first.
 func (s *Store) ListProjects(ctx context.Context, orgID string) ([]store.Project, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Project,
+	return sqldb.List(ctx, s.db, s.db.Decoder().Project, "list projects",
 		`SELECT `+projectCols+` FROM projects WHERE org_id = ? ORDER BY created_at, id`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("list projects: %w", err)
-	}
-	return out, nil
 }
 
 // AssignProject moves the org's sandboxes without a project into projectID.

@@ -6,7 +6,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
@@ -20,10 +19,6 @@ func (s *Store) SandboxesInStates(ctx context.Context, states ...sandbox.State) 
 		return []sandbox.Sandbox{}, nil
 	}
 	cond, args := s.db.AnyOf("state", sqldb.Strings(states))
-	rows, err := sqldb.All(ctx, s.db, s.db.Decoder().Sandbox,
+	return sqldb.List(ctx, s.db, s.db.Decoder().Sandbox, "sandboxes in states",
 		`SELECT `+rowscan.SandboxCols+` FROM sandboxes WHERE `+cond+` ORDER BY created_at, id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sandboxes in states: %w", err)
-	}
-	return rows, nil
 }

@@ -70,11 +70,7 @@ func (s *Store) SessionsInStatuses(ctx context.Context, statuses ...store.Sessio
 }
 
 func (s *Store) querySessions(ctx context.Context, q string, args ...any) ([]store.Session, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Session, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Session, "list sessions", q, args...)
 }
 
 // PutPool inserts or replaces a pool setting.
@@ -90,9 +86,5 @@ func (s *Store) PutPool(ctx context.Context, p store.Pool) error {
 
 // ListPools returns every pool setting by template, then runtime class.
 func (s *Store) ListPools(ctx context.Context) ([]store.Pool, error) {
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Pool, `SELECT template, runtime, min_ready, max, auto, updated_at FROM pools ORDER BY template, runtime`)
-	if err != nil {
-		return nil, fmt.Errorf("list pools: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Pool, "list pools", `SELECT template, runtime, min_ready, max, auto, updated_at FROM pools ORDER BY template, runtime`)
 }

@@ -84,17 +84,11 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]sa
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	out, err := sqldb.All(ctx, s.db, s.db.Decoder().Snapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
-	}
-	return out, nil
+	return sqldb.List(ctx, s.db, s.db.Decoder().Snapshot, "list snapshots", q+` ORDER BY created_at DESC, id DESC`, args...)
 }
 
 // DeleteSnapshot implements store.SnapshotStore. It is idempotent.
 func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM snapshots WHERE id = ?`, id); err != nil {
-		return fmt.Errorf("delete snapshot %q: %w", id, err)
-	}
-	return nil
+	return sqldb.Write(ctx, s.db, fmt.Sprintf("delete snapshot %q", id),
+		`DELETE FROM snapshots WHERE id = ?`, id)
 }

@@ -1,0 +1,34 @@
+// Package sigchld runs a reaper's loop: pt-agent, PID 1 of a sandbox, and
+// ptd, the child subreaper of its container processes, both collect exited
+// children as soon as SIGCHLD says there are some, with a slow poll in case
+// a signal was coalesced or missed.
+package sigchld
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Loop calls reap at once, then on every SIGCHLD, every receive from kick
+// (nil: none) and once a second, until ctx is done.
+func Loop(ctx context.Context, kick <-chan struct{}, reap func()) {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	defer signal.Stop(sigs)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		reap()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sigs:
+		case <-kick:
+		case <-tick.C:
+		}
+	}
+}
