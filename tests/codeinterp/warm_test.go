@@ -7,8 +7,11 @@ import (
 	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
-func TestWarmCreateRunc(t *testing.T)   { testWarmCreate(t, "runc") }
-func TestWarmCreateGVisor(t *testing.T) { testenv.RequiresCommand(t, "runsc"); testWarmCreate(t, "gvisor") }
+func TestWarmCreateRunc(t *testing.T) { testWarmCreate(t, "runc") }
+func TestWarmCreateGVisor(t *testing.T) {
+	testenv.RequiresCommand(t, "runsc")
+	testWarmCreate(t, "gvisor")
+}
 
 // testWarmCreate: a code-interpreter create served from a warm pool
 // (docs/code-interpreter.md, "The first result") is handed a sandbox whose
