@@ -37,6 +37,7 @@ type toolbox struct {
 
 func (s *Server) toolboxRoutes(mux *http.ServeMux) {
 	tb := &toolbox{s: s, sessions: map[string]*session{}, ptys: map[string]*ptySession{}, code: newCodeServer(s.cfg.CodeInterpreter)}
+	mux.HandleFunc("GET /code/ready", tb.codeReady) // ptd's, not Daytona's (toolbox_code.go)
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
 		method, path, _ := strings.Cut(pattern, " ")
 		mux.HandleFunc(method+" "+toolboxPrefix+path, func(w http.ResponseWriter, r *http.Request) {

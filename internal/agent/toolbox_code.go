@@ -45,6 +45,25 @@ func newCodeServer(base string) *codeServer {
 
 func (c *codeServer) available() bool { return c.base != "" }
 
+// codeReady answers ptd's GET /code/ready: 204 once the sandbox's
+// code-interpreter server has its default Python kernel up (the server
+// starts it at boot; asking runs nothing in it), or at once in a sandbox
+// without the server. A warm pool hands out a code-interpreter sandbox
+// only then, so a warm create's first cell does not wait for IPython
+// (docs/code-interpreter.md, "The first result").
+func (tb *toolbox) codeReady(w http.ResponseWriter, r *http.Request) {
+	if tb.code.available() {
+		resp, err := tb.code.do(r.Context(), http.MethodGet, "/health?kernel=python", nil)
+		if err != nil {
+			writeHTTPError(w, http.StatusServiceUnavailable, err.Error(), "code_interpreter_unavailable")
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // errNoInterpreter answers interpreter calls in a sandbox without kernels.
 var errNoInterpreter = tbErr(http.StatusBadRequest, "BAD_REQUEST",
 	"this sandbox's template has no code interpreter (create the sandbox from snapshot code-interpreter); "+

@@ -97,6 +97,18 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
+// CodeReady returns nil once the sandbox's code-interpreter server has its
+// default kernel up, or at once when its template has none (GET
+// /code/ready, which waits while the server starts).
+func (c *Client) CodeReady(ctx context.Context) error {
+	resp, err := c.do(ctx, http.MethodGet, "/code/ready", nil, "", nil)
+	if err != nil {
+		return fmt.Errorf("agent code ready: %w", err)
+	}
+	drain(resp.Body)
+	return nil
+}
+
 // WaitReady polls /health every 2 ms until the agent answers or ctx is done
 // (then it returns an error wrapping sandbox.ErrUnavailable and ctx.Err()).
 func (c *Client) WaitReady(ctx context.Context) error {

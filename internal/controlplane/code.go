@@ -2,14 +2,9 @@ package controlplane
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
@@ -40,42 +35,3 @@ func (s *Service) CodeServer(ctx context.Context, p Principal, id string) (addr 
 
 // CodeInterpreterTemplate is the template whose sandboxes run the server.
 const CodeInterpreterTemplate = "code-interpreter"
-
-// kernelClient asks a sandbox's code-interpreter server once, keeping no
-// connection to an address another sandbox may take later.
-var kernelClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
-// WaitCodeKernel waits until a code-interpreter sandbox's server has its
-// default Python kernel up (GET /health?kernel=python; the server starts
-// it at boot), for the warm pools: a pooled sandbox becomes claimable only
-// then, so a warm create's first cell does not wait for IPython's start
-// (docs/code-interpreter.md, "The first result"). It asks nothing of a
-// sandbox of another template. The server comes up after pt-agent, so a
-// refused connection is asked again until ctx ends; a server that answers
-// with an error (its kernel did not start) is an error at once.
-func (s *Service) WaitCodeKernel(ctx context.Context, sb sandbox.Sandbox) error {
-	if sb.Template != CodeInterpreterTemplate {
-		return nil
-	}
-	u := "http://" + net.JoinHostPort(sb.Address, strconv.Itoa(CodeInterpreterPort)) + "/health?kernel=python"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := kernelClient.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("code interpreter of %s: kernel start answered %s", sb.ID, resp.Status)
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("code interpreter of %s: %w (last: %v)", sb.ID, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}

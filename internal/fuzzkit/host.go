@@ -195,6 +195,7 @@ func standInAgent() http.Handler {
 	mux.Handle(processconnect.NewProcessHandler(processes{}))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(files{}))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /code/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /init", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /artifact", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) })
 	mux.HandleFunc("POST /files", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("[]")) })

@@ -67,8 +67,8 @@ func newServiceWith(t testing.TB, h controlplane.Host, path string) (*Service, *
 }
 
 // stubAgentCore is the core with every sandbox's pt-agent a stub (the fake
-// host runs none) that answers the two calls claims make: a directory is
-// made, a path is there.
+// host runs none) that answers the calls pools and claims make: a
+// directory is made, a path is there, no code interpreter to wait for.
 type stubAgentCore struct {
 	*controlplane.Service
 	url string
@@ -94,6 +94,7 @@ func (stubFS) Stat(context.Context, *connect.Request[filesystem.StatRequest]) (*
 func stubAgent(t testing.TB) string {
 	mux := http.NewServeMux()
 	mux.Handle(filesystemconnect.NewFilesystemHandler(stubFS{}))
+	mux.HandleFunc("GET /code/ready", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL

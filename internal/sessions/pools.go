@@ -467,12 +467,13 @@ func (s *Service) preparePooled(id string) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.ProvisionTimeout)
 		defer cancel()
-		if _, err := s.core.AgentFor(sb).Stat(pctx, "/"); err != nil {
+		agent := s.core.AgentFor(sb)
+		if _, err := agent.Stat(pctx, "/"); err != nil {
 			s.log.WarnContext(ctx, "prepare pooled sandbox", "sandbox", id, "err", err)
 			s.core.DeleteWithReason(ctx, id, "pool_discarded")
 			return
 		}
-		if err := s.core.WaitCodeKernel(pctx, sb); err != nil {
+		if err := agent.CodeReady(pctx); err != nil {
 			s.log.WarnContext(ctx, "prepare pooled sandbox: code interpreter", "sandbox", id, "err", err)
 			s.core.DeleteWithReason(ctx, id, "pool_discarded")
 			return

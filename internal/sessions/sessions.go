@@ -128,7 +128,6 @@ type Core interface {
 	KeepPersistent(ctx context.Context, id string) error
 	SetPlatformMetadata(ctx context.Context, org, id, key, value string, want sandbox.State) (bool, error)
 	AgentFor(sb sandbox.Sandbox) *agentclient.Client
-	WaitCodeKernel(ctx context.Context, sb sandbox.Sandbox) error
 	KnownTemplate(ctx context.Context, org, slug string) (bool, error)
 	DefaultTemplate() string
 	PoolRuntime(class string) (string, error)
