@@ -22,6 +22,12 @@ import (
 // files. Two warm creates share no hostname, token or file, and the pool
 // refills behind them.
 func TestWarmCreateBehavesLikeCold(t *testing.T) {
+	withEachClassPool(t, 3, warmLikeCold)
+}
+
+// withEachClassPool runs f on runc and on gVisor, each with a fresh pool
+// of the session template's for that class holding size ready sandboxes.
+func withEachClassPool(t *testing.T, size int, f func(t *testing.T, c *client, class string)) {
 	c := newClient(t)
 	ensureTemplate(t, c, sessionTemplate)
 	for _, class := range []string{"runc", "gvisor"} {
@@ -29,7 +35,10 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 			if class == "gvisor" {
 				requireGVisor(t, c)
 			}
-			warmLikeCold(t, c, class)
+			drainClassPool(t, c, class)
+			setClassPool(t, c, class, size, size)
+			waitClassPoolReady(t, c, class, size)
+			f(t, c, class)
 		})
 	}
 }
@@ -37,10 +46,6 @@ func TestWarmCreateBehavesLikeCold(t *testing.T) {
 // warmLikeCold is TestWarmCreateBehavesLikeCold on one runtime class; the
 // guide's example (no runtime: the default class) runs on runc's.
 func warmLikeCold(t *testing.T, c *client, class string) {
-	drainClassPool(t, c, class)
-	setClassPool(t, c, class, 3, 3)
-	waitClassPoolReady(t, c, class, 3)
-
 	if class == harnessDefaultClass {
 		// The guide's example (docs/sessions.md, "Warm creates").
 		status, gb := guideCurl(t, guideExample(t, "sessions.md#warm-create"), nil)

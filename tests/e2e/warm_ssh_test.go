@@ -15,23 +15,11 @@ import (
 // create of the same body records the same keys and logs in the same way.
 func TestWarmCreateSSHKeys(t *testing.T) {
 	requireSSH(t)
-	c := newClient(t)
-	ensureTemplate(t, c, sessionTemplate)
-	for _, class := range []string{"runc", "gvisor"} {
-		t.Run(class, func(t *testing.T) {
-			if class == "gvisor" {
-				requireGVisor(t, c)
-			}
-			warmSSHKeys(t, c, class)
-		})
-	}
+	withEachClassPool(t, 2, warmSSHKeys)
 }
 
 // warmSSHKeys is TestWarmCreateSSHKeys on one runtime class.
 func warmSSHKeys(t *testing.T, c *client, class string) {
-	drainClassPool(t, c, class)
-	setClassPool(t, c, class, 2, 2)
-	waitClassPoolReady(t, c, class, 2)
 
 	key, pub := sshKey(t, "owner")
 	otherKey, otherPub := sshKey(t, "other")
