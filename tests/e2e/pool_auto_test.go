@@ -7,8 +7,10 @@ import (
 )
 
 // TestAutoPool (docs/sessions.md, "Demand-sized pools"): an auto busybox
-// pool (min_ready 0, max 3) starts with a target of 0; a burst of creates
-// that find it empty (cold, each one demand) raises its target to max,
+// pool (min_ready 0, max 3) starts with a target within its bounds (the
+// busybox creates of earlier tests in the last five minutes are demand
+// too); a burst of creates that find it empty (cold, each one demand)
+// raises its target to max,
 // and the refill fills it to that many ready sandboxes, which GET
 // /v1/pools, GET /v1/hosts and /metrics all show.
 func TestAutoPool(t *testing.T) {
@@ -16,7 +18,7 @@ func TestAutoPool(t *testing.T) {
 	ensureTemplate(t, c, sessionTemplate)
 	drainPool(t, c)
 	r := c.do("PUT", "/v1/pools/"+sessionTemplate, map[string]any{"min_ready": 0, "max": 3, "auto": true})
-	if m := r.JSON(); r.Status != 200 || m["auto"] != true || m["target"] != 0.0 {
+	if m := r.JSON(); r.Status != 200 || m["auto"] != true || m["target"].(float64) < 0 || m["target"].(float64) > 3 {
 		t.Fatalf("PUT an auto pool: %d %s", r.Status, r.Body)
 	}
 	t.Cleanup(func() { drainPool(t, c) })
