@@ -28,7 +28,7 @@ func (s *Service) CodeServer(ctx context.Context, p Principal, id string) (addr 
 	if err != nil {
 		return "", false, nil, err
 	}
-	end := s.busy.start(sb.ID)
+	end := s.busy.Start(sb.ID)
 	return upstream.Host(sb, net.JoinHostPort(sb.Address, strconv.Itoa(CodeInterpreterPort))), sb.Template == CodeInterpreterTemplate,
 		func() { end(); s.Touch(sb.ID) }, nil
 }

@@ -234,7 +234,7 @@ type Service struct {
 	progress   map[string]sandbox.Progress
 
 	// busy counts commands in flight per sandbox (status running).
-	busy inflight
+	busy syncs.InFlight[string]
 
 	// hangups are owed to terminals a stop took away (terminal.go).
 	hangups pendingHangups

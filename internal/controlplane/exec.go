@@ -85,7 +85,7 @@ func (s *Service) Exec(ctx context.Context, p Principal, id string, r ExecReques
 		return ExecResult{}, err
 	}
 	// Status running while the command is in flight; its end is activity.
-	done := s.busy.start(id)
+	done := s.busy.Start(id)
 	defer s.Touch(id)
 	defer done()
 	start := time.Now()

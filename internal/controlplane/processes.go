@@ -176,7 +176,7 @@ func (s *Service) ConnectProcess(ctx context.Context, p Principal, id string, pi
 // attached counts an open process stream as a command in flight (status
 // running, like exec) until the returned func runs; its end is activity.
 func (s *Service) attached(id string) func() {
-	done := s.busy.start(id)
+	done := s.busy.Start(id)
 	return func() {
 		done()
 		s.Touch(id)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -187,43 +186,10 @@ func (s *Service) Kill(ctx context.Context, p Principal, id string) (sandbox.San
 	return sb, nil
 }
 
-// inflight counts the commands running in each sandbox, for the running
-// status. The zero value is ready to use.
-type inflight struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// start counts one command in id and returns its end.
-func (f *inflight) start(id string) (done func()) {
-	f.mu.Lock()
-	if f.n == nil {
-		f.n = map[string]int{}
-	}
-	f.n[id]++
-	f.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			f.mu.Lock()
-			if f.n[id]--; f.n[id] <= 0 {
-				delete(f.n, id)
-			}
-			f.mu.Unlock()
-		})
-	}
-}
-
-func (f *inflight) count(id string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n[id]
-}
-
 // derive fills the read-only fields of a record: its status (from
 // activity in memory) and its template version number.
 func (s *Service) derive(ctx context.Context, sb *sandbox.Sandbox) {
-	in := sandbox.StatusInput{Now: s.now(), Busy: s.busy.count(sb.ID),
+	in := sandbox.StatusInput{Now: s.now(), Busy: s.busy.Count(sb.ID),
 		IdleAfter: s.cfg.TTL.IdleAfter, ExpiringWindow: s.cfg.TTL.ExpiringWindow}
 	s.activityMu.Lock()
 	in.LastActivity = s.activity[sb.ID]

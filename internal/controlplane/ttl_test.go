@@ -294,7 +294,7 @@ func TestStatusRunningWhileCommandInFlight(t *testing.T) {
 	if st := get(); st != sandbox.StatusReady {
 		t.Errorf("status = %s, want ready", st)
 	}
-	done := s.busy.start(sb.ID)
+	done := s.busy.Start(sb.ID)
 	if st := get(); st != sandbox.StatusRunning {
 		t.Errorf("status with a command in flight = %s, want running", st)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // Demand-sized pools (docs/sessions.md, "Demand-sized pools"). A pool set
@@ -50,14 +51,15 @@ type poolDemand struct {
 	// now is the clock (tests move it).
 	now func() time.Time
 
-	mu      sync.Mutex
-	claims  map[poolID][]time.Time
-	boots   map[poolID][]time.Duration
-	handing map[poolID]int
+	mu     sync.Mutex
+	claims map[poolID][]time.Time
+	boots  map[poolID][]time.Duration
+	// handing is outside mu: it has its own lock.
+	handing syncs.InFlight[poolID]
 }
 
 func newPoolDemand() *poolDemand {
-	return &poolDemand{now: time.Now, claims: map[poolID][]time.Time{}, boots: map[poolID][]time.Duration{}, handing: map[poolID]int{}}
+	return &poolDemand{now: time.Now, claims: map[poolID][]time.Time{}, boots: map[poolID][]time.Duration{}}
 }
 
 // claimed counts one claim of the pool, now.
@@ -85,29 +87,11 @@ func (d *poolDemand) booted(id poolID, took time.Duration) {
 
 // handOver marks a claim of the pool whose hand-over is running; done
 // (safe to call more than once) ends it.
-func (d *poolDemand) handOver(id poolID) (done func()) {
-	d.mu.Lock()
-	d.handing[id]++
-	d.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			if d.handing[id]--; d.handing[id] <= 0 {
-				delete(d.handing, id)
-			}
-		})
-	}
-}
+func (d *poolDemand) handOver(id poolID) (done func()) { return d.handing.Start(id) }
 
 // handingOver is how many of the pool's claims are still being handed
 // over by this process.
-func (d *poolDemand) handingOver(id poolID) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.handing[id]
-}
+func (d *poolDemand) handingOver(id poolID) int { return d.handing.Count(id) }
 
 // forget drops every pool's claims before since (those of fixed pools
 // and of templates without one too, which nothing else reads).

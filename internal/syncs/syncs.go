@@ -253,3 +253,39 @@ func (g *Group) Close() {
 	g.cancel()
 	g.wg.Wait()
 }
+
+// InFlight counts the operations running per key (commands in a sandbox,
+// claims of a pool still being handed over). The zero value is ready to
+// use.
+type InFlight[K comparable] struct {
+	mu sync.Mutex
+	n  map[K]int
+}
+
+// Start counts one operation of k and returns its end, which is safe to
+// call more than once.
+func (f *InFlight[K]) Start(k K) (done func()) {
+	f.mu.Lock()
+	if f.n == nil {
+		f.n = map[K]int{}
+	}
+	f.n[k]++
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			if f.n[k]--; f.n[k] <= 0 {
+				delete(f.n, k)
+			}
+			f.mu.Unlock()
+		})
+	}
+}
+
+// Count is how many operations of k are running.
+func (f *InFlight[K]) Count(k K) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[k]
+}

@@ -217,3 +217,24 @@ func TestGroupCarriesRequestAndCloseWaits(t *testing.T) {
 		t.Fatal("the group's context still live after Close")
 	}
 }
+
+// TestInFlightCountsPerKeyAndEndsOnce: each Start counts one operation of
+// its key only, and its end, called twice, takes one off.
+func TestInFlightCountsPerKeyAndEndsOnce(t *testing.T) {
+	var f InFlight[string]
+	a1, a2 := f.Start("a"), f.Start("a")
+	b := f.Start("b")
+	if f.Count("a") != 2 || f.Count("b") != 1 || f.Count("c") != 0 {
+		t.Fatalf("counts a %d b %d c %d, want 2 1 0", f.Count("a"), f.Count("b"), f.Count("c"))
+	}
+	a1()
+	a1()
+	if f.Count("a") != 1 {
+		t.Fatalf("after one end called twice: a %d, want 1", f.Count("a"))
+	}
+	a2()
+	b()
+	if f.Count("a") != 0 || f.Count("b") != 0 || len(f.n) != 0 {
+		t.Fatalf("after every end: a %d b %d, %d keys kept", f.Count("a"), f.Count("b"), len(f.n))
+	}
+}
