@@ -94,8 +94,11 @@ type SessionStore interface {
 	// sandbox of poolOrgID with that template whose metadata marks it
 	// claimable (MetaPoolReady) and a member of the template's
 	// default-class pool (MetaPool is the template itself, PoolKey), moves it and its sandbox-scoped tokens to
-	// s.OrgID and projectID, replaces its metadata with {MetaSessionID: s.ID}, and
-	// inserts s with SandboxID set to it. ErrNotFound if no sandbox is
+	// s.OrgID and projectID, replaces its metadata with {MetaSessionID: s.ID},
+	// inserts s with SandboxID set to it, and records the claim as the
+	// pool's demand (a PoolClaim with s.ID, at s.CreatedAt, warm, its
+	// hand-over running: the refill sees the pool's member gone and the
+	// claim holding its place at once). ErrNotFound if no sandbox is
 	// claimable (nothing changes); ErrConflict as CreateSession (nothing
 	// changes either).
 	ClaimPoolSandbox(ctx context.Context, poolOrgID, template, projectID string, s Session) (sandbox.Sandbox, Session, error)

@@ -156,6 +156,7 @@ type Store interface {
 	IdempotencyStore
 
 	SessionStore
+	PoolDemandStore
 
 	// CreateOrg inserts an org; ErrConflict if the ID exists.
 	CreateOrg(ctx context.Context, o Org) error

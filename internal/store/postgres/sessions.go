@@ -13,6 +13,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/checks"
 	"github.com/platinum-dev/platinum/internal/store/internal/codec"
 	"github.com/platinum-dev/platinum/internal/store/internal/rowscan"
+	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 	"github.com/platinum-dev/platinum/internal/store/internal/sqlstore"
 )
 
@@ -66,8 +67,9 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 	return out, nil
 }
 
-// ClaimPoolSandbox moves the oldest claimable pooled sandbox to ses's org
-// and inserts ses, in one transaction. The pick locks its row FOR UPDATE
+// ClaimPoolSandbox moves the oldest claimable pooled sandbox to ses's org,
+// inserts ses and records the claim as the pool's demand, in one
+// transaction. The pick locks its row FOR UPDATE
 // SKIP LOCKED: a concurrent claim skips a sandbox another claim holds and
 // takes the next, and a row another claim took meanwhile fails the
 // re-check of the WHERE on its new version, so two claims never get the
@@ -99,6 +101,9 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		ses.SandboxID = id
 		if err := insertSession(ctx, tx, ses); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, sqldb.Rebind(sqlstore.PoolClaimInsert), ses.ID, template, "", ts(ses.CreatedAt, now()), true, true); err != nil {
+			return wrap(fmt.Sprintf("claim %q: pool demand", id), err)
 		}
 		out, err = dec.Session(tx.QueryRow(ctx, `SELECT `+sqlstore.SessionCols+` FROM sessions WHERE id = $1`, ses.ID))
 		return err

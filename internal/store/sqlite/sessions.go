@@ -74,10 +74,10 @@ func (s *Store) UpdateSession(ctx context.Context, ses store.Session) (store.Ses
 	return out, nil
 }
 
-// ClaimPoolSandbox moves the oldest claimable pooled sandbox to ses's org
-// and inserts ses, in one write transaction: two claims never get the
-// same sandbox, and a claim whose session cannot be inserted changes
-// nothing.
+// ClaimPoolSandbox moves the oldest claimable pooled sandbox to ses's org,
+// inserts ses and records the claim as the pool's demand, in one write
+// transaction: two claims never get the same sandbox, and a claim whose
+// session cannot be inserted changes nothing.
 func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, projectID string, ses store.Session) (sandbox.Sandbox, store.Session, error) {
 	var sb sandbox.Sandbox
 	var out store.Session
@@ -105,6 +105,9 @@ func (s *Store) ClaimPoolSandbox(ctx context.Context, poolOrgID, template, proje
 		ses.SandboxID = id
 		if err := insertSession(ctx, tx, ses); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlstore.PoolClaimInsert, ses.ID, template, "", formatTime(ses.CreatedAt, now()), 1, 1); err != nil {
+			return fmt.Errorf("claim %q: pool demand: %w", id, err)
 		}
 		if sb, err = getSandbox(ctx, tx, id); err != nil {
 			return err

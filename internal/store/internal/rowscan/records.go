@@ -3,6 +3,7 @@ package rowscan
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -138,4 +139,21 @@ func (d Decoder) ObjectDeletion(r Row) (store.ObjectDeletion, error) {
 	return decode(d, r, func(sc *scan, o *store.ObjectDeletion) []any {
 		return []any{&o.ID, &o.Ref.Bucket, &o.Ref.Key, &o.Ref.Kind, sc.at(&o.QueuedAt), &o.Attempts}
 	})
+}
+
+// PoolClaim reads id, template, runtime, claimed_at, warm, handing_over.
+func (d Decoder) PoolClaim(r Row) (store.PoolClaim, error) {
+	return decode(d, r, func(sc *scan, c *store.PoolClaim) []any {
+		return []any{&c.ID, &c.Template, &c.Runtime, sc.at(&c.At), &c.Warm, &c.HandingOver}
+	})
+}
+
+// PoolBoot reads template, runtime, booted_at, took_us.
+func (d Decoder) PoolBoot(r Row) (store.PoolBoot, error) {
+	var us int64
+	b, err := decode(d, r, func(sc *scan, b *store.PoolBoot) []any {
+		return []any{&b.Template, &b.Runtime, sc.at(&b.At), &us}
+	})
+	b.Took = time.Duration(us) * time.Microsecond
+	return b, err
 }
