@@ -3,14 +3,12 @@ package sessions
 import (
 	"cmp"
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
-	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
 // Demand-sized pools (docs/sessions.md, "Demand-sized pools"). A pool set
@@ -38,91 +36,118 @@ const (
 	defaultRefillTime = 10 * time.Second
 	// bootSamples is how many recent boots the refill time averages.
 	bootSamples = 8
-	// maxClaimsKept bounds one pool's remembered claims.
+	// maxClaimsKept bounds the claims of one pool a pass reads.
 	maxClaimsKept = 4096
+	// pruneEvery is how often the refilling ptd deletes the claims past
+	// the demand window from the store.
+	pruneEvery = time.Minute
+	// poolClaimPrefix starts the ID of a create's claim (a session's
+	// claim has its session's ID).
+	poolClaimPrefix = "pcl_"
 )
 
-// poolDemand is this process's record of what sizes auto pools: claims
-// (warm, and cold because the pool had none ready) by pool, recent boot
-// durations, and the claims whose hand-over is still running (the refill
-// waits for them, handOver). It lives in memory: after a restart an auto
-// pool starts again from min_ready.
+// poolDemand is the pools' demand as the store holds it
+// (store.PoolDemandStore): claims (warm, and cold because the pool had
+// none ready) with those whose hand-over still runs, and recent boots.
+// Every ptd sharing the store writes its claims and boots there and
+// reads all of them, so the ptd that refills sizes a pool from claims
+// made through every ptd, and a restart keeps them.
 type poolDemand struct {
 	// now is the clock (tests move it).
 	now func() time.Time
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// pruned is when this process last pruned the store's claims.
+	pruned time.Time
+}
+
+func newPoolDemand() *poolDemand { return &poolDemand{now: time.Now} }
+
+// demandFigures is what one pass read of the pools' demand.
+type demandFigures struct {
+	// claims are each pool's claim times within the demand window,
+	// oldest first.
 	claims map[poolID][]time.Time
-	boots  map[poolID][]time.Duration
-	// handing is outside mu: it has its own lock.
-	handing syncs.InFlight[poolID]
+	// handing counts each pool's claims whose hand-over still runs,
+	// made within claimGrace (one a crashed ptd never ended stops
+	// counting then).
+	handing map[poolID]int
+	// refill is each measured pool's refill time: the mean of its
+	// recorded boots.
+	refill map[poolID]time.Duration
 }
 
-func newPoolDemand() *poolDemand {
-	return &poolDemand{now: time.Now, claims: map[poolID][]time.Time{}, boots: map[poolID][]time.Duration{}}
-}
-
-// claimed counts one claim of the pool, now.
-func (d *poolDemand) claimed(id poolID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := append(d.claims[id], d.now())
-	if len(c) > maxClaimsKept {
-		c = slices.Delete(c, 0, len(c)-maxClaimsKept)
+// readDemand reads the pools' demand from the store: two reads, the
+// window's claims (indexed by time, at most maxClaimsKept a pool) and the
+// boots (at most bootSamples a pool).
+func (s *Service) readDemand(ctx context.Context) (demandFigures, error) {
+	now := s.pools.demand.now()
+	window := cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)
+	claims, err := s.store.PoolClaims(ctx, now.Add(-max(window, claimGrace)), maxClaimsKept)
+	if err != nil {
+		return demandFigures{}, err
 	}
-	d.claims[id] = c
+	boots, err := s.store.PoolBoots(ctx)
+	if err != nil {
+		return demandFigures{}, err
+	}
+	f := demandFigures{claims: map[poolID][]time.Time{}, handing: map[poolID]int{}, refill: map[poolID]time.Duration{}}
+	for _, c := range claims {
+		id := poolID{c.Template, c.Runtime}
+		if !c.At.Before(now.Add(-window)) {
+			f.claims[id] = append(f.claims[id], c.At)
+		}
+		if c.HandingOver && now.Sub(c.At) <= claimGrace {
+			f.handing[id]++
+		}
+	}
+	sums, counts := map[poolID]time.Duration{}, map[poolID]int{}
+	for _, b := range boots {
+		id := poolID{b.Template, b.Runtime}
+		sums[id] += b.Took
+		counts[id]++
+	}
+	for id, sum := range sums {
+		f.refill[id] = sum / time.Duration(counts[id])
+	}
+	return f, nil
 }
 
-// booted records how long one of the pool's sandboxes took from its
+// pruneDemand deletes the claims no pass reads any more, at most every
+// pruneEvery: the refilling ptd calls it, so one ptd at a time does.
+func (s *Service) pruneDemand(ctx context.Context) {
+	d := s.pools.demand
+	now := d.now()
+	d.mu.Lock()
+	due := now.Sub(d.pruned) >= pruneEvery
+	if due {
+		d.pruned = now
+	}
+	d.mu.Unlock()
+	if !due {
+		return
+	}
+	window := cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)
+	if _, err := s.store.PrunePoolClaims(ctx, now.Add(-max(window, claimGrace))); err != nil {
+		s.log.WarnContext(ctx, "pools: prune demand", "err", err)
+	}
+}
+
+// recordClaim records one claim of the pool, now, as its demand.
+func (s *Service) recordClaim(ctx context.Context, c store.PoolClaim) {
+	c.At = s.pools.demand.now()
+	if err := s.store.AddPoolClaim(context.WithoutCancel(ctx), c); err != nil {
+		s.log.WarnContext(ctx, "pools: record demand", "pool", store.PoolKey(c.Template, c.Runtime), "err", err)
+	}
+}
+
+// recordBoot records how long one of the pool's sandboxes took from its
 // create to claimable.
-func (d *poolDemand) booted(id poolID, took time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	b := append(d.boots[id], took)
-	if len(b) > bootSamples {
-		b = slices.Delete(b, 0, len(b)-bootSamples)
+func (s *Service) recordBoot(ctx context.Context, id poolID, took time.Duration) {
+	b := store.PoolBoot{Template: id.template, Runtime: id.runtime, At: s.pools.demand.now(), Took: took}
+	if err := s.store.AddPoolBoot(ctx, b, bootSamples); err != nil {
+		s.log.WarnContext(ctx, "pools: record boot", "pool", id.key(), "err", err)
 	}
-	d.boots[id] = b
-}
-
-// handOver marks a claim of the pool whose hand-over is running; done
-// (safe to call more than once) ends it.
-func (d *poolDemand) handOver(id poolID) (done func()) { return d.handing.Start(id) }
-
-// handingOver is how many of the pool's claims are still being handed
-// over by this process.
-func (d *poolDemand) handingOver(id poolID) int { return d.handing.Count(id) }
-
-// forget drops every pool's claims before since (those of fixed pools
-// and of templates without one too, which nothing else reads).
-func (d *poolDemand) forget(since time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, c := range d.claims {
-		i, _ := slices.BinarySearchFunc(c, since, func(t, s time.Time) int { return t.Compare(s) })
-		if i == len(c) {
-			delete(d.claims, id)
-		} else if i > 0 {
-			d.claims[id] = slices.Clone(c[i:])
-		}
-	}
-}
-
-// figures returns the pool's claims (since forget's cut, oldest first)
-// and its refill time, never under floor.
-func (d *poolDemand) figures(id poolID, floor time.Duration) ([]time.Time, time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := d.claims[id]
-	refill := defaultRefillTime
-	if b := d.boots[id]; len(b) > 0 {
-		var sum time.Duration
-		for _, x := range b {
-			sum += x
-		}
-		refill = sum / time.Duration(len(b))
-	}
-	return slices.Clone(c), max(refill, floor)
 }
 
 // peakClaims is the most of claims (sorted) within any span-long
@@ -155,9 +180,7 @@ type poolTarget struct {
 // poolTargets computes every pool's target: min_ready (never past max)
 // for a fixed pool, clamp(peak, min_ready, max) for an auto one, then
 // cut to the memory budget.
-func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID][]sandbox.Sandbox) map[poolID]poolTarget {
-	d := s.pools.demand
-	d.forget(d.now().Add(-cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)))
+func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID][]sandbox.Sandbox, demand demandFigures) map[poolID]poolTarget {
 	floor := max(s.cfg.PoolInterval, time.Second)
 	out := make(map[poolID]poolTarget, len(settings))
 	floors := make(map[poolID]int, len(settings))
@@ -166,7 +189,8 @@ func (s *Service) poolTargets(settings map[poolID]PoolStatus, pooled map[poolID]
 		floors[id] = max(min(ps.MinReady, ps.Max), 0)
 		t := poolTarget{Target: floors[id]}
 		if ps.Auto {
-			claims, refill := d.figures(id, floor)
+			claims := demand.claims[id]
+			refill := max(cmp.Or(demand.refill[id], defaultRefillTime), floor)
 			t.Demand, t.Refill = len(claims), refill
 			t.Target = max(min(peakClaims(claims, refill), ps.Max), floors[id])
 		}
@@ -246,29 +270,38 @@ func (s *Service) PoolBudgetMB() int { return s.cfg.PoolBudgetMB }
 
 // WarmDemand counts a create that the pool of template and runtime class
 // ("" the default) could serve — handed one of its sandboxes (warm) or
-// booted cold because it had none ready — as that pool's demand, and
-// refills now: the core calls it once the create's claim has answered
-// (controlplane.SetWarmDemand), so the refill's boot does not compete
-// with the hand-over.
+// booted cold because it had none ready — as that pool's demand, in the
+// store, and refills now: the core calls it once the create's claim has
+// answered (controlplane.SetWarmDemand), so the refill's boot does not
+// compete with the hand-over.
 func (s *Service) WarmDemand(ctx context.Context, template, runtime string, warm bool) {
-	s.pools.demand.claimed(poolID{template, runtime})
+	s.recordClaim(ctx, store.PoolClaim{ID: sandbox.NewID(poolClaimPrefix), Template: template, Runtime: runtime, Warm: warm})
 	s.kickPool()
 }
 
-// sessionHandOver marks a session's claim from its template's
-// default-class pool as being handed over until done (idempotent), which
-// refills the pool: a refill's boot does not compete with the claim's
-// hand-over (docs/sessions.md, "Demand-sized pools").
-func (s *Service) sessionHandOver(template string) (done func()) {
-	end := s.pools.demand.handOver(poolID{template: template})
-	return func() { end(); s.kickPool() }
+// sessionHandOver ends the hand-over of session sesID's claim from its
+// template's default-class pool (store.ClaimPoolSandbox recorded the
+// claim with its hand-over running) once done is called (idempotent),
+// which refills the pool: a refill's boot does not compete with the
+// claim's hand-over (docs/sessions.md, "Demand-sized pools").
+func (s *Service) sessionHandOver(ctx context.Context, sesID string) (done func()) {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := s.store.EndPoolHandOver(context.WithoutCancel(ctx), sesID); err != nil {
+				s.log.WarnContext(ctx, "pools: end hand-over", "session", sesID, "err", err)
+			}
+			s.kickPool()
+		})
+	}
 }
 
-// countSessionClaim counts a session's claim as its pool's demand when it
-// was one: claimed (err nil) or none ready (not found); a refused claim
-// (quota) is not.
-func (s *Service) countSessionClaim(template string, err error) {
-	if err == nil || store.IsNotFound(err) {
-		s.pools.demand.claimed(poolID{template: template})
+// countSessionClaim counts session sesID's claim that found its pool with
+// none ready (not found) as the pool's demand; a claimed one the store
+// counted in its claim's transaction, and a refused claim (quota) is not
+// demand.
+func (s *Service) countSessionClaim(ctx context.Context, sesID, template string, err error) {
+	if store.IsNotFound(err) {
+		s.recordClaim(ctx, store.PoolClaim{ID: sesID, Template: template})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -140,7 +141,7 @@ func TestAutoPoolTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.pools.demand.booted(auto, 10*time.Second)
+	s.recordBoot(ctx, auto, 10*time.Second)
 	want := func(rows ...string) {
 		t.Helper()
 		if diff := cmp.Diff(rows, listRows(t, s)); diff != "" {
@@ -152,8 +153,8 @@ func TestAutoPoolTarget(t *testing.T) {
 	s.WarmDemand(ctx, "busybox", "", true)
 	clock.add(time.Second)
 	s.WarmDemand(ctx, "busybox", "", false)
-	s.countSessionClaim("busybox", fmt.Errorf("pool: %w", store.ErrNotFound))
-	s.countSessionClaim("busybox", sandbox.ErrQuotaExceeded) // refused: not demand
+	s.countSessionClaim(ctx, "ses_1", "busybox", fmt.Errorf("pool: %w", store.ErrNotFound))
+	s.countSessionClaim(ctx, "ses_2", "busybox", sandbox.ErrQuotaExceeded) // refused: not demand
 	s.WarmDemand(ctx, "busybox", "gvisor", true)
 	want("busybox/runc auto=true target=3 demand=3", "busybox/gvisor auto=false target=1 demand=0")
 
@@ -173,12 +174,11 @@ func TestAutoPoolTarget(t *testing.T) {
 
 	clock.add(defaultDemandWindow + time.Second)
 	want("busybox/runc auto=true target=1 demand=0", "busybox/gvisor auto=false target=1 demand=0")
-	// Claims past the window are forgotten, a fixed pool's too.
-	s.pools.demand.mu.Lock()
-	kept := len(s.pools.demand.claims)
-	s.pools.demand.mu.Unlock()
-	if kept != 0 {
-		t.Errorf("claims of %d pools kept past the demand window, want none", kept)
+	// Claims past the window are pruned from the store, a fixed pool's
+	// too.
+	s.pruneDemand(ctx)
+	if kept, err := st.PoolClaims(ctx, time.Time{}, 0); err != nil || len(kept) != 0 {
+		t.Errorf("claims kept past the demand window: %v, %v; want none", kept, err)
 	}
 }
 
@@ -234,11 +234,15 @@ func TestAutoPoolRefillAndDrain(t *testing.T) {
 }
 
 // TestRefillWaitsForHandOver: a claim whose hand-over still runs — a
-// session's (in memory) or a warm create's (its reservation in the store)
-// — holds its place in the pool until it has answered, so the refill's
-// boot does not compete with it.
+// session's (recorded with the claim, until it answers) or a warm
+// create's (its reservation) — holds its place in the pool until it has
+// answered, so the refill's boot does not compete with it. The claims are
+// in the store: a session claimed through another ptd holds its place
+// too.
 func TestRefillWaitsForHandOver(t *testing.T) {
-	s, _, st := newTestService(t, &fakeHost{})
+	path := filepath.Join(t.TempDir(), "db")
+	s, _, st := newServiceWith(t, &fakeHost{}, path)
+	other, _, _ := newServiceWith(t, &fakeHost{}, path) // another ptd on the store
 	ctx := context.Background()
 	mustOrgs(t, s)
 	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 1, Max: 2}); err != nil {
@@ -251,12 +255,20 @@ func TestRefillWaitsForHandOver(t *testing.T) {
 		}
 		return len(pooled[poolID{template: "busybox"}])
 	}
+	settleReady(t, s, poolID{template: "busybox"}, 1)
 
-	done := s.sessionHandOver("busybox")
+	// A session claims the ready one through the other ptd; its
+	// hand-over runs.
+	ses := Session{ID: sandbox.NewID(sandbox.PrefixSession), OrgID: org.OrgID, VaultID: "v", WorkflowID: "w",
+		Template: "busybox", Status: store.SessionProvisioning, Warm: true}
+	if _, _, err := st.ClaimPoolSandbox(ctx, PoolOrgID, "busybox", "prj_x", ses); err != nil {
+		t.Fatal(err)
+	}
 	s.refillPools(ctx)
 	if n := members(); n != 0 {
 		t.Fatalf("refill during a session's hand-over made %d pooled sandboxes, want 0", n)
 	}
+	done := other.sessionHandOver(ctx, ses.ID)
 	done()
 	done() // once is enough
 	s.refillPools(ctx)
@@ -276,6 +288,77 @@ func TestRefillWaitsForHandOver(t *testing.T) {
 	s.refillPools(ctx)
 	if n := members(); n != 1 {
 		t.Fatalf("refill during a warm create's hand-over: %d pooled sandboxes, want 1 (the reserved one)", n)
+	}
+}
+
+// settleReady refills s's pools until pool id holds want sandboxes, all
+// ready.
+func settleReady(t *testing.T, s *Service, id poolID, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s.refillPools(context.Background())
+		pooled, err := s.pooled(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, p := countMembers(pooled[id])
+		if r == want && p == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s holds %d ready, %d provisioning; want %d ready", id.key(), r, p, want)
+		}
+	}
+}
+
+// TestAutoPoolDemandKeptInStore: an auto pool's demand and refill time
+// are the store's, not one ptd's memory. A ptd started again over the
+// same store sizes the pool as before it stopped, and two ptds sharing a
+// store each count the other's claims.
+func TestAutoPoolDemandKeptInStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	ctx := context.Background()
+	auto := poolID{template: "busybox"}
+	row := "busybox/runc auto=true target=3 demand=4"
+	t.Run("before the restart", func(t *testing.T) {
+		s, _, st := newServiceWith(t, &fakeHost{}, path)
+		if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 0, Max: 3, Auto: true}); err != nil {
+			t.Fatal(err)
+		}
+		s.recordBoot(ctx, auto, 20*time.Second)
+		s.recordBoot(ctx, auto, 40*time.Second)
+		for _, warm := range []bool{true, true, false, true} {
+			s.WarmDemand(ctx, "busybox", "", warm)
+		}
+		if got := listRows(t, s); got[0] != row {
+			t.Fatalf("before the restart: %v, want %s", got, row)
+		}
+	}) // its cleanup closes the service, the core and the store
+
+	s, _, _ := newServiceWith(t, &fakeHost{}, path)
+	all, err := s.Pools(ctx, Principal{})
+	if err != nil || len(all) != 1 || poolRow(all[0]) != row || all[0].RefillTime != 30*time.Second {
+		t.Fatalf("after the restart: %+v, %v; want %s with refill 30s", all, err, row)
+	}
+
+	// Another ptd on the same store: its claims are the first one's
+	// demand, and the other way round.
+	other, _, _ := newServiceWith(t, &fakeHost{}, path)
+	clock := withClock(s)
+	clock.t = time.Now()
+	other.pools.demand.now = clock.now
+	clock.add(defaultDemandWindow + time.Minute) // the first claims age out
+	if got := listRows(t, s)[0]; got != "busybox/runc auto=true target=0 demand=0" {
+		t.Fatalf("once the window passed: %s", got)
+	}
+	other.WarmDemand(ctx, "busybox", "", true)
+	other.WarmDemand(ctx, "busybox", "", false)
+	if got := listRows(t, s)[0]; got != "busybox/runc auto=true target=2 demand=2" {
+		t.Errorf("the other ptd's claims, as this one sees them: %s; want target 2 demand 2", got)
+	}
+	s.WarmDemand(ctx, "busybox", "", true)
+	if got := listRows(t, other)[0]; got != "busybox/runc auto=true target=3 demand=3" {
+		t.Errorf("this ptd's claims, as the other sees them: %s; want target 3 demand 3", got)
 	}
 }
 

@@ -177,7 +177,11 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 			settings[id] = ps
 		}
 	}
-	targets := s.poolTargets(settings, pooled)
+	demand, err := s.readDemand(ctx)
+	if err != nil {
+		return nil, err
+	}
+	targets := s.poolTargets(settings, pooled, demand)
 	out := make([]PoolStatus, 0, len(settings))
 	for _, id := range sortedPools(settings) {
 		ps := settings[id]
@@ -347,20 +351,30 @@ func (s *Service) refillPools(ctx context.Context) {
 		s.log.WarnContext(ctx, "pools", "err", err)
 		return
 	}
+	// Without the demand an auto pool's target is unknown: the pass
+	// waits rather than drain the pool to min_ready.
+	demand, err := s.readDemand(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "pools: demand", "err", err)
+		return
+	}
+	if leader {
+		s.pruneDemand(ctx)
+	}
 	all := maps.Clone(settings)
 	for id := range pooled {
 		if _, ok := all[id]; !ok {
 			all[id] = PoolStatus{} // draining: max 0
 		}
 	}
-	targets := s.poolTargets(settings, pooled)
+	targets := s.poolTargets(settings, pooled, demand)
 	for _, id := range sortedPools(all) {
 		ps := settings[id]
 		var live, ready []sandbox.Sandbox
-		// handing are claims whose hand-over still runs: the refill
-		// replaces them once it has answered (docs/sessions.md,
-		// "Demand-sized pools").
-		handing := s.pools.demand.handingOver(id)
+		// handing are claims whose hand-over still runs, made through
+		// any ptd: the refill replaces them once it has answered
+		// (docs/sessions.md, "Demand-sized pools").
+		handing := demand.handing[id]
 		for _, sb := range pooled[id] {
 			mine := sb.HostID == "" || sb.HostID == s.core.HostID()
 			switch sb.State {
@@ -483,7 +497,7 @@ func (s *Service) preparePooled(id string) {
 		case err != nil:
 			s.log.WarnContext(ctx, "mark pooled sandbox ready", "sandbox", id, "err", err)
 		case ok:
-			s.pools.demand.booted(memberPool(sb), time.Since(sb.CreatedAt))
+			s.recordBoot(ctx, memberPool(sb), time.Since(sb.CreatedAt))
 			s.log.DebugContext(ctx, "pooled sandbox ready", "sandbox", id, "template", sb.Template)
 		}
 	})

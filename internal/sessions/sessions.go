@@ -327,12 +327,13 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	if err != nil {
 		return Session{}, err
 	}
-	handedOver := s.sessionHandOver(r.Template) // the pool refills once this answers
-	defer handedOver()
 	sb, claimed, err := s.claimPooled(ctx, p, r.Template, projectID, warm)
-	s.countSessionClaim(r.Template, err)
+	s.countSessionClaim(ctx, warm.ID, r.Template, err)
 	switch {
 	case err == nil:
+		// The claim's hand-over holds its place in the pool until this
+		// answers; then the pool refills.
+		defer s.sessionHandOver(ctx, claimed.ID)()
 		s.kickPool()
 		s.sessionEvent(ctx, claimed)
 		s.log.InfoContext(ctx, "session claimed a warm sandbox", "session", claimed.ID, "sandbox", sb.ID)
@@ -356,7 +357,6 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 	}
 
 	// Cold path: record the session, then create its sandbox.
-	handedOver()
 	if err := s.store.CreateSession(ctx, ses); err != nil {
 		return Session{}, err
 	}
