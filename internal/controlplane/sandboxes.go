@@ -367,9 +367,11 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 	if sb.Network, err = s.networkForCreate(ctx, p, r.Network); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	coldDemand := false // the pool had none ready: demand once stored
 	if s.warmEligible(p, r, sb, src != nil, custom != nil) {
 		sb.TemplateVersionID = r.TemplateVersionID
-		warm, ok, err := s.claimWarm(ctx, sb, r.Secrets)
+		warm, ok, demand, err := s.claimWarm(ctx, sb, r.Secrets)
+		coldDemand = demand
 		switch {
 		case errors.Is(err, store.ErrConflict) && r.Name != "":
 			return sandbox.Sandbox{}, fmt.Errorf("name %q is taken by another live sandbox: %w", r.Name, sandbox.ErrConflict)
@@ -403,6 +405,9 @@ func (s *Service) create(ctx context.Context, p Principal, r CreateRequest) (san
 		return sandbox.Sandbox{}, err
 	}
 	sb.Version = 1
+	if coldDemand {
+		s.noteColdDemand(ctx, sb)
+	}
 	s.bg.GoFor(ctx, func(ctx context.Context) { s.provision(ctx, sb.ID) })
 	return s.created(ctx, sb), nil
 }

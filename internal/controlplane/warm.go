@@ -75,31 +75,30 @@ func needsNetwork(sb sandbox.Sandbox) bool {
 // grown), if there is one. secrets are the create's own (want's are
 // sealed under the ID a cold create would have: a claim seals them again
 // under the pooled sandbox's). ok is false when there is none (or none
-// could be claimed), and the create boots cold; an error is the caller's
-// (quota, a taken name), with no sandbox claimed.
-func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets map[string]SecretInput) (out sandbox.Sandbox, ok bool, err error) {
+// could be claimed), and the create boots cold; demand then says the pool
+// had none ready, so the cold create, once stored, is the pool's demand
+// (noteColdDemand). An error is the caller's (quota, a taken name), with
+// no sandbox claimed.
+func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets map[string]SecretInput) (out sandbox.Sandbox, ok, demand bool, err error) {
 	class, err := s.PoolRuntime(want.Runtime)
 	if err != nil {
-		return sandbox.Sandbox{}, false, nil
+		return sandbox.Sandbox{}, false, false, nil
 	}
 	if s.warmServes != nil && !s.warmServes(ctx, want.Template, class) {
-		return sandbox.Sandbox{}, false, nil
+		return sandbox.Sandbox{}, false, false, nil
 	}
 	cands, _, err := s.store.ListSandboxes(ctx, store.ListOptions{
 		OrgID: PoolOrgID, State: sandbox.StateRunning, Limit: warmCandidates,
 		Metadata: map[string]string{store.MetaPool: store.PoolKey(want.Template, class), store.MetaPoolReady: "1"},
 	})
 	if err != nil || len(cands) == 0 {
-		if err == nil {
-			s.noteWarmDemand(ctx, want.Template, class, false) // cold: the pool had none ready
-		}
-		return sandbox.Sandbox{}, false, nil
+		return sandbox.Sandbox{}, false, err == nil, nil // cold: the pool had none ready
 	}
 	version := want.TemplateVersionID
 	if version == "" {
 		v, err := s.store.LatestTemplateVersion(ctx, want.Template)
 		if err != nil || v.Status != store.TemplateReady {
-			return sandbox.Sandbox{}, false, nil
+			return sandbox.Sandbox{}, false, false, nil
 		}
 		version = v.ID
 	}
@@ -116,16 +115,16 @@ func (s *Service) claimWarm(ctx context.Context, want sandbox.Sandbox, secrets m
 		out, err := s.adoptPooled(ctx, reserved, want, secrets)
 		if err == nil {
 			s.noteWarmDemand(ctx, want.Template, class, true)
-			return out, true, nil
+			return out, true, false, nil
 		}
 		s.DeleteWithReason(context.WithoutCancel(ctx), reserved.ID, "pool_discarded")
 		var fe *sandbox.FieldError
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, sandbox.ErrQuotaExceeded) || errors.As(err, &fe) {
-			return sandbox.Sandbox{}, false, err
+			return sandbox.Sandbox{}, false, false, err
 		}
 		s.log.WarnContext(ctx, "warm claim failed; the pooled sandbox is discarded", "sandbox", reserved.ID, "err", err)
 	}
-	return sandbox.Sandbox{}, false, nil
+	return sandbox.Sandbox{}, false, false, nil
 }
 
 // warmSizeFits reports whether the pooled sandbox c can be given want's

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,8 +13,9 @@ import (
 
 // TestWarmDemand: SetWarmDemand hears of each create a pool could serve —
 // handed a pooled sandbox (warm), or cold because the pool had none ready
-// — once its claim has answered; a create the pool could not serve
-// anyway (a size below the pooled boot's) is not demand.
+// — once its claim has answered (a cold one once stored); a create the
+// pool could not serve anyway (a size below the pooled boot's) and one
+// refused (a taken name) are not demand.
 func TestWarmDemand(t *testing.T) {
 	ctx := context.Background()
 	s, st := newTestService(t, &fakeHost{})
@@ -33,8 +35,11 @@ func TestWarmDemand(t *testing.T) {
 	if sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"}); err != nil || sb.ID != pooled.ID {
 		t.Fatalf("create = %+v, %v; want the pooled sandbox", sb, err)
 	}
-	if sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"}); err != nil || sb.Start != sandbox.StartCold {
+	if sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Name: "mine"}); err != nil || sb.Start != sandbox.StartCold {
 		t.Fatalf("create with the pool empty = %+v, %v; want cold", sb, err)
+	}
+	if _, err := s.Create(ctx, org, CreateRequest{Template: "busybox", Name: "mine"}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Fatalf("a create with a taken name = %v; want a conflict", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

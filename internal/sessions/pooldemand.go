@@ -296,12 +296,10 @@ func (s *Service) sessionHandOver(ctx context.Context, sesID string) (done func(
 	}
 }
 
-// countSessionClaim counts session sesID's claim that found its pool with
-// none ready (not found) as the pool's demand; a claimed one the store
-// counted in its claim's transaction, and a refused claim (quota) is not
-// demand.
-func (s *Service) countSessionClaim(ctx context.Context, sesID, template string, err error) {
-	if store.IsNotFound(err) {
-		s.recordClaim(ctx, store.PoolClaim{ID: sesID, Template: template})
-	}
+// sessionColdDemand counts session sesID, recorded cold because its
+// template's default-class pool had none ready, as the pool's demand. A
+// claimed session the store counted in its claim's transaction; a refused
+// one (quota, a context with a live session) is nobody's demand.
+func (s *Service) sessionColdDemand(ctx context.Context, sesID, template string) {
+	s.recordClaim(ctx, store.PoolClaim{ID: sesID, Template: template})
 }

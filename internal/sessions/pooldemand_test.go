@@ -153,8 +153,7 @@ func TestAutoPoolTarget(t *testing.T) {
 	s.WarmDemand(ctx, "busybox", "", true)
 	clock.add(time.Second)
 	s.WarmDemand(ctx, "busybox", "", false)
-	s.countSessionClaim(ctx, "ses_1", "busybox", fmt.Errorf("pool: %w", store.ErrNotFound))
-	s.countSessionClaim(ctx, "ses_2", "busybox", sandbox.ErrQuotaExceeded) // refused: not demand
+	s.sessionColdDemand(ctx, "ses_1", "busybox")
 	s.WarmDemand(ctx, "busybox", "gvisor", true)
 	want("busybox/runc auto=true target=3 demand=3", "busybox/gvisor auto=false target=1 demand=0")
 
@@ -388,5 +387,61 @@ func TestSetPoolAuto(t *testing.T) {
 	// A fixed set of the same pool turns auto off.
 	if got, err := s.SetPool(ctx, admin, "busybox", "", 1, 1); err != nil || got.Auto {
 		t.Errorf("SetPool = %+v, %v; want auto off", got, err)
+	}
+}
+
+// TestSessionClaimsAreDemand: a session that claims a pooled sandbox is
+// its pool's demand (warm), its hand-over ended once the create answers;
+// one that finds the pool empty is demand once recorded (cold); one the
+// quota refuses is none.
+func TestSessionClaimsAreDemand(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	mustOrgs(t, s)
+	pooled := sandbox.Sandbox{
+		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, State: sandbox.StateRunning, Template: "busybox",
+		CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk,
+		Metadata: map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
+	}
+	if err := st.CreateSandbox(ctx, pooled); err != nil {
+		t.Fatal(err)
+	}
+	claims := func() []string {
+		t.Helper()
+		cs, err := st.PoolClaims(ctx, time.Time{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, fmt.Sprintf("%s %s warm=%v handing=%v", c.ID, c.Template, c.Warm, c.HandingOver))
+		}
+		return out
+	}
+
+	mine := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: org.OrgID, State: sandbox.StateRunning,
+		Template: "busybox", CPU: 1, RAMMB: 512, DiskGB: 1}
+	if err := st.CreateSandbox(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 })
+	if _, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "refused", Template: "busybox"}); !errors.Is(err, sandbox.ErrQuotaExceeded) {
+		t.Fatalf("a create over quota = %v, want refused", err)
+	}
+	if got := claims(); len(got) != 0 {
+		t.Fatalf("claims after a refused create: %q, want none", got)
+	}
+	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 3 })
+	warm, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "warm", Template: "busybox"})
+	if err != nil || !warm.Warm {
+		t.Fatalf("warm create = %+v, %v", warm, err)
+	}
+	cold, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "cold", Template: "busybox"})
+	if err != nil || cold.Warm {
+		t.Fatalf("cold create = %+v, %v", cold, err)
+	}
+	want := []string{warm.ID + " busybox warm=true handing=false", cold.ID + " busybox warm=false handing=false"}
+	if diff := cmp.Diff(want, claims()); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
 	}
 }

@@ -328,7 +328,6 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 		return Session{}, err
 	}
 	sb, claimed, err := s.claimPooled(ctx, p, r.Template, projectID, warm)
-	s.countSessionClaim(ctx, warm.ID, r.Template, err)
 	switch {
 	case err == nil:
 		// The claim's hand-over holds its place in the pool until this
@@ -361,6 +360,7 @@ func (s *Service) startSession(ctx context.Context, p Principal, r Request) (Ses
 		return Session{}, err
 	}
 	ses.Version = 1
+	s.sessionColdDemand(ctx, ses.ID, ses.Template)
 	crashpoint.Hit("session.cold.recorded") // no sandbox yet
 	s.kickPool()
 	zero := 0
@@ -807,8 +807,10 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 			continue
 		}
 		if ses.Warm && ses.SandboxID != "" {
-			// A warm claim interrupted while restoring its workspace.
+			// A warm claim interrupted while restoring its workspace:
+			// its hand-over (store.PoolClaim) ends once this one does.
 			s.bg.Go(func(ctx context.Context) {
+				defer s.sessionHandOver(ctx, id)()
 				unlock := s.locks.Lock(id)
 				defer unlock()
 				cur, err := s.store.GetSession(ctx, "", id)
