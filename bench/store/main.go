@@ -7,7 +7,12 @@
 // stores, so both see the same machine load. It prints p50/p95/p99 per
 // operation and store and PostgreSQL's p50 ratio against SQLite's.
 //
-//	go run ./bench/store [-n 2000] [-rows 1000] [-c 8] [-round 100]
+// The warm pools' demand (store.PoolDemandStore) is measured as the pool
+// loop and the creates use it: one claim written per claim, and the pass's
+// read of the window's claims (-claims of them, over three pools) and the
+// pools' boots.
+//
+//	go run ./bench/store [-n 2000] [-rows 1000] [-claims 3000] [-c 8] [-round 100]
 package main
 
 import (
@@ -44,6 +49,7 @@ type subject struct {
 func run() error {
 	n := flag.Int("n", 2000, "measured calls per operation and store")
 	rows := flag.Int("rows", 1000, "sandboxes seeded in each store (the list pages through them)")
+	claims := flag.Int("claims", 3000, "pool claims seeded in each store's demand window, over three pools")
 	conns := flag.Int("c", 8, "concurrent writers for the concurrent operations")
 	round := flag.Int("round", 100, "calls per round; rounds alternate between the stores")
 	flag.Parse()
@@ -80,6 +86,9 @@ func run() error {
 		if err := seed(ctx, s, *rows); err != nil {
 			return fmt.Errorf("seed %s: %w", s.name, err)
 		}
+		if err := seedDemand(ctx, s, *claims); err != nil {
+			return fmt.Errorf("seed %s demand: %w", s.name, err)
+		}
 	}
 
 	type op struct {
@@ -114,6 +123,28 @@ func run() error {
 		}, true},
 		{"AddEvent, -c at once", func(s *subject, i int) error {
 			return s.st.AddEvent(ctx, "org_bench", s.ids[i%len(s.ids)], "bench", map[string]int{"i": i})
+		}, true},
+		{"PoolClaims handing over (a pass's demand read, no pool auto)", func(s *subject, _ int) error {
+			_, err := s.st.PoolClaims(ctx, store.PoolClaimQuery{Since: time.Now().Add(-time.Minute), HandingOver: true})
+			return err
+		}, false},
+		{"PoolClaims ×2 + PoolBoots (a pass's demand read, all pools auto)", func(s *subject, _ int) error {
+			now := time.Now()
+			_, err := s.st.PoolClaims(ctx, store.PoolClaimQuery{Since: now.Add(-time.Minute), HandingOver: true})
+			if err != nil {
+				return err
+			}
+			cs, err := s.st.PoolClaims(ctx, store.PoolClaimQuery{Since: now.Add(-5 * time.Minute), Templates: poolTemplates, PerPool: 4096})
+			if err == nil && len(cs) < *claims {
+				err = fmt.Errorf("read %d claims, seeded %d", len(cs), *claims)
+			}
+			if err == nil {
+				_, err = s.st.PoolBoots(ctx)
+			}
+			return err
+		}, false},
+		{"AddPoolClaim (one per claim), -c at once", func(s *subject, i int) error {
+			return s.st.AddPoolClaim(ctx, store.PoolClaim{ID: sandbox.NewID("pcl_"), Template: poolTemplates[i%len(poolTemplates)], Warm: true})
 		}, true},
 	}
 
@@ -222,4 +253,28 @@ func toggle(ctx context.Context, st store.Store, id string) error {
 			return err
 		}
 	}
+}
+
+// poolTemplates are the pools seedDemand spreads claims over.
+var poolTemplates = []string{"busybox", "alpine", "python"}
+
+// seedDemand records claims pool claims within the last minute and 8
+// boots per pool.
+func seedDemand(ctx context.Context, s *subject, claims int) error {
+	now := time.Now().UTC()
+	for i := range claims {
+		c := store.PoolClaim{ID: sandbox.NewID("pcl_"), Template: poolTemplates[i%len(poolTemplates)],
+			At: now.Add(-time.Duration(i) * time.Minute / time.Duration(max(claims, 1))), Warm: i%2 == 0}
+		if err := s.st.AddPoolClaim(ctx, c); err != nil {
+			return err
+		}
+	}
+	for _, tpl := range poolTemplates {
+		for i := range 8 {
+			if err := s.st.AddPoolBoot(ctx, store.PoolBoot{Template: tpl, Took: time.Duration(i+1) * time.Second}, 8); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

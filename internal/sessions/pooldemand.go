@@ -3,6 +3,7 @@ package sessions
 import (
 	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,29 +78,43 @@ type demandFigures struct {
 	refill map[poolID]time.Duration
 }
 
-// readDemand reads the pools' demand from the store: two reads, the
-// window's claims (indexed by time, at most maxClaimsKept a pool) and the
-// boots (at most bootSamples a pool).
-func (s *Service) readDemand(ctx context.Context) (demandFigures, error) {
+// readDemand reads the pools' demand from the store, as cheaply as the
+// pass allows: the claims still being handed over (made within
+// claimGrace, by the claimed_at index), and — only when a pool of
+// settings is auto — those pools' templates' claims in the demand window
+// (at most maxClaimsKept a pool) and the boots (at most bootSamples a
+// pool).
+func (s *Service) readDemand(ctx context.Context, settings map[poolID]PoolStatus) (demandFigures, error) {
 	now := s.pools.demand.now()
-	window := cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)
-	claims, err := s.store.PoolClaims(ctx, now.Add(-max(window, claimGrace)), maxClaimsKept)
+	f := demandFigures{claims: map[poolID][]time.Time{}, handing: map[poolID]int{}, refill: map[poolID]time.Duration{}}
+	handing, err := s.store.PoolClaims(ctx, store.PoolClaimQuery{Since: now.Add(-claimGrace), HandingOver: true})
 	if err != nil {
 		return demandFigures{}, err
+	}
+	for _, c := range handing {
+		f.handing[poolID{c.Template, c.Runtime}]++
+	}
+	var auto []string
+	for id, ps := range settings {
+		if ps.Auto && !slices.Contains(auto, id.template) {
+			auto = append(auto, id.template)
+		}
+	}
+	if len(auto) == 0 {
+		return f, nil
+	}
+	window := cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)
+	claims, err := s.store.PoolClaims(ctx, store.PoolClaimQuery{Since: now.Add(-window), Templates: auto, PerPool: maxClaimsKept})
+	if err != nil {
+		return demandFigures{}, err
+	}
+	for _, c := range claims {
+		id := poolID{c.Template, c.Runtime}
+		f.claims[id] = append(f.claims[id], c.At)
 	}
 	boots, err := s.store.PoolBoots(ctx)
 	if err != nil {
 		return demandFigures{}, err
-	}
-	f := demandFigures{claims: map[poolID][]time.Time{}, handing: map[poolID]int{}, refill: map[poolID]time.Duration{}}
-	for _, c := range claims {
-		id := poolID{c.Template, c.Runtime}
-		if !c.At.Before(now.Add(-window)) {
-			f.claims[id] = append(f.claims[id], c.At)
-		}
-		if c.HandingOver && now.Sub(c.At) <= claimGrace {
-			f.handing[id]++
-		}
 	}
 	sums, counts := map[poolID]time.Duration{}, map[poolID]int{}
 	for _, b := range boots {

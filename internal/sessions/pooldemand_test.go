@@ -176,7 +176,7 @@ func TestAutoPoolTarget(t *testing.T) {
 	// Claims past the window are pruned from the store, a fixed pool's
 	// too.
 	s.pruneDemand(ctx)
-	if kept, err := st.PoolClaims(ctx, time.Time{}, 0); err != nil || len(kept) != 0 {
+	if kept, err := st.PoolClaims(ctx, store.PoolClaimQuery{}); err != nil || len(kept) != 0 {
 		t.Errorf("claims kept past the demand window: %v, %v; want none", kept, err)
 	}
 }
@@ -408,7 +408,7 @@ func TestSessionClaimsAreDemand(t *testing.T) {
 	}
 	claims := func() []string {
 		t.Helper()
-		cs, err := st.PoolClaims(ctx, time.Time{}, 0)
+		cs, err := st.PoolClaims(ctx, store.PoolClaimQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -177,7 +177,7 @@ func (s *Service) Pools(ctx context.Context, p Principal) ([]PoolStatus, error) 
 			settings[id] = ps
 		}
 	}
-	demand, err := s.readDemand(ctx)
+	demand, err := s.readDemand(ctx, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +353,7 @@ func (s *Service) refillPools(ctx context.Context) {
 	}
 	// Without the demand an auto pool's target is unknown: the pass
 	// waits rather than drain the pool to min_ready.
-	demand, err := s.readDemand(ctx)
+	demand, err := s.readDemand(ctx, settings)
 	if err != nil {
 		s.log.WarnContext(ctx, "pools: demand", "err", err)
 		return

@@ -28,6 +28,19 @@ type PoolClaim struct {
 	HandingOver bool
 }
 
+// PoolClaimQuery selects pool claims: those made at or after Since, and
+// of those, the ones the other fields name.
+type PoolClaimQuery struct {
+	Since time.Time
+	// Templates, when not empty, keeps the claims of these templates'
+	// pools (any runtime class).
+	Templates []string
+	// HandingOver keeps only the claims whose hand-over still runs.
+	HandingOver bool
+	// PerPool, when above 0, keeps only each pool's newest PerPool.
+	PerPool int
+}
+
 // PoolBoot is one pooled sandbox's boot: how long it took from its create
 // to claimable. A pool's refill time is the mean of its recent boots.
 type PoolBoot struct {
@@ -49,11 +62,9 @@ type PoolDemandStore interface {
 	// absent (pruned, or never recorded) or already done is not an
 	// error.
 	EndPoolHandOver(ctx context.Context, id string) error
-	// PoolClaims returns the claims made at or after since, by pool
-	// (template, then runtime) and oldest first within one; of a pool
-	// with more than perPool such claims, only its newest perPool (0: no
-	// cap).
-	PoolClaims(ctx context.Context, since time.Time, perPool int) ([]PoolClaim, error)
+	// PoolClaims returns the claims q selects, by pool (template, then
+	// runtime) and oldest first within one.
+	PoolClaims(ctx context.Context, q PoolClaimQuery) ([]PoolClaim, error)
 	// PrunePoolClaims deletes the claims made before before and returns
 	// how many it deleted.
 	PrunePoolClaims(ctx context.Context, before time.Time) (int64, error)

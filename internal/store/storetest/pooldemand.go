@@ -32,16 +32,21 @@ func testPoolClaims(t *testing.T, s store.Store) {
 	// Within a microsecond of another claim, with the store's clock.
 	wantErr(t, "AddPoolClaim at now", s.AddPoolClaim(ctx, store.PoolClaim{ID: "now", Template: "now"}), nil)
 
-	got, err := s.PoolClaims(ctx, base, 0)
+	got, err := s.PoolClaims(ctx, store.PoolClaimQuery{Since: base})
 	wantRead(t, "PoolClaims since base", err, nil,
 		[]store.PoolClaim{all[3], all[0], all[1], all[4], all[2]}, withoutTemplate(got, "now"))
-	got, err = s.PoolClaims(ctx, base.Add(5*time.Second), 0)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base.Add(5 * time.Second)})
 	wantRead(t, "PoolClaims since base+5s", err, nil,
 		[]store.PoolClaim{all[3], all[1], all[4], all[2]}, withoutTemplate(got, "now"))
-	got, err = s.PoolClaims(ctx, base, 1)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base, PerPool: 1})
 	wantRead(t, "PoolClaims newest one of each pool", err, nil,
 		[]store.PoolClaim{all[3], all[4], all[2]}, withoutTemplate(got, "now"))
-	if now, _ := s.PoolClaims(ctx, time.Now().Add(-time.Hour), 0); len(now) != 1 || now[0].ID != "now" || now[0].At.IsZero() {
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base, Templates: []string{"busybox"}, HandingOver: true})
+	wantRead(t, "PoolClaims of busybox handing over", err, nil, []store.PoolClaim{all[4], all[2]}, got)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base, Templates: []string{"alpine", "busybox"}, PerPool: 2})
+	wantRead(t, "PoolClaims of two templates, two a pool", err, nil,
+		[]store.PoolClaim{all[3], all[1], all[4], all[2]}, got)
+	if now, _ := s.PoolClaims(ctx, store.PoolClaimQuery{Since: time.Now().Add(-time.Hour)}); len(now) != 1 || now[0].ID != "now" || now[0].At.IsZero() {
 		t.Errorf("a claim without a time: %+v, want one at now", now)
 	}
 
@@ -49,7 +54,7 @@ func testPoolClaims(t *testing.T, s store.Store) {
 	wantErr(t, "EndPoolHandOver again", s.EndPoolHandOver(ctx, "c5"), nil)
 	wantErr(t, "EndPoolHandOver of an absent claim", s.EndPoolHandOver(ctx, "nope"), nil)
 	all[4].HandingOver = false
-	got, err = s.PoolClaims(ctx, base.Add(30*time.Second), 0)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base.Add(30 * time.Second)})
 	wantRead(t, "the ended hand-over", err, nil, []store.PoolClaim{all[4]}, withoutTemplate(got, "now"))
 
 	n, err := s.PrunePoolClaims(ctx, base.Add(10*time.Second))
@@ -57,7 +62,7 @@ func testPoolClaims(t *testing.T, s store.Store) {
 	if n != 2 {
 		t.Errorf("PrunePoolClaims deleted %d, want 2 (c1, c3)", n)
 	}
-	got, err = s.PoolClaims(ctx, time.Time{}, 0)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{})
 	wantRead(t, "PoolClaims after the prune", err, nil,
 		[]store.PoolClaim{all[3], all[1], all[4]}, withoutTemplate(got, "now"))
 }
@@ -89,14 +94,14 @@ func testPoolClaimOfSession(t *testing.T, s store.Store) {
 	wantErr(t, "claim for a busy context", err, store.ErrConflict)
 	_, _, err = s.ClaimPoolSandbox(ctx, pool, "alpine", "prj_x", newSession(org, "v", "w0"))
 	wantErr(t, "claim of a template without a pool", err, store.ErrNotFound)
-	got, err := s.PoolClaims(ctx, time.Time{}, 0)
+	got, err := s.PoolClaims(ctx, store.PoolClaimQuery{})
 	wantRead(t, "claims after failed claims", err, nil, []store.PoolClaim{}, got)
 
 	ses := newSession(org, "v", "w1")
 	ses.CreatedAt = base.Add(time.Minute)
 	_, _, err = s.ClaimPoolSandbox(ctx, pool, "busybox", "prj_x", ses)
 	wantErr(t, "ClaimPoolSandbox", err, nil)
-	got, err = s.PoolClaims(ctx, base, 0)
+	got, err = s.PoolClaims(ctx, store.PoolClaimQuery{Since: base})
 	wantRead(t, "the session's claim", err, nil, []store.PoolClaim{{ID: ses.ID, Template: "busybox", At: stored(ses.CreatedAt),
 		Warm: true, HandingOver: true}}, got)
 }

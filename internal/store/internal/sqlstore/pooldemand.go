@@ -33,20 +33,30 @@ func (s *Store) EndPoolHandOver(ctx context.Context, id string) error {
 		`UPDATE pool_claims SET handing_over = ? WHERE id = ? AND handing_over = ?`, false, id, true)
 }
 
-// PoolClaims returns the claims since since, at most perPool (the newest)
-// of each pool, by pool and oldest first. The pool loop reads it every
-// pass: the claimed_at index bounds the scan to the window's claims.
-func (s *Store) PoolClaims(ctx context.Context, since time.Time, perPool int) ([]store.PoolClaim, error) {
+// PoolClaims returns the claims q selects, by pool and oldest first. The
+// pool loop reads them every pass: the claimed_at index bounds the scan to
+// the claims since q.Since.
+func (s *Store) PoolClaims(ctx context.Context, q store.PoolClaimQuery) ([]store.PoolClaim, error) {
 	const cols = `id, template, runtime, claimed_at, warm, handing_over`
-	q := `SELECT ` + cols + ` FROM pool_claims WHERE claimed_at >= ?`
-	args := []any{s.db.Time(since)}
-	if perPool > 0 {
-		q = `SELECT ` + cols + ` FROM (SELECT ` + cols + `,
-				ROW_NUMBER() OVER (PARTITION BY template, runtime ORDER BY claimed_at DESC, id DESC) AS newest
-			FROM pool_claims WHERE claimed_at >= ?) AS recent WHERE newest <= ?`
-		args = append(args, perPool)
+	where := `claimed_at >= ?`
+	args := []any{s.db.Time(q.Since)}
+	if len(q.Templates) > 0 {
+		cond, targs := s.db.AnyOf("template", q.Templates)
+		where += ` AND ` + cond
+		args = append(args, targs...)
 	}
-	return sqldb.List(ctx, s.db, s.db.Decoder().PoolClaim, "list pool claims", q+` ORDER BY template, runtime, claimed_at, id`, args...)
+	if q.HandingOver {
+		where += ` AND handing_over = ?`
+		args = append(args, true)
+	}
+	query := `SELECT ` + cols + ` FROM pool_claims WHERE ` + where
+	if q.PerPool > 0 {
+		query = `SELECT ` + cols + ` FROM (SELECT ` + cols + `,
+				ROW_NUMBER() OVER (PARTITION BY template, runtime ORDER BY claimed_at DESC, id DESC) AS newest
+			FROM pool_claims WHERE ` + where + `) AS recent WHERE newest <= ?`
+		args = append(args, q.PerPool)
+	}
+	return sqldb.List(ctx, s.db, s.db.Decoder().PoolClaim, "list pool claims", query+` ORDER BY template, runtime, claimed_at, id`, args...)
 }
 
 // PrunePoolClaims deletes the claims before before.
