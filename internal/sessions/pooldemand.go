@@ -42,6 +42,15 @@ const (
 	// pruneEvery is how often the refilling ptd deletes the claims past
 	// the demand window from the store.
 	pruneEvery = time.Minute
+	// readOverlap is how far before its last read a pass reads the
+	// window's claims again: a claim committed that long after the time
+	// it carries (a session's claim carries its session's creation,
+	// before the quota lock) is still seen by the next pass.
+	readOverlap = 30 * time.Second
+	// fullReadEvery is how often a pass reads the whole window again,
+	// so a claim committed later still (or from a host whose clock is
+	// behind) counts within a minute.
+	fullReadEvery = time.Minute
 	// poolClaimPrefix starts the ID of a create's claim (a session's
 	// claim has its session's ID).
 	poolClaimPrefix = "pcl_"
@@ -60,6 +69,25 @@ type poolDemand struct {
 	mu sync.Mutex
 	// pruned is when this process last pruned the store's claims.
 	pruned time.Time
+
+	// read serializes the reads of the window's claims and guards what
+	// they keep: seen, the auto pools' claims of the window by claim ID,
+	// read for the templates seenFor names, last read at readAt and
+	// in full at fullAt. A pass reads only the claims since its last
+	// read (less readOverlap) and the whole window every fullReadEvery,
+	// so reading the demand costs the claims since the last pass, not
+	// those of the whole window.
+	read    sync.Mutex
+	seen    map[string]seenClaim
+	seenFor string
+	readAt  time.Time
+	fullAt  time.Time
+}
+
+// seenClaim is one claim readDemand keeps.
+type seenClaim struct {
+	pool poolID
+	at   time.Time
 }
 
 func newPoolDemand() *poolDemand { return &poolDemand{now: time.Now} }
@@ -82,8 +110,8 @@ type demandFigures struct {
 // pass allows: the claims still being handed over (made within
 // claimGrace, by the claimed_at index), and — only when a pool of
 // settings is auto — those pools' templates' claims in the demand window
-// (at most maxClaimsKept a pool) and the boots (at most bootSamples a
-// pool).
+// (readWindow: those since the last pass) and the boots (at most
+// bootSamples a pool).
 func (s *Service) readDemand(ctx context.Context, settings map[poolID]PoolStatus) (demandFigures, error) {
 	now := s.pools.demand.now()
 	f := demandFigures{claims: map[poolID][]time.Time{}, handing: map[poolID]int{}, refill: map[poolID]time.Duration{}}
@@ -103,14 +131,9 @@ func (s *Service) readDemand(ctx context.Context, settings map[poolID]PoolStatus
 	if len(auto) == 0 {
 		return f, nil
 	}
-	window := cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow)
-	claims, err := s.store.PoolClaims(ctx, store.PoolClaimQuery{Since: now.Add(-window), Templates: auto, PerPool: maxClaimsKept})
-	if err != nil {
+	slices.Sort(auto)
+	if err := s.readWindow(ctx, now, auto, f.claims); err != nil {
 		return demandFigures{}, err
-	}
-	for _, c := range claims {
-		id := poolID{c.Template, c.Runtime}
-		f.claims[id] = append(f.claims[id], c.At)
 	}
 	boots, err := s.store.PoolBoots(ctx)
 	if err != nil {
@@ -126,6 +149,50 @@ func (s *Service) readDemand(ctx context.Context, settings map[poolID]PoolStatus
 		f.refill[id] = sum / time.Duration(counts[id])
 	}
 	return f, nil
+}
+
+// readWindow fills claims with the claims of the auto templates' pools
+// in the demand window, each pool's oldest first and at most its newest
+// maxClaimsKept: what the store has since the last read (less
+// readOverlap) merged into what earlier reads kept, or the whole window
+// when the templates changed, the clock went back or fullReadEvery
+// passed.
+func (s *Service) readWindow(ctx context.Context, now time.Time, auto []string, claims map[poolID][]time.Time) error {
+	d := s.pools.demand
+	d.read.Lock()
+	defer d.read.Unlock()
+	start := now.Add(-cmp.Or(s.cfg.PoolDemandWindow, defaultDemandWindow))
+	key := strings.Join(auto, "\x00")
+	since := start
+	full := d.seen == nil || key != d.seenFor || now.Before(d.readAt) || now.Sub(d.fullAt) >= fullReadEvery
+	if !full && d.readAt.Add(-readOverlap).After(start) {
+		since = d.readAt.Add(-readOverlap)
+	}
+	got, err := s.store.PoolClaims(ctx, store.PoolClaimQuery{Since: since, Templates: auto, PerPool: maxClaimsKept})
+	if err != nil {
+		return err
+	}
+	if full {
+		d.seen, d.seenFor, d.fullAt = map[string]seenClaim{}, key, now
+	}
+	d.readAt = now
+	for _, c := range got {
+		d.seen[c.ID] = seenClaim{poolID{c.Template, c.Runtime}, c.At}
+	}
+	for id, c := range d.seen {
+		if c.at.Before(start) {
+			delete(d.seen, id)
+		} else {
+			claims[c.pool] = append(claims[c.pool], c.at)
+		}
+	}
+	for id, c := range claims {
+		slices.SortFunc(c, time.Time.Compare)
+		if len(c) > maxClaimsKept {
+			claims[id] = c[len(c)-maxClaimsKept:]
+		}
+	}
+	return nil
 }
 
 // pruneDemand deletes the claims no pass reads any more, at most every

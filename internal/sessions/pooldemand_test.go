@@ -445,3 +445,47 @@ func TestSessionClaimsAreDemand(t *testing.T) {
 		t.Errorf("claims (-want +got):\n%s", diff)
 	}
 }
+
+// TestDemandReadSinceLastPass: a pass reads the claims since the last one
+// (less readOverlap) and keeps the earlier ones it read; a claim committed
+// later than that after the time it carries counts at the next full read
+// of the window (fullReadEvery), and claims past the window drop out.
+func TestDemandReadSinceLastPass(t *testing.T) {
+	s, _, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	clock := withClock(s)
+	if err := st.PutPool(ctx, store.Pool{Template: "busybox", MinReady: 0, Max: 10, Auto: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.recordBoot(ctx, poolID{template: "busybox"}, time.Hour) // every claim of the window within one refill
+	demand := func() string { t.Helper(); return listRows(t, s)[0] }
+	late := func(ago time.Duration) { // a claim committed now that carries an earlier time
+		t.Helper()
+		c := store.PoolClaim{ID: sandbox.NewID(poolClaimPrefix), Template: "busybox", At: clock.now().Add(-ago), Warm: true}
+		if err := st.AddPoolClaim(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.WarmDemand(ctx, "busybox", "", true)
+	if got := demand(); got != "busybox/runc auto=true target=1 demand=1" {
+		t.Fatalf("first read: %s", got)
+	}
+	clock.add(5 * time.Second)
+	late(readOverlap - 5*time.Second + time.Second) // within the overlap of the last read
+	s.WarmDemand(ctx, "busybox", "", true)
+	if got := demand(); got != "busybox/runc auto=true target=3 demand=3" {
+		t.Fatalf("a late claim within the overlap: %s, want demand 3", got)
+	}
+	late(readOverlap + time.Minute) // before the overlap: not read again until the full read
+	if got := demand(); got != "busybox/runc auto=true target=3 demand=3" {
+		t.Fatalf("a claim later than the overlap: %s, want it unread yet (demand 3)", got)
+	}
+	clock.add(fullReadEvery)
+	if got := demand(); got != "busybox/runc auto=true target=4 demand=4" {
+		t.Fatalf("after a full read: %s, want demand 4", got)
+	}
+	clock.add(defaultDemandWindow)
+	if got := demand(); got != "busybox/runc auto=true target=0 demand=0" {
+		t.Fatalf("past the window: %s, want demand 0", got)
+	}
+}
