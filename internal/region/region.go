@@ -64,6 +64,9 @@ type Router struct {
 	// be there without asking again.
 	cacheFor time.Duration
 
+	// lists are the list routes answered with every region's rows.
+	lists []List
+
 	mu    sync.Mutex
 	found map[string]found // sandbox id → the peer region that has it
 }
@@ -76,7 +79,7 @@ type found struct {
 // New returns the Router of region self, whose store is st.
 func New(self string, peers []Peer, st Store, log *slog.Logger) *Router {
 	r := &Router{self: self, peers: peers, store: st, log: log, cacheFor: 30 * time.Second,
-		client: &http.Client{Timeout: 10 * time.Second}, found: map[string]found{}}
+		client: &http.Client{Timeout: 10 * time.Second}, found: map[string]found{}, lists: []List{nativeList()}}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(peerKey{}).(Peer).URL)
@@ -97,21 +100,23 @@ func New(self string, peers []Peer, st Store, log *slog.Logger) *Router {
 type peerKey struct{}
 
 // Wrap returns next behind the router: a create for a peer region, a
-// request for a sandbox only a peer region has, and the sandbox list go
-// across regions; everything else, and anything another region sent, is
-// served by next.
+// request for a sandbox only a peer region has, and the sandbox lists
+// (GET /v1/sandboxes and those AddLists added) go across regions;
+// everything else, and anything another region sent, is served by next.
+// Without peers it is next itself: one region costs nothing.
 func (r *Router) Wrap(next http.Handler) http.Handler {
 	if len(r.peers) == 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		l, isList := r.listFor(req)
 		switch path := strings.TrimSuffix(req.URL.Path, "/"); {
 		case req.Header.Get(Header) != "":
 			next.ServeHTTP(w, req)
 		case path == "/v1/sandboxes" && req.Method == http.MethodPost:
 			r.create(w, req, next)
-		case path == "/v1/sandboxes" && req.Method == http.MethodGet:
-			r.list(w, req, next)
+		case isList:
+			r.list(w, req, next, l)
 		default:
 			p, ok, down := r.owner(req)
 			switch {
@@ -264,71 +269,50 @@ func (r *Router) peerGet(ctx context.Context, in *http.Request, u *url.URL) (*ht
 // pageMax is the largest page a region serves (the API's limit bound).
 const pageMax = 200
 
-// list answers GET /v1/sandboxes with every region's rows: each region
-// (this one in-process) is asked for its own first offset+limit rows,
-// and the merge's [offset, offset+limit) is the page. total, when asked,
-// is the sum of the regions' totals, each from one snapshot of its own
-// store. A region that does not answer makes the list 503
-// region_unavailable: a page without its rows would shift every later
-// page and drop or repeat rows.
-func (r *Router) list(w http.ResponseWriter, req *http.Request, next http.Handler) {
-	q := req.URL.Query()
-	offset, limit, ok := window(q)
-	if !ok {
-		next.ServeHTTP(w, req) // the API refuses the bad value
-		return
-	}
-	paginated, err := strconv.ParseBool(cmp.Or(q.Get("paginated"), "false"))
-	if err != nil {
-		next.ServeHTTP(w, req) // the API refuses the bad value
-		return
-	}
-	type result struct {
+// nativeList is GET /v1/sandboxes: each region (this one in-process) is
+// asked for its own first offset+limit rows, and the merge's
+// [offset, offset+limit) is the page. total, when asked, is the sum of
+// the regions' totals, each from one snapshot of its own store.
+func nativeList() List {
+	type part struct {
 		rows  []listmerge.Row
 		total int
-		fail  *answer // a region's refusal, or nil
-		err   error
 	}
-	regions := append([]string{r.self}, make([]string, len(r.peers))...)
-	for i, p := range r.peers {
-		regions[i+1] = p.Name
-	}
-	results := make([]result, len(regions))
-	var wg sync.WaitGroup
-	for i := range regions {
-		wg.Go(func() {
-			res := &results[i]
-			res.rows, res.total, res.fail, res.err = r.regionRows(req, next, i, q, offset+limit, paginated)
+	return NewList(http.MethodGet, "/v1/sandboxes",
+		func(in *http.Request) bool {
+			_, _, ok := window(in.URL.Query())
+			_, err := strconv.ParseBool(cmp.Or(in.URL.Query().Get("paginated"), "false"))
+			return ok && err == nil
+		},
+		func(in *http.Request, get Get) (part, error) {
+			q := in.URL.Query()
+			offset, limit, _ := window(q)
+			paginated, _ := strconv.ParseBool(cmp.Or(q.Get("paginated"), "false"))
+			rows, total, err := regionRows(q, get, offset+limit, paginated)
+			return part{rows, total}, err
+		},
+		func(w http.ResponseWriter, in *http.Request, parts []part) {
+			q := in.URL.Query()
+			offset, limit, _ := window(q)
+			paginated, _ := strconv.ParseBool(cmp.Or(q.Get("paginated"), "false"))
+			lists, total := make([][]listmerge.Row, len(parts)), 0
+			for i, p := range parts {
+				lists[i], total = p.rows, total+p.total
+			}
+			rows := listmerge.Merge(lists, offset, limit)
+			out := struct {
+				Rows  []json.RawMessage `json:"rows"`
+				Total *int              `json:"total,omitempty"`
+			}{Rows: make([]json.RawMessage, len(rows))}
+			for i, row := range rows {
+				out.Rows[i] = row.Raw
+			}
+			if paginated {
+				out.Total = &total
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(out)
 		})
-	}
-	wg.Wait()
-	var lists [][]listmerge.Row
-	total := 0
-	for i, res := range results {
-		switch {
-		case res.err != nil:
-			r.log.WarnContext(req.Context(), "region: list", "region", regions[i], "err", res.err)
-			writeUnavailable(w, req, regions[i], "region "+regions[i]+" does not answer the list ("+res.err.Error()+"); retry in a few seconds")
-			return
-		case res.fail != nil:
-			res.fail.write(w, regions[i])
-			return
-		}
-		lists, total = append(lists, res.rows), total+res.total
-	}
-	rows := listmerge.Merge(lists, offset, limit)
-	out := struct {
-		Rows  []json.RawMessage `json:"rows"`
-		Total *int              `json:"total,omitempty"`
-	}{Rows: make([]json.RawMessage, len(rows))}
-	for i, row := range rows {
-		out.Rows[i] = row.Raw
-	}
-	if paginated {
-		out.Total = &total
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(out)
 }
 
 // window reads offset and limit as the API does (limit 50 by default, at
@@ -352,49 +336,10 @@ func window(q url.Values) (offset, limit int, ok bool) {
 	return offset, limit, true
 }
 
-// answer is a region's answer to a list page; one that is not 200 is
-// passed on as it came.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// recorder keeps this region's in-process answer to a list page.
-type recorder struct {
-	answer
-	wrote bool
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if !r.wrote {
-		r.status, r.wrote = status, true
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.wrote = true
-	r.body = append(r.body, b...)
-	return len(b), nil
-}
-
-func (a *answer) write(w http.ResponseWriter, region string) {
-	for _, k := range []string{"Content-Type", "Retry-After"} {
-		if v := a.header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.Header().Set("Pt-Region", region)
-	w.WriteHeader(a.status)
-	w.Write(a.body)
-}
-
-// regionRows reads region i's (0: this one) first n rows of the list q
-// asks for, a page of at most pageMax at a time, and its total (from its
-// first page) when paginated.
-func (r *Router) regionRows(in *http.Request, next http.Handler, i int, q url.Values, n int, paginated bool) ([]listmerge.Row, int, *answer, error) {
+// regionRows reads one region's first n rows of the list q asks for, a
+// page of at most pageMax at a time, and its total (from its first page)
+// when paginated.
+func regionRows(q url.Values, get Get, n int, paginated bool) ([]listmerge.Row, int, error) {
 	var rows []listmerge.Row
 	total := 0
 	for first := true; len(rows) < n; first = false {
@@ -403,19 +348,16 @@ func (r *Router) regionRows(in *http.Request, next http.Handler, i int, q url.Va
 		pq.Set("offset", strconv.Itoa(len(rows)))
 		pq.Set("limit", strconv.Itoa(page))
 		pq.Set("paginated", strconv.FormatBool(paginated && first))
-		a, err := r.get(in, next, i, pq)
+		b, _, err := get(pq)
 		if err != nil {
-			return nil, 0, nil, err
-		}
-		if a.status != http.StatusOK {
-			return nil, 0, a, nil
+			return nil, 0, err
 		}
 		var body struct {
 			Rows  []json.RawMessage `json:"rows"`
 			Total int               `json:"total"`
 		}
-		if err := json.Unmarshal(a.body, &body); err != nil {
-			return nil, 0, nil, err
+		if err := json.Unmarshal(b, &body); err != nil {
+			return nil, 0, err
 		}
 		if first {
 			total = body.Total
@@ -423,7 +365,7 @@ func (r *Router) regionRows(in *http.Request, next http.Handler, i int, q url.Va
 		for _, raw := range body.Rows {
 			row, err := listmerge.Parse(raw)
 			if err != nil {
-				return nil, 0, nil, err
+				return nil, 0, err
 			}
 			rows = append(rows, row)
 		}
@@ -431,35 +373,7 @@ func (r *Router) regionRows(in *http.Request, next http.Handler, i int, q url.Va
 			break
 		}
 	}
-	return rows, total, nil, nil
-}
-
-// get asks region i for the list with query q: this region through next
-// in-process, a peer over HTTP, both marked with Header so they answer
-// with their own rows only.
-func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (*answer, error) {
-	if i == 0 {
-		req := in.Clone(in.Context())
-		req.URL.RawQuery = q.Encode()
-		req.RequestURI = ""
-		req.Header.Set(Header, r.self)
-		rec := &recorder{answer: answer{status: http.StatusOK, header: http.Header{}}}
-		next.ServeHTTP(rec, req)
-		return &rec.answer, nil
-	}
-	p := r.peers[i-1]
-	u := p.URL.JoinPath("/v1/sandboxes")
-	u.RawQuery = q.Encode()
-	resp, err := r.peerGet(in.Context(), in, u)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return &answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+	return rows, total, nil
 }
 
 // writeUnavailable answers 503 region_unavailable naming the region, in
