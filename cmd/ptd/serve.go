@@ -220,10 +220,18 @@ func serve(ctx context.Context, args []string) error {
 	// goes to their ptd and creates are placed across hosts
 	// (docs/ARCHITECTURE.md, "Many hosts").
 	fwd := forward.New(st, hst.ID(), h != nil, log.With("component", "forward"))
+	// Other regions, each with its own store, are reached through one of
+	// their ptds (docs/ARCHITECTURE.md, "Regions"); in front of forwarding,
+	// so a request for another region never reaches this one's hosts.
+	// E2B's and Daytona's sandbox lists are merged across regions as
+	// /v1's is.
+	rt := region.New(cfg.region, cfg.regionPeers, st, log.With("component", "region"))
+	rt.AddLists(e2b.RegionLists()...)
+	rt.AddLists(daytona.RegionLists()...)
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
-	// caller's token (docs/mcp.md).
+	// caller's token (docs/mcp.md), through the regions as /v1's callers.
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
-		API:            fwd.Wrap(api),
+		API:            rt.Wrap(fwd.Wrap(api)),
 		AllowDeleteAny: cfg.mcpAllowDeleteAny,
 		Logger:         log.With("component", "mcp"),
 		Authenticate: func(ctx context.Context, tok string) (string, error) {
@@ -246,11 +254,7 @@ func serve(ctx context.Context, args []string) error {
 		}
 		rest.ServeHTTP(w, r)
 	})
-	root = fwd.Wrap(root)
-	// Other regions, each with its own store, are reached through one of
-	// their ptds (docs/ARCHITECTURE.md, "Regions"); in front of forwarding,
-	// so a request for another region never reaches this one's hosts.
-	root = region.New(cfg.region, cfg.regionPeers, st, log.With("component", "region")).Wrap(root)
+	root = rt.Wrap(fwd.Wrap(root))
 	// The request id and the metrics wrap every surface: /v1, E2B's,
 	// Daytona's and /mcp.
 	srv := &http.Server{Handler: requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), root)), ReadHeaderTimeout: 10 * time.Second}

@@ -240,6 +240,13 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 			break
 		}
 	}
+	writePage(w, f, all)
+	return nil
+}
+
+// writePage answers the page f asks for of all, the sandboxes that match
+// it: {items, nextCursor}.
+func writePage(w http.ResponseWriter, f listFilter, all []sandboxDTO) {
 	slices.SortFunc(all, f.compare)
 	from := min(f.cursor, len(all))
 	to := min(from+f.limit, len(all))
@@ -249,5 +256,4 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 		next = &s
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": all[from:to], "nextCursor": next})
-	return nil
 }

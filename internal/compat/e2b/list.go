@@ -3,6 +3,7 @@ package e2b
 import (
 	"cmp"
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -157,6 +158,15 @@ func (lq listQuery) match(sb sandbox.Sandbox) (string, bool) {
 	return state, true
 }
 
+// compareCursor orders positions by startedAt, then sandbox id: the list's
+// ascending order (one region's, and the merge of several).
+func compareCursor(a, b listCursor) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
 // page filters, orders and cuts one page, and returns the token of the
 // next page ("" on the last).
 func (h *Handler) page(all []sandbox.Sandbox, lq listQuery) ([]detailView, string) {
@@ -171,12 +181,7 @@ func (h *Handler) page(all []sandbox.Sandbox, lq listQuery) ([]detailView, strin
 			items = append(items, item{sb, state, listCursor{startedAt(sb), sb.ID}})
 		}
 	}
-	less := func(a, b listCursor) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.id, b.id)
-	}
+	less := compareCursor
 	slices.SortFunc(items, func(a, b item) int {
 		if lq.asc {
 			return less(a.key, b.key)
@@ -210,39 +215,50 @@ func (h *Handler) page(all []sandbox.Sandbox, lq listQuery) ([]detailView, strin
 // states asked for), filtered by metadata and template, newest start
 // first, paged with nextToken / X-Next-Token.
 func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	lq, err := parseListQuery(r.URL.Query())
-	if err != nil {
-		return err
-	}
-	all, err := h.cp.ListLive(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	items, next := h.page(all, lq)
-	if next != "" {
-		w.Header().Set("X-Next-Token", next)
-	}
-	writeJSON(w, http.StatusOK, items)
-	return nil
+	return h.list(w, r, p, true)
 }
 
 // listV1 is the deprecated GET /sandboxes: running sandboxes (unless
 // state says otherwise), filtered by metadata, unpaged.
 func (h *Handler) listV1(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	q := r.URL.Query()
-	if q.Get("state") == "" {
-		q.Set("state", stateRunning)
-	}
-	lq, err := parseListQuery(q)
+	return h.list(w, r, p, false)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Principal, v2 bool) error {
+	lq, err := listQueryOf(r.URL.Query(), v2)
 	if err != nil {
 		return err
 	}
-	lq.limit, lq.after = int(^uint(0)>>1), nil
 	all, err := h.cp.ListLive(r.Context(), p)
 	if err != nil {
 		return err
 	}
-	items, _ := h.page(all, lq)
-	writeJSON(w, http.StatusOK, items)
+	h.writeList(w, all, lq)
 	return nil
+}
+
+// listQueryOf reads the query of GET /v2/sandboxes (v2) or of the
+// unpaged GET /sandboxes, which lists running sandboxes unless state says
+// otherwise.
+func listQueryOf(q url.Values, v2 bool) (listQuery, error) {
+	if v2 {
+		return parseListQuery(q)
+	}
+	if q.Get("state") == "" {
+		q = maps.Clone(q)
+		q.Set("state", stateRunning)
+	}
+	lq, err := parseListQuery(q)
+	lq.limit, lq.after = int(^uint(0)>>1), nil
+	return lq, err
+}
+
+// writeList answers a list with the page lq asks for of all, and the
+// next page's token in X-Next-Token.
+func (h *Handler) writeList(w http.ResponseWriter, all []sandbox.Sandbox, lq listQuery) {
+	items, next := h.page(all, lq)
+	if next != "" {
+		w.Header().Set("X-Next-Token", next)
+	}
+	writeJSON(w, http.StatusOK, items)
 }

@@ -1,0 +1,105 @@
+package e2b
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/region"
+)
+
+// RegionLists are E2B's sandbox lists answered with every region's
+// sandboxes (docs/e2b.md, "Regions"): GET /v2/sandboxes, whose keyset
+// cursor (startedAt, sandboxID) means the same in every region, and the
+// unpaged GET /sandboxes.
+func RegionLists() []region.List {
+	return []region.List{
+		region.NewList(http.MethodGet, "/v2/sandboxes", validList, listPart, mergeList(true)),
+		region.NewList(http.MethodGet, "/sandboxes", validList, listPart, mergeList(false)),
+	}
+}
+
+// validList reports whether the list's query is one E2B's list accepts;
+// one it refuses is answered by this region alone.
+func validList(in *http.Request) bool {
+	_, err := parseListQuery(in.URL.Query()) // the same for both lists
+	return err == nil
+}
+
+// regionPage is one region's page of a list: its rows in its order, and
+// whether it has more after them.
+type regionPage struct {
+	rows []listRow
+	more bool
+}
+
+// listRow is a list row as its region wrote it, with its place in the
+// (startedAt, sandboxID) order.
+type listRow struct {
+	key listCursor
+	raw json.RawMessage
+}
+
+// listPart asks a region for its own page of the caller's query: with the
+// same cursor and limit, a region's first limit rows after the cursor
+// hold every one of its rows the merged page can have.
+func listPart(in *http.Request, get region.Get) (regionPage, error) {
+	body, hdr, err := get(in.URL.Query())
+	if err != nil {
+		return regionPage{}, err
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(body, &raws); err != nil {
+		return regionPage{}, fmt.Errorf("list: %w", err)
+	}
+	p := regionPage{rows: make([]listRow, len(raws)), more: hdr.Get("X-Next-Token") != ""}
+	for i, raw := range raws {
+		var k struct {
+			SandboxID string `json:"sandboxID"`
+			StartedAt string `json:"startedAt"`
+		}
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return regionPage{}, fmt.Errorf("list row: %w", err)
+		}
+		at, err := time.Parse(time.RFC3339Nano, k.StartedAt)
+		if err != nil || k.SandboxID == "" {
+			return regionPage{}, fmt.Errorf("list row %q: startedAt %q: no usable key", k.SandboxID, k.StartedAt)
+		}
+		p.rows[i] = listRow{key: listCursor{at: at.UTC(), id: k.SandboxID}, raw: raw}
+	}
+	return p, nil
+}
+
+// mergeList writes the merged list in the order the query asks for: the
+// first limit rows and, when more rows follow (beyond the page, or in a
+// region that has more), X-Next-Token at the page's last row, as one
+// region's list does. The unpaged list has no limit and no token.
+func mergeList(v2 bool) func(http.ResponseWriter, *http.Request, []regionPage) {
+	return func(w http.ResponseWriter, in *http.Request, parts []regionPage) {
+		lq, _ := listQueryOf(in.URL.Query(), v2) // valid: validList passed it
+		var rows []listRow
+		more := false
+		for _, p := range parts {
+			rows, more = append(rows, p.rows...), more || p.more
+		}
+		slices.SortFunc(rows, func(a, b listRow) int {
+			if lq.asc {
+				return compareCursor(a.key, b.key)
+			}
+			return compareCursor(b.key, a.key)
+		})
+		if len(rows) > lq.limit {
+			rows, more = rows[:lq.limit], true
+		}
+		if more && len(rows) > 0 {
+			w.Header().Set("X-Next-Token", rows[len(rows)-1].key.token())
+		}
+		out := make([]json.RawMessage, len(rows))
+		for i, r := range rows {
+			out[i] = r.raw
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}

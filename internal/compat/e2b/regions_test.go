@@ -1,0 +1,173 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/platinum-dev/platinum/internal/region"
+	"github.com/platinum-dev/platinum/internal/sandbox"
+)
+
+// fakeRegion answers E2B's lists from its sandboxes with the list code
+// one ptd runs, and counts what it was asked.
+type fakeRegion struct {
+	h     *Handler
+	all   []sandbox.Sandbox
+	asked atomic.Int32
+}
+
+func (f *fakeRegion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.asked.Add(1)
+	lq, err := listQueryOf(r.URL.Query(), r.URL.Path == "/v2/sandboxes")
+	if err != nil {
+		http.Error(w, `{"code":400,"message":"bad"}`, http.StatusBadRequest)
+		return
+	}
+	f.h.writeList(w, slices.Clone(f.all), lq)
+}
+
+// noStore is a region store with no sandboxes.
+type noStore struct{}
+
+func (noStore) GetSandbox(context.Context, string, string) (sandbox.Sandbox, error) {
+	return sandbox.Sandbox{}, sandbox.ErrNotFound
+}
+
+func TestRegionLists(t *testing.T) {
+	h := &Handler{cfg: DefaultConfig()}
+	base := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	// Three regions; some sandboxes start at the same microsecond in two
+	// regions (the id decides), one restarted later than all.
+	regions := []*fakeRegion{{h: h}, {h: h}, {h: h}}
+	var all []sandbox.Sandbox
+	for i := range 10 {
+		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), State: sandbox.StateRunning, Template: "busybox",
+			CreatedAt: base.Add(time.Duration(i/2) * time.Microsecond)}
+		switch i {
+		case 3:
+			sb.State = sandbox.StateStopped // paused
+		case 4:
+			sb.LastStart = &sandbox.LastStart{At: base.Add(time.Hour)}
+		}
+		regions[i%3].all = append(regions[i%3].all, sb)
+		all = append(all, sb)
+	}
+	// The oldest few are all in one region: the last pages come from it
+	// alone, and only its token says more follow.
+	for i := range 3 {
+		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), State: sandbox.StateRunning, Template: "busybox",
+			CreatedAt: base.Add(-time.Duration(i+1) * time.Second)}
+		regions[2].all = append(regions[2].all, sb)
+		all = append(all, sb)
+	}
+	peers := make([]region.Peer, 2)
+	for i, g := range regions[1:] {
+		srv := httptest.NewServer(g)
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		peers[i] = region.Peer{Name: fmt.Sprint("r", i+1), URL: u}
+	}
+	rt := region.New("r0", peers, noStore{}, slog.New(slog.DiscardHandler))
+	rt.AddLists(RegionLists()...)
+	api := rt.Wrap(regions[0])
+
+	get := func(target string) ([]string, http.Header, int) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		var rows []detailView
+		json.Unmarshal(w.Body.Bytes(), &rows)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.SandboxID)
+		}
+		return ids, w.Header(), w.Code
+	}
+	// want is one region's answer over every region's sandboxes.
+	want := func(target string) []string {
+		t.Helper()
+		u, _ := url.Parse(target)
+		one := &fakeRegion{h: h, all: all}
+		w := httptest.NewRecorder()
+		one.ServeHTTP(w, httptest.NewRequest(http.MethodGet, u.Path+"?"+u.RawQuery, nil))
+		var rows []detailView
+		json.Unmarshal(w.Body.Bytes(), &rows)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.SandboxID)
+		}
+		return ids
+	}
+	for _, target := range []string{"/sandboxes", "/sandboxes?state=running,paused", "/sandboxes?order=asc&state=paused",
+		"/v2/sandboxes", "/v2/sandboxes?order=asc", "/v2/sandboxes?state=paused", "/v2/sandboxes?limit=100"} {
+		got, _, code := get(target)
+		if d := cmp.Diff(want(target), got); d != "" || code != http.StatusOK || len(got) == 0 {
+			t.Errorf("%s: %d (-one region +merged):\n%s", target, code, d)
+		}
+	}
+	// Walking pages of every size, in both orders, yields the one-region
+	// order once: the token goes on across regions.
+	for _, order := range []string{"desc", "asc"} {
+		full := want("/v2/sandboxes?order=" + order)
+		if len(full) != 13 { // running and paused, by default
+			t.Fatalf("order %s: %d rows, want 13", order, len(full))
+		}
+		for limit := 1; limit <= 4; limit++ {
+			var got []string
+			q := fmt.Sprintf("/v2/sandboxes?order=%s&limit=%d", order, limit)
+			for range 20 {
+				page, hdr, code := get(q)
+				if code != http.StatusOK || len(page) > limit {
+					t.Fatalf("%s: %d, %d rows", q, code, len(page))
+				}
+				got = append(got, page...)
+				next := hdr.Get("X-Next-Token")
+				if next == "" {
+					break
+				}
+				q = fmt.Sprintf("/v2/sandboxes?order=%s&limit=%d&nextToken=%s", order, limit, next)
+			}
+			if d := cmp.Diff(full, got); d != "" {
+				t.Errorf("order %s limit %d (-want +got):\n%s", order, limit, d)
+			}
+		}
+	}
+	// Bad input is refused by this region alone.
+	before := regions[1].asked.Load()
+	if _, _, code := get("/v2/sandboxes?limit=0"); code != http.StatusBadRequest {
+		t.Errorf("limit=0: %d, want 400", code)
+	}
+	if regions[1].asked.Load() != before {
+		t.Error("a bad query reached a peer")
+	}
+}
+
+func TestRegionListPeerDown(t *testing.T) {
+	h := &Handler{cfg: DefaultConfig()}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u, _ := url.Parse(srv.URL)
+	srv.Close()
+	rt := region.New("a", []region.Peer{{Name: "b", URL: u}}, noStore{}, slog.New(slog.DiscardHandler))
+	rt.AddLists(RegionLists()...)
+	api := rt.Wrap(&fakeRegion{h: h})
+	for _, target := range []string{"/sandboxes", "/v2/sandboxes"} {
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		var body struct{ Code, Region string }
+		json.Unmarshal(w.Body.Bytes(), &body)
+		if w.Code != http.StatusServiceUnavailable || body.Code != "region_unavailable" || body.Region != "b" || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s with b down: %d %s", target, w.Code, w.Body)
+		}
+	}
+}
