@@ -86,7 +86,10 @@ func regionList(t *testing.T, d *ptdtest.Daemon, query string, hdr http.Header) 
 // with limits 1, 2 and 3 concatenates to that list; the paginated total
 // is the sum of the regions'; a region-b sandbox is read, exec'd and
 // deleted through region a; a create for an unknown region is 400
-// unknown_region and makes nothing.
+// unknown_region and makes nothing. E2B's, Daytona's and MCP's lists
+// through a are both regions' sandboxes (E2B's and Daytona's pages walked
+// with their own cursors), their requests for a region-b sandbox reach
+// it, and with b down their lists are 503 region_unavailable.
 func TestRegions(t *testing.T) {
 	requireEnv(t)
 	ds := startRegions(t, "ra", "rb")
@@ -160,6 +163,9 @@ func TestRegions(t *testing.T) {
 	if got, err := cla.Sandboxes.Get(ctx, id); err != nil || got.ID != id || got.Region != "rb" {
 		t.Fatalf("get of region b's %s through a: %+v %v", id, got, err)
 	}
+	// E2B's, Daytona's and MCP's lists through a merge both regions, and
+	// their requests for b's sandbox reach it.
+	checkCompatRegions(t, a, b, want, id)
 
 	// A child named through a, of b's sandbox, is made in b beside its
 	// parent.
@@ -220,6 +226,7 @@ func TestRegions(t *testing.T) {
 		apiErr.Code != "region_unavailable" || apiErr.Body["region"] != "rb" {
 		t.Fatalf("list with rb down: %v, want 503 region_unavailable naming rb", err)
 	}
+	checkCompatRegionDown(t, a)
 	if _, err := r.Get(ctx, first.ID); !errors.As(err, &apiErr) || apiErr.Code != "region_unavailable" {
 		t.Fatalf("get of an rb sandbox with rb down: %v, want 503 region_unavailable", err)
 	}
