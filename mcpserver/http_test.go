@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -276,6 +277,38 @@ func TestHTTPCancelEndsAPICall(t *testing.T) {
 		}
 		if err := <-errc; err == nil {
 			t.Errorf("%s: the cancelled call returned no error", tool)
+		}
+	}
+}
+
+// TestHandlerTransportPanics: a handler's panic ends the response and is
+// logged, except http.ErrAbortHandler (a proxy giving up on a reader that
+// left), which net/http's server does not log either.
+func TestHandlerTransportPanics(t *testing.T) {
+	for _, tc := range []struct {
+		panic  any
+		logged bool
+	}{
+		{http.ErrAbortHandler, false},
+		{"boom", true},
+	} {
+		var logs bytes.Buffer
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "part")
+			panic(tc.panic)
+		})
+		c := &http.Client{Transport: handlerTransport{h: h, log: slog.New(slog.NewTextHandler(&logs, nil))}}
+		resp, err := c.Get("http://x/v1/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Errorf("panic %v: the body ended cleanly, want an error", tc.panic)
+		}
+		if got := strings.Contains(logs.String(), "panicked"); got != tc.logged {
+			t.Errorf("panic %v: logged %v, want %v (%s)", tc.panic, got, tc.logged, logs.String())
 		}
 	}
 }

@@ -43,7 +43,13 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	go func() {
 		defer func() {
 			if v := recover(); v != nil {
-				t.log.Error("in-process API call panicked", "method", req.Method, "path", req.URL.Path, "panic", v)
+				// http.ErrAbortHandler is a handler giving up on a reader
+				// that left (a proxy to another region does, when a tool
+				// closes a stream it has read enough of): net/http's
+				// server does not log it either.
+				if v != http.ErrAbortHandler {
+					t.log.Error("in-process API call panicked", "method", req.Method, "path", req.URL.Path, "panic", v)
+				}
 				if !w.started() {
 					w.WriteHeader(http.StatusInternalServerError)
 				}
