@@ -126,7 +126,7 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 	} else {
 		u := r.peers[i-1].URL.JoinPath(in.URL.Path)
 		u.RawQuery = q.Encode()
-		resp, err := r.peerGet(in.Context(), in, u)
+		resp, err := r.peerGet(in.Context(), in, u, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,14 @@ import (
 // never sent to a third region, and a list carrying it is that region's
 // rows only.
 const Header = "Pt-Region-Forwarded-By"
+
+// lookupPath is where a region asks a peer whether it has a sandbox for
+// envd traffic (E2B's E2b-Sandbox-Id requests): GET lookupPath+<id>,
+// marked with Header, with the sandbox's access token in X-Access-Token,
+// the one credential such a request carries. The peer's router answers
+// it from its store: 204 when it has the sandbox and the token is its,
+// else 404.
+const lookupPath = "/pt-region/sandboxes/"
 
 // Peer is another region and the URL of any ptd of it.
 type Peer struct {
@@ -111,6 +120,8 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		l, isList := r.listFor(req)
 		switch path := strings.TrimSuffix(req.URL.Path, "/"); {
+		case req.Header.Get(Header) != "" && req.Method == http.MethodGet && strings.HasPrefix(path, lookupPath):
+			r.answerLookup(w, req, strings.TrimPrefix(path, lookupPath))
 		case req.Header.Get(Header) != "":
 			next.ServeHTTP(w, req)
 		case path == "/v1/sandboxes" && req.Method == http.MethodPost:
@@ -230,12 +241,17 @@ func (r *Router) ownerOf(req *http.Request, id string) (p Peer, ok bool, down st
 
 // has reports whether peer p has sandbox id, by reading its record with
 // the caller's credentials (a bearer token is per region: the sandbox is
-// found where the caller may see it). An error is a peer that did not
-// answer.
+// found where the caller may see it); envd traffic, whose credential is
+// the sandbox's access token, asks the peer's lookupPath with it. An
+// error is a peer that did not answer.
 func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (bool, error) {
 	u := p.URL.JoinPath("/v1/sandboxes", id)
 	u.RawQuery = "include_deleted=true"
-	resp, err := r.peerGet(ctx, in, u)
+	var extra http.Header
+	if tok := accessToken(in); tok != "" {
+		u, extra = p.URL.JoinPath(lookupPath, id), http.Header{"X-Access-Token": {tok}}
+	}
+	resp, err := r.peerGet(ctx, in, u, extra)
 	if err != nil {
 		return false, err
 	}
@@ -244,16 +260,47 @@ func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (
 	if resp.StatusCode >= 500 {
 		return false, fmt.Errorf("region %s answered %s", p.Name, resp.Status)
 	}
-	return resp.StatusCode == http.StatusOK, nil
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent, nil
 }
 
-// peerGet asks a peer for u as in's caller: with in's credentials and
-// request id, and marked with Header as this region's own question.
-func (r *Router) peerGet(ctx context.Context, in *http.Request, u *url.URL) (*http.Response, error) {
+// accessToken is the sandbox access token of envd traffic (a request
+// with E2b-Sandbox-Id): X-Access-Token, or E2B's E2b-Traffic-Access-Token
+// for a sandbox's other ports. Empty for any other request, and for envd
+// requests that carry none (a health probe, a pre-signed file URL).
+func accessToken(req *http.Request) string {
+	if req.Header.Get("E2b-Sandbox-Id") == "" {
+		return ""
+	}
+	return cmp.Or(req.Header.Get("X-Access-Token"), req.Header.Get("E2b-Traffic-Access-Token"))
+}
+
+// answerLookup answers a peer's lookupPath question for sandbox id: 204
+// when this region's store has it and X-Access-Token is its access token,
+// 404 when it has no such sandbox or the token is not its (a wrong token
+// learns nothing more than a missing sandbox).
+func (r *Router) answerLookup(w http.ResponseWriter, req *http.Request, id string) {
+	sb, err := r.store.GetSandbox(req.Context(), "", id)
+	tok := req.Header.Get("X-Access-Token")
+	switch {
+	case err != nil && !errors.Is(err, sandbox.ErrNotFound):
+		r.log.ErrorContext(req.Context(), "region: answer look-up", "sandbox", id, "err", err)
+		w.WriteHeader(http.StatusInternalServerError)
+	case err != nil || tok == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(sb.AgentToken)) != 1:
+		w.WriteHeader(http.StatusNotFound)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// peerGet asks a peer for u as in's caller: with in's credentials (and
+// the extra headers) and request id, and marked with Header as this
+// region's own question.
+func (r *Router) peerGet(ctx context.Context, in *http.Request, u *url.URL, extra http.Header) (*http.Response, error) {
 	out, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(out.Header, extra)
 	for _, h := range []string{"Authorization", "X-Api-Key"} {
 		if v := in.Header.Get(h); v != "" {
 			out.Header.Set(h, v)

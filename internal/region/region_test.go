@@ -323,3 +323,78 @@ func TestCreateChild(t *testing.T) {
 		t.Fatalf("child of a parent a lacks, with b down: %d %s, want 503 region_unavailable and nothing made", rec.Code, rec.Body)
 	}
 }
+
+// tokenStore knows sandboxes by id, each with its access token.
+type tokenStore map[string]string
+
+func (s tokenStore) GetSandbox(_ context.Context, _, id string) (sandbox.Sandbox, error) {
+	if tok, ok := s[id]; ok {
+		return sandbox.Sandbox{ID: id, AgentToken: tok}, nil
+	}
+	return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+}
+
+// TestEnvdTraffic: envd requests (E2b-Sandbox-Id) carry the sandbox's
+// access token, not a /v1 credential; region a finds b's sandbox by
+// asking b's router with that token, and only the right token finds it.
+func TestEnvdTraffic(t *testing.T) {
+	local, peer := &region{name: "a"}, &region{name: "b"}
+	// b is a router of its own in front of its API, as every ptd is.
+	self, _ := url.Parse("http://127.0.0.1:1") // a, as b knows it: never asked here
+	bRouter := New("b", []Peer{{Name: "a", URL: self}}, tokenStore{"sbx_b1": "tok-b1", "sbx_b2": "tok-b2"}, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(bRouter.Wrap(peer))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	h := New("a", []Peer{{Name: "b", URL: u}}, tokenStore{}, slog.New(slog.DiscardHandler)).Wrap(local)
+
+	envd := func(id string, hdr map[string]string) int {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/process.Process/Start", strings.NewReader("{}"))
+		req.Header.Set("E2b-Sandbox-Id", id)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	tests := []struct {
+		name, id string
+		hdr      map[string]string
+		servedBy string
+	}{
+		{"wrong token", "sbx_b1", map[string]string{"X-Access-Token": "nope"}, "a"},
+		{"no token", "sbx_b1", nil, "a"},
+		{"unknown sandbox", "sbx_none", map[string]string{"X-Access-Token": "tok-b1"}, "a"},
+		{"its token", "sbx_b1", map[string]string{"X-Access-Token": "tok-b1"}, "b"},
+		// (A found sandbox is kept for a while: another one for this.)
+		{"another port's traffic token", "sbx_b2-49999", map[string]string{"E2b-Traffic-Access-Token": "tok-b2"}, "b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nl, np := len(local.requests()), len(peer.requests())
+			envd(tt.id, tt.hdr)
+			servedHere := len(local.requests()) > nl
+			servedThere := false
+			for _, r := range peer.requests()[np:] {
+				if r.URL.Path == "/process.Process/Start" {
+					servedThere = true
+				}
+			}
+			if got := map[bool]string{true: "a", false: "b"}[servedHere]; got != tt.servedBy || servedHere == servedThere {
+				t.Errorf("served by a %v, by b %v; want only %s", servedHere, servedThere, tt.servedBy)
+			}
+		})
+	}
+	// The look-up itself never reaches b's API: b's router answers it.
+	for _, r := range peer.requests() {
+		if strings.HasPrefix(r.URL.Path, lookupPath) {
+			t.Errorf("b's API saw the look-up %s", r.URL)
+		}
+	}
+	// Without a peer, the look-up path is nobody's: a router without
+	// peers is its handler itself.
+	if h := New("b", nil, tokenStore{"sbx_b1": "tok-b1"}, nil).Wrap(peer); h != http.Handler(peer) {
+		t.Error("a router without peers is not its handler")
+	}
+}
