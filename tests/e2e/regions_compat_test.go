@@ -47,11 +47,11 @@ func compatCall(t *testing.T, d *ptdtest.Daemon, method, target string, body any
 
 // checkCompatRegions checks E2B's, Daytona's and MCP's surfaces through
 // region a against sandboxes made in both regions: want is every sandbox
-// in the native list's order (created_at, then id, descending), bID one
-// that lives in region b. E2B's and Daytona's calls are plain HTTP in
+// in the native list's order (created_at, then id, descending), bID and
+// bOther two that live in region b (bOther not yet asked for through a). E2B's and Daytona's calls are plain HTTP in
 // their wire formats (the SDKs' own runs are tests/compat's, against one
 // ptd); MCP's is the Go MCP SDK's client over Streamable HTTP.
-func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID string) {
+func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, bOther string) {
 	t.Helper()
 	e2bKey := map[string]string{"X-API-Key": a.Token}
 	// E2B's v2 list, walked two at a time with its nextToken, is every
@@ -107,6 +107,28 @@ func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID s
 	}
 	if end, err := time.Parse(time.RFC3339Nano, viaB.EndAt); viaA != viaB || err != nil || time.Until(end) < 10*time.Minute {
 		t.Errorf("E2B get of %s: through a %+v, through b %+v, want the same, ending ~15 min from now", bID, viaA, viaB)
+	}
+
+	// envd traffic through a for b's other sandbox, never asked for through
+	// a before: its access token (from a connect through b) finds it; a
+	// wrong one does not.
+	var conn struct {
+		EnvdAccessToken string `json:"envdAccessToken"`
+	}
+	if code, _, body := compatCall(t, b, http.MethodPost, "/sandboxes/"+bOther+"/connect", map[string]int{"timeout": 600}, e2bKey); code/100 != 2 ||
+		json.Unmarshal(body, &conn) != nil || conn.EnvdAccessToken == "" {
+		t.Fatalf("E2B connect of %s through its own region b: %d %s", bOther, code, body)
+	}
+	envd := func(tok string) (int, []byte) {
+		code, _, body := compatCall(t, a, http.MethodGet, "/files?path=/etc/hostname&username=root", nil,
+			map[string]string{"E2b-Sandbox-Id": bOther, "X-Access-Token": tok})
+		return code, body
+	}
+	if code, body := envd("wrong-" + conn.EnvdAccessToken); code == http.StatusOK {
+		t.Errorf("envd read in b's %s through a with a wrong token: %d %s, want refused", bOther, code, body)
+	}
+	if code, body := envd(conn.EnvdAccessToken); code != http.StatusOK || len(bytes.TrimSpace(body)) == 0 {
+		t.Errorf("envd read in b's %s through a with its token: %d %s", bOther, code, body)
 	}
 
 	// Daytona's list, walked two at a time with its cursor, holds every
