@@ -236,4 +236,3 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
-
