@@ -91,7 +91,7 @@ func (r *Router) list(w http.ResponseWriter, req *http.Request, next http.Handle
 	for i := range regions {
 		wg.Go(func() {
 			parts[i], errs[i] = l.part(req, func(q url.Values) ([]byte, http.Header, error) {
-				return r.get(req, next, i, q)
+				return r.get(req, next, i, l.path, q)
 			})
 		})
 	}
@@ -111,9 +111,9 @@ func (r *Router) list(w http.ResponseWriter, req *http.Request, next http.Handle
 	l.merge(w, req, parts)
 }
 
-// get asks region i (0: this one, in-process through next) for the list
-// in asks for, with query q.
-func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) ([]byte, http.Header, error) {
+// get asks region i (0: this one, in-process through next, as in came;
+// a peer at path) for the list in asks for, with query q.
+func (r *Router) get(in *http.Request, next http.Handler, i int, path string, q url.Values) ([]byte, http.Header, error) {
 	var a Refused
 	if i == 0 {
 		req := in.Clone(in.Context())
@@ -124,7 +124,7 @@ func (r *Router) get(in *http.Request, next http.Handler, i int, q url.Values) (
 		next.ServeHTTP(rec, req)
 		a = rec.Refused
 	} else {
-		u := r.peers[i-1].URL.JoinPath(in.URL.Path)
+		u := r.peers[i-1].URL.JoinPath(path)
 		u.RawQuery = q.Encode()
 		resp, err := r.peerGet(in.Context(), in, u, nil)
 		if err != nil {

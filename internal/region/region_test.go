@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,5 +397,62 @@ func TestEnvdTraffic(t *testing.T) {
 	// peers is its handler itself.
 	if h := New("b", nil, tokenStore{"sbx_b1": "tok-b1"}, nil).Wrap(peer); h != http.Handler(peer) {
 		t.Error("a router without peers is not its handler")
+	}
+}
+
+// TestListRefusals: a region's answer other than 200 to a list is passed
+// on as it came, naming the region; a query the surface refuses never
+// reaches a peer.
+func TestListRefusals(t *testing.T) {
+	// things is a surface's list: each region answers its names, joined.
+	things := NewList(http.MethodGet, "/things",
+		func(in *http.Request) bool { return in.URL.Query().Get("bad") == "" },
+		func(in *http.Request, get Get) (string, error) {
+			b, _, err := get(in.URL.Query())
+			return string(b), err
+		},
+		func(w http.ResponseWriter, _ *http.Request, parts []string) { fmt.Fprint(w, strings.Join(parts, ",")) })
+	serve := func(name string, status int) (http.Handler, *atomic.Int32) {
+		var n atomic.Int32
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n.Add(1)
+			if r.Header.Get(Header) == "" && r.URL.Query().Get("bad") == "" {
+				t.Errorf("%s asked for %s without %s", name, r.URL, Header)
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(status)
+			fmt.Fprint(w, name)
+		}), &n
+	}
+	tests := []struct {
+		name               string
+		query              string
+		localSt, peerSt    int
+		wantCode           int
+		wantBody, wantFrom string
+		peerAsked          bool
+	}{
+		{"both answer", "", 200, 200, 200, "a,b", "", true},
+		{"peer refuses", "", 200, 401, 401, "b", "b", true},
+		{"this region refuses", "", 403, 200, 403, "a", "a", true},
+		{"bad query: this region alone", "bad=1", 400, 200, 400, "a", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			local, _ := serve("a", tt.localSt)
+			peer, asked := serve("b", tt.peerSt)
+			srv := httptest.NewServer(peer)
+			t.Cleanup(srv.Close)
+			u, _ := url.Parse(srv.URL)
+			r := New("a", []Peer{{Name: "b", URL: u}}, fakeStore{}, slog.New(slog.DiscardHandler))
+			r.AddLists(things)
+			rec := do(t, r.Wrap(local), http.MethodGet, "/things?"+tt.query, "", nil)
+			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody || rec.Header().Get("Pt-Region") != tt.wantFrom {
+				t.Errorf("%d %q from %q, want %d %q from %q", rec.Code, rec.Body, rec.Header().Get("Pt-Region"), tt.wantCode, tt.wantBody, tt.wantFrom)
+			}
+			if got := asked.Load() > 0; got != tt.peerAsked {
+				t.Errorf("peer asked %v, want %v", got, tt.peerAsked)
+			}
+		})
 	}
 }
