@@ -3,9 +3,10 @@
 // another region is sent to a ptd of that region, a request for a sandbox
 // this region's store does not know (on any surface, envd traffic
 // included) is sent to the region that has it, and GET /v1/sandboxes and
-// the compatible surfaces' sandbox lists (List) merge every region's rows. Within a region,
-// internal/forward spreads requests over hosts; this package only ever
-// speaks to a region's entry URL and knows nothing of its hosts.
+// the compatible surfaces' sandbox lists (List) merge every region's
+// rows. Within a region, internal/forward spreads requests over hosts;
+// this package only ever speaks to a region's entry URL and knows nothing
+// of its hosts.
 package region
 
 import (

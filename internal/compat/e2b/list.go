@@ -181,17 +181,16 @@ func (h *Handler) page(all []sandbox.Sandbox, lq listQuery) ([]detailView, strin
 			items = append(items, item{sb, state, listCursor{startedAt(sb), sb.ID}})
 		}
 	}
-	less := compareCursor
 	slices.SortFunc(items, func(a, b item) int {
 		if lq.asc {
-			return less(a.key, b.key)
+			return compareCursor(a.key, b.key)
 		}
-		return less(b.key, a.key)
+		return compareCursor(b.key, a.key)
 	})
 	if lq.after != nil {
 		i := 0
 		for i < len(items) {
-			c := less(items[i].key, *lq.after)
+			c := compareCursor(items[i].key, *lq.after)
 			if (lq.asc && c > 0) || (!lq.asc && c < 0) {
 				break
 			}
