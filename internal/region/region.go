@@ -250,8 +250,12 @@ func (r *Router) has(ctx context.Context, in *http.Request, p Peer, id string) (
 	u := p.URL.JoinPath("/v1/sandboxes", id)
 	u.RawQuery = "include_deleted=true"
 	var extra http.Header
-	if tok := accessToken(in); tok != "" {
-		u, extra = p.URL.JoinPath(lookupPath, id), http.Header{"X-Access-Token": {tok}}
+	switch key := in.Header.Get("X-Api-Key"); {
+	case accessToken(in) != "":
+		u, extra = p.URL.JoinPath(lookupPath, id), http.Header{"X-Access-Token": {accessToken(in)}}
+	case key != "" && in.Header.Get("Authorization") == "":
+		// E2B's API key is a Platinum token, which /v1 takes as a bearer.
+		extra = http.Header{"Authorization": {"Bearer " + key}}
 	}
 	resp, err := r.peerGet(ctx, in, u, extra)
 	if err != nil {

@@ -456,3 +456,26 @@ func TestListRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKeyLookUp: E2B's calls carry the token as X-API-Key only; the
+// look-up of their sandbox in a peer asks /v1 with it as a bearer, which
+// is what /v1 takes, and the call itself goes on as it came.
+func TestAPIKeyLookUp(t *testing.T) {
+	local := &region{name: "a"}
+	peer := &region{name: "b", rows: []listRow{{"sbx_b1", "2026-12-04T12:00:00.000002Z"}}}
+	h, _ := setup(t, local, peer)
+	req := httptest.NewRequest(http.MethodPost, "/v2/sandboxes/sbx_b1/connect", strings.NewReader(`{"timeout":60}`))
+	req.Header.Set("X-API-Key", "key1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	seen := peer.requests()
+	if rec.Code != http.StatusCreated || len(seen) != 2 || len(local.requests()) != 0 {
+		t.Fatalf("connect of b's sandbox: %d, b saw %d requests, a %d; want it forwarded after one look-up", rec.Code, len(seen), len(local.requests()))
+	}
+	if got := seen[0].Header.Get("Authorization"); seen[0].Method != http.MethodGet || got != "Bearer key1" {
+		t.Errorf("look-up %s %s with Authorization %q, want GET with Bearer key1", seen[0].Method, seen[0].URL, got)
+	}
+	if got := seen[1].Header; got.Get("X-Api-Key") != "key1" || got.Get("Authorization") != "" {
+		t.Errorf("forwarded connect's credentials %v, want X-API-Key as it came", got)
+	}
+}

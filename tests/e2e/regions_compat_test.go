@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // compatCall sends method target (body JSON, or none) to d with hdr and
@@ -47,11 +51,13 @@ func compatCall(t *testing.T, d *ptdtest.Daemon, method, target string, body any
 
 // checkCompatRegions checks E2B's, Daytona's and MCP's surfaces through
 // region a against sandboxes made in both regions: want is every sandbox
-// in the native list's order (created_at, then id, descending), bID and
-// bOther two that live in region b (bOther not yet asked for through a). E2B's and Daytona's calls are plain HTTP in
+// in the native list's order (created_at, then id, descending), and bID,
+// bEnvd and bKey three that live in region b; only bID has been asked for
+// through a before (by /v1), so bEnvd and bKey are found by envd's and
+// E2B's own credentials (the access token, the API key). E2B's and Daytona's calls are plain HTTP in
 // their wire formats (the SDKs' own runs are tests/compat's, against one
 // ptd); MCP's is the Go MCP SDK's client over Streamable HTTP.
-func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, bOther string) {
+func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, bEnvd, bKey string) {
 	t.Helper()
 	e2bKey := map[string]string{"X-API-Key": a.Token}
 	// E2B's v2 list, walked two at a time with its nextToken, is every
@@ -92,21 +98,22 @@ func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, 
 	if d := cmp.Diff(want, v1IDs); code != http.StatusOK || d != "" {
 		t.Errorf("E2B GET /sandboxes through a: %d (-want +got):\n%s", code, d)
 	}
-	// E2B's get and timeout of b's sandbox through a reach b.
-	if code, _, body := compatCall(t, a, http.MethodPost, "/sandboxes/"+bID+"/timeout", map[string]int{"timeout": 900}, e2bKey); code != http.StatusNoContent {
-		t.Fatalf("E2B timeout of b's %s through a: %d %s", bID, code, body)
+	// E2B's timeout and get of b's sandbox through a, with the API key
+	// alone, reach b.
+	if code, _, body := compatCall(t, a, http.MethodPost, "/sandboxes/"+bKey+"/timeout", map[string]int{"timeout": 900}, e2bKey); code != http.StatusNoContent {
+		t.Fatalf("E2B timeout of b's %s through a: %d %s", bKey, code, body)
 	}
 	var viaA, viaB struct {
 		SandboxID, EndAt string
 	}
-	if code, _, body := compatCall(t, a, http.MethodGet, "/sandboxes/"+bID, nil, e2bKey); code != http.StatusOK || json.Unmarshal(body, &viaA) != nil {
-		t.Fatalf("E2B get of b's %s through a: %d %s", bID, code, body)
+	if code, _, body := compatCall(t, a, http.MethodGet, "/sandboxes/"+bKey, nil, e2bKey); code != http.StatusOK || json.Unmarshal(body, &viaA) != nil {
+		t.Fatalf("E2B get of b's %s through a: %d %s", bKey, code, body)
 	}
-	if code, _, body := compatCall(t, b, http.MethodGet, "/sandboxes/"+bID, nil, e2bKey); code != http.StatusOK || json.Unmarshal(body, &viaB) != nil {
-		t.Fatalf("E2B get of %s through its own region b: %d %s", bID, code, body)
+	if code, _, body := compatCall(t, b, http.MethodGet, "/sandboxes/"+bKey, nil, e2bKey); code != http.StatusOK || json.Unmarshal(body, &viaB) != nil {
+		t.Fatalf("E2B get of %s through its own region b: %d %s", bKey, code, body)
 	}
 	if end, err := time.Parse(time.RFC3339Nano, viaB.EndAt); viaA != viaB || err != nil || time.Until(end) < 10*time.Minute {
-		t.Errorf("E2B get of %s: through a %+v, through b %+v, want the same, ending ~15 min from now", bID, viaA, viaB)
+		t.Errorf("E2B get of %s: through a %+v, through b %+v, want the same, ending ~15 min from now", bKey, viaA, viaB)
 	}
 
 	// envd traffic through a for b's other sandbox, never asked for through
@@ -115,20 +122,20 @@ func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, 
 	var conn struct {
 		EnvdAccessToken string `json:"envdAccessToken"`
 	}
-	if code, _, body := compatCall(t, b, http.MethodPost, "/sandboxes/"+bOther+"/connect", map[string]int{"timeout": 600}, e2bKey); code/100 != 2 ||
+	if code, _, body := compatCall(t, b, http.MethodPost, "/sandboxes/"+bEnvd+"/connect", map[string]int{"timeout": 600}, e2bKey); code/100 != 2 ||
 		json.Unmarshal(body, &conn) != nil || conn.EnvdAccessToken == "" {
-		t.Fatalf("E2B connect of %s through its own region b: %d %s", bOther, code, body)
+		t.Fatalf("E2B connect of %s through its own region b: %d %s", bEnvd, code, body)
 	}
 	envd := func(tok string) (int, []byte) {
 		code, _, body := compatCall(t, a, http.MethodGet, "/files?path=/etc/hostname&username=root", nil,
-			map[string]string{"E2b-Sandbox-Id": bOther, "X-Access-Token": tok})
+			map[string]string{"E2b-Sandbox-Id": bEnvd, "X-Access-Token": tok})
 		return code, body
 	}
 	if code, body := envd("wrong-" + conn.EnvdAccessToken); code == http.StatusOK {
-		t.Errorf("envd read in b's %s through a with a wrong token: %d %s, want refused", bOther, code, body)
+		t.Errorf("envd read in b's %s through a with a wrong token: %d %s, want refused", bEnvd, code, body)
 	}
 	if code, body := envd(conn.EnvdAccessToken); code != http.StatusOK || len(bytes.TrimSpace(body)) == 0 {
-		t.Errorf("envd read in b's %s through a with its token: %d %s", bOther, code, body)
+		t.Errorf("envd read in b's %s through a with its token: %d %s", bEnvd, code, body)
 	}
 
 	// Daytona's list, walked two at a time with its cursor, holds every
@@ -224,6 +231,32 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 			t.Errorf("%s through a with rb down: %d %s, want 503 region_unavailable naming rb", c.target, code, body)
 		}
 	}
+}
+
+// checkE2BSDKRegions runs the real e2b npm SDK (tests/compat/e2b's,
+// pinned there; scripts/test.sh installs it) through region a:
+// tests/compat/e2b/regions.mjs walks Sandbox.list's pages (want, in
+// order) and connects to b's sandbox bID, reads a file in it and sets its
+// timeout.
+func checkE2BSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
+	t.Helper()
+	// A subtest: without the SDK installed it alone is skipped.
+	t.Run("e2b SDK", func(t *testing.T) {
+		dir := filepath.Join("..", "compat", "e2b")
+		node := testenv.RequiresNode(t, dir, "e2b")
+		ids, _ := json.Marshal(want)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, "regions.mjs")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "E2B_API_URL="+a.URL, "E2B_SANDBOX_URL="+a.URL, "E2B_API_KEY="+a.Token, "E2B_DEBUG=",
+			"REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the e2b SDK through region a: %v\n%s", err, out)
+		}
+		t.Logf("%s", out)
+	})
 }
 
 // bearerRT adds a bearer token to every request.
