@@ -233,30 +233,37 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 	}
 }
 
-// checkE2BSDKRegions runs the real e2b npm SDK (tests/compat/e2b's,
-// pinned there; scripts/test.sh installs it) through region a:
-// tests/compat/e2b/regions.mjs walks Sandbox.list's pages (want, in
-// order) and connects to b's sandbox bID, reads a file in it and sets its
-// timeout.
-func checkE2BSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
+// checkSDKRegions runs the real e2b and Daytona npm SDKs (tests/compat's,
+// pinned there; scripts/test.sh installs them) through region a: each
+// regions.mjs there walks the SDK's list pages (want) and reaches b's
+// sandbox bID — E2B's connects, reads a file and sets its timeout;
+// Daytona's gets it and reads a file through its toolbox.
+func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
 	t.Helper()
-	// A subtest: without the SDK installed it alone is skipped.
-	t.Run("e2b SDK", func(t *testing.T) {
-		dir := filepath.Join("..", "compat", "e2b")
-		node := testenv.RequiresNode(t, dir, "e2b")
-		ids, _ := json.Marshal(want)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, node, "regions.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "E2B_API_URL="+a.URL, "E2B_SANDBOX_URL="+a.URL, "E2B_API_KEY="+a.Token, "E2B_DEBUG=",
-			"REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("the e2b SDK through region a: %v\n%s", err, out)
-		}
-		t.Logf("%s", out)
-	})
+	ids, _ := json.Marshal(want)
+	for _, c := range []struct {
+		name, dir, pkg string
+		env            []string
+	}{
+		{"e2b SDK", "e2b", "e2b", []string{"E2B_API_URL=" + a.URL, "E2B_SANDBOX_URL=" + a.URL, "E2B_API_KEY=" + a.Token, "E2B_DEBUG="}},
+		{"Daytona SDK", "daytona", "@daytonaio/sdk", []string{"DAYTONA_API_URL=" + a.URL + "/daytona/api", "DAYTONA_API_KEY=" + a.Token}},
+	} {
+		// Subtests: without an SDK installed only its own is skipped.
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join("..", "compat", c.dir)
+			node := testenv.RequiresNode(t, dir, c.pkg)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, "regions.mjs")
+			cmd.Dir = dir
+			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the %s through region a: %v\n%s", c.name, err, out)
+			}
+			t.Logf("%s", out)
+		})
+	}
 }
 
 // bearerRT adds a bearer token to every request.

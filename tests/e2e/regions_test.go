@@ -167,7 +167,7 @@ func TestRegions(t *testing.T) {
 	// their requests for b's sandbox reach it.
 	others := slices.DeleteFunc(slices.Clone(want), func(o string) bool { return inRegion[o] != "rb" || o == id })
 	checkCompatRegions(t, a, b, want, id, others[0], others[1])
-	checkE2BSDKRegions(t, a, want, others[1])
+	checkSDKRegions(t, a, want, others[1])
 
 	// A child named through a, of b's sandbox, is made in b beside its
 	// parent.
