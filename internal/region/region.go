@@ -121,14 +121,17 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		l, isList := r.listFor(req)
+		// envd traffic is for its sandbox whatever its path: a service in
+		// the sandbox may serve GET /sandboxes too.
+		envd := req.Header.Get("E2b-Sandbox-Id") != ""
 		switch path := strings.TrimSuffix(req.URL.Path, "/"); {
 		case req.Header.Get(Header) != "" && req.Method == http.MethodGet && strings.HasPrefix(path, lookupPath):
 			r.answerLookup(w, req, strings.TrimPrefix(path, lookupPath))
 		case req.Header.Get(Header) != "":
 			next.ServeHTTP(w, req)
-		case path == "/v1/sandboxes" && req.Method == http.MethodPost:
+		case path == "/v1/sandboxes" && req.Method == http.MethodPost && !envd:
 			r.create(w, req, next)
-		case isList:
+		case isList && !envd:
 			r.list(w, req, next, l)
 		default:
 			p, ok, down := r.owner(req)

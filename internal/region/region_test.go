@@ -342,7 +342,7 @@ func TestEnvdTraffic(t *testing.T) {
 	local, peer := &region{name: "a"}, &region{name: "b"}
 	// b is a router of its own in front of its API, as every ptd is.
 	self, _ := url.Parse("http://127.0.0.1:1") // a, as b knows it: never asked here
-	bRouter := New("b", []Peer{{Name: "a", URL: self}}, tokenStore{"sbx_b1": "tok-b1", "sbx_b2": "tok-b2"}, slog.New(slog.DiscardHandler))
+	bRouter := New("b", []Peer{{Name: "a", URL: self}}, tokenStore{"sbx_b1": "tok-b1", "sbx_b2": "tok-b2", "sbx_b3": "tok-b3"}, slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(bRouter.Wrap(peer))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
@@ -386,6 +386,15 @@ func TestEnvdTraffic(t *testing.T) {
 				t.Errorf("served by a %v, by b %v; want only %s", servedHere, servedThere, tt.servedBy)
 			}
 		})
+	}
+	// envd traffic on a list's path is its sandbox's, not a list.
+	req := httptest.NewRequest(http.MethodGet, "/v1/sandboxes", nil)
+	req.Header.Set("E2b-Sandbox-Id", "sbx_b3")
+	req.Header.Set("X-Access-Token", "tok-b3")
+	np := len(peer.requests())
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if got := peer.requests()[np:]; len(got) != 1 || got[0].URL.RawQuery != "" || got[0].Header.Get("E2b-Sandbox-Id") != "sbx_b3" {
+		t.Errorf("envd GET /v1/sandboxes of b's sandbox: b saw %d requests, want it once as it came", len(got))
 	}
 	// The look-up itself never reaches b's API: b's router answers it.
 	for _, r := range peer.requests() {
