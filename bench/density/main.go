@@ -49,6 +49,8 @@ func run() error {
 	flag.DurationVar(&cfg.round, "round", 3*time.Second, "length of each API round (healthz, then the GET)")
 	flag.IntVar(&cfg.conns, "conns", 8, "connections sending GETs in an API round")
 	flag.BoolVar(&cfg.busy, "busy", true, "also measure the API with a busy loop in every sandbox")
+	idle := flag.Int("idle", 0, "instead of the steps: this many idle sandboxes per class, each one's own host cgroup CPU and memory over -window")
+	baseline := flag.String("baseline", "", "with -idle: also a ptd from the binaries in each of these directories (comma-separated; scripts/build.sh's bin/ of another commit; DIR@RUNSCDIR: with the runsc in RUNSCDIR), measured in the same window")
 	flag.Parse()
 	for _, s := range strings.Split(*steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -60,6 +62,13 @@ func run() error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
+	}
+	if *idle > 0 {
+		var classes []string
+		for _, rt := range strings.Split(*runtimes, ",") {
+			classes = append(classes, strings.TrimSpace(rt))
+		}
+		return runIdle(root, classes, *idle, *baseline, cfg)
 	}
 	// A /22 holds 1,000 sandboxes; no org quota; one sandbox's memory
 	// limit is small so the host's admission counts what idle ones hold.
