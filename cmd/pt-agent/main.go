@@ -9,7 +9,7 @@
 // removed from the environment at once so children never inherit it),
 // PT_AGENT_ADDR, and PT_MEMORY_GUARD=1 or =poked, which makes it the
 // sandbox's OOM killer (gVisor sandboxes; see internal/agent/memguard.go;
-// poked: the host sends SIGWINCH when the sandbox's memory grows).
+// poked: the host signals it when the sandbox's memory grows).
 //
 // Other modes run as ordinary commands inside the sandbox: `identity` and
 // `sync` for the host, `sftp-server` for the SSH gateway's sftp subsystem.
@@ -88,19 +88,11 @@ func run(ctx context.Context) error {
 		cfg.CodeInterpreter = fmt.Sprintf("http://127.0.0.1:%d", codeinterp.Port)
 	}
 	if g := os.Getenv("PT_MEMORY_GUARD"); g == "1" || g == "poked" {
-		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go).
-		// "poked": the host sends SIGWINCH when the sandbox's memory grows
-		// (a signal whose default action is to be ignored, so a poke can
-		// never end an agent that does not expect one).
+		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go);
+		// "poked": the host signals when the sandbox's memory grows.
 		cfg.MemoryGuard = agent.NewMemoryGuard(g == "poked")
 		if g == "poked" {
-			pokes := make(chan os.Signal, 1)
-			signal.Notify(pokes, unix.SIGWINCH)
-			go func() {
-				for range pokes {
-					cfg.MemoryGuard.Poke()
-				}
-			}()
+			cfg.MemoryGuard.PokeOnSignal(ctx)
 		}
 		go cfg.MemoryGuard.Run(ctx)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,13 +92,35 @@ const (
 	maxKept = 64
 )
 
-// Poke makes the guard check the guest's memory now (pt-agent calls it
-// on the host's SIGWINCH). It never blocks.
+// Poke makes the guard check the guest's memory now. It never blocks.
 func (g *MemoryGuard) Poke() {
 	select {
 	case g.poke <- struct{}{}:
 	default:
 	}
+}
+
+// PokeSignal is how the host pokes the guard: SIGWINCH to pt-agent, the
+// sandbox's PID 1. Its default action is to be ignored, so a poke can
+// never end an agent (or another init) that does not expect one.
+const PokeSignal = unix.SIGWINCH
+
+// PokeOnSignal pokes the guard at every PokeSignal this process receives,
+// until ctx ends.
+func (g *MemoryGuard) PokeOnSignal(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, PokeSignal)
+	go func() {
+		defer signal.Stop(sigs)
+		for {
+			select {
+			case <-sigs:
+				g.Poke()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // Run checks the guest's memory until ctx ends.

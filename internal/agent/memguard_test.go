@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeProc writes a /proc with meminfo and processes (pid → resident
@@ -83,7 +85,8 @@ func TestMemoryGuard(t *testing.T) {
 
 // TestMemoryGuardPoked: a guard the host pokes (NewMemoryGuard(true))
 // polls only every pokedPoll while memory is low, so a jump over the limit
-// goes unseen until a Poke, which makes it look at once and kill.
+// goes unseen until a poke (PokeSignal to this process, as the host sends
+// to pt-agent), which makes it look at once and kill.
 func TestMemoryGuardPoked(t *testing.T) {
 	killed := make(chan int, 4)
 	g := NewMemoryGuard(true)
@@ -100,7 +103,10 @@ func TestMemoryGuardPoked(t *testing.T) {
 		t.Fatalf("killed %d before a poke: the idle poll is not pokedPoll", pid)
 	case <-time.After(5 * slowPoll):
 	}
-	g.Poke()
+	g.PokeOnSignal(ctx)
+	if err := unix.Kill(os.Getpid(), PokeSignal); err != nil { // as the host does
+		t.Fatal(err)
+	}
 	select {
 	case pid := <-killed:
 		if pid != 8 {
