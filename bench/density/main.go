@@ -5,10 +5,13 @@
 // memory and goroutines, and GET /v1/sandboxes/{id} latency and rate
 // beside GET /healthz measured in the same round. With -busy it then
 // starts a busy loop in every sandbox and measures the API again, with
-// every core saturated by sandbox work. It starts its own ptd, so it needs
-// root and scripts/setup.sh.
+// every core saturated by sandbox work. With -idle N it instead measures
+// what each of N idle sandboxes per class costs, from its own host cgroup
+// (idle.go), beside -baseline builds in the same window. It starts its own
+// ptd, so it needs root and scripts/setup.sh.
 //
 //	go run ./bench/density [-runtimes runc,gvisor] [-steps 10,100,300] [-busy]
+//	go run ./bench/density -idle 4 [-window 120s] [-baseline DIR[@RUNSCDIR],...]
 package main
 
 import (

@@ -87,7 +87,7 @@ func NewMemoryGuard(poked bool) *MemoryGuard {
 const (
 	fastPoll  = 20 * time.Millisecond
 	slowPoll  = 100 * time.Millisecond
-	pokedPoll = 10 * time.Second
+	pokedPoll = 30 * time.Second
 	// maxKept bounds the kills remembered for the host.
 	maxKept = 64
 )

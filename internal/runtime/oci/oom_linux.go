@@ -254,8 +254,8 @@ func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int, mem 
 // The guard's ladder. pt-agent's memory guard inside a gVisor sandbox
 // (internal/agent/memguard.go, PT_MEMORY_GUARD=poked) polls the guest's
 // memory fast only while it is more than half used; below that it looks
-// only every few seconds, because each look costs the Sentry real work, and
-// relies on the host to poke it (SIGWINCH to the sandbox's PID 1, which is
+// only every 30 s, because each look costs the Sentry real work, and relies
+// on the host to poke it (SIGWINCH to the sandbox's PID 1, which is
 // pt-agent) when the sandbox's memory grows: once its host cgroup's usage
 // passes half the sandbox's size (the host's usage is at least the guest's,
 // so this comes no later than the guest's own half), and again at every
