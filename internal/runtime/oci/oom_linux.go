@@ -78,11 +78,10 @@ func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error)
 	}
 	last := oomControl(dir, "oom_kill")
 	if r.gvisor && mem > 0 {
-		// The guard's ladder wakes the loop too (guardRung).
+		// The guard's ladder wakes the loop too (guardRung). Without it the
+		// guard still polls, slowly, and is poked at a stall.
 		if err := registerGuardLadder(dir, efd, mem, gvisorHostMemory(mem, tasks)+gvisorStallRoom(mem)); err != nil {
-			ev.Close()
-			ctl.Close()
-			return nil, err
+			r.logger.Warn("memory guard's ladder: the guard inside is poked only at a stall", "container", id, "err", err)
 		}
 	}
 	return func() error {
