@@ -17,8 +17,8 @@ import (
 // oomStep is how much a stalled gVisor sandbox's host limit rises at a
 // time, and oomStepWait how long the watcher gives the guard inside to
 // kill the process that stalled it before the first rise (the guard
-// polls every 20-100 ms, see internal/agent/memguard.go, but on a loaded
-// host it may not run for a while). oomStepPace is the pause between two
+// polls every 20 ms past half full and is poked at the stall, see the
+// guard's ladder below, but on a loaded host it may not run for a while). oomStepPace is the pause between two
 // rises. A process stalled inside one huge system call keeps the guard
 // from running until the call returns, so there the rises only let the
 // call finish; smaller steps did not help (16 MiB: 7 of 15 such calls
