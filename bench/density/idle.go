@@ -147,8 +147,7 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 }
 
 // sandboxCgroups maps each sandbox ID to its host cgroup's directory (the
-// cpuacct hierarchy on cgroup v1) under parent: the directory whose name
-// holds the ID.
+// cpuacct hierarchy on cgroup v1) under parent, which names it by the ID.
 func sandboxCgroups(parent string) (map[string]string, error) {
 	base := "/sys/fs/cgroup" + parent
 	if _, err := os.Stat("/sys/fs/cgroup/cpuacct"); err == nil {
@@ -159,7 +158,6 @@ func sandboxCgroups(parent string) (map[string]string, error) {
 		if err != nil || !e.IsDir() || p == base {
 			return err
 		}
-		out[strings.TrimPrefix(e.Name(), "pt-")] = p
 		out[e.Name()] = p
 		return nil
 	})
