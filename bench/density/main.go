@@ -5,10 +5,13 @@
 // memory and goroutines, and GET /v1/sandboxes/{id} latency and rate
 // beside GET /healthz measured in the same round. With -busy it then
 // starts a busy loop in every sandbox and measures the API again, with
-// every core saturated by sandbox work. It starts its own ptd, so it needs
-// root and scripts/setup.sh.
+// every core saturated by sandbox work. With -idle N it instead measures
+// what each of N idle sandboxes per class costs, from its own host cgroup
+// (idle.go), beside -baseline builds in the same window. It starts its own
+// ptd, so it needs root and scripts/setup.sh.
 //
 //	go run ./bench/density [-runtimes runc,gvisor] [-steps 10,100,300] [-busy]
+//	go run ./bench/density -idle 4 [-window 120s] [-baseline DIR[@RUNSCDIR],...]
 package main
 
 import (
@@ -49,6 +52,8 @@ func run() error {
 	flag.DurationVar(&cfg.round, "round", 3*time.Second, "length of each API round (healthz, then the GET)")
 	flag.IntVar(&cfg.conns, "conns", 8, "connections sending GETs in an API round")
 	flag.BoolVar(&cfg.busy, "busy", true, "also measure the API with a busy loop in every sandbox")
+	idle := flag.Int("idle", 0, "instead of the steps: this many idle sandboxes per class, each one's own host cgroup CPU and memory over -window")
+	baseline := flag.String("baseline", "", "with -idle: also a ptd from the binaries in each of these directories (comma-separated; scripts/build.sh's bin/ of another commit; DIR@RUNSCDIR: with the runsc in RUNSCDIR), measured in the same window")
 	flag.Parse()
 	for _, s := range strings.Split(*steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -60,6 +65,13 @@ func run() error {
 	root, err := os.Getwd()
 	if err != nil {
 		return err
+	}
+	if *idle > 0 {
+		var classes []string
+		for _, rt := range strings.Split(*runtimes, ",") {
+			classes = append(classes, strings.TrimSpace(rt))
+		}
+		return runIdle(root, classes, *idle, *baseline, cfg)
 	}
 	// A /22 holds 1,000 sandboxes; no org quota; one sandbox's memory
 	// limit is small so the host's admission counts what idle ones hold.

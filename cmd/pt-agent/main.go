@@ -7,8 +7,9 @@
 //
 // Configuration comes from the environment: PT_AGENT_TOKEN (required; it is
 // removed from the environment at once so children never inherit it),
-// PT_AGENT_ADDR, and PT_MEMORY_GUARD=1, which makes it the sandbox's OOM
-// killer (gVisor sandboxes; see internal/agent/memguard.go).
+// PT_AGENT_ADDR, and PT_MEMORY_GUARD=1 or =poked, which makes it the
+// sandbox's OOM killer (gVisor sandboxes; see internal/agent/memguard.go;
+// poked: the host signals it when the sandbox's memory grows).
 //
 // Other modes run as ordinary commands inside the sandbox: `identity` and
 // `sync` for the host, `sftp-server` for the SSH gateway's sftp subsystem.
@@ -86,9 +87,13 @@ func run(ctx context.Context) error {
 		cfg.EnvFile = codeinterp.EnvFile
 		cfg.CodeInterpreter = fmt.Sprintf("http://127.0.0.1:%d", codeinterp.Port)
 	}
-	if os.Getenv("PT_MEMORY_GUARD") == "1" {
-		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go).
-		cfg.MemoryGuard = agent.NewMemoryGuard()
+	if g := os.Getenv("PT_MEMORY_GUARD"); g == "1" || g == "poked" {
+		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go);
+		// "poked": the host signals when the sandbox's memory grows.
+		cfg.MemoryGuard = agent.NewMemoryGuard(g == "poked")
+		if g == "poked" {
+			cfg.MemoryGuard.PokeOnSignal(ctx)
+		}
 		go cfg.MemoryGuard.Run(ctx)
 	}
 	os.Unsetenv("PT_MEMORY_GUARD")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -41,6 +42,11 @@ type MemoryGuard struct {
 	self int    // never killed: pt-agent itself
 	kill func(pid int) error
 
+	// idle is the poll interval while memory is at most half used;
+	// poke wakes the guard at once (Poke).
+	idle time.Duration
+	poke chan struct{}
+
 	mu     sync.Mutex
 	kills  []OOMKill
 	wake   chan struct{} // closed and replaced at each kill
@@ -58,24 +64,70 @@ type OOMKill struct {
 	At       time.Time `json:"at"`
 }
 
-// NewMemoryGuard returns a guard over this sandbox's /proc.
-func NewMemoryGuard() *MemoryGuard {
-	return &MemoryGuard{proc: "/proc", self: os.Getpid(), wake: make(chan struct{}),
+// NewMemoryGuard returns a guard over this sandbox's /proc. With poked,
+// the host pokes the guard (Poke) whenever the sandbox's memory on the host
+// grows past half the sandbox's size and by every step above that (the
+// runtime's OOM watcher, internal/runtime/oci/oom_linux.go), and whenever
+// the sandbox stalls at its host limit; the guard then needs no fast poll
+// while memory is low, only a rare one in case a poke is lost.
+func NewMemoryGuard(poked bool) *MemoryGuard {
+	idle := slowPoll
+	if poked {
+		idle = pokedPoll
+	}
+	return &MemoryGuard{proc: "/proc", self: os.Getpid(), wake: make(chan struct{}), idle: idle, poke: make(chan struct{}, 1),
 		kill: func(pid int) error { return unix.Kill(pid, unix.SIGKILL) }}
 }
 
-// Guard intervals: the guard reads /proc/meminfo often while memory is
-// more than half used and rarely otherwise, so an idle sandbox costs
-// nearly nothing; a jump to over the limit is seen within slowPoll.
+// Guard intervals: the guard reads /proc/meminfo every fastPoll while
+// memory is more than half used, and otherwise every slowPoll, or every
+// pokedPoll when the host pokes it. Reading /proc/meminfo is not cheap in
+// gVisor (the Sentry walks its memory file to count what is in use), so
+// the idle poll is most of what pt-agent costs an idle sandbox.
 const (
-	fastPoll = 20 * time.Millisecond
-	slowPoll = 100 * time.Millisecond
+	fastPoll  = 20 * time.Millisecond
+	slowPoll  = 100 * time.Millisecond
+	pokedPoll = 30 * time.Second
 	// maxKept bounds the kills remembered for the host.
 	maxKept = 64
 )
 
+// Poke makes the guard check the guest's memory now. It never blocks.
+func (g *MemoryGuard) Poke() {
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+}
+
+// PokeSignal is how the host pokes the guard: SIGWINCH to pt-agent, the
+// sandbox's PID 1. Its default action is to be ignored, so a poke can
+// never end an agent (or another init) that does not expect one.
+const PokeSignal = unix.SIGWINCH
+
+// PokeOnSignal pokes the guard at every PokeSignal this process receives,
+// until ctx ends.
+func (g *MemoryGuard) PokeOnSignal(ctx context.Context) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, PokeSignal)
+	go func() {
+		defer signal.Stop(sigs)
+		for {
+			select {
+			case <-sigs:
+				g.Poke()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
 // Run checks the guest's memory until ctx ends.
 func (g *MemoryGuard) Run(ctx context.Context) {
+	if g.idle == 0 {
+		g.idle = slowPoll
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -83,9 +135,11 @@ func (g *MemoryGuard) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.poke: // nil outside NewMemoryGuard: never
+			t.Stop()
 		}
 		used, total, err := g.usage()
-		next := slowPoll
+		next := g.idle
 		if err == nil && total > 0 {
 			if used > total/2 {
 				next = fastPoll

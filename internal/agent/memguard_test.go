@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeProc writes a /proc with meminfo and processes (pid → resident
@@ -78,5 +80,39 @@ func TestMemoryGuard(t *testing.T) {
 	}
 	if k := g.Kills(ctx, 1, 0); len(k) != 0 {
 		t.Errorf("kills after seq 1: %v", k)
+	}
+}
+
+// TestMemoryGuardPoked: a guard the host pokes (NewMemoryGuard(true))
+// polls only every pokedPoll while memory is low, so a jump over the limit
+// goes unseen until a poke (PokeSignal to this process, as the host sends
+// to pt-agent), which makes it look at once and kill.
+func TestMemoryGuardPoked(t *testing.T) {
+	killed := make(chan int, 4)
+	g := NewMemoryGuard(true)
+	g.self, g.kill = 42, func(pid int) error { killed <- pid; return nil }
+	g.proc = fakeProc(t, 10*1024, 256*1024, map[int][2]int{7: {5000, 0}, 8: {60000, 0}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.Run(ctx)
+	time.Sleep(3 * slowPoll) // the first look, at once, is under the limit
+	os.WriteFile(filepath.Join(g.proc, "meminfo.new"), []byte("MemTotal: 262144 kB\nAnonPages: 614400 kB\nShmem: 0 kB\n"), 0o644)
+	os.Rename(filepath.Join(g.proc, "meminfo.new"), filepath.Join(g.proc, "meminfo"))
+	select {
+	case pid := <-killed:
+		t.Fatalf("killed %d before a poke: the idle poll is not pokedPoll", pid)
+	case <-time.After(5 * slowPoll):
+	}
+	g.PokeOnSignal(ctx)
+	if err := unix.Kill(os.Getpid(), PokeSignal); err != nil { // as the host does
+		t.Fatal(err)
+	}
+	select {
+	case pid := <-killed:
+		if pid != 8 {
+			t.Errorf("killed %d, want 8 (the largest)", pid)
+		}
+	case <-time.After(pokedPoll / 2):
+		t.Fatal("no kill after a poke")
 	}
 }

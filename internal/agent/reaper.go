@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,10 +30,15 @@ func NewReaper() *Reaper {
 	return &Reaper{waiters: make(map[int]chan unix.WaitStatus), kick: make(chan struct{}, 1)}
 }
 
-// Run reaps children on every SIGCHLD (and once a second as a safety net)
+// reapPoll is the Reaper's safety-net poll. It is slow because every
+// wake of an idle sandbox costs its host CPU (a gVisor sandbox's Sentry
+// runs the agent's timers), and SIGCHLD alone collects every child.
+const reapPoll = 30 * time.Second
+
+// Run reaps children on every SIGCHLD (and every reapPoll as a safety net)
 // until ctx is done.
 func (r *Reaper) Run(ctx context.Context) {
-	sigchld.Loop(ctx, r.kick, r.reap)
+	sigchld.Loop(ctx, r.kick, reapPoll, r.reap)
 }
 
 func (r *Reaper) reap() {

@@ -634,8 +634,9 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, 
 		}
 	}
 	if class == ClassGVisor {
-		// gVisor has no OOM killer: pt-agent is its guard (memguard.go).
-		rspec.Env = append(rspec.Env, "PT_MEMORY_GUARD=1")
+		// gVisor has no OOM killer: pt-agent is its guard (memguard.go),
+		// poked by the runtime's OOM watcher as memory grows (oom_linux.go).
+		rspec.Env = append(rspec.Env, "PT_MEMORY_GUARD=poked")
 	}
 	if c := spec.Clone; c != nil && c.MemoryImage != "" {
 		return h.restoreClone(ctx, rt, rspec, c.MemoryImage)

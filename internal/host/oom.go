@@ -77,10 +77,11 @@ func (h *Host) unwatchOOM(id string) {
 	h.oom.guards.Stop(id)
 }
 
-// guardWait is one long poll of a guard; guardRetry bounds the pause after
-// a failed one (the sandbox may be checkpointing, or gone).
+// guardWait is one long poll of a guard (just under pt-agent's cap of a
+// minute: each poll wakes an idle sandbox); guardRetry bounds the pause
+// after a failed one (the sandbox may be checkpointing, or gone).
 const (
-	guardWait  = 25 * time.Second
+	guardWait  = 55 * time.Second
 	guardRetry = 5 * time.Second
 )
 

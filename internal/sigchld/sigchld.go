@@ -14,12 +14,14 @@ import (
 )
 
 // Loop calls reap at once, then on every SIGCHLD, every receive from kick
-// (nil: none) and once a second, until ctx is done.
-func Loop(ctx context.Context, kick <-chan struct{}, reap func()) {
+// (nil: none) and every poll, until ctx is done. The poll is a safety net
+// only: a SIGCHLD that arrives while one is pending is coalesced with it,
+// and reap collects every exited child at each call.
+func Loop(ctx context.Context, kick <-chan struct{}, poll time.Duration, reap func()) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGCHLD)
 	defer signal.Stop(sigs)
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		reap()

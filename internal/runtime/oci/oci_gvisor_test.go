@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/runtimetest"
@@ -93,4 +94,51 @@ func TestGVisorSeccomp(t *testing.T) {
 // own message (its log has JSON entries without newlines between them).
 func TestGVisorRunErrorQuotesLog(t *testing.T) {
 	testRunErrorQuotesLog(t, newGVisor(t), "runsc")
+}
+
+// TestGVisorGuardPoked: a gVisor sandbox's OOM watcher pokes its PID 1
+// (SIGWINCH; pt-agent's memory guard, PT_MEMORY_GUARD=poked) once the
+// sandbox's memory on the host passes half its size, and not before: the
+// guard inside relies on that poke instead of a fast idle poll.
+func TestGVisorGuardPoked(t *testing.T) {
+	rt := newGVisor(t)
+	spec := runtimetest.NewSpec(t, `
+		trap ': > /poked' WINCH
+		: > /ready
+		while [ ! -e /go ]; do sleep 0.05; done
+		tail -c 90m /dev/zero &
+		while :; do sleep 0.05; done`)
+	spec.Resources.MemoryBytes = 128 << 20
+	c := runtimetest.Start(t, rt, spec)
+	c.WaitFile(t, "ready")
+	time.Sleep(time.Second)
+	if _, ok := c.File("poked"); ok {
+		t.Fatal("poked while the sandbox's memory was low")
+	}
+	if err := os.WriteFile(filepath.Join(spec.RootFS, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFile(t, "poked")
+}
+
+// TestGuardRung: the ladder starts at half the sandbox's size and climbs
+// every eighth (at least 8 MiB).
+func TestGuardRung(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		usage, mem int64
+		want       int
+	}{
+		{0, 256 * mib, -1},
+		{128*mib - 1, 256 * mib, -1},
+		{128 * mib, 256 * mib, 0},
+		{160*mib - 1, 256 * mib, 0},
+		{160 * mib, 256 * mib, 1},
+		{600 * mib, 256 * mib, 14},
+		{32 * mib, 32 * mib, 2}, // 8 MiB steps from 16 MiB
+	} {
+		if got := guardRung(tc.usage, tc.mem); got != tc.want {
+			t.Errorf("guardRung(%d MiB, %d MiB) = %d, want %d", tc.usage/mib, tc.mem/mib, got, tc.want)
+		}
+	}
 }

@@ -17,8 +17,8 @@ import (
 // oomStep is how much a stalled gVisor sandbox's host limit rises at a
 // time, and oomStepWait how long the watcher gives the guard inside to
 // kill the process that stalled it before the first rise (the guard
-// polls every 20-100 ms, see internal/agent/memguard.go, but on a loaded
-// host it may not run for a while). oomStepPace is the pause between two
+// polls every 20 ms past half full and is poked at the stall, see the
+// guard's ladder below, but on a loaded host it may not run for a while). oomStepPace is the pause between two
 // rises. A process stalled inside one huge system call keeps the guard
 // from running until the call returns, so there the rises only let the
 // call finish; smaller steps did not help (16 MiB: 7 of 15 such calls
@@ -59,7 +59,7 @@ func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error)
 	tasks := gvisorTasks(r.configPids(bundle), mem)
 	if v2 {
 		last := eventsField(filepath.Join(dir, "memory.events"), "oom_kill")
-		return func() error { return r.watchOOMv2(ctx, id, dir, last) }, nil
+		return func() error { return r.watchOOMv2(ctx, id, dir, last, mem) }, nil
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
@@ -77,6 +77,13 @@ func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error)
 		return nil, fmt.Errorf("cgroup.event_control: %w", err)
 	}
 	last := oomControl(dir, "oom_kill")
+	if r.gvisor && mem > 0 {
+		// The guard's ladder wakes the loop too (guardRung). Without it the
+		// guard still polls, slowly, and is poked at a stall.
+		if err := registerGuardLadder(dir, efd, mem, gvisorHostMemory(mem, tasks)+gvisorStallRoom(mem)); err != nil {
+			r.logger.Warn("memory guard's ladder: the guard inside is poked only at a stall", "container", id, "err", err)
+		}
+	}
 	return func() error {
 		defer ev.Close()
 		defer ctl.Close()
@@ -91,11 +98,13 @@ func (r *Runtime) watchOOMv1(ctx context.Context, id, dir string, ev *os.File, l
 	defer stop()
 	st := stall{base: gvisorHostMemory(mem, tasks), ceiling: gvisorHostMemory(mem, tasks) + gvisorStallRoom(mem)}
 	st.limit = st.base
+	poked := -1 // the guard's rung at the last poke
 	// The kernel signals an OOM before its killer has run, so after a
 	// wake the kill counter is looked at again for a while (oomSettle).
 	var settle time.Time
 	for {
 		if r.gvisor && mem > 0 {
+			poked = r.pokeOnGrowth(id, memUsage(dir), mem, poked)
 			r.relieve(ctx, id, dir, &st)
 		}
 		if n := oomControl(dir, "oom_kill"); n > last {
@@ -147,6 +156,7 @@ const (
 // and the killer is off again.
 func (r *Runtime) relieve(ctx context.Context, id, dir string, st *stall) {
 	if oomControl(dir, "under_oom") == 1 {
+		r.pokeGuard(id)
 		select {
 		case <-time.After(oomStepWait):
 		case <-ctx.Done():
@@ -200,8 +210,12 @@ func (r *Runtime) endStalled(id, dir string) {
 }
 
 // memUsage reads a v1 memory cgroup's usage in bytes (0 when unreadable).
-func memUsage(dir string) int64 {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+func memUsage(dir string) int64 { return memUsageFile(dir, "memory.usage_in_bytes") }
+
+// memUsageFile reads a memory cgroup's usage file in bytes (0 when
+// unreadable): memory.usage_in_bytes on v1, memory.current on v2.
+func memUsageFile(dir, file string) int64 {
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
 		return 0
 	}
@@ -209,10 +223,14 @@ func memUsage(dir string) int64 {
 	return n
 }
 
-// watchOOMv2 reports oom_kill increments of a v2 cgroup's memory.events.
-func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int) error {
+// watchOOMv2 reports oom_kill increments of a v2 cgroup's memory.events
+// and, for a gVisor sandbox of mem bytes, pokes its guard as its
+// memory.current climbs the guard's ladder (v2 has no usage thresholds, so
+// this is read at the same pace).
+func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int, mem int64) error {
 	t := time.NewTicker(oomV2Poll)
 	defer t.Stop()
+	poked := -1
 	for {
 		select {
 		case <-ctx.Done():
@@ -226,8 +244,82 @@ func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int) erro
 			r.oom.report(OOMKill{ID: id, Count: n - last, Sandbox: r.gvisor, At: time.Now().UTC()})
 			last = n
 		}
+		if r.gvisor && mem > 0 {
+			poked = r.pokeOnGrowth(id, memUsageFile(dir, "memory.current"), mem, poked)
+		}
 	}
 }
+
+// The guard's ladder. pt-agent's memory guard inside a gVisor sandbox
+// (internal/agent/memguard.go, PT_MEMORY_GUARD=poked) polls the guest's
+// memory fast only while it is more than half used; below that it looks
+// only every 30 s, because each look costs the Sentry real work, and relies
+// on the host to poke it (SIGWINCH to the sandbox's PID 1, which is
+// pt-agent) when the sandbox's memory grows: once its host cgroup's usage
+// passes half the sandbox's size (the host's usage is at least the guest's,
+// so this comes no later than the guest's own half), and again at every
+// guardStep above that, so that growth into memory the Sentry kept from
+// before, which the guest counts but the host saw already, is still looked
+// at a step later. The OOM watcher also pokes at a stall (relieve). On
+// cgroup v1 the kernel signals each rung's crossing (memory.usage_in_bytes
+// thresholds on the watch's eventfd); on v2 memory.current is read every
+// oomV2Poll.
+
+// guardStep is the distance between two rungs of a sandbox of mem bytes.
+func guardStep(mem int64) int64 { return max(mem/8, 8<<20) }
+
+// guardRung is the rung usage stands on: -1 below half of mem, then 0, 1,
+// … every guardStep.
+func guardRung(usage, mem int64) int {
+	if usage < mem/2 {
+		return -1
+	}
+	return int((usage - mem/2) / guardStep(mem))
+}
+
+// registerGuardLadder asks the kernel to signal efd whenever dir's usage
+// crosses a rung, up to ceiling (the stall room's top).
+func registerGuardLadder(dir string, efd int, mem, ceiling int64) error {
+	usage, err := os.Open(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return err
+	}
+	defer usage.Close()
+	for at := mem / 2; at <= ceiling; at += guardStep(mem) {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(fmt.Sprintf("%d %d %d", efd, usage.Fd(), at)), 0); err != nil {
+			return fmt.Errorf("cgroup.event_control threshold: %w", err)
+		}
+	}
+	return nil
+}
+
+// pokeOnGrowth pokes id's guard when usage stands on a higher rung than at
+// the last poke and returns the rung now (a fall lowers it, so climbing
+// again pokes again).
+func (r *Runtime) pokeOnGrowth(id string, usage, mem int64, poked int) int {
+	rung := guardRung(usage, mem)
+	if rung > poked {
+		r.pokeGuard(id)
+	}
+	return rung
+}
+
+// pokeGuard sends SIGWINCH to the sandbox's PID 1, in the background (a
+// `runsc kill`). SIGWINCH's default action is to be ignored, so a poke to
+// an init that is not pt-agent, or to an older pt-agent restored from an
+// image, changes nothing.
+func (r *Runtime) pokeGuard(id string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), pokeTimeout)
+		defer cancel()
+		if err := r.Kill(ctx, id, unix.SIGWINCH); err != nil {
+			r.logger.Debug("poke the memory guard", "container", id, "err", err)
+		}
+	}()
+}
+
+// pokeTimeout bounds one poke.
+const pokeTimeout = 10 * time.Second
 
 // oomControl reads one field of a v1 cgroup's memory.oom_control (-1 when
 // unreadable).

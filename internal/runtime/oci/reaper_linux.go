@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,7 +51,7 @@ func StartReaper(logger *slog.Logger) {
 			logger.Warn("child subreaper unavailable; PID 1 reaps container processes", "err", err)
 			return
 		}
-		go sigchld.Loop(context.Background(), nil, reapOrphans)
+		go sigchld.Loop(context.Background(), nil, time.Second, reapOrphans)
 	})
 }
 
