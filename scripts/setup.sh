@@ -57,24 +57,34 @@ if ! have go; then
   fi
 fi
 
-# The gvisor runtime class needs runsc with the systrap platform, which
-# Debian 12 has only in bookworm-backports (bookworm's 2022 build is
-# ptrace-only). Reinstall when an older build is on PATH.
-backports() {
-  local list=/etc/apt/sources.list.d/backports.list
-  if ! grep -qs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/*; then
-    echo 'deb http://deb.debian.org/debian bookworm-backports main' >"$list"
-  fi
-  apt-get update -qq
+# The gvisor runtime class runs runsc built from gVisor's source (its Go
+# branch) through the Go module proxy, pinned here. Debian's packages are
+# older: bookworm's is ptrace-only, and bookworm-backports' (2024-07) wakes
+# an idle sandbox every 400 µs (systrap's fast-path timer; docs/ARCHITECTURE.md
+# "Idle sandboxes"). A go-built runsc says "VERSION_MISSING", so the module
+# version comes from the binary's build info; an already matching runsc is
+# kept, so re-runs cost one `go version -m`.
+RUNSC_MODULE=gvisor.dev/gvisor
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+RUNSC_BIN=/usr/local/bin
+runsc_pinned() {
+  [ -x "$RUNSC_BIN/runsc" ] &&
+    go version -m "$RUNSC_BIN/runsc" 2>/dev/null | awk -v m="$RUNSC_MODULE" -v v="$RUNSC_VERSION" '$1 == "mod" && $2 == m && $3 == v { ok = 1 } END { exit !ok }'
 }
-# The build date is the first 8-digit run of `runsc --version`
-# ("0.0~20240729.0", "release-20250101.0"); an unknown format is kept.
-runsc_date() { runsc --version 2>/dev/null | head -n1 | grep -o '[0-9]\{8\}' | head -n1; }
-if ! have runsc || { d=$(runsc_date); [ -n "$d" ] && [ "$d" \< 20240729 ]; }; then
-  echo "setup: installing runsc from bookworm-backports" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  backports
-  apt-get install -y -qq --no-install-recommends -t bookworm-backports runsc >/dev/null
+if ! runsc_pinned; then
+  echo "setup: building runsc $RUNSC_VERSION from the Go module proxy (a few minutes)" >&2
+  # GOTOOLCHAIN=auto: gVisor's go.mod may ask for a newer Go than the local
+  # one, which then comes from the Go module proxy too.
+  GOTOOLCHAIN=auto CGO_ENABLED=0 GOBIN="$RUNSC_BIN" go install "$RUNSC_MODULE/runsc@$RUNSC_VERSION"
+fi
+# ptd finds runsc on PATH: an older Debian runsc there would shadow this one.
+if dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q 'ok installed'; then
+  echo "setup: removing Debian's runsc package (replaced by $RUNSC_BIN/runsc)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq runsc >/dev/null
+fi
+hash -r
+if [ "$(command -v runsc)" != "$RUNSC_BIN/runsc" ]; then
+  echo "setup: warning: runsc on PATH is $(command -v runsc), not $RUNSC_BIN/runsc" >&2
 fi
 
 # runc checkpoints need CRIU >= 4.1 (3.17, Debian 12's, fails on kernel

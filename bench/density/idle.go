@@ -67,12 +67,12 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 			}
 		}
 	}()
-	fmt.Printf("Platinum idle cost: %d busybox sandboxes (1 vCPU, 128 MB) per class and side, %s after the last create, window %s, %s\n",
-		n, cfg.settle, cfg.window, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("Platinum idle cost: %d busybox sandboxes (%d vCPU, 128 MB) per class and side, %s after the last create, window %s, %s\n",
+		n, cfg.idleCPU, cfg.settle, cfg.window, time.Now().UTC().Format(time.RFC3339))
 	for range n {
 		for _, rt := range classes {
 			for _, s := range sides {
-				id, err := s.c.CreateRunning(rt, map[string]any{"template": "busybox", "runtime": rt, "cpu": 1, "ram_mb": 128, "disk_gb": 1})
+				id, err := s.c.CreateRunning(rt, map[string]any{"template": "busybox", "runtime": rt, "cpu": cfg.idleCPU, "ram_mb": 128, "disk_gb": 1})
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", s.name, rt, err)
 				}

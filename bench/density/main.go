@@ -11,7 +11,7 @@
 // ptd, so it needs root and scripts/setup.sh.
 //
 //	go run ./bench/density [-runtimes runc,gvisor] [-steps 10,100,300] [-busy]
-//	go run ./bench/density -idle 4 [-window 120s] [-baseline DIR[@RUNSCDIR],...]
+//	go run ./bench/density -idle 4 [-idle-cpu 1] [-window 120s] [-baseline DIR[@RUNSCDIR],...]
 package main
 
 import (
@@ -40,6 +40,7 @@ type config struct {
 	round          time.Duration
 	conns          int
 	busy           bool
+	idleCPU        int
 }
 
 func run() error {
@@ -53,6 +54,7 @@ func run() error {
 	flag.IntVar(&cfg.conns, "conns", 8, "connections sending GETs in an API round")
 	flag.BoolVar(&cfg.busy, "busy", true, "also measure the API with a busy loop in every sandbox")
 	idle := flag.Int("idle", 0, "instead of the steps: this many idle sandboxes per class, each one's own host cgroup CPU and memory over -window")
+	flag.IntVar(&cfg.idleCPU, "idle-cpu", 1, "with -idle: vCPUs of each sandbox (gVisor's systrap fast path is only used with more than one)")
 	baseline := flag.String("baseline", "", "with -idle: also a ptd from the binaries in each of these directories (comma-separated; scripts/build.sh's bin/ of another commit; DIR@RUNSCDIR: with the runsc in RUNSCDIR), measured in the same window")
 	flag.Parse()
 	for _, s := range strings.Split(*steps, ",") {

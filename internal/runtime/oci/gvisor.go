@@ -3,20 +3,23 @@ package oci
 import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
 )
 
 // GVisorConfig returns the configuration of the gvisor runtime class: the
-// same driver running runsc (Debian bookworm-backports, 2024-07 or newer)
-// with state in root.
+// same driver running runsc with state in root: scripts/setup.sh builds a
+// pinned release of gVisor's go branch (2026-09); runsc 2024-07 (Debian
+// bookworm-backports) still works.
 //
 // The flags, and why:
 //   - --platform=systrap: the only fast platform here (ptrace is slow, KVM
@@ -149,6 +152,40 @@ const (
 // sandbox can run about that many tasks before the host limit stops it.
 func gvisorPids(tasks int64) int64 {
 	return tasks*gvisorTasksPerProcess + gvisorTasksOverhead
+}
+
+// runscVersionArgs returns globalArgs plus the flags this runsc needs
+// that not every supported release has, found in `runsc flags`:
+//   - --gofer-network-namespace=new: releases that have the flag (2025 and
+//     later) by default start gofers in one empty network namespace pinned
+//     by a bind mount at <root>/null-netns, which outlives every sandbox
+//     and keeps the state root from being removed (EBUSY); and a runsc
+//     started with /proc/sys/net hidden (startHidingNetSysctls) makes that
+//     mount in its own mount namespace, where the next gofer never finds
+//     it. A new empty namespace per gofer is what older releases do.
+//
+// A flag the caller already set is left as it is.
+func runscVersionArgs(ctx context.Context, bin string, globalArgs []string) []string {
+	out, err := exec.CommandContext(ctx, bin, "flags").CombinedOutput()
+	if err != nil {
+		return globalArgs
+	}
+	has := func(flag string) bool {
+		return bytes.Contains(out, []byte("  -"+flag+" ")) || bytes.Contains(out, []byte("  -"+flag+"\n"))
+	}
+	set := func(flag string) bool {
+		for _, a := range globalArgs {
+			if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); name == flag {
+				return true
+			}
+		}
+		return false
+	}
+	args := slices.Clip(globalArgs)
+	if has("gofer-network-namespace") && !set("gofer-network-namespace") {
+		args = append(args, "--gofer-network-namespace=new")
+	}
+	return args
 }
 
 // runscCheckpointSupport returns why runsc with these flags cannot

@@ -2,6 +2,9 @@ package oci
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,6 +179,43 @@ func TestGVisorSizing(t *testing.T) {
 			}
 			if got := gvisorHostMemory(tc.mem, tasks); got != tc.wantMB<<20 {
 				t.Errorf("gvisorHostMemory = %d MiB, want %d", got>>20, tc.wantMB)
+			}
+		})
+	}
+}
+
+// TestRunscVersionArgs: --gofer-network-namespace=new is added only for a
+// runsc whose `flags` lists it (older releases refuse unknown flags), and
+// never over the caller's own choice.
+func TestRunscVersionArgs(t *testing.T) {
+	newFlags := "  -fuse\n    \tDEPRECATED\n  -gofer-network-namespace value\n    \tnetwork namespace for gofers\n"
+	oldFlags := "  -fuse\n    \tDEPRECATED\n  -gso\n    \tenable host segmentation offload\n"
+	base := []string{"--platform=systrap"}
+	tests := []struct {
+		name, flags string
+		args, want  []string
+	}{
+		{"new release", newFlags, base, []string{"--platform=systrap", "--gofer-network-namespace=new"}},
+		{"old release", oldFlags, base, base},
+		{"caller's choice kept", newFlags, []string{"--gofer-network-namespace=null"}, []string{"--gofer-network-namespace=null"}},
+		{"flags fails", "", base, base},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "runsc")
+			script := "#!/bin/sh\nprintf '%s' '" + tc.flags + "' >&2\n"
+			if tc.flags == "" {
+				script = "#!/bin/sh\nexit 2\n"
+			}
+			if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			got := runscVersionArgs(context.Background(), bin, tc.args)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("runscVersionArgs = %q, want %q", got, tc.want)
+			}
+			if len(tc.args) > 0 && len(got) > len(tc.args) && &got[0] == &tc.args[0] {
+				t.Error("runscVersionArgs appended into the caller's slice")
 			}
 		})
 	}

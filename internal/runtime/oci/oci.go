@@ -103,7 +103,8 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // New returns a Runtime for cfg; empty Binary and Class default to runc.
 // It fails if the binary is not installed or Root cannot be created. It
 // runs the binary's --version once to tell runc from runsc and, for runc,
-// probes CRIU once (see CheckpointRuntime).
+// probes CRIU once (see CheckpointRuntime); for runsc it lists its flags
+// once (runscVersionArgs).
 func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	def := DefaultConfig()
 	if cfg.Binary == "" {
@@ -137,6 +138,9 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	gvisor, err := isRunsc(ctx, bin)
 	if err != nil {
 		return nil, &ConfigError{Field: "Binary", Err: err}
+	}
+	if gvisor {
+		cfg.GlobalArgs = runscVersionArgs(ctx, bin, cfg.GlobalArgs)
 	}
 	r := &Runtime{
 		cfg:    cfg,
