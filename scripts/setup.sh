@@ -61,7 +61,7 @@ fi
 # branch) through the Go module proxy, pinned here. Debian's packages are
 # older: bookworm's is ptrace-only, and bookworm-backports' (2024-07) wakes
 # an idle sandbox every 400 µs (systrap's fast-path timer; docs/ARCHITECTURE.md
-# "Idle sandboxes"). A go-built runsc says "VERSION_MISSING", so the module
+# "Where gvisor differs"). A go-built runsc says "VERSION_MISSING", so the module
 # version comes from the binary's build info; an already matching runsc is
 # kept, so re-runs cost one `go version -m`.
 RUNSC_MODULE=gvisor.dev/gvisor
