@@ -114,3 +114,15 @@ func testServerWithoutJupyterClient(t *testing.T, c *client, id string) {
 		t.Fatalf("the server imported jupyter_client to run a kernel: %s", out)
 	}
 }
+
+// testLaterModules: psutil and urllib.request, which the kernel's launcher
+// leaves out of its start (stand-ins load them on first use), are the real
+// modules in a cell, and ipykernel's own uses of them still work.
+func testLaterModules(t *testing.T, c *client, id string) {
+	got := c.py(id, "import sys, psutil, urllib.request, ipykernel.kernelbase as kb\n"+
+		"(type(sys.modules['psutil']).__name__, psutil.Process().pid > 0, urllib.request.Request.__module__,\n"+
+		" isinstance(kb.Kernel._process_children(get_ipython().kernel), list))")
+	if want := "('module', True, 'urllib.request', True)"; got.text() != want {
+		t.Fatalf("got %q, want %q: %+v", got.text(), want, got)
+	}
+}

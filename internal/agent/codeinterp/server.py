@@ -53,9 +53,13 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # nothing attaches a debugger), jedi (completion requests are never sent)
 # and IPython's terminal UI (prompt_toolkit), which `import IPython` pulls
 # in for IPython.embed alone: a stand-in loads it when embed is called.
-# After the imports the stand-ins for debugpy and jedi go, so a cell can
-# import them. History lives in memory (no sqlite file, no writer thread);
-# tracebacks lose their ANSI colours.
+# psutil (ipykernel's usage and child-process requests) and urllib.request
+# (IPython's %load of a URL, with http.client and email) are imported at
+# start and used only on request: ~25 ms of the kernel's ~250 ms of
+# imports on one host core; stand-ins load them on first use.
+# After the imports the stand-ins go, so a cell imports the real modules.
+# History lives in memory (no sqlite file, no writer thread); tracebacks
+# lose their ANSI colours.
 # ipykernel flushes stdout and stderr six times a cell (before a result,
 # before the reply, after the handler), each a round trip to its IOPub
 # thread even with nothing written: ~1 ms of a 1+1 cell on one core
@@ -83,9 +87,23 @@ _embed.embed = embed
 del embed
 _embed.__getattr__ = _embed_getattr
 sys.modules["IPython.terminal.embed"] = _embed
+class _Later(types.ModuleType):  # the real module, imported on first use
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(importlib.import_module(self.__name__), name)
+def _later(name, *names):  # names: imported from it at start, so callables that load it when called
+    m = _Later(name)
+    for n in names:
+        def f(*a, _n=n, **kw):
+            return getattr(importlib.import_module(name), _n)(*a, **kw)
+        setattr(m, n, f)
+    sys.modules[name] = m
+_later("psutil", "Process")
+_later("urllib.request", "Request", "urlopen")
 from ipykernel import kernelapp, iostream
-for _m in ("debugpy", "jedi"):
-    if sys.modules.get(_m, 0) is None:
+for _m in ("debugpy", "jedi", "psutil", "urllib.request"):
+    if sys.modules.get(_m, 0) is None or isinstance(sys.modules.get(_m), _Later):
         del sys.modules[_m]
 _flush = iostream.OutStream.flush
 def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPub thread
