@@ -64,3 +64,40 @@ print("ok")
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestKernelPortsOutsideTheLocalRange: a kernel's five ports are distinct,
+// free, and outside the range connecting sockets take their own ports
+// from, so the server's client, retrying its connects while the kernel
+// starts, can never connect to itself on a port the kernel is about to
+// bind; and not among the low ports users' servers listen on.
+func TestKernelPortsOutsideTheLocalRange(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	if err := Install(dir); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import socket, sys
+sys.path.insert(0, sys.argv[1])
+import server
+lo, hi = server.local_port_range()
+for _ in range(20):
+    info = server.connection_info()
+    ports = [info[k] for k in ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+    assert len(set(ports)) == 5, ports
+    for p in ports:
+        assert not lo <= p <= hi and p >= 10000, (p, lo, hi)
+        s = socket.socket()
+        s.bind(("127.0.0.1", p))
+        s.close()
+    assert info["ip"] == "127.0.0.1" and len(info["key"]) == 32 and info["signature_scheme"] == "hmac-sha256", info
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}

@@ -27,6 +27,7 @@ import hmac
 import json
 import os
 import queue
+import random
 import select
 import signal
 import socket
@@ -560,21 +561,58 @@ class KernelClient:
         self.iopub.close(linger=0)
 
 
-def connection_info():
-    """A kernel's connection: five free loopback ports (picked as
-    jupyter_client picks them: bound to port 0, then released) and a new
-    key."""
+def local_port_range():
+    """The range the system picks connecting sockets' own ports from."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(n):
+    """n free loopback ports just below the local port range (the 4000
+    below it, from 12000 in gVisor, whose range starts at 16000, and from
+    28768 on Linux): the client connects before the kernel listens and
+    retries every 10 ms, and a retry whose own port happened to be the
+    kernel's would connect to itself on loopback and hold the port the
+    kernel is about to bind; ports outside the range are never a
+    connecting socket's own. Not lower, where servers a user starts
+    (3000, 5000, 8000, 8080, ...) listen. With no room below the range:
+    ports the system picks (bound to port 0, then released), as
+    jupyter_client does."""
+    hi, _ = local_port_range()
+    lo = max(10000, hi - 4000)
+    ports, tries = [], 0
+    while len(ports) < n and hi - lo > 8 * n and tries < 50 * n:
+        tries += 1
+        port = random.randrange(lo, hi)
+        if port in ports:
+            continue
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            ports.append(port)
+        except OSError:
+            pass
+        finally:
+            s.close()
     socks = []
     try:
-        for _ in range(5):
+        while len(ports) + len(socks) < n:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
-        ports = [s.getsockname()[1] for s in socks]
+        return ports + [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
-    info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), ports))
+
+
+def connection_info():
+    """A kernel's connection: five free loopback ports and a new key."""
+    info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), free_ports(5)))
     info.update(ip="127.0.0.1", key=uuid.uuid4().hex, transport="tcp", signature_scheme="hmac-sha256",
                 kernel_name="")
     return info
