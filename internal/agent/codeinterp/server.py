@@ -27,7 +27,6 @@ import hmac
 import json
 import os
 import queue
-import random
 import select
 import signal
 import socket
@@ -125,6 +124,16 @@ def init_kernel(self):  # the server's helpers, defined before the first request
          "    __pt_os.environ.update(set_)\\n", self.kernel.shell.user_ns)
 kernelapp.IPKernelApp.init_kernel = init_kernel
 del init_kernel
+_initialize = kernelapp.IPKernelApp.initialize
+def initialize(self, argv=None):  # then tell the server its sockets listen
+    _initialize(self, argv)
+    import os
+    fd = int(os.environ.pop("PT_KERNEL_READY_FD", "-1"))
+    if fd >= 0:
+        os.write(fd, b"1")
+        os.close(fd)
+kernelapp.IPKernelApp.initialize = initialize
+del initialize
 kernelapp.launch_new_instance()
 """
 KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
@@ -499,11 +508,6 @@ class KernelClient:
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         for sock, port in ((self.shell, info["shell_port"]), (self.iopub, info["iopub_port"])):
             sock.setsockopt(zmq.LINGER, 0)
-            # The kernel binds its ports a few hundred ms after it is
-            # launched; a refused connect is retried every 10 ms, not
-            # ZeroMQ's default 100 ms, so the first request is not held
-            # back up to 100 ms after the kernel is listening.
-            sock.setsockopt(zmq.RECONNECT_IVL, 10)
             sock.connect("tcp://%s:%d" % (info["ip"], port))
 
     def sign(self, frames):
@@ -561,58 +565,21 @@ class KernelClient:
         self.iopub.close(linger=0)
 
 
-def local_port_range():
-    """The range the system picks connecting sockets' own ports from."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo, hi = (int(x) for x in f.read().split())
-        return lo, hi
-    except (OSError, ValueError):
-        return 32768, 60999
-
-
-def free_ports(n):
-    """n free loopback ports just below the local port range (the 4000
-    below it, from 12000 in gVisor, whose range starts at 16000, and from
-    28768 on Linux): the client connects before the kernel listens and
-    retries every 10 ms, and a retry whose own port happened to be the
-    kernel's would connect to itself on loopback and hold the port the
-    kernel is about to bind; ports outside the range are never a
-    connecting socket's own. Not lower, where servers a user starts
-    (3000, 5000, 8000, 8080, ...) listen. With no room below the range:
-    ports the system picks (bound to port 0, then released), as
-    jupyter_client does."""
-    hi, _ = local_port_range()
-    lo = max(10000, hi - 4000)
-    ports, tries = [], 0
-    while len(ports) < n and hi - lo > 8 * n and tries < 50 * n:
-        tries += 1
-        port = random.randrange(lo, hi)
-        if port in ports:
-            continue
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", port))
-            ports.append(port)
-        except OSError:
-            pass
-        finally:
-            s.close()
+def connection_info():
+    """A kernel's connection: five free loopback ports (picked as
+    jupyter_client picks them: bound to port 0, then released) and a new
+    key."""
     socks = []
     try:
-        while len(ports) + len(socks) < n:
+        for _ in range(5):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
-        return ports + [s.getsockname()[1] for s in socks]
+        ports = [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()
-
-
-def connection_info():
-    """A kernel's connection: five free loopback ports and a new key."""
-    info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), free_ports(5)))
+    info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), ports))
     info.update(ip="127.0.0.1", key=uuid.uuid4().hex, transport="tcp", signature_scheme="hmac-sha256",
                 kernel_name="")
     return info
@@ -639,22 +606,49 @@ class PythonContext(Context):
         fd, self.conn_file = tempfile.mkstemp(prefix="pt-kernel-", suffix=".json")
         with os.fdopen(fd, "w") as f:  # 0600: the key signs every message
             json.dump(info, f)
+        # The launcher writes to this pipe once its sockets listen: the
+        # client connects then, at once, rather than having ZeroMQ retry
+        # a refused connect every 100 ms while the kernel imports (CPU
+        # taken from the kernel's start, on a one-CPU sandbox, and up to
+        # 100 ms after it listens).
+        ready_r, ready_w = os.pipe()
+        env["PT_KERNEL_READY_FD"] = str(ready_w)
         # Its own session (process group): SIGINT and the harder kill
         # reach the kernel and whatever it started, never the server.
-        self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
-                                     cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
         try:
-            # Connected while the kernel imports: pyzmq's import overlaps its start.
+            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
+                                         cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
+                                         start_new_session=True, pass_fds=(ready_w,))
+        finally:
+            os.close(ready_w)
+        try:
+            import zmq  # noqa: F401  (while the kernel imports)
+            deadline = time.monotonic() + 60
+            self.wait_listening(ready_r, deadline)
             self.kc = KernelClient(info)
-            self.wait_ready(time.monotonic() + 60)
+            self.wait_ready(deadline)
         except BaseException:
             self.stop()
             raise
+        finally:
+            os.close(ready_r)
         # The kernel started with base: a variable removed from the
         # sandbox's env later is unset from there (__pt_env, which the
         # kernel's launcher defines).
         self.synced_env = base
+
+    def wait_listening(self, ready_r, deadline):
+        """Waits for the launcher's word that the kernel's sockets listen
+        (a byte on ready_r; end of file: the kernel exited first)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError("the kernel did not start within 60 s")
+            if select.select([ready_r], [], [], left)[0]:
+                if os.read(ready_r, 1):
+                    return
+                self.proc.wait()
+                raise RuntimeError("the kernel exited while starting (exit %s)" % self.proc.returncode)
 
     def wait_ready(self, deadline):
         """Returns once the kernel answers on shell and its IOPub reaches
