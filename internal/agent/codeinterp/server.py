@@ -619,6 +619,9 @@ class PythonContext(Context):
             self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
                                          cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
                                          start_new_session=True, pass_fds=(ready_w,))
+        except BaseException:
+            os.close(ready_r)
+            raise
         finally:
             os.close(ready_w)
         try:
