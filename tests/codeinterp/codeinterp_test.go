@@ -204,6 +204,12 @@ func testRunCode(t *testing.T, runtime string) {
 		t.Run(name, func(t *testing.T) { f(t, &client{t: t, token: c.token}, id) })
 	}
 
+	// First, before any call reaches the server (coldstart_test.go).
+	sub("the default kernel starts at boot", testKernelAtBoot)
+	sub("the template has compiled bytecode for the kernel's modules", testTemplateBytecode)
+	sub("the server runs kernels without jupyter_client", testServerWithoutJupyterClient)
+	sub("modules the kernel's start leaves out load on use", testLaterModules)
+
 	sub("state across calls", func(t *testing.T, c *client, id string) {
 		first := c.py(id, "x = 41")
 		if _, ok := first.main(); ok {

@@ -10,17 +10,20 @@ produces as NDJSON. Two wire formats share one engine:
 * /v1/execute, /v1/contexts, ... : Platinum's own format, which ptd serves
   as POST /v1/sandboxes/{id}/code (docs/code-interpreter.md).
 
-Python contexts are real IPython kernels (jupyter_client); JavaScript
+Python contexts are real IPython kernels (ipykernel, spoken to over
+ZeroMQ with pyzmq: KernelClient); JavaScript
 contexts are a node process evaluating cells in one `vm` context (repl.js);
 TypeScript contexts are the same with each cell's types stripped first
 (Debian's typescript, transpile only: types are not checked); bash
 contexts are one persistent bash process. Only the standard library
-and jupyter_client are used: the template installs both from Debian.
+and pyzmq are used: the template installs both from Debian.
 """
 
 import base64
 import codecs
 import datetime
+import hashlib
+import hmac
 import json
 import os
 import queue
@@ -50,9 +53,13 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # nothing attaches a debugger), jedi (completion requests are never sent)
 # and IPython's terminal UI (prompt_toolkit), which `import IPython` pulls
 # in for IPython.embed alone: a stand-in loads it when embed is called.
-# After the imports the stand-ins for debugpy and jedi go, so a cell can
-# import them. History lives in memory (no sqlite file, no writer thread);
-# tracebacks lose their ANSI colours.
+# psutil (ipykernel's usage and child-process requests) and urllib.request
+# (IPython's %load of a URL, with http.client and email) are imported at
+# start and used only on request: ~25 ms of the kernel's ~250 ms of
+# imports on one host core; stand-ins load them on first use.
+# After the imports the stand-ins go, so a cell imports the real modules.
+# History lives in memory (no sqlite file, no writer thread); tracebacks
+# lose their ANSI colours.
 # ipykernel flushes stdout and stderr six times a cell (before a result,
 # before the reply, after the handler), each a round trip to its IOPub
 # thread even with nothing written: ~1 ms of a 1+1 cell on one core
@@ -80,9 +87,23 @@ _embed.embed = embed
 del embed
 _embed.__getattr__ = _embed_getattr
 sys.modules["IPython.terminal.embed"] = _embed
+class _Later(types.ModuleType):  # the real module, imported on first use
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(importlib.import_module(self.__name__), name)
+def _later(name, *names):  # names: imported from it at start, so callables that load it when called
+    m = _Later(name)
+    for n in names:
+        def f(*a, _n=n, **kw):
+            return getattr(importlib.import_module(name), _n)(*a, **kw)
+        setattr(m, n, f)
+    sys.modules[name] = m
+_later("psutil", "Process")
+_later("urllib.request", "Request", "urlopen")
 from ipykernel import kernelapp, iostream
-for _m in ("debugpy", "jedi"):
-    if sys.modules.get(_m, 0) is None:
+for _m in ("debugpy", "jedi", "psutil", "urllib.request"):
+    if sys.modules.get(_m, 0) is None or isinstance(sys.modules.get(_m), _Later):
         del sys.modules[_m]
 _flush = iostream.OutStream.flush
 def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPub thread
@@ -94,6 +115,25 @@ def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPu
         _flush(self)
 iostream.OutStream.flush = flush
 del flush
+_init_kernel = kernelapp.IPKernelApp.init_kernel
+def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
+    _init_kernel(self)
+    exec("import os as __pt_os\\n"
+         "def __pt_env(set_, unset):\\n"
+         "    for k in unset: __pt_os.environ.pop(k, None)\\n"
+         "    __pt_os.environ.update(set_)\\n", self.kernel.shell.user_ns)
+kernelapp.IPKernelApp.init_kernel = init_kernel
+del init_kernel
+_initialize = kernelapp.IPKernelApp.initialize
+def initialize(self, argv=None):  # then tell the server its sockets listen
+    _initialize(self, argv)
+    import os
+    fd = int(os.environ.pop("PT_KERNEL_READY_FD", "-1"))
+    if fd >= 0:
+        os.write(fd, b"1")
+        os.close(fd)
+kernelapp.IPKernelApp.initialize = initialize
+del initialize
 kernelapp.launch_new_instance()
 """
 KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
@@ -326,9 +366,8 @@ class Context:
         self.notice = None  # said to the next cell after a replaced process
         self.running = None  # the running cell, for interrupt_cell()
         # Everything touching the context's process runs on one thread, in
-        # order: jupyter_client's channels belong to the asyncio loop of
-        # the thread that made them (used from another, each message waited
-        # for its poll timeout), and cells of one context run one at a time.
+        # order: a ZeroMQ socket must not be used by two threads, and cells
+        # of one context run one at a time.
         self.jobs = queue.Queue()
         threading.Thread(target=self.loop, daemon=True).start()
 
@@ -446,11 +485,112 @@ class Context:
 # ---------------------------------------------------------------- Python
 
 
+class KernelClient:
+    """The client half of the Jupyter messaging protocol (5.3) that a
+    context uses: requests and replies on the kernel's shell socket
+    (DEALER), its output on IOPub (SUB), every message signed with
+    HMAC-SHA256 over the connection file's key. jupyter_client's client
+    does the same, but importing it (its kernel manager, asyncio, traitlets)
+    cost the server 150-230 ms of CPU before the first kernel could even be
+    launched (docs/code-interpreter.md, "The first result"); this needs
+    pyzmq and the standard library. Used from the context's thread only."""
+
+    DELIM = b"<IDS|MSG>"
+
+    def __init__(self, info):
+        import zmq
+        self.zmq = zmq
+        self.key = info["key"].encode()
+        self.session = uuid.uuid4().hex
+        ctx = zmq.Context.instance()
+        self.shell = ctx.socket(zmq.DEALER)
+        self.iopub = ctx.socket(zmq.SUB)
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        for sock, port in ((self.shell, info["shell_port"]), (self.iopub, info["iopub_port"])):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect("tcp://%s:%d" % (info["ip"], port))
+
+    def sign(self, frames):
+        h = hmac.new(self.key, digestmod=hashlib.sha256)
+        for f in frames:
+            h.update(f)
+        return h.hexdigest().encode()
+
+    def send(self, msg_type, content):
+        """Sends a shell request; returns its msg_id."""
+        header = {"msg_id": uuid.uuid4().hex, "session": self.session, "username": "platinum",
+                  "date": now_iso(), "msg_type": msg_type, "version": "5.3"}
+        frames = [json.dumps(x).encode() for x in (header, {}, {}, content)]
+        self.shell.send_multipart([self.DELIM, self.sign(frames)] + frames)
+        return header["msg_id"]
+
+    def kernel_info(self):
+        return self.send("kernel_info_request", {})
+
+    def execute(self, code, silent=False, store_history=True, allow_stdin=False, stop_on_error=True):
+        return self.send("execute_request", {"code": code, "silent": silent,
+                                             "store_history": store_history and not silent,
+                                             "user_expressions": {}, "allow_stdin": allow_stdin,
+                                             "stop_on_error": stop_on_error})
+
+    def recv(self, sock, timeout):
+        """The next message on sock as a dict (header, parent_header,
+        metadata, content, msg_type, msg_id); queue.Empty after timeout
+        seconds. A message with a wrong signature is dropped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                raise queue.Empty
+            frames = sock.recv_multipart()
+            try:
+                i = frames.index(self.DELIM)
+                sig, parts = frames[i + 1], frames[i + 2:i + 6]
+                if len(parts) < 4 or not hmac.compare_digest(sig, self.sign(parts)):
+                    continue
+                header, parent, metadata, content = (json.loads(p) for p in parts)
+            except ValueError:
+                continue
+            return {"header": header, "parent_header": parent, "metadata": metadata, "content": content,
+                    "msg_type": header.get("msg_type"), "msg_id": header.get("msg_id")}
+
+    def get_shell_msg(self, timeout):
+        return self.recv(self.shell, timeout)
+
+    def get_iopub_msg(self, timeout):
+        return self.recv(self.iopub, timeout)
+
+    def stop_channels(self):
+        self.shell.close(linger=0)
+        self.iopub.close(linger=0)
+
+
+def connection_info():
+    """A kernel's connection: five free loopback ports (picked as
+    jupyter_client picks them: bound to port 0, then released) and a new
+    key."""
+    socks = []
+    try:
+        for _ in range(5):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        ports = [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), ports))
+    info.update(ip="127.0.0.1", key=uuid.uuid4().hex, transport="tcp", signature_scheme="hmac-sha256",
+                kernel_name="")
+    return info
+
+
 class PythonContext(Context):
-    """An IPython kernel, launched and spoken to with jupyter_client's
-    connection file and client only: KernelManager's provisioner lookup
-    (entry points), kernelspec search and readiness polling cost the
-    server as much CPU as the kernel's own start."""
+    """An IPython kernel, launched by the server itself (its connection
+    file, its own process group) and spoken to with KernelClient:
+    jupyter_client's KernelManager (provisioner lookup, kernelspec search,
+    readiness polling) and even its client cost the server as much CPU as
+    the kernel's own start."""
 
     def __init__(self, *a):
         super().__init__(*a)
@@ -458,36 +598,60 @@ class PythonContext(Context):
         self.synced_env = None
 
     def start(self):
-        from jupyter_client.blocking.client import BlockingKernelClient
-        from jupyter_client.connect import write_connection_file
         base = sandbox_env()
         env = dict(os.environ)
         env.update(base)
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        self.conn_file, info = write_connection_file(
-            fname=os.path.join(tempfile.gettempdir(), "pt-kernel-%s.json" % uuid.uuid4().hex),
-            ip="127.0.0.1", key=uuid.uuid4().hex.encode())
+        info = connection_info()
+        fd, self.conn_file = tempfile.mkstemp(prefix="pt-kernel-", suffix=".json")
+        with os.fdopen(fd, "w") as f:  # 0600: the key signs every message
+            json.dump(info, f)
+        # The launcher writes to this pipe once its sockets listen: the
+        # client connects then, at once, rather than having ZeroMQ retry
+        # a refused connect every 100 ms while the kernel imports (CPU
+        # taken from the kernel's start, on a one-CPU sandbox, and up to
+        # 100 ms after it listens).
+        ready_r, ready_w = os.pipe()
+        env["PT_KERNEL_READY_FD"] = str(ready_w)
         # Its own session (process group): SIGINT and the harder kill
         # reach the kernel and whatever it started, never the server.
-        self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
-                                     cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        kc = BlockingKernelClient()
-        kc.load_connection_info(info)
-        kc.start_channels(stdin=False, hb=False, control=False)
-        self.kc = kc
         try:
-            self.wait_ready(time.monotonic() + 60)
+            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
+                                         cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
+                                         start_new_session=True, pass_fds=(ready_w,))
+        except BaseException:
+            os.close(ready_r)
+            raise
+        finally:
+            os.close(ready_w)
+        try:
+            import zmq  # noqa: F401  (while the kernel imports)
+            deadline = time.monotonic() + 60
+            self.wait_listening(ready_r, deadline)
+            self.kc = KernelClient(info)
+            self.wait_ready(deadline)
         except BaseException:
             self.stop()
             raise
+        finally:
+            os.close(ready_r)
         # The kernel started with base: a variable removed from the
-        # sandbox's env later is unset from there.
+        # sandbox's env later is unset from there (__pt_env, which the
+        # kernel's launcher defines).
         self.synced_env = base
-        self.silent("import os as __pt_os\n"
-                    "def __pt_env(set_, unset):\n"
-                    "    for k in unset: __pt_os.environ.pop(k, None)\n"
-                    "    __pt_os.environ.update(set_)\n")
+
+    def wait_listening(self, ready_r, deadline):
+        """Waits for the launcher's word that the kernel's sockets listen
+        (a byte on ready_r; end of file: the kernel exited first)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError("the kernel did not start within 60 s")
+            if select.select([ready_r], [], [], left)[0]:
+                if os.read(ready_r, 1):
+                    return
+                self.proc.wait()
+                raise RuntimeError("the kernel exited while starting (exit %s)" % self.proc.returncode)
 
     def wait_ready(self, deadline):
         """Returns once the kernel answers on shell and its IOPub reaches
