@@ -446,6 +446,65 @@ class Context:
 # ---------------------------------------------------------------- Python
 
 
+class KernelClient:
+    """The kernel's shell and IOPub channels on plain blocking pyzmq
+    sockets, with jupyter_client's Session for the messages: the part of
+    BlockingKernelClient the server uses (kernel_info, execute,
+    get_shell_msg, get_iopub_msg, stop_channels; queue.Empty on a timeout).
+    BlockingKernelClient runs an asyncio event loop for every message it
+    waits for, some 60 system calls each; under gVisor a system call costs
+    tens of microseconds, which made this client half of a steady-state
+    cell's time there (docs/code-interpreter.md, "Where a steady-state
+    cell's time goes"). Used from the context's thread only."""
+
+    def __init__(self, info):
+        import zmq
+        from jupyter_client.session import Session
+        self.zmq = zmq
+        key = info["key"]
+        self.session = Session(key=key if isinstance(key, bytes) else key.encode(),
+                               signature_scheme=info.get("signature_scheme") or "hmac-sha256")
+        url = "%s://%s:%%d" % (info.get("transport") or "tcp", info["ip"])
+        self.ctx = zmq.Context()
+        self.shell = self.ctx.socket(zmq.DEALER)
+        self.shell.linger = 0
+        self.shell.connect(url % info["shell_port"])
+        self.iopub = self.ctx.socket(zmq.SUB)
+        self.iopub.linger = 0
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.iopub.connect(url % info["iopub_port"])
+
+    def send(self, msg_type, content):
+        msg = self.session.msg(msg_type, content)
+        self.session.send(self.shell, msg)
+        return msg["header"]["msg_id"]
+
+    def kernel_info(self):
+        return self.send("kernel_info_request", {})
+
+    def execute(self, code, silent=False, store_history=True, allow_stdin=False, stop_on_error=True):
+        return self.send("execute_request", {"code": code, "silent": silent, "store_history": store_history,
+                                             "user_expressions": {}, "allow_stdin": allow_stdin,
+                                             "stop_on_error": stop_on_error})
+
+    def recv(self, sock, timeout):
+        if not sock.poll(int(timeout * 1000)):
+            raise queue.Empty
+        _, frames = self.session.feed_identities(sock.recv_multipart(copy=False), copy=False)
+        return self.session.deserialize(frames, content=True, copy=False)
+
+    def get_shell_msg(self, timeout):
+        return self.recv(self.shell, timeout)
+
+    def get_iopub_msg(self, timeout):
+        return self.recv(self.iopub, timeout)
+
+    def stop_channels(self):
+        self.shell.close()
+        self.iopub.close()
+        self.ctx.term()
+
+
 class PythonContext(Context):
     """An IPython kernel, launched and spoken to with jupyter_client's
     connection file and client only: KernelManager's provisioner lookup
@@ -458,7 +517,6 @@ class PythonContext(Context):
         self.synced_env = None
 
     def start(self):
-        from jupyter_client.blocking.client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
         base = sandbox_env()
         env = dict(os.environ)
@@ -472,10 +530,7 @@ class PythonContext(Context):
         self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
                                      cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
                                      start_new_session=True)
-        kc = BlockingKernelClient()
-        kc.load_connection_info(info)
-        kc.start_channels(stdin=False, hb=False, control=False)
-        self.kc = kc
+        self.kc = KernelClient(info)
         try:
             self.wait_ready(time.monotonic() + 60)
         except BaseException:
