@@ -452,24 +452,25 @@ class KernelClient:
     BlockingKernelClient the server uses (kernel_info, execute,
     get_shell_msg, get_iopub_msg, stop_channels; queue.Empty on a timeout).
     BlockingKernelClient runs an asyncio event loop for every message it
-    waits for, some 60 system calls each; under gVisor a system call costs
-    tens of microseconds, which made this client half of a steady-state
-    cell's time there (docs/code-interpreter.md, "Where a steady-state
-    cell's time goes"). Used from the context's thread only."""
+    waits for, dozens of system calls each; under gVisor a system call
+    costs tens of microseconds, which made that client about 40 % of a
+    steady-state cell's time there (docs/code-interpreter.md, "On
+    gVisor"). Used from the context's thread only."""
 
     def __init__(self, info):
         import zmq
         from jupyter_client.session import Session
-        self.zmq = zmq
         key = info["key"]
         self.session = Session(key=key if isinstance(key, bytes) else key.encode(),
                                signature_scheme=info.get("signature_scheme") or "hmac-sha256")
         url = "%s://%s:%%d" % (info.get("transport") or "tcp", info["ip"])
-        self.ctx = zmq.Context()
-        self.shell = self.ctx.socket(zmq.DEALER)
+        # One zmq context (one I/O thread) for every kernel, as
+        # jupyter_client's client had: a thread is memory under gVisor.
+        ctx = zmq.Context.instance()
+        self.shell = ctx.socket(zmq.DEALER)
         self.shell.linger = 0
         self.shell.connect(url % info["shell_port"])
-        self.iopub = self.ctx.socket(zmq.SUB)
+        self.iopub = ctx.socket(zmq.SUB)
         self.iopub.linger = 0
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         self.iopub.connect(url % info["iopub_port"])
@@ -502,12 +503,11 @@ class KernelClient:
     def stop_channels(self):
         self.shell.close()
         self.iopub.close()
-        self.ctx.term()
 
 
 class PythonContext(Context):
-    """An IPython kernel, launched and spoken to with jupyter_client's
-    connection file and client only: KernelManager's provisioner lookup
+    """An IPython kernel, launched with jupyter_client's connection file
+    and spoken to with KernelClient only: KernelManager's provisioner lookup
     (entry points), kernelspec search and readiness polling cost the
     server as much CPU as the kernel's own start."""
 
