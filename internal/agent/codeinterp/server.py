@@ -14,8 +14,9 @@ Python contexts are real IPython kernels (jupyter_client); JavaScript
 contexts are a node process evaluating cells in one `vm` context (repl.js);
 TypeScript contexts are the same with each cell's types stripped first
 (Debian's typescript, transpile only: types are not checked); bash
-contexts are one persistent bash process. Only the standard library
-and jupyter_client are used: the template installs both from Debian.
+contexts are one persistent bash process. Only the standard library,
+jupyter_client and pyzmq (which jupyter_client uses) are used: the
+template installs them from Debian.
 """
 
 import base64
