@@ -513,6 +513,8 @@ func testRunCode(t *testing.T, runtime string) {
 		}
 	})
 
+	sub("the server waits for kernel messages without an event loop per message", testKernelClientNoEventLoop)
+
 	sub("a cell that kills its kernel reports an error, the next gets a fresh kernel", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "import os\nos._exit(3)")
 		if e, ok := got.err(); !ok || e.Name != "KernelDied" {
@@ -552,5 +554,50 @@ func TestGVisorStopStartKeepsKernelState(t *testing.T) {
 	}
 	if s := c.run(id, map[string]any{"code": "js * 2", "language": "javascript"}).text(); s != "10" {
 		t.Errorf("javascript after stop/start: %q", s)
+	}
+}
+
+// kernelClientProbe runs cells on a Python context of the sandbox's own
+// server.py (imported, not the running server) and prints how many times
+// an asyncio event loop waited (its selector's select), then the cells'
+// results. The kernel shares the probe's stdout, so the answer is the last
+// line.
+const kernelClientProbe = `
+import selectors, sys
+sys.path.insert(0, "/run/platinum/code-interpreter")
+import server
+polls = []
+select = selectors.DefaultSelector.select
+def counted(self, timeout=None):
+    polls.append(1)
+    return select(self, timeout)
+selectors.DefaultSelector.select = counted
+ctx = server.PythonContext("ctx_probe", "python", "/", False)
+events = []
+for i in range(3):
+    ctx.run("40 + %d" % i, {}, None, server.Cell(events.append, 60, lambda: True, ctx))
+ctx.close()
+print(len(polls), [e["data"]["text/plain"] for e in events if e["type"] == "result"])
+`
+
+// testKernelClientNoEventLoop: the server speaks to its kernels on
+// blocking sockets. jupyter_client's BlockingKernelClient runs an asyncio
+// event loop for every message it waits for, dozens of system calls each,
+// which under gVisor were half of a steady-state cell's time
+// (docs/code-interpreter.md, "Where a steady-state cell's time goes").
+func testKernelClientNoEventLoop(t *testing.T, c *client, id string) {
+	r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{
+		"cmd": []string{"python3", "-c", kernelClientProbe}, "timeout_ms": 120000})
+	var out struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+		Stderr   string `json:"stderr"`
+	}
+	if err := json.Unmarshal(r.Body, &out); err != nil || r.Status != 200 || out.ExitCode != 0 {
+		t.Fatalf("probe: %d %s", r.Status, r.Body)
+	}
+	lines := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if got := lines[len(lines)-1]; got != "0 ['40', '41', '42']" {
+		t.Errorf("event loops run, results = %s; want 0 ['40', '41', '42'] (stderr %.500s)", got, out.Stderr)
 	}
 }
