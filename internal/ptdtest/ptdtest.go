@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -196,23 +197,8 @@ func Start(o Options) (*Daemon, error) {
 	}
 	sweepDead(filepath.Join(bin, "ptd"))
 	d.Token = cmp.Or(o.Token, "pt_test_"+RandHex(16))
-	addr := o.Listen
-	if addr == "" {
-		if addr, err = FreeAddr(); err != nil {
-			return d, err
-		}
-	}
-	d.URL = "http://" + addr
-	// The preview proxy's, SSH gateway's and metrics listeners.
-	var paddr, maddr string
-	for _, a := range []*string{&paddr, &d.SSHAddr, &maddr} {
-		if *a, err = FreeAddr(); err != nil {
-			return d, err
-		}
-	}
-	d.PreviewURL, d.MetricsURL = "http://"+paddr, "http://"+maddr
-	d.args = []string{"serve", "--listen", addr, "--data-dir", d.DataDir,
-		"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup, "--preview-listen", paddr, "--ssh-listen", d.SSHAddr, "--metrics-listen", maddr, "--default-runtime", "runc"}
+	d.args = []string{"serve", "--data-dir", d.DataDir, "--bridge", d.Bridge, "--subnet", d.Subnet,
+		"--cgroup-parent", d.Cgroup, "--default-runtime", "runc"}
 	if o.Store == "" {
 		o.Store = StoreFromEnv()
 	}
@@ -229,11 +215,40 @@ func Start(o Options) (*Daemon, error) {
 	default:
 		return d, fmt.Errorf("unknown store %q: want sqlite or postgres", o.Store)
 	}
-	d.args = append(d.args, o.ExtraArgs...)
 	if d.logf, err = os.Create(d.logPath()); err != nil {
 		return d, err
 	}
-	return d, d.launch()
+	// A port FreeAddr found free can be taken before ptd binds it (another
+	// test's listener, an outgoing connection's local port): pick new ones.
+	base := d.args
+	for attempt := 1; ; attempt++ {
+		listen, err := d.pickAddrs(o.Listen)
+		if err != nil {
+			return d, err
+		}
+		d.args = append(append(slices.Clone(base), listen...), o.ExtraArgs...)
+		err = d.launch()
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return d, err
+		}
+	}
+}
+
+// pickAddrs chooses the API (listen, unless given), preview, SSH and
+// metrics addresses and returns their flags.
+func (d *Daemon) pickAddrs(listen string) ([]string, error) {
+	addrs := []string{listen, "", "", ""}
+	for i, a := range addrs {
+		if a != "" {
+			continue
+		}
+		var err error
+		if addrs[i], err = FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	d.URL, d.PreviewURL, d.SSHAddr, d.MetricsURL = "http://"+addrs[0], "http://"+addrs[1], addrs[2], "http://"+addrs[3]
+	return []string{"--listen", addrs[0], "--preview-listen", addrs[1], "--ssh-listen", addrs[2], "--metrics-listen", addrs[3]}, nil
 }
 
 // FreeAddr is a loopback address with a port free right now.
