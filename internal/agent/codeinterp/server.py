@@ -69,7 +69,25 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # result and the idle status after everything; only the execute_reply
 # (shell channel) may now leave before the IOPub thread has sent the
 # cell's last messages, and this server reads the reply after idle.
-KERNEL_PY = """import importlib, sys, types
+# os.getpid is cached: jupyter_client's Session (each message's ID and
+# send), ipykernel's OutStream (its master-process check on each write
+# and flush), logging (each record) and IPython's compiler (each cell's
+# file name) call it about 20 times a cell, each a system call, and a
+# system call costs 40-180 us under gVisor here (docs/code-interpreter.md,
+# "On gVisor"). The cache is refreshed in a forked child before any other
+# after-fork hook runs (registered first; Python runs them in order), so
+# os.fork, multiprocessing and pty see the child's own pid; subprocess
+# runs no Python in its child. Only a fork that skips Python's fork hooks
+# (a C extension calling fork(2) itself) would see the parent's pid.
+KERNEL_PY = """import importlib, os, sys, types
+_pid = [os.getpid()]
+_real_getpid = os.getpid
+def getpid():
+    \"\"\"Return the current process id.\"\"\"
+    return _pid[0]
+os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, _real_getpid()))
+os.getpid = getpid
+del getpid
 sys.modules["debugpy"] = None
 sys.modules["jedi"] = None
 _embed = types.ModuleType("IPython.terminal.embed")
@@ -136,7 +154,12 @@ kernelapp.IPKernelApp.initialize = initialize
 del initialize
 kernelapp.launch_new_instance()
 """
-KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
+# _execute_sleep: ipykernel sleeps 0.5 ms after each cell's flushes,
+# before the execute_reply, to let its IOPub thread send first; this
+# server waits for the idle status (sent after the reply, on IOPub, in
+# order after the cell's output) and does not need it.
+KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:",
+               "--IPythonKernel._execute_sleep=0"]
 
 
 def install_kernel():
@@ -509,6 +532,7 @@ class KernelClient:
         for sock, port in ((self.shell, info["shell_port"]), (self.iopub, info["iopub_port"])):
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect("tcp://%s:%d" % (info["ip"], port))
+        self.rcvtimeo = {}  # socket → the receive timeout (ms) set on it
 
     def sign(self, frames):
         h = hmac.new(self.key, digestmod=hashlib.sha256)
@@ -540,9 +564,20 @@ class KernelClient:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+            if left <= 0:
                 raise queue.Empty
-            frames = sock.recv_multipart()
+            # One blocking receive with a timeout rather than a poll and
+            # then a receive: each libzmq call checks its mailbox (a
+            # getpid and a poll system call), and a system call is dear
+            # under gVisor (docs/code-interpreter.md, "On gVisor").
+            ms = int(left * 1000) + 1
+            if self.rcvtimeo.get(sock) != ms:
+                sock.setsockopt(self.zmq.RCVTIMEO, ms)
+                self.rcvtimeo[sock] = ms
+            try:
+                frames = sock.recv_multipart()
+            except self.zmq.Again:
+                raise queue.Empty from None
             try:
                 i = frames.index(self.DELIM)
                 sig, parts = frames[i + 1], frames[i + 2:i + 6]
