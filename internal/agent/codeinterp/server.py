@@ -69,6 +69,13 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # result and the idle status after everything; only the execute_reply
 # (shell channel) may now leave before the IOPub thread has sent the
 # cell's last messages, and this server reads the reply after idle.
+# Each message or flush the kernel hands its IOPub thread is queued and
+# then wakes the thread (a ZeroMQ message on an inproc pipe, and the
+# thread's read of it: several system calls each); a 1+1 cell queues
+# several before the thread runs. Now only the first of those wakes it,
+# and the thread runs the whole queue in order until it is empty; a lock
+# keeps the "a wake-up is on its way" flag and the queue in step, so no
+# queued item waits without a wake-up.
 # os.getpid is cached: jupyter_client's Session (each message's ID and
 # send), ipykernel's OutStream (its master-process check on each write
 # and flush), logging (each record) and IPython's compiler (each cell's
@@ -133,6 +140,33 @@ def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPu
         _flush(self)
 iostream.OutStream.flush = flush
 del flush
+_IOPub = iostream.IOPubThread
+if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule")):
+    import threading
+    _iopub_init = _IOPub.__init__
+    def __init__(self, *a, **kw):
+        self._pt_lock = threading.Lock()
+        self._pt_woken = False  # a wake-up is on its way to the IOPub thread
+        _iopub_init(self, *a, **kw)
+    def schedule(self, f):  # one wake-up for all that is queued before the IOPub thread runs
+        if not self.thread.is_alive():
+            f()
+            return
+        with self._pt_lock:
+            self._events.append(f)
+            wake, self._pt_woken = not self._pt_woken, True
+        if wake:
+            self._event_pipe.send(b"")
+    def _handle_event(self, msg):  # everything queued, in order, until the queue is empty
+        while True:
+            with self._pt_lock:
+                if not self._events:
+                    self._pt_woken = False
+                    return
+                f = self._events.popleft()
+            f()
+    _IOPub.__init__, _IOPub.schedule, _IOPub._handle_event = __init__, schedule, _handle_event
+    del __init__, schedule, _handle_event
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
