@@ -76,6 +76,12 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # and the thread runs the whole queue in order until it is empty; a lock
 # keeps the "a wake-up is on its way" flag and the queue in step, so no
 # queued item waits without a wake-up.
+# ipykernel 6.17 (the template's) starts each shell message by handing
+# the control thread a flush of its queue and getting a future back from
+# it (two cross-thread wake-ups, an asyncio future), but dispatch_shell
+# awaits only the coroutine, never that future, so the shell message
+# never waited for it: skipping the round trip changes no order. The
+# control thread still handles control messages as they come.
 # os.getpid is cached: jupyter_client's Session (each message's ID and
 # send), ipykernel's OutStream (its master-process check on each write
 # and flush), logging (each record) and IPython's compiler (each cell's
@@ -140,6 +146,12 @@ def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPu
         _flush(self)
 iostream.OutStream.flush = flush
 del flush
+from ipykernel import kernelbase
+if kernelbase.Kernel.__module__ == "ipykernel.kernelbase" and __import__("ipykernel").__version__.startswith("6.17."):
+    async def _flush_control_queue(self):  # 6.17's dispatch_shell never awaits the flush: skip its round trip
+        return None
+    kernelbase.Kernel._flush_control_queue = _flush_control_queue
+    del _flush_control_queue
 _IOPub = iostream.IOPubThread
 if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule")):
     import threading
