@@ -73,9 +73,13 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # then wakes the thread (a ZeroMQ message on an inproc pipe, and the
 # thread's read of it: several system calls each); a 1+1 cell queues
 # several before the thread runs. Now only the first of those wakes it,
-# and the thread runs the whole queue in order until it is empty; a lock
-# keeps the "a wake-up is on its way" flag and the queue in step, so no
-# queued item waits without a wake-up.
+# and the thread runs the whole queue in order until it is empty. No
+# lock (a signal handler that prints could run inside it on the main
+# thread): the thread clears the "a wake-up is on its way" flag and then
+# finds the queue empty before it stops, and schedule appends before it
+# reads the flag, so under the GIL an item is either seen by the drain
+# or sends a wake-up; an exception (SIGINT in schedule, an error in a
+# queued call) clears the flag, so the next item wakes the thread.
 # ipykernel 6.17 (the template's) starts each shell message by handing
 # the control thread a flush of its queue and getting a future back from
 # it (two cross-thread wake-ups, an asyncio future), but dispatch_shell
@@ -154,31 +158,33 @@ if kernelbase.Kernel.__module__ == "ipykernel.kernelbase" and __import__("ipyker
     del _flush_control_queue
 _IOPub = iostream.IOPubThread
 if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule")):
-    import threading
-    _iopub_init = _IOPub.__init__
-    def __init__(self, *a, **kw):
-        self._pt_lock = threading.Lock()
-        self._pt_woken = False  # a wake-up is on its way to the IOPub thread
-        _iopub_init(self, *a, **kw)
     def schedule(self, f):  # one wake-up for all that is queued before the IOPub thread runs
         if not self.thread.is_alive():
             f()
             return
-        with self._pt_lock:
-            self._events.append(f)
-            wake, self._pt_woken = not self._pt_woken, True
-        if wake:
+        self._events.append(f)
+        if getattr(self, "_pt_woken", False):
+            return
+        try:
+            self._pt_woken = True  # a wake-up is on its way
             self._event_pipe.send(b"")
+        except BaseException:  # KeyboardInterrupt (the server's SIGINT) included: never left set without a wake-up
+            self._pt_woken = False
+            raise
     def _handle_event(self, msg):  # everything queued, in order, until the queue is empty
-        while True:
-            with self._pt_lock:
+        try:
+            while True:
+                while self._events:
+                    self._events.popleft()()
+                self._pt_woken = False
                 if not self._events:
-                    self._pt_woken = False
                     return
-                f = self._events.popleft()
-            f()
-    _IOPub.__init__, _IOPub.schedule, _IOPub._handle_event = __init__, schedule, _handle_event
-    del __init__, schedule, _handle_event
+                self._pt_woken = True
+        except BaseException:  # as before, what is left waits for the next wake-up, which must come
+            self._pt_woken = False
+            raise
+    _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
+    del schedule, _handle_event
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
