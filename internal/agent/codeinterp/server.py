@@ -47,6 +47,11 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python",
              "bash": "bash", "sh": "bash", "shell": "bash"}
 INTERRUPT_GRACE = 3.0  # seconds a cell gets to stop after SIGINT before its process is replaced
 INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not stopped
+# A cell's client is asked whether it is still there (a select system
+# call) at most this often, not on every kernel message: a system call is
+# dear under gVisor (docs/code-interpreter.md, "On gVisor"), and a quiet
+# cell's wait wakes this often anyway.
+ALIVE_EVERY = 0.05  # seconds
 
 # The kernel we launch: ipykernel, minus what no client here uses, which
 # is most of its start (CPU measured in the template): debugpy (1.5-3 s;
@@ -308,6 +313,8 @@ class Cell:
         self.interrupt = False
         self.done = threading.Event()  # set once the cell's events are all sent
         self.state = "waiting"  # "running" once its context runs it
+        self.asked_at = None  # when alive() was last asked (monotonic)
+        self.gone = False  # alive() said no: the client went away
 
     def view(self):
         return {"id": self.id, "context_id": self.ctx.id, "language": self.ctx.language,
@@ -320,9 +327,18 @@ class Cell:
             return "interrupted"
         if self.deadline is not None and time.monotonic() > self.deadline:
             return "timeout"
-        if not self.alive():
+        if not self.client_there():
             return "disconnected"
         return None
+
+    def client_there(self):
+        """False once the client has gone; alive() is asked at most every
+        ALIVE_EVERY seconds."""
+        now = time.monotonic()
+        if not self.gone and (self.asked_at is None or now - self.asked_at >= ALIVE_EVERY):
+            self.asked_at = now
+            self.gone = not self.alive()
+        return not self.gone
 
 
 class Executions:
