@@ -47,6 +47,11 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python",
              "bash": "bash", "sh": "bash", "shell": "bash"}
 INTERRUPT_GRACE = 3.0  # seconds a cell gets to stop after SIGINT before its process is replaced
 INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not stopped
+# A cell's client is asked whether it is still there (a select system
+# call) at most this often, not on every kernel message: a system call is
+# dear under gVisor (docs/code-interpreter.md, "On gVisor"), and a quiet
+# cell's wait wakes this often anyway.
+ALIVE_EVERY = 0.05  # seconds
 
 # The kernel we launch: ipykernel, minus what no client here uses, which
 # is most of its start (CPU measured in the template): debugpy (1.5-3 s;
@@ -69,7 +74,42 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # result and the idle status after everything; only the execute_reply
 # (shell channel) may now leave before the IOPub thread has sent the
 # cell's last messages, and this server reads the reply after idle.
-KERNEL_PY = """import importlib, sys, types
+# Each message or flush the kernel hands its IOPub thread is queued and
+# then wakes the thread (a ZeroMQ message on an inproc pipe, and the
+# thread's read of it: several system calls each); a 1+1 cell queues
+# several before the thread runs. Now only the first of those wakes it,
+# and the thread runs the whole queue in order until it is empty. No
+# lock (a signal handler that prints could run inside it on the main
+# thread): the thread clears the "a wake-up is on its way" flag and then
+# finds the queue empty before it stops, and schedule appends before it
+# reads the flag, so under the GIL an item is either seen by the drain
+# or sends a wake-up; an exception (SIGINT in schedule, an error in a
+# queued call) clears the flag, so the next item wakes the thread.
+# ipykernel 6.17 (the template's) starts each shell message by handing
+# the control thread a flush of its queue and getting a future back from
+# it (two cross-thread wake-ups, an asyncio future), but dispatch_shell
+# awaits only the coroutine, never that future, so the shell message
+# never waited for it: skipping the round trip changes no order. The
+# control thread still handles control messages as they come.
+# os.getpid is cached: jupyter_client's Session (each message's ID and
+# send), ipykernel's OutStream (its master-process check on each write
+# and flush), logging (each record) and IPython's compiler (each cell's
+# file name) call it about 20 times a cell, each a system call, and a
+# system call costs 40-180 us under gVisor here (docs/code-interpreter.md,
+# "On gVisor"). The cache is refreshed in a forked child before any other
+# after-fork hook runs (registered first; Python runs them in order), so
+# os.fork, multiprocessing and pty see the child's own pid; subprocess
+# runs no Python in its child. Only a fork that skips Python's fork hooks
+# (a C extension calling fork(2) itself) would see the parent's pid.
+KERNEL_PY = """import importlib, os, sys, types
+_pid = [os.getpid()]
+_real_getpid = os.getpid
+def getpid():
+    \"\"\"Return the current process id.\"\"\"
+    return _pid[0]
+os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, _real_getpid()))
+os.getpid = getpid
+del getpid
 sys.modules["debugpy"] = None
 sys.modules["jedi"] = None
 _embed = types.ModuleType("IPython.terminal.embed")
@@ -115,6 +155,41 @@ def flush(self):  # nothing buffered: nothing to send, no round trip to the IOPu
         _flush(self)
 iostream.OutStream.flush = flush
 del flush
+from ipykernel import kernelbase
+if kernelbase.Kernel.__module__ == "ipykernel.kernelbase" and __import__("ipykernel").__version__.startswith("6.17."):
+    async def _flush_control_queue(self):  # 6.17's dispatch_shell never awaits the flush: skip its round trip
+        return None
+    kernelbase.Kernel._flush_control_queue = _flush_control_queue
+    del _flush_control_queue
+_IOPub = iostream.IOPubThread
+if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule")):
+    def schedule(self, f):  # one wake-up for all that is queued before the IOPub thread runs
+        if not self.thread.is_alive():
+            f()
+            return
+        self._events.append(f)
+        if getattr(self, "_pt_woken", False):
+            return
+        try:
+            self._pt_woken = True  # a wake-up is on its way
+            self._event_pipe.send(b"")
+        except BaseException:  # KeyboardInterrupt (the server's SIGINT) included: never left set without a wake-up
+            self._pt_woken = False
+            raise
+    def _handle_event(self, msg):  # everything queued, in order, until the queue is empty
+        try:
+            while True:
+                while self._events:
+                    self._events.popleft()()
+                self._pt_woken = False
+                if not self._events:
+                    return
+                self._pt_woken = True
+        except BaseException:  # as before, what is left waits for the next wake-up, which must come
+            self._pt_woken = False
+            raise
+    _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
+    del schedule, _handle_event
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
@@ -136,7 +211,12 @@ kernelapp.IPKernelApp.initialize = initialize
 del initialize
 kernelapp.launch_new_instance()
 """
-KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:"]
+# _execute_sleep: ipykernel sleeps 0.5 ms after each cell's flushes,
+# before the execute_reply, to let its IOPub thread send first; this
+# server waits for the idle status (sent after the reply, on IOPub, in
+# order after the cell's output) and does not need it.
+KERNEL_ARGS = ["--InteractiveShell.colors=NoColor", "--HistoryManager.hist_file=:memory:",
+               "--IPythonKernel._execute_sleep=0"]
 
 
 def install_kernel():
@@ -233,6 +313,8 @@ class Cell:
         self.interrupt = False
         self.done = threading.Event()  # set once the cell's events are all sent
         self.state = "waiting"  # "running" once its context runs it
+        self.asked_at = None  # when alive() was last asked (monotonic)
+        self.gone = False  # alive() said no: the client went away
 
     def view(self):
         return {"id": self.id, "context_id": self.ctx.id, "language": self.ctx.language,
@@ -245,9 +327,18 @@ class Cell:
             return "interrupted"
         if self.deadline is not None and time.monotonic() > self.deadline:
             return "timeout"
-        if not self.alive():
+        if not self.client_there():
             return "disconnected"
         return None
+
+    def client_there(self):
+        """False once the client has gone; alive() is asked at most every
+        ALIVE_EVERY seconds."""
+        now = time.monotonic()
+        if not self.gone and (self.asked_at is None or now - self.asked_at >= ALIVE_EVERY):
+            self.asked_at = now
+            self.gone = not self.alive()
+        return not self.gone
 
 
 class Executions:
@@ -509,6 +600,7 @@ class KernelClient:
         for sock, port in ((self.shell, info["shell_port"]), (self.iopub, info["iopub_port"])):
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect("tcp://%s:%d" % (info["ip"], port))
+        self.rcvtimeo = {}  # socket → the receive timeout (ms) set on it
 
     def sign(self, frames):
         h = hmac.new(self.key, digestmod=hashlib.sha256)
@@ -540,9 +632,20 @@ class KernelClient:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+            if left <= 0:
                 raise queue.Empty
-            frames = sock.recv_multipart()
+            # One blocking receive with a timeout rather than a poll and
+            # then a receive: each libzmq call checks its mailbox (a
+            # getpid and a poll system call), and a system call is dear
+            # under gVisor (docs/code-interpreter.md, "On gVisor").
+            ms = int(left * 1000) + 1
+            if self.rcvtimeo.get(sock) != ms:
+                sock.setsockopt(self.zmq.RCVTIMEO, ms)
+                self.rcvtimeo[sock] = ms
+            try:
+                frames = sock.recv_multipart()
+            except self.zmq.Again:
+                raise queue.Empty from None
             try:
                 i = frames.index(self.DELIM)
                 sig, parts = frames[i + 1], frames[i + 2:i + 6]
