@@ -1,10 +1,8 @@
 package daytona
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/platinum-dev/platinum/internal/region"
+	"github.com/platinum-dev/platinum/internal/region/regiontest"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -36,13 +34,6 @@ func (f *fakeRegion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writePage(w, lf, all)
 }
 
-// noStore is a region store with no sandboxes.
-type noStore struct{}
-
-func (noStore) GetSandbox(context.Context, string, string) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, sandbox.ErrNotFound
-}
-
 func TestRegionLists(t *testing.T) {
 	base := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	regions := []*fakeRegion{{}, {}, {}}
@@ -62,16 +53,8 @@ func TestRegionLists(t *testing.T) {
 		regions[r].all = append(regions[r].all, d)
 		all = append(all, d)
 	}
-	peers := make([]region.Peer, 2)
-	for i, g := range regions[1:] {
-		srv := httptest.NewServer(g)
-		t.Cleanup(srv.Close)
-		u, _ := url.Parse(srv.URL)
-		peers[i] = region.Peer{Name: fmt.Sprint("r", i+1), URL: u}
-	}
-	rt := region.New("r0", peers, noStore{}, slog.New(slog.DiscardHandler))
-	rt.AddLists(RegionLists()...)
-	api := rt.Wrap(regions[0])
+	peers := regiontest.Peers(t, regions[1], regions[2])
+	api := regiontest.Router("r0", regions[0], peers, RegionLists()...)
 
 	type page struct {
 		Items []struct {
@@ -131,10 +114,8 @@ func TestRegionLists(t *testing.T) {
 	}
 	// A peer down makes the list 503 region_unavailable naming it.
 	peers[1].URL, _ = url.Parse("http://127.0.0.1:1")
-	rt = region.New("r0", peers, noStore{}, slog.New(slog.DiscardHandler))
-	rt.AddLists(RegionLists()...)
 	w := httptest.NewRecorder()
-	rt.Wrap(regions[0]).ServeHTTP(w, httptest.NewRequest(http.MethodGet, APIPrefix+"/sandbox", nil))
+	regiontest.Router("r0", regions[0], peers, RegionLists()...).ServeHTTP(w, httptest.NewRequest(http.MethodGet, APIPrefix+"/sandbox", nil))
 	var body struct{ Code, Region string }
 	json.Unmarshal(w.Body.Bytes(), &body)
 	if w.Code != http.StatusServiceUnavailable || body.Code != "region_unavailable" || body.Region != "r2" {

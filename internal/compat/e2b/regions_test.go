@@ -1,10 +1,8 @@
 package e2b
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/platinum-dev/platinum/internal/region"
+	"github.com/platinum-dev/platinum/internal/region/regiontest"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -35,13 +34,6 @@ func (f *fakeRegion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.h.writeList(w, slices.Clone(f.all), lq)
-}
-
-// noStore is a region store with no sandboxes.
-type noStore struct{}
-
-func (noStore) GetSandbox(context.Context, string, string) (sandbox.Sandbox, error) {
-	return sandbox.Sandbox{}, sandbox.ErrNotFound
 }
 
 func TestRegionLists(t *testing.T) {
@@ -71,16 +63,8 @@ func TestRegionLists(t *testing.T) {
 		regions[2].all = append(regions[2].all, sb)
 		all = append(all, sb)
 	}
-	peers := make([]region.Peer, 2)
-	for i, g := range regions[1:] {
-		srv := httptest.NewServer(g)
-		t.Cleanup(srv.Close)
-		u, _ := url.Parse(srv.URL)
-		peers[i] = region.Peer{Name: fmt.Sprint("r", i+1), URL: u}
-	}
-	rt := region.New("r0", peers, noStore{}, slog.New(slog.DiscardHandler))
-	rt.AddLists(RegionLists()...)
-	api := rt.Wrap(regions[0])
+	peers := regiontest.Peers(t, regions[1], regions[2])
+	api := regiontest.Router("r0", regions[0], peers, RegionLists()...)
 
 	get := func(target string) ([]string, http.Header, int) {
 		t.Helper()
@@ -158,9 +142,7 @@ func TestRegionListPeerDown(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	u, _ := url.Parse(srv.URL)
 	srv.Close()
-	rt := region.New("a", []region.Peer{{Name: "b", URL: u}}, noStore{}, slog.New(slog.DiscardHandler))
-	rt.AddLists(RegionLists()...)
-	api := rt.Wrap(&fakeRegion{h: h})
+	api := regiontest.Router("a", &fakeRegion{h: h}, []region.Peer{{Name: "b", URL: u}}, RegionLists()...)
 	for _, target := range []string{"/sandboxes", "/v2/sandboxes"} {
 		w := httptest.NewRecorder()
 		api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
