@@ -398,14 +398,7 @@ func TestSessionClaimsAreDemand(t *testing.T) {
 	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	mustOrgs(t, s)
-	pooled := sandbox.Sandbox{
-		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, State: sandbox.StateRunning, Template: "busybox",
-		CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk,
-		Metadata: map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
-	}
-	if err := st.CreateSandbox(ctx, pooled); err != nil {
-		t.Fatal(err)
-	}
+	readyPoolMember(t, st, "busybox")
 	claims := func() []string {
 		t.Helper()
 		cs, err := st.PoolClaims(ctx, store.PoolClaimQuery{})

@@ -173,21 +173,29 @@ func mustOrgs(t *testing.T, s *Service) {
 	}
 }
 
+// readyPoolMember stores a running, ready member of template's pool.
+func readyPoolMember(t *testing.T, st store.Store, template string) sandbox.Sandbox {
+	t.Helper()
+	sb := sandbox.Sandbox{
+		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, State: sandbox.StateRunning, Template: template,
+		CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk,
+		Metadata: map[string]string{store.MetaPool: template, store.MetaPoolReady: "1"},
+	}
+	if err := st.CreateSandbox(context.Background(), sb); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
 func TestWarmClaimCountsAgainstOrgQuota(t *testing.T) {
 	s, _, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
 	mustOrgs(t, s)
-	pooled := sandbox.Sandbox{
-		ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: PoolOrgID, State: sandbox.StateRunning, Template: "busybox",
-		CPU: sandbox.DefaultCPU, RAMMB: sandbox.DefaultRAM, DiskGB: sandbox.DefaultDisk,
-		Metadata: map[string]string{store.MetaPool: "busybox", store.MetaPoolReady: "1"},
-	}
+	pooled := readyPoolMember(t, st, "busybox")
 	mine := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: org.OrgID, State: sandbox.StateRunning,
 		Template: "busybox", CPU: 1, RAMMB: 512, DiskGB: 1}
-	for _, sb := range []sandbox.Sandbox{pooled, mine} {
-		if err := st.CreateSandbox(ctx, sb); err != nil {
-			t.Fatal(err)
-		}
+	if err := st.CreateSandbox(ctx, mine); err != nil {
+		t.Fatal(err)
 	}
 	setOrgDefaults(s, st, func(c *tenancy.Config) { c.OrgMaxSandboxes = 1 })
 	_, _, err := s.Create(ctx, org, Request{VaultID: "v", WorkflowID: "w", Template: "busybox"})
