@@ -787,13 +787,10 @@ func (h *Host) Reset(ctx context.Context) error {
 			}
 		}
 	}
-	// runsc releases that pin their gofers' empty network namespace at
-	// <root>/null-netns keep that mount after every sandbox is gone; ptd
-	// passes --gofer-network-namespace=new (internal/runtime/oci), but one
-	// left by a runsc run without it would keep the data dir from being
-	// removed.
-	if err := unix.Unmount(filepath.Join(h.cfg.DataDir, "runtime-gvisor", "null-netns"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		errs = append(errs, fmt.Errorf("host: unmount null-netns: %w", err))
+	for _, rt := range h.rts {
+		if r, ok := rt.(interface{ ReleaseRoot() error }); ok {
+			errs = append(errs, r.ReleaseRoot())
+		}
 	}
 	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package oci
 
 import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"bytes"
 	"context"
@@ -307,4 +308,19 @@ func (r *Runtime) liveResize() (bool, string) {
 		return false, "gVisor fixes the CPU count and memory size its guest sees when it boots"
 	}
 	return true, ""
+}
+
+// ReleaseRoot unmounts what runsc may have left in the state root when no
+// sandbox of it runs: the null-netns pin of its gofers' network namespace
+// (runscVersionArgs), which would keep the root from being removed. It is
+// a no-op for runc and when nothing is mounted there.
+func (r *Runtime) ReleaseRoot() error {
+	if !r.gvisor {
+		return nil
+	}
+	err := unix.Unmount(filepath.Join(r.cfg.Root, "null-netns"), unix.MNT_DETACH)
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("oci: unmount null-netns: %w", err)
+	}
+	return nil
 }

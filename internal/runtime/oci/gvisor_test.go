@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/platinum-dev/platinum/internal/runtime"
+	"golang.org/x/sys/unix"
 )
 
 func TestGVisorPids(t *testing.T) {
@@ -218,5 +219,38 @@ func TestRunscVersionArgs(t *testing.T) {
 				t.Error("runscVersionArgs appended into the caller's slice")
 			}
 		})
+	}
+}
+
+// TestReleaseRoot: a null-netns pin left in a gVisor runtime's root is
+// unmounted, so the root can be removed; without one, and for runc, it
+// is a no-op.
+func TestReleaseRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount")
+	}
+	root := t.TempDir()
+	pin := filepath.Join(root, "null-netns")
+	if err := os.WriteFile(pin, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/ns/net", pin, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(pin, unix.MNT_DETACH) })
+	if err := (&Runtime{cfg: Config{Root: root}}).ReleaseRoot(); err != nil {
+		t.Fatalf("runc: %v", err)
+	}
+	if err := os.Remove(pin); err == nil {
+		t.Fatal("runc's ReleaseRoot unmounted the pin")
+	}
+	r := &Runtime{cfg: Config{Root: root}, gvisor: true}
+	for i := range 2 {
+		if err := r.ReleaseRoot(); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	if err := os.Remove(pin); err != nil {
+		t.Fatalf("the pin is still mounted: %v", err)
 	}
 }
