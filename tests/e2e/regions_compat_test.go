@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,6 +115,21 @@ func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, 
 	}
 	if end, err := time.Parse(time.RFC3339Nano, viaB.EndAt); viaA != viaB || err != nil || time.Until(end) < 10*time.Minute {
 		t.Errorf("E2B get of %s: through a %+v, through b %+v, want the same, ending ~15 min from now", bKey, viaA, viaB)
+	}
+
+	// E2B's batch metrics through either region answer for the sandboxes
+	// of both.
+	metricsOf := func(d *ptdtest.Daemon) []string {
+		t.Helper()
+		code, _, body := compatCall(t, d, http.MethodGet, "/sandboxes/metrics?sandbox_ids="+strings.Join(want, ","), nil, e2bKey)
+		var m struct{ Sandboxes map[string]json.RawMessage }
+		if code != http.StatusOK || json.Unmarshal(body, &m) != nil {
+			t.Fatalf("E2B batch metrics through %s: %d %s", d.URL, code, body)
+		}
+		return slices.Sorted(maps.Keys(m.Sandboxes))
+	}
+	if viaA, viaB := metricsOf(a), metricsOf(b); !slices.Contains(viaA, bKey) || !slices.Equal(viaA, viaB) {
+		t.Errorf("E2B batch metrics: through a %v, through b %v, want the same, with b's %s", viaA, viaB, bKey)
 	}
 
 	// envd traffic through a for b's other sandbox, never asked for through
