@@ -224,10 +224,11 @@ func serve(ctx context.Context, args []string) error {
 	// their ptds (docs/ARCHITECTURE.md, "Regions"); in front of forwarding,
 	// so a request for another region never reaches this one's hosts.
 	// E2B's and Daytona's sandbox lists are merged across regions as
-	// /v1's is.
+	// /v1's is, and a Daytona create's target names its region.
 	rt := region.New(cfg.region, cfg.regionPeers, st, log.With("component", "region"))
 	rt.AddLists(e2b.RegionLists()...)
 	rt.AddLists(daytona.RegionLists()...)
+	rt.AddCreates(daytona.RegionCreates()...)
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md), through the regions as /v1's callers.
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
@@ -246,7 +247,7 @@ func serve(ctx context.Context, args []string) error {
 	// then E2B's paths and envd traffic, then the dashboard's own paths
 	// (/, /assets/, docs/dashboard.md), then /v1.
 	site := dashboard.Mount(api, web.Dist())
-	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytona.DefaultConfig(), log.With("component", "daytona"))
+	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytonaConfig(cfg.region), log.With("component", "daytona"))
 	var root http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" {
 			mcpH.ServeHTTP(w, r)
@@ -402,4 +403,12 @@ func openObjects(cfg config) (objstore.Store, error) {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
 	return st, nil
+}
+
+// daytonaConfig is Daytona's surface's configuration for a ptd of region
+// (docs/daytona.md).
+func daytonaConfig(region string) daytona.Config {
+	c := daytona.DefaultConfig()
+	c.Region = region
+	return c
 }

@@ -253,7 +253,8 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 // pinned there; scripts/test.sh installs them) through region a: each
 // regions.mjs there walks the SDK's list pages (want) and reaches b's
 // sandbox bID — E2B's connects, reads a file and sets its timeout;
-// Daytona's gets it and reads a file through its toolbox.
+// Daytona's gets it, reads a file through its toolbox, and makes a
+// sandbox in b with a client whose target is b.
 func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
 	t.Helper()
 	ids, _ := json.Marshal(want)
@@ -272,7 +273,7 @@ func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, node, "regions.mjs")
 			cmd.Dir = dir
-			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID)
+			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID, "REGIONS_B=rb")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("the %s through region a: %v\n%s", c.name, err, out)
