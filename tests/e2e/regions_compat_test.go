@@ -249,12 +249,12 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 	}
 }
 
-// checkSDKRegions runs the real e2b and Daytona npm SDKs (tests/compat's,
-// pinned there; scripts/test.sh installs them) through region a: each
-// regions.mjs there walks the SDK's list pages (want) and reaches b's
-// sandbox bID — E2B's connects, reads a file and sets its timeout;
-// Daytona's gets it, reads a file through its toolbox, and makes a
-// sandbox in b with a client whose target is b.
+// checkSDKRegions runs the real e2b and Daytona SDKs, npm's and PyPI's
+// (tests/compat's, pinned there; scripts/test.sh installs them), through
+// region a: each regions.mjs and regions.py there walks the SDK's list
+// pages (want) and reaches b's sandbox bID — E2B's connects, reads a file
+// and sets its timeout; Daytona's gets it, reads a file through its
+// toolbox, and makes a sandbox in b with a client whose target is b.
 func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
 	t.Helper()
 	ids, _ := json.Marshal(want)
@@ -265,20 +265,24 @@ func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string)
 		{"e2b SDK", "e2b", "e2b", []string{"E2B_API_URL=" + a.URL, "E2B_SANDBOX_URL=" + a.URL, "E2B_API_KEY=" + a.Token, "E2B_DEBUG="}},
 		{"Daytona SDK", "daytona", "@daytonaio/sdk", []string{"DAYTONA_API_URL=" + a.URL + "/daytona/api", "DAYTONA_API_KEY=" + a.Token}},
 	} {
-		// Subtests: without an SDK installed only its own is skipped.
-		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join("..", "compat", c.dir)
-			node := testenv.RequiresNode(t, dir, c.pkg)
+		dir := filepath.Join("..", "compat", c.dir)
+		run := func(t *testing.T, prog, script string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "regions.mjs")
+			cmd := exec.CommandContext(ctx, prog, script)
 			cmd.Dir = dir
 			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID, "REGIONS_B=rb")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("the %s through region a: %v\n%s", c.name, err, out)
+				t.Fatalf("the %s (%s) through region a: %v\n%s", c.name, script, err, out)
 			}
 			t.Logf("%s", out)
+		}
+		// Subtests: without an SDK installed only its own is skipped.
+		t.Run(c.name+" npm", func(t *testing.T) { run(t, testenv.RequiresNode(t, dir, c.pkg), "regions.mjs") })
+		t.Run(c.name+" PyPI", func(t *testing.T) {
+			py, _ := filepath.Abs(testenv.RequiresVenv(t, dir))
+			run(t, py, "regions.py")
 		})
 	}
 }
