@@ -165,7 +165,7 @@ func (s *Server) relay(ctx context.Context, sc *ssh.ServerConn, chans <-chan ssh
 	if err != nil {
 		s.log.Warn("ssh relay: the sandbox's host does not answer", "sandbox", sc.User(), "host", h.ID, "err", err)
 		for nc := range chans {
-			nc.Reject(ssh.ConnectionFailed, "platinum: the sandbox's host "+h.ID+" does not answer; retry in a few seconds")
+			go refuse(nc, "the sandbox's host "+h.ID+" does not answer; retry in a few seconds")
 		}
 		return
 	}
@@ -180,6 +180,33 @@ func (s *Server) relay(ctx context.Context, sc *ssh.ServerConn, chans <-chan ssh
 	}
 	cl.Close()
 	wg.Wait()
+}
+
+// refuse answers a channel that cannot be served with msg: a session
+// runs its command as one that prints msg and exits 255 (an OpenSSH client
+// shows a refused channel's reason only at log level INFO); any other
+// channel is refused with it.
+func refuse(nc ssh.NewChannel, msg string) {
+	if nc.ChannelType() != "session" {
+		nc.Reject(ssh.ConnectionFailed, "platinum: "+msg)
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	for req := range reqs {
+		switch req.Type {
+		case "shell", "exec", "subsystem":
+			req.Reply(true, nil)
+			fmt.Fprintf(ch.Stderr(), "platinum: %s\r\n", msg)
+			exitStatus(ch, 255)
+			return
+		default:
+			req.Reply(req.Type == "env" || req.Type == "pty-req", nil)
+		}
+	}
 }
 
 // relayChannel opens nc's like on the host and pumps data, stderr and

@@ -216,7 +216,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfi
 				// One hop: never drive a sandbox another live host runs.
 				go ssh.DiscardRequests(reqs)
 				for nc := range chans {
-					nc.Reject(ssh.ConnectionFailed, "platinum: the sandbox is on host "+h.ID+" now; connect again")
+					go refuse(nc, "the sandbox is on host "+h.ID+" now; connect again")
 				}
 				return
 			}
