@@ -81,23 +81,26 @@ func (s *Server) SetPeers(router Peers, leases Leases, self string) {
 }
 
 // advertise takes this ptd's relay key lease now, then keeps it until
-// ctx ends.
+// ctx ends. While this data dir's previous ptd holds it (until it expires:
+// it still counts meanwhile) it is taken as soon as it expires; while the
+// store does not answer, relays through this ptd fail, saying so.
 func (p *peering) advertise(ctx context.Context, key ssh.PublicKey) {
 	name := relayLeasePrefix + ssh.FingerprintSHA256(key)
-	// Not taken while this data dir's previous ptd holds it (until it
-	// expires: it still counts meanwhile) or while the store does not
-	// answer (then relays through this ptd fail, saying so).
-	take := func() { p.leases.AcquireLease(ctx, name, p.self, relayLeaseTTL) }
-	take()
+	take := func() time.Duration {
+		l, ok, err := p.leases.AcquireLease(ctx, name, p.self, relayLeaseTTL)
+		if err == nil && !ok {
+			return min(max(time.Until(l.ExpiresAt), 0)+100*time.Millisecond, relayLeaseTTL/4)
+		}
+		return relayLeaseTTL / 4
+	}
+	next := take()
 	go func() {
-		t := time.NewTicker(relayLeaseTTL / 4)
-		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
-				take()
+			case <-time.After(next):
+				next = take()
 			}
 		}
 	}()
