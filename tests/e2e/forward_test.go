@@ -579,7 +579,7 @@ func post(t *testing.T, d *ptdtest.Daemon, path string, body any) (int, map[stri
 // host a's and the api-only ptd's preview listeners (path and host forms,
 // a WebSocket echo; the token is still required and stripped, a stopped
 // sandbox resumes through b) and through their SSH gateways with the real
-// OpenSSH client (a command and its exit code); a key the sandbox does
+// OpenSSH client (a command, its exit code and stdin, an scp); a key the sandbox does
 // not hold is refused at both, as is a relay key no ptd holds. Once b
 // dies, its preview through a answers 503 and SSH fails clearly.
 func TestPreviewAndSSHAcrossHosts(t *testing.T) {
@@ -693,6 +693,21 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:%d/hello && exit 0
 			if out, _, code := sshAt(t, entry.SSHAddr, key, id, "piped\n", "cat"); code != 0 || out != "piped\n" {
 				t.Fatalf("ssh stdin: %d %q", code, out)
 			}
+			// scp runs the sftp subsystem through the relay.
+			local := filepath.Join(t.TempDir(), "up.txt")
+			if err := os.WriteFile(local, []byte("via-scp "+name+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			host, port, _ := net.SplitHostPort(entry.SSHAddr)
+			if _, errOut, code := runTool(t, "", "scp", append(append([]string{"-P", port}, sshOpts(key)...), local, id+"@"+host+":/root/scp.txt")...); code != 0 {
+				t.Fatalf("scp: %d %q", code, errOut)
+			}
+			if out, _, code := sshAt(t, entry.SSHAddr, key, id, "", "cat /root/scp.txt"); code != 0 || out != "via-scp "+name+"\n" {
+				t.Fatalf("the file scp wrote: %d %q", code, out)
+			}
+			if !logLine(entry.Log(), "ssh login relayed", id, idB) {
+				t.Fatalf("the entry's gateway logged no relay of %s to %s", id, idB)
+			}
 			other, _ := sshKey(t, "stranger")
 			if out, errOut, code := sshAt(t, entry.SSHAddr, other, id, "", "echo", "in"); code != 255 || out != "" || !strings.Contains(errOut, "Permission denied") {
 				t.Fatalf("a key the sandbox does not hold: %d %q %q, want refused", code, out, errOut)
@@ -711,7 +726,7 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:%d/hello && exit 0
 	})
 
 	t.Run("auto-resume through host a", func(t *testing.T) {
-		if st, m := post(t, api, "/v1/sandboxes/"+id+"/stop?memory=true&wait_for_state=stopped", nil); st != 200 {
+		if st, m := post(t, api, "/v1/sandboxes/"+id+"/stop?memory=true&wait_for_state=stopped", nil); st != 200 || m["state"] != "stopped" {
 			t.Fatalf("stop: %d %v", st, m)
 		}
 		got := pdo(t, hc, "GET", a.PreviewURL+"/"+id+"/8080/hello", nil, auth)
