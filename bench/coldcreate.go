@@ -34,6 +34,9 @@ var onlyColdCreate = flag.Bool("only-cold-create", false,
 // log returns ptd's log so far: its debug lines give each create's steps.
 func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
 	defer func() {
+		if *ptdLogOut != "" {
+			os.WriteFile(*ptdLogOut, []byte(log()), 0o644)
+		}
 		if err != nil { // what ptd said last, for the failure
 			l := strings.Split(strings.TrimSpace(log()), "\n")
 			fmt.Println(strings.Join(l[max(0, len(l)-25):], "\n"))
@@ -150,9 +153,10 @@ func sum(run, exec []time.Duration) []time.Duration {
 	return out
 }
 
-// once runs a container detached through ptd's runtime wrapper (the
-// runtime binary with ptd's global flags, stdio on /dev/null), runs
-// `true` in it with the plain binary, and deletes it. cpus pins it as
+// once runs a container detached with the runtime binary alone (ptd's
+// global flags and config.json, stdio on /dev/null, but nothing ptd's
+// runtime wrapper does around it: oci.RunCommand), runs `true` in it
+// with the plain binary, and deletes it. cpus pins it as
 // the host pins a sandbox of that many CPUs ("" leaves it unpinned).
 func (b *rawBaseline) once(i int, cpus string) error {
 	id := fmt.Sprintf("bench-%d-%d", i, len(cpus))
@@ -164,9 +168,14 @@ func (b *rawBaseline) once(i int, cpus string) error {
 	spec := runtime.Spec{ID: id, BundleDir: bundle, RootFS: b.rootfs, Hostname: id, CgroupPath: b.cg + "/" + id,
 		Resources: runtime.Resources{CPU: 1, MemoryBytes: 512 << 20, Pids: 1024, CPUs: cpus},
 		Args:      []string{"/bin/sleep", "1000"}}
-	t0 := time.Now()
-	if err := b.rt.Run(context.Background(), spec); err != nil {
+	cmd, err := b.rt.RunCommand(context.Background(), spec)
+	if err != nil {
 		return err
+	}
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(bundle, "runc.log"))
+		return fmt.Errorf("%s run: %w: %s", b.binary, err, log)
 	}
 	run := time.Since(t0)
 	t1 := time.Now()
@@ -180,6 +189,8 @@ func (b *rawBaseline) once(i int, cpus string) error {
 	}
 	return b.rt.Delete(context.Background(), id)
 }
+
+var ptdLogOut = flag.String("ptd-log-out", "", "with -only-cold-create: write ptd's whole (debug) log to this file at the end, for a create's steps by time")
 
 var coldClasses = flag.String("cold-classes", "runc,gvisor", "with -only-cold-create: the runtime classes (gvisor where runsc is installed)")
 
