@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 )
@@ -141,8 +142,19 @@ func newRawBaseline(class string) (*rawBaseline, error) {
 		return nil, err
 	}
 	b.busyboxRuntime = r
+	if *rawCPUWeight > 0 {
+		// ptd's sandboxes share one cgroup parent of this weight: on a busy
+		// host the raw runs get the same share of the CPU, not more.
+		if err := oci.SetParentCPUWeight(r.cg, *rawCPUWeight); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	return b, nil
 }
+
+var rawCPUWeight = flag.Int("raw-cpu-weight", host.DefaultConfig("").SandboxCPUWeight,
+	"with -only-cold-create: the CPU weight of the raw runs' cgroup parent, as ptd's --sandbox-cpu-weight sets its sandboxes' (0 leaves the default)")
 
 // sum is run + exec of each run.
 func sum(run, exec []time.Duration) []time.Duration {
