@@ -203,11 +203,17 @@ func (r *Runtime) WriteConfig(spec runtime.Spec) error {
 // RunCommand writes spec's config.json and returns the runtime command Run
 // would start for it (global flags, `run --detach`, stdio on /dev/null),
 // without what Run adds around it (the network namespace's preparation,
-// the gVisor host cgroup's size, the OOM watch): a bench's raw baseline
-// runs it. Delete removes what it starts.
+// the gVisor host cgroup's size, the OOM watch) but with the cpuset
+// parents runsc needs filled in to pin: a bench's raw baseline runs it.
+// Delete removes what it starts.
 func (r *Runtime) RunCommand(ctx context.Context, spec runtime.Spec) (*exec.Cmd, error) {
 	if err := r.WriteConfig(spec); err != nil {
 		return nil, fmt.Errorf("run %s: %w", spec.ID, err)
+	}
+	if r.gvisor && spec.Resources.CPUs != "" && spec.CgroupPath != "" {
+		if err := prepareCpusetParents(spec.CgroupPath); err != nil {
+			return nil, fmt.Errorf("run %s: %w", spec.ID, err)
+		}
 	}
 	logPath := filepath.Join(spec.BundleDir, logFile)
 	args := r.args(logPath, r.containerFlags(spec), "run", "--detach", "--bundle", spec.BundleDir, spec.ID)
