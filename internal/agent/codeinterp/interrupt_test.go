@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,7 +22,29 @@ import (
 // server is server.py running on the host for a test, with no Python
 // kernel at boot: JavaScript, TypeScript and bash contexts need only node
 // and bash.
-type server struct{ url string }
+type server struct {
+	url    string
+	stderr *syncBuffer
+}
+
+// syncBuffer is the server's stderr, written by its process's pipe
+// copier and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
 
 func startServer(t *testing.T) *server {
 	t.Helper()
@@ -44,21 +67,30 @@ func startServer(t *testing.T) *server {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PT_CODE_PORT=%d", port), "PT_CODE_PREWARM=0",
 		"PT_CODE_ENV_FILE="+filepath.Join(dir, "env.json"), "HOME="+dir)
-	var errBuf bytes.Buffer
-	cmd.Stderr = &errBuf // repl.js's stderr, and the server's own complaints
+	errBuf := &syncBuffer{}
+	cmd.Stderr = errBuf // the server's, repl.js's and the kernels' stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		// SIGTERM: the server kills its contexts' processes (each in a
+		// session of its own) and exits.
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
 		if t.Failed() {
-			b := errBuf.Bytes()
+			b := errBuf.String()
 			t.Logf("server stderr (its end):\n%s", b[max(0, len(b)-4000):])
 		}
 	})
-	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: errBuf}
 	for i := 0; ; i++ {
 		resp, err := http.Get(s.url + "/v1/health")
 		if err == nil {
@@ -126,10 +158,14 @@ func TestInterruptsNeverEndAContext(t *testing.T) {
 		{"javascript", "var kept = 'kept'", "Promise.resolve(1)", "kept", "'kept'"},
 		{"typescript", "const kept: string = 'kept'", "let n: number = 0; for (let i = 0; i < 1e5; i++) { n++ }", "kept", "'kept'"},
 		{"bash", "KEPT=kept", "N=$((N+1))", "echo $KEPT", "kept\n"},
+		{"python", "kept = 'kept'", "n = sum(range(1000))", "kept", "'kept'"},
 	} {
 		t.Run(tc.lang+" "+tc.cell, func(t *testing.T) {
 			if tc.lang == "typescript" && exec.Command("node", "-e", "require('typescript')").Run() != nil {
 				t.Skip("no typescript for node here")
+			}
+			if tc.lang == "python" && exec.Command("python3", "-c", "import ipykernel, zmq").Run() != nil {
+				t.Skip("no ipykernel for python3 here")
 			}
 			resp, err := s.post("/v1/contexts", map[string]any{"language": tc.lang})
 			if err != nil {
@@ -194,6 +230,12 @@ func TestInterruptsNeverEndAContext(t *testing.T) {
 			}
 			if bad(evs) || out != tc.want {
 				t.Errorf("after %d cells (%d interrupted): %+v", cells, interrupted, evs)
+			}
+			// ipykernel's word for a KeyboardInterrupt outside the cell's
+			// code (sending the reply, say): the reply can be lost then,
+			// and one landing as the request ends stops the kernel.
+			if n := strings.Count(s.stderr.String(), "KeyboardInterrupt caught in kernel"); n > 0 {
+				t.Errorf("%d interrupts landed in the kernel outside a cell's code", n)
 			}
 			t.Logf("%d cells, %d interrupted", cells, interrupted)
 		})

@@ -190,6 +190,29 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             raise
     _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
     del schedule, _handle_event
+import signal as _signal
+from IPython.core import interactiveshell as _ishell
+_in_code = [False]
+def _pt_sigint(signum, frame):  # KeyboardInterrupt only while a cell's code runs
+    __tracebackhide__ = True
+    if _in_code[0]:
+        raise KeyboardInterrupt
+_run_code = _ishell.InteractiveShell.run_code
+async def run_code(self, *a, **kw):  # the cell's code, whose KeyboardInterrupt IPython reports
+    _in_code[0] = True
+    try:
+        return await _run_code(self, *a, **kw)
+    finally:
+        _in_code[0] = False
+_ishell.InteractiveShell.run_code = run_code
+del run_code
+def _sigint_hook(self):  # before and after each request, for a cell that changed it
+    try:
+        _signal.signal(_signal.SIGINT, _pt_sigint)
+    except ValueError:  # not the main thread
+        pass
+kernelbase.Kernel.pre_handler_hook = kernelbase.Kernel.post_handler_hook = _sigint_hook
+del _sigint_hook
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
