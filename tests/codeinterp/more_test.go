@@ -8,6 +8,7 @@ import (
 	"image"
 	_ "image/jpeg" // image.Decode of the JPEG result
 	_ "image/png"  // image.Decode of the PNG results
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -440,5 +441,78 @@ func TestRunCodeNeedsTheTemplate(t *testing.T) {
 	got := c.do("POST", "/v1/sandboxes/"+id+"/code", map[string]any{"code": "1"})
 	if got.Status != 503 || got.JSON()["code"] != "code_interpreter_unavailable" || !strings.Contains(string(got.Body), "code-interpreter") {
 		t.Errorf("run code in busybox: %d %s", got.Status, got.Body)
+	}
+}
+
+// testInterruptsAtRandom: interrupts sent at random moments while a
+// context runs many short cells (so many land at a cell's start or end)
+// stop at most their cell; the context's process never dies and keeps its
+// state. node died of a SIGINT landing as breakOnSigint's watchdog started
+// or stopped, and ipykernel of a KeyboardInterrupt as a request ended.
+func testInterruptsAtRandom(t *testing.T, c *client, id string) {
+	for _, tc := range []struct{ lang, set, cell, check, want string }{
+		{"python", "kept = 'kept'", "n = sum(range(1000))", "kept", "'kept'"},
+		{"javascript", "var kept = 'kept'", "for (let i = 0; i < 1e5; i++) {}", "kept", "'kept'"},
+		{"typescript", "const kept: string = 'kept'", "let n: number = 0", "kept", "'kept'"},
+		{"bash", "KEPT=kept", "N=$((N+1))", "echo $KEPT", "kept\n"},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			c := &client{t: t, token: c.token}
+			r := c.do("POST", "/v1/sandboxes/"+id+"/code/contexts", map[string]any{"language": tc.lang})
+			ctxID, _ := r.JSON()["id"].(string)
+			if r.Status != 201 {
+				t.Fatalf("context: %d %s", r.Status, r.Body)
+			}
+			t.Cleanup(func() { c.do("DELETE", "/v1/sandboxes/"+id+"/code/contexts/"+ctxID, nil) })
+			died := func(got cell) bool {
+				for _, e := range got {
+					if e.Type == "kernel_restarted" || e.Name == "KernelDied" {
+						return true
+					}
+				}
+				return false
+			}
+			if got := c.run(id, map[string]any{"code": tc.set, "context_id": ctxID}); got.end().Status != "ok" {
+				t.Fatalf("set: %+v", got)
+			}
+			done := make(chan struct{})
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(time.Duration(rand.IntN(5000)) * time.Microsecond):
+					}
+					_, _ = c.raw("POST", "/v1/sandboxes/"+id+"/code/contexts/"+ctxID+"/interrupt", nil)
+				}
+			}()
+			interrupted := 0
+			for i := range 300 {
+				got := c.run(id, map[string]any{"code": tc.cell, "context_id": ctxID})
+				if died(got) {
+					close(done)
+					<-stopped
+					t.Fatalf("cell %d: the context's process died: %+v", i+1, got)
+				}
+				if got.end().Status == "interrupted" {
+					interrupted++
+				}
+			}
+			close(done)
+			<-stopped
+			got := c.run(id, map[string]any{"code": tc.check, "context_id": ctxID})
+			out := got.text()
+			if tc.lang == "bash" {
+				out = got.stdout()
+			}
+			if died(got) || out != tc.want {
+				t.Errorf("after 300 cells (%d interrupted): %+v", interrupted, got)
+			}
+			if interrupted == 0 {
+				t.Errorf("no cell was interrupted: the test did not test")
+			}
+		})
 	}
 }

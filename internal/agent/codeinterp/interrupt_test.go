@@ -156,6 +156,7 @@ func TestInterruptsNeverEndAContext(t *testing.T) {
 	for _, tc := range []struct{ lang, set, cell, check, want string }{
 		{"javascript", "var kept = 'kept'", "for (let i = 0; i < 1e5; i++) {}", "kept", "'kept'"},
 		{"javascript", "var kept = 'kept'", "Promise.resolve(1)", "kept", "'kept'"},
+		{"javascript", "var kept = 'kept'", "let n = 0", "kept", "'kept'"},
 		{"typescript", "const kept: string = 'kept'", "let n: number = 0; for (let i = 0; i < 1e5; i++) { n++ }", "kept", "'kept'"},
 		{"bash", "KEPT=kept", "N=$((N+1))", "echo $KEPT", "kept\n"},
 		{"python", "kept = 'kept'", "n = sum(range(1000))", "kept", "'kept'"},

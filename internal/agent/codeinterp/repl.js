@@ -12,12 +12,12 @@
 // exit-on-SIGINT handler is back until vm re-adds them), and a SIGINT
 // landing there ended the process and the context's state with it. A
 // worker thread reads the pipe and sends the SIGINT itself, and only while
-// the cell is "armed": between the two marks made inside an outer
-// breakOnSigint run (armed below), where node's watchdog surely holds
-// SIGINT. The mark and the worker's claim of it are one compare-and-swap
+// the cell is "armed": between the two marks made inside the breakOnSigint
+// run that wraps the cell's (armed below), where node's watchdog surely
+// holds SIGINT. The mark and the worker's claim of it are one compare-and-swap
 // on shared memory, so the cell cannot leave the armed part between the
 // worker's check and its signal; a cell that finds its mark claimed waits,
-// still inside the outer run, for the signal to land. An awaited cell is
+// still inside the run, for the signal to land. An awaited cell is
 // told by a message instead (the main thread is free then).
 'use strict';
 const vm = require('vm');
@@ -99,12 +99,14 @@ let abandon = null;
 // awaited cell); the server's interrupts come through the worker.
 process.on('SIGINT', () => { if (abandon) abandon(); });
 
-// armed runs fn() marked armed for cell seq, inside an outer breakOnSigint
-// run: node's watchdog holds SIGINT from before the mark until after the
-// unmark (the inner run of the cell nests in it: no handler changes). Node
-// hands a SIGINT to the newest watchdog only, so the cell's own run gets
-// it while it runs and the outer one otherwise. Returns { value } or
-// { error }.
+// armed runs fn() (the cell's run, with no watchdog of its own) marked
+// armed for cell seq, inside a breakOnSigint run: node's watchdog holds
+// SIGINT from before the mark until after the unmark. The SIGINT ends
+// everything inside that run (fn and this function's code, uncatchably),
+// and the run throws ERR_SCRIPT_EXECUTION_INTERRUPTED. So a cell that
+// reaches the unmark and finds the mark claimed by the worker has not had
+// the SIGINT yet: it waits for it, still inside the run. Returns
+// { value } or { error }.
 const armContext = vm.createContext({ go: null });
 const armScript = new vm.Script('go()', { filename: 'armed' });
 function armed(seq, fn) {
@@ -112,17 +114,14 @@ function armed(seq, fn) {
   armContext.go = () => {
     Atomics.store(state, 0, word(seq, ARMED));
     try { out = { value: fn() }; } catch (e) { out = { error: e }; }
-    if (Atomics.compareExchange(state, 0, word(seq, ARMED), word(seq, IDLE)) !== word(seq, ARMED) &&
-        !(out.error && out.error.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED')) {
-      // The worker claimed the mark: its SIGINT is on its way and must land
-      // here, inside the watchdog, which ends this loop.
-      for (;;) { /* wait for it */ }
+    if (Atomics.compareExchange(state, 0, word(seq, ARMED), word(seq, IDLE)) !== word(seq, ARMED)) {
+      for (;;) { /* the worker's SIGINT ends this */ }
     }
   };
   try {
     armScript.runInContext(armContext, { breakOnSigint: true });
   } catch (e) {
-    if (!out) out = { error: e };
+    out = { error: e }; // interrupted
   } finally {
     armContext.go = null;
     Atomics.store(state, 0, word(seq, IDLE));
@@ -161,7 +160,10 @@ async function run(req) {
   try {
     if (req.cwd) process.chdir(req.cwd);
     const script = new vm.Script(compile(req.code), { filename: `<cell ${count}>` });
-    const out = armed(seq, () => script.runInContext(context, { breakOnSigint: true }));
+    // displayErrors: false: node's decoration of an error (the source line
+    // above its stack) can swallow a SIGINT's termination that lands as
+    // the cell throws, and armed() would then wait for it in vain.
+    const out = armed(seq, () => script.runInContext(context, { displayErrors: false }));
     if (out.error) throw out.error;
     let value = out.value;
     if (value && typeof value.then === 'function') {
