@@ -330,12 +330,13 @@ func measure(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, ids []s
 	hp, gp := benchkit.Percentiles(health), benchkit.Percentiles(get)
 	n := float64(len(ids))
 	busy := 100 * float64(h1.busy-h0.busy) / float64(h1.total-h0.total)
-	ptd := 100 * float64(p1-p0) / float64(h1.total-h0.total)
+	ptd := 100 * float64(p1[0]-p0[0]) / float64(h1.total-h0.total)
+	kids := 100 * float64(p1[1]-p0[1]) / float64(h1.total-h0.total)
 	sbx := 100 * float64(s1-s0) / 1e9 / secs // % of one core, all sandboxes
-	line := fmt.Sprintf("load %s  host CPU %5.1f%% (%.3f%% each)  sandbox CPU %.3f%% of a core each  ptd CPU %.1f%%  "+
+	line := fmt.Sprintf("load %s  host CPU %5.1f%% (%.3f%% each)  sandbox CPU %.3f%% of a core each  ptd CPU %.1f%% (its runtime calls %.1f%%)  "+
 		"host memory %d MB (%.1f MB each), cgroups %.1f MB each  ptd RSS %d MB (%.0f KB each), %d goroutines (%.1f each)  "+
 		"GET p50 %s p99 %s %.0f/s  (healthz p50 %s p99 %s %.0f/s; GET p99 %.2fx)",
-		strings.Join(strings.Fields(string(load))[:3], " "), busy, busy/n, sbx/n, ptd,
+		strings.Join(strings.Fields(string(load))[:3], " "), busy, busy/n, sbx/n, ptd, kids,
 		(mem-b.mem)>>20, float64(mem-b.mem)/n/(1<<20), float64(cgMem)/n/(1<<20),
 		rss>>20, float64(rss-b.rss)/n/1024, gor, float64(gor-b.goroutines)/n,
 		benchkit.MS(gp[0]), benchkit.MS(gp[2]), float64(len(get))/cfg.round.Seconds(),
@@ -393,12 +394,13 @@ func stopBusy(c *benchkit.Client, pids [][2]string) {
 // ticks are the host's CPU jiffies, all cores: total and not idle.
 type ticks struct{ total, busy int64 }
 
-// cpuTicks reads the host's jiffies from /proc/stat and ptd's own
-// (utime+stime) from /proc/PID/stat; both count USER_HZ.
-func cpuTicks(pid int) (ticks, int64, error) {
+// cpuTicks reads the host's jiffies from /proc/stat and ptd's from
+// /proc/PID/stat: its own (utime+stime) and its waited-for children's
+// (cutime+cstime: the runc and runsc calls it makes); all count USER_HZ.
+func cpuTicks(pid int) (ticks, [2]int64, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return ticks{}, 0, err
+		return ticks{}, [2]int64{}, err
 	}
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	var t ticks
@@ -414,16 +416,18 @@ func cpuTicks(pid int) (ticks, int64, error) {
 	}
 	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return t, 0, err
+		return t, [2]int64{}, err
 	}
 	_, rest, _ := bytes.Cut(b, []byte(") ")) // after the command name
 	f := strings.Fields(string(rest))
-	if len(f) < 13 {
-		return t, 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	if len(f) < 15 {
+		return t, [2]int64{}, fmt.Errorf("/proc/%d/stat: short", pid)
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return t, ut + st, nil
+	var v [4]int64
+	for i := range v {
+		v[i], _ = strconv.ParseInt(f[11+i], 10, 64)
+	}
+	return t, [2]int64{v[0] + v[1], v[2] + v[3]}, nil
 }
 
 // hostMemUsed is MemTotal - MemAvailable, in bytes.
