@@ -62,7 +62,7 @@ func run() error {
 	flag.IntVar(&cfg.conns, "conns", 8, "connections sending GETs in an API round")
 	flag.BoolVar(&cfg.busy, "busy", true, "also measure the API with a busy loop in -busy-sandboxes sandboxes")
 	flag.IntVar(&cfg.busyN, "busy-sandboxes", 50, "with -busy: how many of the step's sandboxes spin (0: every one)")
-	flag.IntVar(&cfg.execs, "execs", 50, "execs of `true`, one at a time across the step's sandboxes, after the GET round (0: none)")
+	flag.IntVar(&cfg.execs, "execs", 20, "execs of `true`, one at a time across the step's sandboxes that do not spin, after the GET round (0: none)")
 	idle := flag.Int("idle", 0, "instead of the steps: this many idle sandboxes per class, each one's own host cgroup CPU and memory over -window")
 	flag.IntVar(&cfg.idleCPU, "idle-cpu", 1, "with -idle: vCPUs of each sandbox (gVisor's systrap fast path is only used with more than one)")
 	baseline := flag.String("baseline", "", "with -idle: also a ptd from the binaries in each of these directories (comma-separated; scripts/build.sh's bin/ of another commit; DIR@RUNSCDIR: with the runsc in RUNSCDIR), measured in the same window")
@@ -154,7 +154,7 @@ func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt
 		if sleep(ctx, cfg.settle) != nil {
 			return ctx.Err()
 		}
-		idle, err := measure(ctx, c, d, ids, base, cfg)
+		idle, err := measure(ctx, c, d, ids, 0, base, cfg)
 		if err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt
 		pids, err := startBusy(c, spin)
 		if err == nil {
 			var busy string
-			busy, err = measure(ctx, c, d, ids, base, cfg)
+			busy, err = measure(ctx, c, d, ids, len(spin), base, cfg)
 			if err == nil {
 				fmt.Printf("%5d busy  (%d spinning)  %s\n", n, len(spin), busy)
 			}
@@ -272,8 +272,9 @@ func readBase(d *ptdtest.Daemon) (base, error) {
 
 // measure takes one step's figures: the host's, ptd's and the sandboxes'
 // own cgroups' CPU over the quiet window, memory, ptd's goroutines, then
-// one healthz round, one GET round and -execs execs.
-func measure(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, ids []string, b base, cfg config) (string, error) {
+// one healthz round, one GET round and -execs execs; the first busy of
+// ids run a busy loop.
+func measure(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, ids []string, busy int, b base, cfg config) (string, error) {
 	load, _ := os.ReadFile("/proc/loadavg")
 	h0, p0, err := cpuTicks(d.PID())
 	if err != nil {
@@ -319,24 +320,32 @@ func measure(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, ids []s
 	if err != nil {
 		return "", fmt.Errorf("GET: %w", err)
 	}
+	// Execs go to sandboxes that do not spin (the busy ones are the first
+	// busy of ids): an exec into a sandbox whose one vCPU its own loop
+	// holds measures that sandbox, not the host.
 	var execs []time.Duration
-	for i := range cfg.execs {
-		t := time.Now()
-		if _, err := c.Exec(ids[len(ids)-1-i%len(ids)], []string{"true"}); err != nil {
-			return "", err
+	if quiet := ids[min(busy, len(ids)):]; len(quiet) > 0 {
+		for i := range cfg.execs {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			t := time.Now()
+			if _, err := c.Exec(quiet[len(quiet)-1-i%len(quiet)], []string{"true"}); err != nil {
+				return "", err
+			}
+			execs = append(execs, time.Since(t))
 		}
-		execs = append(execs, time.Since(t))
 	}
 	hp, gp := benchkit.Percentiles(health), benchkit.Percentiles(get)
 	n := float64(len(ids))
-	busy := 100 * float64(h1.busy-h0.busy) / float64(h1.total-h0.total)
+	host := 100 * float64(h1.busy-h0.busy) / float64(h1.total-h0.total)
 	ptd := 100 * float64(p1[0]-p0[0]) / float64(h1.total-h0.total)
 	kids := 100 * float64(p1[1]-p0[1]) / float64(h1.total-h0.total)
 	sbx := 100 * float64(s1-s0) / 1e9 / secs // % of one core, all sandboxes
 	line := fmt.Sprintf("load %s  host CPU %5.1f%% (%.3f%% each)  sandbox CPU %.3f%% of a core each  ptd CPU %.1f%% (its runtime calls %.1f%%)  "+
 		"host memory %d MB (%.1f MB each), cgroups %.1f MB each  ptd RSS %d MB (%.0f KB each), %d goroutines (%.1f each)  "+
 		"GET p50 %s p99 %s %.0f/s  (healthz p50 %s p99 %s %.0f/s; GET p99 %.2fx)",
-		strings.Join(strings.Fields(string(load))[:3], " "), busy, busy/n, sbx/n, ptd, kids,
+		strings.Join(strings.Fields(string(load))[:3], " "), host, host/n, sbx/n, ptd, kids,
 		(mem-b.mem)>>20, float64(mem-b.mem)/n/(1<<20), float64(cgMem)/n/(1<<20),
 		rss>>20, float64(rss-b.rss)/n/1024, gor, float64(gor-b.goroutines)/n,
 		benchkit.MS(gp[0]), benchkit.MS(gp[2]), float64(len(get))/cfg.round.Seconds(),
