@@ -99,9 +99,18 @@ func run() error {
 	// limit is small so the host's admission counts what idle ones hold.
 	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Subnet: "100.120.0.0/22", ExtraArgs: []string{
 		"--log-level", "warn", "--org-max-sandboxes", "0", "--org-max-cpu", "0", "--org-max-ram-mb", "0"}})
+	var made []string // every sandbox created, for the leftovers check
 	defer func() {
 		if err := d.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench/density:", err)
+		}
+		if d == nil || d.DataDir == "" {
+			return
+		}
+		if left := leftovers(d, made); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "bench/density: left on the host after ptd's reset:\n  %s\n", strings.Join(left, "\n  "))
+		} else {
+			fmt.Printf("\nleft on the host after ptd's reset (%d sandboxes made): nothing (loop devices, mounts, netns, veths, cgroups, bridge, runtime processes)\n", len(made))
 		}
 	}()
 	if err != nil {
@@ -116,7 +125,7 @@ func run() error {
 	fmt.Println("host memory is what the host gave up (MemTotal-MemAvailable) since before the class's first sandbox, cgroup memory the sandboxes' own cgroups;")
 	fmt.Println("ptd RSS and goroutines are the whole daemon, with what each sandbox added since the class's first")
 	for _, rt := range strings.Split(*runtimes, ",") {
-		if err := measureClass(ctx, c, d, strings.TrimSpace(rt), cfg); err != nil {
+		if err := measureClass(ctx, c, d, strings.TrimSpace(rt), cfg, &made); err != nil {
 			return fmt.Errorf("%s: %w", rt, err)
 		}
 	}
@@ -126,7 +135,7 @@ func run() error {
 // measureClass fills the steps with sandboxes of one class, measuring at
 // each, then deletes them all and waits until they are gone. Interrupted,
 // it returns at once and leaves the removal to ptd's reset.
-func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt string, cfg config) error {
+func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt string, cfg config, made *[]string) error {
 	base, err := readBase(d)
 	if err != nil {
 		return err
@@ -143,6 +152,7 @@ func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt
 		t0 := time.Now()
 		more, err := createMany(ctx, c, rt, n-len(ids), cfg.parallel)
 		ids = append(ids, more...)
+		*made = append(*made, more...)
 		fill := time.Since(t0)
 		if ctx.Err() != nil {
 			return ctx.Err()
