@@ -65,6 +65,7 @@ func run() error {
 	flag.IntVar(&cfg.execs, "execs", 20, "execs of `true`, one at a time across the step's sandboxes that do not spin, after the GET round (0: none)")
 	idle := flag.Int("idle", 0, "instead of the steps: this many idle sandboxes per class, each one's own host cgroup CPU and memory over -window")
 	flag.IntVar(&cfg.idleCPU, "idle-cpu", 1, "with -idle: vCPUs of each sandbox (gVisor's systrap fast path is only used with more than one)")
+	subnet := flag.String("subnet", "100.120.0.0/22", "the sandbox subnet of the run's ptd (a /22 holds 1,000; another run at once needs another)")
 	baseline := flag.String("baseline", "", "with -idle: also a ptd from the binaries in each of these directories (comma-separated; scripts/build.sh's bin/ of another commit; DIR@RUNSCDIR: with the runsc in RUNSCDIR), measured in the same window")
 	flag.Parse()
 	for _, s := range strings.Split(*steps, ",") {
@@ -97,7 +98,7 @@ func run() error {
 	}
 	// A /22 holds 1,000 sandboxes; no org quota; one sandbox's memory
 	// limit is small so the host's admission counts what idle ones hold.
-	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Subnet: "100.120.0.0/22", ExtraArgs: []string{
+	d, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Subnet: *subnet, ExtraArgs: []string{
 		"--log-level", "warn", "--org-max-sandboxes", "0", "--org-max-cpu", "0", "--org-max-ram-mb", "0"}})
 	var made []string // every sandbox created, for the leftovers check
 	defer func() {
