@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,7 +31,7 @@ type idleSide struct {
 // (cpuacct.usage, or cpu.stat usage_usec on cgroup v2) and memory
 // (memory.usage_in_bytes, or memory.current). Per sandbox, not per host,
 // so what an idle sandbox costs is not lost in the host's other work.
-func runIdle(root string, classes []string, n int, baseline string, cfg config) error {
+func runIdle(ctx context.Context, root string, classes []string, n int, baseline string, cfg config) error {
 	sides := []*idleSide{{name: "this tree"}}
 	if baseline != "" {
 		for _, dir := range strings.Split(baseline, ",") {
@@ -56,6 +57,9 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 		}
 	}
 	defer func() {
+		if ctx.Err() != nil {
+			return // each side's ptd reset removes them
+		}
 		for _, s := range sides {
 			for _, ids := range s.ids {
 				for _, id := range ids {
@@ -70,6 +74,9 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 	fmt.Printf("Platinum idle cost: %d busybox sandboxes (%d vCPU, 128 MB) per class and side, %s after the last create, window %s, %s\n",
 		n, cfg.idleCPU, cfg.settle, cfg.window, time.Now().UTC().Format(time.RFC3339))
 	for range n {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		for _, rt := range classes {
 			for _, s := range sides {
 				id, err := s.c.CreateRunning(rt, map[string]any{"template": "busybox", "runtime": rt, "cpu": cfg.idleCPU, "ram_mb": 128, "disk_gb": 1})
@@ -80,7 +87,9 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 			}
 		}
 	}
-	time.Sleep(cfg.settle)
+	if sleep(ctx, cfg.settle) != nil {
+		return ctx.Err()
+	}
 	load0, _ := os.ReadFile("/proc/loadavg")
 	type reading struct{ cpu, mem []int64 }
 	read := func() (map[*idleSide]map[string]reading, error) {
@@ -114,7 +123,9 @@ func runIdle(root string, classes []string, n int, baseline string, cfg config) 
 	if err != nil {
 		return err
 	}
-	time.Sleep(cfg.window)
+	if sleep(ctx, cfg.window) != nil {
+		return ctx.Err()
+	}
 	r1, err := read()
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
@@ -777,9 +778,27 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 func (h *Host) Reset(ctx context.Context) error {
 	var errs []error
 	entries, _ := os.ReadDir(filepath.Join(h.cfg.DataDir, "sandboxes"))
-	for _, e := range entries {
-		errs = append(errs, h.Destroy(ctx, e.Name()))
+	// A sandbox's destroy mostly waits (runtime calls, unmounts, its loop
+	// device's release), so a host of hundreds is reset resetWorkers at a
+	// time: one at a time took seconds each on a loaded host.
+	next := make(chan string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(resetWorkers, len(entries)) {
+		wg.Go(func() {
+			for id := range next {
+				err := h.Destroy(ctx, id)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	for _, e := range entries {
+		next <- e.Name()
+	}
+	close(next)
+	wg.Wait()
 	for _, rt := range h.rts {
 		if cs, err := rt.List(ctx); err == nil {
 			for _, c := range cs {
@@ -795,6 +814,9 @@ func (h *Host) Reset(ctx context.Context) error {
 	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
 	return errors.Join(errs...)
 }
+
+// resetWorkers is how many sandboxes Reset destroys at once.
+const resetWorkers = 8
 
 // KeepSpareDisks keeps n formatted, mounted disks of each recently used
 // size (and of each size in warmGB from the start) ready for creates,
@@ -858,8 +880,27 @@ func installAgent(src, binDir string) (string, error) {
 	return dst, nil
 }
 
-// isMounted reports whether path is a mount point.
+// isMounted reports whether path is a mount point: statx's mount-root
+// attribute (Linux 5.8), else the mount table. The table grows with the
+// sandboxes (each holds mounts of its own) and the kernel formats all of it
+// on every read, while every start asks this several times: at 700 runc
+// sandboxes one read was 2,600 lines (docs/ARCHITECTURE.md, "Idle and busy
+// sandboxes").
 func isMounted(path string) bool {
+	var st unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, 0, &st)
+	if err == nil && st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+	}
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return false
+	}
+	return inMountTable(path)
+}
+
+// inMountTable reports whether path is a mount point of
+// /proc/self/mountinfo.
+func inMountTable(path string) bool {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return false

@@ -52,10 +52,10 @@ func (h *Host) Holdings(ctx context.Context) ([]hostapi.Holding, error) {
 			}
 		}
 	}
-	for _, id := range oci.CgroupChildren(h.cfg.CgroupParent) {
+	for id, procs := range oci.CgroupChildren(h.cfg.CgroupParent) {
 		if hd := get(id); hd != nil {
 			hd.Cgroup = true
-			if len(oci.CgroupProcs(h.cgroupPath(id))) > 0 {
+			if len(procs) > 0 {
 				hd.Container = true
 			}
 		}

@@ -93,6 +93,35 @@ func TestReserveLowestFree(t *testing.T) {
 	}
 }
 
+// TestReserveBridgePorts: a subnet larger than a bridge's ports (the
+// default /16) still reserves no more addresses than the bridge has ports,
+// and the next attach is told the host is full (ErrUnavailable) before any
+// veth is made, rather than failing in the kernel (EXFULL).
+func TestReserveBridgePorts(t *testing.T) {
+	c := DefaultConfig()
+	c.Subnet = netip.MustParsePrefix("100.127.0.0/16")
+	m, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.maxPorts != 1023 {
+		t.Fatalf("maxPorts = %d, want 1023 (the kernel's BR_MAX_PORTS less port 0)", m.maxPorts)
+	}
+	m.maxPorts = 3
+	for i := range 3 {
+		if _, err := m.reserve(string(rune('a' + i))); err != nil {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+	}
+	if _, err := m.reserve("d"); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("reserve past the bridge's ports = %v, want ErrUnavailable", err)
+	}
+	m.release("b", netip.MustParseAddr("100.127.0.3"))
+	if a, err := m.reserve("e"); err != nil || a.String() != "100.127.0.3" {
+		t.Fatalf("reserve after release = %v, %v; want 100.127.0.3", a, err)
+	}
+}
+
 func TestNames(t *testing.T) {
 	m, err := New(DefaultConfig(), nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,9 @@ func (m *Manager) Setup(ctx context.Context) error {
 		if err := enableIPForward(); err != nil {
 			return err
 		}
+	}
+	if err := raiseNeighTable(neighDefaults); err != nil {
+		m.log.Warn("neighbour table: could not raise its size; past about 1,000 sandboxes connections to them stall", "err", err)
 	}
 	if err := m.installFirewall(ctx); err != nil {
 		return err
@@ -150,6 +154,41 @@ func enableIPForward() error {
 		return fmt.Errorf("ip_forward: %w", err)
 	}
 	return nil
+}
+
+// neighDefaults holds the host's IPv4 neighbour (ARP) table sizes.
+const neighDefaults = "/proc/sys/net/ipv4/neigh/default"
+
+// neighTable is the size raiseNeighTable gives the neighbour table: every
+// sandbox's address is an entry once ptd talks to it, and the kernel's
+// default hard limit (gc_thresh3, 1,024 entries, host-wide) was reached at
+// some 850 sandboxes beside other bridges' (dmesg "neighbor table
+// overflow!"); past it new connections wait for garbage collection, and a
+// create took seconds. Ordered as written: the hard limit first.
+var neighTable = [...]struct {
+	name  string
+	value int
+}{{"gc_thresh3", 16384}, {"gc_thresh2", 8192}, {"gc_thresh1", 2048}}
+
+// raiseNeighTable raises the neighbour table's thresholds under dir to
+// neighTable's, never lowering one (the setting is host-wide).
+func raiseNeighTable(dir string) error {
+	var errs []error
+	for _, t := range neighTable {
+		p := filepath.Join(dir, t.name)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if cur, err := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && cur >= t.value {
+			continue
+		}
+		if err := writeSysctl(p, strconv.Itoa(t.value)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func writeSysctl(path, value string) error {

@@ -727,3 +727,36 @@ func TestRemoveUnknownKeepsOtherBridges(t *testing.T) {
 		t.Errorf("this bridge's leftover namespace: stat = %v, want gone", err)
 	}
 }
+
+// TestRemoveUnknownKeepsAttachInProgress: a namespace whose sandbox has
+// reserved its address but has no endpoint yet (its attach is under way)
+// is not the sweep's, even when nothing else of the sandbox is known; once
+// the reservation is released it is.
+func TestRemoveUnknownKeepsAttachInProgress(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, false)
+	m := newTestManager(t, cfg)
+	ctx := context.Background()
+	ep := attachNew(t, m, "p")
+	// A manager that lost the endpoint (as during an attach, before it
+	// is recorded) but holds the address reservation.
+	fresh, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.used[ep.Addr] = ep.ID
+	if removed, err := fresh.RemoveUnknown(ctx, nil); err != nil || len(removed) != 0 {
+		t.Fatalf("RemoveUnknown with the attach's address reserved = %v, %v; want nothing removed", removed, err)
+	}
+	if _, err := os.Stat(ep.NetNSPath); err != nil {
+		t.Fatalf("the namespace of the attach under way is gone: %v", err)
+	}
+	fresh.release(ep.ID, ep.Addr)
+	removed, err := fresh.RemoveUnknown(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Base(ep.NetNSPath)}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v after the release, want %v", removed, want)
+	}
+}

@@ -45,6 +45,9 @@ type Manager struct {
 	cfg     Config
 	log     *slog.Logger
 	gateway netip.Addr
+	// maxPorts bounds the sandboxes on the bridge (maxBridgePorts; a
+	// test's smaller one).
+	maxPorts int
 
 	idLocks syncs.KeyedMutex
 
@@ -72,6 +75,7 @@ func New(cfg Config, logger *slog.Logger) (*Manager, error) {
 		cfg:       cfg,
 		log:       logger.With("bridge", cfg.Bridge),
 		gateway:   cfg.gateway(),
+		maxPorts:  maxBridgePorts,
 		endpoints: map[string]Endpoint{},
 		used:      map[netip.Addr]string{},
 		dispatch:  map[netip.Addr]string{},
@@ -141,11 +145,22 @@ func validID(id string) error {
 	return nil
 }
 
+// maxBridgePorts is how many interfaces a Linux bridge takes: port numbers
+// are 10 bits and 0 is reserved (the kernel's BR_MAX_PORTS), and the 1,024th
+// veth fails with EXFULL. Every sandbox's host veth is one port, so a
+// bridge holds at most this many sandboxes whatever the subnet's size.
+const maxBridgePorts = 1<<10 - 1
+
 // reserve picks the lowest free address in the pool and marks it used by id.
+// The pool is the subnet's addresses, and no more than the bridge's ports.
 func (m *Manager) reserve(id string) (netip.Addr, error) {
 	last := lastAddr(m.cfg.Subnet)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.used) >= m.maxPorts {
+		return netip.Addr{}, fmt.Errorf("bridge %s holds %d sandboxes, as many ports as a bridge has: %w",
+			m.cfg.Bridge, len(m.used), sandbox.ErrUnavailable)
+	}
 	for a := m.gateway.Next(); a.IsValid() && a.Less(last); a = a.Next() {
 		if _, taken := m.used[a]; !taken {
 			m.used[a] = id

@@ -25,6 +25,19 @@ func (m *Manager) HasNamespace(id string) bool {
 // gone, which Detach can no longer be asked for by ID (the names are
 // hashes). It returns the namespaces it removed.
 func (m *Manager) RemoveUnknown(ctx context.Context, known []string) ([]string, error) {
+	entries, err := os.ReadDir(netnsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// What to keep is read after the directory: a namespace listed there
+	// was made by an attach that had reserved its address before, so an
+	// attach still under way (no endpoint yet, nothing else of its sandbox
+	// on the host) is kept by its reservation. Without it, a sweep while
+	// creates were slow removed the namespace of one in progress, and its
+	// `runc run` failed on the missing namespace path.
 	keep := map[string]bool{}
 	for _, id := range known {
 		ns, _ := m.names(id)
@@ -33,13 +46,12 @@ func (m *Manager) RemoveUnknown(ctx context.Context, known []string) ([]string, 
 	for _, ep := range m.Endpoints() {
 		keep[filepath.Base(ep.NetNSPath)] = true
 	}
-	entries, err := os.ReadDir(netnsDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	m.mu.Lock()
+	for _, id := range m.used {
+		ns, _ := m.names(id)
+		keep[ns] = true
 	}
-	if err != nil {
-		return nil, err
-	}
+	m.mu.Unlock()
 	// Only namespaces whose host veth is on this bridge are ours: the
 	// names carry no bridge, and another manager on the host (a second
 	// ptd, a test's) keeps its own sandboxes' namespaces under the same

@@ -20,6 +20,13 @@ func cgroupDirs(path string) []string {
 	if err != nil {
 		return nil
 	}
+	return cgroupDirsIn(mounts, path)
+}
+
+// cgroupDirsIn is cgroupDirs over mounts already read: the mount table
+// grows with the sandboxes (their rootfs mounts), and the kernel formats
+// every line on each read, so a sweep reads it once, not once a sandbox.
+func cgroupDirsIn(mounts []cgroupMount, path string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, m := range mounts {
@@ -35,20 +42,23 @@ func cgroupDirs(path string) []string {
 	return out
 }
 
-// CgroupChildren returns the names of the cgroups directly under parent in
-// any mounted hierarchy: the host's sandbox cgroups, by sandbox ID.
-func CgroupChildren(parent string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, d := range cgroupDirs(parent) {
+// CgroupChildren returns the cgroups directly under parent in any mounted
+// hierarchy (the host's sandbox cgroups, by sandbox ID), each with the
+// processes in it (as CgroupProcs), reading the mount table once for all.
+func CgroupChildren(parent string) map[string][]int {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil
+	}
+	out := map[string][]int{}
+	for _, d := range cgroupDirsIn(mounts, parent) {
 		entries, err := os.ReadDir(d)
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			if e.IsDir() && !seen[e.Name()] {
-				seen[e.Name()] = true
-				out = append(out, e.Name())
+			if _, seen := out[e.Name()]; e.IsDir() && !seen {
+				out[e.Name()] = procsIn(cgroupDirsIn(mounts, filepath.Join(parent, e.Name())))
 			}
 		}
 	}
@@ -58,9 +68,14 @@ func CgroupChildren(parent string) []string {
 // CgroupProcs returns the processes in cgroup path (the union over every
 // hierarchy, in which it is the same set when something put them there).
 func CgroupProcs(path string) []int {
+	return procsIn(cgroupDirs(path))
+}
+
+// procsIn is the union of the processes in dirs, one cgroup's directories.
+func procsIn(dirs []string) []int {
 	seen := map[int]bool{}
-	var out []int
-	for _, d := range cgroupDirs(path) {
+	out := []int{}
+	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 		if err != nil {
 			continue

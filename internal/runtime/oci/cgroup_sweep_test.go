@@ -3,7 +3,9 @@ package oci
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -40,8 +42,8 @@ func TestRemoveCgroupEveryHierarchy(t *testing.T) {
 	if len(made) == 0 {
 		t.Fatal("no cgroup hierarchy is mounted")
 	}
-	if got := CgroupChildren(parent); len(got) != 1 || got[0] != "sbx_x" {
-		t.Fatalf("CgroupChildren(%s) = %v, want [sbx_x]", parent, got)
+	if got := CgroupChildren(parent); len(got) != 1 || got["sbx_x"] == nil || len(got["sbx_x"]) != 0 {
+		t.Fatalf("CgroupChildren(%s) = %v, want sbx_x with no process", parent, got)
 	}
 	if err := RemoveCgroup(context.Background(), path); err != nil {
 		t.Fatal(err)
@@ -50,5 +52,43 @@ func TestRemoveCgroupEveryHierarchy(t *testing.T) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after RemoveCgroup", d)
 		}
+	}
+}
+
+// TestCgroupChildrenProcs: the sweep's one call finds every sandbox cgroup
+// under the parent with the processes in it (one read of the mount table
+// for all of them), an empty one with none.
+func TestCgroupChildrenProcs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	parent := "/pt-sweep-" + ptdtest.RandHex(4)
+	t.Cleanup(func() { ptdtest.RemoveCgroup(parent) })
+	dirs := map[string][]string{}
+	for _, id := range []string{"sbx_a", "sbx_b"} {
+		mounts, err := cgroupMounts()
+		if err != nil || len(mounts) == 0 {
+			t.Fatalf("cgroup mounts: %v %v", mounts, err)
+		}
+		for _, m := range mounts {
+			d := filepath.Join(m.dir, parent, id)
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dirs[id] = append(dirs[id], d)
+		}
+	}
+	sleep := exec.Command("sleep", "600")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	pid := strconv.Itoa(sleep.Process.Pid)
+	if err := os.WriteFile(filepath.Join(dirs["sbx_b"][0], "cgroup.procs"), []byte(pid), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := CgroupChildren(parent)
+	if len(got) != 2 || got["sbx_a"] == nil || len(got["sbx_a"]) != 0 || len(got["sbx_b"]) != 1 || got["sbx_b"][0] != sleep.Process.Pid {
+		t.Fatalf("CgroupChildren(%s) = %v, want sbx_a with no process and sbx_b with %s", parent, got, pid)
 	}
 }

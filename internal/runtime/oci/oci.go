@@ -320,6 +320,11 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, logPath string, 
 
 // State returns the container's status and init pid.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	// A running container (the reconciler asks about every one, every
+	// pass) is told from the runtime's own files, without an exec.
+	if st, ok := r.runningFromFiles(id); ok {
+		return st, nil
+	}
 	// Without its state under --root there is no container, and we save an
 	// exec on every create.
 	if validID.MatchString(id) && !r.hasStateFile(id) {
