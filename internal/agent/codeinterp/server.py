@@ -31,6 +31,7 @@ import json
 import os
 import queue
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -130,7 +131,7 @@ IDS = Ids()
 # os.fork, multiprocessing and pty see the child's own pid; subprocess
 # runs no Python in its child. Only a fork that skips Python's fork hooks
 # (a C extension calling fork(2) itself) would see the parent's pid.
-KERNEL_PY = """import importlib, os, sys, types
+KERNEL_PY = """import importlib, os, sys, threading, types
 _pid = [os.getpid()]
 _real_getpid = os.getpid
 def getpid():
@@ -197,7 +198,7 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             f()
             return
         self._events.append(f)
-        if getattr(self, "_pt_woken", False):
+        if getattr(self, "_pt_woken", False) or getattr(self, "_pt_quiet", None) == threading.get_ident():
             return
         try:
             self._pt_woken = True  # a wake-up is on its way
@@ -219,6 +220,35 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             raise
     _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
     del schedule, _handle_event
+    def _quietly(publish, first=None):
+        def quiet(self, *a, **kw):  # queued without waking the IOPub thread: the next message that does takes it along
+            t = self.iopub_thread
+            if t is None or (first is not None and a[:1] != (first,)):
+                return publish(self, *a, **kw)
+            t._pt_quiet = threading.get_ident()
+            try:
+                return publish(self, *a, **kw)
+            finally:
+                t._pt_quiet = None
+        return quiet
+    if hasattr(kernelbase.Kernel, "iopub_thread"):
+        kernelbase.Kernel._publish_status = _quietly(kernelbase.Kernel._publish_status, "busy")
+        kernelbase.Kernel._publish_execute_input = _quietly(kernelbase.Kernel._publish_execute_input)
+    del _quietly
+    from ipykernel import displayhook
+    _finish = getattr(displayhook.ZMQShellDisplayHook, "finish_displayhook", None)
+    if _finish is not None:
+        def finish_displayhook(self):  # the last expression's result: the cell's idle status comes right after it
+            t = getattr(getattr(self, "pub_socket", None), "io_thread", None)
+            if t is None or getattr(self.shell, "ast_node_interactivity", None) != "last_expr":
+                return _finish(self)
+            t._pt_quiet = threading.get_ident()
+            try:
+                return _finish(self)
+            finally:
+                t._pt_quiet = None
+        displayhook.ZMQShellDisplayHook.finish_displayhook = finish_displayhook
+        del finish_displayhook
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
@@ -643,12 +673,12 @@ class Zmtp:
 
     GREETING = b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" + b"\0" * 31
 
-    def __init__(self, host, port, socket_type, deadline):
+    def __init__(self, info, port, socket_type, deadline):
         while True:  # the kernel's sockets listen before it says so; a refused connect is retried anyway
             try:
-                self.sock = socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
+                self.sock = self.connect(info, port, max(0.1, deadline - time.monotonic()))
                 break
-            except ConnectionRefusedError:
+            except (ConnectionRefusedError, FileNotFoundError):
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.02)
@@ -660,7 +690,6 @@ class Zmtp:
         self.poller = select.poll()
         self.poller.register(self.sock, select.POLLIN)
         try:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.sock.sendall(self.GREETING + self.frame_bytes(4, b"\x05READY" + self.prop(b"Socket-Type", socket_type)))
             while len(self.buf) < 64:
                 self.read_some()
@@ -683,6 +712,23 @@ class Zmtp:
         except BaseException:
             self.sock.close()
             raise
+
+    @staticmethod
+    def connect(info, port, timeout):
+        """A socket connected to the kernel's port (a connection file's
+        transport, ip and port)."""
+        if info["transport"] == "ipc":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.settimeout(timeout)
+                s.connect("%s-%d" % (info["ip"], port))
+            except BaseException:
+                s.close()
+                raise
+            return s
+        s = socket.create_connection((info["ip"], port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
 
     @staticmethod
     def prop(name, value):
@@ -806,9 +852,9 @@ class KernelClient:
         deadline = deadline if deadline is not None else time.monotonic() + 10
         self.key = info["key"].encode()
         self.session = uuid.uuid4().hex
-        self.shell = Zmtp(info["ip"], info["shell_port"], b"DEALER", deadline)
+        self.shell = Zmtp(info, info["shell_port"], b"DEALER", deadline)
         try:
-            self.iopub = Zmtp(info["ip"], info["iopub_port"], b"SUB", deadline)
+            self.iopub = Zmtp(info, info["iopub_port"], b"SUB", deadline)
         except BaseException:
             self.shell.close()
             raise
@@ -866,22 +912,35 @@ class KernelClient:
         self.iopub.close()
 
 
-def connection_info():
-    """A kernel's connection: five free loopback ports (picked as
-    jupyter_client picks them: bound to port 0, then released) and a new
-    key."""
-    socks = []
-    try:
-        for _ in range(5):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        ports = [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+# How the server reaches its kernels: "ipc" (unix sockets, the default)
+# or "tcp" (loopback). Under gVisor a unix socket is a queue in the Sentry,
+# while loopback TCP goes through its network stack (segments, ACKs and
+# the stack's own goroutines) for every message (docs/code-interpreter.md,
+# "On gVisor").
+KERNEL_TRANSPORT = os.environ.get("PT_CODE_KERNEL_TRANSPORT", "ipc")
+
+
+def connection_info(d):
+    """A kernel's connection and a new key: unix sockets in the private
+    directory d (ipc: "<d>/k-1" ... "<d>/k-5"), or five free loopback ports
+    (tcp: picked as jupyter_client picks them, bound to port 0, then
+    released)."""
+    if KERNEL_TRANSPORT == "ipc":
+        ports, ip = [1, 2, 3, 4, 5], os.path.join(d, "k")
+    else:
+        socks = []
+        try:
+            for _ in range(5):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)
+            ports = [s.getsockname()[1] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        ip = "127.0.0.1"
     info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), ports))
-    info.update(ip="127.0.0.1", key=uuid.uuid4().hex, transport="tcp", signature_scheme="hmac-sha256",
+    info.update(ip=ip, key=uuid.uuid4().hex, transport=KERNEL_TRANSPORT, signature_scheme="hmac-sha256",
                 kernel_name="")
     return info
 
@@ -895,7 +954,7 @@ class PythonContext(Context):
 
     def __init__(self, *a):
         super().__init__(*a)
-        self.proc = self.kc = self.conn_file = None
+        self.proc = self.kc = self.conn_dir = None
         self.synced_env = None
 
     def start(self):
@@ -903,9 +962,12 @@ class PythonContext(Context):
         env = dict(os.environ)
         env.update(base)
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        info = connection_info()
-        fd, self.conn_file = tempfile.mkstemp(prefix="pt-kernel-", suffix=".json")
-        with os.fdopen(fd, "w") as f:  # 0600: the key signs every message
+        # 0700: the connection file's key signs every message, and the
+        # kernel's unix sockets are there.
+        self.conn_dir = tempfile.mkdtemp(prefix="pt-kernel-")
+        info = connection_info(self.conn_dir)
+        conn_file = os.path.join(self.conn_dir, "kernel.json")
+        with open(os.open(conn_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             json.dump(info, f)
         # The launcher writes to this pipe once its sockets listen: the
         # client connects then, at once, rather than having ZeroMQ retry
@@ -917,7 +979,7 @@ class PythonContext(Context):
         # Its own session (process group): SIGINT and the harder kill
         # reach the kernel and whatever it started, never the server.
         try:
-            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
+            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", conn_file] + KERNEL_ARGS, env=env,
                                          cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
                                          start_new_session=True, pass_fds=(ready_w,))
         except BaseException:
@@ -990,12 +1052,9 @@ class PythonContext(Context):
             except OSError:
                 pass
             self.proc.wait()
-        if self.conn_file:
-            try:
-                os.remove(self.conn_file)
-            except OSError:
-                pass
-        self.proc = self.kc = self.conn_file = None
+        if self.conn_dir:
+            shutil.rmtree(self.conn_dir, ignore_errors=True)
+        self.proc = self.kc = self.conn_dir = None
 
     def silent(self, code):
         """Runs code without output or history and waits for its reply."""
