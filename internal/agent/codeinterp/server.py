@@ -131,7 +131,7 @@ IDS = Ids()
 # os.fork, multiprocessing and pty see the child's own pid; subprocess
 # runs no Python in its child. Only a fork that skips Python's fork hooks
 # (a C extension calling fork(2) itself) would see the parent's pid.
-KERNEL_PY = """import importlib, os, sys, threading, types
+KERNEL_PY = """import importlib, os, sys, types
 _pid = [os.getpid()]
 _real_getpid = os.getpid
 def getpid():
@@ -198,7 +198,7 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             f()
             return
         self._events.append(f)
-        if getattr(self, "_pt_woken", False) or getattr(self, "_pt_quiet", None) == threading.get_ident():
+        if getattr(self, "_pt_woken", False):
             return
         try:
             self._pt_woken = True  # a wake-up is on its way
@@ -220,35 +220,6 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             raise
     _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
     del schedule, _handle_event
-    def _quietly(publish, first=None):
-        def quiet(self, *a, **kw):  # queued without waking the IOPub thread: the next message that does takes it along
-            t = self.iopub_thread
-            if t is None or (first is not None and a[:1] != (first,)):
-                return publish(self, *a, **kw)
-            t._pt_quiet = threading.get_ident()
-            try:
-                return publish(self, *a, **kw)
-            finally:
-                t._pt_quiet = None
-        return quiet
-    if hasattr(kernelbase.Kernel, "iopub_thread"):
-        kernelbase.Kernel._publish_status = _quietly(kernelbase.Kernel._publish_status, "busy")
-        kernelbase.Kernel._publish_execute_input = _quietly(kernelbase.Kernel._publish_execute_input)
-    del _quietly
-    from ipykernel import displayhook
-    _finish = getattr(displayhook.ZMQShellDisplayHook, "finish_displayhook", None)
-    if _finish is not None:
-        def finish_displayhook(self):  # the last expression's result: the cell's idle status comes right after it
-            t = getattr(getattr(self, "pub_socket", None), "io_thread", None)
-            if t is None or getattr(self.shell, "ast_node_interactivity", None) != "last_expr":
-                return _finish(self)
-            t._pt_quiet = threading.get_ident()
-            try:
-                return _finish(self)
-            finally:
-                t._pt_quiet = None
-        displayhook.ZMQShellDisplayHook.finish_displayhook = finish_displayhook
-        del finish_displayhook
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
