@@ -462,9 +462,9 @@ class Turn:
     request's), not handed to a thread of the context's: under gVisor each
     wake-up of another thread is a few system calls at the Sentry's price,
     and a hand-off there and back was two of them a cell
-    (docs/code-interpreter.md, "On gVisor"). A ZeroMQ socket may be used by
-    one thread and then another with a memory barrier between, which the
-    turn's locks are."""
+    (docs/code-interpreter.md, "On gVisor"). A context's sockets and pipes
+    (and Zmtp's buffers) are used by one thread after another, never by two
+    at once."""
 
     def __init__(self):
         self.mu = threading.Lock()
@@ -516,7 +516,7 @@ class Context:
         self.notice = None  # said to the next cell after a replaced process
         self.running = None  # the running cell, for interrupt_cell()
         # Everything touching the context's process runs in its turn, one
-        # caller at a time, in order: a ZeroMQ socket must not be used by
+        # caller at a time, in order: the kernel's sockets must not be used by
         # two threads at once, and cells of one context run one at a time.
         self.turn = Turn()
 
