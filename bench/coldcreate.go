@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/benchkit"
+	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/runtime"
 	"github.com/platinum-dev/platinum/internal/runtime/oci"
 )
@@ -34,6 +35,9 @@ var onlyColdCreate = flag.Bool("only-cold-create", false,
 // log returns ptd's log so far: its debug lines give each create's steps.
 func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
 	defer func() {
+		if *ptdLogOut != "" {
+			os.WriteFile(*ptdLogOut, []byte(log()), 0o644)
+		}
 		if err != nil { // what ptd said last, for the failure
 			l := strings.Split(strings.TrimSpace(log()), "\n")
 			fmt.Println(strings.Join(l[max(0, len(l)-25):], "\n"))
@@ -138,8 +142,19 @@ func newRawBaseline(class string) (*rawBaseline, error) {
 		return nil, err
 	}
 	b.busyboxRuntime = r
+	if *rawCPUWeight > 0 {
+		// ptd's sandboxes share one cgroup parent of this weight: on a busy
+		// host the raw runs get the same share of the CPU, not more.
+		if err := oci.SetParentCPUWeight(r.cg, *rawCPUWeight); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	return b, nil
 }
+
+var rawCPUWeight = flag.Int("raw-cpu-weight", host.DefaultConfig("").SandboxCPUWeight,
+	"with -only-cold-create: the CPU weight of the raw runs' cgroup parent, as ptd's --sandbox-cpu-weight sets its sandboxes' (0 leaves the default)")
 
 // sum is run + exec of each run.
 func sum(run, exec []time.Duration) []time.Duration {
@@ -150,9 +165,10 @@ func sum(run, exec []time.Duration) []time.Duration {
 	return out
 }
 
-// once runs a container detached through ptd's runtime wrapper (the
-// runtime binary with ptd's global flags, stdio on /dev/null), runs
-// `true` in it with the plain binary, and deletes it. cpus pins it as
+// once runs a container detached with the runtime binary alone (ptd's
+// global flags and config.json, stdio on /dev/null, but nothing ptd's
+// runtime wrapper does around it: oci.RunCommand), runs `true` in it
+// with the plain binary, and deletes it. cpus pins it as
 // the host pins a sandbox of that many CPUs ("" leaves it unpinned).
 func (b *rawBaseline) once(i int, cpus string) error {
 	id := fmt.Sprintf("bench-%d-%d", i, len(cpus))
@@ -164,9 +180,14 @@ func (b *rawBaseline) once(i int, cpus string) error {
 	spec := runtime.Spec{ID: id, BundleDir: bundle, RootFS: b.rootfs, Hostname: id, CgroupPath: b.cg + "/" + id,
 		Resources: runtime.Resources{CPU: 1, MemoryBytes: 512 << 20, Pids: 1024, CPUs: cpus},
 		Args:      []string{"/bin/sleep", "1000"}}
-	t0 := time.Now()
-	if err := b.rt.Run(context.Background(), spec); err != nil {
+	cmd, err := b.rt.RunCommand(context.Background(), spec)
+	if err != nil {
 		return err
+	}
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(bundle, "runc.log"))
+		return fmt.Errorf("%s run: %w: %s", b.binary, err, log)
 	}
 	run := time.Since(t0)
 	t1 := time.Now()
@@ -180,6 +201,8 @@ func (b *rawBaseline) once(i int, cpus string) error {
 	}
 	return b.rt.Delete(context.Background(), id)
 }
+
+var ptdLogOut = flag.String("ptd-log-out", "", "with -only-cold-create: write ptd's whole (debug) log to this file at the end, for a create's steps by time")
 
 var coldClasses = flag.String("cold-classes", "runc,gvisor", "with -only-cold-create: the runtime classes (gvisor where runsc is installed)")
 
@@ -204,15 +227,20 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	var mu sync.Mutex
-	t0 := time.Now()
-	for i := range n {
-		wg.Go(func() {
-			errs[i] = raw.onceLocked(&mu, 1000+i, strconv.Itoa(i%goruntime.NumCPU()))
-		})
+	// rawBurst is n raw runs at once; it runs before and after the API's
+	// burst, so that a host whose load moves meanwhile shows in both.
+	rawBurst := func(round int) (time.Duration, error) {
+		t0 := time.Now()
+		for i := range n {
+			wg.Go(func() {
+				errs[i] = raw.onceLocked(&mu, 1000+round*n+i, strconv.Itoa(i%goruntime.NumCPU()))
+			})
+		}
+		wg.Wait()
+		return time.Since(t0), errors.Join(errs...)
 	}
-	wg.Wait()
-	rawWall := time.Since(t0)
-	if err := errors.Join(errs...); err != nil {
+	rawWall, err := rawBurst(0)
+	if err != nil {
 		return fmt.Errorf("raw burst: %w", err)
 	}
 
@@ -244,6 +272,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	}
 	wg.Wait()
 	apiWall := time.Since(t1)
+	load := loadAvg()
 	byCode := map[int]int{}
 	late := 0
 	for i, st := range codes {
@@ -262,9 +291,17 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 			c.WaitGone(id)
 		}
 	}
-	fmt.Printf("\n%s, %d at once (raw pinned across %d cores):\n", class, n, goruntime.NumCPU())
-	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall", benchkit.MS(rawWall))
-	fmt.Printf("%-42s %9s   ratio vs raw wall %.2fx\n", "create → first exec through ptd, wall", benchkit.MS(apiWall), float64(apiWall)/float64(rawWall))
+	rawWall2, err := rawBurst(1)
+	if err != nil {
+		return fmt.Errorf("raw burst after: %w", err)
+	}
+	rawMean := (rawWall + rawWall2) / 2
+	fmt.Printf("\n%s, %d at once (raw pinned across %d cores), raw before and after ptd's:\n", class, n, goruntime.NumCPU())
+	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall, before", benchkit.MS(rawWall))
+	fmt.Printf("%-42s %9s   load average at its end %s\n", "create → first exec through ptd, wall", benchkit.MS(apiWall), load)
+	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall, after", benchkit.MS(rawWall2))
+	fmt.Printf("%-42s %.2fx (vs before %.2fx, vs after %.2fx)\n", "ptd wall / mean raw wall", float64(apiWall)/float64(rawMean),
+		float64(apiWall)/float64(rawWall), float64(apiWall)/float64(rawWall2))
 	benchkit.Report("  each create → first exec", lat, raw.pinnedRun)
 	benchkit.Report("  each create API answer", answered, nil)
 	fmt.Printf("  answers by code %v; answered after wait_timeout_ms: %d; errors: %v\n", byCode, late, errors.Join(errs...))
@@ -287,4 +324,11 @@ func (b *rawBaseline) onceLocked(mu *sync.Mutex, i int, cpus string) error {
 	defer mu.Unlock()
 	b.pinnedRun = append(b.pinnedRun, sum(nb.pinnedRun, nb.pinnedExec)...)
 	return nil
+}
+
+// loadAvg is /proc/loadavg's three load averages ("" where unreadable).
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }

@@ -387,7 +387,7 @@ func reportCreateSteps(log string) {
 	steps := map[string][]time.Duration{}
 	var order []string
 	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "sandbox started") && !strings.Contains(line, "sandbox provisioned") {
+		if !strings.Contains(line, "sandbox started") && !strings.Contains(line, "sandbox provisioned") && !strings.Contains(line, `msg="container run"`) {
 			continue
 		}
 		for _, f := range strings.Fields(line) {

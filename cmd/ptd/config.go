@@ -114,6 +114,11 @@ type config struct {
 	// previewListen is the preview proxy's address ("" disables it);
 	// previewDomain the domain of host-form preview URLs.
 	previewListen, previewDomain string
+	// previewPublicURL, when set, is the platform-wide address preview
+	// URLs name (scheme://domain[:port]) instead of this ptd's listener.
+	previewPublicURL string
+	// previewDomainSet says --preview-domain was given.
+	previewDomainSet bool
 	// sshListen is the SSH gateway's address ("" disables it).
 	sshListen string
 	// spareDisks is how many mounted disks of each size are kept ready.
@@ -229,6 +234,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of a listener serving only Prometheus /metrics, without a token (empty: /metrics only on --listen, for platform admin tokens)")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
+	fs.StringVar(&c.previewPublicURL, "preview-public-url", "", "platform-wide address preview URLs name, scheme://domain[:port] (e.g. a load balancer in front of every ptd's preview listener; any ptd of the store serves every sandbox's previews): sets the preview domain; default http://<--preview-domain>:<--preview-listen port>")
 	fs.Var(c.pools, "warm-pool", "warm pool default TEMPLATE[@CLASS]=MIN_READY[:MAX[:auto]] (repeatable; without @CLASS the default runtime class; :auto sizes it from demand between MIN_READY and MAX); PUT /v1/pools/{template} overrides it")
 	fs.IntVar(&c.warmPoolBudgetMB, "warm-pool-budget-mb", 0, "most memory (MiB, members' ram_mb) all warm pools' targets may hold on this host; targets are cut to fit, the largest pool's demand-sized part first (0: no cap)")
 	fs.BoolVar(&c.mcpAllowDeleteAny, "mcp-allow-delete-any", false, "let /mcp's delete_sandbox tool delete sandboxes the caller's token did not make through MCP (docs/mcp.md)")
@@ -248,6 +254,7 @@ func parseConfig(name string, args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	fs.Visit(func(f *flag.Flag) { c.previewDomainSet = c.previewDomainSet || f.Name == "preview-domain" })
 	abs, err := filepath.Abs(c.dataDir)
 	if err != nil {
 		return c, err

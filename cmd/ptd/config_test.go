@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
+
+	"github.com/platinum-dev/platinum/internal/preview"
 )
 
 // TestServeDefaults pins what `ptd serve` with no flags uses: other issues,
@@ -116,5 +119,41 @@ func TestS3Flags(t *testing.T) {
 	}
 	if c.s3.Region != "us-east-1" || !c.s3.PathStyle {
 		t.Errorf("s3 config = %+v", c.s3)
+	}
+}
+
+// TestPreviewPublicURL: --preview-public-url sets the scheme, domain and
+// port preview URLs name; anything but scheme://domain[:port], or a domain
+// other than an explicit --preview-domain, is refused.
+func TestPreviewPublicURL(t *testing.T) {
+	for _, tc := range []struct {
+		raw       string
+		domainSet bool
+		want      string // scheme domain port, or "" for an error
+	}{
+		{"https://preview.example.com", false, "https preview.example.com 0"},
+		{"http://localhost:8081", false, "http localhost 8081"},
+		{"https://preview.example.com:8443/", true, "https preview.example.com 8443"},
+		{"https://preview.example.com", true, ""}, // --preview-domain says localhost
+		{"https://preview.example.com/x", false, ""},
+		{"https://u@preview.example.com", false, ""},
+		{"preview.example.com", false, ""},
+		{"https://preview.example.com?a=b", false, ""},
+	} {
+		pc := preview.DefaultConfig()
+		if tc.domainSet && tc.raw == "https://preview.example.com:8443/" {
+			pc.Domain = "preview.example.com"
+		}
+		err := previewPublicURL(&pc, tc.raw, tc.domainSet)
+		if err == nil {
+			err = pc.Validate()
+		}
+		got := ""
+		if err == nil {
+			got = fmt.Sprint(pc.Scheme, " ", pc.Domain, " ", pc.URLPort)
+		}
+		if got != tc.want {
+			t.Errorf("%q (domain set %v): %q %v, want %q", tc.raw, tc.domainSet, got, err, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,9 +99,9 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if h == nil {
-		// Sandboxes reach their own host's ptd, and previews and SSH go
-		// to the ptd whose host runs the sandbox.
-		cfg.sandboxAPIPort, cfg.previewListen, cfg.sshListen = 0, "", ""
+		// Sandboxes reach their own host's ptd. Its preview proxy and SSH
+		// gateway relay every sandbox's traffic to its host's ptd.
+		cfg.sandboxAPIPort = 0
 	}
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
@@ -174,10 +175,22 @@ func serve(ctx context.Context, args []string) error {
 	}
 	e2bCfg := e2b.DefaultConfig()
 	errc := make(chan error, 4)
+	// With other hosts on the store, a request for one of their sandboxes
+	// goes to their ptd and creates are placed across hosts
+	// (docs/ARCHITECTURE.md, "Many hosts").
+	fwd := forward.New(st, hst.ID(), h != nil, log.With("component", "forward"))
+	// Only a PostgreSQL store is shared: a ptd on SQLite is alone, and its
+	// preview proxy and SSH gateway have no relaying layer at all.
+	shared := cfg.store.kind == "postgres"
+	var ps *preview.Server
+	var gw *sshgw.Server
 	if pv != nil {
-		ps, err := preview.New(pv.cfg, pv.signer, cp, log.With("component", "preview"))
+		ps, err = preview.New(pv.cfg, pv.signer, cp, log.With("component", "preview"))
 		if err != nil {
 			return err
+		}
+		if shared {
+			ps.SetPeers(fwd)
 		}
 		e2bCfg.Ports = ps // E2B's E2b-Sandbox-Port traffic goes through the preview proxy
 		pctx, stop := context.WithCancel(ctx)
@@ -202,7 +215,10 @@ func serve(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("ssh listener: %w", err)
 		}
-		gw := sshgw.New(cp, hostKey, log.With("component", "ssh"))
+		gw = sshgw.New(cp, hostKey, log.With("component", "ssh"))
+		if shared {
+			gw.SetPeers(fwd, st, hst.ID())
+		}
 		sctx, stop := context.WithCancel(ctx)
 		sdone := make(chan struct{})
 		defer func() { stop(); <-sdone }()
@@ -216,18 +232,15 @@ func serve(ctx context.Context, args []string) error {
 	}
 	api := httpapi.New(httpapi.Deps{Sandboxes: cp, Tenancy: tn, Events: ev, Artifacts: art, Sessions: ses,
 		Region: cfg.region, Regions: regionNames(cfg.region, cfg.regionPeers)}, log)
-	// With other hosts on the store, a request for one of their sandboxes
-	// goes to their ptd and creates are placed across hosts
-	// (docs/ARCHITECTURE.md, "Many hosts").
-	fwd := forward.New(st, hst.ID(), h != nil, log.With("component", "forward"))
 	// Other regions, each with its own store, are reached through one of
 	// their ptds (docs/ARCHITECTURE.md, "Regions"); in front of forwarding,
 	// so a request for another region never reaches this one's hosts.
 	// E2B's and Daytona's sandbox lists are merged across regions as
-	// /v1's is.
+	// /v1's is, and a Daytona create's target names its region.
 	rt := region.New(cfg.region, cfg.regionPeers, st, log.With("component", "region"))
 	rt.AddLists(e2b.RegionLists()...)
 	rt.AddLists(daytona.RegionLists()...)
+	rt.AddCreates(daytona.RegionCreates()...)
 	// MCP (Streamable HTTP) at /mcp: its tools call /v1 in-process with the
 	// caller's token (docs/mcp.md), through the regions as /v1's callers.
 	mcpH := mcpserver.NewHTTPHandler(mcpserver.HTTPOptions{
@@ -246,7 +259,7 @@ func serve(ctx context.Context, args []string) error {
 	// then E2B's paths and envd traffic, then the dashboard's own paths
 	// (/, /assets/, docs/dashboard.md), then /v1.
 	site := dashboard.Mount(api, web.Dist())
-	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytona.DefaultConfig(), log.With("component", "daytona"))
+	rest := daytona.Mount(e2b.MountConfig(site, cp, tn, e2bCfg, log), cp, tn, daytonaConfig(cfg.region), log.With("component", "daytona"))
 	var root http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/mcp" {
 			mcpH.ServeHTTP(w, r)
@@ -257,7 +270,17 @@ func serve(ctx context.Context, args []string) error {
 	root = rt.Wrap(fwd.Wrap(root))
 	// The request id and the metrics wrap every surface: /v1, E2B's,
 	// Daytona's and /mcp.
-	srv := &http.Server{Handler: requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), root)), ReadHeaderTimeout: 10 * time.Second}
+	instrument := func(h http.Handler) http.Handler {
+		return requestid.Middleware(metrics.InstrumentLog(log.With("component", "http"), h))
+	}
+	front := root
+	if shared {
+		// What the preview proxies and SSH gateways of the other ptd
+		// processes relay to this one's (docs/ARCHITECTURE.md, "Many
+		// hosts"); on the API listener only, never the sandboxes'.
+		front = peerRelays(root, ps, gw)
+	}
+	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
 	// The host is registered before the API answers (health included), so
@@ -281,6 +304,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- msrv.Serve(mln) }()
 		log.Info("metrics ready", "listen", mln.Addr().String())
 	}
+	var ssrv *http.Server
 	if cfg.sandboxAPIPort != 0 {
 		// Sandboxes reach the API only here, on their gateway (the
 		// firewall opens just this port to them).
@@ -288,7 +312,11 @@ func serve(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("sandbox API listener: %w", err)
 		}
-		go func() { errc <- srv.Serve(sln) }()
+		// A server of its own: the relays of peerRelays are not theirs.
+		ssrv = &http.Server{Handler: instrument(root), ReadHeaderTimeout: 10 * time.Second}
+		ssrv.RegisterOnShutdown(api.Shutdown)
+		defer ssrv.Close()
+		go func() { errc <- ssrv.Serve(sln) }()
 	}
 	log.Info("ptd ready", "listen", ln.Addr().String(), "data_dir", cfg.dataDir, "store", cfg.store.String(), "role", cfg.role, "host", hst.ID())
 	select {
@@ -299,10 +327,39 @@ func serve(ctx context.Context, args []string) error {
 	log.Info("ptd shutting down; sandboxes keep running")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if ssrv != nil {
+		ssrv.Shutdown(sctx)
+	}
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// peerRelays serves, in front of next, what another ptd of the store
+// relays here for a sandbox of this host: preview requests (marked
+// preview.HeaderRelay) go to the preview proxy, which checks their token
+// as on its own listener, and SSH connections (sshgw.RelayPath) to the
+// gateway, which checks the relaying ptd's key and the client's.
+func peerRelays(next http.Handler, ps *preview.Server, gw *sshgw.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get(preview.HeaderRelay) != "":
+			if ps == nil {
+				forward.WriteError(w, r, "unavailable", "this ptd runs no preview proxy (--preview-listen is empty)", nil)
+				return
+			}
+			ps.ServeHTTP(w, r)
+		case r.URL.Path == sshgw.RelayPath:
+			if gw == nil {
+				forward.WriteError(w, r, "unavailable", "this ptd runs no SSH gateway (--ssh-listen is empty)", nil)
+				return
+			}
+			gw.ServeRelay(w, r)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 // previewSetup is the preview proxy's listener, config and signer, made
@@ -333,11 +390,39 @@ func openPreview(cfg config) (*previewSetup, error) {
 	}
 	pc := preview.DefaultConfig()
 	pc.Domain, pc.URLPort = cfg.previewDomain, ln.Addr().(*net.TCPAddr).Port
+	if cfg.previewPublicURL != "" {
+		if err := previewPublicURL(&pc, cfg.previewPublicURL, cfg.previewDomainSet); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	if err := pc.Validate(); err != nil {
 		ln.Close()
 		return nil, err
 	}
 	return &previewSetup{ln: ln, cfg: pc, signer: signer}, nil
+}
+
+// previewPublicURL makes pc's URLs name the platform-wide preview address
+// raw (scheme://domain[:port], nothing else): its host is the preview
+// domain, which an explicit --preview-domain (domainSet) must agree with.
+func previewPublicURL(pc *preview.Config, raw string, domainSet bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("--preview-public-url %q: want scheme://domain[:port], e.g. https://preview.example.com", raw)
+	}
+	if domainSet && !strings.EqualFold(u.Hostname(), pc.Domain) {
+		return fmt.Errorf("--preview-public-url names domain %s, --preview-domain %s: give one, or the same", u.Hostname(), pc.Domain)
+	}
+	pc.Scheme, pc.Domain, pc.URLPort = u.Scheme, u.Hostname(), 0
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return fmt.Errorf("--preview-public-url %q: bad port", raw)
+		}
+		pc.URLPort = n
+	}
+	return nil
 }
 
 // bootstrapToken installs the first admin token: PT_TOKEN when set, else
@@ -402,4 +487,12 @@ func openObjects(cfg config) (objstore.Store, error) {
 		return nil, fmt.Errorf("object store: %w", err)
 	}
 	return st, nil
+}
+
+// daytonaConfig is Daytona's surface's configuration for a ptd of region
+// (docs/daytona.md).
+func daytonaConfig(region string) daytona.Config {
+	c := daytona.DefaultConfig()
+	c.Region = region
+	return c
 }

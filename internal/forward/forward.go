@@ -182,6 +182,40 @@ func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) 
 	return store.HostRecord{}, false
 }
 
+// Peer is the host that runs sandbox id when that is another live host
+// of the store, for the listeners other than the API's (the preview proxy,
+// the SSH gateway), which send such a sandbox's traffic on to that host's
+// ptd. False when this ptd is alone on its store, or the sandbox is this
+// host's, unplaced, unknown or on a lost host (answered here, as the API
+// does).
+func (r *Router) Peer(ctx context.Context, id string) (store.HostRecord, bool) {
+	if !r.others(ctx) {
+		return store.HostRecord{}, false
+	}
+	return r.owner(ctx, id)
+}
+
+// Relay sends req, for sandbox id, on to the ptd of the host that runs it
+// with the header mark set (so that ptd's API listener hands it to the
+// surface named by mark), and reports whether it did: false means req is
+// to be served here. A request a peer already sent on (Header set) is
+// served here, unless the sandbox is another live host's after all: then
+// it answers 503 unavailable, as forwarded API requests do.
+func (r *Router) Relay(w http.ResponseWriter, req *http.Request, id, mark string) bool {
+	h, ok := r.Peer(req.Context(), id)
+	if !ok {
+		return false
+	}
+	if req.Header.Get(Header) != "" {
+		writeUnavailable(w, req, "sandbox "+id+" is on host "+h.ID+"; retry")
+		return true
+	}
+	out := req.Clone(req.Context())
+	out.Header.Set(mark, "1")
+	r.forward(w, out, h)
+	return true
+}
+
 func (r *Router) forward(w http.ResponseWriter, req *http.Request, h store.HostRecord) {
 	u, err := url.Parse(h.URL)
 	if err != nil {

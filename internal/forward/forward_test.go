@@ -296,3 +296,69 @@ func TestSandboxOf(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayFromOtherListeners: a listener other than the API's (the
+// preview proxy) sends another live host's sandbox's request to that
+// host's ptd with its mark, as it came; its own sandboxes, a lost host's
+// and every sandbox of a ptd alone on its store stay here; a request a
+// peer sent for another live host's sandbox answers 503; a host that does
+// not answer gives 503 unavailable.
+func TestRelayFromOtherListeners(t *testing.T) {
+	f := newFixture(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	onA := f.sandboxOn(t, "host_a", 512)
+	r := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
+	relay := func(id string, hdr ...string) (*httptest.ResponseRecorder, bool) {
+		req := httptest.NewRequest("GET", "/"+id+"/8080/hello?x=1", strings.NewReader("payload"))
+		req.Host = "8080-x.preview.test"
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		return w, r.Relay(w, req, id, "Pt-Test-Mark")
+	}
+	if _, ok := r.Peer(context.Background(), onA); ok {
+		t.Fatal("alone on its store, a ptd found a peer for its own sandbox")
+	}
+	if _, ok := relay(onA); ok {
+		t.Fatal("alone on its store, a ptd relayed")
+	}
+
+	b := newPeer(t)
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	onB := f.sandboxOn(t, "host_b", 512)
+	r = forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
+	if _, ok := relay(onA); ok {
+		t.Fatal("its own sandbox was relayed")
+	}
+	if h, ok := r.Peer(context.Background(), onB); !ok || h.ID != "host_b" {
+		t.Fatalf("Peer(b's sandbox) = %v %v", h.ID, ok)
+	}
+	w, ok := relay(onB, "X-Pt-Preview-Token", "tok")
+	if !ok || w.Header().Get("X-Peer") != b.srv.URL || w.Body.String() != "payload" {
+		t.Fatalf("b's sandbox: relayed %v, %d %v %q", ok, w.Code, w.Header(), w.Body)
+	}
+	got := b.requests()[0]
+	if got.Host != "8080-x.preview.test" || got.URL.RequestURI() != "/"+onB+"/8080/hello?x=1" || got.Header.Get("Pt-Test-Mark") != "1" ||
+		got.Header.Get(forward.Header) != "host_a" || got.Header.Get("X-Pt-Preview-Token") != "tok" {
+		t.Fatalf("relayed request: host %q %s %v, want it as it came with the mark and %s", got.Host, got.URL, got.Header, forward.Header)
+	}
+	if w, ok := relay(onB, forward.Header, "host_c"); !ok || w.Code != http.StatusServiceUnavailable || len(b.requests()) != 1 {
+		t.Fatalf("a peer's relay for b's sandbox: %v %d, want 503 and nothing sent on", ok, w.Code)
+	}
+
+	// A host that does not answer.
+	f.register(t, "host_d", "http://127.0.0.1:1", 8192, "runc")
+	onD := f.sandboxOn(t, "host_d", 512)
+	if w, ok := relay(onD); !ok || w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `"unavailable"`) || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a host that does not answer: %v %d %v %s, want 503 unavailable", ok, w.Code, w.Header(), w.Body)
+	}
+	// A lost host's sandbox is answered here.
+	if _, err := f.st.SetHostState(context.Background(), "host_d", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	r = forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
+	if _, ok := relay(onD); ok {
+		t.Fatal("a lost host's sandbox was relayed")
+	}
+}

@@ -603,3 +603,48 @@ func TestConnectionsPerBoot(t *testing.T) {
 		t.Fatalf("a request after the sandbox started again reused connection %s from its previous boot", first)
 	}
 }
+
+// fakePeers relays the sandboxes it holds, answering 299 itself.
+type fakePeers struct {
+	ids  map[string]bool
+	seen atomic.Int32
+}
+
+func (p *fakePeers) Relay(w http.ResponseWriter, r *http.Request, id, mark string) bool {
+	if !p.ids[id] || mark != HeaderRelay {
+		return false
+	}
+	p.seen.Add(1)
+	w.WriteHeader(299)
+	return true
+}
+
+// TestPeersTakeOtherHostsSandboxes: with peers set, a request for a
+// sandbox another host runs goes to them before anything happens here
+// (the token is checked by the proxy of that host, which signed it),
+// in the host and the path forms; this host's sandboxes are served here
+// as before, token checked.
+func TestPeersTakeOtherHostsSandboxes(t *testing.T) {
+	r := newRig(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "local") }))
+	other := sandbox.NewID(sandbox.PrefixSandbox)
+	peers := &fakePeers{ids: map[string]bool{other: true}}
+	r.srv.SetPeers(peers)
+
+	req, _ := http.NewRequest("GET", r.proxyURL+"/x", nil)
+	req.Host = Label(other, 3000) + ".localhost"
+	if resp, err := noRedirect.Do(req); err != nil || resp.StatusCode != 299 {
+		t.Fatalf("host form, another host's sandbox: %v %v", resp, err)
+	}
+	if resp, err := noRedirect.Get(r.proxyURL + "/" + other + "/3000/x"); err != nil || resp.StatusCode != 299 {
+		t.Fatalf("path form, another host's sandbox: %v %v", resp, err)
+	}
+	if resp, body := r.get(t, "/", map[string]string{HeaderToken: r.token(0, time.Time{})}); resp.StatusCode != 200 || body != "local" {
+		t.Fatalf("own sandbox: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := r.get(t, "/", nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("own sandbox without a token: %d", resp.StatusCode)
+	}
+	if n := peers.seen.Load(); n != 2 {
+		t.Fatalf("peers took %d requests, want 2", n)
+	}
+}

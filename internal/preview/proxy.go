@@ -37,7 +37,20 @@ const (
 	// ReasonAutoResumeDisabled is the reason of a request to a stopped
 	// sandbox whose auto_resume is off.
 	ReasonAutoResumeDisabled = "auto-resume-disabled"
+	// HeaderRelay marks a preview request one ptd sent on to the ptd of
+	// the host that runs its sandbox, at that ptd's API listener, which
+	// hands it to its own preview proxy (docs/ARCHITECTURE.md, "Many
+	// hosts"). It grants nothing: the proxy there checks the token.
+	HeaderRelay = "Pt-Preview-Relay"
 )
+
+// Peers sends a request on to the ptd of the host that runs its sandbox
+// when that is another host of the store (*forward.Router implements it).
+type Peers interface {
+	// Relay serves r by sending it on, with mark set, when sandbox id is
+	// another live host's, and reports whether it did.
+	Relay(w http.ResponseWriter, r *http.Request, id, mark string) bool
+}
 
 // Backend is what the proxy needs of the control plane
 // (*controlplane.Service implements it).
@@ -119,7 +132,16 @@ type Server struct {
 
 	activeMu sync.Mutex
 	active   map[string]int // requests in flight per sandbox
+
+	// peers, when set, takes the requests for other hosts' sandboxes.
+	peers Peers
 }
+
+// SetPeers makes the proxy send requests for sandboxes of other hosts of
+// the store on to their ptds, where the token check, the auto-resume and
+// the port happen. Without it (a ptd alone on its store) every sandbox is
+// served here.
+func (s *Server) SetPeers(p Peers) { s.peers = p }
 
 // New builds the proxy.
 func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, error) {
@@ -261,6 +283,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		if t, fwdPath, ok = parsePath(r.URL.Path); !ok {
 			s.deny(w)
+			return
+		}
+	}
+	if s.peers != nil {
+		// Another host's sandbox: its ptd checks the token (signed there),
+		// resumes it and reaches its port. Uploads stream both ways.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		if s.peers.Relay(w, r, t.SandboxID, HeaderRelay) {
 			return
 		}
 	}

@@ -77,6 +77,8 @@ type Router struct {
 
 	// lists are the list routes answered with every region's rows.
 	lists []List
+	// creates are the create routes whose body may name a region.
+	creates []Create
 
 	mu    sync.Mutex
 	found map[string]found // sandbox id → the peer region that has it
@@ -90,7 +92,8 @@ type found struct {
 // New returns the Router of region self, whose store is st.
 func New(self string, peers []Peer, st Store, log *slog.Logger) *Router {
 	r := &Router{self: self, peers: peers, store: st, log: log, cacheFor: 30 * time.Second,
-		client: &http.Client{Timeout: 10 * time.Second}, found: map[string]found{}, lists: []List{nativeList()}}
+		client: &http.Client{Timeout: 10 * time.Second}, found: map[string]found{}, lists: []List{nativeList()},
+		creates: []Create{{Path: "/v1/sandboxes", Region: "region", Parent: "parent_id"}}}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(peerKey{}).(Peer).URL)
@@ -129,8 +132,8 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			r.answerLookup(w, req, strings.TrimPrefix(path, lookupPath))
 		case req.Header.Get(Header) != "":
 			next.ServeHTTP(w, req)
-		case path == "/v1/sandboxes" && req.Method == http.MethodPost && !envd:
-			r.create(w, req, next)
+		case req.Method == http.MethodPost && !envd && r.createFor(path) != nil:
+			r.create(w, req, next, r.createFor(path))
 		case isList && !envd:
 			r.list(w, req, next, l)
 		default:
@@ -161,6 +164,31 @@ func (r *Router) peer(name string) (Peer, bool) {
 	return r.peers[i], true
 }
 
+// Create is a create route whose JSON body may name the region to make
+// the sandbox in: /v1's (field region, and parent_id, whose region a
+// child is made in) and those AddCreates added.
+type Create struct {
+	// Path is the route's path (POST).
+	Path string
+	// Region is the body's field naming a region.
+	Region string
+	// Parent is the body's field naming a parent sandbox, if it has one.
+	Parent string
+}
+
+// AddCreates makes the router send creates on cs naming a peer region
+// there (besides /v1's). Call it before Wrap.
+func (r *Router) AddCreates(cs ...Create) { r.creates = append(r.creates, cs...) }
+
+// createFor is the create route path is, if any.
+func (r *Router) createFor(path string) *Create {
+	i := slices.IndexFunc(r.creates, func(c Create) bool { return c.Path == path })
+	if i < 0 {
+		return nil
+	}
+	return &r.creates[i]
+}
+
 // maxCreateBody bounds what is read of a create to find its region; a
 // larger body is served here, where the API refuses it.
 const maxCreateBody = 1 << 20
@@ -171,7 +199,7 @@ const maxCreateBody = 1 << 20
 // region. One naming this region, none, or a region nobody knows is
 // served here: the API makes it, or refuses an unknown region (400
 // unknown_region) or parent (404) before anything is made.
-func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Handler) {
+func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Handler, c *Create) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
 	req.Body.Close()
 	req.Body = io.NopCloser(bytes.NewReader(body))
@@ -179,16 +207,18 @@ func (r *Router) create(w http.ResponseWriter, req *http.Request, next http.Hand
 		next.ServeHTTP(w, req)
 		return
 	}
-	var want struct {
-		Region   string `json:"region"`
-		ParentID string `json:"parent_id"`
+	var fields map[string]json.RawMessage
+	json.Unmarshal(body, &fields) // a body that does not parse is the API's to refuse
+	var name, parent string
+	json.Unmarshal(fields[c.Region], &name)
+	if c.Parent != "" {
+		json.Unmarshal(fields[c.Parent], &parent)
 	}
-	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
-	p, ok := r.peer(want.Region)
-	if want.Region == "" && want.ParentID != "" {
+	p, ok := r.peer(name)
+	if name == "" && parent != "" {
 		var down string
-		if p, ok, down = r.ownerOf(req, want.ParentID); down != "" {
-			writeUnavailable(w, req, down, "parent "+want.ParentID+" is not in this region and region "+down+" does not answer; retry in a few seconds")
+		if p, ok, down = r.ownerOf(req, parent); down != "" {
+			writeUnavailable(w, req, down, "parent "+parent+" is not in this region and region "+down+" does not answer; retry in a few seconds")
 			return
 		}
 	}

@@ -106,6 +106,7 @@ func setup(t *testing.T, local, peer *region) (http.Handler, *httptest.Server) {
 		ids[r.ID] = true
 	}
 	r := New(local.name, []Peer{{Name: peer.name, URL: u}}, fakeStore{ids: ids}, slog.New(slog.DiscardHandler))
+	r.AddCreates(Create{Path: "/compat/sandbox", Region: "target"}) // a surface's create naming its region otherwise
 	return r.Wrap(local), srv
 }
 
@@ -123,19 +124,24 @@ func do(t *testing.T, h http.Handler, method, target, body string, hdr map[strin
 
 func TestCreate(t *testing.T) {
 	tests := []struct {
-		name, body, servedBy string
+		name, path, body, servedBy string
 	}{
-		{"peer region", `{"template":"busybox","region":"b"}`, "b"},
-		{"own region", `{"template":"busybox","region":"a"}`, "a"},
-		{"no region", `{"template":"busybox"}`, "a"},
-		{"unknown region: the API refuses it", `{"template":"busybox","region":"z"}`, "a"},
-		{"not JSON: the API refuses it", `{`, "a"},
+		{"peer region", "/v1/sandboxes", `{"template":"busybox","region":"b"}`, "b"},
+		{"own region", "/v1/sandboxes", `{"template":"busybox","region":"a"}`, "a"},
+		{"no region", "/v1/sandboxes", `{"template":"busybox"}`, "a"},
+		{"unknown region: the API refuses it", "/v1/sandboxes", `{"template":"busybox","region":"z"}`, "a"},
+		{"not JSON: the API refuses it", "/v1/sandboxes", `{`, "a"},
+		{"region not a string: the API refuses it", "/v1/sandboxes", `{"region":["b"]}`, "a"},
+		{"another create route, its field naming the peer", "/compat/sandbox", `{"target":"b"}`, "b"},
+		{"another create route, /v1's field is not its own", "/compat/sandbox", `{"region":"b"}`, "a"},
+		{"another create route naming no known region", "/compat/sandbox", `{"target":"eu"}`, "a"},
+		{"a POST that is no create route", "/compat/other", `{"target":"b","region":"b"}`, "a"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			local, peer := &region{name: "a"}, &region{name: "b"}
 			h, _ := setup(t, local, peer)
-			rec := do(t, h, http.MethodPost, "/v1/sandboxes", tt.body, map[string]string{"Idempotency-Key": "k1"})
+			rec := do(t, h, http.MethodPost, tt.path, tt.body, map[string]string{"Idempotency-Key": "k1"})
 			served := map[string]*region{"a": local, "b": peer}[tt.servedBy]
 			if len(served.body) != 1 || served.body[0] != tt.body {
 				t.Fatalf("%s got bodies %q, want the create whole: %q", tt.servedBy, served.body, tt.body)

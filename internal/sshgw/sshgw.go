@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,14 @@ type Backend interface {
 
 // Server accepts SSH connections.
 type Server struct {
-	cp  Backend
-	log *slog.Logger
-	cfg *ssh.ServerConfig
+	cp      Backend
+	log     *slog.Logger
+	cfg     *ssh.ServerConfig
+	hostKey ssh.Signer
+
+	// peers, when set, relays logins to sandboxes of other hosts of the
+	// store (relay.go).
+	peers *peering
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -66,29 +72,50 @@ var SFTPServerArgv = []string{controlplane.AgentPath, "sftp-server"}
 const (
 	extOrg     = "pt-org"
 	extProject = "pt-project"
+	// extKey is the key the client logged in with (authorized_keys form),
+	// which a relay names to the sandbox's host.
+	extKey = "pt-key"
 )
 
 // New returns a gateway that signs with hostKey.
 func New(cp Backend, hostKey ssh.Signer, log *slog.Logger) *Server {
-	s := &Server{cp: cp, log: log, conns: map[net.Conn]struct{}{}}
-	s.cfg = &ssh.ServerConfig{
+	s := &Server{cp: cp, log: log, hostKey: hostKey, conns: map[net.Conn]struct{}{}}
+	s.cfg = s.serverConfig(func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error) {
+		return key, nil
+	})
+	return s
+}
+
+// errDenied is the one answer to every refused login: the same whether
+// the sandbox, the key or the match is wrong.
+var errDenied = errors.New("permission denied")
+
+// serverConfig is the gateway's config with a public-key check: login
+// says which key the sandbox's ssh_keys must hold for the key presented
+// (itself on a client's connection; the key the relaying ptd names on a
+// relayed one), or refuses.
+func (s *Server) serverConfig(login func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error)) *ssh.ServerConfig {
+	cfg := &ssh.ServerConfig{
 		// Only public keys: no password or keyboard-interactive method is
 		// offered at all.
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			p, err := cp.SSHLogin(ctx, meta.User(), key)
+			user, err := login(ctx, meta, key)
 			if err != nil {
-				// The same answer whether the sandbox, the key or the match
-				// is wrong.
-				return nil, errors.New("permission denied")
+				return nil, errDenied
 			}
-			return &ssh.Permissions{Extensions: map[string]string{extOrg: p.OrgID, extProject: p.ProjectID}}, nil
+			p, err := s.cp.SSHLogin(ctx, meta.User(), user)
+			if err != nil {
+				return nil, errDenied
+			}
+			return &ssh.Permissions{Extensions: map[string]string{extOrg: p.OrgID, extProject: p.ProjectID,
+				extKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(user)))}}, nil
 		},
 		ServerVersion: "SSH-2.0-Platinum",
 	}
-	s.cfg.AddHostKey(hostKey)
-	return s
+	cfg.AddHostKey(s.hostKey)
+	return cfg
 }
 
 // LoadOrCreateHostKey reads the ed25519 host key at path, creating it
@@ -127,6 +154,9 @@ func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.peers != nil {
+		s.peers.advertise(ctx, s.hostKey.PublicKey())
+	}
 	go func() {
 		<-ctx.Done()
 		ln.Close()
@@ -148,33 +178,54 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		go func() {
-			defer func() {
-				s.mu.Lock()
-				delete(s.conns, c)
-				s.mu.Unlock()
-				c.Close()
-			}()
-			s.serveConn(ctx, c)
-		}()
+		go s.track(c, func() { s.serveConn(ctx, c, s.cfg, false) })
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+// track serves c while counting it among the connections Serve closes
+// when it ends.
+func (s *Server) track(c net.Conn, serve func()) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	serve()
+}
+
+// serveConn serves one SSH connection: a client's, or one another ptd
+// relays (relayed), which is served here or not at all.
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cfg *ssh.ServerConfig, relayed bool) {
 	c.SetDeadline(time.Now().Add(30 * time.Second)) // the handshake only
-	sc, chans, reqs, err := ssh.NewServerConn(c, s.cfg)
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
 	if err != nil {
-		s.log.Debug("ssh handshake", "remote", c.RemoteAddr().String(), "err", err)
+		s.log.Debug("ssh handshake", "remote", c.RemoteAddr().String(), "relayed", relayed, "err", err)
 		return
 	}
 	c.SetDeadline(time.Time{})
 	defer sc.Close()
 	id := sc.User()
 	p := controlplane.Principal{OrgID: sc.Permissions.Extensions[extOrg], ProjectID: sc.Permissions.Extensions[extProject]}
-	s.log.Info("ssh login", "sandbox", id, "remote", c.RemoteAddr().String())
+	if s.peers != nil {
+		if h, ok := s.peers.router.Peer(ctx, id); ok {
+			if relayed {
+				// One hop: never drive a sandbox another live host runs.
+				go ssh.DiscardRequests(reqs)
+				for nc := range chans {
+					go refuse(nc, "the sandbox is on host "+h.ID+" now; connect again")
+				}
+				return
+			}
+			s.log.Info("ssh login relayed", "sandbox", id, "host", h.ID, "remote", c.RemoteAddr().String())
+			s.relay(ctx, sc, chans, reqs, h)
+			return
+		}
+	}
+	s.log.Info("ssh login", "sandbox", id, "remote", c.RemoteAddr().String(), "relayed", relayed)
 	go ssh.DiscardRequests(reqs)
 	// A login to a stopped sandbox starts it (when its auto_resume is on),
 	// as preview traffic does; channels wait for that.

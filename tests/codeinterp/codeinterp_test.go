@@ -472,6 +472,7 @@ func testRunCode(t *testing.T, runtime string) {
 	sub("a cell ignoring SIGINT is killed after the grace period, and the next call says so", testHarderInterrupts)
 
 	sub("javascript and bash processes that die are replaced, saying so", testProcessDeaths)
+	sub("interrupts at random moments never end a context", testInterruptsAtRandom)
 
 	sub("refused calls change nothing", func(t *testing.T, c *client, id string) {
 		before := c.py(id, "1")

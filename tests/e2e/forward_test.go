@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/platinum-dev/platinum/internal/apicontract"
 	"github.com/platinum-dev/platinum/internal/pgtest"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/sshgw"
 	"github.com/platinum-dev/platinum/internal/testenv"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
@@ -567,3 +572,238 @@ func post(t *testing.T, d *ptdtest.Daemon, path string, body any) (int, map[stri
 	json.Unmarshal(r.Body, &m)
 	return r.Status, m
 }
+
+// TestPreviewAndSSHAcrossHosts: two hosts and an api-only ptd on one
+// store, every ptd's preview URLs naming the api-only ptd's preview
+// listener (--preview-public-url). A sandbox on host b is reached through
+// host a's and the api-only ptd's preview listeners (path and host forms,
+// a WebSocket echo; the token is still required and stripped, a stopped
+// sandbox resumes through b) and through their SSH gateways with the real
+// OpenSSH client (a command, its exit code and stdin, an scp); a key the sandbox does
+// not hold is refused at both, as is a relay key no ptd holds. Once b
+// dies, its preview through a answers 503 and SSH fails clearly.
+func TestPreviewAndSSHAcrossHosts(t *testing.T) {
+	requireEnv(t)
+	requireSSH(t)
+	apiPreview, err := ptdtest.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, apiPort, _ := net.SplitHostPort(apiPreview)
+	// b may not be marked lost while the test reads its 503s.
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "10m", "--objects", t.TempDir(),
+		"--preview-public-url", "http://localhost:" + apiPort}
+	hosts := startHosts(t, 2, args...)
+	a, b := hosts[0], hosts[1]
+	api := startNamed(t, "api", ptdtest.Options{Store: "sqlite",
+		ExtraArgs: append(append([]string{}, args...), "--store", a.StoreURL, "--role", "api", "--preview-listen", apiPreview)})
+	api.PreviewURL = "http://" + apiPreview // the harness's own --preview-listen was overridden
+	ctx := context.Background()
+	cl := platinum.New(api.URL, api.Token)
+
+	// The sandbox goes to b: a drains while it is created.
+	idA, idB := hostIDOf(t, a), hostIDOf(t, b)
+	if _, err := cl.Hosts.Drain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	key, pub := sshKey(t, "owner")
+	st, m := post(t, api, "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=120000", map[string]any{"template": "busybox", "ssh_keys": []string{pub}})
+	if _, err := cl.Hosts.Undrain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	if st != 201 || m["host_id"] != idB {
+		t.Fatalf("create with a draining: %d %v, want 201 on %s", st, m, idB)
+	}
+	id := m["id"].(string)
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), id) })
+	bin, err := os.ReadFile(previewSrvBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Sandboxes.Upload(ctx, id, "/root/previewsrv", bytes.NewReader(bin)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Sandboxes.Exec(ctx, id, platinum.ExecRequest{Shell: fmt.Sprintf(`chmod +x /root/previewsrv; (/root/previewsrv -listen :%d </dev/null >/tmp/previewsrv.log 2>&1 &)
+for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:%d/hello && exit 0; sleep 0.05; done; cat /tmp/previewsrv.log; exit 1`, previewPort, previewPort)})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("start previewsrv: %+v %v", res, err)
+	}
+
+	// Issued by b (the call is forwarded there), the URLs name the
+	// platform-wide address, not b's listener.
+	req, _ := http.NewRequest("GET", api.URL+fmt.Sprintf("/v1/sandboxes/%s/preview-urls/%d", id, previewPort), nil)
+	req.Header.Set("Authorization", "Bearer "+api.Token)
+	r, err := ptdtest.Send(nil, req)
+	var u previewURLs
+	if err != nil || r.Status != 200 || json.Unmarshal(r.Body, &u) != nil {
+		t.Fatalf("preview-urls through the api: %v %d %s", err, r.Status, r.Body)
+	}
+	label := fmt.Sprintf("%d-%s", previewPort, strings.ToLower(strings.Replace(id, "_", "", 1)))
+	if u.PathURL != fmt.Sprintf("http://localhost:%s/%s/%d/", apiPort, id, previewPort) || u.URL != fmt.Sprintf("http://%s.localhost:%s/", label, apiPort) {
+		t.Fatalf("preview URLs %q %q, want the platform-wide address localhost:%s", u.URL, u.PathURL, apiPort)
+	}
+	auth := map[string]string{"X-Pt-Preview-Token": u.Token}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	for _, entry := range []*ptdtest.Daemon{a, api} {
+		name := map[*ptdtest.Daemon]string{a: "host a", api: "api"}[entry]
+		t.Run("preview through "+name, func(t *testing.T) {
+			got := pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello", nil, auth)
+			if got.status != 200 || !strings.HasPrefix(got.body, "hello from GET /hello") || !strings.Contains(got.body, `token=""`) {
+				t.Fatalf("path form: %d %s", got.status, got.body)
+			}
+			hreq, _ := http.NewRequest("GET", entry.PreviewURL+"/hello?x=1", nil)
+			hreq.Host = label + ".localhost:" + apiPort
+			hreq.Header.Set("X-Pt-Preview-Token", u.Token)
+			hr, err := ptdtest.Send(hc, hreq)
+			if err != nil || hr.Status != 200 || !strings.HasPrefix(string(hr.Body), "hello from GET /hello?x=1 ") {
+				t.Fatalf("host form: %v %d %s", err, hr.Status, hr.Body)
+			}
+			if got := pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello", nil, nil); got.status != 401 {
+				t.Fatalf("without a token: %d %s, want 401", got.status, got.body)
+			}
+			if got := pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello", nil, map[string]string{"X-Pt-Preview-Token": u.Token + "x"}); got.status != 401 {
+				t.Fatalf("with a bad token: %d %s, want 401", got.status, got.body)
+			}
+			// The browser link: the token moves into a cookie on the
+			// platform's address.
+			got = pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello?pt_token="+u.Token, nil, nil)
+			if got.status != http.StatusTemporaryRedirect || !strings.Contains(got.header.Get("Set-Cookie"), "pt_preview_token=") {
+				t.Fatalf("browser link: %d %v %s", got.status, got.header, got.body)
+			}
+			for _, form := range []struct{ host, path string }{{label + ".localhost", "/ws"}, {"localhost", "/" + id + "/8080/ws"}} {
+				ws := dialWSAt(t, entry.PreviewURL, form.host, form.path, u.Token)
+				for i, msg := range []string{"hello", strings.Repeat("y", 70000)} {
+					ws.write(t, msg)
+					if got := ws.read(t); got != msg {
+						t.Fatalf("%s echo %d: got %d bytes, want %d", form.path, i, len(got), len(msg))
+					}
+				}
+				ws.conn.Close()
+			}
+		})
+		t.Run("ssh through "+name, func(t *testing.T) {
+			out, errOut, code := sshAt(t, entry.SSHAddr, key, id, "", "echo relayed-$((6*7))")
+			if code != 0 || out != "relayed-42\n" {
+				t.Fatalf("ssh exec: %d %q %q", code, out, errOut)
+			}
+			if _, errOut, code := sshAt(t, entry.SSHAddr, key, id, "", "exit 7"); code != 7 {
+				t.Fatalf("ssh exit code: %d %q, want 7", code, errOut)
+			}
+			if out, _, code := sshAt(t, entry.SSHAddr, key, id, "piped\n", "cat"); code != 0 || out != "piped\n" {
+				t.Fatalf("ssh stdin: %d %q", code, out)
+			}
+			// scp runs the sftp subsystem through the relay.
+			local := filepath.Join(t.TempDir(), "up.txt")
+			if err := os.WriteFile(local, []byte("via-scp "+name+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			host, port, _ := net.SplitHostPort(entry.SSHAddr)
+			if _, errOut, code := runTool(t, "", "scp", append(append([]string{"-P", port}, sshOpts(key)...), local, id+"@"+host+":/root/scp.txt")...); code != 0 {
+				t.Fatalf("scp: %d %q", code, errOut)
+			}
+			if out, _, code := sshAt(t, entry.SSHAddr, key, id, "", "cat /root/scp.txt"); code != 0 || out != "via-scp "+name+"\n" {
+				t.Fatalf("the file scp wrote: %d %q", code, out)
+			}
+			if !logLine(entry.Log(), "ssh login relayed", id, idB) {
+				t.Fatalf("the entry's gateway logged no relay of %s to %s", id, idB)
+			}
+			other, _ := sshKey(t, "stranger")
+			if out, errOut, code := sshAt(t, entry.SSHAddr, other, id, "", "echo", "in"); code != 255 || out != "" || !strings.Contains(errOut, "Permission denied") {
+				t.Fatalf("a key the sandbox does not hold: %d %q %q, want refused", code, out, errOut)
+			}
+		})
+	}
+
+	t.Run("a relay by a key no ptd holds", func(t *testing.T) {
+		// Straight to b's relay endpoint, naming the owner's key: the
+		// relaying key must be a ptd's, whatever key it names.
+		signer := sshSigner(t, key)
+		_, err := sshRelay(b.URL, id, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), signer)
+		if err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+			t.Fatalf("relay with the client's own key: %v, want refused", err)
+		}
+	})
+
+	t.Run("auto-resume through host a", func(t *testing.T) {
+		if st, m := post(t, api, "/v1/sandboxes/"+id+"/stop?memory=true&wait_for_state=stopped", nil); st != 200 || m["state"] != "stopped" {
+			t.Fatalf("stop: %d %v", st, m)
+		}
+		got := pdo(t, hc, "GET", a.PreviewURL+"/"+id+"/8080/hello", nil, auth)
+		if got.status != 200 || !strings.HasPrefix(got.body, "hello from GET /hello") {
+			t.Fatalf("preview of the stopped sandbox: %d %s", got.status, got.body)
+		}
+		if sb, err := cl.Sandboxes.Get(ctx, id); err != nil || sb.State != platinum.StateRunning || sb.HostID != idB {
+			t.Fatalf("after the preview: %+v %v, want running on b", sb, err)
+		}
+	})
+
+	t.Run("b down", func(t *testing.T) {
+		b.Kill()
+		got := pdo(t, hc, "GET", a.PreviewURL+"/"+id+"/8080/hello", nil, auth)
+		if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, `"code":"unavailable"`) || got.header.Get("Retry-After") == "" {
+			t.Fatalf("preview with b down: %d %v %s, want 503 unavailable", got.status, got.header, got.body)
+		}
+		if out, errOut, code := sshAt(t, api.SSHAddr, key, id, "", "echo", "in"); code != 255 || out != "" || !strings.Contains(errOut, "does not answer") {
+			t.Fatalf("ssh with b down: %d %q %q", code, out, errOut)
+		}
+	})
+}
+
+// sshAt runs the real OpenSSH client as user against the gateway at addr.
+func sshAt(t *testing.T, addr, key, user, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	return runTool(t, stdin, "ssh", append(append(append([]string{"-p", port}, sshOpts(key)...), user+"@"+host), args...)...)
+}
+
+// sshSigner reads the private key ssh-keygen wrote at path.
+func sshSigner(t *testing.T, path string) ssh.Signer {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// sshRelay opens a relayed SSH connection to the ptd at apiURL as
+// another ptd would, naming userKey and authenticating with signer.
+func sshRelay(apiURL, id, userKey string, signer ssh.Signer) (*ssh.Client, error) {
+	addr := strings.TrimPrefix(apiURL, "http://")
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: pt-ssh-relay\r\n%s: %s\r\n\r\n", sshgw.RelayPath, addr, sshgw.HeaderUserKey, userKey)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		c.Close()
+		return nil, fmt.Errorf("relay upgrade: %s", resp.Status)
+	}
+	cc, chans, reqs, err := ssh.NewClientConn(&bufferedConn{c, br}, addr, &ssh.ClientConfig{User: id,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return ssh.NewClient(cc, chans, reqs), nil
+}
+
+// bufferedConn is a connection whose first bytes were read into r.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

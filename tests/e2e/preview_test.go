@@ -400,7 +400,13 @@ type wsConn struct {
 
 func dialWS(t *testing.T, host, path, token string) *wsConn {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(env.previewURL, "http://"))
+	return dialWSAt(t, env.previewURL, host, path, token)
+}
+
+// dialWSAt is dialWS to the preview listener at previewURL.
+func dialWSAt(t *testing.T, previewURL, host, path, token string) *wsConn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(previewURL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,6 +115,21 @@ func checkCompatRegions(t *testing.T, a, b *ptdtest.Daemon, want []string, bID, 
 	}
 	if end, err := time.Parse(time.RFC3339Nano, viaB.EndAt); viaA != viaB || err != nil || time.Until(end) < 10*time.Minute {
 		t.Errorf("E2B get of %s: through a %+v, through b %+v, want the same, ending ~15 min from now", bKey, viaA, viaB)
+	}
+
+	// E2B's batch metrics through either region answer for the sandboxes
+	// of both.
+	metricsOf := func(d *ptdtest.Daemon) []string {
+		t.Helper()
+		code, _, body := compatCall(t, d, http.MethodGet, "/sandboxes/metrics?sandbox_ids="+strings.Join(want, ","), nil, e2bKey)
+		var m struct{ Sandboxes map[string]json.RawMessage }
+		if code != http.StatusOK || json.Unmarshal(body, &m) != nil {
+			t.Fatalf("E2B batch metrics through %s: %d %s", d.URL, code, body)
+		}
+		return slices.Sorted(maps.Keys(m.Sandboxes))
+	}
+	if viaA, viaB := metricsOf(a), metricsOf(b); !slices.Contains(viaA, bKey) || !slices.Equal(viaA, viaB) {
+		t.Errorf("E2B batch metrics: through a %v, through b %v, want the same, with b's %s", viaA, viaB, bKey)
 	}
 
 	// envd traffic through a for b's other sandbox, never asked for through
@@ -233,11 +249,12 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 	}
 }
 
-// checkSDKRegions runs the real e2b and Daytona npm SDKs (tests/compat's,
-// pinned there; scripts/test.sh installs them) through region a: each
-// regions.mjs there walks the SDK's list pages (want) and reaches b's
-// sandbox bID — E2B's connects, reads a file and sets its timeout;
-// Daytona's gets it and reads a file through its toolbox.
+// checkSDKRegions runs the real e2b and Daytona SDKs, npm's and PyPI's
+// (tests/compat's, pinned there; scripts/test.sh installs them), through
+// region a: each regions.mjs and regions.py there walks the SDK's list
+// pages (want) and reaches b's sandbox bID — E2B's connects, reads a file
+// and sets its timeout; Daytona's gets it, reads a file through its
+// toolbox, and makes a sandbox in b with a client whose target is b.
 func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
 	t.Helper()
 	ids, _ := json.Marshal(want)
@@ -248,20 +265,24 @@ func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string)
 		{"e2b SDK", "e2b", "e2b", []string{"E2B_API_URL=" + a.URL, "E2B_SANDBOX_URL=" + a.URL, "E2B_API_KEY=" + a.Token, "E2B_DEBUG="}},
 		{"Daytona SDK", "daytona", "@daytonaio/sdk", []string{"DAYTONA_API_URL=" + a.URL + "/daytona/api", "DAYTONA_API_KEY=" + a.Token}},
 	} {
-		// Subtests: without an SDK installed only its own is skipped.
-		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join("..", "compat", c.dir)
-			node := testenv.RequiresNode(t, dir, c.pkg)
+		dir := filepath.Join("..", "compat", c.dir)
+		run := func(t *testing.T, prog, script string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "regions.mjs")
+			cmd := exec.CommandContext(ctx, prog, script)
 			cmd.Dir = dir
-			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID)
+			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID, "REGIONS_B=rb")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("the %s through region a: %v\n%s", c.name, err, out)
+				t.Fatalf("the %s (%s) through region a: %v\n%s", c.name, script, err, out)
 			}
 			t.Logf("%s", out)
+		}
+		// Subtests: without an SDK installed only its own is skipped.
+		t.Run(c.name+" npm", func(t *testing.T) { run(t, testenv.RequiresNode(t, dir, c.pkg), "regions.mjs") })
+		t.Run(c.name+" PyPI", func(t *testing.T) {
+			py, _ := filepath.Abs(testenv.RequiresVenv(t, dir))
+			run(t, py, "regions.py")
 		})
 	}
 }

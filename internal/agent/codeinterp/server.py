@@ -220,6 +220,29 @@ if all(hasattr(_IOPub, a) for a in ("_handle_event", "_event_pipe", "schedule"))
             raise
     _IOPub.schedule, _IOPub._handle_event = schedule, _handle_event
     del schedule, _handle_event
+import signal as _signal
+from IPython.core import interactiveshell as _ishell
+_in_code = [False]
+def _pt_sigint(signum, frame):  # KeyboardInterrupt only while a cell's code runs
+    __tracebackhide__ = True
+    if _in_code[0]:
+        raise KeyboardInterrupt
+_run_code = _ishell.InteractiveShell.run_code
+async def run_code(self, *a, **kw):  # the cell's code, whose KeyboardInterrupt IPython reports
+    _in_code[0] = True
+    try:
+        return await _run_code(self, *a, **kw)
+    finally:
+        _in_code[0] = False
+_ishell.InteractiveShell.run_code = run_code
+del run_code
+def _sigint_hook(self):  # before and after each request, for a cell that changed it
+    try:
+        _signal.signal(_signal.SIGINT, _pt_sigint)
+    except ValueError:  # not the main thread
+        pass
+kernelbase.Kernel.pre_handler_hook = kernelbase.Kernel.post_handler_hook = _sigint_hook
+del _sigint_hook
 _init_kernel = kernelapp.IPKernelApp.init_kernel
 def init_kernel(self):  # the server's helpers, defined before the first request instead of by one
     _init_kernel(self)
@@ -1172,12 +1195,31 @@ class ProcContext(Context):
 
 class JSContext(ProcContext):
     """JavaScript cells in one node `vm` context (repl.js): globals and
-    top-level declarations persist; SIGINT breaks a running cell."""
+    top-level declarations persist; an interrupt breaks a running cell.
+    Interrupts go to repl.js as the cell's number on a pipe of their own,
+    not as SIGINT: node dies of a SIGINT that lands as breakOnSigint's
+    watchdog starts or stops, and repl.js signals itself only while the
+    watchdog holds SIGINT (repl.js says how)."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.intr_w = None
+        self.seq = 0
 
     def start(self):
-        argv = ["node", os.path.join(HERE, "repl.js")] + (["--typescript"] if self.language == "typescript" else [])
-        self.proc = self.spawn(argv, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        r, w = os.pipe()
+        os.set_blocking(w, False)  # a full pipe drops a resend, never blocks the context's thread
+        argv = ["node", os.path.join(HERE, "repl.js"), "--interrupt-fd=%d" % r] + (
+            ["--typescript"] if self.language == "typescript" else [])
+        try:
+            self.proc = self.spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   bufsize=0, pass_fds=(r,))
+        except BaseException:
+            os.close(w)
+            raise
+        finally:
+            os.close(r)
+        self.intr_w = w
         self.events = queue.Queue()
         threading.Thread(target=self.pump, args=(self.proc.stdout, self.events), daemon=True).start()
         threading.Thread(target=self.drain, args=(self.proc.stderr,), daemon=True).start()
@@ -1196,9 +1238,22 @@ class JSContext(ProcContext):
         for line in f:
             sys.stderr.write("repl.js: " + line.decode(errors="replace"))
 
+    def stop(self):
+        super().stop()
+        if self.intr_w is not None:
+            os.close(self.intr_w)
+            self.intr_w = None
+
+    def interrupt(self):
+        try:
+            os.write(self.intr_w, b"%d\n" % self.seq)
+        except (OSError, TypeError):
+            pass
+
     def execute(self, code, env, cwd, cell):
         want = sandbox_env()
-        req = {"code": code, "env": {k: v for k, v in want.items() if self.synced_env.get(k) != v},
+        self.seq = (self.seq + 1) & 0x1FFFFFFF
+        req = {"seq": self.seq, "code": code, "env": {k: v for k, v in want.items() if self.synced_env.get(k) != v},
                "unset": [k for k in self.synced_env if k not in want], "call_env": env or {}, "cwd": cwd or ""}
         self.synced_env = want
         self.proc.stdin.write((json.dumps(req) + "\n").encode())

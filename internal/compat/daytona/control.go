@@ -319,7 +319,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -370,7 +370,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, p controlplane.Pri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -412,7 +412,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, p controlplane.P
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, withRestore(view(r, sb), sb))
+	writeJSON(w, http.StatusOK, withRestore(h.view(r, sb), sb))
 	return nil
 }
 
@@ -441,7 +441,7 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -462,7 +462,7 @@ func (h *Handler) archive(w http.ResponseWriter, r *http.Request, p controlplane
 	if sb, err = h.settle(ctx, p, sb, sandbox.StateArchived); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -482,7 +482,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, p controlplane.
 	if sb, err = h.cp.Delete(r.Context(), p, sb.ID); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -518,7 +518,7 @@ func (h *Handler) resize(w http.ResponseWriter, r *http.Request, p controlplane.
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, res.Sandbox))
+	writeJSON(w, http.StatusOK, h.view(r, res.Sandbox))
 	return nil
 }
 
@@ -555,7 +555,7 @@ func (h *Handler) setLabels(w http.ResponseWriter, r *http.Request, p controlpla
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"labels": view(r, sb).Labels})
+	writeJSON(w, http.StatusOK, map[string]any{"labels": h.view(r, sb).Labels})
 	return nil
 }
 
@@ -579,7 +579,7 @@ func (h *Handler) setTimer(which timer) handlerFunc {
 		if err != nil {
 			return err
 		}
-		d := view(r, sb)
+		d := h.view(r, sb)
 		stop, archive, del := d.AutoStopInterval, d.AutoArchiveInterval, d.AutoDeleteInterval
 		switch which {
 		case timerStop:

@@ -42,6 +42,9 @@ type Config struct {
 	// reached (the SDK then polls). It sits below the SDK's default 60 s
 	// operation timeout so the SDK sees our answer.
 	LifecycleWait time.Duration
+	// Region is this ptd's region (ptd serve --region), each sandbox's
+	// target; "local" when it has none.
+	Region string
 }
 
 // DefaultConfig returns the production defaults.

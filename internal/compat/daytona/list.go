@@ -231,7 +231,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 			return err
 		}
 		for _, sb := range page {
-			if d := view(r, sb); f.match(d) {
+			if d := h.view(r, sb); f.match(d) {
 				all = append(all, d)
 			}
 		}

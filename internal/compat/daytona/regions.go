@@ -23,6 +23,13 @@ func RegionLists() []region.List {
 	return ls
 }
 
+// RegionCreates are Daytona's creates, whose target names the region
+// to make the sandbox in (docs/daytona.md, "Regions"): one naming a peer
+// region goes there; any other is made here.
+func RegionCreates() []region.Create {
+	return []region.Create{{Path: APIPrefix + "/sandbox", Region: "target"}}
+}
+
 // validList reports whether the list's query is one Daytona's list
 // accepts; one it refuses is answered by this region alone.
 func validList(in *http.Request) bool {

@@ -91,7 +91,7 @@ func (h *Handler) networkSettings(w http.ResponseWriter, r *http.Request, p cont
 	if err != nil {
 		return err
 	}
-	cur := view(r, sb)
+	cur := h.view(r, sb)
 	c := createSandbox{NetworkBlockAll: cur.NetworkBlockAll}
 	if cur.NetworkAllowList != nil {
 		c.NetworkAllowList = *cur.NetworkAllowList
@@ -115,7 +115,7 @@ func (h *Handler) networkSettings(w http.ResponseWriter, r *http.Request, p cont
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, res.Sandbox))
+	writeJSON(w, http.StatusOK, h.view(r, res.Sandbox))
 	return nil
 }
 

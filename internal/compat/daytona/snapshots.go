@@ -303,7 +303,7 @@ func (h *Handler) sandboxSnapshot(w http.ResponseWriter, r *http.Request, p cont
 	if sb, err = h.cp.Get(ctx, p, sb.ID, false); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, view(r, sb))
+	writeJSON(w, http.StatusOK, h.view(r, sb))
 	return nil
 }
 
@@ -334,6 +334,6 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, p controlplane.Pr
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, withRestore(view(r, sb), sb))
+	writeJSON(w, http.StatusOK, withRestore(h.view(r, sb), sb))
 	return nil
 }

@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"cmp"
 	"math"
 	"net/http"
 	"net/netip"
@@ -116,7 +117,7 @@ type sandboxDTO struct {
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // view renders sb for r (whose host names the toolbox URL).
-func view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
+func (h *Handler) view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
 	labels := map[string]string{}
 	for k, v := range sb.Metadata {
 		if !strings.HasPrefix(k, hiddenLabelPrefix) {
@@ -137,7 +138,7 @@ func view(r *http.Request, sb sandbox.Sandbox) sandboxDTO {
 	}
 	d := sandboxDTO{
 		ID: sb.ID, OrganizationID: sb.OrgID, Name: name, Snapshot: snapshot, User: "root",
-		Env: env, Labels: labels, Public: sb.Metadata[labelPublic] == "true", Target: "local",
+		Env: env, Labels: labels, Public: sb.Metadata[labelPublic] == "true", Target: cmp.Or(h.cfg.Region, "local"),
 		// Daytona's sizes are whole vCPUs and GiB (its clients parse
 		// integers): fractions (a /v1 sandbox of 512 MB) round up.
 		CPU: int(math.Ceil(sb.CPU)), Memory: int(math.Ceil(float64(sb.RAMMB) / 1024)), Disk: sb.DiskGB,

@@ -55,7 +55,7 @@ func TestView(t *testing.T) {
 		Metadata:  map[string]string{"team": "x", labelPublic: "true", labelSnapshot: "my-snap", labelSigningGen: "2"},
 		Network:   &sandbox.NetworkPolicy{Egress: "deny", AllowOut: []string{"10.0.0.0/8", "example.com", "192.0.2.1"}},
 		Retention: sandbox.Retention{Type: sandbox.TypeEphemeral, AutoStopMinutes: 15, AutoArchiveDays: 7}}
-	d := view(r, sb)
+	d := (&Handler{}).view(r, sb)
 	if d.State != "error" || !d.Recoverable || d.ErrorReason != "boot failed" {
 		t.Errorf("error state: %+v", d)
 	}
@@ -81,8 +81,14 @@ func TestView(t *testing.T) {
 	if d.ToolboxProxyURL != "http://ptd.example:7070/daytona/toolbox" {
 		t.Errorf("toolboxProxyUrl: %s", d.ToolboxProxyURL)
 	}
+	if d.Target != "local" {
+		t.Errorf("target of a ptd without a region: %q, want local", d.Target)
+	}
+	if d := (&Handler{cfg: Config{Region: "rb"}}).view(r, sb); d.Target != "rb" {
+		t.Errorf("target of a ptd of region rb: %q", d.Target)
+	}
 	sb.Network, sb.Metadata, sb.ExpiryAction = &sandbox.NetworkPolicy{Egress: "deny"}, nil, sandbox.ExpireStop
-	d = view(r, sb)
+	d = (&Handler{}).view(r, sb)
 	if !d.NetworkBlockAll || d.NetworkAllowList != nil || d.Snapshot != "python-node" || d.AutoDestroyAt != nil {
 		t.Errorf("block all, the template as snapshot, a stop expiry is no autoDestroyAt: %+v", d)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -573,9 +574,9 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, p controlplane
 // batchMetrics is GET /sandboxes/metrics?sandbox_ids=a,b: the latest
 // sample of each running sandbox named.
 func (h *Handler) batchMetrics(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
-	ids := splitCSV(r.URL.Query().Get("sandbox_ids"))
-	if len(ids) == 0 || len(ids) > 100 {
-		return badRequest("sandbox_ids must name 1 to 100 sandboxes, comma-separated")
+	ids, err := metricsIDs(r.URL.Query())
+	if err != nil {
+		return err
 	}
 	out := map[string]metricView{}
 	for _, id := range ids {
@@ -620,6 +621,15 @@ func (h *Handler) sandboxMetrics(ctx context.Context, p controlplane.Principal, 
 		MemUsed: m.MemoryUsedBytes, MemTotal: m.MemoryLimitBytes,
 		DiskUsed: m.DiskUsedBytes, DiskTotal: m.DiskSizeBytes,
 	}, nil
+}
+
+// metricsIDs are the sandboxes a batch metrics query names.
+func metricsIDs(q url.Values) ([]string, error) {
+	ids := splitCSV(q.Get("sandbox_ids"))
+	if len(ids) == 0 || len(ids) > 100 {
+		return nil, badRequest("sandbox_ids must name 1 to 100 sandboxes, comma-separated")
+	}
+	return ids, nil
 }
 
 func splitCSV(s string) []string {

@@ -3,6 +3,7 @@ package e2b
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -11,14 +12,49 @@ import (
 )
 
 // RegionLists are E2B's sandbox lists answered with every region's
-// sandboxes (docs/e2b.md, "Regions"): GET /v2/sandboxes, whose keyset
-// cursor (startedAt, sandboxID) means the same in every region, and the
-// unpaged GET /sandboxes.
+// sandboxes (docs/compatibility.md): GET /v2/sandboxes, whose keyset
+// cursor (startedAt, sandboxID) means the same in every region, the
+// unpaged GET /sandboxes, and GET /sandboxes/metrics, whose sandbox_ids
+// may name sandboxes of several regions.
 func RegionLists() []region.List {
 	return []region.List{
 		region.NewList(http.MethodGet, "/v2/sandboxes", validList, listPart, mergeList(true)),
 		region.NewList(http.MethodGet, "/sandboxes", validList, listPart, mergeList(false)),
+		region.NewList(http.MethodGet, "/sandboxes/metrics", validMetricsQuery, metricsPart, mergeMetrics),
 	}
+}
+
+// validMetricsQuery reports whether the batch metrics query names 1 to
+// 100 sandboxes, as batchMetrics accepts.
+func validMetricsQuery(in *http.Request) bool {
+	_, err := metricsIDs(in.URL.Query())
+	return err == nil
+}
+
+// metricsPart is one region's samples: it answers for the named
+// sandboxes it holds and leaves out the rest, as for an unknown one.
+func metricsPart(in *http.Request, get region.Get) (map[string]json.RawMessage, error) {
+	body, _, err := get(in.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	var part struct {
+		Sandboxes map[string]json.RawMessage `json:"sandboxes"`
+	}
+	if err := json.Unmarshal(body, &part); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return part.Sandboxes, nil
+}
+
+// mergeMetrics writes every region's samples as one answer. A sandbox
+// lives in one region, so no two parts name the same one.
+func mergeMetrics(w http.ResponseWriter, _ *http.Request, parts []map[string]json.RawMessage) {
+	out := map[string]json.RawMessage{}
+	for _, p := range parts {
+		maps.Copy(out, p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 }
 
 // validList reports whether the list's query is one E2B's list accepts;

@@ -153,3 +153,50 @@ func TestRegionListPeerDown(t *testing.T) {
 		}
 	}
 }
+
+// metricsRegion answers batch metrics for the sandboxes it holds.
+type metricsRegion struct {
+	ids   []string
+	asked atomic.Int32
+}
+
+func (m *metricsRegion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.asked.Add(1)
+	ids, err := metricsIDs(r.URL.Query())
+	if err != nil {
+		http.Error(w, `{"code":400,"message":"bad"}`, http.StatusBadRequest)
+		return
+	}
+	out := map[string]metricView{}
+	for _, id := range ids {
+		if slices.Contains(m.ids, id) {
+			out[id] = metricView{CPUCount: len(id)}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+}
+
+func TestRegionBatchMetrics(t *testing.T) {
+	regions := []*metricsRegion{{ids: []string{"sbx_a1"}}, {ids: []string{"sbx_b1", "sbx_b2"}}, {}}
+	peers := regiontest.Peers(t, regions[1], regions[2])
+	api := regiontest.Router("r0", regions[0], peers, RegionLists()...)
+	get := func(target string) (map[string]metricView, int) {
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		var body struct{ Sandboxes map[string]metricView }
+		json.Unmarshal(w.Body.Bytes(), &body)
+		return body.Sandboxes, w.Code
+	}
+	got, code := get("/sandboxes/metrics?sandbox_ids=sbx_a1,sbx_b2,sbx_gone")
+	want := map[string]metricView{"sbx_a1": {CPUCount: 6}, "sbx_b2": {CPUCount: 6}}
+	if d := cmp.Diff(want, got); d != "" || code != http.StatusOK {
+		t.Errorf("%d (-want +got):\n%s", code, d)
+	}
+	before := regions[1].asked.Load()
+	if _, code := get("/sandboxes/metrics?sandbox_ids=,"); code != http.StatusBadRequest {
+		t.Errorf("no ids: %d, want 400", code)
+	}
+	if regions[1].asked.Load() != before {
+		t.Error("a bad query reached a peer")
+	}
+}

@@ -127,6 +127,21 @@ func TestGVisorGuardPoked(t *testing.T) {
 	c.WaitFile(t, "poked")
 }
 
+// TestGVisorGuardPokedAtBoot: a sandbox whose memory passes half its size
+// while its watch is still registering the guard's ladder (which Run no
+// longer waits for) is poked all the same: the watch's first look at the
+// usage, once the ladder is in place, sees it.
+func TestGVisorGuardPokedAtBoot(t *testing.T) {
+	rt := newGVisor(t)
+	spec := runtimetest.NewSpec(t, `
+		trap ': > /poked' WINCH
+		tail -c 90m /dev/zero &
+		while :; do sleep 0.05; done`)
+	spec.Resources.MemoryBytes = 128 << 20
+	c := runtimetest.Start(t, rt, spec)
+	c.WaitFile(t, "poked")
+}
+
 // TestGuardRung: the ladder starts at half the sandbox's size and climbs
 // every eighth (at least 8 MiB).
 func TestGuardRung(t *testing.T) {

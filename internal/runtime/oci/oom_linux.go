@@ -34,7 +34,8 @@ const (
 // watchOOM sets up a watch of id's memory cgroup and returns the loop
 // that runs it until ctx ends or the cgroup goes away. The setup, the kill
 // counter's baseline included, is done before it returns, so a kill right
-// after Run returns is counted (WatchOOM runs the loop on a goroutine).
+// after Run returns is counted (WatchOOM runs the loop on a goroutine); only
+// gVisor's guard ladder, slow to register, is left to the loop.
 // v1: an eventfd registered on memory.oom_control (cgroup.event_control)
 // wakes it at each OOM; v2 has no such notification for a cgroup's own
 // kills, so memory.events is read every oomV2Poll.
@@ -77,16 +78,22 @@ func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error)
 		return nil, fmt.Errorf("cgroup.event_control: %w", err)
 	}
 	last := oomControl(dir, "oom_kill")
-	if r.gvisor && mem > 0 {
-		// The guard's ladder wakes the loop too (guardRung). Without it the
-		// guard still polls, slowly, and is poked at a stall.
-		if err := registerGuardLadder(dir, efd, mem, gvisorHostMemory(mem, tasks)+gvisorStallRoom(mem)); err != nil {
-			r.logger.Warn("memory guard's ladder: the guard inside is poked only at a stall", "container", id, "err", err)
-		}
-	}
 	return func() error {
 		defer ev.Close()
 		defer ctl.Close()
+		if r.gvisor && mem > 0 {
+			// The guard's ladder wakes the loop too (guardRung). Without it
+			// the guard still polls, slowly, and is poked at a stall. Each
+			// rung the kernel takes costs it an RCU grace period: the ladder
+			// of a 512 MB sandbox took 180-300 ms, which Run spent before it
+			// returned until the ladder moved here, onto the watch's own
+			// goroutine. The loop's first pass looks at the usage reached
+			// meanwhile (pokeOnGrowth), so no growth before it is missed.
+			err := registerGuardLadder(ctx, dir, efd, mem, gvisorHostMemory(mem, tasks)+gvisorStallRoom(mem))
+			if err != nil && ctx.Err() == nil {
+				r.logger.Warn("memory guard's ladder: the guard inside is poked only at a stall", "container", id, "err", err)
+			}
+		}
 		return r.watchOOMv1(ctx, id, dir, ev, last, mem, tasks)
 	}, nil
 }
@@ -278,14 +285,15 @@ func guardRung(usage, mem int64) int {
 }
 
 // registerGuardLadder asks the kernel to signal efd whenever dir's usage
-// crosses a rung, up to ceiling (the stall room's top).
-func registerGuardLadder(dir string, efd int, mem, ceiling int64) error {
+// crosses a rung, up to ceiling (the stall room's top). It stops early
+// when ctx ends (the watch was stopped).
+func registerGuardLadder(ctx context.Context, dir string, efd int, mem, ceiling int64) error {
 	usage, err := os.Open(filepath.Join(dir, "memory.usage_in_bytes"))
 	if err != nil {
 		return err
 	}
 	defer usage.Close()
-	for at := mem / 2; at <= ceiling; at += guardStep(mem) {
+	for at := mem / 2; at <= ceiling && ctx.Err() == nil; at += guardStep(mem) {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.event_control"), []byte(fmt.Sprintf("%d %d %d", efd, usage.Fd(), at)), 0); err != nil {
 			return fmt.Errorf("cgroup.event_control threshold: %w", err)
 		}
