@@ -1208,7 +1208,7 @@ class JSContext(ProcContext):
 
     def start(self):
         r, w = os.pipe()
-        os.set_blocking(w, False)  # a full pipe drops a resend, never blocks the context's thread
+        os.set_blocking(w, False)  # a full pipe drops a resend, never blocks the cell's thread
         argv = ["node", os.path.join(HERE, "repl.js"), "--interrupt-fd=%d" % r] + (
             ["--typescript"] if self.language == "typescript" else [])
         try:
