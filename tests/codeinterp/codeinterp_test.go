@@ -517,6 +517,7 @@ func testRunCode(t *testing.T, runtime string) {
 	sub("the server waits for kernel messages without an event loop per message", testKernelClientNoEventLoop)
 	sub("the kernel's cached os.getpid is right in forked children", testKernelPidAfterFork)
 	sub("output keeps its order through the IOPub thread", testOutputOrder)
+	sub("a silent cell's head (its execution ID) comes before it ends", testSilentCellHead)
 
 	sub("a cell that kills its kernel reports an error, the next gets a fresh kernel", func(t *testing.T, c *client, id string) {
 		got := c.py(id, "import os\nos._exit(3)")

@@ -93,7 +93,7 @@ func testTemplateBytecode(t *testing.T, c *client, id string) {
 
 // serverModules starts a Python context with the server's own code in
 // the sandbox (a second kernel beside the server's), runs a cell in it and
-// prints the server-side modules of jupyter_client it imported.
+// prints the server-side modules of jupyter_client and pyzmq it imported.
 const serverModules = `
 import sys
 sys.path.insert(0, "/run/platinum/code-interpreter")
@@ -102,16 +102,22 @@ ctx = server.PythonContext("ctx_modules", "python", None, False)
 ctx.ensure_started()
 ctx.call(lambda: ctx.silent("__x = 1 + 1"))
 print("jupyter_client:", sorted(m for m in sys.modules if m.split(".")[0] == "jupyter_client"))
+print("zmq:", sorted(m for m in sys.modules if m.split(".")[0] == "zmq"))
 ctx.close()
 `
 
 // testServerWithoutJupyterClient: the server launches and speaks to its
 // kernels without importing jupyter_client, whose import (150-230 ms of
-// CPU) came before the first kernel could even be launched.
+// CPU) came before the first kernel could even be launched, and without
+// pyzmq, whose I/O thread cost a cell dozens of system calls
+// (docs/code-interpreter.md, "On gVisor").
 func testServerWithoutJupyterClient(t *testing.T, c *client, id string) {
 	out := c.execOut(id, "python3", "-c", serverModules)
 	if !strings.Contains(out, "jupyter_client: []") {
 		t.Fatalf("the server imported jupyter_client to run a kernel: %s", out)
+	}
+	if !strings.Contains(out, "zmq: []") {
+		t.Fatalf("the server imported pyzmq to speak to a kernel: %s", out)
 	}
 }
 

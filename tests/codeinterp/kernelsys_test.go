@@ -73,3 +73,23 @@ print('end')
 		t.Errorf("event order %v", types)
 	}
 }
+
+// testSilentCellHead: a cell's response head waits for its first event
+// (so a short cell's head, result and end leave in one write), but at most
+// a moment: a cell that prints nothing for 60 s still gives its client the
+// X-Execution-Id at once, to stop it by. stream returns once the head is
+// in; were it held to the cell's end, the DELETE would come after the cell
+// had ended (404) a minute later.
+func testSilentCellHead(t *testing.T, c *client, id string) {
+	s := c.stream(id, map[string]any{"code": "import time\ntime.sleep(60)\n'not reached'"})
+	if !strings.HasPrefix(s.id, "exec_") {
+		t.Fatalf("X-Execution-Id %q", s.id)
+	}
+	if r := c.do("DELETE", "/v1/sandboxes/"+id+"/code/executions/"+s.id, nil); r.Status != 204 {
+		t.Fatalf("delete while the silent cell runs: %d %s", r.Status, r.Body)
+	}
+	got := s.rest()
+	if e, ok := got.err(); !ok || e.Name != "Interrupted" || got.end().Status != "interrupted" || got.text() != "" {
+		t.Errorf("deleted silent cell: %+v", got)
+	}
+}

@@ -1,6 +1,6 @@
 // Package codeinterp carries the code-interpreter server that pt-agent
 // runs inside sandboxes of the code-interpreter template
-// (docs/code-interpreter.md): a Python process (pyzmq) managing
+// (docs/code-interpreter.md): a Python process (the standard library) managing
 // one kernel or REPL per context and serving E2B code-interpreter's wire
 // format and Platinum's own on port 49999. The sources ship inside
 // pt-agent, not the template, so a template version never pins an old

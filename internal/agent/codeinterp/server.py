@@ -11,23 +11,27 @@ produces as NDJSON. Two wire formats share one engine:
   as POST /v1/sandboxes/{id}/code (docs/code-interpreter.md).
 
 Python contexts are real IPython kernels (ipykernel, spoken to over
-ZeroMQ with pyzmq: KernelClient); JavaScript
+ZeroMQ's wire protocol by KernelClient, on plain sockets: Zmtp); JavaScript
 contexts are a node process evaluating cells in one `vm` context (repl.js);
 TypeScript contexts are the same with each cell's types stripped first
 (Debian's typescript, transpile only: types are not checked); bash
-contexts are one persistent bash process. Only the standard library
-and pyzmq are used: the template installs both from Debian.
+contexts are one persistent bash process. The server uses only the
+standard library; the kernels use ipykernel and pyzmq, which the template
+installs from Debian.
 """
 
 import base64
 import codecs
+import collections
 import datetime
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import queue
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -52,6 +56,32 @@ INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not s
 # dear under gVisor (docs/code-interpreter.md, "On gVisor"), and a quiet
 # cell's wait wakes this often anyway.
 ALIVE_EVERY = 0.05  # seconds
+# A cell's answer is written when something must go: its response head
+# waits for the first event, and an event for the next one, each at most
+# HOLD seconds, so a short cell's head, result and end leave in one write
+# (one TCP segment). Under gVisor each segment out of the sandbox is a
+# system call and a pass through its network stack, and its peer's wake-up
+# (docs/code-interpreter.md, "On gVisor"). A client that stops a cell by
+# its X-Execution-Id gets the ID at most HOLD seconds later.
+HOLD = 0.02  # seconds
+
+
+class Ids:
+    """Unique IDs without a system call each: a random prefix read once
+    per process, then a counter. uuid4 reads the kernel's random source on
+    every call, a system call, and a steady cell made two (its execution ID
+    and its request's message ID)."""
+
+    def __init__(self):
+        self.prefix = os.urandom(6).hex()
+        self.count = itertools.count(1)  # next() is atomic under the GIL
+
+    def next(self):
+        """24 hex digits, as uuid4().hex[:24] had."""
+        return "%s%012x" % (self.prefix, next(self.count))
+
+
+IDS = Ids()
 
 # The kernel we launch: ipykernel, minus what no client here uses, which
 # is most of its start (CPU measured in the template): debugpy (1.5-3 s;
@@ -324,7 +354,7 @@ class Cell:
     """One execution: where its events go and how it may be stopped."""
 
     def __init__(self, sink, timeout, alive, ctx):
-        self.id = "exec_" + uuid.uuid4().hex[:24]
+        self.id = "exec_" + IDS.next()
         self.ctx = ctx
         self.started_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         self.sink = sink          # callable(event dict)
@@ -336,8 +366,24 @@ class Cell:
         self.interrupt = False
         self.done = threading.Event()  # set once the cell's events are all sent
         self.state = "waiting"  # "running" once its context runs it
-        self.asked_at = None  # when alive() was last asked (monotonic)
+        # When alive() was last asked (monotonic). Not at once: a client
+        # that leaves in a cell's first ALIVE_EVERY seconds is seen then.
+        self.asked_at = time.monotonic()
         self.gone = False  # alive() said no: the client went away
+        self.flush = lambda: None  # sends what sink() holds back (see HOLD)
+        self.due = None  # when what sink() holds must go (monotonic), None: nothing held
+
+    def wait_time(self, most):
+        """How long a context may wait for its process's next event: at
+        most most seconds, less when held output is due sooner."""
+        if self.due is None:
+            return most
+        return max(0.0, min(most, self.due - time.monotonic()))
+
+    def tick(self):
+        """Sends held output that is due (see HOLD)."""
+        if self.due is not None and time.monotonic() >= self.due:
+            self.flush()
 
     def view(self):
         return {"id": self.id, "context_id": self.ctx.id, "language": self.ctx.language,
@@ -433,43 +479,56 @@ class Stopper:
         return False
 
 
-class Job:
-    """A call waiting for, then running on, a context's thread."""
+class Turn:
+    """Whose turn it is on a context: one caller at a time, in the order
+    they came. The caller runs its work on its own thread (the HTTP
+    request's), not handed to a thread of the context's: under gVisor each
+    wake-up of another thread is a few system calls at the Sentry's price,
+    and a hand-off there and back was two of them a cell
+    (docs/code-interpreter.md, "On gVisor"). A context's sockets and pipes
+    (and Zmtp's buffers) are used by one thread after another, never by two
+    at once."""
 
-    def __init__(self, fn):
-        self.fn = fn
-        self.lock = threading.Lock()
-        self.taken = self.cancelled = False
-        self.done = threading.Event()
-        self.value = self.error = None
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.busy = False
+        self.waiting = collections.deque()  # a lock per waiting caller, released to hand it the turn
 
-    def take(self):
-        """Claims the job for the context's thread; False once cancelled."""
-        with self.lock:
-            if self.cancelled:
-                return False
-            self.taken = True
-            return True
+    def take(self, stopped=None):
+        """Waits for the turn. stopped (a callable, asked every 50 ms while
+        waiting) can give up the wait: then its reason is returned, and the
+        turn is not taken. None: the caller has the turn."""
+        with self.mu:
+            if not self.busy and not self.waiting:
+                self.busy = True
+                return None
+            mine = threading.Lock()
+            mine.acquire()
+            self.waiting.append(mine)
+        if stopped is None:
+            mine.acquire()
+            return None
+        while not mine.acquire(timeout=0.05):
+            why = stopped()
+            if why is None:
+                continue
+            with self.mu:
+                try:
+                    self.waiting.remove(mine)
+                    return why
+                except ValueError:  # handed the turn meanwhile: it is ours
+                    pass
+            mine.acquire()
+            return None
+        return None
 
-    def cancel(self):
-        """Drops the job if its thread has not taken it yet."""
-        with self.lock:
-            if self.taken:
-                return False
-            self.cancelled = True
-            return True
-
-    def run(self):
-        try:
-            self.value = self.fn()
-        except BaseException as e:  # handed to the caller
-            self.error = e
-        self.done.set()
-
-    def result(self):
-        if self.error is not None:
-            raise self.error
-        return self.value
+    def give(self):
+        """Ends the caller's turn: the next waiting caller's, if any."""
+        with self.mu:
+            if self.waiting:
+                self.waiting.popleft().release()
+            else:
+                self.busy = False
 
 
 class Context:
@@ -479,31 +538,22 @@ class Context:
         self.id, self.language, self.cwd, self.default = cid, language, cwd or "/root", default
         self.notice = None  # said to the next cell after a replaced process
         self.running = None  # the running cell, for interrupt_cell()
-        # Everything touching the context's process runs on one thread, in
-        # order: a ZeroMQ socket must not be used by two threads, and cells
-        # of one context run one at a time.
-        self.jobs = queue.Queue()
-        threading.Thread(target=self.loop, daemon=True).start()
-
-    def loop(self):
-        while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            if job.take():
-                job.run()
+        # Everything touching the context's process runs in its turn, one
+        # caller at a time, in order: the kernel's sockets must not be used by
+        # two threads at once, and cells of one context run one at a time.
+        self.turn = Turn()
 
     def call(self, fn):
-        """Runs fn on the context's thread and returns its result."""
-        job = Job(fn)
-        self.jobs.put(job)
-        job.done.wait()
-        return job.result()
+        """Runs fn in the context's turn and returns its result."""
+        self.turn.take()
+        try:
+            return fn()
+        finally:
+            self.turn.give()
 
     def close(self):
-        """Stops the process and the context's thread."""
+        """Stops the process."""
         self.call(self.stop)
-        self.jobs.put(None)
 
     def ensure_started(self):
         self.call(lambda: None if self.alive() else self.start())
@@ -512,16 +562,19 @@ class Context:
         return {"id": self.id, "language": self.language, "cwd": self.cwd, "default": self.default}
 
     def run(self, code, env, cwd, cell):
-        job = Job(lambda: self.run_here(code, env, cwd, cell))
-        self.jobs.put(job)
         # A cell waiting behind another can be stopped (deleted, timed out,
         # its client gone) before it starts: it then never runs.
-        while not job.done.wait(0.05):
-            why = cell.stopped()
-            if why is not None and job.cancel():
-                self.stopped_cell(cell, why)
-                return
-        job.result()
+        def stopped():
+            cell.tick()  # its response head, while it waits
+            return cell.stopped()
+        why = self.turn.take(stopped)
+        if why is not None:
+            self.stopped_cell(cell, why)
+            return
+        try:
+            self.run_here(code, env, cwd, cell)
+        finally:
+            self.turn.give()
 
     def run_here(self, code, env, cwd, cell):
         why = cell.stopped()
@@ -599,31 +652,207 @@ class Context:
 # ---------------------------------------------------------------- Python
 
 
+class Zmtp:
+    """One ZeroMQ peer socket (a DEALER or a SUB) spoken on a plain TCP
+    socket: ZMTP 3.0 with the NULL mechanism (rfc.zeromq.org/spec/23), the
+    part of it a kernel's loopback shell and IOPub sockets need. libzmq
+    (pyzmq) runs every socket through its I/O thread: each message in or
+    out is handed between that thread and the caller's (an eventfd write,
+    a wake-up, epoll calls, and a getpid and a poll of the socket's mailbox
+    for each call), about 30 system calls a cell in this server. Under
+    gVisor a system call and a thread's wake-up cost tens of microseconds
+    (docs/code-interpreter.md, "On gVisor"); here a message out is one
+    send and a wait for messages in is a poll and a read. The kernel keeps
+    libzmq; both speak ZMTP on the wire."""
+
+    GREETING = b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\0") + b"\0" + b"\0" * 31
+
+    def __init__(self, info, port, socket_type, deadline):
+        while True:  # the kernel's sockets listen before it says so; a refused connect is retried anyway
+            try:
+                self.sock = self.connect(info, port, max(0.1, deadline - time.monotonic()))
+                break
+            except (ConnectionRefusedError, FileNotFoundError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+        self.buf = bytearray()
+        # Read into, not a new 256 KiB bytes object a read: that size is
+        # malloc's mmap threshold, and each read would map and unmap it.
+        self.chunk = memoryview(bytearray(262144))
+        self.closed = False
+        self.poller = select.poll()
+        self.poller.register(self.sock, select.POLLIN)
+        try:
+            self.sock.sendall(self.GREETING + self.frame_bytes(4, b"\x05READY" + self.prop(b"Socket-Type", socket_type)))
+            while len(self.buf) < 64:
+                self.read_some()
+            greeting = bytes(self.buf[:64])
+            del self.buf[:64]
+            if greeting[0] != 0xff or greeting[9] != 0x7f or greeting[10] < 3 or greeting[12:16] != b"NULL":
+                raise OSError("not a ZMTP 3 peer with the NULL mechanism")
+            while True:  # the peer's READY (or ERROR)
+                f = self.parse_frame(0)
+                if f is None:
+                    self.read_some()
+                    continue
+                flags, body, end = f
+                del self.buf[:end]
+                if flags & 4 and body[1:1 + body[0]] == b"READY":
+                    break
+                if flags & 4 and body[1:1 + body[0]] == b"ERROR":
+                    raise OSError("the kernel refused the ZMTP handshake: %r" % body[7:])
+            self.sock.setblocking(False)  # from now on: poll, then read what is there
+        except BaseException:
+            self.sock.close()
+            raise
+
+    @staticmethod
+    def connect(info, port, timeout):
+        """A socket connected to the kernel's port (a connection file's
+        transport, ip and port)."""
+        if info["transport"] == "ipc":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.settimeout(timeout)
+                s.connect("%s-%d" % (info["ip"], port))
+            except BaseException:
+                s.close()
+                raise
+            return s
+        s = socket.create_connection((info["ip"], port), timeout=timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    @staticmethod
+    def prop(name, value):
+        return bytes([len(name)]) + name + len(value).to_bytes(4, "big") + value
+
+    @staticmethod
+    def frame_bytes(flags, body):
+        if len(body) > 255:
+            return bytes([flags | 2]) + len(body).to_bytes(8, "big") + body
+        return bytes([flags, len(body)]) + body
+
+    def read_some(self):
+        """Reads during the handshake (a blocking socket with a timeout)."""
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise OSError("the kernel closed its socket during the ZMTP handshake")
+        self.buf += chunk
+
+    def parse_frame(self, at):
+        """The frame at self.buf[at:] as (flags, body, end), or None when
+        it is not all there yet."""
+        buf = self.buf
+        if len(buf) < at + 2:
+            return None
+        flags = buf[at]
+        if flags & 2:
+            if len(buf) < at + 9:
+                return None
+            n, start = int.from_bytes(buf[at + 1:at + 9], "big"), at + 9
+        else:
+            n, start = buf[at + 1], at + 2
+        if len(buf) < start + n:
+            return None
+        return flags, bytes(buf[start:start + n]), start + n
+
+    def message(self):
+        """The next whole message's frames from what was read, or None.
+        Commands (a PING, were heartbeats on) are dropped."""
+        frames, at = [], 0
+        while True:
+            f = self.parse_frame(at)
+            if f is None:
+                return None
+            flags, body, at = f
+            if flags & 4:
+                del self.buf[:at]
+                frames, at = [], 0
+                continue
+            frames.append(body)
+            if not flags & 1:
+                del self.buf[:at]
+                return frames
+
+    def fill(self, timeout):
+        """Waits up to timeout seconds for data and reads what is there:
+        a poll and a read, or a read alone for timeout 0."""
+        if self.closed:
+            time.sleep(timeout)
+            return
+        if timeout > 0 and not self.poller.poll(int(timeout * 1000) + 1):
+            return
+        try:
+            n = self.sock.recv_into(self.chunk)
+        except BlockingIOError:
+            return
+        except OSError:
+            n = 0
+        if not n:  # the kernel went away: the cell's wait notices (alive())
+            self.closed = True
+            return
+        self.buf += self.chunk[:n]
+
+    def send_multipart(self, frames):
+        """Sends a message in one write (more when the socket's buffer
+        fills: a large cell)."""
+        last = len(frames) - 1
+        data = memoryview(b"".join(self.frame_bytes(0 if i == last else 1, f) for i, f in enumerate(frames)))
+        while data and not self.closed:
+            try:
+                data = data[self.sock.send(data):]
+            except BlockingIOError:
+                select.select([], [self.sock], [], 1.0)
+            except OSError:  # the kernel went away: the cell's wait notices (alive()), as for a send before it died
+                self.closed = True
+
+    def recv_multipart(self, timeout):
+        """The next message's frames; queue.Empty after timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frames = self.message()
+            if frames is not None:
+                return frames
+            left = deadline - time.monotonic()
+            if left < 0:
+                raise queue.Empty
+            self.fill(left)
+
+    def close(self):
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
 class KernelClient:
     """The client half of the Jupyter messaging protocol (5.3) that a
     context uses: requests and replies on the kernel's shell socket
-    (DEALER), its output on IOPub (SUB), every message signed with
-    HMAC-SHA256 over the connection file's key. jupyter_client's client
+    (as a DEALER), its output on IOPub (as a SUB), every message signed
+    with HMAC-SHA256 over the connection file's key. jupyter_client's client
     does the same, but importing it (its kernel manager, asyncio, traitlets)
     cost the server 150-230 ms of CPU before the first kernel could even be
-    launched (docs/code-interpreter.md, "The first result"); this needs
-    pyzmq and the standard library. Used from the context's thread only."""
+    launched (docs/code-interpreter.md, "The first result"), and pyzmq's
+    sockets cost a cell dozens of system calls (Zmtp); this needs the
+    standard library only. Used in the context's turn only (one thread at
+    a time)."""
 
     DELIM = b"<IDS|MSG>"
 
-    def __init__(self, info):
-        import zmq
-        self.zmq = zmq
+    def __init__(self, info, deadline=None):
+        deadline = deadline if deadline is not None else time.monotonic() + 10
         self.key = info["key"].encode()
         self.session = uuid.uuid4().hex
-        ctx = zmq.Context.instance()
-        self.shell = ctx.socket(zmq.DEALER)
-        self.iopub = ctx.socket(zmq.SUB)
-        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
-        for sock, port in ((self.shell, info["shell_port"]), (self.iopub, info["iopub_port"])):
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect("tcp://%s:%d" % (info["ip"], port))
-        self.rcvtimeo = {}  # socket → the receive timeout (ms) set on it
+        self.shell = Zmtp(info, info["shell_port"], b"DEALER", deadline)
+        try:
+            self.iopub = Zmtp(info, info["iopub_port"], b"SUB", deadline)
+        except BaseException:
+            self.shell.close()
+            raise
+        self.iopub.send_multipart([b"\x01"])  # subscribe to everything (ZMTP 3.0's form)
 
     def sign(self, frames):
         h = hmac.new(self.key, digestmod=hashlib.sha256)
@@ -633,7 +862,7 @@ class KernelClient:
 
     def send(self, msg_type, content):
         """Sends a shell request; returns its msg_id."""
-        header = {"msg_id": uuid.uuid4().hex, "session": self.session, "username": "platinum",
+        header = {"msg_id": "%s_%s" % (self.session, IDS.next()), "session": self.session, "username": "platinum",
                   "date": now_iso(), "msg_type": msg_type, "version": "5.3"}
         frames = [json.dumps(x).encode() for x in (header, {}, {}, content)]
         self.shell.send_multipart([self.DELIM, self.sign(frames)] + frames)
@@ -654,28 +883,14 @@ class KernelClient:
         seconds. A message with a wrong signature is dropped."""
         deadline = time.monotonic() + timeout
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise queue.Empty
-            # One blocking receive with a timeout rather than a poll and
-            # then a receive: each libzmq call checks its mailbox (a
-            # getpid and a poll system call), and a system call is dear
-            # under gVisor (docs/code-interpreter.md, "On gVisor").
-            ms = int(left * 1000) + 1
-            if self.rcvtimeo.get(sock) != ms:
-                sock.setsockopt(self.zmq.RCVTIMEO, ms)
-                self.rcvtimeo[sock] = ms
-            try:
-                frames = sock.recv_multipart()
-            except self.zmq.Again:
-                raise queue.Empty from None
+            frames = sock.recv_multipart(max(0.0, deadline - time.monotonic()))
             try:
                 i = frames.index(self.DELIM)
                 sig, parts = frames[i + 1], frames[i + 2:i + 6]
                 if len(parts) < 4 or not hmac.compare_digest(sig, self.sign(parts)):
                     continue
                 header, parent, metadata, content = (json.loads(p) for p in parts)
-            except ValueError:
+            except (ValueError, IndexError):
                 continue
             return {"header": header, "parent_header": parent, "metadata": metadata, "content": content,
                     "msg_type": header.get("msg_type"), "msg_id": header.get("msg_id")}
@@ -687,26 +902,39 @@ class KernelClient:
         return self.recv(self.iopub, timeout)
 
     def stop_channels(self):
-        self.shell.close(linger=0)
-        self.iopub.close(linger=0)
+        self.shell.close()
+        self.iopub.close()
 
 
-def connection_info():
-    """A kernel's connection: five free loopback ports (picked as
-    jupyter_client picks them: bound to port 0, then released) and a new
-    key."""
-    socks = []
-    try:
-        for _ in range(5):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        ports = [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+# How the server reaches its kernels: "ipc" (unix sockets, the default)
+# or "tcp" (loopback). Under gVisor a unix socket is a queue in the Sentry,
+# while loopback TCP goes through its network stack (segments, ACKs and
+# the stack's own goroutines) for every message (docs/code-interpreter.md,
+# "On gVisor").
+KERNEL_TRANSPORT = os.environ.get("PT_CODE_KERNEL_TRANSPORT", "ipc")
+
+
+def connection_info(d):
+    """A kernel's connection and a new key: unix sockets in the private
+    directory d (ipc: "<d>/k-1" ... "<d>/k-5"), or five free loopback ports
+    (tcp: picked as jupyter_client picks them, bound to port 0, then
+    released)."""
+    if KERNEL_TRANSPORT == "ipc":
+        ports, ip = [1, 2, 3, 4, 5], os.path.join(d, "k")
+    else:
+        socks = []
+        try:
+            for _ in range(5):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)
+            ports = [s.getsockname()[1] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        ip = "127.0.0.1"
     info = dict(zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"), ports))
-    info.update(ip="127.0.0.1", key=uuid.uuid4().hex, transport="tcp", signature_scheme="hmac-sha256",
+    info.update(ip=ip, key=uuid.uuid4().hex, transport=KERNEL_TRANSPORT, signature_scheme="hmac-sha256",
                 kernel_name="")
     return info
 
@@ -720,7 +948,7 @@ class PythonContext(Context):
 
     def __init__(self, *a):
         super().__init__(*a)
-        self.proc = self.kc = self.conn_file = None
+        self.proc = self.kc = self.conn_dir = None
         self.synced_env = None
 
     def start(self):
@@ -728,9 +956,12 @@ class PythonContext(Context):
         env = dict(os.environ)
         env.update(base)
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        info = connection_info()
-        fd, self.conn_file = tempfile.mkstemp(prefix="pt-kernel-", suffix=".json")
-        with os.fdopen(fd, "w") as f:  # 0600: the key signs every message
+        # 0700: the connection file's key signs every message, and the
+        # kernel's unix sockets are there.
+        self.conn_dir = tempfile.mkdtemp(prefix="pt-kernel-")
+        info = connection_info(self.conn_dir)
+        conn_file = os.path.join(self.conn_dir, "kernel.json")
+        with open(os.open(conn_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             json.dump(info, f)
         # The launcher writes to this pipe once its sockets listen: the
         # client connects then, at once, rather than having ZeroMQ retry
@@ -742,7 +973,7 @@ class PythonContext(Context):
         # Its own session (process group): SIGINT and the harder kill
         # reach the kernel and whatever it started, never the server.
         try:
-            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", self.conn_file] + KERNEL_ARGS, env=env,
+            self.proc = subprocess.Popen([sys.executable, KERNEL_FILE, "-f", conn_file] + KERNEL_ARGS, env=env,
                                          cwd=self.cwd if os.path.isdir(self.cwd) else "/", stdin=subprocess.DEVNULL,
                                          start_new_session=True, pass_fds=(ready_w,))
         except BaseException:
@@ -751,10 +982,9 @@ class PythonContext(Context):
         finally:
             os.close(ready_w)
         try:
-            import zmq  # noqa: F401  (while the kernel imports)
             deadline = time.monotonic() + 60
             self.wait_listening(ready_r, deadline)
-            self.kc = KernelClient(info)
+            self.kc = KernelClient(info, deadline)
             self.wait_ready(deadline)
         except BaseException:
             self.stop()
@@ -816,12 +1046,9 @@ class PythonContext(Context):
             except OSError:
                 pass
             self.proc.wait()
-        if self.conn_file:
-            try:
-                os.remove(self.conn_file)
-            except OSError:
-                pass
-        self.proc = self.kc = self.conn_file = None
+        if self.conn_dir:
+            shutil.rmtree(self.conn_dir, ignore_errors=True)
+        self.proc = self.kc = self.conn_dir = None
 
     def silent(self, code):
         """Runs code without output or history and waits for its reply."""
@@ -852,7 +1079,7 @@ class PythonContext(Context):
         try:
             self.cell(code, cell)
         finally:
-            if self.alive():
+            if (cwd or env) and self.alive():
                 if cwd:
                     self.silent("__pt_os.chdir(__pt_cwd)")
                 if env:  # per-call variables last only for that call
@@ -877,8 +1104,9 @@ class PythonContext(Context):
                 return
             stopping = stop.why
             try:
-                msg = kc.get_iopub_msg(timeout=0.05)
+                msg = kc.get_iopub_msg(timeout=cell.wait_time(0.05))
             except queue.Empty:
+                cell.tick()
                 if not self.alive():
                     self.died(cell)
                     return
@@ -980,7 +1208,7 @@ class JSContext(ProcContext):
 
     def start(self):
         r, w = os.pipe()
-        os.set_blocking(w, False)  # a full pipe drops a resend, never blocks the context's thread
+        os.set_blocking(w, False)  # a full pipe drops a resend, never blocks the cell's thread
         argv = ["node", os.path.join(HERE, "repl.js"), "--interrupt-fd=%d" % r] + (
             ["--typescript"] if self.language == "typescript" else [])
         try:
@@ -1036,8 +1264,9 @@ class JSContext(ProcContext):
                 return
             stopping = stop.why
             try:
-                ev = self.events.get(timeout=0.05)
+                ev = self.events.get(timeout=cell.wait_time(0.05))
             except queue.Empty:
+                cell.tick()
                 continue
             if ev is None:
                 self.process_exited(cell, "the JavaScript process")
@@ -1104,7 +1333,9 @@ class BashContext(ProcContext):
                 return
             stopping = stop.why
             fds = [fd for fd, name in files.items() if not done[name]]
-            ready, _, _ = select.select(fds, [], [], 0.05)
+            ready, _, _ = select.select(fds, [], [], cell.wait_time(0.05))
+            if not ready:
+                cell.tick()
             for fd in ready:
                 name = files[fd]
                 chunk = os.read(fd, 65536)
@@ -1375,22 +1606,35 @@ class Handler(BaseHTTPRequestHandler):
         cwd = b.get("cwd") or None
         if cwd is not None and (not isinstance(cwd, str) or not os.path.isdir(cwd)):
             raise HTTPError(400, "invalid_request", "cwd %r is not a directory in the sandbox" % (cwd,))
-        wlock = threading.Lock()
         gone = [False]
+        held = []  # what is written and not yet sent: the response head, then chunks (see HOLD)
 
-        def write(obj, last=False):
-            """Sends obj as one chunk (with the stream's terminator
-            when last: one write, one segment, for the event a client
-            waits on)."""
+        def flush():
+            """Sends what is held, in one write."""
+            cell.due = None
+            if not held:
+                return
+            data = b"".join(held)
+            held.clear()
             if gone[0]:
                 return
-            data = (json.dumps(obj) + "\n").encode()
             try:
-                with wlock:
-                    self.wfile.write(b"%x\r\n%s\r\n%s" % (len(data), data, b"0\r\n\r\n" if last else b""))
-                    self.wfile.flush()
+                self.wfile.write(data)  # unbuffered: one sendall
             except OSError:
                 gone[0] = True
+
+        def write(obj, last=False):
+            """Adds obj as one chunk (and the stream's terminator when
+            last, then sends everything held: one write, one segment, for
+            the event a client waits on). Otherwise the chunk is held for
+            at most HOLD seconds: the context sends it when its process's
+            next event is not there by then (Cell.tick)."""
+            data = (json.dumps(obj) + "\n").encode()
+            held.append(b"%x\r\n%s\r\n%s" % (len(data), data, b"0\r\n\r\n" if last else b""))
+            if last:
+                flush()
+            elif cell.due is None:
+                cell.due = time.monotonic() + HOLD
 
         def sink(ev):
             out = ev if native else e2b_event(ev)
@@ -1398,6 +1642,7 @@ class Handler(BaseHTTPRequestHandler):
                 write(out)
 
         cell = Cell(sink, timeout / 1000.0 if timeout else None, lambda: not gone[0] and self.client_alive(), ctx)
+        cell.flush = flush
         start = time.monotonic()
         EXECUTIONS.add(cell)
         try:
@@ -1405,9 +1650,14 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/x-ndjson")
             self.send_header("Transfer-Encoding", "chunked")
             # Known before the first event, so another client can stop the
-            # cell with DELETE /executions/{id} while it runs.
+            # cell with DELETE /executions/{id} while it runs: the head
+            # goes with the first event, or alone HOLD seconds after the
+            # cell came, whichever is first.
             self.send_header("X-Execution-Id", cell.id)
-            self.end_headers()
+            self._headers_buffer.append(b"\r\n")
+            held.append(b"".join(self._headers_buffer))
+            self._headers_buffer = []
+            cell.due = start + HOLD
             try:
                 ctx.run(code, env, cwd, cell)
             except Exception as e:  # a broken kernel start, a closed pipe: the cell's error
