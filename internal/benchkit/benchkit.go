@@ -34,11 +34,15 @@ func Ratio(a, b []time.Duration) float64 {
 func MS(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
 
 // Report prints one line of percentiles and, with a baseline measured in
-// the same run, the p50 ratio against it.
+// the same run, the p50 ratio against it. A benchmark that took no
+// samples (asked for none: -n 0 with only a burst) prints nothing.
 func Report(name string, ds, baseline []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
 	p := Percentiles(ds)
 	line := fmt.Sprintf("%-42s n=%-4d p50 %9s  p95 %9s  p99 %9s", name, len(ds), MS(p[0]), MS(p[1]), MS(p[2]))
-	if baseline != nil {
+	if len(baseline) > 0 {
 		line += fmt.Sprintf("   p50 ratio vs baseline %.2fx", Ratio(ds, baseline))
 	}
 	fmt.Println(line)
