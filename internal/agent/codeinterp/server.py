@@ -654,8 +654,9 @@ class Context:
 
 class Zmtp:
     """One ZeroMQ peer socket (a DEALER or a SUB) spoken on a plain stream
-    socket (a unix socket, or loopback TCP): ZeroMQ's wire protocol, version 3.0, with the NULL mechanism,
-    the part of it a kernel's loopback shell and IOPub sockets need. libzmq
+    socket (a unix socket, or loopback TCP): ZeroMQ's wire protocol,
+    version 3.0, with the NULL mechanism, the part of it a kernel's shell
+    and IOPub sockets need. libzmq
     (pyzmq) runs every socket through its I/O thread: each message in or
     out is handed between that thread and the caller's (an eventfd write,
     a wake-up, epoll calls, and a getpid and a poll of the socket's mailbox
