@@ -471,7 +471,9 @@ func testInterruptsAtRandom(t *testing.T, c *client, id string) {
 				}
 				return false
 			}
-			if got := c.run(id, map[string]any{"code": tc.set, "context_id": ctxID}); got.end().Status != "ok" {
+			// By language: it starts the default context if no earlier
+			// subtest did (a run of this subtest alone).
+			if got := c.run(id, map[string]any{"code": tc.set, "language": tc.lang}); got.end().Status != "ok" || got.end().ContextID != ctxID {
 				t.Fatalf("set: %+v", got)
 			}
 			done := make(chan struct{})
