@@ -195,18 +195,25 @@ func measureClass(ctx context.Context, c *benchkit.Client, d *ptdtest.Daemon, rt
 
 // deleteAll deletes ids, a few at a time, and waits until each is gone.
 func deleteAll(c *benchkit.Client, ids []string) {
-	next := make(chan string, len(ids))
-	for _, id := range ids {
-		next <- id
+	eightAtOnce(ids, func(id string) {
+		if c.Delete(id) == nil {
+			c.WaitGone(id)
+		}
+	})
+}
+
+// eightAtOnce calls f on each item, eight calls at a time.
+func eightAtOnce[T any](items []T, f func(T)) {
+	next := make(chan T, len(items))
+	for _, it := range items {
+		next <- it
 	}
 	close(next)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			for id := range next {
-				if c.Delete(id) == nil {
-					c.WaitGone(id)
-				}
+			for it := range next {
+				f(it)
 			}
 		})
 	}
@@ -412,29 +419,18 @@ func startBusy(c *benchkit.Client, ids []string) ([][2]string, error) {
 // stopBusy ends the busy loops, a few at a time, retrying each a while:
 // the agent of a sandbox its own loop starves can time out.
 func stopBusy(c *benchkit.Client, pids [][2]string) {
-	next := make(chan [2]string, len(pids))
-	for _, p := range pids {
-		next <- p
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for p := range next {
-				for try := range 10 {
-					st, b, err := c.Do("DELETE", "/v1/sandboxes/"+p[0]+"/processes/"+p[1], nil)
-					if err == nil && (st == 204 || st == 404) {
-						break
-					}
-					if try == 9 {
-						fmt.Fprintf(os.Stderr, "bench/density: busy loop %s in %s still runs: %d %s %v\n", p[1], p[0], st, b, err)
-					}
-					time.Sleep(time.Second)
-				}
+	eightAtOnce(pids, func(p [2]string) {
+		for try := range 10 {
+			st, b, err := c.Do("DELETE", "/v1/sandboxes/"+p[0]+"/processes/"+p[1], nil)
+			if err == nil && (st == 204 || st == 404) {
+				return
 			}
-		})
-	}
-	wg.Wait()
+			if try == 9 {
+				fmt.Fprintf(os.Stderr, "bench/density: busy loop %s in %s still runs: %d %s %v\n", p[1], p[0], st, b, err)
+			}
+			time.Sleep(time.Second)
+		}
+	})
 }
 
 // ticks are the host's CPU jiffies, all cores: total and not idle.
