@@ -124,6 +124,7 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		l, isList := r.listFor(req)
+		c := r.createFor(req)
 		// envd traffic is for its sandbox whatever its path: a service in
 		// the sandbox may serve GET /sandboxes too.
 		envd := req.Header.Get("E2b-Sandbox-Id") != ""
@@ -132,8 +133,8 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			r.answerLookup(w, req, strings.TrimPrefix(path, lookupPath))
 		case req.Header.Get(Header) != "":
 			next.ServeHTTP(w, req)
-		case req.Method == http.MethodPost && !envd && r.createFor(path) != nil:
-			r.create(w, req, next, r.createFor(path))
+		case c != nil && !envd:
+			r.create(w, req, next, c)
 		case isList && !envd:
 			r.list(w, req, next, l)
 		default:
@@ -180,10 +181,11 @@ type Create struct {
 // there (besides /v1's). Call it before Wrap.
 func (r *Router) AddCreates(cs ...Create) { r.creates = append(r.creates, cs...) }
 
-// createFor is the create route path is, if any.
-func (r *Router) createFor(path string) *Create {
+// createFor is the create route req is for, if any.
+func (r *Router) createFor(req *http.Request) *Create {
+	path := strings.TrimSuffix(req.URL.Path, "/")
 	i := slices.IndexFunc(r.creates, func(c Create) bool { return c.Path == path })
-	if i < 0 {
+	if req.Method != http.MethodPost || i < 0 {
 		return nil
 	}
 	return &r.creates[i]
