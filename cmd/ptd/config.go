@@ -6,14 +6,17 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/controlplane"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/hostclaim"
+	"github.com/platinum-dev/platinum/internal/hostjoin"
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sessions"
@@ -62,9 +65,20 @@ type config struct {
 	// (controlplane.Config.RelocateOnCapacity), at most once per guard.
 	relocate      bool
 	relocateGuard time.Duration
-	// role is "all" (API and sandboxes, the default) or "api" (API only,
-	// every sandbox on other ptd processes' hosts; docs/operating.md).
+	// role is "all" (API and sandboxes, the default), "api" (API only,
+	// every sandbox on other ptd processes' hosts; docs/operating.md) or
+	// "host" (sandboxes, the store reached through the ptd at join).
 	role string
+	// join is the URL of the platform's ptd a --role=host ptd joins;
+	// hostToken the platform's host credential, which a joining host
+	// presents and a ptd with a store accepts (internal/hostjoin).
+	join, hostToken string
+	// objectsSet says --objects or --s3-endpoint was given: a joined host
+	// then keeps its own object store instead of the platform's.
+	objectsSet bool
+	// secretsKey and previewKey, when set, are the platform's keys a
+	// joined host took (hostjoin.Info) instead of its data dir's.
+	secretsKey, previewKey []byte
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
@@ -217,7 +231,9 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.BoolVar(&c.stopSnapshots, "stop-snapshots", true, "on a PostgreSQL --store shared with other hosts, write each stopped sandbox's disk to the object store (a backup named pt:stop, replacing the previous one), so another host can start it if this one is lost")
 	fs.BoolVar(&c.relocate, "start-relocate-on-capacity", true, "a start the host's start queue refuses moves the stopped sandbox to another host through its stop snapshot (202 code relocating) when it has one that holds its disk as it stopped; otherwise 503 capacity")
 	fs.DurationVar(&c.relocateGuard, "start-relocate-guard", 10*time.Minute, "how long a relocated sandbox is not relocated again (its starts answer 503 capacity meanwhile)")
-	fs.StringVar(&c.role, "role", "all", "all: serve the API and run sandboxes on this machine; api: serve the API only, forwarding every sandbox's requests and every create to the hosts of the other ptd processes on the same PostgreSQL --store")
+	fs.StringVar(&c.role, "role", "all", "all: serve the API and run sandboxes on this machine; api: serve the API only, forwarding every sandbox's requests and every create to the hosts of the other ptd processes on the same PostgreSQL --store or joined to it; host: run sandboxes (and serve the API) with the store of the ptd at --join")
+	fs.StringVar(&c.join, "join", "", "with --role=host: URL of the platform's ptd to join (one started with --host-token); this host reaches the store, the secrets and preview keys and the object store through it, and needs no --store")
+	fs.StringVar(&c.hostToken, "host-token", os.Getenv("PT_HOST_TOKEN"), "the platform's host credential (default $PT_HOST_TOKEN; prefer it, flags show in ps): a ptd with a --store lets hosts presenting it join (--role=host --join); a joining host presents it; at least 32 characters")
 	fs.StringVar(&c.advertiseURL, "advertise-url", "", "URL at which the other ptd processes sharing this store reach this one's API, to forward it requests for its sandboxes and creates placed on its host (default http://<--listen address>)")
 	fs.DurationVar(&c.hostHeartbeat, "host-heartbeat", 5*time.Second, "how often this ptd's host heartbeats its load to the store")
 	fs.DurationVar(&c.hostLostAfter, "host-lost-after", 30*time.Second, "how long a registered host may miss heartbeats before it is marked lost")
@@ -254,7 +270,10 @@ func parseConfig(name string, args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	fs.Visit(func(f *flag.Flag) { c.previewDomainSet = c.previewDomainSet || f.Name == "preview-domain" })
+	fs.Visit(func(f *flag.Flag) {
+		c.previewDomainSet = c.previewDomainSet || f.Name == "preview-domain"
+		c.objectsSet = c.objectsSet || f.Name == "objects" || f.Name == "s3-endpoint"
+	})
 	abs, err := filepath.Abs(c.dataDir)
 	if err != nil {
 		return c, err
@@ -263,15 +282,30 @@ func parseConfig(name string, args []string) (config, error) {
 	if c.store, err = parseStore(*storeArg, abs); err != nil {
 		return c, err
 	}
+	if c.hostToken != "" {
+		if err := hostjoin.CheckToken(c.hostToken); err != nil {
+			return c, err
+		}
+	}
 	switch {
-	case c.role == "host":
-		return c, fmt.Errorf("--role=host (a host driven over RPC, without the store) is not built: run --role=all with the shared --store")
-	case c.role != "all" && c.role != "api":
-		return c, fmt.Errorf("--role must be all or api, not %q", c.role)
+	case c.role != "all" && c.role != "api" && c.role != "host":
+		return c, fmt.Errorf("--role must be all, api or host, not %q", c.role)
+	case c.role == "host" && (c.join == "" || c.hostToken == ""):
+		return c, fmt.Errorf("--role=host needs --join URL (the platform's ptd) and --host-token (or PT_HOST_TOKEN)")
+	case c.role == "host" && *storeArg != "":
+		return c, fmt.Errorf("--role=host takes its store from --join: drop --store, or run --role=all with it")
+	case c.join != "" && c.role != "host":
+		return c, fmt.Errorf("--join needs --role=host")
 	case c.warmPoolBudgetMB < 0:
 		return c, fmt.Errorf("--warm-pool-budget-mb must be 0 (no cap) or more")
-	case c.role == "api" && c.store.kind != "postgres":
-		return c, fmt.Errorf("--role=api needs --store postgres://…: its sandboxes run on the hosts of the other ptd processes sharing that store")
+	case c.role == "api" && c.store.kind != "postgres" && c.hostToken == "":
+		return c, fmt.Errorf("--role=api needs --store postgres://… (its sandboxes run on the hosts of the other ptd processes sharing that store) or --host-token (hosts join it)")
+	}
+	if c.role == "host" {
+		if u, err := url.Parse(c.join); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("--join %q: want the platform ptd's URL, http(s)://HOST:PORT", c.join)
+		}
+		c.store = storeFlag{kind: "remote", target: strings.TrimSuffix(c.join, "/")}
 	}
 	if err := validateRegions(c.region, c.regionPeers); err != nil {
 		return c, err
@@ -310,6 +344,46 @@ func parseConfig(name string, args []string) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// shared reports whether other ptd processes may drive sandboxes through
+// this one's store: a PostgreSQL store, a joined host's, or one that lets
+// hosts join (--host-token). Only then do cross-host layers run (relays,
+// fencing, stop snapshots; docs/ARCHITECTURE.md, "Many hosts").
+func (c config) shared() bool { return c.store.kind != "sqlite" || c.hostToken != "" }
+
+// applyJoin takes what the platform told a joining host: its region (which
+// an explicit --region must match), its keys, and its object store unless
+// this host was given its own.
+func (c *config) applyJoin(info hostjoin.Info) error {
+	switch {
+	case c.region == "":
+		c.region = info.Region
+	case c.region != info.Region:
+		return fmt.Errorf("--region %q, but the platform at --join is region %q: drop --region or join that region's ptd", c.region, info.Region)
+	}
+	c.secretsKey, c.previewKey = info.SecretsKey, info.PreviewKey
+	if !c.objectsSet {
+		o := info.Objects
+		c.s3.Endpoint, c.s3.AccessKey, c.s3.SecretKey = o.Endpoint, o.AccessKey, o.SecretKey
+		if o.Region != "" {
+			c.s3.Region = o.Region
+		}
+		if o.Dir != "" {
+			c.objects = o.Dir
+		}
+		c.bucket = o.Bucket
+	}
+	return nil
+}
+
+// joinInfo is what this ptd tells hosts joining it (see applyJoin).
+func (c config) joinInfo(secretsKey, previewKey []byte) hostjoin.Info {
+	o := hostjoin.Objects{Dir: c.objects, Bucket: c.bucket}
+	if c.s3.Endpoint != "" {
+		o = hostjoin.Objects{Endpoint: c.s3.Endpoint, Region: c.s3.Region, AccessKey: c.s3.AccessKey, SecretKey: c.s3.SecretKey, Bucket: c.bucket}
+	}
+	return hostjoin.Info{Region: c.region, SecretsKey: secretsKey, PreviewKey: previewKey, Objects: o}
 }
 
 func (c config) logger() *slog.Logger {

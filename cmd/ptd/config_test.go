@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 
+	"github.com/platinum-dev/platinum/internal/hostjoin"
 	"github.com/platinum-dev/platinum/internal/preview"
 )
 
@@ -155,5 +157,81 @@ func TestPreviewPublicURL(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%q (domain set %v): %q %v, want %q", tc.raw, tc.domainSet, got, err, tc.want)
 		}
+	}
+}
+
+// TestJoinFlags: a host joins with --role=host --join URL --host-token T
+// and no --store; every other mix is refused with what to do.
+func TestJoinFlags(t *testing.T) {
+	tok := "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    storeFlag
+		wantErr string
+	}{
+		{"a joined host", []string{"--role", "host", "--join", "http://10.0.0.1:7070/", "--host-token", tok},
+			storeFlag{kind: "remote", target: "http://10.0.0.1:7070"}, ""},
+		{"a platform ptd serving hosts on SQLite", []string{"--role", "api", "--host-token", tok},
+			storeFlag{kind: "sqlite", target: "/var/lib/platinum/platinum.db"}, ""},
+		{"host without --join", []string{"--role", "host", "--host-token", tok}, storeFlag{}, "needs --join"},
+		{"host without a token", []string{"--role", "host", "--join", "http://10.0.0.1:7070"}, storeFlag{}, "--host-token"},
+		{"host with a store", []string{"--role", "host", "--join", "http://10.0.0.1:7070", "--host-token", tok, "--store", "postgres://x/y"}, storeFlag{}, "drop --store"},
+		{"join without the host role", []string{"--join", "http://10.0.0.1:7070", "--host-token", tok}, storeFlag{}, "--join needs --role=host"},
+		{"a join URL that is none", []string{"--role", "host", "--join", "10.0.0.1:7070", "--host-token", tok}, storeFlag{}, "http(s)://HOST:PORT"},
+		{"a short token", []string{"--role", "api", "--host-token", "short"}, storeFlag{}, "at least 32"},
+		{"api on SQLite without hosts joining", []string{"--role", "api"}, storeFlag{}, "--host-token"},
+		{"an unknown role", []string{"--role", "worker"}, storeFlag{}, "all, api or host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig("ptd serve", tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.store != tc.want || !c.shared() {
+				t.Fatalf("store %+v shared %v, want %+v shared", c.store, c.shared(), tc.want)
+			}
+		})
+	}
+}
+
+// TestApplyJoin: a joined host takes the platform's region, keys and
+// object store, but keeps an object store of its own and refuses another
+// region.
+func TestApplyJoin(t *testing.T) {
+	info := hostjoin.Info{Region: "eu", SecretsKey: []byte("s"), PreviewKey: []byte("p"),
+		Objects: hostjoin.Objects{Endpoint: "http://127.0.0.1:9000", Region: "r1", AccessKey: "a", SecretKey: "k", Bucket: "arch"}}
+	base := []string{"--role", "host", "--join", "http://127.0.0.1:7070", "--host-token", "0123456789abcdef0123456789abcdef"}
+	c, err := parseConfig("ptd serve", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.applyJoin(info); err != nil {
+		t.Fatal(err)
+	}
+	if c.region != "eu" || string(c.secretsKey) != "s" || string(c.previewKey) != "p" || c.s3.Endpoint != info.Objects.Endpoint ||
+		c.s3.AccessKey != "a" || c.s3.SecretKey != "k" || c.s3.Region != "r1" || c.bucket != "arch" {
+		t.Fatalf("after the join: %+v", c)
+	}
+	// What the platform's ptd answers is what a host applies.
+	if got := c.joinInfo(info.SecretsKey, info.PreviewKey); fmt.Sprint(got) != fmt.Sprint(info) {
+		t.Fatalf("joinInfo = %+v, want %+v", got, info)
+	}
+	own, err := parseConfig("ptd serve", append(base, "--objects", "/srv/objects", "--region", "eu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.applyJoin(info); err != nil || own.s3.Endpoint != "" || own.objects != "/srv/objects" {
+		t.Fatalf("a host with its own --objects: %+v %v", own, err)
+	}
+	other, _ := parseConfig("ptd serve", append(base, "--region", "us"))
+	if err := other.applyJoin(info); err == nil || !strings.Contains(err.Error(), `region "eu"`) {
+		t.Fatalf("a host of another region joined: %v", err)
 	}
 }

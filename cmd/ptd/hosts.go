@@ -25,10 +25,10 @@ func runHostRegistry(ctx context.Context, cfg config, st store.Store, h *host.Ho
 		return fmt.Errorf("--host-lost-after (%s) must exceed --host-heartbeat (%s), which must be positive", cfg.hostLostAfter, cfg.hostHeartbeat)
 	}
 	switch {
-	case cfg.store.kind != "postgres":
-		// A SQLite store is one process's: no other ptd can mark this
-		// host lost and recover its sandboxes, so there is nothing to
-		// fence against.
+	case !cfg.shared():
+		// A SQLite store no host joins is one process's: no other ptd
+		// can mark this host lost and recover its sandboxes, so there is
+		// nothing to fence against.
 		cfg.hostFenceAfter = -1
 	case cfg.hostFenceAfter == 0:
 		cfg.hostFenceAfter = cfg.hostLostAfter / 2
@@ -56,11 +56,19 @@ func runHostRegistry(ctx context.Context, cfg config, st store.Store, h *host.Ho
 	}
 	log.Info("host registered", "host", rec.ID, "generation", rec.Generation, "state", rec.State)
 	go reg.Run(ctx)
+	watchHosts(ctx, cfg, st, h.ID(), cp, log)
+	return nil
+}
+
+// watchHosts watches every registered host's liveness in the background
+// until ctx ends, as one of the ptds that may hold the watch (self names
+// this one): an api-only ptd watches too, so that a single host joined to
+// it is still marked lost when it dies.
+func watchHosts(ctx context.Context, cfg config, st store.Store, self string, cp *controlplane.Service, log *slog.Logger) {
 	holder := make([]byte, 4)
 	rand.Read(holder)
-	w := &hostreg.Watcher{Store: st, Holder: fmt.Sprintf("%s/%d/%s", h.ID(), os.Getpid(), hex.EncodeToString(holder)),
-		Self: h.ID(), LostAfter: cfg.hostLostAfter, Interval: cfg.hostHeartbeat, Log: log,
+	w := &hostreg.Watcher{Store: st, Holder: fmt.Sprintf("%s/%d/%s", self, os.Getpid(), hex.EncodeToString(holder)),
+		Self: self, LostAfter: cfg.hostLostAfter, Interval: cfg.hostHeartbeat, Log: log,
 		Lost: func(ctx context.Context, lost store.HostRecord) { cp.HostLost(ctx, lost.ID) }}
 	go w.Run(ctx)
-	return nil
 }

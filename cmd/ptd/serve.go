@@ -25,6 +25,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/forward"
 	"github.com/platinum-dev/platinum/internal/host"
 	"github.com/platinum-dev/platinum/internal/hostapi/nohost"
+	"github.com/platinum-dev/platinum/internal/hostjoin"
 	"github.com/platinum-dev/platinum/internal/httpapi"
 	"github.com/platinum-dev/platinum/internal/metrics"
 	"github.com/platinum-dev/platinum/internal/objstore"
@@ -51,7 +52,19 @@ func serve(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cfg.store, log)
+	if cfg.store.kind == "remote" {
+		// A joined host takes the platform's region, keys and object
+		// store before anything uses them (docs/ARCHITECTURE.md, "Joined
+		// hosts").
+		info, err := hostjoin.Fetch(ctx, cfg.join, cfg.hostToken, log.With("component", "join"))
+		if err != nil {
+			return err
+		}
+		if err := cfg.applyJoin(info); err != nil {
+			return err
+		}
+	}
+	st, err := openStore(ctx, cfg.store, cfg.hostToken, log)
 	if err != nil {
 		return err
 	}
@@ -91,9 +104,11 @@ func serve(ctx context.Context, args []string) error {
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
-	key, err := secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "secrets.key"))
-	if err != nil {
-		return err
+	key := cfg.secretsKey
+	if key == nil {
+		if key, err = secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "secrets.key")); err != nil {
+			return err
+		}
 	}
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
@@ -114,7 +129,7 @@ func serve(ctx context.Context, args []string) error {
 		cpCfg.Preview = preview.NewIssuer(pv.cfg, pv.signer)
 	}
 	cpCfg.MinFreeBytes = cfg.minFreeMB << 20
-	cpCfg.StopSnapshots = cfg.stopSnapshots && cfg.store.kind == "postgres" && h != nil
+	cpCfg.StopSnapshots = cfg.stopSnapshots && cfg.shared() && h != nil
 	cpCfg.RelocateOnCapacity, cpCfg.RelocateGuard = cfg.relocate && cpCfg.StopSnapshots, cfg.relocateGuard
 	// The control plane's parts (docs/ARCHITECTURE.md): tenancy below the
 	// core, the core, events, artifacts and sessions beside it, and the
@@ -179,9 +194,9 @@ func serve(ctx context.Context, args []string) error {
 	// goes to their ptd and creates are placed across hosts
 	// (docs/ARCHITECTURE.md, "Many hosts").
 	fwd := forward.New(st, hst.ID(), h != nil, log.With("component", "forward"))
-	// Only a PostgreSQL store is shared: a ptd on SQLite is alone, and its
-	// preview proxy and SSH gateway have no relaying layer at all.
-	shared := cfg.store.kind == "postgres"
+	// A ptd on SQLite that lets no host join is alone: its preview proxy
+	// and SSH gateway have no relaying layer at all.
+	shared := cfg.shared()
 	var ps *preview.Server
 	var gw *sshgw.Server
 	if pv != nil {
@@ -280,6 +295,15 @@ func serve(ctx context.Context, args []string) error {
 		// hosts"); on the API listener only, never the sandboxes'.
 		front = peerRelays(root, ps, gw)
 	}
+	if cfg.hostToken != "" && cfg.store.kind != "remote" {
+		// Hosts join through this ptd and reach its store (docs/
+		// ARCHITECTURE.md, "Joined hosts"); on the API listener only.
+		var previewKey []byte
+		if pv != nil {
+			previewKey = pv.key
+		}
+		front = serveHosts(front, cfg.joinInfo(key, previewKey), st, feed, cfg.hostToken, log.With("component", "hosts"))
+	}
 	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
@@ -290,6 +314,8 @@ func serve(ctx context.Context, args []string) error {
 		if err := runHostRegistry(ctx, cfg, st, h, cp, self, log); err != nil {
 			return err
 		}
+	} else {
+		watchHosts(ctx, cfg, st, hst.ID(), cp, log.With("component", "hosts"))
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.metricsListen != "" {
@@ -368,17 +394,22 @@ type previewSetup struct {
 	ln     net.Listener
 	cfg    preview.Config
 	signer *preview.Signer
+	key    []byte // what signer signs with
 }
 
 // openPreview listens for the preview proxy and loads its signing key
-// (<data-dir>/preview.key); nil when --preview-listen is empty.
+// (<data-dir>/preview.key, or the platform's a joined host took); nil when
+// --preview-listen is empty.
 func openPreview(cfg config) (*previewSetup, error) {
 	if cfg.previewListen == "" {
 		return nil, nil
 	}
-	key, err := secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "preview.key"))
-	if err != nil {
-		return nil, fmt.Errorf("preview key: %w", err)
+	key := cfg.previewKey // a joined host's: the platform's
+	if key == nil {
+		var err error
+		if key, err = secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "preview.key")); err != nil {
+			return nil, fmt.Errorf("preview key: %w", err)
+		}
 	}
 	signer, err := preview.NewSigner(key)
 	if err != nil {
@@ -400,7 +431,7 @@ func openPreview(cfg config) (*previewSetup, error) {
 		ln.Close()
 		return nil, err
 	}
-	return &previewSetup{ln: ln, cfg: pc, signer: signer}, nil
+	return &previewSetup{ln: ln, cfg: pc, signer: signer, key: key}, nil
 }
 
 // previewPublicURL makes pc's URLs name the platform-wide preview address

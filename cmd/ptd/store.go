@@ -9,13 +9,15 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/postgres"
+	"github.com/platinum-dev/platinum/internal/store/remote"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // storeFlag is a parsed --store: which implementation, and where.
 type storeFlag struct {
-	kind string // "sqlite" or "postgres"
-	// target is the SQLite file's absolute path, or the PostgreSQL URL.
+	kind string // "sqlite", "postgres" or "remote" (a joined host's)
+	// target is the SQLite file's absolute path, the PostgreSQL URL, or
+	// the URL of the ptd a host joined.
 	target string
 }
 
@@ -48,17 +50,23 @@ func parseStore(arg, dataDir string) (storeFlag, error) {
 // String names the store for logs, never with the URL (it may carry a
 // password).
 func (f storeFlag) String() string {
-	if f.kind == "postgres" {
+	switch f.kind {
+	case "postgres":
 		return "postgres"
+	case "remote":
+		return "joined " + f.target
 	}
 	return "sqlite " + f.target
 }
 
-// openStore opens (and migrates) the store --store names.
-func openStore(ctx context.Context, f storeFlag, log *slog.Logger) (store.Store, error) {
+// openStore opens (and migrates) the store --store names; a joined host's
+// is the platform ptd's, reached with the host token.
+func openStore(ctx context.Context, f storeFlag, hostToken string, log *slog.Logger) (store.Store, error) {
 	var st store.Store
 	var err error
 	switch f.kind {
+	case "remote":
+		st, err = remote.Dial(ctx, f.target, hostToken, log)
 	case "postgres":
 		st, err = postgres.Open(ctx, f.target, log)
 	default:

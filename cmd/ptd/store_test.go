@@ -30,7 +30,7 @@ func TestOpenStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := openStore(t.Context(), f, nil)
+			st, err := openStore(t.Context(), f, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
