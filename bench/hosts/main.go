@@ -6,12 +6,14 @@
 // host (the baseline); a start relocated by a full start queue through
 // the sandbox's stop snapshot, against a start on its own host; and
 // failover, a host's ptd killed → its backed-up sandbox running on another
-// host. Five ptd processes share one throwaway
+// host; and a host joined to an api process (--role=host --join, reaching
+// the store through it) against one given the store's URL. Five ptd
+// processes (six with the joined host) share one throwaway
 // PostgreSQL on this machine. "One host" is the three hosts with two of
 // them drained: a drained host takes no new sandboxes. It needs root,
 // PostgreSQL's server binaries and scripts/setup.sh.
 //
-//	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc] [-failovers 3]
+//	go run ./bench/hosts [-n 30] [-c 4] [-runtime runc] [-failovers 3] [-joined]
 package main
 
 import (
@@ -40,6 +42,7 @@ func run() error {
 	runtime := flag.String("runtime", "runc", "runtime class of the sandboxes")
 	calls := flag.Int("calls", 200, "GETs (and a quarter as many execs) per path in the forwarding comparison")
 	rounds := flag.Int("failovers", 3, "host kills in the failover measurement")
+	join := flag.Bool("joined", true, "also compare a host joined to an api process (--role=host --join) with one given the store's URL")
 	flag.Parse()
 
 	root, err := filepath.Abs(".")
@@ -68,6 +71,10 @@ func run() error {
 		}
 		if i >= 3 {
 			o.ExtraArgs = append(o.ExtraArgs, "--role", "api")
+		}
+		if i == 3 {
+			// The first api process lets a host join it (joined).
+			o.Env = []string{"PT_HOST_TOKEN=" + hostToken}
 		}
 		if i == 2 {
 			// Host 3 starts one sandbox at a time and waits 100 ms for a
@@ -165,7 +172,112 @@ func run() error {
 	if err := relocation(cls, ids, *rounds, drain); err != nil {
 		return err
 	}
-	return failover(ds[2], cls, ids, *rounds, drain)
+	if err := failover(ds[2], cls, ids, *rounds, drain); err != nil {
+		return err
+	}
+	if !*join {
+		return nil
+	}
+	j, err := ptdtest.Start(ptdtest.Options{RepoRoot: root, Store: "sqlite", Env: []string{"PT_HOST_TOKEN=" + hostToken},
+		ExtraArgs: append(append([]string{}, args...), "--role", "host", "--join", ds[3].URL)})
+	if j != nil {
+		ds = append(ds, j)
+	}
+	if err != nil {
+		return fmt.Errorf("joined host: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(j.DataDir, "host-id"))
+	if err != nil {
+		return err
+	}
+	ids = append(ids, strings.TrimSpace(string(b)))
+	cls = append(cls, &benchkit.Client{URL: j.URL, Token: ds[0].Token})
+	return joined(cls, ids, body, *n, *calls, drain)
+}
+
+// hostToken lets the joined host in.
+const hostToken = "bench-hosts-0123456789abcdef0123456789"
+
+// joined compares a host that reaches the store through an api process
+// (--role=host --join, its sixth ptd: cls[5], ids[3]) with host 3, which
+// has the store's URL (the baseline), alternating: create → first exec
+// through each host's own ptd with only that host taking sandboxes, and
+// GET and exec of a sandbox on each through its own ptd.
+func joined(cls []*benchkit.Client, ids []string, body map[string]any, n, calls int, drain func(bool, ...int) error) error {
+	if err := drain(true, 0, 1); err != nil {
+		return err
+	}
+	defer drain(false, 0, 1)
+	hosts := []struct {
+		c   *benchkit.Client
+		idx int
+	}{{cls[2], 2}, {cls[5], 3}}
+	create := make([][]time.Duration, 2)
+	for range n {
+		for k, h := range hosts {
+			if err := errors.Join(drain(true, hosts[1-k].idx), drain(false, h.idx)); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			id, err := h.c.CreateRunning("busybox", body)
+			if err == nil {
+				_, err = h.c.Exec(id, []string{"true"})
+			}
+			create[k] = append(create[k], time.Since(t0))
+			if id != "" {
+				if where := hostOf(h.c, id); where != ids[h.idx] && err == nil {
+					err = fmt.Errorf("sandbox %s placed on %s, not %s", id, where, ids[h.idx])
+				}
+				h.c.Delete(id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := drain(false, 2); err != nil {
+		return err
+	}
+	get, exec := make([][]time.Duration, 2), make([][]time.Duration, 2)
+	sbs := make([]string, 2)
+	for k, h := range hosts {
+		if err := errors.Join(drain(true, hosts[1-k].idx), drain(false, h.idx)); err != nil {
+			return err
+		}
+		id, err := h.c.CreateRunning("busybox", body)
+		if err != nil {
+			return err
+		}
+		defer h.c.Delete(id)
+		sbs[k] = id
+	}
+	if err := drain(false, 2, 3); err != nil {
+		return err
+	}
+	for i := range calls {
+		for k, h := range hosts {
+			t0 := time.Now()
+			if st, b, err := h.c.Do("GET", "/v1/sandboxes/"+sbs[k], nil); err != nil || st != 200 {
+				return fmt.Errorf("get: %d %s %v", st, b, err)
+			}
+			get[k] = append(get[k], time.Since(t0))
+			if i%4 == 0 {
+				t0 = time.Now()
+				if _, err := h.c.Exec(sbs[k], []string{"true"}); err != nil {
+					return err
+				}
+				exec[k] = append(exec[k], time.Since(t0))
+			}
+		}
+	}
+	fmt.Printf("a host with the store's URL (baseline) and a host joined to an api process, each through its own ptd, alternating:\n")
+	benchkit.Report("store's URL: create → first exec (baseline)", create[0], nil)
+	benchkit.Report("joined: create → first exec", create[1], create[0])
+	benchkit.Report("store's URL: GET (baseline)", get[0], nil)
+	benchkit.Report("joined: GET", get[1], get[0])
+	benchkit.Report("store's URL: exec (baseline)", exec[0], nil)
+	benchkit.Report("joined: exec", exec[1], exec[0])
+	return nil
 }
 
 // relocation times a start of a stopped 1 GB sandbox holding 256 MB of
