@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -118,7 +119,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // into values of the parameter types.
 func readArgs(r *http.Request, w http.ResponseWriter, types []reflect.Type) ([]reflect.Value, error) {
 	var raw []json.RawMessage
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest)).Decode(&raw); err != nil {
+	body := http.MaxBytesReader(w, r.Body, maxRequest)
+	if err := json.NewDecoder(body).Decode(&raw); err != nil {
+		return nil, fmt.Errorf("read the arguments: %w", err)
+	}
+	// Read to the end: only then does the server watch the connection,
+	// ending the request's context when the client goes (what releases a
+	// held lock).
+	if _, err := io.Copy(io.Discard, body); err != nil {
 		return nil, fmt.Errorf("read the arguments: %w", err)
 	}
 	if len(raw) != len(types) {
