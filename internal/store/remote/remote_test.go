@@ -333,3 +333,39 @@ func TestListenEventsWithoutListen(t *testing.T) {
 	c := dial(t, serve(t, openSQLite(t), nil))
 	c.ListenEvents(t.Context(), func() {})
 }
+
+// TestModifySandboxAcrossClients: two hosts' clients modifying one
+// sandbox lose neither's change, and fn's own error comes back as is.
+func TestModifySandboxAcrossClients(t *testing.T) {
+	srv := serve(t, openSQLite(t), nil)
+	a, b := dial(t, srv), dial(t, srv)
+	ctx := t.Context()
+	sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: "org_a", State: sandbox.StateRunning, Template: "busybox"}
+	if err := a.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused by fn")
+	if _, err := a.ModifySandbox(ctx, "org_a", sb.ID, func(*sandbox.Sandbox) error { return refused }); err != refused {
+		t.Fatalf("ModifySandbox with a failing fn: %v, want fn's error as is", err)
+	}
+	var wg sync.WaitGroup
+	for i, c := range []*Client{a, b, a, b, a, b} {
+		wg.Go(func() {
+			_, err := c.ModifySandbox(ctx, "org_a", sb.ID, func(s *sandbox.Sandbox) error {
+				s.Metadata[fmt.Sprint("k", i)] = "v" // non-nil: the store's convention
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := a.GetSandbox(ctx, "org_a", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Metadata) != 6 || got.Version != 7 {
+		t.Fatalf("after six concurrent modifies: metadata %v, version %d; want six keys, version 7", got.Metadata, got.Version)
+	}
+}
