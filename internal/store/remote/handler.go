@@ -33,7 +33,7 @@ const (
 
 // NewHandler serves st's methods to remote Clients. authorize decides
 // each request (ptd checks a host token); a refused request gets 401 and
-// nothing runs. listen, when non-nil, is how the handler learns of
+// nothing runs (a nil authorize refuses every request). listen, when non-nil, is how the handler learns of
 // commits: it calls notify on every commit anywhere until ctx ends; the
 // handler runs one listen while any Client follows the commit stream
 // (Client.ListenEvents) and passes each commit on to all of them. Mount
@@ -54,7 +54,7 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.authorize(r) {
+	if h.authorize == nil || !h.authorize(r) {
 		h.log.Warn("remote store: refused a request without a valid host token", "remote", r.RemoteAddr, "path", r.URL.Path)
 		writeError(w, http.StatusUnauthorized, &wireError{Code: "unauthenticated",
 			Message: "the host token was refused: give the host the token the api ptd was started with"})
