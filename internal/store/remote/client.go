@@ -150,8 +150,8 @@ func (c *Client) call(ctx context.Context, name string, args []any, results ...a
 		return err
 	}
 	defer resp.Body.Close()
-	var a struct{ Results []json.RawMessage }
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+	var a struct{ Results []any }
+	if err := readTree(resp.Body, &a); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", name, ctx.Err())
 		}
@@ -161,7 +161,7 @@ func (c *Client) call(ctx context.Context, name string, args []any, results ...a
 		return fmt.Errorf("%s: %d results, want %d: run the same ptd version on the api and its hosts", name, len(a.Results), len(results))
 	}
 	for i, r := range results {
-		if err := decode(a.Results[i], reflect.ValueOf(r).Elem()); err != nil {
+		if err := fromTree(a.Results[i], reflect.ValueOf(r).Elem()); err != nil {
 			return fmt.Errorf("%s: result %d: %w", name, i+1, err)
 		}
 	}

@@ -2,9 +2,11 @@ package remote
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"time"
@@ -120,24 +122,59 @@ func mapKey(k reflect.Value) (string, error) {
 	return "", fmt.Errorf("a map key of type %s cannot go over the wire", k.Type())
 }
 
-var null = []byte("null")
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	null            = []byte("null")
+)
 
 // decode reads the wire form data into v, which must be settable.
 func decode(data []byte, v reflect.Value) error {
+	if t := v.Type(); t.Kind() == reflect.Interface && t.NumMethod() == 0 {
+		// An argument of type any (AddEvent's data) keeps its JSON as
+		// sent, key order included: the store writes it as it is.
+		if bytes.Equal(bytes.TrimSpace(data), null) {
+			v.SetZero()
+		} else {
+			v.Set(reflect.ValueOf(json.RawMessage(bytes.Clone(data))))
+		}
+		return nil
+	}
+	var tree any
+	if err := readTree(bytes.NewReader(data), &tree); err != nil {
+		return err
+	}
+	return fromTree(tree, v)
+}
+
+// readTree reads one JSON value into tree, numbers as json.Number: the
+// JSON is scanned once, then fromTree sets values from the tree.
+func readTree(r io.Reader, tree any) error {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	return dec.Decode(tree)
+}
+
+// fromTree sets v, which must be settable, from a tree readTree read.
+func fromTree(x any, v reflect.Value) error {
 	t := v.Type()
-	if bytes.Equal(bytes.TrimSpace(data), null) {
+	if x == nil {
 		v.SetZero()
 		return nil
 	}
+	bad := func() error { return fmt.Errorf("a %T for a %s", x, t) }
 	if t == timeType {
-		return json.Unmarshal(data, v.Addr().Interface())
+		s, ok := x.(string)
+		if !ok {
+			return bad()
+		}
+		return v.Addr().Interface().(*time.Time).UnmarshalText([]byte(s))
 	}
 	switch t.Kind() {
 	case reflect.Interface:
 		if t == errorType {
-			var s string
-			if err := json.Unmarshal(data, &s); err != nil {
-				return err
+			s, ok := x.(string)
+			if !ok {
+				return bad()
 			}
 			v.Set(reflect.ValueOf(errors.New(s)))
 			return nil
@@ -145,81 +182,85 @@ func decode(data []byte, v reflect.Value) error {
 		if t.NumMethod() != 0 {
 			return fmt.Errorf("a %s cannot come over the wire", t)
 		}
-		v.Set(reflect.ValueOf(json.RawMessage(bytes.Clone(data))))
+		// An `any` inside a record (no store record has one) comes back
+		// as its JSON with the keys sorted.
+		b, err := json.Marshal(x) // json.Number keeps the number's text
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(json.RawMessage(b)))
 		return nil
 	case reflect.Pointer:
 		p := reflect.New(t.Elem())
-		if err := decode(data, p.Elem()); err != nil {
+		if err := fromTree(x, p.Elem()); err != nil {
 			return err
 		}
 		v.Set(p)
 		return nil
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
-			var b []byte
-			if err := json.Unmarshal(data, &b); err != nil {
-				return err
+			s, ok := x.(string)
+			if !ok {
+				return bad()
 			}
-			if b == nil {
-				b = []byte{}
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return err
 			}
 			v.SetBytes(b)
 			return nil
 		}
-		var items []json.RawMessage
-		if err := json.Unmarshal(data, &items); err != nil {
-			return err
+		items, ok := x.([]any)
+		if !ok {
+			return bad()
 		}
-		s := reflect.MakeSlice(t, len(items), len(items))
+		sl := reflect.MakeSlice(t, len(items), len(items))
 		for i, it := range items {
-			if err := decode(it, s.Index(i)); err != nil {
+			if err := fromTree(it, sl.Index(i)); err != nil {
 				return err
 			}
 		}
-		v.Set(s)
+		v.Set(sl)
 		return nil
 	case reflect.Array:
-		var items []json.RawMessage
-		if err := json.Unmarshal(data, &items); err != nil {
-			return err
-		}
-		if len(items) != v.Len() {
-			return fmt.Errorf("%d items for a %s", len(items), t)
+		items, ok := x.([]any)
+		if !ok || len(items) != v.Len() {
+			return bad()
 		}
 		for i, it := range items {
-			if err := decode(it, v.Index(i)); err != nil {
+			if err := fromTree(it, v.Index(i)); err != nil {
 				return err
 			}
 		}
 		return nil
 	case reflect.Map:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			return err
+		m, ok := x.(map[string]any)
+		if !ok {
+			return bad()
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
-		for ks, raw := range m {
+		for ks, it := range m {
 			k := reflect.New(t.Key()).Elem()
 			switch t.Key().Kind() {
 			case reflect.String:
 				k.SetString(ks)
 			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 				n, err := strconv.ParseInt(ks, 10, 64)
-				if err != nil {
-					return err
+				if err != nil || k.OverflowInt(n) {
+					return fmt.Errorf("map key %q for a %s", ks, t)
 				}
 				k.SetInt(n)
 			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 				n, err := strconv.ParseUint(ks, 10, 64)
-				if err != nil {
-					return err
+				if err != nil || k.OverflowUint(n) {
+					return fmt.Errorf("map key %q for a %s", ks, t)
 				}
 				k.SetUint(n)
 			default:
 				return fmt.Errorf("a map key of type %s cannot come over the wire", t.Key())
 			}
 			e := reflect.New(t.Elem()).Elem()
-			if err := decode(raw, e); err != nil {
+			if err := fromTree(it, e); err != nil {
 				return err
 			}
 			out.SetMapIndex(k, e)
@@ -227,24 +268,75 @@ func decode(data []byte, v reflect.Value) error {
 		v.Set(out)
 		return nil
 	case reflect.Struct:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			return err
+		m, ok := x.(map[string]any)
+		if !ok {
+			return bad()
 		}
 		v.SetZero()
 		for i := range t.NumField() {
 			f := t.Field(i)
-			raw, ok := m[f.Name]
+			it, ok := m[f.Name]
 			if !ok || !f.IsExported() {
 				continue
 			}
-			if err := decode(raw, v.Field(i)); err != nil {
+			if err := fromTree(it, v.Field(i)); err != nil {
 				return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 			}
 		}
 		return nil
-	case reflect.Func, reflect.Chan, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		b, err := json.Marshal(x)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, v.Addr().Interface())
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		b, ok := x.(bool)
+		if !ok {
+			return bad()
+		}
+		v.SetBool(b)
+	case reflect.String:
+		s, ok := x.(string)
+		if !ok {
+			return bad()
+		}
+		v.SetString(s)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := x.(json.Number)
+		if !ok {
+			return bad()
+		}
+		i, err := n.Int64()
+		if err != nil || v.OverflowInt(i) {
+			return fmt.Errorf("%s for a %s", n, t)
+		}
+		v.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := x.(json.Number)
+		if !ok {
+			return bad()
+		}
+		u, err := strconv.ParseUint(n.String(), 10, 64)
+		if err != nil || v.OverflowUint(u) {
+			return fmt.Errorf("%s for a %s", n, t)
+		}
+		v.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		n, ok := x.(json.Number)
+		if !ok {
+			return bad()
+		}
+		f, err := strconv.ParseFloat(n.String(), t.Bits())
+		if err != nil {
+			return fmt.Errorf("%s for a %s", n, t)
+		}
+		v.SetFloat(f)
+	default:
 		return fmt.Errorf("a %s cannot come over the wire", t)
 	}
-	return json.Unmarshal(data, v.Addr().Interface())
+	return nil
 }

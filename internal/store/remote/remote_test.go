@@ -30,7 +30,9 @@ const hostToken = "host-secret"
 func authorize(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+hostToken }
 
 // openSQLite opens a store on a new SQLite file; it closes when t ends.
-func openSQLite(t *testing.T) store.Store {
+func openSQLite(t *testing.T) store.Store { return openSQLiteB(t) }
+
+func openSQLiteB(t testing.TB) store.Store {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "platinum.db"), nil)
 	if err != nil {
@@ -54,6 +56,12 @@ func openPostgres(t *testing.T) store.Store {
 
 // serve runs a handler for st on a test server that closes when t ends.
 func serve(t *testing.T, st store.Store, listen func(context.Context, func())) *httptest.Server {
+	return serveListen(t, st, listen)
+}
+
+func serveB(t testing.TB, st store.Store) *httptest.Server { return serveListen(t, st, nil) }
+
+func serveListen(t testing.TB, st store.Store, listen func(context.Context, func())) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(Prefix, NewHandler(st, authorize, listen, nil))
@@ -64,7 +72,9 @@ func serve(t *testing.T, st store.Store, listen func(context.Context, func())) *
 
 // dial returns a Client of srv with the right token; it closes when t
 // ends.
-func dial(t *testing.T, srv *httptest.Server) *Client {
+func dial(t *testing.T, srv *httptest.Server) *Client { return dialB(t, srv) }
+
+func dialB(t testing.TB, srv *httptest.Server) *Client {
 	t.Helper()
 	c, err := Dial(t.Context(), srv.URL, hostToken, nil)
 	if err != nil {
