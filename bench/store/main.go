@@ -5,7 +5,10 @@
 // cost what SQLite's WAL with synchronous=NORMAL costs, no disk flush) is
 // measured beside it. Each operation runs in alternating rounds on the two
 // stores, so both see the same machine load. It prints p50/p95/p99 per
-// operation and store and PostgreSQL's p50 ratio against SQLite's.
+// operation and store and PostgreSQL's p50 ratio against SQLite's. With
+// -remote (the default) it also measures a remote store
+// (internal/store/remote: a host's store.Store over loopback HTTP) in
+// front of PostgreSQL, against PostgreSQL.
 //
 // The warm pools' demand (store.PoolDemandStore) is measured as the pool
 // loop and the creates use it (internal/sessions, readDemand): one claim
@@ -14,7 +17,7 @@
 // overlap) and the boots; and the full read of the window (-claims
 // claims over three pools) a pass makes once a minute.
 //
-//	go run ./bench/store [-n 2000] [-rows 1000] [-claims 3000] [-c 8] [-round 100]
+//	go run ./bench/store [-n 2000] [-rows 1000] [-claims 3000] [-c 8] [-round 100] [-remote=false]
 package main
 
 import (
@@ -23,6 +26,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,6 +39,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/postgres"
+	"github.com/platinum-dev/platinum/internal/store/remote"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
@@ -46,6 +52,8 @@ type subject struct {
 	st    store.Store
 	ids   []string // sandboxes of org_bench
 	token string   // a token hash
+	// demandAt is when the pool claims were seeded (the newest's At).
+	demandAt time.Time
 }
 
 func run() error {
@@ -54,6 +62,7 @@ func run() error {
 	claims := flag.Int("claims", 3000, "pool claims seeded in each store's demand window, over three pools")
 	conns := flag.Int("c", 8, "concurrent writers for the concurrent operations")
 	round := flag.Int("round", 100, "calls per round; rounds alternate between the stores")
+	remoteToo := flag.Bool("remote", true, "also measure a remote store (HTTP over loopback) in front of PostgreSQL, against PostgreSQL")
 	flag.Parse()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
@@ -84,6 +93,28 @@ func run() error {
 	defer pg.Close()
 
 	subjects := []*subject{{name: "sqlite", st: lite}, {name: "postgres", st: pg}}
+	if *remoteToo {
+		// A host that joined an api ptd: a store.Store over loopback HTTP
+		// (internal/store/remote) in front of a PostgreSQL store of its
+		// own database on the same cluster.
+		url, err := cluster.CreateDatabase(ctx, "remote")
+		if err != nil {
+			return err
+		}
+		behind, err := postgres.Open(ctx, url, log)
+		if err != nil {
+			return err
+		}
+		defer behind.Close()
+		srv := httptest.NewServer(remote.NewHandler(behind, func(*http.Request) bool { return true }, nil, log))
+		defer srv.Close()
+		c, err := remote.Dial(ctx, srv.URL, "bench", log)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		subjects = append(subjects, &subject{name: "remote", st: c})
+	}
 	for _, s := range subjects {
 		if err := seed(ctx, s, *rows); err != nil {
 			return fmt.Errorf("seed %s: %w", s.name, err)
@@ -138,7 +169,9 @@ func run() error {
 			return err
 		}, false},
 		{"PoolClaims of the 5 min window (a full read, once a minute)", func(s *subject, _ int) error {
-			cs, err := s.st.PoolClaims(ctx, store.PoolClaimQuery{Since: time.Now().Add(-5 * time.Minute), Templates: poolTemplates, PerPool: 4096})
+			// The window of the seeding, not of now: the seeded claims span
+			// 4 minutes, and a run longer than a minute would see fewer.
+			cs, err := s.st.PoolClaims(ctx, store.PoolClaimQuery{Since: s.demandAt.Add(-5 * time.Minute), Templates: poolTemplates, PerPool: 4096})
 			if err == nil && len(cs) < *claims {
 				err = fmt.Errorf("read %d claims, seeded %d", len(cs), *claims)
 			}
@@ -169,8 +202,13 @@ func run() error {
 		fmt.Println(o.name)
 		benchkit.Report("  sqlite", lat["sqlite"], nil)
 		benchkit.Report("  postgres", lat["postgres"], lat["sqlite"])
+		benchkit.Report("  remote (vs postgres)", lat["remote"], lat["postgres"])
 		if o.concurrent {
-			fmt.Printf("  %-40s sqlite %.0f/s, postgres %.0f/s\n", "throughput", float64(*n)/wall["sqlite"].Seconds(), float64(*n)/wall["postgres"].Seconds())
+			fmt.Printf("  %-40s sqlite %.0f/s, postgres %.0f/s", "throughput", float64(*n)/wall["sqlite"].Seconds(), float64(*n)/wall["postgres"].Seconds())
+			if *remoteToo {
+				fmt.Printf(", remote %.0f/s", float64(*n)/wall["remote"].Seconds())
+			}
+			fmt.Println()
 		}
 	}
 	return nil
@@ -263,6 +301,7 @@ var poolTemplates = []string{"busybox", "alpine", "python"}
 // (within the demand window) and 8 boots per pool.
 func seedDemand(ctx context.Context, s *subject, claims int) error {
 	now := time.Now().UTC()
+	s.demandAt = now
 	for i := range claims {
 		c := store.PoolClaim{ID: sandbox.NewID("pcl_"), Template: poolTemplates[i%len(poolTemplates)],
 			At: now.Add(-time.Duration(i) * 4 * time.Minute / time.Duration(max(claims, 1))), Warm: i%2 == 0}
