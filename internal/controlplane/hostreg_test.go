@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/hostapi/nohost"
 	"github.com/platinum-dev/platinum/internal/hostreg"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -142,5 +144,36 @@ func TestRelocateOnCapacity(t *testing.T) {
 	}
 	if cur, _ := st.GetSandbox(ctx, "", old.ID); cur.State != sandbox.StateStopped || cur.HostID != s.host.ID() {
 		t.Fatalf("refused start moved the sandbox: %s on %s", cur.State, cur.HostID)
+	}
+}
+
+// TestAnAPIOnlyPtdTakesNoLostSandbox: a start through a ptd that runs no
+// sandboxes never moves a lost host's stopped sandbox to itself, stop
+// snapshot or not (forwarding sends such a start to a host); it answers
+// unavailable and the record stays.
+func TestAnAPIOnlyPtdTakesNoLostSandbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	s, st := newServiceWith(t, &fakeHost{}, path, nil)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	stopped := s.now().Add(-time.Minute)
+	sb = setRecord(t, s, sb.ID, func(x *sandbox.Sandbox) { x.State, x.StoppedAt = sandbox.StateStopped, &stopped })
+	snap := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), OrgID: sb.OrgID, SandboxID: sb.ID, Name: StopSnapshotName,
+		Kind: sandbox.KindBackup, State: sandbox.SnapshotReady, CreatedAt: stopped.Add(time.Second)}
+	if err := st.CreateSnapshot(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RegisterHost(ctx, store.HostRecord{ID: sb.HostID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SetHostState(ctx, sb.HostID, 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	api, _ := newServiceWith(t, nohost.New("api_test"), path, nil)
+	if _, err := api.StartWithin(ctx, org, sb.ID, 0); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("start through an api-only ptd: %v, want unavailable", err)
+	}
+	if cur, _ := st.GetSandbox(ctx, "", sb.ID); cur.State != sandbox.StateStopped || cur.HostID != sb.HostID {
+		t.Fatalf("the refused start moved the sandbox: %s on %s", cur.State, cur.HostID)
 	}
 }

@@ -77,6 +77,11 @@ func (s *Service) aloneOnStore(ctx context.Context) bool {
 // (taken at or after its stop). ok is false when there is none, or its
 // host is not lost: then its disk is only on its host.
 func (s *Service) startFromStopSnapshot(ctx context.Context, sb *sandbox.Sandbox) (ok bool, err error) {
+	if !s.RunsSandboxes() {
+		// An api-only ptd takes no sandbox: forwarding sends such a start
+		// to a host that does.
+		return false, nil
+	}
 	h, err := s.store.GetHost(ctx, sb.HostID)
 	if err != nil || h.State != store.HostLost || sb.State != sandbox.StateStopped || sb.StoppedAt == nil {
 		return false, nil

@@ -164,7 +164,10 @@ func (r *Router) readHosts(ctx context.Context, maxAge time.Duration) []store.Ho
 
 // owner is the host a request for sandbox id goes to, when that is not
 // this one: the sandbox is placed there and the host is not lost. A lost
-// host's sandboxes are answered here (their records say host_lost).
+// host's sandboxes are answered here (their records say host_lost), where
+// a start may take one over from its stop snapshot; a ptd that runs no
+// sandboxes sends them to the host a create would go to instead, which
+// can.
 func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) {
 	sb, err := r.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.HostID == "" || sb.HostID == r.self {
@@ -172,11 +175,18 @@ func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) 
 	}
 	// Before answering here, the host list is read again: the host may
 	// have come back (or joined) since the last read.
+	lost := false
 	for _, maxAge := range []time.Duration{r.fresh, 0} {
 		for _, h := range r.readHosts(ctx, maxAge) {
 			if h.ID == sb.HostID && h.State != store.HostLost && h.URL != "" {
 				return h, true
 			}
+			lost = lost || (h.ID == sb.HostID && h.State == store.HostLost)
+		}
+	}
+	if lost && !r.local {
+		if hs := r.Candidates(ctx, sb.Runtime); len(hs) > 0 {
+			return hs[0], true
 		}
 	}
 	return store.HostRecord{}, false

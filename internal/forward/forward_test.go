@@ -277,6 +277,34 @@ func TestAnAPIOnlyPtdServesNoCreate(t *testing.T) {
 	}
 }
 
+// A lost host's sandbox is answered where a start can take it over from
+// its stop snapshot: by a host's ptd itself, and by an api-only ptd on the
+// host a create would go to.
+func TestALostHostsSandbox(t *testing.T) {
+	f := newFixture(t)
+	b := newPeer(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	onA := f.sandboxOn(t, "host_a", 512)
+	if _, err := f.st.SetHostState(context.Background(), "host_a", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if w := send(forward.New(f.st, "api_1", false, log).Wrap(f.local), "POST", "/v1/sandboxes/"+onA+"/start", ""); w.Header().Get("X-Peer") != b.srv.URL {
+		t.Fatalf("start through an api-only ptd served by %q, want host b", w.Header().Get("X-Peer"))
+	}
+	if w := send(forward.New(f.st, "host_c", true, log).Wrap(f.local), "POST", "/v1/sandboxes/"+onA+"/start", ""); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("start through a host's ptd served by %q, want that ptd", w.Header().Get("X-Peer"))
+	}
+	// With no host taking sandboxes, the api-only ptd answers itself.
+	if _, err := f.st.SetHostState(context.Background(), "host_b", 0, store.HostDraining, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if w := send(forward.New(f.st, "api_1", false, log).Wrap(f.local), "GET", "/v1/sandboxes/"+onA, ""); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("with every host draining, served by %q, want the api-only ptd", w.Header().Get("X-Peer"))
+	}
+}
+
 func TestSandboxOf(t *testing.T) {
 	for _, tc := range []struct{ path, hdr, want string }{
 		{"/v1/sandboxes/sbx_1/exec", "", "sbx_1"},
