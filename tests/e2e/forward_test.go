@@ -478,10 +478,22 @@ func TestAPIOnlyEntry(t *testing.T) {
 	if after, err := cl.Sandboxes.List(ctx, platinum.ListOptions{}); err != nil || len(after.Rows) != len(before.Rows) {
 		t.Fatalf("the refused create left sandboxes: %d, had %d (%v)", len(after.Rows), len(before.Rows), err)
 	}
-	req, _ := http.NewRequest("POST", api.URL+"/v1/templates/busybox/builds", nil)
-	req.Header.Set("Authorization", "Bearer "+api.Token)
-	if r, err := ptdtest.Send(nil, req); err != nil || r.Status != http.StatusServiceUnavailable {
-		t.Fatalf("template build through the api: %d %s %v, want 503", r.Status, r.Body, err)
+	// Sessions and template builds are placed as creates are: refused
+	// alike, nothing made.
+	for _, c := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/templates/busybox/builds", nil},
+		{"/v1/sessions", map[string]any{"vault_id": "vault-api", "workflow_id": "wf-drained", "template": "busybox"}},
+		{"/v1/templates", map[string]any{"slug": "apionly-drained", "from_image": "127.0.0.1:1/none:1"}},
+	} {
+		if st, m := post(t, api, c.path, c.body); st != http.StatusServiceUnavailable || m["code"] != "capacity" || m["reason"] != "no_host" {
+			t.Fatalf("POST %s through the api with every host draining: %d %v, want 503 capacity no_host", c.path, st, m)
+		}
+	}
+	if ss, err := cl.Sessions.List(ctx, true); err != nil || slices.ContainsFunc(ss, func(s platinum.Session) bool { return s.WorkflowID == "wf-drained" }) {
+		t.Fatalf("the refused session create left a session: %+v %v", ss, err)
 	}
 }
 
