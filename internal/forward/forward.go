@@ -322,7 +322,7 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 			return
 		}
 		if !unreached(failed) {
-			writeUnavailable(w, req, "host "+h.ID+" failed mid-create ("+failed.Error()+"); list before you retry")
+			writeUnavailable(w, req, "host "+h.ID+" failed mid-create ("+failed.Error()+"); see what it made (list) before you retry, or retry with the same Idempotency-Key")
 			return
 		}
 		r.log.WarnContext(req.Context(), "forward: host unreachable, placing the create elsewhere", "host", h.ID, "err", failed)
