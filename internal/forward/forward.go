@@ -1,8 +1,9 @@
 // Package forward makes every ptd of a platform an entry point for every
 // sandbox (docs/ARCHITECTURE.md, "Many hosts"): a request that names a
-// sandbox placed on another host is sent on to that host's ptd, and a
-// create is placed on the host with the most free memory among those that
-// take new sandboxes and run its runtime class. It reads the shared store
+// sandbox (or a session, which holds one) placed on another host is sent
+// on to that host's ptd, and a create (of a sandbox, a session, a
+// template build) is placed on the host with the most free memory among
+// those that take new sandboxes and run its runtime class. It reads the shared store
 // (sandbox placement, host records, reservations) and nothing else of the
 // control plane, so it sits in front of every surface (/v1, E2B, Daytona)
 // without knowing their routes.
