@@ -142,6 +142,11 @@ type buildRequestRecord struct {
 	BuildArgs       []string `json:"build_args,omitempty"`
 	NoCache         bool     `json:"no_cache,omitempty"`
 	Snapshot        bool     `json:"snapshot,omitempty"`
+	// Host is the host whose ptd runs the build: another ptd sharing
+	// the store leaves it running while that host is not lost
+	// (failInterruptedTemplateBuilds). Empty in records made before it
+	// was kept.
+	Host string `json:"host,omitempty"`
 }
 
 // templateBase is what a Dockerfile's FROM resolved to.
@@ -217,7 +222,7 @@ func (s *Service) CreateTemplate(ctx context.Context, p Principal, r CreateTempl
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	rec := buildRequestRecord{Kind: pb.kind, FromImage: r.FromImage, ImageUploadID: r.ImageUploadID,
-		ContextUploadID: r.ContextUploadID, NoCache: r.NoCache, Snapshot: r.Snapshot}
+		ContextUploadID: r.ContextUploadID, NoCache: r.NoCache, Snapshot: r.Snapshot, Host: s.host.ID()}
 	if pb.kind == BuildDockerfile {
 		rec.From = pb.plan.From
 	}

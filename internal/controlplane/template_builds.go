@@ -694,7 +694,10 @@ func (s *Service) TemplateBuildLog(ctx context.Context, p Principal, slug, id st
 
 // failInterruptedTemplateBuilds marks builds a crash left running as
 // failed and removes what they left: the build sandbox, the half-made
-// version directory, unfinished cache entries.
+// version directory, unfinished cache entries. A build another host
+// runs is left alone while that host is not lost: ptds share the store
+// (docs/ARCHITECTURE.md, "Many hosts"), and any of them may start while
+// another builds.
 func (s *Service) failInterruptedTemplateBuilds(ctx context.Context) error {
 	bs, err := s.store.ListTemplateBuilds(ctx, store.BuildFilter{Status: store.BuildRunning})
 	if err != nil {
@@ -709,6 +712,9 @@ func (s *Service) failInterruptedTemplateBuilds(ctx context.Context) error {
 		full, err := s.store.GetTemplateBuild(ctx, "", b.ID)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if s.buildRunsElsewhere(ctx, full) {
 			continue
 		}
 		if full.BoxID != "" {
@@ -734,4 +740,17 @@ func (s *Service) failInterruptedTemplateBuilds(ctx context.Context) error {
 	}
 	s.pruneLayers(ctx)
 	return errors.Join(errs...)
+}
+
+// buildRunsElsewhere reports whether build b is another host's that is
+// not lost, whose ptd is running it still (or will fail it itself when
+// it starts again). A host that cannot be read counts as gone.
+func (s *Service) buildRunsElsewhere(ctx context.Context, b store.TemplateBuild) bool {
+	var rec buildRequestRecord
+	json.Unmarshal([]byte(b.Request), &rec)
+	if rec.Host == "" || rec.Host == s.host.ID() {
+		return false
+	}
+	h, err := s.store.GetHost(ctx, rec.Host)
+	return err == nil && h.State != store.HostLost
 }

@@ -1,8 +1,9 @@
 // Package forward makes every ptd of a platform an entry point for every
 // sandbox (docs/ARCHITECTURE.md, "Many hosts"): a request that names a
-// sandbox placed on another host is sent on to that host's ptd, and a
-// create is placed on the host with the most free memory among those that
-// take new sandboxes and run its runtime class. It reads the shared store
+// sandbox (or a session, which holds one) placed on another host is sent
+// on to that host's ptd, and a create (of a sandbox, a session, a
+// template build) is placed on the host with the most free memory among
+// those that take new sandboxes and run its runtime class. It reads the shared store
 // (sandbox placement, host records, reservations) and nothing else of the
 // control plane, so it sits in front of every surface (/v1, E2B, Daytona)
 // without knowing their routes.
@@ -38,6 +39,8 @@ const Header = "Pt-Forwarded-By"
 // Store is what forwarding reads of the shared store.
 type Store interface {
 	GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error)
+	// GetSession reads a session, whose requests go to its sandbox's host.
+	GetSession(ctx context.Context, orgID, id string) (store.Session, error)
 	ListHosts(ctx context.Context) ([]store.HostRecord, error)
 	HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error)
 }
@@ -102,7 +105,7 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			// Sent by a peer: served here, unless the sandbox is another
 			// live host's after all (it moved, or the header is a
 			// client's): never drive a sandbox another host runs.
-			if id := SandboxOf(req); id != "" {
+			if id := r.sandboxOf(req); id != "" {
 				if h, ok := r.owner(req.Context(), id); ok {
 					writeUnavailable(w, req, "sandbox "+id+" is on host "+h.ID+"; retry")
 					return
@@ -111,11 +114,11 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		if isCreate(req) {
-			r.place(w, req, next)
+		if c, ok := createFor(req); ok {
+			r.place(w, req, next, c)
 			return
 		}
-		id := SandboxOf(req)
+		id := r.sandboxOf(req)
 		if id == "" {
 			next.ServeHTTP(w, req)
 			return
@@ -235,21 +238,77 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, h store.HostR
 	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), targetKey{}, u)))
 }
 
-// createPaths are the create routes of every surface.
-var createPaths = []string{"/v1/sandboxes", "/sandboxes", "/daytona/api/sandbox"}
-
-func isCreate(req *http.Request) bool {
-	return req.Method == http.MethodPost && slices.Contains(createPaths, strings.TrimSuffix(req.URL.Path, "/"))
+// createRoute is a route that makes something only a host can run: a
+// sandbox, a session (its sandbox), a template build (its build sandbox
+// and the version's files). Such a request is placed on a host as a
+// sandbox create is (Candidates), whichever ptd it reached.
+type createRoute struct {
+	// path is the route's segments; "*" matches any one.
+	path []string
+	// runtime is the runtime class the body asks for ("": any).
+	runtime func(body []byte) string
 }
 
-// maxCreateBody bounds what is read of a create's body to place it; a
-// larger body is served here, where the API refuses it.
-const maxCreateBody = 1 << 20
+// creates are the create routes of every surface (all POST).
+var creates = []createRoute{
+	{path: segments("/v1/sandboxes"), runtime: bodyRuntime},
+	{path: segments("/sandboxes"), runtime: bodyRuntime},           // E2B
+	{path: segments("/daytona/api/sandbox"), runtime: bodyRuntime}, // Daytona
+	{path: segments("/v1/sessions"), runtime: noRuntime},           // the session's sandbox
+	{path: segments("/v1/templates"), runtime: settingsRuntime},    // a custom template's build
+	{path: segments("/v1/templates/*/builds"), runtime: noRuntime}, // a platform template's new version
+	{path: segments("/v1/templates/*/build"), runtime: noRuntime},  // the same, older route
+}
+
+func segments(path string) []string { return strings.Split(strings.Trim(path, "/"), "/") }
+
+// createFor is the create route req is for, if any.
+func createFor(req *http.Request) (createRoute, bool) {
+	if req.Method != http.MethodPost {
+		return createRoute{}, false
+	}
+	got := segments(req.URL.Path)
+	for _, c := range creates {
+		if slices.EqualFunc(c.path, got, func(want, seg string) bool { return want == seg || want == "*" && seg != "" }) {
+			return c, true
+		}
+	}
+	return createRoute{}, false
+}
+
+// bodyRuntime is a sandbox create's "runtime"; a body that does not
+// parse is the API's to refuse.
+func bodyRuntime(body []byte) string {
+	var want struct {
+		Runtime string `json:"runtime"`
+	}
+	json.Unmarshal(body, &want)
+	return want.Runtime
+}
+
+// settingsRuntime is a custom template's "settings.runtime", the class
+// its sandboxes run (the host checks it is one of its own).
+func settingsRuntime(body []byte) string {
+	var want struct {
+		Settings struct {
+			Runtime string `json:"runtime"`
+		} `json:"settings"`
+	}
+	json.Unmarshal(body, &want)
+	return want.Settings.Runtime
+}
+
+func noRuntime([]byte) string { return "" }
+
+// maxCreateBody bounds what is read of a create's body to place it (a
+// template's Dockerfile may take 2 MiB); a larger body is served here,
+// where the API refuses it.
+const maxCreateBody = 3 << 20
 
 // place serves a create on the host that placement picks, trying the next
 // one when a host cannot be reached at all (nothing was sent, so nothing
 // can have been created there).
-func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handler) {
+func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handler, c createRoute) {
 	body, err := io.ReadAll(io.LimitReader(req.Body, maxCreateBody+1))
 	req.Body.Close()
 	if err != nil || len(body) > maxCreateBody {
@@ -257,11 +316,7 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 		next.ServeHTTP(w, req)
 		return
 	}
-	var want struct {
-		Runtime string `json:"runtime"`
-	}
-	json.Unmarshal(body, &want) // a body that does not parse is the API's to refuse
-	for _, h := range r.Candidates(req.Context(), want.Runtime) {
+	for _, h := range r.Candidates(req.Context(), c.runtime(body)) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		if h.ID == r.self {
 			next.ServeHTTP(w, req)
@@ -278,7 +333,7 @@ func (r *Router) place(w http.ResponseWriter, req *http.Request, next http.Handl
 			return
 		}
 		if !unreached(failed) {
-			writeUnavailable(w, req, "host "+h.ID+" failed mid-create ("+failed.Error()+"); list the sandboxes before you retry")
+			writeUnavailable(w, req, "host "+h.ID+" failed mid-create ("+failed.Error()+"); see what it made (list) before you retry, or retry with the same Idempotency-Key")
 			return
 		}
 		r.log.WarnContext(req.Context(), "forward: host unreachable, placing the create elsewhere", "host", h.ID, "err", failed)
@@ -351,6 +406,40 @@ func boolFirst(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// heldRoutes are the routes naming a record that holds a sandbox:
+// their requests go to that sandbox's host, as the sandbox's own do.
+var heldRoutes = []struct {
+	prefix, idPrefix string
+	sandbox          func(ctx context.Context, st Store, id string) string
+}{
+	{"/v1/sessions/", sandbox.PrefixSession, func(ctx context.Context, st Store, id string) string {
+		ses, err := st.GetSession(ctx, "", id)
+		if err != nil {
+			return "" // unknown: the API answers it
+		}
+		return ses.SandboxID // "" until a cold session's sandbox is made
+	}},
+}
+
+// sandboxOf is the sandbox a request is for: the one it names
+// (SandboxOf), else the one held by the record it names (heldRoutes).
+func (r *Router) sandboxOf(req *http.Request) string {
+	if id := SandboxOf(req); id != "" {
+		return id
+	}
+	for _, hr := range heldRoutes {
+		rest, ok := strings.CutPrefix(req.URL.Path, hr.prefix)
+		if !ok {
+			continue
+		}
+		id, _, _ := strings.Cut(rest, "/")
+		if sandbox.ValidID(hr.idPrefix, id) {
+			return hr.sandbox(req.Context(), r.store, id)
+		}
+	}
+	return ""
 }
 
 // SandboxOf is the sandbox a request is for: E2B's E2b-Sandbox-Id header

@@ -305,6 +305,97 @@ func TestALostHostsSandbox(t *testing.T) {
 	}
 }
 
+// sessionOn records a ready session holding sandbox sbx ("" for a cold
+// session whose sandbox is not made yet).
+func (f fixture) sessionOn(t *testing.T, sbx string) string {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ses := store.Session{ID: sandbox.NewID(sandbox.PrefixSession), OrgID: "org_a", VaultID: "v_" + sbx, WorkflowID: "wf",
+		Template: "busybox", SandboxID: sbx, Status: store.SessionReady, CreatedAt: now, UpdatedAt: now}
+	if err := f.st.CreateSession(context.Background(), ses); err != nil {
+		t.Fatal(err)
+	}
+	return ses.ID
+}
+
+// TestSessionsAndBuildsGoToHosts: a request naming a session goes to
+// the host of the sandbox it holds (served here while it holds none, or
+// one of this host's); session creates and template builds are placed
+// as sandbox creates are, by the runtime class their body asks for, and
+// a ptd that runs no sandboxes answers 503 capacity when no host takes
+// them. The one-hop rule holds for sessions too.
+func TestSessionsAndBuildsGoToHosts(t *testing.T) {
+	f := newFixture(t)
+	b, c := newPeer(t), newPeer(t)
+	f.register(t, "host_b", b.srv.URL, 8192, "runc", "gvisor")
+	f.register(t, "host_c", c.srv.URL, 8192, "runc")
+	f.sandboxOn(t, "host_b", 1024) // c has the most free memory
+	onB, onC := f.sandboxOn(t, "host_b", 512), f.sandboxOn(t, "host_c", 512)
+	sesB, sesC, sesCold := f.sessionOn(t, onB), f.sessionOn(t, onC), f.sessionOn(t, "")
+	h := forward.New(f.st, "api_1", false, slog.New(slog.DiscardHandler)).Wrap(f.local)
+	peerOf := func(w *httptest.ResponseRecorder) string {
+		switch w.Header().Get("X-Peer") {
+		case b.srv.URL:
+			return "b"
+		case c.srv.URL:
+			return "c"
+		}
+		return w.Header().Get("X-Peer")
+	}
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     string
+	}{
+		{"session exec", "POST", "/v1/sessions/" + sesB + "/exec", "", "b"},
+		{"session files", "PUT", "/v1/sessions/" + sesC + "/files?path=/x", "", "c"},
+		{"session read", "GET", "/v1/sessions/" + sesB + "?wait_timeout_ms=10", "", "b"},
+		{"session stop", "DELETE", "/v1/sessions/" + sesC, "", "c"},
+		{"cold session, no sandbox yet", "GET", "/v1/sessions/" + sesCold, "", "local"},
+		{"unknown session", "GET", "/v1/sessions/ses_01JNDX3V6Z9Q6N1S9Y8K7C2F3A", "", "local"},
+		{"session list", "GET", "/v1/sessions", "", "local"},
+		{"session status", "GET", "/v1/sessions/status?vault_id=v", "", "local"},
+		{"session create", "POST", "/v1/sessions", `{"vault_id":"v","workflow_id":"w"}`, "c"},
+		{"custom template build", "POST", "/v1/templates", `{"slug":"t","from_image":"x"}`, "c"},
+		{"gVisor template build", "POST", "/v1/templates", `{"slug":"t","from_image":"x","settings":{"runtime":"gvisor"}}`, "b"},
+		{"platform template build", "POST", "/v1/templates/busybox/builds", "", "c"},
+		{"platform template build, older route", "POST", "/v1/templates/busybox/build", "", "c"},
+		{"template upload", "POST", "/v1/templates/uploads?purpose=context", "", "local"},
+		{"template build read", "GET", "/v1/templates/t/builds/tbld_1/logs", "", "local"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := send(h, tc.method, tc.path, tc.body); peerOf(w) != tc.want || w.Body.String() != tc.body {
+				t.Fatalf("%s %s served by %s (%d %q), want %s", tc.method, tc.path, peerOf(w), w.Code, w.Body, tc.want)
+			}
+		})
+	}
+
+	// Sent by a peer: a session whose sandbox another live host runs is
+	// never driven from here.
+	hb := forward.New(f.st, "host_b", true, slog.New(slog.DiscardHandler)).Wrap(f.local)
+	n := len(c.requests())
+	if w := send(hb, "POST", "/v1/sessions/"+sesC+"/exec", "", forward.Header, "api_1"); w.Code != 503 || !strings.Contains(w.Body.String(), `"unavailable"`) || len(c.requests()) != n {
+		t.Fatalf("a peer's session asked with the header: %d %s, want 503 unavailable and nothing sent on", w.Code, w.Body)
+	}
+	if w := send(hb, "POST", "/v1/sessions/"+sesB+"/exec", "", forward.Header, "api_1"); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("an own session asked with the header: %d %v", w.Code, w.Header())
+	}
+
+	for _, id := range []string{"host_b", "host_c"} {
+		if _, err := f.st.SetHostState(context.Background(), id, 0, store.HostDraining, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := *f.hits
+	for _, p := range []string{"/v1/sessions", "/v1/templates", "/v1/templates/busybox/builds"} {
+		w := send(h, "POST", p, `{}`)
+		if w.Code != 503 || !strings.Contains(w.Body.String(), `"capacity"`) || !strings.Contains(w.Body.String(), `"no_host"`) {
+			t.Fatalf("POST %s with every host draining: %d %s, want 503 capacity no_host", p, w.Code, w.Body)
+		}
+	}
+	if *f.hits != before {
+		t.Fatal("a create no host takes reached the api-only ptd's own handler")
+	}
+}
+
 func TestSandboxOf(t *testing.T) {
 	for _, tc := range []struct{ path, hdr, want string }{
 		{"/v1/sandboxes/sbx_1/exec", "", "sbx_1"},

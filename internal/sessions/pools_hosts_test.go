@@ -279,3 +279,67 @@ func TestPoolFlagsPerRuntimeClass(t *testing.T) {
 		t.Errorf("Run with a pool of a class the host does not run = %v, want a runtime FieldError", err)
 	}
 }
+
+// TestReconcileLeavesOtherHostsSessions: a ptd starting on a shared store
+// resumes the in-flight sessions of its own host only; one whose sandbox
+// another live host runs is that host's ptd's to finish (here: a
+// provisioning that b's crash interrupted, which b's restart finishes),
+// unless that host is lost.
+func TestReconcileLeavesOtherHostsSessions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	a, _, st := newServiceWith(t, namedHost{&fakeHost{}, "host_a"}, path)
+	b, _, _ := newServiceWith(t, namedHost{&fakeHost{}, "host_b"}, path)
+	ctx := context.Background()
+	for _, id := range []string{"host_a", "host_b"} {
+		if _, err := st.RegisterHost(ctx, store.HostRecord{ID: id, URL: "http://" + id + ".invalid"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// inFlight is a session of b's whose provisioning b's crash
+	// interrupted: its sandbox runs on b, nothing drives the session.
+	inFlight := func(wf string) Session {
+		t.Helper()
+		ses, _, err := b.Create(ctx, org, Request{VaultID: "v", WorkflowID: wf, Template: "busybox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ses, err = b.Wait(ctx, org, ses.ID, 5*time.Second); err != nil || ses.Status != store.SessionReady {
+			t.Fatalf("session on b: %+v %v", ses, err)
+		}
+		if sb, err := st.GetSandbox(ctx, "", ses.SandboxID); err != nil || sb.HostID != "host_b" {
+			t.Fatalf("session's sandbox on %q (%v), want host_b", sb.HostID, err)
+		}
+		ses, err = b.setSession(ctx, ses, store.SessionProvisioning, "", func(x *Session) { x.ReadyAt = nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ses
+	}
+	ses := inFlight("wf-b")
+	if err := a.reconcileSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Had a resumed it, the session would be ready well within the wait
+	// (b's own restart below makes it so at once).
+	if got, _ := a.Wait(ctx, org, ses.ID, 2*time.Second); got.Status != store.SessionProvisioning {
+		t.Fatalf("a's start drove b's session: %s, want it left provisioning", got.Status)
+	}
+	if err := b.reconcileSessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Wait(ctx, org, ses.ID, 5*time.Second); err != nil || got.Status != store.SessionReady {
+		t.Fatalf("b's restart: %+v %v, want its session ready", got, err)
+	}
+
+	// b lost: its sessions are any ptd's to resume.
+	ses = inFlight("wf-lost")
+	if !a.sessionElsewhere(ctx, ses) {
+		t.Fatal("a session on live host b counts as a's")
+	}
+	if _, err := st.SetHostState(ctx, "host_b", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if a.sessionElsewhere(ctx, ses) {
+		t.Fatal("a session on lost host b is left to b")
+	}
+}

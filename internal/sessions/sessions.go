@@ -794,13 +794,18 @@ func (s *Service) saveWorkspaceRetrying(ctx context.Context, ses Session, sb san
 	}
 }
 
-// reconcileSessions resumes sessions a restart left in flight.
+// reconcileSessions resumes sessions a restart left in flight: its own
+// host's, not those whose sandbox another live host runs (ptds share
+// the store: docs/ARCHITECTURE.md, "Many hosts"), whose ptd drives them.
 func (s *Service) reconcileSessions(ctx context.Context) error {
 	sess, err := s.store.SessionsInStatuses(ctx, store.SessionProvisioning, store.SessionStopping)
 	if err != nil {
 		return fmt.Errorf("reconcile sessions: %w", err)
 	}
 	for _, ses := range sess {
+		if s.sessionElsewhere(ctx, ses) {
+			continue
+		}
 		id := ses.ID
 		if ses.Status == store.SessionStopping {
 			s.bg.Go(func(ctx context.Context) { s.stopSession(ctx, id) })
@@ -829,6 +834,21 @@ func (s *Service) reconcileSessions(ctx context.Context) error {
 		s.bg.Go(func(ctx context.Context) { s.provisionSession(ctx, id) })
 	}
 	return nil
+}
+
+// sessionElsewhere reports whether ses's sandbox runs on another host
+// that is not lost. A session with no sandbox yet, or one that cannot be
+// read, is resumed here.
+func (s *Service) sessionElsewhere(ctx context.Context, ses Session) bool {
+	if ses.SandboxID == "" {
+		return false
+	}
+	sb, err := s.store.GetSandbox(ctx, "", ses.SandboxID)
+	if err != nil || sb.HostID == "" || sb.HostID == s.core.HostID() {
+		return false
+	}
+	h, err := s.store.GetHost(ctx, sb.HostID)
+	return err == nil && h.State != store.HostLost
 }
 
 // holderSuffix tells this process's lease holder from another's on the

@@ -18,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/apicontract"
+	"github.com/platinum-dev/platinum/internal/image/imagetest"
 	"github.com/platinum-dev/platinum/internal/pgtest"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/sshgw"
@@ -399,7 +401,9 @@ func logLine(log string, parts ...string) bool {
 // capacity no_host and creates nothing; a template build is refused.
 func TestAPIOnlyEntry(t *testing.T) {
 	requireEnv(t)
-	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--objects", t.TempDir()}
+	// The registry of the template build is on loopback.
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--objects", t.TempDir(),
+		"--image-registry-allow-private"}
 	hosts := startHosts(t, 2, args...)
 	api, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", hosts[0].StoreURL, "--role", "api")})
 	t.Cleanup(func() {
@@ -452,6 +456,7 @@ func TestAPIOnlyEntry(t *testing.T) {
 	if len(seen) != 2 {
 		t.Fatalf("two creates through the api landed on %v, want both hosts", seen)
 	}
+	sessionAndBuildThrough(t, cl, hosts)
 	if entries, _ := os.ReadDir(filepath.Join(api.DataDir, "sandboxes")); len(entries) != 0 {
 		t.Fatalf("the api ptd holds sandboxes: %v", entries)
 	}
@@ -473,10 +478,93 @@ func TestAPIOnlyEntry(t *testing.T) {
 	if after, err := cl.Sandboxes.List(ctx, platinum.ListOptions{}); err != nil || len(after.Rows) != len(before.Rows) {
 		t.Fatalf("the refused create left sandboxes: %d, had %d (%v)", len(after.Rows), len(before.Rows), err)
 	}
-	req, _ := http.NewRequest("POST", api.URL+"/v1/templates/busybox/builds", nil)
-	req.Header.Set("Authorization", "Bearer "+api.Token)
-	if r, err := ptdtest.Send(nil, req); err != nil || r.Status != http.StatusServiceUnavailable {
-		t.Fatalf("template build through the api: %d %s %v, want 503", r.Status, r.Body, err)
+	// Sessions and template builds are placed as creates are: refused
+	// alike, nothing made.
+	for _, c := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/templates/busybox/builds", nil},
+		{"/v1/sessions", map[string]any{"vault_id": "vault-api", "workflow_id": "wf-drained", "template": "busybox"}},
+		{"/v1/templates", map[string]any{"slug": "apionly-drained", "from_image": "127.0.0.1:1/none:1"}},
+	} {
+		if st, m := post(t, api, c.path, c.body); st != http.StatusServiceUnavailable || m["code"] != "capacity" || m["reason"] != "no_host" {
+			t.Fatalf("POST %s through the api with every host draining: %d %v, want 503 capacity no_host", c.path, st, m)
+		}
+	}
+	if ss, err := cl.Sessions.List(ctx, true); err != nil || slices.ContainsFunc(ss, func(s platinum.Session) bool { return s.WorkflowID == "wf-drained" }) {
+		t.Fatalf("the refused session create left a session: %+v %v", ss, err)
+	}
+}
+
+// sessionAndBuildThrough drives a session and a custom template build
+// through cl, a client of a ptd that runs no sandboxes (docs/operating.md,
+// "Many hosts"): the session's create is placed on a host, and its
+// reads, exec and stop go to the host of its sandbox; the build, from an
+// image in a registry on loopback, is placed on a host and its log
+// followed through the api; a sandbox created from it runs the image.
+func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.Daemon) {
+	t.Helper()
+	ctx := context.Background()
+	hostIDs := map[string]bool{}
+	for _, h := range hosts {
+		hostIDs[hostIDOf(t, h)] = true
+	}
+	ses, err := cl.Sessions.Create(ctx, platinum.SessionCreateRequest{
+		SessionContext: platinum.SessionContext{VaultID: "vault-api", WorkflowID: "wf-" + randHex(4)}, Template: "busybox"})
+	if err != nil {
+		t.Fatalf("session through the api: %v", err)
+	}
+	t.Cleanup(func() { cl.Sessions.Stop(context.Background(), ses.SessionID, time.Minute) })
+	if ses, err = cl.Sessions.Wait(ctx, ses.SessionID, 2*time.Minute); err != nil {
+		t.Fatalf("session through the api never ready: %+v %v", ses, err)
+	}
+	sb, err := cl.Sandboxes.Get(ctx, ses.SandboxID)
+	if err != nil || !hostIDs[sb.HostID] {
+		t.Fatalf("the session's sandbox %s: host %q %v, want one of the hosts %v", ses.SandboxID, sb.HostID, err, hostIDs)
+	}
+	if err := cl.Sessions.Upload(ctx, ses.SessionID, ses.Workspace.Path+"/note", strings.NewReader("kept")); err != nil {
+		t.Fatalf("upload to the session through the api: %v", err)
+	}
+	res, err := cl.Sessions.Exec(ctx, ses.SessionID, platinum.ExecRequest{Shell: "cat " + ses.Workspace.Path + "/note; echo; hostname"})
+	if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "kept\n") {
+		t.Fatalf("exec in the session through the api: %+v %v", res, err)
+	}
+	if got, err := cl.Sessions.Stop(ctx, ses.SessionID, time.Minute); err != nil || got.Status != platinum.SessionStopped {
+		t.Fatalf("stop the session through the api: %+v %v", got, err)
+	}
+	if sb, err := cl.Sandboxes.Get(ctx, ses.SandboxID); err == nil && sb.State != platinum.StateDeleted && sb.State != platinum.StateDeleting {
+		t.Fatalf("the stopped session's sandbox is %s", sb.State)
+	}
+
+	reg := imagetest.Registry(t, nil)
+	ref := reg + "/api/only:1"
+	imagetest.Push(t, ref, imagetest.Image(t, v1.Config{Env: []string{"PATH=/bin"}}, busyboxLayer(t),
+		imagetest.Layer(t, imagetest.Entry{Name: "etc/built-via", Body: "api-only"})))
+	slug := "apionly-" + randHex(4)
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			var ae *platinum.APIError
+			if _, err := cl.Templates.Delete(context.Background(), slug); !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict || time.Now().After(deadline) {
+				return
+			}
+		}
+	})
+	b, err := cl.Templates.Create(ctx, platinum.CreateTemplateRequest{Slug: slug, FromImage: ref})
+	if err != nil {
+		t.Fatalf("template build through the api: %v", err)
+	}
+	lines := 0
+	if b, err = cl.Templates.Wait(ctx, slug, b.ID, func(platinum.BuildLogLine) { lines++ }); err != nil || b.Status != platinum.BuildReady || lines == 0 {
+		t.Fatalf("template build through the api: %+v %v (%d log lines)", b, err, lines)
+	}
+	tsb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: slug}, platinum.WaitForRunning(2*time.Minute))
+	if err != nil {
+		t.Fatalf("create from the built template through the api: %v", err)
+	}
+	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), tsb.ID) })
+	if res, err := cl.Sandboxes.Exec(ctx, tsb.ID, platinum.ExecRequest{Shell: "cat /etc/built-via"}); err != nil || res.Stdout != "api-only" || tsb.TemplateVersionID != b.VersionID {
+		t.Fatalf("sandbox of the built template: %+v %v (version %s, built %s)", res, err, tsb.TemplateVersionID, b.VersionID)
 	}
 }
 

@@ -255,9 +255,12 @@ func checkCompatRegionDown(t *testing.T, a *ptdtest.Daemon) {
 // pages (want) and reaches b's sandbox bID — E2B's connects, reads a file
 // and sets its timeout; Daytona's gets it, reads a file through its
 // toolbox, and makes a sandbox in b with a client whose target is b.
-func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string) {
+// E2B's regions.mjs also walks the snapshot list's pages (snaps, newest
+// first, of sandboxes in both regions; the last two are bID's).
+func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string, snaps []string) {
 	t.Helper()
 	ids, _ := json.Marshal(want)
+	snapIDs, _ := json.Marshal(snaps)
 	for _, c := range []struct {
 		name, dir, pkg string
 		env            []string
@@ -271,7 +274,8 @@ func checkSDKRegions(t *testing.T, a *ptdtest.Daemon, want []string, bID string)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, prog, script)
 			cmd.Dir = dir
-			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID, "REGIONS_B=rb")
+			cmd.Env = append(append(os.Environ(), c.env...), "REGIONS_WANT="+string(ids), "REGIONS_B_ID="+bID, "REGIONS_B=rb",
+				"REGIONS_SNAPS="+string(snapIDs))
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("the %s (%s) through region a: %v\n%s", c.name, script, err, out)

@@ -167,7 +167,20 @@ func TestRegions(t *testing.T) {
 	// their requests for b's sandbox reach it.
 	others := slices.DeleteFunc(slices.Clone(want), func(o string) bool { return inRegion[o] != "rb" || o == id })
 	checkCompatRegions(t, a, b, want, id, others[0], others[1])
-	checkSDKRegions(t, a, want, others[1])
+	// E2B's snapshots of sandboxes in both regions, listed by the SDK
+	// through a: one list, newest first, paged across regions.
+	var snaps []string
+	for _, sid := range []string{want[slices.IndexFunc(want, func(id string) bool { return inRegion[id] == "ra" })], others[1], others[1]} {
+		own := map[string]*platinum.Client{"ra": cla, "rb": clb}[inRegion[sid]]
+		sn, err := own.Sandboxes.Snapshot(ctx, sid, platinum.SnapshotOptions{Memory: new(false)})
+		if err != nil {
+			t.Fatalf("snapshot %s: %v", sid, err)
+		}
+		t.Cleanup(func() { own.Sandboxes.DeleteSnapshot(context.Background(), sn.ID) })
+		snaps = append(snaps, sn.ID)
+	}
+	slices.SortFunc(snaps, func(x, y string) int { return strings.Compare(y, x) })
+	checkSDKRegions(t, a, want, others[1], snaps)
 
 	// A child named through a, of b's sandbox, is made in b beside its
 	// parent.

@@ -2,10 +2,12 @@ package e2b
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/region"
@@ -14,14 +16,84 @@ import (
 // RegionLists are E2B's sandbox lists answered with every region's
 // sandboxes (docs/compatibility.md): GET /v2/sandboxes, whose keyset
 // cursor (startedAt, sandboxID) means the same in every region, the
-// unpaged GET /sandboxes, and GET /sandboxes/metrics, whose sandbox_ids
-// may name sandboxes of several regions.
+// unpaged GET /sandboxes, GET /sandboxes/metrics, whose sandbox_ids
+// may name sandboxes of several regions, and GET /snapshots (the
+// sandboxes' snapshots), whose cursor, a snapshot ID, does too.
+// Templates are per region and are not merged.
 func RegionLists() []region.List {
 	return []region.List{
 		region.NewList(http.MethodGet, "/v2/sandboxes", validList, listPart, mergeList(true)),
 		region.NewList(http.MethodGet, "/sandboxes", validList, listPart, mergeList(false)),
 		region.NewList(http.MethodGet, "/sandboxes/metrics", validMetricsQuery, metricsPart, mergeMetrics),
+		region.NewList(http.MethodGet, "/snapshots", validSnapshotQuery, snapshotPart, mergeSnapshots),
 	}
+}
+
+// validSnapshotQuery reports whether the snapshot list's query is one
+// listSnapshots accepts.
+func validSnapshotQuery(in *http.Request) bool {
+	_, err := parseSnapshotQuery(in.URL.Query())
+	return err == nil
+}
+
+// snapshotPage is one region's page of snapshots, or the 404 of a
+// region that does not hold the sandbox the query names.
+type snapshotPage struct {
+	rows    []snapshotView
+	more    bool
+	missing *region.Refused
+}
+
+// snapshotPart asks a region for its own page of the caller's query:
+// with the same cursor and limit, it holds every one of the region's
+// snapshots the merged page can have. A sandbox lives in one region, so
+// the others answer a sandboxID query with 404: no rows from them.
+func snapshotPart(in *http.Request, get region.Get) (snapshotPage, error) {
+	body, hdr, err := get(in.URL.Query())
+	var refused *region.Refused
+	if errors.As(err, &refused) && refused.Status == http.StatusNotFound && in.URL.Query().Get("sandboxID") != "" {
+		return snapshotPage{missing: refused}, nil
+	}
+	if err != nil {
+		return snapshotPage{}, err
+	}
+	p := snapshotPage{more: hdr.Get("X-Next-Token") != ""}
+	if err := json.Unmarshal(body, &p.rows); err != nil {
+		return snapshotPage{}, fmt.Errorf("snapshots: %w", err)
+	}
+	return p, nil
+}
+
+// mergeSnapshots writes the merged page: every region's rows in ID
+// order (newest first), the first limit of them, with X-Next-Token at
+// the last when more follow, as one region's list does. When no region
+// holds the named sandbox, this region's 404 is the answer.
+func mergeSnapshots(w http.ResponseWriter, in *http.Request, parts []snapshotPage) {
+	sq, _ := parseSnapshotQuery(in.URL.Query()) // valid: validSnapshotQuery passed it
+	var rows []snapshotView
+	more, found := false, false
+	for _, p := range parts {
+		rows, more, found = append(rows, p.rows...), more || p.more, found || p.missing == nil
+	}
+	if !found {
+		for k, v := range parts[0].missing.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(parts[0].missing.Status)
+		w.Write(parts[0].missing.Body)
+		return
+	}
+	slices.SortFunc(rows, func(a, b snapshotView) int { return strings.Compare(b.SnapshotID, a.SnapshotID) })
+	if len(rows) > sq.limit {
+		rows, more = rows[:sq.limit], true
+	}
+	if more && len(rows) > 0 {
+		w.Header().Set("X-Next-Token", rows[len(rows)-1].SnapshotID)
+	}
+	if rows == nil {
+		rows = []snapshotView{}
+	}
+	writeJSON(w, http.StatusOK, rows)
 }
 
 // validMetricsQuery reports whether the batch metrics query names 1 to

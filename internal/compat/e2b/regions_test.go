@@ -200,3 +200,108 @@ func TestRegionBatchMetrics(t *testing.T) {
 		t.Error("a bad query reached a peer")
 	}
 }
+
+// snapshotRegion answers E2B's snapshot list from its snapshots with the
+// list code one ptd runs: a sandboxID it does not hold is 404.
+type snapshotRegion struct {
+	snaps []sandbox.Snapshot
+	asked atomic.Int32
+}
+
+func (s *snapshotRegion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.asked.Add(1)
+	q := r.URL.Query()
+	sq, err := parseSnapshotQuery(q)
+	if err != nil {
+		http.Error(w, `{"code":400,"message":"bad"}`, http.StatusBadRequest)
+		return
+	}
+	var rows []sandbox.Snapshot
+	for _, sn := range s.snaps {
+		if id := q.Get("sandboxID"); id == "" || sn.SandboxID == id {
+			rows = append(rows, sn)
+		}
+	}
+	if q.Get("sandboxID") != "" && len(rows) == 0 {
+		http.Error(w, `{"code":404,"message":"sandbox not found"}`, http.StatusNotFound)
+		return
+	}
+	writeSnapshots(w, rows, sq)
+}
+
+// TestRegionSnapshots: GET /snapshots answers every region's snapshots
+// newest first (ID order), paged by one token across regions, each once;
+// a name filter holds in every region; a sandboxID names the one region
+// holding it (the others' 404s are no rows), and one no region holds is
+// 404; a bad query never reaches a peer.
+func TestRegionSnapshots(t *testing.T) {
+	regions := []*snapshotRegion{{}, {}, {}}
+	var want []string // newest first
+	for i := range 9 {
+		sn := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixSnapshot), SandboxID: fmt.Sprint("sbx_r", i%3), Kind: sandbox.KindSnapshot,
+			State: sandbox.SnapshotReady, Name: fmt.Sprint("n", i%2)}
+		if i == 4 {
+			sn.State = sandbox.SnapshotCreating // not listed
+		}
+		regions[i%3].snaps = append(regions[i%3].snaps, sn)
+		if sn.State == sandbox.SnapshotReady {
+			want = append([]string{sn.ID}, want...)
+		}
+	}
+	peers := regiontest.Peers(t, regions[1], regions[2])
+	api := regiontest.Router("r0", regions[0], peers, RegionLists()...)
+	get := func(target string) ([]string, string, int) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		api.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+		var rows []snapshotView
+		json.Unmarshal(w.Body.Bytes(), &rows)
+		ids := []string{}
+		for _, r := range rows {
+			ids = append(ids, r.SnapshotID)
+		}
+		return ids, w.Header().Get("X-Next-Token"), w.Code
+	}
+
+	if got, next, code := get("/snapshots"); code != 200 || next != "" || !slices.Equal(got, want) {
+		t.Fatalf("every region's snapshots: %d %v next %q, want %v", code, got, next, want)
+	}
+	var paged []string
+	for token, pages := "", 0; ; pages++ {
+		q := url.Values{"limit": {"3"}}
+		if token != "" {
+			q.Set("nextToken", token)
+		}
+		got, next, code := get("/snapshots?" + q.Encode())
+		if code != 200 || len(got) > 3 || pages > len(want) {
+			t.Fatalf("page %d: %d %v", pages, code, got)
+		}
+		paged = append(paged, got...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(paged, want) {
+		t.Fatalf("paged by 3 across regions: %v, want %v", paged, want)
+	}
+	named, _, _ := get("/snapshots?name=n1")
+	if len(named) != 4 {
+		t.Errorf("name n1 across regions: %v, want the 4 of them", named)
+	}
+	if got, _, code := get("/snapshots?sandboxID=sbx_r2"); code != 200 || len(got) != 3 {
+		t.Errorf("a peer region's sandbox's snapshots: %d %v", code, got)
+	}
+	if _, _, code := get("/snapshots?sandboxID=sbx_gone"); code != http.StatusNotFound {
+		t.Errorf("a sandbox no region holds: %d, want 404", code)
+	}
+	before := regions[1].asked.Load()
+	for _, q := range []string{"limit=0", "nextToken=bogus"} {
+		if _, _, code := get("/snapshots?" + q); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+	if regions[1].asked.Load() != before {
+		t.Error("a bad query reached a peer")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,40 +63,60 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, p contr
 // X-Next-Token.
 func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, p controlplane.Principal) error {
 	q := r.URL.Query()
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			return badRequest("limit must be between 1 and 1000")
-		}
-		limit = n
+	sq, err := parseSnapshotQuery(q)
+	if err != nil {
+		return err
 	}
 	all, err := h.cp.ListSnapshots(r.Context(), p, q.Get("sandboxID"), sandbox.KindSnapshot)
 	if err != nil {
 		return err
 	}
-	after, name := q.Get("nextToken"), q.Get("name")
+	writeSnapshots(w, all, sq)
+	return nil
+}
+
+// snapshotQuery is a snapshot list's page: at most limit snapshots named
+// name (any when empty) whose IDs sort before after (all when empty).
+type snapshotQuery struct {
+	limit       int
+	after, name string
+}
+
+// parseSnapshotQuery reads GET /snapshots' query. A nextToken is a
+// snapshot ID: the page goes on after it in ID order (a ULID's, so
+// newest first), whether or not this region holds it, so one token
+// pages every region's list (RegionLists).
+func parseSnapshotQuery(q url.Values) (snapshotQuery, error) {
+	sq := snapshotQuery{limit: 100, after: q.Get("nextToken"), name: q.Get("name")}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return sq, badRequest("limit must be between 1 and 1000")
+		}
+		sq.limit = n
+	}
+	if sq.after != "" && !sandbox.ValidID(sandbox.PrefixSnapshot, sq.after) {
+		return sq, badRequest("nextToken is not one this server issued")
+	}
+	return sq, nil
+}
+
+// writeSnapshots writes the page sq asks for of all, the ready ones in
+// ID order, newest first, with X-Next-Token when more follow.
+func writeSnapshots(w http.ResponseWriter, all []sandbox.Snapshot, sq snapshotQuery) {
+	slices.SortStableFunc(all, func(a, b sandbox.Snapshot) int { return strings.Compare(b.ID, a.ID) })
 	out := []snapshotView{}
-	skipping := after != ""
 	for _, s := range all {
-		if skipping {
-			skipping = s.ID != after
+		if sq.after != "" && s.ID >= sq.after || s.State != sandbox.SnapshotReady || sq.name != "" && s.Name != sq.name {
 			continue
 		}
-		if s.State != sandbox.SnapshotReady || name != "" && s.Name != name {
-			continue
-		}
-		if len(out) == limit {
+		if len(out) == sq.limit {
 			w.Header().Set("X-Next-Token", out[len(out)-1].SnapshotID)
 			break
 		}
 		out = append(out, newSnapshotView(s))
 	}
-	if skipping {
-		return badRequest("nextToken is not one this server issued")
-	}
 	writeJSON(w, http.StatusOK, out)
-	return nil
 }
 
 // deleteSnapshot is DELETE /templates/:id, which the SDK's deleteSnapshot

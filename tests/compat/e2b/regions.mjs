@@ -2,8 +2,9 @@
 // sandboxes in two regions. Run by tests/e2e's TestRegions (not a
 // *.test.mjs: it needs two regions, which TestSDK's one ptd is not) with
 // E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at region a,
-// REGIONS_WANT the JSON list of every sandbox's id in list order, and
-// REGIONS_B_ID one that lives in region b.
+// REGIONS_WANT the JSON list of every sandbox's id in list order,
+// REGIONS_B_ID one that lives in region b, and REGIONS_SNAPS the JSON
+// list of the snapshots of sandboxes in both regions, newest first.
 import assert from 'node:assert/strict'
 import { Sandbox } from 'e2b'
 
@@ -23,6 +24,25 @@ assert.deepEqual(seen, want)
 
 // connect, envd's file read, setTimeout and getInfo of b's sandbox, all
 // through a.
+// The snapshot paginator, one at a time, walks both regions' snapshots
+// once, newest first; those of b's sandbox are listed through a too.
+const wantSnaps = JSON.parse(process.env.REGIONS_SNAPS ?? '[]')
+const snaps = []
+const snapPages = Sandbox.listSnapshots({ limit: 1 })
+while (snapPages.hasNext) {
+  const items = await snapPages.nextItems()
+  assert.ok(items.length <= 1, `a snapshot page of ${items.length}`)
+  snaps.push(...items.map((s) => s.snapshotId))
+}
+assert.deepEqual(snaps, wantSnaps)
+const ofB = []
+const bPages = Sandbox.listSnapshots({ sandboxId: bID })
+while (bPages.hasNext) {
+  ofB.push(...(await bPages.nextItems()).map((s) => s.snapshotId))
+}
+assert.equal(ofB.length, 2, `b's sandbox's snapshots through a: ${ofB}`)
+assert.ok(ofB.every((id) => wantSnaps.includes(id)), `b's sandbox's snapshots through a: ${ofB}`)
+
 const sbx = await Sandbox.connect(bID)
 const hostname = await sbx.files.read('/etc/hostname')
 assert.ok(hostname.trim().length > 0, 'hostname read through a')

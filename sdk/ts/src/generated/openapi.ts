@@ -7844,6 +7844,17 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["IdempotencyConflict"];
+            /** @description `capacity`, `reason` `no_host`: no host takes new sandboxes (every one is draining, lost or unreachable; `Retry-After: 5`), nothing was made. `unavailable`: the host the session was placed on does not answer, or failed mid-create (retry with the same `Idempotency-Key`). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before calling again (5). */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getSessionStatus: {
@@ -7933,6 +7944,7 @@ export interface operations {
             400: components["responses"]["InvalidRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
         };
     };
     stopSession: {
@@ -7992,6 +8004,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["IdempotencyConflict"];
+            503: components["responses"]["Unavailable"];
         };
     };
     execInSession: {
@@ -8041,6 +8054,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["SessionNotReady"];
+            503: components["responses"]["Unavailable"];
         };
     };
     downloadFromSession: {
@@ -8071,6 +8085,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["SessionNotReady"];
+            503: components["responses"]["Unavailable"];
         };
     };
     uploadToSession: {
@@ -8119,6 +8134,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["SessionNotReady"];
+            503: components["responses"]["Unavailable"];
         };
     };
     removeFileInSession: {
@@ -8161,6 +8177,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["SessionNotReady"];
+            503: components["responses"]["Unavailable"];
         };
     };
     mkdirInSession: {
@@ -8206,6 +8223,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["SessionNotReady"];
+            503: components["responses"]["Unavailable"];
         };
     };
     listPools: {

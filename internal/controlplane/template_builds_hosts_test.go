@@ -1,0 +1,52 @@
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
+)
+
+// TestInterruptedBuildsOfOtherHosts: a ptd starting on a shared store
+// fails the running builds it was running itself (or that name no host,
+// or a host that is lost or unknown), and leaves those another live host
+// runs.
+func TestInterruptedBuildsOfOtherHosts(t *testing.T) {
+	s, st := newTestService(t, &fakeHost{})
+	ctx := context.Background()
+	for _, id := range []string{"host_other", "host_gone"} {
+		if _, err := st.RegisterHost(ctx, store.HostRecord{ID: id, URL: "http://" + id + ".invalid"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.SetHostState(ctx, "host_gone", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	builds := map[string]string{} // build ID → the host its record names
+	for _, host := range []string{s.host.ID(), "host_other", "host_gone", "host_unknown", ""} {
+		req, _ := json.Marshal(buildRequestRecord{Kind: BuildFromImage, FromImage: "x", Host: host})
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		b := store.TemplateBuild{ID: sandbox.NewID(sandbox.PrefixTemplateBuild), OrgID: org.OrgID, Slug: "app", Status: store.BuildRunning,
+			Request: string(req), VersionID: sandbox.NewID(sandbox.PrefixTemplateVersion), CreatedAt: now, UpdatedAt: now}
+		if err := st.CreateTemplateBuild(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		builds[b.ID] = host
+	}
+	if err := s.failInterruptedTemplateBuilds(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, host := range builds {
+		got, err := st.GetTemplateBuild(ctx, "", id)
+		want := store.BuildFailed
+		if host == "host_other" {
+			want = store.BuildRunning
+		}
+		if err != nil || got.Status != want {
+			t.Errorf("build on %q after a start: %s %v, want %s", host, got.Status, err, want)
+		}
+	}
+}
