@@ -97,7 +97,10 @@ type (
 // another host's sandbox is forwarded, the rest is served by next.
 func (r *Router) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if !r.others(req.Context()) {
+		if r.local && !r.others(req.Context()) {
+			// Alone with its host (as far as the last read knows): a ptd
+			// that runs no sandboxes reads on instead, since it serves
+			// no create and may have missed a host that came back.
 			next.ServeHTTP(w, req)
 			return
 		}

@@ -396,6 +396,24 @@ func TestSessionsAndBuildsGoToHosts(t *testing.T) {
 	}
 }
 
+// An api-only ptd whose last host list had no live host still places a
+// create on a host that came back since (it serves none itself).
+func TestAnAPIOnlyPtdSeesAHostComeBack(t *testing.T) {
+	f := newFixture(t)
+	b := newPeer(t)
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	ctx := context.Background()
+	if _, err := f.st.SetHostState(ctx, "host_b", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	h := forward.New(f.st, "api_1", false, slog.New(slog.DiscardHandler)).Wrap(f.local)
+	send(h, "GET", "/v1/sandboxes", "") // the host list is read: no live host
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	if w := send(h, "POST", "/v1/sandboxes", `{}`); w.Header().Get("X-Peer") != b.srv.URL {
+		t.Fatalf("create right after the host came back: %d %s, served by %q, want host b", w.Code, w.Body, w.Header().Get("X-Peer"))
+	}
+}
+
 func TestSandboxOf(t *testing.T) {
 	for _, tc := range []struct{ path, hdr, want string }{
 		{"/v1/sandboxes/sbx_1/exec", "", "sbx_1"},
