@@ -71,14 +71,19 @@ func Dial(ctx context.Context, baseURL, token string, log *slog.Logger) (*Client
 			baseURL, sandbox.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	var p ping
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&p)
 	switch {
-	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusOK && err == nil && p.Contract != "":
+		if p.Contract != contract {
+			log.Warn("remote store: the api ptd's store contract is not this ptd's (their versions differ): calls of methods it lacks or declares otherwise will fail",
+				"url", baseURL, "api_contract", p.Contract, "contract", contract)
+		}
 		return c, nil
 	case resp.StatusCode == http.StatusUnauthorized:
 		return nil, fmt.Errorf("remote store: the api ptd at %s refused the host token: give the host the token the api ptd was started with: %w",
 			baseURL, sandbox.ErrUnauthenticated)
-	case resp.StatusCode == http.StatusNotFound:
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusOK:
 		return nil, fmt.Errorf("remote store: %s serves no store at %s: check that the join URL is an api ptd's API listener (not its sandboxes' listener) of the same version: %w",
 			baseURL, Prefix, sandbox.ErrNotFound)
 	default:

@@ -116,6 +116,9 @@ func TestDialErrors(t *testing.T) {
 		{"wrong token", srv.URL, "not-the-token", sandbox.ErrUnauthenticated, "refused the host token"},
 		{"no token", srv.URL, "", sandbox.ErrUnauthenticated, "refused the host token"},
 		{"not a store", httptest.NewServer(http.NotFoundHandler()).URL, hostToken, sandbox.ErrNotFound, "serves no store"},
+		{"a page, not a store", httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "<!doctype html>")
+		})).URL, hostToken, sandbox.ErrNotFound, "serves no store"},
 		{"nobody listens", dead.URL, hostToken, sandbox.ErrUnavailable, "cannot reach the api ptd"},
 	}
 	for _, tc := range tests {
