@@ -30,6 +30,9 @@ type Client struct {
 	hc     *http.Client
 	log    *slog.Logger
 	closed atomic.Bool
+	// modifying queues this client's ModifySandbox calls per sandbox, so
+	// that they do not race each other's compare-and-swap.
+	modifying keyQueue
 }
 
 var _ store.Store = (*Client)(nil)
@@ -68,14 +71,19 @@ func Dial(ctx context.Context, baseURL, token string, log *slog.Logger) (*Client
 			baseURL, sandbox.ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	var p ping
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&p)
 	switch {
-	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode == http.StatusOK && err == nil && p.Contract != "":
+		if p.Contract != contract {
+			log.Warn("remote store: the api ptd's store contract is not this ptd's (their versions differ): calls of methods it lacks or declares otherwise will fail",
+				"url", baseURL, "api_contract", p.Contract, "contract", contract)
+		}
 		return c, nil
 	case resp.StatusCode == http.StatusUnauthorized:
 		return nil, fmt.Errorf("remote store: the api ptd at %s refused the host token: give the host the token the api ptd was started with: %w",
 			baseURL, sandbox.ErrUnauthenticated)
-	case resp.StatusCode == http.StatusNotFound:
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusOK:
 		return nil, fmt.Errorf("remote store: %s serves no store at %s: check that the join URL is an api ptd's API listener (not its sandboxes' listener) of the same version: %w",
 			baseURL, Prefix, sandbox.ErrNotFound)
 	default:
@@ -200,8 +208,16 @@ func call2[A, B any](ctx context.Context, c *Client, name string, args ...any) (
 // conflicts it reads again: if the version moved, another writer came
 // first and it starts over (fn runs again, on the fresh record); if not,
 // the conflict was fn's name, taken by another sandbox, and it returns
-// it. An error from fn is returned as is with nothing written.
+// it. An error from fn is returned as is with nothing written. Calls of
+// one Client on one sandbox queue for each other (as a local store's
+// queue on the row lock), so only writers of other processes make it
+// retry.
 func (c *Client) ModifySandbox(ctx context.Context, orgID, id string, fn func(*sandbox.Sandbox) error) (sandbox.Sandbox, error) {
+	leave, err := c.modifying.enter(ctx, id)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q: %w", id, err)
+	}
+	defer leave()
 	for {
 		cur, err := c.GetSandbox(ctx, orgID, id)
 		if err != nil {
@@ -315,4 +331,44 @@ func (c *Client) follow(ctx context.Context, notify func()) error {
 		}
 	}
 	return nil
+}
+
+// keyQueue lets one caller at a time through per key; a wait ends with
+// its ctx.
+type keyQueue struct {
+	mu sync.Mutex
+	m  map[string]*keySlot
+}
+
+type keySlot struct {
+	ch   chan struct{} // holds a value while a caller is through
+	refs int           // callers through or waiting
+}
+
+func (q *keyQueue) enter(ctx context.Context, key string) (leave func(), err error) {
+	q.mu.Lock()
+	if q.m == nil {
+		q.m = map[string]*keySlot{}
+	}
+	k := q.m[key]
+	if k == nil {
+		k = &keySlot{ch: make(chan struct{}, 1)}
+		q.m[key] = k
+	}
+	k.refs++
+	q.mu.Unlock()
+	drop := func() {
+		q.mu.Lock()
+		if k.refs--; k.refs == 0 {
+			delete(q.m, key)
+		}
+		q.mu.Unlock()
+	}
+	select {
+	case k.ch <- struct{}{}:
+		return func() { <-k.ch; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
 }

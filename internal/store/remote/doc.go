@@ -19,7 +19,9 @@
 // calls of generic helpers that ./gen writes from the same interface
 // (go generate; TestGeneratedClientIsCurrent fails when client_gen.go is
 // stale). A method whose types cannot cross the wire panics at init, so
-// any test finds it.
+// any test finds it. Dial compares a fingerprint of the two sides' method
+// sets and logs a warning when they differ (ptds of two versions): a call
+// the server lacks fails with a message that says so.
 //
 // Values travel by Go field name, not by their json tags (the records'
 // tags are the public API's, and many fields a store keeps, such as
@@ -43,8 +45,9 @@
 //     UpdateSandbox at the version read; on ErrConflict it reads again and
 //     starts over if the version moved (fn runs again, on the fresh
 //     record), or returns the conflict if not (fn's name is taken). No
-//     change is lost, as the contract asks, but a contended sandbox costs
-//     retries where a local store queues on the row lock.
+//     change is lost, as the contract asks. One Client's calls on one
+//     sandbox queue for each other, as a local store's queue on the row
+//     lock; only writers of other processes make it retry.
 //   - LockKey is a held request: the server takes the lock, writes a line,
 //     and holds the lock until the request ends, which the client's unlock
 //     does, and so does the death of the client's connection (the

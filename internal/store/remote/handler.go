@@ -67,8 +67,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case name == "" || name == strings.Trim(Prefix, "/"):
 		// Dial's check: the endpoint is there and took the token.
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, "{\"methods\":%d}\n", len(methods))
+		writeJSON(w, http.StatusOK, ping{Contract: contract})
 		return
 	case r.Method != http.MethodPost:
 		w.Header().Set("Allow", http.MethodPost)

@@ -116,6 +116,9 @@ func TestDialErrors(t *testing.T) {
 		{"wrong token", srv.URL, "not-the-token", sandbox.ErrUnauthenticated, "refused the host token"},
 		{"no token", srv.URL, "", sandbox.ErrUnauthenticated, "refused the host token"},
 		{"not a store", httptest.NewServer(http.NotFoundHandler()).URL, hostToken, sandbox.ErrNotFound, "serves no store"},
+		{"a page, not a store", httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintln(w, "<!doctype html>")
+		})).URL, hostToken, sandbox.ErrNotFound, "serves no store"},
 		{"nobody listens", dead.URL, hostToken, sandbox.ErrUnavailable, "cannot reach the api ptd"},
 	}
 	for _, tc := range tests {
@@ -377,5 +380,55 @@ func TestModifySandboxAcrossClients(t *testing.T) {
 	}
 	if len(got.Metadata) != 6 || got.Version != 7 {
 		t.Fatalf("after six concurrent modifies: metadata %v, version %d; want six keys, version 7", got.Metadata, got.Version)
+	}
+}
+
+// TestModifySandboxRetries pins the client's compare-and-swap loop: a
+// write of another process between its read and its write makes it run
+// fn again on the fresh record, keeping both changes; a name another
+// sandbox holds is the conflict it returns, after one run of fn.
+func TestModifySandboxRetries(t *testing.T) {
+	srv := serve(t, openSQLite(t), nil)
+	a, b := dial(t, srv), dial(t, srv)
+	ctx := t.Context()
+	mk := func(name string) sandbox.Sandbox {
+		sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), OrgID: "org_a", Name: name, State: sandbox.StateRunning, Template: "busybox"}
+		if err := a.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	sb, taken := mk("one"), mk("two")
+
+	calls := 0
+	out, err := a.ModifySandbox(ctx, "org_a", sb.ID, func(s *sandbox.Sandbox) error {
+		if calls++; calls == 1 { // another process writes meanwhile
+			cur, err := b.GetSandbox(ctx, "org_a", sb.ID)
+			if err != nil {
+				return err
+			}
+			cur.Metadata["by"] = "b"
+			if _, err := b.UpdateSandbox(ctx, cur); err != nil {
+				return err
+			}
+		}
+		s.Metadata["by_a"] = "a"
+		return nil
+	})
+	if err != nil || calls != 2 || out.Metadata["by"] != "b" || out.Metadata["by_a"] != "a" || out.Version != 3 {
+		t.Fatalf("ModifySandbox raced by a write: %d runs of fn, %v, %v; want 2 runs and both changes at version 3", calls, out.Metadata, err)
+	}
+
+	calls = 0
+	_, err = a.ModifySandbox(ctx, "org_a", sb.ID, func(s *sandbox.Sandbox) error {
+		calls++
+		s.Name = taken.Name
+		return nil
+	})
+	if !errors.Is(err, store.ErrConflict) || calls != 1 {
+		t.Fatalf("ModifySandbox to a taken name: %v after %d runs of fn, want ErrConflict after 1", err, calls)
+	}
+	if got, _ := a.GetSandbox(ctx, "org_a", sb.ID); got.Name != "one" || got.Version != 3 {
+		t.Fatalf("a refused rename wrote: %+v", got)
 	}
 }

@@ -2,7 +2,10 @@ package remote
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 
@@ -66,6 +69,23 @@ var methods = func() map[string]*method {
 	}
 	return out
 }()
+
+// contract fingerprints the method table (names and types, by-hand
+// methods included), so that Dial can tell a server of another ptd
+// version.
+var contract = func() string {
+	st := reflect.TypeFor[store.Store]()
+	h := sha256.New()
+	for i := range st.NumMethod() {
+		fmt.Fprintf(h, "%s %s\n", st.Method(i).Name, st.Method(i).Type)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}()
+
+// ping is the answer to Dial's check.
+type ping struct {
+	Contract string `json:"contract"`
+}
 
 // carried reports whether values of t can go over the wire.
 func carried(t reflect.Type, seen map[reflect.Type]bool) bool {
