@@ -22,6 +22,7 @@ import (
 // unix socket that the test can cut, as a network partition would.
 type storeLink struct {
 	ln    net.Listener
+	net   string // of to: "unix" or "tcp"
 	to    string
 	mu    sync.Mutex
 	cut   bool
@@ -50,12 +51,30 @@ func linkTo(t *testing.T, storeURL string) (*storeLink, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &storeLink{ln: ln, to: socks[0]}
+	l := &storeLink{ln: ln, net: "unix", to: socks[0]}
 	t.Cleanup(func() { ln.Close(); l.set(true) })
 	go l.serve()
 	q.Set("host", dir)
 	u.RawQuery = q.Encode()
 	return l, u.String()
+}
+
+// linkToURL relays a loopback port to the ptd at apiURL (a joined host's
+// way to the store), and returns the link and the URL through it.
+func linkToURL(t *testing.T, apiURL string) (*storeLink, string) {
+	t.Helper()
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &storeLink{ln: ln, net: "tcp", to: u.Host}
+	t.Cleanup(func() { ln.Close(); l.set(true) })
+	go l.serve()
+	return l, "http://" + ln.Addr().String()
 }
 
 func (l *storeLink) serve() {
@@ -70,7 +89,7 @@ func (l *storeLink) serve() {
 			c.Close()
 			continue
 		}
-		up, err := net.Dial("unix", l.to)
+		up, err := net.Dial(l.net, l.to)
 		if err != nil {
 			l.mu.Unlock()
 			c.Close()
@@ -98,18 +117,39 @@ func (l *storeLink) set(cut bool) {
 }
 
 // TestPartitionedHostRunsNothingTwice: host b is alive but cut off from
-// the store. Before a can mark it lost and recover b's backed-up sandbox
-// on its own host, b fences it: the loop running in it stops writing to
-// its disk, and does not write again while the recovered copy runs on a.
-// When the link heals, b registers again, destroys its stale copy, and
-// its API reaches the sandbox on a.
+// the store — its link to PostgreSQL, or, joined, its link to the ptd it
+// joined (docs/ARCHITECTURE.md, "Joined hosts"). Before a can mark it lost
+// and recover b's backed-up sandbox on its own host, b fences it: the loop
+// running in it stops writing to its disk, and does not write again while
+// the recovered copy runs on a. When the link heals, b registers again,
+// destroys its stale copy, and its API reaches the sandbox on a.
 func TestPartitionedHostRunsNothingTwice(t *testing.T) {
 	requireEnv(t)
+	for _, joined := range []bool{false, true} {
+		t.Run(map[bool]string{false: "store_url", true: "joined"}[joined], func(t *testing.T) { partitioned(t, joined) })
+	}
+}
+
+func partitioned(t *testing.T, joined bool) {
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "4s",
 		"--host-fence-after", "1500ms", "--reconcile-interval", "1s", "--timer-interval", "500ms", "--objects", t.TempDir()}
-	a := startHosts(t, 1, args...)[0]
-	link, viaLink := linkTo(t, a.StoreURL)
-	b, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", viaLink)})
+	token := ptdtest.RandHex(16)
+	var a *ptdtest.Daemon
+	var link *storeLink
+	bOpts := ptdtest.Options{Store: "sqlite"}
+	if joined {
+		a = startNamed(t, "a", ptdtest.Options{Store: "postgres", ExtraArgs: args, Env: []string{"PT_HOST_TOKEN=" + token}})
+		var viaLink string
+		link, viaLink = linkToURL(t, a.URL)
+		bOpts.Env = []string{"PT_HOST_TOKEN=" + token}
+		bOpts.ExtraArgs = append(append([]string{}, args...), "--role", "host", "--join", viaLink)
+	} else {
+		a = startHosts(t, 1, args...)[0]
+		var viaLink string
+		link, viaLink = linkTo(t, a.StoreURL)
+		bOpts.ExtraArgs = append(append([]string{}, args...), "--store", viaLink)
+	}
+	b, err := ptdtest.Start(bOpts)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("ptd b:\n%s", b.Log())
