@@ -31,9 +31,10 @@ func templateArchiveID(versionID string) string { return versionID }
 // copyFlight is one materialisation of a version on this host, which
 // concurrent boots of the version wait for.
 type copyFlight struct {
-	done   chan struct{}
-	rootfs string
-	err    error
+	done    chan struct{}
+	waiters int // boots waiting for it (under templateCopies.mu)
+	rootfs  string
+	err     error
 }
 
 // templateCopies runs materialisations one per version at a time.
@@ -42,7 +43,18 @@ type templateCopies struct {
 	flights map[string]*copyFlight
 }
 
-// rootfs returns the path this host boots version v from: its own copy
+// waiting returns how many boots wait for the copy of versionID in
+// flight (0 when none runs).
+func (c *templateCopies) waiting(versionID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.flights[versionID]; f != nil {
+		return f.waiters
+	}
+	return 0
+}
+
+// templateRootFS returns the path this host boots version v from: its own copy
 // when it has one; else the recorded path when it is readable here (a
 // record of this host or of another ptd on the same machine, and every
 // record written before copies existed: no migration); else a copy made
@@ -87,6 +99,7 @@ func (s *Service) templateRootFS(ctx context.Context, v store.TemplateVersion) (
 			close(f.done)
 		})
 	}
+	f.waiters++
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -207,4 +220,41 @@ func (s *Service) deleteTemplateObjects(ctx context.Context, v store.TemplateVer
 		return err
 	}
 	return nil
+}
+
+// sweepTemplateCopies removes this host's files of versions whose record
+// is gone: a delete made through another ptd removes the record and the
+// object store's copy, and only that ptd's host's files. Files of a build
+// still running have no record yet: no sweep runs while a build does, and
+// a directory changed within SweepGrace (a build or copy that started
+// since) is left for the next pass. It returns the versions removed.
+func (s *Service) sweepTemplateCopies(ctx context.Context) []string {
+	tc, ok := s.host.(hostapi.TemplateCopies)
+	tp, ok2 := s.host.(hostapi.Templater)
+	if !ok || !ok2 || s.builds.running() > 0 {
+		return nil
+	}
+	dirs, err := tc.TemplateDirs()
+	if err != nil {
+		s.log.WarnContext(ctx, "sweep template copies", "err", err)
+		return nil
+	}
+	var removed []string
+	for _, d := range dirs {
+		if time.Since(d.ModTime) < s.cfg.SweepGrace || s.tplCopies.waiting(d.VersionID) > 0 {
+			continue
+		}
+		if _, err := s.store.GetTemplateVersion(ctx, d.VersionID); !store.IsNotFound(err) {
+			continue
+		}
+		if err := tp.RemoveTemplate(ctx, d.VersionID); err != nil {
+			s.log.WarnContext(ctx, "sweep template copies", "version", d.VersionID, "err", err)
+			continue
+		}
+		removed = append(removed, d.VersionID)
+	}
+	if len(removed) > 0 {
+		s.log.InfoContext(ctx, "swept template files no version record owns", "versions", removed)
+	}
+	return removed
 }

@@ -240,3 +240,23 @@ func (h *Host) ImportTemplate(ctx context.Context, versionID string, r io.Reader
 	}
 	return dest, image.Size(dest), nil
 }
+
+// TemplateDirs implements hostapi.TemplateCopies.
+func (h *Host) TemplateDirs() ([]hostapi.TemplateDir, error) {
+	entries, err := os.ReadDir(filepath.Join(h.cfg.DataDir, "templates"))
+	if err != nil {
+		return nil, fmt.Errorf("host: templates: %w", err)
+	}
+	var out []hostapi.TemplateDir
+	for _, e := range entries {
+		if !e.IsDir() || !sandbox.ValidID(sandbox.PrefixTemplateVersion, e.Name()) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, hostapi.TemplateDir{VersionID: e.Name(), ModTime: fi.ModTime()})
+	}
+	return out, nil
+}

@@ -298,6 +298,17 @@ type TemplateCopies interface {
 	// versionID's rootfs on this host, replacing a half-made one, and
 	// returns its path and size.
 	ImportTemplate(ctx context.Context, versionID string, r io.Reader) (rootfs string, size int64, err error)
+	// TemplateDirs lists the versions this host keeps files of (built
+	// here or copied), for the sweep of those whose record is gone.
+	TemplateDirs() ([]TemplateDir, error)
+}
+
+// TemplateDir is one version's directory on a host.
+type TemplateDir struct {
+	VersionID string
+	// ModTime is the directory's: when an entry was last added or
+	// removed (a build or a copy starting writes one).
+	ModTime time.Time
 }
 
 // RegistryAuth is one registry's credentials (never logged).
