@@ -106,7 +106,9 @@ func (h *copyHost) MakeTemplate(context.Context, string, string, []string) (stri
 	return "", 0, errors.ErrUnsupported
 }
 
-func (h *copyHost) CaptureDiff(context.Context, string) (string, error) { return "", errors.ErrUnsupported }
+func (h *copyHost) CaptureDiff(context.Context, string) (string, error) {
+	return "", errors.ErrUnsupported
+}
 
 func (h *copyHost) PruneLayers(context.Context, map[string]bool) error { return nil }
 
