@@ -764,7 +764,11 @@ func (s *Service) provision(ctx context.Context, id string) {
 	// snapshot, when the sandbox has its size and class.
 	coldReason := ""
 	if spec.Clone == nil {
-		spec.Clone, coldReason = startedCloneSpec(sb, v)
+		if why := s.startedStateElsewhere(ctx, v); why != "" {
+			coldReason = why
+		} else {
+			spec.Clone, coldReason = startedCloneSpec(sb, v)
+		}
 	}
 	sb.TemplateVersionID = v.ID
 	t1 := time.Now()

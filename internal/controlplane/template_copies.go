@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -257,4 +258,24 @@ func (s *Service) sweepTemplateCopies(ctx context.Context) []string {
 		s.log.InfoContext(ctx, "swept template files no version record owns", "versions", removed)
 	}
 	return removed
+}
+
+// startedStateElsewhere says why a version's started-state snapshot
+// cannot be restored here: it is on the disk of the host that built it
+// (its build's record names it), not in the object store. Empty when the
+// version has none, it was built here, or its build names no host (records
+// made before builds kept it).
+func (s *Service) startedStateElsewhere(ctx context.Context, v store.TemplateVersion) string {
+	if v.Spec.Started == nil || v.BuildID == "" {
+		return ""
+	}
+	b, err := s.store.GetTemplateBuild(ctx, "", v.BuildID)
+	if err != nil {
+		return ""
+	}
+	var rec buildRequestRecord
+	if json.Unmarshal([]byte(b.Request), &rec) != nil || rec.Host == "" || rec.Host == s.host.ID() {
+		return ""
+	}
+	return fmt.Sprintf("the template's started state is on host %s, where it was built: booted cold", rec.Host)
 }

@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -342,5 +343,56 @@ func TestSweepTemplateCopies(t *testing.T) {
 		if (err == nil) != want {
 			t.Errorf("%s there: %v, want %v", id, err == nil, want)
 		}
+	}
+}
+
+// TestStartedStateOfAnotherHost: a create of a version whose started-state
+// snapshot another host took boots cold here, saying why; one built here
+// restores it.
+func TestStartedStateOfAnotherHost(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, buildHost string
+		restored        bool
+	}{
+		{"built here", "host_test", true},
+		{"built elsewhere", "host_other", false},
+		{"build names no host", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			specs := make(chan StartSpec, 1)
+			s, st := newTestService(t, &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
+				specs <- spec
+				return Instance{Address: "127.0.0.1", MemoryRestored: spec.Clone != nil}, nil
+			}})
+			req, _ := json.Marshal(buildRequestRecord{Kind: BuildFromImage, FromImage: "x", Snapshot: true, Host: tc.buildHost})
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			v := store.TemplateVersion{ID: sandbox.NewID(sandbox.PrefixTemplateVersion), Slug: "app", Status: store.TemplateReady, OrgID: org.OrgID,
+				BuildID: sandbox.NewID(sandbox.PrefixTemplateBuild), RootFS: "/templates/x", CreatedAt: now, UpdatedAt: now}
+			v.Spec.Started = &store.StartedState{SnapshotID: sandbox.NewID(sandbox.PrefixSnapshot), CPU: 1, RAMMB: 512, DiskGB: 2, Runtime: "runc"}
+			b := store.TemplateBuild{ID: v.BuildID, OrgID: org.OrgID, Slug: "app", Status: store.BuildReady, Request: string(req),
+				VersionID: v.ID, CreatedAt: now, UpdatedAt: now}
+			if err := st.CreateTemplateBuild(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutTemplateVersion(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+			sb, err := s.Create(ctx, org, CreateRequest{Template: "app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+			if err != nil || !ok {
+				t.Fatalf("create: %s %q %v", got.State, got.Reason, err)
+			}
+			spec := <-specs
+			if restored := spec.Clone != nil; restored != tc.restored {
+				t.Fatalf("started state restored: %v, want %v (last start %+v)", restored, tc.restored, got.LastStart)
+			}
+			if !tc.restored && (got.LastStart == nil || !strings.Contains(got.LastStart.Reason, "on host host_other")) {
+				t.Errorf("last start: %+v, want the reason", got.LastStart)
+			}
+		})
 	}
 }
