@@ -767,7 +767,7 @@ func (s *Service) removeVersion(ctx context.Context, v store.TemplateVersion) er
 			s.log.WarnContext(ctx, "template files", "version", v.ID, "err", err)
 		}
 	}
-	if err := s.deleteTemplateObjects(cctx, v); err != nil {
+	if err := s.deleteTemplateArchive(cctx, v.ID); err != nil {
 		s.log.WarnContext(ctx, "template version's copy in the object store", "version", v.ID, "err", err)
 	}
 	if st := v.Spec.Started; st != nil {

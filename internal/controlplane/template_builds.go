@@ -260,7 +260,7 @@ func (s *Service) runTemplateBuild(ctx context.Context, pb *pendingBuild, lg *bu
 		if tp, ok := s.host.(hostapi.Templater); ok {
 			tp.RemoveTemplate(cctx, pb.versionN)
 		}
-		if err := s.deleteTemplateObjects(cctx, v); err != nil {
+		if err := s.deleteTemplateArchive(cctx, v.ID); err != nil {
 			log.WarnContext(ctx, "template build: remove the object store's copy", "err", err)
 		}
 		if v.Spec.Started != nil {

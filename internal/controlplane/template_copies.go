@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,13 +211,15 @@ func (s *Service) uploadTemplate(ctx context.Context, v store.TemplateVersion) e
 	return err
 }
 
-// deleteTemplateObjects removes a custom version's copy from the object
-// store: its manifest (chunk GC removes the chunks no manifest needs).
-func (s *Service) deleteTemplateObjects(ctx context.Context, v store.TemplateVersion) error {
-	if s.cfg.Objects == nil || v.OrgID == "" {
+// deleteTemplateArchive removes a version's copy from the object store:
+// its manifest (chunk GC removes the chunks no manifest needs). A version
+// with none (a platform one, or one built without an object store) is
+// not an error.
+func (s *Service) deleteTemplateArchive(ctx context.Context, versionID string) error {
+	if s.cfg.Objects == nil {
 		return nil
 	}
-	err := archive.DeleteManifest(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.ManifestKey(templateArchiveID(v.ID)))
+	err := archive.DeleteManifest(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.ManifestKey(templateArchiveID(versionID)))
 	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 		return err
 	}
@@ -278,4 +281,38 @@ func (s *Service) startedStateElsewhere(ctx context.Context, v store.TemplateVer
 		return ""
 	}
 	return fmt.Sprintf("the template's started state is on host %s, where it was built: booted cold", rec.Host)
+}
+
+// collectTemplateArchives deletes the object store's copies of versions
+// that have no record a day after they were written: a delete whose
+// manifest removal failed, or a build that wrote its copy and then failed
+// or was cut short before it recorded its version (a build in flight has
+// no record yet, so younger copies stay). It runs with the chunk GC, which
+// then frees their chunks.
+func (s *Service) collectTemplateArchives(ctx context.Context, now time.Time) {
+	prefix := archive.ManifestPrefix + templateArchiveID(sandbox.PrefixTemplateVersion)
+	var gone []string
+	for info, err := range s.cfg.Objects.List(ctx, s.cfg.ArchiveBucket, prefix) {
+		if err != nil {
+			if !errors.Is(err, objstore.ErrNotFound) {
+				s.log.WarnContext(ctx, "template archives", "err", err)
+			}
+			return
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(info.Key, archive.ManifestPrefix), ".json")
+		if !sandbox.ValidID(sandbox.PrefixTemplateVersion, id) || now.Sub(info.ModTime) < archive.DefaultGCGrace {
+			continue
+		}
+		if _, err := s.store.GetTemplateVersion(ctx, id); store.IsNotFound(err) {
+			gone = append(gone, id)
+		}
+	}
+	for _, id := range gone {
+		if err := s.deleteTemplateArchive(ctx, id); err != nil {
+			s.log.WarnContext(ctx, "template archives", "version", id, "err", err)
+		}
+	}
+	if len(gone) > 0 {
+		s.log.InfoContext(ctx, "deleted template copies no version record owns", "versions", gone)
+	}
 }

@@ -396,3 +396,28 @@ func TestStartedStateOfAnotherHost(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectTemplateArchives: the object store's copy of a version with
+// no record is deleted once it is older than the chunk GC's grace (a build
+// writes it before its record); a recorded version's copy stays.
+func TestCollectTemplateArchives(t *testing.T) {
+	ctx := context.Background()
+	builder, _, bh, _ := twoHosts(t)
+	recorded := customVersion(t, builder, bh, true)
+	if err := builder.store.PutTemplateVersion(ctx, recorded); err != nil {
+		t.Fatal(err)
+	}
+	orphan := customVersion(t, builder, bh, true)
+	there := func(v store.TemplateVersion) bool {
+		_, err := builder.cfg.Objects.Stat(ctx, builder.cfg.ArchiveBucket, archive.ManifestKey(templateArchiveID(v.ID)))
+		return err == nil
+	}
+	builder.collectTemplateArchives(ctx, time.Now())
+	if !there(recorded) || !there(orphan) {
+		t.Fatalf("young copies: recorded %v, orphan %v; want both kept", there(recorded), there(orphan))
+	}
+	builder.collectTemplateArchives(ctx, time.Now().Add(archive.DefaultGCGrace+time.Hour))
+	if !there(recorded) || there(orphan) {
+		t.Fatalf("old copies: recorded %v, orphan %v; want the orphan's deleted", there(recorded), there(orphan))
+	}
+}
