@@ -194,10 +194,13 @@ type Service struct {
 	// transports.
 	tenancy *tenancy.Service
 	tpl     *templates
-	builds  *builds    // custom template builds this process runs
-	starts  *admission // start slots of this host (admission.go)
-	boots   *bootGate  // boot slots of this host (boots.go)
-	fenced  fenced     // sandboxes stopped while the store was out of reach (fence.go)
+	// tplCopies makes this host's copies of versions built elsewhere
+	// (template_copies.go).
+	tplCopies templateCopies
+	builds    *builds    // custom template builds this process runs
+	starts    *admission // start slots of this host (admission.go)
+	boots     *bootGate  // boot slots of this host (boots.go)
+	fenced    fenced     // sandboxes stopped while the store was out of reach (fence.go)
 	// oomOnce starts reportOOM once (Reconcile).
 	oomOnce sync.Once
 	// provisioning holds the IDs of the creates a provision goroutine is

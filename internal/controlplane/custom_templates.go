@@ -767,6 +767,9 @@ func (s *Service) removeVersion(ctx context.Context, v store.TemplateVersion) er
 			s.log.WarnContext(ctx, "template files", "version", v.ID, "err", err)
 		}
 	}
+	if err := s.deleteTemplateArchive(cctx, v.ID); err != nil {
+		s.log.WarnContext(ctx, "template version's copy in the object store", "version", v.ID, "err", err)
+	}
 	if st := v.Spec.Started; st != nil {
 		if sn, err := s.snapshotter(); err == nil {
 			sn.RemoveSnapshot(cctx, st.SnapshotID)

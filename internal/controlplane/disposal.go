@@ -118,6 +118,7 @@ func (s *Service) collectChunks(ctx context.Context, now time.Time) {
 		return
 	}
 	s.lastChunkGC = now
+	s.collectTemplateArchives(ctx, now)
 	res, err := archive.GC(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.GCOptions{})
 	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 		s.log.WarnContext(ctx, "chunk gc", "err", err)

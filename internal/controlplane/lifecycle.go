@@ -270,6 +270,10 @@ func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error
 	if v.Status != store.TemplateReady {
 		return Instance{}, fmt.Errorf("template version %s is %s", v.ID, v.Status)
 	}
+	rootfs, err := s.templateRootFS(ctx, v)
+	if err != nil {
+		return Instance{}, err
+	}
 	pctx, done, ok := s.bootSlot(ctx, sb.ID, sb.State)
 	if !ok {
 		if err := ctx.Err(); err != nil {
@@ -278,7 +282,7 @@ func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error
 		return Instance{}, fmt.Errorf("sandbox %s left %s while waiting to boot: %w", sb.ID, sb.State, sandbox.ErrConflict)
 	}
 	defer done()
-	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
+	inst, err := s.host.Start(pctx, s.startSpec(sb, rootfs))
 	if err != nil {
 		return Instance{}, err
 	}

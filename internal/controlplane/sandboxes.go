@@ -731,6 +731,18 @@ func (s *Service) provision(ctx context.Context, id string) {
 		fail("template", err)
 		return
 	}
+	// The version's rootfs on this host, copied here first when it was
+	// built elsewhere (template_copies.go); no lock is held meanwhile.
+	rootfs, err := s.templateRootFS(ctx, v)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		unlock := s.locks.Lock(id)
+		defer unlock()
+		fail("template", err)
+		return
+	}
 	pctx, done, ok := s.bootSlot(ctx, id, sandbox.StateCreating)
 	if !ok {
 		return // deleted while queued, or shutting down
@@ -741,7 +753,7 @@ func (s *Service) provision(ctx context.Context, id string) {
 	if sb, err = s.store.GetSandbox(ctx, "", id); err != nil || sb.State != sandbox.StateCreating {
 		return
 	}
-	spec := s.startSpec(sb, v.RootFS)
+	spec := s.startSpec(sb, rootfs)
 	if spec.Clone, err = s.cloneSpec(pctx, sb); err != nil {
 		if ctx.Err() == nil {
 			fail("snapshot", err)
@@ -752,7 +764,11 @@ func (s *Service) provision(ctx context.Context, id string) {
 	// snapshot, when the sandbox has its size and class.
 	coldReason := ""
 	if spec.Clone == nil {
-		spec.Clone, coldReason = startedCloneSpec(sb, v)
+		if why := s.startedStateElsewhere(ctx, v); why != "" {
+			coldReason = why
+		} else {
+			spec.Clone, coldReason = startedCloneSpec(sb, v)
+		}
 	}
 	sb.TemplateVersionID = v.ID
 	t1 := time.Now()

@@ -317,7 +317,14 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 		fail(err)
 		return
 	}
-	spec := s.startSpec(sb, v.RootFS)
+	rootfs, err := s.templateRootFS(ctx, v)
+	if err != nil {
+		if ctx.Err() == nil {
+			fail(err)
+		}
+		return
+	}
+	spec := s.startSpec(sb, rootfs)
 	if snap.Memory && snap.MemoryImage != "" && snap.Source.Runtime == sb.Runtime {
 		spec.Clone = &CloneSpec{MemoryImage: snap.MemoryImage, SourceAgentToken: sb.AgentToken}
 	}

@@ -18,6 +18,9 @@ type SweepResult struct {
 	// Released are failed sandboxes that still held something besides
 	// their disk, which was freed.
 	Released []string
+	// Templates are template versions whose files this host kept after
+	// their record was deleted (template_copies.go).
+	Templates []string
 }
 
 // Sweep finds, on the host itself (hostapi.Sweeper), what sandboxes hold
@@ -56,6 +59,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		s.sweepOne(ctx, h, &res)
 	}
+	res.Templates = s.sweepTemplateCopies(ctx)
 	if n := len(res.Destroyed) + len(res.Released); n > 0 {
 		s.log.WarnContext(ctx, "swept host resources no live sandbox owns", "destroyed", res.Destroyed, "released", res.Released)
 	}

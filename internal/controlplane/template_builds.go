@@ -260,6 +260,9 @@ func (s *Service) runTemplateBuild(ctx context.Context, pb *pendingBuild, lg *bu
 		if tp, ok := s.host.(hostapi.Templater); ok {
 			tp.RemoveTemplate(cctx, pb.versionN)
 		}
+		if err := s.deleteTemplateArchive(cctx, v.ID); err != nil {
+			log.WarnContext(ctx, "template build: remove the object store's copy", "err", err)
+		}
 		if v.Spec.Started != nil {
 			if sn, serr := s.snapshotter(); serr == nil {
 				sn.RemoveSnapshot(cctx, v.Spec.Started.SnapshotID)
@@ -356,6 +359,13 @@ func (s *Service) buildVersion(ctx context.Context, pb *pendingBuild, lg *buildL
 		return v, err
 	}
 	v.RootFS, v.SizeBytes = rootfs, size
+	if s.cfg.Objects != nil {
+		// Hosts that lack the rootfs fetch it from there (template_copies.go).
+		lg.add(BuildLogLine{Type: "info", Text: "copying the root filesystem to the object store"})
+		if err := s.uploadTemplate(ctx, v); err != nil {
+			return v, fmt.Errorf("copy the root filesystem to the object store: %w", err)
+		}
+	}
 	if pb.req.Snapshot {
 		lg.add(BuildLogLine{Type: "info", Text: "starting a sandbox to snapshot its started state"})
 		st, err := s.startedState(ctx, v, pb.network)
@@ -401,7 +411,11 @@ func (s *Service) runDockerfile(ctx context.Context, pb *pendingBuild, lg *build
 			v = &rv
 			pb.base.version = v
 		}
-		baseRootFS, baseKey = v.RootFS, "template:"+v.ID
+		root, err := s.templateRootFS(ctx, *v)
+		if err != nil {
+			return "", nil, err
+		}
+		baseRootFS, baseKey = root, "template:"+v.ID
 	}
 	var bctx *build.Context
 	if id := pb.req.ContextUploadID; id != "" {

@@ -204,3 +204,59 @@ func (h *Host) PruneLayers(ctx context.Context, keep map[string]bool) error {
 // never a mount point, so a plain recursive removal (which never follows
 // symlinks) is enough.
 func removeTreeAll(dir string) { os.RemoveAll(dir) }
+
+var _ hostapi.TemplateCopies = (*Host)(nil)
+
+// TemplatePath implements hostapi.TemplateCopies: the path BuildTemplate
+// and MakeTemplate write, <data-dir>/templates/<version>/rootfs.
+func (h *Host) TemplatePath(versionID string) (string, bool, error) {
+	dir, err := h.templateDir(versionID)
+	if err != nil {
+		return "", false, err
+	}
+	rootfs := filepath.Join(dir, "rootfs")
+	fi, err := os.Stat(rootfs)
+	return rootfs, err == nil && fi.IsDir(), nil
+}
+
+// ExportTemplate implements hostapi.TemplateCopies.
+func (h *Host) ExportTemplate(ctx context.Context, rootfs string, w io.Writer) error {
+	return image.WriteTree(ctx, rootfs, w)
+}
+
+// ImportTemplate implements hostapi.TemplateCopies.
+func (h *Host) ImportTemplate(ctx context.Context, versionID string, r io.Reader) (string, int64, error) {
+	dir, err := h.templateDir(versionID)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", 0, fmt.Errorf("host: template: %w", err)
+	}
+	dest := filepath.Join(dir, "rootfs")
+	removeTreeAll(dest)
+	if err := image.UnpackTree(ctx, r, dest); err != nil {
+		return "", 0, fmt.Errorf("host: template %s: %w", versionID, err)
+	}
+	return dest, image.Size(dest), nil
+}
+
+// TemplateDirs implements hostapi.TemplateCopies.
+func (h *Host) TemplateDirs() ([]hostapi.TemplateDir, error) {
+	entries, err := os.ReadDir(filepath.Join(h.cfg.DataDir, "templates"))
+	if err != nil {
+		return nil, fmt.Errorf("host: templates: %w", err)
+	}
+	var out []hostapi.TemplateDir
+	for _, e := range entries {
+		if !e.IsDir() || !sandbox.ValidID(sandbox.PrefixTemplateVersion, e.Name()) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, hostapi.TemplateDir{VersionID: e.Name(), ModTime: fi.ModTime()})
+	}
+	return out, nil
+}

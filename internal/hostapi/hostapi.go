@@ -279,6 +279,38 @@ type Templater interface {
 	PruneLayers(ctx context.Context, keep map[string]bool) error
 }
 
+// TemplateCopies is a host's ability to hold its own copy of a template
+// version another host built (internal/host has it; docs/ARCHITECTURE.md,
+// "Template versions on every host"). A version's copy lives under the
+// host's own data dir, named by the version ID alone, so no host ever
+// needs another's path. Without it a host boots a version's recorded
+// path as is.
+type TemplateCopies interface {
+	// TemplatePath returns where version versionID's rootfs is kept on
+	// this host, and whether it is there. A rootfs is written whole or not
+	// at all (a temporary sibling renamed into place), so one that is
+	// there is complete. Its directory is the version's own, which
+	// RemoveTemplate removes whole: callers may keep scratch files in it.
+	TemplatePath(versionID string) (rootfs string, ok bool, err error)
+	// ExportTemplate writes the rootfs at rootfs as a tar to w.
+	ExportTemplate(ctx context.Context, rootfs string, w io.Writer) error
+	// ImportTemplate unpacks a tar ExportTemplate wrote as version
+	// versionID's rootfs on this host, replacing a half-made one, and
+	// returns its path and size.
+	ImportTemplate(ctx context.Context, versionID string, r io.Reader) (rootfs string, size int64, err error)
+	// TemplateDirs lists the versions this host keeps files of (built
+	// here or copied), for the sweep of those whose record is gone.
+	TemplateDirs() ([]TemplateDir, error)
+}
+
+// TemplateDir is one version's directory on a host.
+type TemplateDir struct {
+	VersionID string
+	// ModTime is the directory's: when an entry was last added or
+	// removed (a build or a copy starting writes one).
+	ModTime time.Time
+}
+
 // RegistryAuth is one registry's credentials (never logged).
 type RegistryAuth struct {
 	Username, Password, Token string

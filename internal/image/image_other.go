@@ -28,3 +28,9 @@ func (s *Store) ImportDir(ctx context.Context, upper string, exclude []string) (
 func Size(dir string) int64 { return 0 }
 
 func removeAll(dir string) {}
+
+// WriteTree is only implemented on Linux.
+func WriteTree(ctx context.Context, root string, w io.Writer) error { return errUnsupported }
+
+// UnpackTree is only implemented on Linux.
+func UnpackTree(ctx context.Context, r io.Reader, dest string) error { return errUnsupported }
