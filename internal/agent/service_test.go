@@ -83,3 +83,61 @@ func TestStartServiceReportsExit(t *testing.T) {
 		t.Fatal("no exit reported")
 	}
 }
+
+// TestBootInit: the init a host hands pt-agent at its start sets the
+// environment (GET /envs, the env file) and writes its files, as POST
+// /init and an upload would; one naming a user or a token, a relative
+// file or bad JSON is refused and changes nothing.
+func TestBootInit(t *testing.T) {
+	dir := t.TempDir()
+	cfg := agent.DefaultConfig()
+	cfg.Token, cfg.EnvFile = testToken, filepath.Join(dir, "run", "env.json")
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	envs := func() map[string]string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ts.URL+"/envs", nil)
+		req.Header.Set("X-Access-Token", testToken)
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]string
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ptEnv := filepath.Join(dir, "etc", "pt-env")
+	for _, bad := range []string{
+		`{"envVars":{"A":"1"},"defaultUser":"root"}`,
+		`{"envVars":{"A":"1"},"accessToken":"x"}`,
+		`{"envVars":{"A":"1"},"files":{"etc/pt-env":"x"}}`,
+		`{"envVars":`,
+	} {
+		if err := srv.BootInit([]byte(bad)); err == nil {
+			t.Errorf("boot init %s: applied, want refused", bad)
+		}
+	}
+	if m := envs(); len(m) != 0 {
+		t.Fatalf("after refused boot inits: env %v", m)
+	}
+	init := `{"envVars":{"A":"1","B":"two words"},"defaultWorkdir":"/tmp","files":{"` + ptEnv + `":"export A='1'\n"}}`
+	if err := srv.BootInit([]byte(init)); err != nil {
+		t.Fatal(err)
+	}
+	if m := envs(); len(m) != 2 || m["A"] != "1" || m["B"] != "two words" {
+		t.Errorf("env after boot init: %v", m)
+	}
+	if b, err := os.ReadFile(ptEnv); err != nil || string(b) != "export A='1'\n" {
+		t.Errorf("%s: %q %v", ptEnv, b, err)
+	}
+	if b, err := os.ReadFile(cfg.EnvFile); err != nil || !bytes.Contains(b, []byte(`"B":"two words"`)) {
+		t.Errorf("env file: %s %v", b, err)
+	}
+}
