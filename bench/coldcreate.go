@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,7 @@ func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
 		benchkit.Report("  first exec API call", firstExec, raw.pinnedExec)
 		benchkit.Report("  second exec API call (not timed above)", secondExec, raw.pinnedExec)
 		reportCreateSteps(log()[before:])
+		fmt.Printf("%-42s %.2fx (p50 against raw pinned; target ≤ 1.3x)\n", "create → first exec ("+class+") / raw", benchkit.Ratio(total, sum(raw.pinnedRun, raw.pinnedExec)))
 	}
 	if *burst > 0 {
 		for _, class := range classes {
@@ -212,12 +214,16 @@ var burst = flag.Int("burst", 20, "with -only-cold-create: creates sent at once 
 // later than it breaks the API's promise.
 const burstWaitMS = 120000
 
+var burstRounds = flag.Int("burst-rounds", 1, "with -burst: ptd bursts per class, each between two raw bursts (raw, ptd, raw, ptd, raw…), so a shared host's moving load shows in each ratio; the median is printed")
+
 // burstBench starts n raw `run -d` + first exec of class at once (each
 // pinned to one core, spread over the cores as the host spreads 1-CPU
 // sandboxes) and, after they are gone, sends n creates
-// (?wait_for_state=running) each followed by its first exec at once. It
-// prints both wall times, the creates' latencies, their answers by code,
-// and how many answered after their wait_timeout_ms.
+// (?wait_for_state=running) each followed by its first exec at once, then
+// n raw runs again; with -burst-rounds, more ptd and raw bursts alternate.
+// It prints every wall time, each ptd burst's ratio to the mean of the raw
+// bursts on either side (and their median), the creates' latencies, their
+// answers by code, and how many answered after their wait_timeout_ms.
 func burstBench(c *benchkit.Client, class string, n int, log func() string) error {
 	raw, err := newRawBaseline(class)
 	if err != nil {
@@ -227,8 +233,8 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	var mu sync.Mutex
-	// rawBurst is n raw runs at once; it runs before and after the API's
-	// burst, so that a host whose load moves meanwhile shows in both.
+	// rawBurst is n raw runs at once; it runs before and after each of the
+	// API's bursts, so that a host whose load moves meanwhile shows in both.
 	rawBurst := func(round int) (time.Duration, error) {
 		t0 := time.Now()
 		for i := range n {
@@ -239,15 +245,64 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 		wg.Wait()
 		return time.Since(t0), errors.Join(errs...)
 	}
-	rawWall, err := rawBurst(0)
-	if err != nil {
+	rawWalls := make([]time.Duration, 1, *burstRounds+1)
+	if rawWalls[0], err = rawBurst(0); err != nil {
 		return fmt.Errorf("raw burst: %w", err)
 	}
-
 	before := len(log())
-	lat, answered := make([]time.Duration, n), make([]time.Duration, n)
-	codes := make([]int, n)
+	var lat, answered []time.Duration
+	var apiWalls []time.Duration
+	var loads []string
+	byCode := map[int]int{}
+	late := 0
+	var apiErrs []error
+	for round := range max(1, *burstRounds) {
+		l, a, codes, wall, err := apiBurst(c, class, n)
+		apiWalls, loads = append(apiWalls, wall), append(loads, loadAvg())
+		lat, answered, apiErrs = append(lat, l...), append(answered, a...), append(apiErrs, err)
+		for i, st := range codes {
+			byCode[st]++
+			if a[i] > burstWaitMS*time.Millisecond+time.Second {
+				late++
+			}
+		}
+		w, err := rawBurst(round + 1)
+		if err != nil {
+			return fmt.Errorf("raw burst after: %w", err)
+		}
+		rawWalls = append(rawWalls, w)
+	}
+	fmt.Printf("\n%s, %d at once (raw pinned across %d cores), raw before and after each of ptd's:\n", class, n, goruntime.NumCPU())
+	var ratios []float64
+	for i, apiWall := range apiWalls {
+		mean := (rawWalls[i] + rawWalls[i+1]) / 2
+		ratios = append(ratios, float64(apiWall)/float64(mean))
+		fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall", benchkit.MS(rawWalls[i]))
+		fmt.Printf("%-42s %9s   %.2fx the raw walls' mean; load average at its end %s\n", "create → first exec through ptd, wall", benchkit.MS(apiWall), ratios[i], loads[i])
+	}
+	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall", benchkit.MS(rawWalls[len(rawWalls)-1]))
+	slices.Sort(ratios)
+	fmt.Printf("%-42s %.2fx (median of %d; target ≤ 1.5x)\n", "ptd wall / mean raw wall", ratios[len(ratios)/2], len(ratios))
+	benchkit.Report("  each create → first exec", lat, raw.pinnedRun)
+	benchkit.Report("  each create API answer", answered, nil)
+	fmt.Printf("  answers by code %v; answered after wait_timeout_ms: %d; errors: %v\n", byCode, late, errors.Join(apiErrs...))
+	// A boot whose agent was slower than the host's first wait is torn
+	// down and booted again: each is a whole boot more on a loaded host.
+	fmt.Printf("  boots torn down and started again (agent slower than the first wait): %d\n",
+		strings.Count(log()[before:], "agent unreachable; rebuilding"))
+	reportCreateSteps(log()[before:])
+	return nil
+}
+
+// apiBurst sends n creates of class at once, each followed by its first
+// exec, and deletes them all once they have answered. It returns each
+// create → first exec, each create's answer time and code, and the wall.
+func apiBurst(c *benchkit.Client, class string, n int) (lat, answered []time.Duration, codes []int, wall time.Duration, err error) {
+	lat, answered = make([]time.Duration, n), make([]time.Duration, n)
+	codes = make([]int, n)
 	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	t1 := time.Now()
 	for i := range n {
 		wg.Go(func() {
@@ -271,16 +326,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 		})
 	}
 	wg.Wait()
-	apiWall := time.Since(t1)
-	load := loadAvg()
-	byCode := map[int]int{}
-	late := 0
-	for i, st := range codes {
-		byCode[st]++
-		if answered[i] > burstWaitMS*time.Millisecond+time.Second {
-			late++
-		}
-	}
+	wall = time.Since(t1)
 	for _, id := range ids {
 		if id != "" {
 			c.Delete(id)
@@ -291,26 +337,7 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 			c.WaitGone(id)
 		}
 	}
-	rawWall2, err := rawBurst(1)
-	if err != nil {
-		return fmt.Errorf("raw burst after: %w", err)
-	}
-	rawMean := (rawWall + rawWall2) / 2
-	fmt.Printf("\n%s, %d at once (raw pinned across %d cores), raw before and after ptd's:\n", class, n, goruntime.NumCPU())
-	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall, before", benchkit.MS(rawWall))
-	fmt.Printf("%-42s %9s   load average at its end %s\n", "create → first exec through ptd, wall", benchkit.MS(apiWall), load)
-	fmt.Printf("%-42s %9s\n", "raw run -d + first exec, wall, after", benchkit.MS(rawWall2))
-	fmt.Printf("%-42s %.2fx (vs before %.2fx, vs after %.2fx)\n", "ptd wall / mean raw wall", float64(apiWall)/float64(rawMean),
-		float64(apiWall)/float64(rawWall), float64(apiWall)/float64(rawWall2))
-	benchkit.Report("  each create → first exec", lat, raw.pinnedRun)
-	benchkit.Report("  each create API answer", answered, nil)
-	fmt.Printf("  answers by code %v; answered after wait_timeout_ms: %d; errors: %v\n", byCode, late, errors.Join(errs...))
-	// A boot whose agent was slower than the host's first wait is torn
-	// down and booted again: each is a whole boot more on a loaded host.
-	fmt.Printf("  boots torn down and started again (agent slower than the first wait): %d\n",
-		strings.Count(log()[before:], "agent unreachable; rebuilding"))
-	reportCreateSteps(log()[before:])
-	return nil
+	return lat, answered, codes, wall, errors.Join(errs...)
 }
 
 // onceLocked is once for concurrent callers: the runs themselves overlap,
