@@ -1051,10 +1051,17 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 	// A custom template's user and working directory are the agent's
 	// defaults; its start_cmd and ready_cmd run once the env is in place.
 	set := s.versionSettings(ctx, sb.TemplateVersionID)
-	if !inst.Initialized { // else its agent started with it (agentInit)
-		if err := setGuestEnv(ctx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb), User: set.User, Workdir: set.Workdir}, !inst.MemoryRestored); err != nil {
-			return err
-		}
+	if inst.Initialized { // its agent started with it (agentInit)
+		// Open the connection the first call will use while the create
+		// answers, as the init call did when there was one: the dial
+		// into a gVisor sandbox is not free.
+		s.bg.GoFor(ctx, func(bctx context.Context) {
+			hctx, cancel := context.WithTimeout(bctx, 5*time.Second)
+			defer cancel()
+			ag.Health(hctx)
+		})
+	} else if err := setGuestEnv(ctx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb), User: set.User, Workdir: set.Workdir}, !inst.MemoryRestored); err != nil {
+		return err
 	}
 	return s.startTemplateProcesses(ctx, ag, set, inst.MemoryRestored)
 }
