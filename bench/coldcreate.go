@@ -292,7 +292,27 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	fmt.Printf("  boots torn down and started again (agent slower than the first wait): %d\n",
 		strings.Count(log()[before:], "agent unreachable; rebuilding"))
 	reportCreateSteps(log()[before:])
+	fmt.Printf("  boot slots (adaptive bound): highest %d, halvings %d\n", highestBootSlots(log()[before:]), strings.Count(log()[before:], "slow=true"))
 	return nil
+}
+
+// highestBootSlots is the highest bound ptd's "boot slots" debug lines
+// name in log (0: none changed it).
+func highestBootSlots(log string) int {
+	most := 0
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="boot slots"`) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "to="); ok {
+				if n, err := strconv.Atoi(v); err == nil {
+					most = max(most, n)
+				}
+			}
+		}
+	}
+	return most
 }
 
 // apiBurst sends n creates of class at once, each followed by its first

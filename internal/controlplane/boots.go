@@ -129,11 +129,12 @@ func (g *bootGate) acquire(ctx context.Context) (*bootTicket, error) {
 
 // release gives the slot back. slow says the boot took too long (or ran
 // out its deadline), which halves the bound; a fast boot with others
-// waiting adds a slot.
-func (t *bootTicket) release(slow bool) {
+// waiting adds a slot. It returns the bound before and after.
+func (t *bootTicket) release(slow bool) (from, to int) {
 	g := t.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	from = g.limit
 	g.active--
 	switch {
 	case slow && t.cuts == g.cuts:
@@ -148,6 +149,7 @@ func (t *bootTicket) release(slow bool) {
 	if g.active == 0 && len(g.waiters) == 0 {
 		g.limit = g.floor
 	}
+	return from, g.limit
 }
 
 // handOffLocked hands free slots (under the bound) to the first waiters.
@@ -204,6 +206,9 @@ func (s *Service) bootSlot(ctx context.Context, id string, state sandbox.State) 
 	return bctx, func() {
 		slow := time.Since(ticket.since) > s.boots.slowAfter || errors.Is(bctx.Err(), context.DeadlineExceeded)
 		cancel()
-		ticket.release(slow)
+		if from, to := ticket.release(slow); from != to {
+			// bench -only-cold-create reports the highest bound a burst reached.
+			s.log.DebugContext(ctx, "boot slots", "sandbox", id, "slow", slow, "from", from, "to", to)
+		}
 	}, true
 }
