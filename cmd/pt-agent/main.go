@@ -7,9 +7,8 @@
 //
 // Configuration comes from the environment: PT_AGENT_TOKEN (required; it is
 // removed from the environment at once so children never inherit it),
-// PT_AGENT_ADDR, PT_AGENT_INIT (the host's init for a cold boot, applied
-// before it answers; removed too), and PT_MEMORY_GUARD=1 or =poked, which
-// makes it the sandbox's OOM killer (gVisor sandboxes; see internal/agent/memguard.go;
+// PT_AGENT_ADDR, and PT_MEMORY_GUARD=1 or =poked, which makes it the
+// sandbox's OOM killer (gVisor sandboxes; see internal/agent/memguard.go;
 // poked: the host signals it when the sandbox's memory grows).
 //
 // Other modes run as ordinary commands inside the sandbox: `identity` and
@@ -67,10 +66,6 @@ func run(ctx context.Context) error {
 		return errors.New("PT_AGENT_TOKEN: required")
 	}
 	os.Unsetenv("PT_AGENT_TOKEN")
-	// The host's init for a cold boot (agent.Server.BootInit): applied
-	// before the agent answers; children never inherit it.
-	bootInit := os.Getenv("PT_AGENT_INIT")
-	os.Unsetenv("PT_AGENT_INIT")
 	addr := os.Getenv("PT_AGENT_ADDR")
 	if addr == "" {
 		addr = ":49983"
@@ -111,11 +106,6 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer srv.Close()
-	if bootInit != "" {
-		if err := srv.BootInit([]byte(bootInit)); err != nil {
-			return err
-		}
-	}
 	if ci {
 		// The code-interpreter template's server (docs/code-interpreter.md).
 		go codeinterp.Supervise(ctx, "/run/platinum/code-interpreter", srv.StartService, logger)

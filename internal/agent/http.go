@@ -258,15 +258,7 @@ func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.applyInit(req)
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// applyInit sets what an init (POST /init, or the boot's) carries; a
-// user in it has been checked.
-func (s *Server) applyInit(req initRequest) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if req.EnvVars != nil {
 		s.env = maps.Clone(req.EnvVars)
 		if err := s.writeEnvFile(s.env); err != nil {
@@ -282,44 +274,8 @@ func (s *Server) applyInit(req initRequest) {
 	if req.DefaultWorkdir != "" {
 		s.workdr = req.DefaultWorkdir
 	}
-}
-
-// BootInit applies the init a host handed pt-agent at its start
-// (PT_AGENT_INIT: JSON of hostapi.AgentInit), before the agent first
-// answers, so that a cold boot needs no init call into the sandbox
-// (docs/ARCHITECTURE.md, "Cold path"): POST /init's environment and
-// working directory (a user is never in it: its check is /init's answer),
-// and files written as an upload by the default user writes them. The
-// host counts the sandbox initialised once the agent answers, so an init
-// that cannot be applied is an error: pt-agent exits rather than answer
-// uninitialised.
-func (s *Server) BootInit(data []byte) error {
-	var req struct {
-		initRequest
-		Files map[string]string `json:"files"`
-	}
-	if err := json.Unmarshal(data, &req); err != nil {
-		return fmt.Errorf("boot init: %w", err)
-	}
-	if req.DefaultUser != "" || req.AccessToken != nil {
-		return errors.New("boot init: a user or token is set by POST /init only")
-	}
-	if len(req.Files) > 0 {
-		acct, err := s.lookupAccount("")
-		if err != nil {
-			return fmt.Errorf("boot init: %w", err)
-		}
-		for path, content := range req.Files {
-			if !filepath.IsAbs(path) {
-				return fmt.Errorf("boot init: file %q: not absolute", path)
-			}
-			if _, err := writeUpload(path, strings.NewReader(content), acct); err != nil {
-				return fmt.Errorf("boot init: %w", err)
-			}
-		}
-	}
-	s.applyInit(req.initRequest)
-	return nil
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // metrics is GET /metrics's body, envd's field names.

@@ -25,7 +25,6 @@ import (
 type (
 	Host            = hostapi.Host
 	StartSpec       = hostapi.StartSpec
-	AgentInit       = hostapi.AgentInit
 	Instance        = hostapi.Instance
 	HostInfo        = hostapi.HostInfo
 	ClassInfo       = hostapi.ClassInfo

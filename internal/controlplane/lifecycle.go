@@ -278,7 +278,7 @@ func (s *Service) boot(ctx context.Context, sb sandbox.Sandbox) (Instance, error
 		return Instance{}, fmt.Errorf("sandbox %s left %s while waiting to boot: %w", sb.ID, sb.State, sandbox.ErrConflict)
 	}
 	defer done()
-	inst, err := s.host.Start(pctx, s.startSpec(sb, v))
+	inst, err := s.host.Start(pctx, s.startSpec(sb, v.RootFS))
 	if err != nil {
 		return Instance{}, err
 	}

@@ -741,7 +741,7 @@ func (s *Service) provision(ctx context.Context, id string) {
 	if sb, err = s.store.GetSandbox(ctx, "", id); err != nil || sb.State != sandbox.StateCreating {
 		return
 	}
-	spec := s.startSpec(sb, v)
+	spec := s.startSpec(sb, v.RootFS)
 	if spec.Clone, err = s.cloneSpec(pctx, sb); err != nil {
 		if ctx.Err() == nil {
 			fail("snapshot", err)
@@ -798,25 +798,9 @@ func (s *Service) provision(ctx context.Context, id string) {
 	}
 }
 
-// startSpec is the host's spec to boot sb from template version v.
-func (s *Service) startSpec(sb sandbox.Sandbox, v store.TemplateVersion) StartSpec {
-	return StartSpec{ID: sb.ID, RootFS: v.RootFS, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime,
-		Network: s.networkSpec(sb), GPUs: sb.GPUs, GPUModel: sb.GPUModel, Init: s.agentInit(sb, v.Spec.Settings)}
-}
-
-// agentInit is what a cold boot of sb hands its agent at its start, as
-// initAgent would in a call (the environment, /etc/pt-env, the template's
-// working directory), or nil when the init must be that call: the
-// template names a user, whose check is the agent's answer.
-func (s *Service) agentInit(sb sandbox.Sandbox, set store.TemplateSettings) *AgentInit {
-	if s.noAgentInit || set.User != "" {
-		return nil
-	}
-	env := s.sandboxEnv(sb)
-	if env == nil {
-		env = map[string]string{}
-	}
-	return &AgentInit{Env: env, Workdir: set.Workdir, Files: map[string]string{"/etc/pt-env": envFile(env)}}
+func (s *Service) startSpec(sb sandbox.Sandbox, rootfs string) StartSpec {
+	return StartSpec{ID: sb.ID, RootFS: rootfs, CPU: sb.CPU, RAMMB: sb.RAMMB, DiskGB: sb.DiskGB, AgentToken: sb.AgentToken, Runtime: sb.Runtime,
+		Network: s.networkSpec(sb), GPUs: sb.GPUs, GPUModel: sb.GPUModel}
 }
 
 // teardown destroys a deleting sandbox's host resources and marks it
@@ -1041,8 +1025,7 @@ func nonNil(m map[string]string) map[string]string {
 
 // initAgent hands the sandbox's environment to its agent and, on a cold
 // boot, re-seeds /etc/pt-env (what boot services and terminal shells
-// source) from the current values, never the create-time ones, unless the
-// host says the agent started with them (Instance.Initialized).
+// source) from the current values, never the create-time ones.
 func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instance) error {
 	if s.noAgentInit {
 		return nil
@@ -1051,16 +1034,7 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 	// A custom template's user and working directory are the agent's
 	// defaults; its start_cmd and ready_cmd run once the env is in place.
 	set := s.versionSettings(ctx, sb.TemplateVersionID)
-	if inst.Initialized { // its agent started with it (agentInit)
-		// Open the connection the first call will use while the create
-		// answers, as the init call did when there was one: the dial
-		// into a gVisor sandbox is not free.
-		s.bg.GoFor(ctx, func(bctx context.Context) {
-			hctx, cancel := context.WithTimeout(bctx, 5*time.Second)
-			defer cancel()
-			ag.Health(hctx)
-		})
-	} else if err := setGuestEnv(ctx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb), User: set.User, Workdir: set.Workdir}, !inst.MemoryRestored); err != nil {
+	if err := setGuestEnv(ctx, ag, agentclient.InitRequest{Env: s.sandboxEnv(sb), User: set.User, Workdir: set.Workdir}, !inst.MemoryRestored); err != nil {
 		return err
 	}
 	return s.startTemplateProcesses(ctx, ag, set, inst.MemoryRestored)

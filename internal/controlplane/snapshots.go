@@ -317,7 +317,7 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 		fail(err)
 		return
 	}
-	spec := s.startSpec(sb, v)
+	spec := s.startSpec(sb, v.RootFS)
 	if snap.Memory && snap.MemoryImage != "" && snap.Source.Runtime == sb.Runtime {
 		spec.Clone = &CloneSpec{MemoryImage: snap.MemoryImage, SourceAgentToken: sb.AgentToken}
 	}

@@ -7,7 +7,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -443,7 +442,7 @@ func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout t
 		return hostapi.Instance{}, err
 	}
 	t1 := time.Now()
-	thawed, failure, initialized, err := h.ensureContainer(ctx, spec, p, ep)
+	thawed, failure, err := h.ensureContainer(ctx, spec, p, ep)
 	if err != nil {
 		return hostapi.Instance{}, err
 	}
@@ -451,7 +450,7 @@ func (h *Host) start(ctx context.Context, spec hostapi.StartSpec, agentTimeout t
 	if failure == "" {
 		failure = resized
 	}
-	inst := hostapi.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure, Initialized: initialized}
+	inst := hostapi.Instance{Address: ep.Addr.String(), MemoryRestored: thawed, RestoreFailure: failure}
 	if fresh {
 		agentTimeout = max(agentTimeout, h.cfg.AgentReadyTimeout)
 	}
@@ -564,35 +563,34 @@ func resolvConf() string {
 // ensureContainer makes the sandbox's container run and reports whether
 // it thawed a frozen one or restored a checkpoint (memory intact) rather
 // than booting it; failure says why a checkpoint that was there could not
-// be restored (the sandbox then boots cold); initialized, that it booted
-// cold with spec.Init in its agent's environment. A runtime call left
-// running by a ptd that was killed may create the container under our
-// feet: then the state is read again.
-func (h *Host) ensureContainer(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, initialized bool, err error) {
+// be restored (the sandbox then boots cold). A runtime call left running by
+// a ptd that was killed may create the container under our feet: then the
+// state is read again.
+func (h *Host) ensureContainer(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	for attempt := 0; ; attempt++ {
-		thawed, failure, initialized, err = h.ensureContainerOnce(ctx, spec, p, ep)
+		thawed, failure, err = h.ensureContainerOnce(ctx, spec, p, ep)
 		if !errors.Is(err, sandbox.ErrAlreadyExists) || attempt == 3 {
-			return thawed, failure, initialized, err
+			return thawed, failure, err
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
-			return false, "", false, ctx.Err()
+			return false, "", ctx.Err()
 		}
 	}
 }
 
-func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, initialized bool, err error) {
+func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, p paths, ep network.Endpoint) (thawed bool, failure string, err error) {
 	class := spec.Runtime
 	if class == "" {
 		class = ClassRunc
 	}
 	rt, ok := h.rts[class]
 	if !ok {
-		return false, "", false, fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
+		return false, "", fmt.Errorf("host: runtime class %q is not installed here: %w", class, sandbox.ErrUnavailable)
 	}
 	if err := h.recordClass(spec.ID, class); err != nil {
-		return false, "", false, err
+		return false, "", err
 	}
 	st, err := rt.State(ctx, spec.ID)
 	switch {
@@ -600,21 +598,21 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, 
 		// A checkpoint next to a running container means a ptd killed
 		// between its restore and the image's removal: it was restored.
 		if _, ok := h.checkpointed(spec.ID); ok {
-			return true, "", false, h.removeCheckpoint(spec.ID)
+			return true, "", h.removeCheckpoint(spec.ID)
 		}
-		return false, "", false, nil
+		return false, "", nil
 	case err == nil && st.Status == runtime.StatusPaused:
 		if err := rt.Resume(ctx, spec.ID); err != nil {
-			return false, "", false, fmt.Errorf("host: thaw: %w", err)
+			return false, "", fmt.Errorf("host: thaw: %w", err)
 		}
-		return true, "", false, nil
+		return true, "", nil
 	case err == nil:
 		// Created or stopped by a crash: start it again from scratch.
 		if err := rt.Delete(ctx, spec.ID); err != nil {
-			return false, "", false, fmt.Errorf("host: runtime: %w", err)
+			return false, "", fmt.Errorf("host: runtime: %w", err)
 		}
 	case !errors.Is(err, runtime.ErrNotFound):
-		return false, "", false, fmt.Errorf("host: runtime: %w", err)
+		return false, "", fmt.Errorf("host: runtime: %w", err)
 	}
 	rspec := runtime.Spec{
 		ID: spec.ID, BundleDir: p.bundle, RootFS: p.rootfs, Hostname: spec.ID,
@@ -633,7 +631,7 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, 
 	}
 	if spec.GPUs > 0 {
 		if rspec.CDIDevices, err = h.gpus.assign(ctx, spec.ID, spec.GPUs, spec.GPUModel); err != nil {
-			return false, "", false, err
+			return false, "", err
 		}
 	}
 	if class == ClassGVisor {
@@ -642,42 +640,16 @@ func (h *Host) ensureContainerOnce(ctx context.Context, spec hostapi.StartSpec, 
 		rspec.Env = append(rspec.Env, "PT_MEMORY_GUARD=poked")
 	}
 	if c := spec.Clone; c != nil && c.MemoryImage != "" {
-		restored, failure, err := h.restoreClone(ctx, rt, rspec, c.MemoryImage)
-		return restored, failure, false, err
+		return h.restoreClone(ctx, rt, rspec, c.MemoryImage)
 	}
 	restored, failure, err := h.restore(ctx, rt, rspec)
 	if err != nil || restored {
-		return restored, "", false, err
-	}
-	// A cold boot: the agent starts with the sandbox's settings, so the
-	// first call into it is the caller's own (the init's round trip was
-	// 7 ms of a 200 ms gVisor create on a quiet host).
-	initEnv, initialized := agentInitEnv(spec.Init)
-	if initialized {
-		rspec.Env = append(rspec.Env, initEnv)
+		return restored, "", err
 	}
 	if err := rt.Run(ctx, rspec); err != nil {
-		return false, "", false, fmt.Errorf("host: runtime: %w", err)
+		return false, "", fmt.Errorf("host: runtime: %w", err)
 	}
-	return false, failure, initialized, nil
-}
-
-// agentInitMax bounds the init handed to pt-agent in its environment
-// (Linux takes at most 128 KiB per variable); a bigger one is sent as a
-// call once the agent answers.
-const agentInitMax = 64 << 10
-
-// agentInitEnv is init as pt-agent's PT_AGENT_INIT variable, and whether
-// there is one that fits.
-func agentInitEnv(init *hostapi.AgentInit) (string, bool) {
-	if init == nil {
-		return "", false
-	}
-	b, err := json.Marshal(init)
-	if err != nil || len(b) > agentInitMax {
-		return "", false
-	}
-	return "PT_AGENT_INIT=" + string(b), true
+	return false, failure, nil
 }
 
 // Stop implements hostapi.Host. Keeping memory checkpoints the

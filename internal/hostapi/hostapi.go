@@ -86,22 +86,6 @@ type StartSpec struct {
 	// of GPUModel when set (a case-insensitive part of the model name).
 	GPUs     int
 	GPUModel string
-	// Init, when set, is what the agent of a cold boot starts with, so
-	// that no call into the sandbox is needed to initialise it (a host
-	// that applied it says so in Instance.Initialized; a start that
-	// brings memory back ignores it).
-	Init *AgentInit
-}
-
-// AgentInit is a sandbox's agent settings handed to pt-agent at its start
-// (docs/ARCHITECTURE.md, "Cold path"): what POST /init would set, less a
-// default user (whose check is /init's answer), and files it writes as
-// root before it answers, as an upload would.
-type AgentInit struct {
-	Env     map[string]string `json:"envVars"`
-	Workdir string            `json:"defaultWorkdir,omitempty"`
-	// Files maps absolute paths in the sandbox to their contents.
-	Files map[string]string `json:"files,omitempty"`
 }
 
 // Instance is a running sandbox as its host reports it.
@@ -114,9 +98,6 @@ type Instance struct {
 	// RestoreFailure says why a start that had memory to restore (a
 	// checkpoint) booted cold from disk instead; empty otherwise.
 	RestoreFailure string
-	// Initialized is true when the sandbox booted cold with its
-	// StartSpec.Init applied by its agent before it first answered.
-	Initialized bool
 }
 
 // AgentPort is where pt-agent listens inside every sandbox.
