@@ -34,7 +34,7 @@ var onlyColdCreate = flag.Bool("only-cold-create", false,
 // so all see the same load on a shared host. The raw gVisor run has no
 // network namespace (--network=none); ptd's sandbox has one.
 // log returns ptd's log so far: its debug lines give each create's steps.
-func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
+func coldCreateBench(c *benchkit.Client, n int, log func() string, ptd cpuSource) (err error) {
 	defer func() {
 		if *ptdLogOut != "" {
 			os.WriteFile(*ptdLogOut, []byte(log()), 0o644)
@@ -110,7 +110,7 @@ func coldCreateBench(c *benchkit.Client, n int, log func() string) (err error) {
 	}
 	if *burst > 0 {
 		for _, class := range classes {
-			if err := burstBench(c, class, *burst, log); err != nil {
+			if err := burstBench(c, class, *burst, log, ptd); err != nil {
 				return fmt.Errorf("%s burst: %w", class, err)
 			}
 		}
@@ -224,7 +224,7 @@ var burstRounds = flag.Int("burst-rounds", 1, "with -burst: ptd bursts per class
 // It prints every wall time, each ptd burst's ratio to the mean of the raw
 // bursts on either side (and their median), the creates' latencies, their
 // answers by code, and how many answered after their wait_timeout_ms.
-func burstBench(c *benchkit.Client, class string, n int, log func() string) error {
+func burstBench(c *benchkit.Client, class string, n int, log func() string, ptd cpuSource) error {
 	raw, err := newRawBaseline(class)
 	if err != nil {
 		return err
@@ -235,7 +235,11 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	var mu sync.Mutex
 	// rawBurst is n raw runs at once; it runs before and after each of the
 	// API's bursts, so that a host whose load moves meanwhile shows in both.
+	rawSrc := cpuSource{Cgroup: raw.cg} // Pid 0: the bench's own reaped children, the runsc commands
+	var rawCPU, apiCPU time.Duration
 	rawBurst := func(round int) (time.Duration, error) {
+		c0 := rawSrc.cpu()
+		defer func() { rawCPU += rawSrc.cpu() - c0 }()
 		t0 := time.Now()
 		for i := range n {
 			wg.Go(func() {
@@ -257,7 +261,10 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	late := 0
 	var apiErrs []error
 	for round := range max(1, *burstRounds) {
+		c0 := ptd.cpu()
 		l, a, codes, wall, err := apiBurst(c, class, n)
+		time.Sleep(time.Second) // the deleted sandboxes' processes reaped
+		apiCPU += ptd.cpu() - c0
 		apiWalls, loads = append(apiWalls, wall), append(loads, loadAvg())
 		lat, answered, apiErrs = append(lat, l...), append(answered, a...), append(apiErrs, err)
 		for i, st := range codes {
@@ -284,6 +291,12 @@ func burstBench(c *benchkit.Client, class string, n int, log func() string) erro
 	slices.Sort(ratios)
 	median := (ratios[(len(ratios)-1)/2] + ratios[len(ratios)/2]) / 2
 	fmt.Printf("%-42s %.2fx (median of %d; target ≤ 1.5x)\n", "ptd wall / mean raw wall", median, len(ratios))
+	// CPU time is the burst's work whatever share of a shared host it got:
+	// its ratio moves far less with other load than the walls do.
+	rounds := max(1, *burstRounds)
+	fmt.Printf("%-42s %9s per run (raw: runsc commands and their sandboxes)\n", "CPU time, raw", benchkit.MS(rawCPU/time.Duration((rounds+1)*n)))
+	fmt.Printf("%-42s %9s per create (ptd and its children, sandboxes, deletes)   %.2fx raw\n", "CPU time, ptd", benchkit.MS(apiCPU/time.Duration(rounds*n)),
+		float64(apiCPU)/float64(rounds*n)/(float64(rawCPU)/float64((rounds+1)*n)))
 	benchkit.Report("  each create → first exec", lat, raw.pinnedRun)
 	benchkit.Report("  each create API answer", answered, nil)
 	fmt.Printf("  answers by code %v; answered after wait_timeout_ms: %d; errors: %v\n", byCode, late, errors.Join(apiErrs...))
@@ -359,6 +372,54 @@ func apiBurst(c *benchkit.Client, class string, n int) (lat, answered []time.Dur
 		}
 	}
 	return lat, answered, codes, wall, errors.Join(errs...)
+}
+
+// cpuSource names processes whose CPU time a burst adds up: Pid's own
+// (none when 0) and its reaped children's (this process's when 0), and
+// Cgroup's (when set), which holds the sandboxes. ptd is a child
+// subreaper: a sandbox's processes end as its children, so its reaped
+// children's time holds them, and its cgroup is not added again; the raw
+// runs' sandboxes end as init's children and are counted by their cgroup.
+type cpuSource struct {
+	Pid    int
+	Cgroup string
+}
+
+// cpu is the CPU time src's processes have used so far (cgroup v1's
+// cpuacct or v2's cpu.stat; 0 for what cannot be read).
+func (src cpuSource) cpu() time.Duration {
+	var total time.Duration
+	pid, self := src.Pid, false
+	if pid == 0 {
+		pid, self = os.Getpid(), true
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if _, rest, ok := strings.Cut(string(b), ") "); ok {
+			f := strings.Fields(rest) // f[11..14]: utime stime cutime cstime
+			for i := 11; i <= 14 && len(f) > 14; i++ {
+				if self && i < 13 {
+					continue
+				}
+				t, _ := strconv.ParseInt(f[i], 10, 64)
+				total += time.Duration(t) * 10 * time.Millisecond // USER_HZ 100
+			}
+		}
+	}
+	if src.Cgroup == "" {
+		return total
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct" + src.Cgroup + "/cpuacct.usage"); err == nil {
+		ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		total += time.Duration(ns)
+	} else if b, err := os.ReadFile("/sys/fs/cgroup" + src.Cgroup + "/cpu.stat"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(v, 10, 64)
+				total += time.Duration(us) * time.Microsecond
+			}
+		}
+	}
+	return total
 }
 
 // onceLocked is once for concurrent callers: the runs themselves overlap,

@@ -114,7 +114,7 @@ func run() error {
 	}
 	if *onlyColdCreate {
 		fmt.Printf("Platinum cold create bench: %d runs per class, %s\n", *n, time.Now().UTC().Format(time.RFC3339))
-		return coldCreateBench(c, *n, d.Log)
+		return coldCreateBench(c, *n, d.Log, cpuSource{Pid: d.PID()})
 	}
 	if *mcpOnly {
 		return mcpBench(c, d, *mcpRuns)
