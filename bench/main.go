@@ -64,6 +64,7 @@ var (
 	onlyEgress    = flag.Bool("only-egress", false, "measure only the egress proxy against direct HTTPS (egress.go)")
 	onlyCreate    = flag.Bool("only-create", false, "measure only create → first exec and API exec against raw runc")
 	logLevel      = flag.String("ptd-log-level", "info", "ptd's --log-level; debug prints where each create's time went")
+	ptdArgs       = flag.String("ptd-args", "", "more flags for the bench's ptd, space-separated (e.g. \"--boot-slots 8\"), to compare its settings in one session")
 	onlyCode      = flag.Bool("only-code", false, "measure only the code API: create → first runCode, the kernel's start, the steady-state round trip (code.go)")
 	codeFirst     = flag.Int("code-first-runs", 0, "with -only-code: create → first runCode runs per runtime class (default: -n)")
 	codeRuntimes  = flag.String("code-runtimes", "runc,gvisor", "with -only-code: the runtime classes to measure the native API on")
@@ -106,14 +107,14 @@ func run() error {
 	if *archiveRuns > 0 && !*onlyRuntimes && !*onlyPreview && !*snapOnly {
 		defer section("archive", func() error { return archiveBench(*archiveRuns) })
 	}
-	d, c, err := benchkit.StartPtd("--webhook-allow-private", "--log-level", *logLevel)
+	d, c, err := benchkit.StartPtd(append([]string{"--webhook-allow-private", "--log-level", *logLevel}, strings.Fields(*ptdArgs)...)...)
 	defer d.Stop()
 	if err != nil {
 		return err
 	}
 	if *onlyColdCreate {
 		fmt.Printf("Platinum cold create bench: %d runs per class, %s\n", *n, time.Now().UTC().Format(time.RFC3339))
-		return coldCreateBench(c, *n, d.Log)
+		return coldCreateBench(c, *n, d.Log, cpuSource{Pid: d.PID()})
 	}
 	if *mcpOnly {
 		return mcpBench(c, d, *mcpRuns)

@@ -90,9 +90,11 @@ type config struct {
 	// admission is the start admission queue; hostCPURefusePct the CPU use
 	// over which a host runs fewer starts at once.
 	admission controlplane.AdmissionConfig
-	// bootSlots bounds the boots running at once (0: two per core);
+	// bootSlots bounds the boots running at once (0: adaptive, from two
+	// per core up to bootSlotsMax, eight per core when 0);
 	// reconcileInterval is how often the reconciler (and its sweep) runs.
 	bootSlots         int
+	bootSlotsMax      int
 	reconcileInterval time.Duration
 	hostCPURefusePct  float64
 	// diskAutogrowMaxGB enables disk autogrow up to that size.
@@ -217,7 +219,8 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.IntVar(&c.admission.SlotsSaturated, "start-admission-slots-saturated", c.admission.SlotsSaturated, "starts run at once while the host's CPU is over --host-cpu-refuse-pct")
 	fs.DurationVar(&c.admission.Wait, "start-admission-wait", c.admission.Wait, "longest wait for a start slot (a call's wait_timeout_ms, when shorter, wins); then 503 capacity")
 	fs.IntVar(&c.admission.MaxQueue, "start-admission-max-queue", c.admission.MaxQueue, "starts that may wait for a slot; more are 503 capacity at once")
-	fs.IntVar(&c.bootSlots, "boot-slots", 0, "sandboxes booting at once on this host (creates, starts, restores; 0: two per core); the others queue, and a boot's deadline starts when it gets its slot")
+	fs.IntVar(&c.bootSlots, "boot-slots", 0, "sandboxes booting at once on this host (creates, starts, restores; 0: from two per core, growing while boots are fast up to --boot-slots-max); the others queue, and a boot's deadline starts when it gets its slot")
+	fs.IntVar(&c.bootSlotsMax, "boot-slots-max", 0, "the most sandboxes booting at once while boots are fast (0: eight per core; with --boot-slots, which is then where it starts)")
 	fs.DurationVar(&c.reconcileInterval, "reconcile-interval", 30*time.Second, "how often the reconciler checks running sandboxes and sweeps host resources no live sandbox owns")
 	fs.Float64Var(&c.hostCPURefusePct, "host-cpu-refuse-pct", 90, "host CPU use (percent, over the last second or more) above which --start-admission-slots-saturated applies")
 	c.ttl = controlplane.DefaultTTLConfig()

@@ -98,7 +98,7 @@ func serve(ctx context.Context, args []string) error {
 	cpCfg.TemplateBuilds = cfg.builds
 	cpCfg.TTL = cfg.ttl
 	cpCfg.Admission = cfg.admission
-	cpCfg.BootSlots = cfg.bootSlots
+	cpCfg.BootSlots, cpCfg.BootSlotsMax = cfg.bootSlots, cfg.bootSlotsMax
 	load := &host.CPULoad{}
 	cpCfg.Admission.HostBusy = func() bool { return load.Over(cfg.hostCPURefusePct) }
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {

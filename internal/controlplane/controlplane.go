@@ -60,9 +60,13 @@ type Config struct {
 	// MinFreeBytes is the room the host's data dir keeps: creates and
 	// uploads are refused with 507 below it (space.go; 0: no check).
 	MinFreeBytes int64
-	// BootSlots bounds the boots running at once on the host (boots.go);
-	// 0 means DefaultBootSlots of the machine's cores.
+	// BootSlots bounds the boots running at once on the host (boots.go):
+	// a fixed bound, or with 0 one that adapts to how fast boots go,
+	// from DefaultBootSlots of the machine's cores up to BootSlotsMax.
 	BootSlots int
+	// BootSlotsMax is the adaptive bound's ceiling (0: DefaultBootSlotsMax
+	// of the machine's cores); set with BootSlots, that is its floor.
+	BootSlotsMax int
 	// SweepGrace is how long a deleted or failed record must have been
 	// unchanged before the sweep (sweep.go) removes what its sandbox still
 	// holds: its own teardown or cleanup may still be running until then.
@@ -269,7 +273,7 @@ func New(cfg Config, st store.Store, host Host, tn *tenancy.Service, logger *slo
 	s.tpl = newTemplates(s)
 	s.builds = newBuilds(cfg.TemplateBuilds.MaxConcurrent)
 	s.starts = newAdmission(cfg.Admission)
-	s.boots = newBootGate(cfg.BootSlots)
+	s.boots = newBootGate(cfg.BootSlots, cfg.BootSlotsMax, cfg.ProvisionTimeout/bootSlowFraction)
 	return s
 }
 
