@@ -88,6 +88,10 @@ const (
 	fastPoll  = 20 * time.Millisecond
 	slowPoll  = 100 * time.Millisecond
 	pokedPoll = 30 * time.Second
+	// firstPoll is the first read's delay: at boot nothing has grown yet,
+	// and the read would compete with the agent's own start (a cold
+	// create waits for that), so a poke or this delay comes first.
+	firstPoll = slowPoll
 	// maxKept bounds the kills remembered for the host.
 	maxKept = 64
 )
@@ -128,7 +132,7 @@ func (g *MemoryGuard) Run(ctx context.Context) {
 	if g.idle == 0 {
 		g.idle = slowPoll
 	}
-	t := time.NewTimer(0)
+	t := time.NewTimer(firstPoll)
 	defer t.Stop()
 	for {
 		select {

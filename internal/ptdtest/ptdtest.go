@@ -140,12 +140,12 @@ func Build(repoRoot string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, b := range []struct{ cgo, name, pkg string }{
-		{"CGO_ENABLED=0", "pt-agent", "./cmd/pt-agent"},
-		{"", "ptd", "./cmd/ptd"},
-		{"", "pt", "./cmd/pt"},
+	for _, b := range []struct{ cgo, name, pkg, ldflags string }{
+		{"CGO_ENABLED=0", "pt-agent", "./cmd/pt-agent", "-s -w"}, // as scripts/build.sh builds it
+		{"", "ptd", "./cmd/ptd", ""},
+		{"", "pt", "./cmd/pt", ""},
 	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), b.pkg)
+		cmd := exec.Command("go", "build", "-ldflags="+b.ldflags, "-o", filepath.Join(dir, b.name), b.pkg)
 		cmd.Dir = repoRoot
 		cmd.Env = os.Environ()
 		if b.cgo != "" {
