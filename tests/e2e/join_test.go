@@ -31,16 +31,8 @@ import (
 // down, a host's API answers 503.
 func TestJoinedHosts(t *testing.T) {
 	requireEnv(t)
-	_, err := pgtest.BinDir()
-	testenv.Require(t, err == nil, fmt.Sprint(err))
-	token := ptdtest.RandHex(16)
 	common := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--timer-interval", "500ms"}
-	api := startNamed(t, "api", ptdtest.Options{Store: "postgres", Env: []string{"PT_HOST_TOKEN=" + token},
-		ExtraArgs: append(slices.Clone(common), "--role", "api", "--objects", t.TempDir())})
-	joining := func(tok string) ptdtest.Options {
-		return ptdtest.Options{Store: "sqlite", Env: []string{"PT_HOST_TOKEN=" + tok},
-			ExtraArgs: append(slices.Clone(common), "--role", "host", "--join", api.URL)}
-	}
+	api, hosts, joining := startJoined(t, 2, common, nil, nil)
 
 	// A stranger's token is refused at the join, with what to do.
 	stranger, err := ptdtest.Start(joining(ptdtest.RandHex(16)))
@@ -51,7 +43,6 @@ func TestJoinedHosts(t *testing.T) {
 		t.Fatalf("a host with another token: %v, want it refused", err)
 	}
 
-	hosts := []*ptdtest.Daemon{startNamed(t, "host0", joining(token)), startNamed(t, "host1", joining(token))}
 	ctx := context.Background()
 	cl := platinum.New(api.URL, api.Token)
 	ids := map[string]int{}
@@ -167,4 +158,26 @@ func waitHostState(t *testing.T, cl *platinum.Client, id, state string) {
 			t.Fatalf("host %s never %s: %+v %v", id, state, hs, err)
 		}
 	}
+}
+
+// startJoined starts an api-only ptd on PostgreSQL that lets hosts join
+// with a fresh host token and its own object store, then n hosts joined to
+// it (docs/ARCHITECTURE.md, "Joined hosts"); common flags go to every ptd,
+// apiArgs to the api-only one, hostArgs to the hosts. joining(token) is
+// how a host joins it, for one more (a stranger's token, say).
+func startJoined(t *testing.T, n int, common, apiArgs, hostArgs []string) (api *ptdtest.Daemon, hosts []*ptdtest.Daemon, joining func(token string) ptdtest.Options) {
+	t.Helper()
+	_, err := pgtest.BinDir()
+	testenv.Require(t, err == nil, fmt.Sprint(err))
+	token := ptdtest.RandHex(16)
+	api = startNamed(t, "api", ptdtest.Options{Store: "postgres", Env: []string{"PT_HOST_TOKEN=" + token},
+		ExtraArgs: slices.Concat(common, []string{"--role", "api", "--objects", t.TempDir()}, apiArgs)})
+	joining = func(tok string) ptdtest.Options {
+		return ptdtest.Options{Store: "sqlite", Env: []string{"PT_HOST_TOKEN=" + tok},
+			ExtraArgs: slices.Concat(common, []string{"--role", "host", "--join", api.URL}, hostArgs)}
+	}
+	for i := range n {
+		hosts = append(hosts, startNamed(t, fmt.Sprint("host", i), joining(token)))
+	}
+	return api, hosts, joining
 }

@@ -3,20 +3,15 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/platinum-dev/platinum/internal/image/imagetest"
-	"github.com/platinum-dev/platinum/internal/pgtest"
-	"github.com/platinum-dev/platinum/internal/ptdtest"
-	"github.com/platinum-dev/platinum/internal/testenv"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -32,16 +27,9 @@ import (
 // and host 1's sweep its files.
 func TestTemplateOnEveryHost(t *testing.T) {
 	requireEnv(t)
-	_, err := pgtest.BinDir()
-	testenv.Require(t, err == nil, fmt.Sprint(err))
-	token := ptdtest.RandHex(16)
-	objects := t.TempDir()
 	common := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--image-registry-allow-private"}
-	api := startNamed(t, "api", ptdtest.Options{Store: "postgres", Env: []string{"PT_HOST_TOKEN=" + token},
-		ExtraArgs: append(slices.Clone(common), "--role", "api", "--objects", objects)})
-	joining := ptdtest.Options{Store: "sqlite", Env: []string{"PT_HOST_TOKEN=" + token},
-		ExtraArgs: append(slices.Clone(common), "--role", "host", "--join", api.URL, "--reconcile-interval", "2s")}
-	hosts := []*ptdtest.Daemon{startNamed(t, "host0", joining), startNamed(t, "host1", joining)}
+	objects := t.TempDir()
+	api, hosts, _ := startJoined(t, 2, common, []string{"--objects", objects}, []string{"--reconcile-interval", "2s"})
 	ids := []string{hostIDOf(t, hosts[0]), hostIDOf(t, hosts[1])}
 	ctx := context.Background()
 	cl := platinum.New(api.URL, api.Token)
