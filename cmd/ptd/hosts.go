@@ -56,19 +56,21 @@ func runHostRegistry(ctx context.Context, cfg config, st store.Store, h *host.Ho
 	}
 	log.Info("host registered", "host", rec.ID, "generation", rec.Generation, "state", rec.State)
 	go reg.Run(ctx)
-	watchHosts(ctx, cfg, st, h.ID(), cp, log)
+	watchHosts(ctx, cfg, st, h.ID(), false, cp, log)
 	return nil
 }
 
 // watchHosts watches every registered host's liveness in the background
 // until ctx ends, as one of the ptds that may hold the watch (self names
-// this one): an api-only ptd watches too, so that a single host joined to
-// it is still marked lost when it dies.
-func watchHosts(ctx context.Context, cfg config, st store.Store, self string, cp *controlplane.Service, log *slog.Logger) {
+// this one). An api-only ptd (apiOnly) watches too, deferring to the
+// hosts' watchers while any host lives (they recover a lost host's
+// sandboxes onto their own), so that the last host's death is still
+// marked.
+func watchHosts(ctx context.Context, cfg config, st store.Store, self string, apiOnly bool, cp *controlplane.Service, log *slog.Logger) {
 	holder := make([]byte, 4)
 	rand.Read(holder)
 	w := &hostreg.Watcher{Store: st, Holder: fmt.Sprintf("%s/%d/%s", self, os.Getpid(), hex.EncodeToString(holder)),
-		Self: self, LostAfter: cfg.hostLostAfter, Interval: cfg.hostHeartbeat, Log: log,
+		Self: self, LostAfter: cfg.hostLostAfter, Interval: cfg.hostHeartbeat, Log: log, DeferToHosts: apiOnly,
 		Lost: func(ctx context.Context, lost store.HostRecord) { cp.HostLost(ctx, lost.ID) }}
 	go w.Run(ctx)
 }

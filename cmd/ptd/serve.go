@@ -104,11 +104,9 @@ func serve(ctx context.Context, args []string) error {
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
-	key := cfg.secretsKey
-	if key == nil {
-		if key, err = secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "secrets.key")); err != nil {
-			return err
-		}
+	key, err := platformKey(cfg.secretsKey, cfg.dataDir, "secrets.key")
+	if err != nil {
+		return err
 	}
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
@@ -315,7 +313,7 @@ func serve(ctx context.Context, args []string) error {
 			return err
 		}
 	} else {
-		watchHosts(ctx, cfg, st, hst.ID(), cp, log.With("component", "hosts"))
+		watchHosts(ctx, cfg, st, hst.ID(), true, cp, log.With("component", "hosts"))
 	}
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.metricsListen != "" {
@@ -404,12 +402,9 @@ func openPreview(cfg config) (*previewSetup, error) {
 	if cfg.previewListen == "" {
 		return nil, nil
 	}
-	key := cfg.previewKey // a joined host's: the platform's
-	if key == nil {
-		var err error
-		if key, err = secrets.LoadOrCreateKey(filepath.Join(cfg.dataDir, "preview.key")); err != nil {
-			return nil, fmt.Errorf("preview key: %w", err)
-		}
+	key, err := platformKey(cfg.previewKey, cfg.dataDir, "preview.key")
+	if err != nil {
+		return nil, fmt.Errorf("preview key: %w", err)
 	}
 	signer, err := preview.NewSigner(key)
 	if err != nil {
@@ -432,6 +427,15 @@ func openPreview(cfg config) (*previewSetup, error) {
 		return nil, err
 	}
 	return &previewSetup{ln: ln, cfg: pc, signer: signer, key: key}, nil
+}
+
+// platformKey is the key a joined host took from the platform (joined),
+// else the one in the data dir's file name, made on first use.
+func platformKey(joined []byte, dataDir, name string) ([]byte, error) {
+	if joined != nil {
+		return joined, nil
+	}
+	return secrets.LoadOrCreateKey(filepath.Join(dataDir, name))
 }
 
 // previewPublicURL makes pc's URLs name the platform-wide preview address

@@ -260,12 +260,38 @@ type Watcher struct {
 	// lost host at each pass it holds the lease (nil: nothing); it must be
 	// idempotent.
 	Lost func(ctx context.Context, h store.HostRecord)
+	// DeferToHosts makes the watcher of a process that runs no sandboxes
+	// (an api-only ptd) act only while no other host is alive: Lost there
+	// can mark a lost host's sandboxes but not recover them onto a host of
+	// its own, which a host's watcher does. So hosts watch while any
+	// lives, and the last one's death is still marked.
+	DeferToHosts bool
+
+	held bool // the lease at the last pass
 }
 
 // Check runs one pass if this watcher holds the lease, and returns the
-// hosts it marked lost.
+// hosts it marked lost. One goroutine calls it (Run's).
 func (w *Watcher) Check(ctx context.Context) ([]store.HostRecord, error) {
+	if w.DeferToHosts {
+		hosts, err := w.Store.ListHosts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(hosts, func(h store.HostRecord) bool {
+			return h.ID != w.Self && h.State != store.HostLost && time.Since(h.HeartbeatAt) <= w.LostAfter
+		}) {
+			// A live host's watcher takes the lease: this one gives it up
+			// if it held it.
+			if !w.held {
+				return nil, nil
+			}
+			w.held = false
+			return nil, w.Store.ReleaseLease(ctx, LeaseLiveness, w.Holder)
+		}
+	}
 	_, held, err := w.Store.AcquireLease(ctx, LeaseLiveness, w.Holder, 3*w.Interval)
+	w.held = held && err == nil
 	if err != nil || !held {
 		return nil, err
 	}

@@ -205,6 +205,45 @@ func TestWatcherLeaseMoves(t *testing.T) {
 	}
 }
 
+// TestWatcherDefersToHosts: an api-only ptd's watcher (DeferToHosts) takes
+// no lease while a host lives, so a host's watcher (which can recover a
+// lost host's sandboxes) acts; once no host is alive it marks the last
+// one lost, and when a host is back it gives the lease up.
+func TestWatcherDefersToHosts(t *testing.T) {
+	for kind, ss := range stores(t, 1) {
+		t.Run(kind, func(t *testing.T) {
+			st, ctx := ss[0], t.Context()
+			reg := &Registrar{Store: st, Host: store.HostRecord{ID: "host_a", URL: "http://127.0.0.1:1"},
+				Status: StatusFrom(st, "host_a"), Interval: time.Hour, Log: slog.Default()}
+			if _, err := reg.Register(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var lost []string
+			w := &Watcher{Store: st, Holder: "api_1", Self: "api_1", LostAfter: 300 * time.Millisecond, Interval: time.Minute,
+				Log: slog.Default(), DeferToHosts: true, Lost: func(_ context.Context, h store.HostRecord) { lost = append(lost, h.ID) }}
+			holder := func() string {
+				l, _, _ := st.AcquireLease(ctx, LeaseLiveness, "probe", time.Millisecond)
+				st.ReleaseLease(ctx, LeaseLiveness, "probe")
+				return l.Holder
+			}
+			if _, err := w.Check(ctx); err != nil || holder() == "api_1" {
+				t.Fatalf("with host_a alive the api's watcher took the lease (%v)", err)
+			}
+			time.Sleep(400 * time.Millisecond) // host_a stops heartbeating
+			marked, err := w.Check(ctx)
+			if err != nil || len(marked) != 1 || marked[0].ID != "host_a" || len(lost) != 1 {
+				t.Fatalf("with no host alive: marked %+v, Lost %v, %v; want host_a once", marked, lost, err)
+			}
+			if _, err := reg.Register(ctx); err != nil { // back, next generation
+				t.Fatal(err)
+			}
+			if _, err := w.Check(ctx); err != nil || holder() != "probe" {
+				t.Fatalf("with host_a back the api's watcher kept the lease (%v)", err)
+			}
+		})
+	}
+}
+
 // cutOff is a store whose heartbeats fail while cut is set, as a host's
 // do when it cannot reach the store.
 type cutOff struct {
