@@ -302,7 +302,11 @@ func serve(ctx context.Context, args []string) error {
 		}
 		front = serveHosts(front, cfg.joinInfo(key, previewKey), st, feed, cfg.hostToken, log.With("component", "hosts"))
 	}
-	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second}
+	// h2c beside HTTP/1.1: peers relay gRPC previews here over HTTP/2
+	// (docs/ARCHITECTURE.md, "Many hosts").
+	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
 	// The host is registered before the API answers (health included), so

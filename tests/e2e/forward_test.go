@@ -27,6 +27,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/sshgw"
 	"github.com/platinum-dev/platinum/internal/testenv"
+	"github.com/platinum-dev/platinum/internal/upstream"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -665,7 +666,7 @@ func post(t *testing.T, d *ptdtest.Daemon, path string, body any) (int, map[stri
 // store, every ptd's preview URLs naming the api-only ptd's preview
 // listener (--preview-public-url). A sandbox on host b is reached through
 // host a's and the api-only ptd's preview listeners (path and host forms,
-// a WebSocket echo; the token is still required and stripped, a stopped
+// a WebSocket echo, a gRPC call that stays HTTP/2 to the sandbox; the token is still required and stripped, a stopped
 // sandbox resumes through b) and through their SSH gateways with the real
 // OpenSSH client (a command, its exit code and stdin, an scp); a key the sandbox does
 // not hold is refused at both, as is a relay key no ptd holds. Once b
@@ -758,6 +759,21 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:%d/hello && exit 0
 			got = pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello?pt_token="+u.Token, nil, nil)
 			if got.status != http.StatusTemporaryRedirect || !strings.Contains(got.header.Get("Set-Cookie"), "pt_preview_token=") {
 				t.Fatalf("browser link: %d %v %s", got.status, got.header, got.body)
+			}
+			// gRPC stays HTTP/2 on every hop: into this listener, between
+			// the ptds and into the sandbox.
+			greq, _ := http.NewRequest("POST", entry.PreviewURL+"/"+id+"/8080/grpc", strings.NewReader("ping"))
+			greq.Header.Set("Content-Type", "application/grpc")
+			greq.Header.Set("TE", "trailers")
+			greq.Header.Set("X-Pt-Preview-Token", u.Token)
+			gresp, err := upstream.H2C(&http.Transport{}).RoundTrip(greq)
+			if err != nil {
+				t.Fatalf("gRPC over h2c: %v", err)
+			}
+			gbody, _ := io.ReadAll(gresp.Body)
+			gresp.Body.Close()
+			if string(gbody) != "HTTP/2 got ping" || gresp.Trailer.Get("Grpc-Status") != "0" {
+				t.Fatalf("gRPC over h2c: %d %q, trailer %v; want HTTP/2 to the sandbox and its trailer back", gresp.StatusCode, gbody, gresp.Trailer)
 			}
 			for _, form := range []struct{ host, path string }{{label + ".localhost", "/ws"}, {"localhost", "/" + id + "/8080/ws"}} {
 				ws := dialWSAt(t, entry.PreviewURL, form.host, form.path, u.Token)
