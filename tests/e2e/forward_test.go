@@ -575,6 +575,7 @@ func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.
 // relocated to a through its stop snapshot: 202 code relocating, the
 // record a's, restoring; a second start (through b's ptd, forwarded to a)
 // joins it with the same answer; it ends running on a with its file.
+// Stopped again there while a drains, its start moves it back to b.
 func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
@@ -643,6 +644,44 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	}
 	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" {
 		t.Fatalf("the relocated sandbox's file: %+v %v", res, err)
+	}
+
+	// Stopped on a, with a draining: its start moves it back to b through
+	// its new stop snapshot, at once (the relocation guard is for busy
+	// hosts, not drains).
+	before, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
+	if st, m := post(t, a, "/v1/sandboxes/"+sb.ID+"/stop?memory=false&wait_for_state=stopped", nil); st != 200 {
+		t.Fatalf("stop on a: %d %v", st, m)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		bks, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
+		if slices.ContainsFunc(bks, func(b platinum.Snapshot) bool {
+			return b.Name == "pt:stop" && b.State == platinum.SnapshotReady &&
+				!slices.ContainsFunc(before, func(o platinum.Snapshot) bool { return o.ID == b.ID })
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new stop snapshot after the stop on a: %+v", bks)
+		}
+	}
+	if _, err := cl.Hosts.Drain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	st, m = post(t, b, "/v1/sandboxes/"+sb.ID+"/start", nil)
+	if st != 202 || m["code"] != "relocating" || m["host_id"] != idB || !strings.Contains(fmt.Sprint(m["reason"]), "host_draining") {
+		t.Fatalf("start on a draining host: %d %v, want 202 relocating to b (%s)", st, m, idB)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if got, err = cl.Sandboxes.Get(ctx, sb.ID); err == nil && got.State == platinum.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox moved off the draining host never ran: %+v %v", got, err)
+		}
+	}
+	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" || got.HostID != idB {
+		t.Fatalf("moved off the draining host: on %s, file %+v %v; want b's with the file", got.HostID, res, err)
 	}
 }
 
