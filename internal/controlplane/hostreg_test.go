@@ -232,3 +232,28 @@ func TestAnAPIOnlyPtdTakesNoLostSandbox(t *testing.T) {
 		t.Fatalf("the refused start moved the sandbox: %s on %s", cur.State, cur.HostID)
 	}
 }
+
+// TestForgetStopSnapshot: deleting a sandbox's recorded stop snapshot
+// clears the record's note, so it no longer says any host may start it;
+// deleting another (a replaced one) leaves the note.
+func TestForgetStopSnapshot(t *testing.T) {
+	s, _ := newServiceWith(t, &fakeHost{}, "", nil)
+	ctx := context.Background()
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	stopped := s.now().Add(-time.Minute)
+	ref := &sandbox.StopSnapshotRef{ID: sandbox.NewID(sandbox.PrefixBackup), At: stopped.Add(time.Second)}
+	sb = setRecord(t, s, sb.ID, func(x *sandbox.Sandbox) { x.State, x.StoppedAt, x.StopSnapshot = sandbox.StateStopped, &stopped, ref })
+	if sb.StartsOn() != sandbox.StartsOnAnyHost {
+		t.Fatalf("with a current stop snapshot: starts_on %q", sb.StartsOn())
+	}
+	for _, tc := range []struct {
+		id   string
+		want string
+	}{{"bk_replaced", sandbox.StartsOnAnyHost}, {ref.ID, sandbox.StartsOnOwnHost}} {
+		s.forgetStopSnapshot(ctx, sandbox.Snapshot{ID: tc.id, OrgID: sb.OrgID, SandboxID: sb.ID, Name: StopSnapshotName})
+		got, err := s.store.GetSandbox(ctx, "", sb.ID)
+		if err != nil || got.StartsOn() != tc.want {
+			t.Fatalf("after deleting %s: starts_on %q %v, want %q", tc.id, got.StartsOn(), err, tc.want)
+		}
+	}
+}

@@ -68,18 +68,8 @@ func (s *Service) relocate(ctx context.Context, id string, cause error) (sandbox
 	if at, err := time.Parse(time.RFC3339, sb.Metadata[MetaRelocatedAt]); err == nil && s.now().Sub(at) < s.cfg.RelocateGuard && !drain {
 		return sandbox.Sandbox{}, nil, false
 	}
-	snaps, err := s.stopSnapshots(ctx, sb)
-	if err != nil {
-		return sandbox.Sandbox{}, nil, false
-	}
-	var snap *sandbox.Snapshot
-	for i := range snaps {
-		if snaps[i].State == sandbox.SnapshotReady && !snaps[i].CreatedAt.Before(sb.StoppedAt.Truncate(time.Microsecond)) {
-			snap = &snaps[i]
-			break
-		}
-	}
-	if snap == nil {
+	snap, err := s.currentStopSnapshot(ctx, sb)
+	if err != nil || snap == nil {
 		return sandbox.Sandbox{}, nil, false
 	}
 	to := s.relocationTarget(ctx, sb.Runtime)

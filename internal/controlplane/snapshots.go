@@ -211,7 +211,13 @@ func (s *Service) DeleteSnapshot(ctx context.Context, p Principal, snapID string
 			}
 		}
 	}
-	return s.store.DeleteSnapshot(ctx, snapID)
+	if err := s.store.DeleteSnapshot(ctx, snapID); err != nil {
+		return err
+	}
+	if snap.Name == StopSnapshotName {
+		s.forgetStopSnapshot(ctx, snap)
+	}
+	return nil
 }
 
 // Restore rolls a running, stopped or failed sandbox back to one of its

@@ -2,9 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
@@ -43,8 +43,16 @@ func (s *Service) takeStopSnapshot(ctx context.Context, id string) {
 		return
 	}
 	s.doBackup(ctx, snap.ID)
-	if got, err := s.store.GetSnapshot(ctx, "", snap.ID); err != nil || got.State != sandbox.SnapshotReady {
+	got, err := s.store.GetSnapshot(ctx, "", snap.ID)
+	if err != nil || got.State != sandbox.SnapshotReady {
 		return // the older one stays the newest complete
+	}
+	// The record says where the sandbox may start (StartsOn) while it
+	// stays stopped; a start meanwhile moved on and needs no note.
+	if _, _, err := s.transition(ctx, id, sandbox.StateStopped, sandbox.StateStopped, func(x *sandbox.Sandbox) {
+		x.StopSnapshot = &sandbox.StopSnapshotRef{ID: got.ID, At: got.CreatedAt}
+	}); err != nil {
+		s.log.WarnContext(ctx, "record the stop snapshot", "sandbox", id, "backup", got.ID, "err", err)
 	}
 	for _, o := range old {
 		if err := s.DeleteSnapshot(ctx, Principal{OrgID: sb.OrgID}, o.ID); err != nil {
@@ -60,6 +68,41 @@ func (s *Service) stopSnapshots(ctx context.Context, sb sandbox.Sandbox) ([]sand
 		return nil, err
 	}
 	return slices.DeleteFunc(bks, func(b sandbox.Snapshot) bool { return b.Name != StopSnapshotName }), nil
+}
+
+// forgetStopSnapshot clears the record's note of stop snapshot snap once
+// snap is deleted (replaced, or by a caller), so StartsOn never counts on
+// a copy that is gone.
+func (s *Service) forgetStopSnapshot(ctx context.Context, snap sandbox.Snapshot) {
+	_, err := s.store.ModifySandbox(ctx, snap.OrgID, snap.SandboxID, func(sb *sandbox.Sandbox) error {
+		if sb.StopSnapshot == nil || sb.StopSnapshot.ID != snap.ID {
+			return errUnchanged
+		}
+		sb.StopSnapshot = nil
+		return nil
+	})
+	if err != nil && !errors.Is(err, errUnchanged) && !store.IsNotFound(err) {
+		s.log.WarnContext(ctx, "forget a deleted stop snapshot", "sandbox", snap.SandboxID, "backup", snap.ID, "err", err)
+	}
+}
+
+// errUnchanged aborts a ModifySandbox that has nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// currentStopSnapshot is sb's newest complete stop snapshot that holds
+// its disk as it stopped (taken at or after the stop), nil when none does.
+func (s *Service) currentStopSnapshot(ctx context.Context, sb sandbox.Sandbox) (*sandbox.Snapshot, error) {
+	snaps, err := s.stopSnapshots(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	for i := range snaps {
+		ref := sandbox.StopSnapshotRef{ID: snaps[i].ID, At: snaps[i].CreatedAt}
+		if snaps[i].State == sandbox.SnapshotReady && ref.Current(sb.StoppedAt) {
+			return &snaps[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // aloneOnStore reports whether no other host that is not lost shares the
@@ -86,16 +129,11 @@ func (s *Service) startFromStopSnapshot(ctx context.Context, sb *sandbox.Sandbox
 	if err != nil || h.State != store.HostLost || sb.State != sandbox.StateStopped || sb.StoppedAt == nil {
 		return false, nil
 	}
-	snaps, err := s.stopSnapshots(ctx, *sb)
-	if err != nil {
+	snap, err := s.currentStopSnapshot(ctx, *sb)
+	if err != nil || snap == nil {
 		return false, err
 	}
-	for _, snap := range snaps {
-		if snap.State == sandbox.SnapshotReady && !snap.CreatedAt.Before(sb.StoppedAt.Truncate(time.Microsecond)) {
-			sb.State, sb.HostID, sb.RestoreSnapshotID = sandbox.StateRestoring, s.host.ID(), snap.ID
-			sb.Reason = fmt.Sprintf("host %s was lost; started from its stop snapshot", h.ID)
-			return true, nil
-		}
-	}
-	return false, nil
+	sb.State, sb.HostID, sb.RestoreSnapshotID = sandbox.StateRestoring, s.host.ID(), snap.ID
+	sb.Reason = fmt.Sprintf("host %s was lost; started from its stop snapshot", h.ID)
+	return true, nil
 }

@@ -122,6 +122,10 @@ func (v sandboxView) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"start":`...)
 		b = appendJSONString(b, v.Start)
 	}
+	if v.StartsOn != "" {
+		b = append(b, `,"starts_on":`...)
+		b = appendJSONString(b, v.StartsOn)
+	}
 	if p := v.Progress; p != nil {
 		b = appendProgressJSON(append(b, `,"progress":`...), p)
 	}

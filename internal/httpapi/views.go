@@ -54,6 +54,10 @@ type sandboxView struct {
 	// sandbox a warm pool booted ahead) or "cold" (docs/sessions.md,
 	// "Warm creates").
 	Start string `json:"start,omitempty"`
+	// StartsOn says where a stopped or archived sandbox may start:
+	// "any_host" or "own_host" (docs/stop-start.md, "Where a stopped
+	// sandbox starts").
+	StartsOn string `json:"starts_on,omitempty"`
 	// Progress shows how far an archive or restore got.
 	Progress *sandbox.Progress `json:"progress,omitempty"`
 	// Network is the egress policy (the default spelled out).
@@ -118,6 +122,7 @@ func viewSandbox(sb sandbox.Sandbox) sandboxView {
 	v.Network = viewNetwork(sb)
 	v.Progress = sb.Progress
 	v.Start = sb.Start
+	v.StartsOn = sb.StartsOn()
 	v.Runtime = sb.Runtime
 	if v.Runtime == "" {
 		v.Runtime = "runc"

@@ -18,6 +18,7 @@ func (sb Sandbox) Clone() Sandbox {
 	out.LastStart = clonePtr(sb.LastStart)
 	out.LastActivityAt = clonePtr(sb.LastActivityAt)
 	out.StoppedAt = clonePtr(sb.StoppedAt)
+	out.StopSnapshot = clonePtr(sb.StopSnapshot)
 	out.DeletedAt = clonePtr(sb.DeletedAt)
 	out.Progress = clonePtr(sb.Progress)
 	out.Live = clonePtr(sb.Live)

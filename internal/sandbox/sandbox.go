@@ -105,6 +105,10 @@ type Sandbox struct {
 	// StoppedAt is when the sandbox last reached stopped; auto-archive
 	// counts from it.
 	StoppedAt *time.Time `json:"stopped_at,omitempty"`
+	// StopSnapshot is the newest complete stop snapshot (a copy of the
+	// stopped disk in the object store), from which any host may start
+	// the sandbox while it is current (StartsOn).
+	StopSnapshot *StopSnapshotRef `json:"stop_snapshot,omitempty"`
 	// Secrets are sealed at rest and never returned; inside the sandbox
 	// each appears only as its Placeholder in the environment.
 	Secrets map[string]Secret `json:"-"`
@@ -212,6 +216,47 @@ const (
 	StartWarm = "warm"
 	StartCold = "cold"
 )
+
+// StopSnapshotRef names a sandbox's stop snapshot and when it was taken.
+type StopSnapshotRef struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// Where a stopped or archived sandbox may start (Sandbox.StartsOn).
+const (
+	// StartsOnAnyHost: its disk is in the object store (a current stop
+	// snapshot, or an archive), so any host that runs its class can start
+	// it.
+	StartsOnAnyHost = "any_host"
+	// StartsOnOwnHost: its disk is only on its host (HostID), which must
+	// start it.
+	StartsOnOwnHost = "own_host"
+)
+
+// StartsOn says where a stopped or archived sandbox may start ("" in any
+// other state): any host when its disk is in the object store — archived,
+// or stopped with a stop snapshot taken at or after its stop — else its
+// own host.
+func (sb Sandbox) StartsOn() string {
+	switch sb.State {
+	case StateArchived:
+		return StartsOnAnyHost
+	case StateStopped:
+		if sb.StopSnapshot != nil && sb.StopSnapshot.Current(sb.StoppedAt) {
+			return StartsOnAnyHost
+		}
+		return StartsOnOwnHost
+	}
+	return ""
+}
+
+// Current reports whether a stop snapshot taken at r.At holds the disk as
+// it was at the stop at stoppedAt (taken at or after it; the store keeps
+// microseconds).
+func (r StopSnapshotRef) Current(stoppedAt *time.Time) bool {
+	return stoppedAt != nil && !r.At.Before(stoppedAt.Truncate(time.Microsecond))
+}
 
 // LastStart is what a start that reached running brought back.
 type LastStart struct {

@@ -66,3 +66,30 @@ func TestStatusOfEveryState(t *testing.T) {
 		}
 	}
 }
+
+// TestStartsOn: a stopped sandbox may start on any host only while its
+// stop snapshot was taken at or after its stop; an archived one always;
+// a sandbox in any other state says nothing.
+func TestStartsOn(t *testing.T) {
+	stop := time.Date(2026, 12, 5, 4, 0, 0, 123456789, time.UTC)
+	ref := func(d time.Duration) *StopSnapshotRef {
+		return &StopSnapshotRef{ID: "bk_1", At: stop.Truncate(time.Microsecond).Add(d)}
+	}
+	for _, tc := range []struct {
+		name string
+		sb   Sandbox
+		want string
+	}{
+		{"stopped, no snapshot", Sandbox{State: StateStopped, StoppedAt: &stop}, StartsOnOwnHost},
+		{"stopped, snapshot at the stop", Sandbox{State: StateStopped, StoppedAt: &stop, StopSnapshot: ref(0)}, StartsOnAnyHost},
+		{"stopped, snapshot after", Sandbox{State: StateStopped, StoppedAt: &stop, StopSnapshot: ref(time.Second)}, StartsOnAnyHost},
+		{"stopped again since the snapshot", Sandbox{State: StateStopped, StoppedAt: &stop, StopSnapshot: ref(-time.Microsecond)}, StartsOnOwnHost},
+		{"stopped, no stop time", Sandbox{State: StateStopped, StopSnapshot: ref(0)}, StartsOnOwnHost},
+		{"archived", Sandbox{State: StateArchived}, StartsOnAnyHost},
+		{"running", Sandbox{State: StateRunning, StoppedAt: &stop, StopSnapshot: ref(0)}, ""},
+	} {
+		if got := tc.sb.StartsOn(); got != tc.want {
+			t.Errorf("%s: StartsOn() = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

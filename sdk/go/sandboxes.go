@@ -98,6 +98,10 @@ type Sandbox struct {
 	// sandbox its template's warm pool booted ahead) or "cold" (booted for
 	// this create); empty for sandboxes made before it was recorded.
 	Start string `json:"start,omitempty"`
+	// StartsOn says where a stopped or archived sandbox may start:
+	// "any_host" (its disk is in the object store: archived, or stopped
+	// with a current stop snapshot) or "own_host" (only HostID has it).
+	StartsOn string `json:"starts_on,omitempty"`
 
 	// Restore and RAMRestored say what the latest start brought back. They
 	// are set only while the sandbox is running after a start (nil before

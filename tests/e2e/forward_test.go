@@ -611,15 +611,7 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 			t.Fatalf("stop %s: %d %v", id, st, m)
 		}
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		bks, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
-		if slices.ContainsFunc(bks, func(b platinum.Snapshot) bool { return b.Name == "pt:stop" && b.State == platinum.SnapshotReady }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no stop snapshot: %+v", bks)
-		}
-	}
+	waitStartsOnAnyHost(t, cl, sb.ID)
 
 	// The gVisor cold start holds b's one slot; the next start waits 100 ms.
 	if st, m := post(t, a, "/v1/sandboxes/"+blocker.ID+"/start", nil); st != 200 {
@@ -649,22 +641,10 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	// Stopped on a, with a draining: its start moves it back to b through
 	// its new stop snapshot, at once (the relocation guard is for busy
 	// hosts, not drains).
-	before, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
 	if st, m := post(t, a, "/v1/sandboxes/"+sb.ID+"/stop?memory=false&wait_for_state=stopped", nil); st != 200 {
 		t.Fatalf("stop on a: %d %v", st, m)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		bks, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
-		if slices.ContainsFunc(bks, func(b platinum.Snapshot) bool {
-			return b.Name == "pt:stop" && b.State == platinum.SnapshotReady &&
-				!slices.ContainsFunc(before, func(o platinum.Snapshot) bool { return o.ID == b.ID })
-		}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new stop snapshot after the stop on a: %+v", bks)
-		}
-	}
+	waitStartsOnAnyHost(t, cl, sb.ID)
 	if _, err := cl.Hosts.Drain(ctx, idA); err != nil {
 		t.Fatal(err)
 	}
@@ -682,6 +662,22 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	}
 	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" || got.HostID != idB {
 		t.Fatalf("moved off the draining host: on %s, file %+v %v; want b's with the file", got.HostID, res, err)
+	}
+}
+
+// waitStartsOnAnyHost waits until stopped sandbox id's record says any
+// host may start it: its stop snapshot of this stop is complete.
+func waitStartsOnAnyHost(t *testing.T, cl *platinum.Client, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		got, err := cl.Sandboxes.Get(context.Background(), id)
+		if err == nil && got.StartsOn == "any_host" {
+			return
+		}
+		if time.Now().After(deadline) {
+			bks, _ := cl.Sandboxes.ListBackups(context.Background(), id)
+			t.Fatalf("%s never said starts_on any_host: %+v %v (backups %+v)", id, got, err, bks)
+		}
 	}
 }
 

@@ -31,6 +31,10 @@ func TestStopStartKeepsProcesses(t *testing.T) {
 	if r.Status != 200 || r.JSON()["state"] != "stopped" {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
+	// One host: its disk is only here, and the record says so.
+	if got := r.JSON()["starts_on"]; got != "own_host" {
+		t.Errorf("a stopped sandbox of one host: starts_on %v, want own_host", got)
+	}
 	// Idempotent; exec refused while stopped, naming the state.
 	if r := c.do("POST", "/v1/sandboxes/"+id+"/stop?wait_for_state=stopped", nil); r.Status != 200 || r.JSON()["state"] != "stopped" {
 		t.Errorf("second stop: %d %s", r.Status, r.Body)

@@ -80,6 +80,7 @@ type lifecycle struct {
 	Retention      sandbox.Retention         `json:"retention"`
 	LastActivityAt *time.Time                `json:"last_activity_at,omitempty"`
 	StoppedAt      *time.Time                `json:"stopped_at,omitempty"`
+	StopSnapshot   *sandbox.StopSnapshotRef  `json:"stop_snapshot,omitempty"`
 	Archive        *sandbox.ArchiveRef       `json:"archive,omitempty"`
 	NoAutoResume   bool                      `json:"no_auto_resume,omitempty"`
 	Live           *sandbox.LiveHeadroom     `json:"live,omitempty"`
@@ -105,7 +106,7 @@ type lifecycle struct {
 func EncodeLifecycle(sb sandbox.Sandbox) (string, error) {
 	b, err := json.Marshal(lifecycle{
 		ExpiresAt: sb.ExpiresAt, ExpiryAction: sb.ExpiryAction, TTLMs: sb.TTLMs, LastStart: sb.LastStart,
-		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, Archive: sb.Archive,
+		Retention: sb.Retention, LastActivityAt: sb.LastActivityAt, StoppedAt: sb.StoppedAt, StopSnapshot: sb.StopSnapshot, Archive: sb.Archive,
 		NoAutoResume: sb.NoAutoResume, Live: sb.Live, Secrets: sb.Secrets, APIToken: sb.APIToken,
 		Runtime: sb.Runtime, Preview: sb.Preview, Network: sb.Network,
 		SourceSnapshot: sb.SourceSnapshotID, RestoreSnap: sb.RestoreSnapshotID,
@@ -127,6 +128,7 @@ func DecodeLifecycle(s string, sb *sandbox.Sandbox) error {
 	sb.ExpiresAt, sb.ExpiryAction, sb.LastStart = lc.ExpiresAt, lc.ExpiryAction, lc.LastStart
 	sb.TTLMs = lc.TTLMs
 	sb.Retention, sb.LastActivityAt, sb.StoppedAt, sb.Archive = lc.Retention, lc.LastActivityAt, lc.StoppedAt, lc.Archive
+	sb.StopSnapshot = lc.StopSnapshot
 	sb.NoAutoResume, sb.Live, sb.Secrets, sb.APIToken = lc.NoAutoResume, lc.Live, lc.Secrets, lc.APIToken
 	sb.Runtime, sb.Preview = lc.Runtime, lc.Preview
 	sb.SourceSnapshotID, sb.RestoreSnapshotID = lc.SourceSnapshot, lc.RestoreSnap

@@ -181,6 +181,9 @@ class SandboxFields(Record):
     #: pool booted it ahead) or ``cold``; the record's ``start`` item
     #: (``start`` is the lifecycle call on handles).
     start_kind: field[str | None] = field(None, "start")
+    #: Where a stopped or archived sandbox may start: ``any_host`` (its disk
+    #: is in the object store) or ``own_host`` (only ``host_id`` has it).
+    starts_on: field[str | None] = field(None)
     secret_names: field[list[str]] = field([])
     network: field[dict[str, Any] | None] = field(None)
     progress: field[dict[str, Any] | None] = field(None)

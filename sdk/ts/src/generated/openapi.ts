@@ -2644,6 +2644,11 @@ export interface components {
              * @enum {string}
              */
             start?: "warm" | "cold";
+            /**
+             * @description Where a stopped or archived sandbox may start (absent in other states): `any_host` when its disk is in the object store (archived, or stopped with a stop snapshot taken since its stop, on a platform of several hosts), `own_host` when only its host (`host_id`) has it.
+             * @enum {string}
+             */
+            starts_on?: "any_host" | "own_host";
             network?: components["schemas"]["NetworkPolicy"];
             /** @description How far an archive or restore got; present only while one runs. */
             progress?: {
