@@ -1,0 +1,104 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWatchOOMv2 runs the cgroup v2 watch (production hosts; this
+// machine's hierarchy is hybrid, so a directory holding the same files,
+// written as the kernel writes them, stands in for the cgroup, and a
+// script records what the runtime binary is asked): an oom_kill increment
+// in memory.events is reported as the sandbox's kills; for a gVisor
+// sandbox, memory.current climbing the guard's ladder pokes the guard
+// (`kill ID SIGWINCH`) once per new rung, again after a fall and a new
+// climb, never below half the sandbox's size; the watch ends when the
+// cgroup goes.
+func TestWatchOOMv2(t *testing.T) {
+	dir := t.TempDir()
+	cg := filepath.Join(dir, "cgroup")
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(cg, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events := func(kills int) string {
+		return fmt.Sprintf("low 0\nhigh 0\nmax 3\noom %d\noom_kill %d\noom_group_kill 0\n", kills, kills)
+	}
+	current := func(n int64) { write("memory.current", fmt.Sprintln(n)) }
+	const mem = 256 << 20
+	write("memory.events", events(2))
+	current(40<<20)
+	calls := filepath.Join(dir, "calls")
+	bin := filepath.Join(dir, "runsc")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"$@\" >> "+calls+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runtime{binary: bin, gvisor: true, logger: slog.New(slog.DiscardHandler)}
+	kills := make(chan OOMKill, 8)
+	r.OnOOM(func(k OOMKill) { kills <- k })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.watchOOMv2(ctx, "sbx_1", cg, 2, mem) }()
+
+	pokes := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "kill sbx_1 28\n")
+	}
+	waitPokes := func(what string, want int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); pokes() != want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d pokes of the guard, want %d", what, pokes(), want)
+			}
+		}
+	}
+	// A second of polls below half the size: no poke.
+	time.Sleep(oomV2Poll + oomV2Poll/2)
+	if n := pokes(); n != 0 {
+		t.Fatalf("below half the size: %d pokes, want none", n)
+	}
+	current(mem/2+1) // rung 0
+	waitPokes("past half the size", 1)
+	current(mem/2+guardStep(mem)+1) // rung 1
+	waitPokes("a rung higher", 2)
+	write("memory.events", events(5))
+	select {
+	case k := <-kills:
+		if k.ID != "sbx_1" || k.Count != 3 || !k.Sandbox {
+			t.Fatalf("OOM report %+v, want 3 kills of gVisor sandbox sbx_1", k)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OOM report 10 s after memory.events counted kills")
+	}
+	current(10<<20)
+	time.Sleep(oomV2Poll + oomV2Poll/2)
+	current(mem/2+1)
+	waitPokes("climbing again after a fall", 3)
+
+	if err := os.RemoveAll(cg); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the watch of a removed cgroup ended with %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not end 10 s after its cgroup went")
+	}
+	if n := pokes(); n != 3 {
+		t.Fatalf("%d pokes in all, want 3", n)
+	}
+}
