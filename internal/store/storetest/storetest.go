@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Leases", testLeases},
 		{"ConcurrentLeases", testConcurrentLeases},
 		{"LockKey", testLockKey},
+		{"KeyFingerprints", testKeyFingerprints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -137,3 +137,13 @@ func (d Decoder) Artifact(r Row) (store.Artifact, error) {
 	a.Kind = store.ArtifactKind(kind)
 	return a, nil
 }
+
+// KeyFingerprintCols are the platform_keys columns KeyFingerprint reads.
+const KeyFingerprintCols = `name, fingerprint, origin, created_at`
+
+// KeyFingerprint reads name, fingerprint, origin, created_at.
+func (d Decoder) KeyFingerprint(r Row) (store.KeyFingerprint, error) {
+	return decode(d, r, func(sc *scan, f *store.KeyFingerprint) []any {
+		return []any{&f.Name, &f.Fingerprint, &f.Origin, sc.at(&f.CreatedAt)}
+	})
+}
