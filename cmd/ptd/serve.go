@@ -104,7 +104,7 @@ func serve(ctx context.Context, args []string) error {
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
-	key, err := platformKey(cfg.secretsKey, cfg.dataDir, "secrets.key")
+	key, err := platformKey(ctx, cfg, st, cfg.secretsKey, "secrets.key")
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
 	}
-	pv, err := openPreview(cfg)
+	pv, err := openPreview(ctx, cfg, st)
 	if err != nil {
 		return err
 	}
@@ -398,11 +398,11 @@ type previewSetup struct {
 // openPreview listens for the preview proxy and loads its signing key
 // (<data-dir>/preview.key, or the platform's a joined host took); nil when
 // --preview-listen is empty.
-func openPreview(cfg config) (*previewSetup, error) {
+func openPreview(ctx context.Context, cfg config, st keyStore) (*previewSetup, error) {
 	if cfg.previewListen == "" {
 		return nil, nil
 	}
-	key, err := platformKey(cfg.previewKey, cfg.dataDir, "preview.key")
+	key, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key")
 	if err != nil {
 		return nil, fmt.Errorf("preview key: %w", err)
 	}
@@ -427,15 +427,6 @@ func openPreview(cfg config) (*previewSetup, error) {
 		return nil, err
 	}
 	return &previewSetup{ln: ln, cfg: pc, signer: signer, key: key}, nil
-}
-
-// platformKey is the key a joined host took from the platform (joined),
-// else the one in the data dir's file name, made on first use.
-func platformKey(joined []byte, dataDir, name string) ([]byte, error) {
-	if joined != nil {
-		return joined, nil
-	}
-	return secrets.LoadOrCreateKey(filepath.Join(dataDir, name))
 }
 
 // previewPublicURL makes pc's URLs name the platform-wide preview address

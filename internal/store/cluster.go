@@ -123,8 +123,9 @@ type KeyFingerprint struct {
 	// Name is which key: "secrets.key" or "preview.key".
 	Name        string
 	Fingerprint string
-	// Origin is where the key lives: the machine and data dir of the ptd
-	// that recorded it (what an operator copies it from).
+	// Origin is where the key lives: the data dir and machine of the ptd
+	// that recorded it ("/var/lib/platinum on m1"), what an operator
+	// copies it from.
 	Origin    string
 	CreatedAt time.Time
 }

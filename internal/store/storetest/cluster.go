@@ -342,7 +342,7 @@ func testKeyFingerprints(t *testing.T, s store.Store) {
 	if _, err := s.GetKeyFingerprint(ctx, "secrets.key"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetKeyFingerprint of nothing recorded: %v, want ErrNotFound", err)
 	}
-	first := store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-a", Origin: "machine-a:/var/lib/platinum"}
+	first := store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-a", Origin: "/var/lib/platinum on machine-a"}
 	got, err := s.RecordKeyFingerprint(ctx, first)
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +354,7 @@ func testKeyFingerprints(t *testing.T, s store.Store) {
 	if diff := cmp.Diff(first, got); diff != "" {
 		t.Fatalf("RecordKeyFingerprint (-want +got):\n%s", diff)
 	}
-	again, err := s.RecordKeyFingerprint(ctx, store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-b", Origin: "machine-b:/data"})
+	again, err := s.RecordKeyFingerprint(ctx, store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-b", Origin: "/data on machine-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
