@@ -99,3 +99,16 @@ func TestInterruptedPlatformBuildsOfOtherHosts(t *testing.T) {
 		t.Fatalf("a platform build's version = %+v, %v; want host %s", v, err, s.host.ID())
 	}
 }
+
+// TestBuildRecordNamesItsHost pins the field of a build's request that
+// names its building host: forward reads it to send a running build's
+// log request to that host (docs/ARCHITECTURE.md, "Many hosts").
+func TestBuildRecordNamesItsHost(t *testing.T) {
+	b, _ := json.Marshal(buildRequestRecord{Kind: BuildFromImage, FromImage: "x", Host: "host_b"})
+	var rec struct {
+		Host string `json:"host"`
+	}
+	if json.Unmarshal(b, &rec) != nil || rec.Host != "host_b" {
+		t.Fatalf("a build's request %s does not name its host as \"host\"", b)
+	}
+}
