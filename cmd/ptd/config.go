@@ -79,6 +79,10 @@ type config struct {
 	// secretsKey and previewKey, when set, are the platform's keys a
 	// joined host took (hostjoin.Info) instead of its data dir's.
 	secretsKey, previewKey []byte
+	// sshHostKey, when set, is the platform's SSH host key (OpenSSH PEM) a
+	// joined host took; sshHostKeyFile (--ssh-host-key) names one.
+	sshHostKey     []byte
+	sshHostKeyFile string
 	// timerInterval and deletedRetention make timers testable in seconds.
 	timerInterval, deletedRetention time.Duration
 	// defaultRuntime is the class of sandboxes that do not ask.
@@ -250,6 +254,7 @@ func parseConfig(name string, args []string) (config, error) {
 	fs.DurationVar(&c.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept (0: forever); pending webhook deliveries' events and live sandboxes' usage history are kept regardless")
 	fs.Int64Var(&c.artifactMaxBytes, "artifact-max-bytes", 5<<30, "largest artifact an export may store (0: no cap); larger is 413 artifact_too_large")
 	fs.StringVar(&c.sshListen, "ssh-listen", "127.0.0.1:2222", "address of the SSH gateway (ssh SANDBOX_ID@host, keys from ssh_keys; empty disables it)")
+	fs.StringVar(&c.sshHostKeyFile, "ssh-host-key", "", "the SSH gateway's host key file (made if missing), for ptds that share a store to show clients one key; default: the data dir's own, or the platform's on a joined host")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "address of a listener serving only Prometheus /metrics, without a token (empty: /metrics only on --listen, for platform admin tokens)")
 	fs.StringVar(&c.previewListen, "preview-listen", "127.0.0.1:7071", "address of the preview proxy serving sandbox ports (empty disables it)")
 	fs.StringVar(&c.previewDomain, "preview-domain", "localhost", "domain of preview URLs: <port>-<sandbox id>.<domain> must resolve to the preview listener")
@@ -365,7 +370,7 @@ func (c *config) applyJoin(info hostjoin.Info) error {
 	case c.region != info.Region:
 		return fmt.Errorf("--region %q, but the platform at --join is region %q: drop --region or join that region's ptd", c.region, info.Region)
 	}
-	c.secretsKey, c.previewKey = info.SecretsKey, info.PreviewKey
+	c.secretsKey, c.previewKey, c.sshHostKey = info.SecretsKey, info.PreviewKey, info.SSHHostKey
 	if !c.objectsSet {
 		o := info.Objects
 		c.s3.Endpoint, c.s3.AccessKey, c.s3.SecretKey = o.Endpoint, o.AccessKey, o.SecretKey
@@ -381,12 +386,12 @@ func (c *config) applyJoin(info hostjoin.Info) error {
 }
 
 // joinInfo is what this ptd tells hosts joining it (see applyJoin).
-func (c config) joinInfo(secretsKey, previewKey []byte) hostjoin.Info {
+func (c config) joinInfo(secretsKey, previewKey, sshHostKey []byte) hostjoin.Info {
 	o := hostjoin.Objects{Dir: c.objects, Bucket: c.bucket}
 	if c.s3.Endpoint != "" {
 		o = hostjoin.Objects{Endpoint: c.s3.Endpoint, Region: c.s3.Region, AccessKey: c.s3.AccessKey, SecretKey: c.s3.SecretKey, Bucket: c.bucket}
 	}
-	return hostjoin.Info{Region: c.region, SecretsKey: secretsKey, PreviewKey: previewKey, Objects: o}
+	return hostjoin.Info{Region: c.region, SecretsKey: secretsKey, PreviewKey: previewKey, SSHHostKey: sshHostKey, Objects: o}
 }
 
 func (c config) logger() *slog.Logger {

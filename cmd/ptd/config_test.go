@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/hostjoin"
 	"github.com/platinum-dev/platinum/internal/preview"
@@ -205,7 +208,7 @@ func TestJoinFlags(t *testing.T) {
 // object store, but keeps an object store of its own and refuses another
 // region.
 func TestApplyJoin(t *testing.T) {
-	info := hostjoin.Info{Region: "eu", SecretsKey: []byte("s"), PreviewKey: []byte("p"),
+	info := hostjoin.Info{Region: "eu", SecretsKey: []byte("s"), PreviewKey: []byte("p"), SSHHostKey: []byte("h"),
 		Objects: hostjoin.Objects{Endpoint: "http://127.0.0.1:9000", Region: "r1", AccessKey: "a", SecretKey: "k", Bucket: "arch"}}
 	base := []string{"--role", "host", "--join", "http://127.0.0.1:7070", "--host-token", "0123456789abcdef0123456789abcdef"}
 	c, err := parseConfig("ptd serve", base)
@@ -215,12 +218,12 @@ func TestApplyJoin(t *testing.T) {
 	if err := c.applyJoin(info); err != nil {
 		t.Fatal(err)
 	}
-	if c.region != "eu" || string(c.secretsKey) != "s" || string(c.previewKey) != "p" || c.s3.Endpoint != info.Objects.Endpoint ||
+	if c.region != "eu" || string(c.secretsKey) != "s" || string(c.previewKey) != "p" || string(c.sshHostKey) != "h" || c.s3.Endpoint != info.Objects.Endpoint ||
 		c.s3.AccessKey != "a" || c.s3.SecretKey != "k" || c.s3.Region != "r1" || c.bucket != "arch" {
 		t.Fatalf("after the join: %+v", c)
 	}
 	// What the platform's ptd answers is what a host applies.
-	if got := c.joinInfo(info.SecretsKey, info.PreviewKey); fmt.Sprint(got) != fmt.Sprint(info) {
+	if got := c.joinInfo(info.SecretsKey, info.PreviewKey, info.SSHHostKey); fmt.Sprint(got) != fmt.Sprint(info) {
 		t.Fatalf("joinInfo = %+v, want %+v", got, info)
 	}
 	own, err := parseConfig("ptd serve", append(base, "--objects", "/srv/objects", "--region", "eu"))
@@ -233,5 +236,45 @@ func TestApplyJoin(t *testing.T) {
 	other, _ := parseConfig("ptd serve", append(base, "--region", "us"))
 	if err := other.applyJoin(info); err == nil || !strings.Contains(err.Error(), `region "eu"`) {
 		t.Fatalf("a host of another region joined: %v", err)
+	}
+}
+
+// TestSSHKeys: the gateway's relay key is always the data dir's own; the
+// host key clients see is that too by default, the --ssh-host-key file
+// (made if missing) when given, else the platform's on a joined host.
+func TestSSHKeys(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config{dataDir: dir}
+	host, relay, _, err := sshKeys(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := func(s ssh.Signer) string { return ssh.FingerprintSHA256(s.PublicKey()) }
+	if fp(host) != fp(relay) {
+		t.Fatalf("by default the host key %s is not the relay key %s", fp(host), fp(relay))
+	}
+	shared := filepath.Join(t.TempDir(), "platform_key")
+	platform, _, pem, err := sshKeys(config{dataDir: t.TempDir(), sshHostKeyFile: shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  config
+		want string
+	}{
+		{"--ssh-host-key", config{dataDir: dir, sshHostKeyFile: shared}, fp(platform)},
+		{"joined", config{dataDir: dir, sshHostKey: pem}, fp(platform)},
+	} {
+		h, r, _, err := sshKeys(tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if fp(h) != tc.want || fp(r) != fp(relay) {
+			t.Errorf("%s: host key %s, relay key %s; want %s and the data dir's %s", tc.name, fp(h), fp(r), tc.want, fp(relay))
+		}
+	}
+	if _, _, _, err := sshKeys(config{dataDir: dir, sshHostKey: []byte("not a key")}); err == nil {
+		t.Error("a platform key that does not parse was taken")
 	}
 }

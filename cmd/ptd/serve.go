@@ -217,20 +217,22 @@ func serve(ctx context.Context, args []string) error {
 		}()
 		log.Info("preview proxy ready", "listen", pv.ln.Addr().String(), "domain", pv.cfg.Domain)
 	}
+	var sshHostKey []byte // the host key clients see, for hosts joining
 	if cfg.sshListen != "" {
-		// The SSH gateway (docs/terminal.md); its host key persists in the
-		// data dir so clients' known_hosts stay valid across restarts.
-		hostKey, err := sshgw.LoadOrCreateHostKey(filepath.Join(cfg.dataDir, "ssh_host_ed25519_key"))
+		// The SSH gateway (docs/terminal.md); its host key persists so
+		// clients' known_hosts stay valid across restarts.
+		hostKey, relayKey, pem, err := sshKeys(cfg)
 		if err != nil {
-			return fmt.Errorf("ssh host key: %w", err)
+			return err
 		}
+		sshHostKey = pem
 		sshLn, err := net.Listen("tcp", cfg.sshListen)
 		if err != nil {
 			return fmt.Errorf("ssh listener: %w", err)
 		}
 		gw = sshgw.New(cp, hostKey, log.With("component", "ssh"))
 		if shared {
-			gw.SetPeers(fwd, st, hst.ID())
+			gw.SetPeers(fwd, st, hst.ID(), relayKey)
 		}
 		sctx, stop := context.WithCancel(ctx)
 		sdone := make(chan struct{})
@@ -300,9 +302,13 @@ func serve(ctx context.Context, args []string) error {
 		if pv != nil {
 			previewKey = pv.key
 		}
-		front = serveHosts(front, cfg.joinInfo(key, previewKey), st, feed, cfg.hostToken, log.With("component", "hosts"))
+		front = serveHosts(front, cfg.joinInfo(key, previewKey, sshHostKey), st, feed, cfg.hostToken, log.With("component", "hosts"))
 	}
-	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second}
+	// h2c beside HTTP/1.1: peers relay gRPC previews here over HTTP/2
+	// (docs/ARCHITECTURE.md, "Many hosts").
+	srv := &http.Server{Handler: instrument(front), ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
 	// The host is registered before the API answers (health included), so
@@ -427,6 +433,37 @@ func openPreview(ctx context.Context, cfg config, st keyStore) (*previewSetup, e
 		return nil, err
 	}
 	return &previewSetup{ln: ln, cfg: pc, signer: signer, key: key}, nil
+}
+
+// sshKeys are the SSH gateway's keys: the host key clients see (the
+// --ssh-host-key file, else the platform's on a joined host, else the
+// relay key) with its OpenSSH PEM, and the relay key, always the data
+// dir's own, which tells this ptd's gateway apart from its peers' on
+// relays (docs/ARCHITECTURE.md, "Many hosts").
+func sshKeys(cfg config) (host, relay ssh.Signer, pem []byte, err error) {
+	own := filepath.Join(cfg.dataDir, "ssh_host_ed25519_key")
+	if relay, err = sshgw.LoadOrCreateHostKey(own); err != nil {
+		return nil, nil, nil, fmt.Errorf("ssh host key: %w", err)
+	}
+	switch {
+	case cfg.sshHostKeyFile != "":
+		if host, err = sshgw.LoadOrCreateHostKey(cfg.sshHostKeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("--ssh-host-key: %w", err)
+		}
+		pem, err = os.ReadFile(cfg.sshHostKeyFile)
+	case cfg.sshHostKey != nil:
+		pem = cfg.sshHostKey
+		if host, err = ssh.ParsePrivateKey(pem); err != nil {
+			return nil, nil, nil, fmt.Errorf("the platform's SSH host key: %w", err)
+		}
+	default:
+		host = relay
+		pem, err = os.ReadFile(own)
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("ssh host key: %w", err)
+	}
+	return host, relay, pem, nil
 }
 
 // previewPublicURL makes pc's URLs name the platform-wide preview address

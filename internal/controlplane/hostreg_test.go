@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +145,60 @@ func TestRelocateOnCapacity(t *testing.T) {
 	}
 	if cur, _ := st.GetSandbox(ctx, "", old.ID); cur.State != sandbox.StateStopped || cur.HostID != s.host.ID() {
 		t.Fatalf("refused start moved the sandbox: %s on %s", cur.State, cur.HostID)
+	}
+}
+
+// TestDrainedHostsStoppedSandboxesStartElsewhere: with stop snapshots on
+// (and relocation on capacity off), a start of a stopped sandbox while its
+// host drains moves it to an active host through its current stop
+// snapshot, even one relocated moments ago (the guard is for busy hosts);
+// one without a current snapshot starts on the draining host, as does any
+// start once the host is active again.
+func TestDrainedHostsStoppedSandboxesStartElsewhere(t *testing.T) {
+	s, st := newServiceWith(t, &fakeHost{}, "", func(c *Config) { c.StopSnapshots, c.RelocateGuard = true, time.Hour })
+	ctx := context.Background()
+	other, _ := json.Marshal(hostreg.Capacity{CPU: 2, RAMMB: 4096, Classes: []hostreg.ClassCap{{Name: "runc"}, {Name: "gvisor"}}})
+	for _, h := range []store.HostRecord{{ID: s.host.ID()}, {ID: "host_other", Capacity: other}} {
+		if _, err := st.RegisterHost(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := func(snapshot bool) sandbox.Sandbox {
+		t.Helper()
+		sb := running(t, s, CreateRequest{Template: "busybox"})
+		at := s.now().Add(-time.Minute)
+		sb = setRecord(t, s, sb.ID, func(x *sandbox.Sandbox) {
+			x.State, x.StoppedAt = sandbox.StateStopped, &at
+			x.Metadata = map[string]string{MetaRelocatedAt: s.now().Format(time.RFC3339)}
+		})
+		if snapshot {
+			snap := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), OrgID: sb.OrgID, SandboxID: sb.ID, Name: StopSnapshotName,
+				Kind: sandbox.KindBackup, State: sandbox.SnapshotReady, CreatedAt: at.Add(time.Second)}
+			if err := st.CreateSnapshot(ctx, snap); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sb
+	}
+	withSnap, without, later := stopped(true), stopped(false), stopped(true)
+	drain := func(state store.HostState) {
+		t.Helper()
+		if _, err := st.SetHostState(ctx, s.host.ID(), 0, state, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drain(store.HostDraining)
+	got, err := s.StartWithin(ctx, org, withSnap.ID, 0)
+	var re *RelocatingError
+	if !errors.As(err, &re) || got.HostID != "host_other" || !relocating(got) || !strings.Contains(got.Reason, ReasonHostDraining) {
+		t.Fatalf("start on a draining host: %s on %s (%q), %v; want relocating to host_other", got.State, got.HostID, got.Reason, err)
+	}
+	if got, err := s.StartWithin(ctx, org, without.ID, 0); err != nil || got.HostID != s.host.ID() || got.State == sandbox.StateStopped {
+		t.Fatalf("start without a stop snapshot on a draining host: %s on %s, %v; want it started here", got.State, got.HostID, err)
+	}
+	drain(store.HostActive)
+	if got, err := s.StartWithin(ctx, org, later.ID, 0); err != nil || got.HostID != s.host.ID() {
+		t.Fatalf("start once the host is active again: %s on %s, %v; want it started here", got.State, got.HostID, err)
 	}
 }
 

@@ -153,6 +153,11 @@ func (s *Service) startWithin(ctx context.Context, p Principal, id string, queue
 				}
 				break
 			}
+			if release == nil && sb.State == sandbox.StateStopped {
+				if moved, rerr, ok := s.relocateFromDrain(ctx, id); ok {
+					return moved, rerr
+				}
+			}
 			sb.State = sandbox.StateStarting
 		case sandbox.StateArchived:
 			// The disk comes back from the object store to this host.

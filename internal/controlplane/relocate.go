@@ -16,7 +16,8 @@ import (
 // Relocation (docs/stop-start.md, "Starting while the host is busy"): a
 // start this host's admission refuses moves the stopped sandbox to another
 // host through its stop snapshot (stopsnap.go) when
-// --start-relocate-on-capacity allows it: the record becomes that host's,
+// --start-relocate-on-capacity allows it, and so does any start while
+// this host drains: the record becomes that host's,
 // restoring from the snapshot, and the call answers 202 relocating. The
 // other host's reconciler drives the restore; a second start there joins
 // it. A sandbox relocated within Config.RelocateGuard is not moved again
@@ -46,20 +47,25 @@ func relocating(sb sandbox.Sandbox) bool {
 	return sb.State == sandbox.StateRestoring && sb.RestoreSnapshotID != "" && strings.HasPrefix(sb.Reason, ReasonRelocating)
 }
 
-// relocate answers a start that admission refused with cause: it moves
-// the stopped sandbox to the host with the most free memory that runs
-// its class, when that is allowed and safe (a stop snapshot holds its disk
-// as it stopped, and it was not relocated within the guard). ok is false
-// when it did not, and the start answers cause.
+// relocate answers a start that admission refused with cause, or one on
+// this host while it drains (cause host_draining, relocateFromDrain): it
+// moves the stopped sandbox to the host with the most free memory that
+// runs its class, when that is allowed and safe (a stop snapshot holds its
+// disk as it stopped, and — for a busy host — it was not relocated within
+// the guard; a drain is an admin's decision, not a load that may bounce).
+// ok is false when it did not, and the start answers cause (a drained
+// host's start goes on here).
 func (s *Service) relocate(ctx context.Context, id string, cause error) (sandbox.Sandbox, *RelocatingError, bool) {
-	if _, busy := errors.AsType[*CapacityError](cause); !busy || !s.cfg.RelocateOnCapacity {
+	ce, busy := errors.AsType[*CapacityError](cause)
+	drain := busy && ce.Reason == ReasonHostDraining
+	if !busy || !s.cfg.RelocateOnCapacity && !(drain && s.cfg.StopSnapshots) {
 		return sandbox.Sandbox{}, nil, false
 	}
 	sb, err := s.store.GetSandbox(ctx, "", id)
 	if err != nil || sb.State != sandbox.StateStopped || s.elsewhere(sb) || sb.StoppedAt == nil {
 		return sandbox.Sandbox{}, nil, false
 	}
-	if at, err := time.Parse(time.RFC3339, sb.Metadata[MetaRelocatedAt]); err == nil && s.now().Sub(at) < s.cfg.RelocateGuard {
+	if at, err := time.Parse(time.RFC3339, sb.Metadata[MetaRelocatedAt]); err == nil && s.now().Sub(at) < s.cfg.RelocateGuard && !drain {
 		return sandbox.Sandbox{}, nil, false
 	}
 	snaps, err := s.stopSnapshots(ctx, sb)
@@ -80,7 +86,7 @@ func (s *Service) relocate(ctx context.Context, id string, cause error) (sandbox
 	if to == "" {
 		return sandbox.Sandbox{}, nil, false
 	}
-	from, reason := s.host.ID(), cause.(*CapacityError).Reason
+	from, reason := s.host.ID(), ce.Reason
 	out, ok, err := s.transition(ctx, id, sandbox.StateStopped, sandbox.StateRestoring, func(x *sandbox.Sandbox) {
 		x.HostID, x.RestoreSnapshotID, x.Address = to, snap.ID, ""
 		x.Reason = fmt.Sprintf("%s from host %s to host %s (%s)", ReasonRelocating, from, to, reason)
@@ -95,6 +101,21 @@ func (s *Service) relocate(ctx context.Context, id string, cause error) (sandbox
 	s.log.InfoContext(ctx, "start relocated", "sandbox", id, "from", from, "to", to, "stop_snapshot", snap.ID, "cause", reason)
 	s.event(ctx, out, "relocating", map[string]any{"from_host": from, "to_host": to, "stop_snapshot_id": snap.ID, "cause": reason})
 	return out, &RelocatingError{Sandbox: out, From: from, To: to}, true
+}
+
+// relocateFromDrain moves a stopped sandbox of this host elsewhere when
+// this host drains (docs/operating.md: a draining host's stopped
+// sandboxes start on another host); ok is false when this host does not
+// drain or the move is not safe, and the start goes on here.
+func (s *Service) relocateFromDrain(ctx context.Context, id string) (sandbox.Sandbox, *RelocatingError, bool) {
+	if !s.cfg.StopSnapshots {
+		return sandbox.Sandbox{}, nil, false
+	}
+	ce, ok := errors.AsType[*CapacityError](s.hostAccepts(ctx))
+	if !ok || ce.Reason != ReasonHostDraining {
+		return sandbox.Sandbox{}, nil, false
+	}
+	return s.relocate(ctx, id, ce)
 }
 
 // driveRelocation runs the restore of a sandbox relocated to this host,

@@ -30,6 +30,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/requestid"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // Header marks a request one ptd sent to another: the receiver serves it
@@ -76,6 +77,10 @@ func New(st Store, self string, local bool, log *slog.Logger) *Router {
 			pr.SetXForwarded()
 			pr.Out.Header.Set(Header, self)
 		},
+		// A gRPC call that came over HTTP/2 (a relayed preview) goes on
+		// over h2c, which every ptd's API listener speaks; the rest over
+		// HTTP/1.1.
+		Transport: upstream.ByProtocol{H1: http.DefaultTransport, H2: upstream.H2C(&http.Transport{IdleConnTimeout: 90 * time.Second})},
 		// Streams (exec output, events, process and PTY traffic) pass
 		// through as they are written.
 		FlushInterval: -1,

@@ -3,6 +3,7 @@ package forward_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/store"
 	"github.com/platinum-dev/platinum/internal/store/sqlite"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // peer is another host's ptd: it records what reaches it.
@@ -562,5 +564,57 @@ func TestBuildLogsGoToTheBuildingHost(t *testing.T) {
 	}
 	if got := b.requests(); len(got) != 4 || got[0].Header.Get(forward.Header) == "" || got[0].URL.RawQuery != "follow=true" {
 		t.Fatalf("b got %d requests (first: %v), want the 2 log reads of each ptd, marked and as asked", len(got), got[0].URL)
+	}
+}
+
+// TestRelayKeepsGRPCOnHTTP2: a gRPC call that reached a ptd over HTTP/2
+// (a gRPC preview) reaches the sandbox's host over HTTP/2 too, its
+// trailer coming back; anything else goes over HTTP/1.1.
+func TestRelayKeepsGRPCOnHTTP2(t *testing.T) {
+	h2c := func(h http.Handler) *httptest.Server {
+		s := httptest.NewUnstartedServer(h)
+		s.Config.Protocols = new(http.Protocols)
+		s.Config.Protocols.SetHTTP1(true)
+		s.Config.Protocols.SetUnencryptedHTTP2(true)
+		s.Start()
+		t.Cleanup(s.Close)
+		return s
+	}
+	f := newFixture(t)
+	b := h2c(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		w.Header().Set("Trailer", "Grpc-Status")
+		fmt.Fprintf(w, "HTTP/%d got %s", req.ProtoMajor, body)
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	f.register(t, "host_b", b.URL, 8192, "runc")
+	onB := f.sandboxOn(t, "host_b", 512)
+	r := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler))
+	a := h2c(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.Relay(w, req, onB, "Pt-Test-Mark") {
+			http.Error(w, "not relayed", http.StatusInternalServerError)
+		}
+	}))
+	client := upstream.H2C(&http.Transport{})
+	for _, tc := range []struct{ ctype, want string }{
+		{"application/grpc", "HTTP/2 got ping"},
+		{"text/plain", "HTTP/1 got ping"},
+	} {
+		req, _ := http.NewRequest("POST", a.URL+"/"+onB+"/50051/svc/Method", strings.NewReader("ping"))
+		req.Header.Set("Content-Type", tc.ctype)
+		req.Header.Set("TE", "trailers")
+		resp, err := client.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != tc.want {
+			t.Errorf("%s: %d %q, want %q", tc.ctype, resp.StatusCode, body, tc.want)
+		}
+		if tc.ctype == "application/grpc" && resp.Trailer.Get("Grpc-Status") != "0" {
+			t.Errorf("%s: trailer Grpc-Status = %q, want 0", tc.ctype, resp.Trailer.Get("Grpc-Status"))
+		}
 	}
 }

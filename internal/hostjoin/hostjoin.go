@@ -2,8 +2,8 @@
 // store's URL (`ptd serve --role=host --join URL --host-token T`,
 // docs/ARCHITECTURE.md "Joined hosts"): the platform's ptd that holds the
 // store answers GET Path with what every ptd of the platform must share —
-// its region, the keys that seal secrets and sign preview tokens, and the
-// object store — to callers presenting the host token, and the host reads
+// its region, the keys that seal secrets and sign preview tokens, the SSH
+// host key its gateways show, and the object store — to callers presenting the host token, and the host reads
 // it once at start-up. The store itself then travels over
 // internal/store/remote on the same listener and token.
 //
@@ -44,6 +44,11 @@ type Info struct {
 	// whichever ptd's preview proxy or host the sandbox is served by.
 	// Empty when the platform's ptd runs no preview proxy.
 	PreviewKey []byte `json:"preview_key,omitempty"`
+	// SSHHostKey is the host key (OpenSSH private key) every SSH gateway
+	// of the platform shows clients, so one known_hosts entry serves
+	// behind a load balancer. Empty when the platform's ptd runs no
+	// gateway: each host then shows its own.
+	SSHHostKey []byte `json:"ssh_host_key,omitempty"`
 	// Objects is the platform's object store (archives, backups, stop
 	// snapshots), which hosts must share.
 	Objects Objects `json:"objects"`

@@ -160,16 +160,13 @@ func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, 
 		ReadBufferSize:     256 << 10,
 		WriteBufferSize:    256 << 10,
 	}
-	// gRPC needs HTTP/2 end to end (trailers, streams both ways): a gRPC
-	// call that reached the proxy over HTTP/2 goes to the sandbox over
-	// h2c; everything else over HTTP/1.1, which every server speaks.
-	h2 := &http.Transport{
+	// gRPC needs HTTP/2 end to end: a gRPC call that reached the proxy
+	// over HTTP/2 goes to the sandbox over h2c (upstream.ByProtocol).
+	h2 := upstream.H2C(&http.Transport{
 		DialContext:        tr.DialContext,
 		IdleConnTimeout:    90 * time.Second,
 		DisableCompression: true,
-		Protocols:          new(http.Protocols),
-	}
-	h2.Protocols.SetUnencryptedHTTP2(true)
+	})
 	s.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u, _ := pr.In.Context().Value(upstreamKey{}).(hop)
@@ -179,7 +176,7 @@ func New(cfg Config, signer *Signer, be Backend, logger *slog.Logger) (*Server, 
 				pr.Out.URL.Path, pr.Out.URL.RawPath = u.path, u.rawPath
 			}
 		},
-		Transport: upstreamTransport{h1: tr, h2: h2},
+		Transport: upstream.ByProtocol{H1: tr, H2: h2},
 		// No periodic flush for bodies of known length (a download goes
 		// out in buffer-sized writes). ReverseProxy itself flushes every
 		// write at once for text/event-stream and for bodies of unknown
@@ -525,17 +522,6 @@ func (s *Server) touchActive() {
 	for _, id := range ids {
 		s.be.Touch(id)
 	}
-}
-
-// upstreamTransport picks HTTP/2 (h2c) to the sandbox for gRPC calls that
-// arrived over HTTP/2, HTTP/1.1 otherwise.
-type upstreamTransport struct{ h1, h2 http.RoundTripper }
-
-func (t upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-		return t.h2.RoundTrip(r)
-	}
-	return t.h1.RoundTrip(r)
 }
 
 // bufferPool lends 256 KiB copy buffers: fewer syscalls per byte than the

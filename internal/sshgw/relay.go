@@ -27,17 +27,19 @@ import (
 // (an HTTP upgrade at RelayPath: the URL the host registered is the one
 // address every ptd of the store reaches), and relays every channel and
 // request both ways. The user's name is the sandbox ID; the entry
-// authenticates with its own gateway host key, and names the client's
+// authenticates with its relay key, and names the client's
 // key in HeaderUserKey. The host accepts the connection only when the
 // entry's key is a relay key of a ptd of the store (below) and the named
 // key is, again, one of the sandbox's ssh_keys: a key the sandbox's org
 // did not give is refused at both. The entry accepts the host only when
 // its host key is that host's relay key.
 //
-// Relay keys: every ptd with a gateway on a shared store holds the lease
-// relayLeasePrefix+<its host key's SHA256 fingerprint>, renewed while it
-// runs, with its host ID as holder. A key counts as long as its lease has
-// not expired.
+// Relay keys: every ptd with a gateway on a shared store has one of its
+// own (its data dir's host key; the host key clients see may be the
+// platform's, shared by every gateway) and holds the lease
+// relayLeasePrefix+<its SHA256 fingerprint>, renewed while it runs, with
+// its host ID as holder. A key counts as long as its lease has not
+// expired. On relays each gateway shows its relay key as its host key.
 
 const (
 	// RelayPath is where a ptd's API listener takes relayed SSH
@@ -74,10 +76,16 @@ type peering struct {
 }
 
 // SetPeers makes the gateway relay logins to other hosts' sandboxes and
-// take relayed ones, with self as this ptd's ID. Without it (a ptd alone
-// on its store) every login is served here and no relay is accepted.
-func (s *Server) SetPeers(router Peers, leases Leases, self string) {
+// take relayed ones, with self as this ptd's ID and relayKey its relay key
+// (nil: its host key). Without it (a ptd alone on its store) every login
+// is served here and no relay is accepted. The relay key must be this
+// ptd's own: gateways may show clients one platform host key, but each is
+// told apart from the others by its relay key.
+func (s *Server) SetPeers(router Peers, leases Leases, self string, relayKey ssh.Signer) {
 	s.peers = &peering{router: router, leases: leases, self: self}
+	if relayKey != nil {
+		s.relayKey = relayKey
+	}
 }
 
 // advertise takes this ptd's relay key lease now, then keeps it until
@@ -150,7 +158,7 @@ func (s *Server) ServeRelay(w http.ResponseWriter, r *http.Request) {
 		c.Close()
 		return
 	}
-	cfg := s.serverConfig(func(ctx context.Context, _ ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error) {
+	cfg := s.serverConfig(s.relayKey, func(ctx context.Context, _ ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error) {
 		if !s.peers.trusted(ctx, key, "") {
 			return nil, errDenied
 		}
@@ -307,7 +315,7 @@ func (s *Server) dialPeer(ctx context.Context, h store.HostRecord, id, userKey s
 	conn := &bufConn{Conn: c, r: br}
 	cc, chans, reqs, err := ssh.NewClientConn(conn, addr, &ssh.ClientConfig{
 		User: id,
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(s.hostKey)},
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(s.relayKey)},
 		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
 			if !s.peers.trusted(ctx, key, h.ID) {
 				return fmt.Errorf("host key %s is not host %s's relay key", ssh.FingerprintSHA256(key), h.ID)

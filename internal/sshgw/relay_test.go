@@ -152,7 +152,8 @@ func echoServer(t *testing.T) string {
 // a key the sandbox does not hold is refused at the entry; the host
 // refuses a relay whose key no ptd holds as relay key, or that names a
 // key the sandbox does not hold; the entry refuses a host whose key is
-// not that host's relay key.
+// not that host's relay key. Both gateways show clients one platform host
+// key and relay with keys of their own, so the shared key is no relay key.
 func TestRelayToTheSandboxesHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -161,18 +162,19 @@ func TestRelayToTheSandboxesHost(t *testing.T) {
 	user, stranger := newSigner(t), newSigner(t)
 	keys := map[string]ssh.PublicKey{id: user.PublicKey()}
 	leases := &memLeases{m: map[string]store.Lease{}}
+	platform, entryRelay := newSigner(t), newSigner(t)
 
 	ownerBE := &fakeBackend{keys: keys, echo: echoServer(t)}
-	owner := New(ownerBE, newSigner(t), log)
-	owner.SetPeers(&peersMap{m: map[string]store.HostRecord{}}, leases, "host_b")
-	owner.peers.advertise(ctx, owner.hostKey.PublicKey())
+	owner := New(ownerBE, platform, log)
+	owner.SetPeers(&peersMap{m: map[string]store.HostRecord{}}, leases, "host_b", newSigner(t))
+	owner.peers.advertise(ctx, owner.relayKey.PublicKey())
 	ownerAPI := httptest.NewServer(http.HandlerFunc(owner.ServeRelay))
 	t.Cleanup(ownerAPI.Close)
 
 	entryBE := &fakeBackend{keys: keys}
-	entry := New(entryBE, newSigner(t), log)
+	entry := New(entryBE, platform, log)
 	hosts := &peersMap{m: map[string]store.HostRecord{id: {ID: "host_b", URL: ownerAPI.URL}}}
-	entry.SetPeers(hosts, leases, "host_a")
+	entry.SetPeers(hosts, leases, "host_a", entryRelay)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +185,7 @@ func TestRelayToTheSandboxesHost(t *testing.T) {
 
 	dial := func(key ssh.Signer) (*ssh.Client, error) {
 		return ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: id, Auth: []ssh.AuthMethod{ssh.PublicKeys(key)},
-			HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second})
+			HostKeyCallback: ssh.FixedHostKey(platform.PublicKey()), Timeout: 10 * time.Second})
 	}
 	echo := func(c *ssh.Client) error {
 		conn, err := c.Dial("tcp", "127.0.0.1:8080")
@@ -222,13 +224,15 @@ func TestRelayToTheSandboxesHost(t *testing.T) {
 		}
 		return err
 	}
-	if err := relayAs(entry.hostKey, user.PublicKey()); err != nil {
+	if err := relayAs(entryRelay, user.PublicKey()); err != nil {
 		t.Fatalf("a relay by the entry naming the sandbox's key: %v", err)
 	}
-	if err := relayAs(user, user.PublicKey()); err == nil {
-		t.Fatal("the host took a relay whose key is no ptd's relay key")
+	for name, key := range map[string]ssh.Signer{"a user's": user, "the platform host key": platform} {
+		if err := relayAs(key, user.PublicKey()); err == nil {
+			t.Fatalf("the host took a relay signed with %s, no ptd's relay key", name)
+		}
 	}
-	if err := relayAs(entry.hostKey, stranger.PublicKey()); err == nil {
+	if err := relayAs(entryRelay, stranger.PublicKey()); err == nil {
 		t.Fatal("the host took a relay naming a key the sandbox does not hold")
 	}
 

@@ -43,10 +43,13 @@ type Backend interface {
 
 // Server accepts SSH connections.
 type Server struct {
-	cp      Backend
-	log     *slog.Logger
-	cfg     *ssh.ServerConfig
-	hostKey ssh.Signer
+	cp  Backend
+	log *slog.Logger
+	cfg *ssh.ServerConfig
+	// relayKey is this ptd's own key on relays between gateways (relay.go);
+	// the host key clients see (cfg's) may be one every gateway of a
+	// platform shares.
+	relayKey ssh.Signer
 
 	// peers, when set, relays logins to sandboxes of other hosts of the
 	// store (relay.go).
@@ -77,10 +80,10 @@ const (
 	extKey = "pt-key"
 )
 
-// New returns a gateway that signs with hostKey.
+// New returns a gateway that shows clients hostKey.
 func New(cp Backend, hostKey ssh.Signer, log *slog.Logger) *Server {
-	s := &Server{cp: cp, log: log, hostKey: hostKey, conns: map[net.Conn]struct{}{}}
-	s.cfg = s.serverConfig(func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error) {
+	s := &Server{cp: cp, log: log, relayKey: hostKey, conns: map[net.Conn]struct{}{}}
+	s.cfg = s.serverConfig(hostKey, func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error) {
 		return key, nil
 	})
 	return s
@@ -90,11 +93,11 @@ func New(cp Backend, hostKey ssh.Signer, log *slog.Logger) *Server {
 // the sandbox, the key or the match is wrong.
 var errDenied = errors.New("permission denied")
 
-// serverConfig is the gateway's config with a public-key check: login
-// says which key the sandbox's ssh_keys must hold for the key presented
-// (itself on a client's connection; the key the relaying ptd names on a
-// relayed one), or refuses.
-func (s *Server) serverConfig(login func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error)) *ssh.ServerConfig {
+// serverConfig is the gateway's config with host key hostKey and a
+// public-key check: login says which key the sandbox's ssh_keys must hold
+// for the key presented (itself on a client's connection; the key the
+// relaying ptd names on a relayed one), or refuses.
+func (s *Server) serverConfig(hostKey ssh.Signer, login func(ctx context.Context, meta ssh.ConnMetadata, key ssh.PublicKey) (ssh.PublicKey, error)) *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{
 		// Only public keys: no password or keyboard-interactive method is
 		// offered at all.
@@ -114,7 +117,7 @@ func (s *Server) serverConfig(login func(ctx context.Context, meta ssh.ConnMetad
 		},
 		ServerVersion: "SSH-2.0-Platinum",
 	}
-	cfg.AddHostKey(s.hostKey)
+	cfg.AddHostKey(hostKey)
 	return cfg
 }
 
@@ -155,7 +158,7 @@ func LoadOrCreateHostKey(path string) (ssh.Signer, error) {
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.peers != nil {
-		s.peers.advertise(ctx, s.hostKey.PublicKey())
+		s.peers.advertise(ctx, s.relayKey.PublicKey())
 	}
 	go func() {
 		<-ctx.Done()

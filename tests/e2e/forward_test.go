@@ -27,6 +27,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/ptdtest"
 	"github.com/platinum-dev/platinum/internal/sshgw"
 	"github.com/platinum-dev/platinum/internal/testenv"
+	"github.com/platinum-dev/platinum/internal/upstream"
 	platinum "github.com/platinum-dev/platinum/sdk/go"
 )
 
@@ -574,6 +575,7 @@ func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.
 // relocated to a through its stop snapshot: 202 code relocating, the
 // record a's, restoring; a second start (through b's ptd, forwarded to a)
 // joins it with the same answer; it ends running on a with its file.
+// Stopped again there while a drains, its start moves it back to b.
 func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
@@ -643,6 +645,44 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" {
 		t.Fatalf("the relocated sandbox's file: %+v %v", res, err)
 	}
+
+	// Stopped on a, with a draining: its start moves it back to b through
+	// its new stop snapshot, at once (the relocation guard is for busy
+	// hosts, not drains).
+	before, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
+	if st, m := post(t, a, "/v1/sandboxes/"+sb.ID+"/stop?memory=false&wait_for_state=stopped", nil); st != 200 {
+		t.Fatalf("stop on a: %d %v", st, m)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		bks, _ := cl.Sandboxes.ListBackups(ctx, sb.ID)
+		if slices.ContainsFunc(bks, func(b platinum.Snapshot) bool {
+			return b.Name == "pt:stop" && b.State == platinum.SnapshotReady &&
+				!slices.ContainsFunc(before, func(o platinum.Snapshot) bool { return o.ID == b.ID })
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new stop snapshot after the stop on a: %+v", bks)
+		}
+	}
+	if _, err := cl.Hosts.Drain(ctx, idA); err != nil {
+		t.Fatal(err)
+	}
+	st, m = post(t, b, "/v1/sandboxes/"+sb.ID+"/start", nil)
+	if st != 202 || m["code"] != "relocating" || m["host_id"] != idB || !strings.Contains(fmt.Sprint(m["reason"]), "host_draining") {
+		t.Fatalf("start on a draining host: %d %v, want 202 relocating to b (%s)", st, m, idB)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if got, err = cl.Sandboxes.Get(ctx, sb.ID); err == nil && got.State == platinum.StateRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox moved off the draining host never ran: %+v %v", got, err)
+		}
+	}
+	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" || got.HostID != idB {
+		t.Fatalf("moved off the draining host: on %s, file %+v %v; want b's with the file", got.HostID, res, err)
+	}
 }
 
 // post sends a POST of body (none when nil) with d's token and decodes
@@ -665,7 +705,7 @@ func post(t *testing.T, d *ptdtest.Daemon, path string, body any) (int, map[stri
 // store, every ptd's preview URLs naming the api-only ptd's preview
 // listener (--preview-public-url). A sandbox on host b is reached through
 // host a's and the api-only ptd's preview listeners (path and host forms,
-// a WebSocket echo; the token is still required and stripped, a stopped
+// a WebSocket echo, a gRPC call that stays HTTP/2 to the sandbox; the token is still required and stripped, a stopped
 // sandbox resumes through b) and through their SSH gateways with the real
 // OpenSSH client (a command, its exit code and stdin, an scp); a key the sandbox does
 // not hold is refused at both, as is a relay key no ptd holds. Once b
@@ -758,6 +798,21 @@ for i in $(seq 100); do wget -q -O /dev/null http://127.0.0.1:%d/hello && exit 0
 			got = pdo(t, hc, "GET", entry.PreviewURL+"/"+id+"/8080/hello?pt_token="+u.Token, nil, nil)
 			if got.status != http.StatusTemporaryRedirect || !strings.Contains(got.header.Get("Set-Cookie"), "pt_preview_token=") {
 				t.Fatalf("browser link: %d %v %s", got.status, got.header, got.body)
+			}
+			// gRPC stays HTTP/2 on every hop: into this listener, between
+			// the ptds and into the sandbox.
+			greq, _ := http.NewRequest("POST", entry.PreviewURL+"/"+id+"/8080/grpc", strings.NewReader("ping"))
+			greq.Header.Set("Content-Type", "application/grpc")
+			greq.Header.Set("TE", "trailers")
+			greq.Header.Set("X-Pt-Preview-Token", u.Token)
+			gresp, err := upstream.H2C(&http.Transport{}).RoundTrip(greq)
+			if err != nil {
+				t.Fatalf("gRPC over h2c: %v", err)
+			}
+			gbody, _ := io.ReadAll(gresp.Body)
+			gresp.Body.Close()
+			if string(gbody) != "HTTP/2 got ping" || gresp.Trailer.Get("Grpc-Status") != "0" {
+				t.Fatalf("gRPC over h2c: %d %q, trailer %v; want HTTP/2 to the sandbox and its trailer back", gresp.StatusCode, gbody, gresp.Trailer)
 			}
 			for _, form := range []struct{ host, path string }{{label + ".localhost", "/ws"}, {"localhost", "/" + id + "/8080/ws"}} {
 				ws := dialWSAt(t, entry.PreviewURL, form.host, form.path, u.Token)

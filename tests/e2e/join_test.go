@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/platinum-dev/platinum/internal/pgtest"
 	"github.com/platinum-dev/platinum/internal/ptdtest"
@@ -26,7 +29,9 @@ import (
 // hosts; exec and files work through the api and through the other host's
 // own API. A killed host is marked lost and its stopped sandbox starts on
 // the other from the stop snapshot it wrote to the object store the join
-// named; the last host killed is marked lost by the api-only ptd alone; a
+// named; every SSH gateway shows clients the platform's host key, a
+// relayed login included; the last host killed is marked lost by the
+// api-only ptd alone; a
 // host restarted joins again and takes creates; with the platform's ptd
 // down, a host's API answers 503.
 func TestJoinedHosts(t *testing.T) {
@@ -95,6 +100,8 @@ func TestJoinedHosts(t *testing.T) {
 			t.Fatalf("exec on host %d's sandbox through host %d: %+v %v", n, 1-n, res, err)
 		}
 	}
+
+	t.Run("one ssh host key", func(t *testing.T) { testOneSSHHostKey(t, api, hosts) })
 
 	// Host 0's sandbox stops: its stop snapshot goes to the platform's
 	// object store.
@@ -180,4 +187,56 @@ func startJoined(t *testing.T, n int, common, apiArgs, hostArgs []string) (api *
 		hosts = append(hosts, startNamed(t, fmt.Sprint("host", i), joining(token)))
 	}
 	return api, hosts, joining
+}
+
+// testOneSSHHostKey: the api-only ptd's and both hosts' SSH gateways show
+// clients one host key, the platform's, and an OpenSSH login through one
+// host to a sandbox on the other (a relay, which each gateway signs with a
+// relay key of its own) passes a strict check against that key alone.
+func testOneSSHHostKey(t *testing.T, api *ptdtest.Daemon, hosts []*ptdtest.Daemon) {
+	requireSSH(t)
+	shown := map[string]ssh.PublicKey{}
+	for name, d := range map[string]*ptdtest.Daemon{"api": api, "host0": hosts[0], "host1": hosts[1]} {
+		var got ssh.PublicKey
+		// The host key is checked before any login: a refused one is enough.
+		ssh.Dial("tcp", d.SSHAddr, &ssh.ClientConfig{User: "probe", Auth: []ssh.AuthMethod{ssh.Password("x")}, Timeout: 10 * time.Second,
+			HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error { got = key; return nil }})
+		if got == nil {
+			t.Fatalf("%s's gateway at %s showed no host key", name, d.SSHAddr)
+		}
+		shown[name] = got
+	}
+	platform := shown["api"]
+	for name, k := range shown {
+		if ssh.FingerprintSHA256(k) != ssh.FingerprintSHA256(platform) {
+			t.Fatalf("%s's gateway shows %s, the platform's ptd %s: want one host key", name, ssh.FingerprintSHA256(k), ssh.FingerprintSHA256(platform))
+		}
+	}
+	key, pub := sshKey(t, "owner")
+	st, m := post(t, api, "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=120000", map[string]any{"template": "busybox", "ssh_keys": []string{pub}})
+	if st != 201 {
+		t.Fatalf("create with ssh_keys: %d %v", st, m)
+	}
+	id := m["id"].(string)
+	t.Cleanup(func() { platinum.New(api.URL, api.Token).Sandboxes.Delete(context.Background(), id) })
+	entry := hosts[0]
+	if m["host_id"] == hostIDOf(t, hosts[0]) {
+		entry = hosts[1]
+	}
+	host, port, _ := net.SplitHostPort(entry.SSHAddr)
+	login := func(known ssh.PublicKey) (string, string, int) {
+		file := filepath.Join(t.TempDir(), "known_hosts")
+		if err := os.WriteFile(file, fmt.Appendf(nil, "[%s]:%s %s", host, port, ssh.MarshalAuthorizedKey(known)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// OpenSSH takes an option's first value: these go before sshOpts'.
+		args := append([]string{"-p", port, "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + file}, sshOpts(key)...)
+		return runTool(t, "", "ssh", append(args, id+"@"+host, "echo relayed-$((6*7))")...)
+	}
+	if out, errOut, code := login(platform); code != 0 || out != "relayed-42\n" {
+		t.Fatalf("a relayed login checked against the platform's host key: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := login(sshSigner(t, key).PublicKey()); code != 255 || !strings.Contains(errOut, "verification failed") {
+		t.Fatalf("a login expecting another host key: %d %q, want the client's refusal", code, errOut)
+	}
 }

@@ -1,7 +1,7 @@
 // Command previewsrv is the server the preview tests run inside a sandbox
 // (built static, copied in through the files API): plain answers,
-// incremental streams, uploads and downloads of any size, and a minimal
-// RFC 6455 WebSocket echo, all with the standard library only.
+// incremental streams, uploads and downloads of any size, a gRPC-shaped
+// answer over h2c, and a minimal RFC 6455 WebSocket echo, all with the standard library only.
 package main
 
 import (
@@ -65,8 +65,20 @@ func main() {
 			n -= k
 		}
 	})
+	// /grpc answers as a gRPC server does (a trailer after the body),
+	// saying which HTTP version reached it.
+	mux.HandleFunc("/grpc", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Trailer", "Grpc-Status")
+		fmt.Fprintf(w, "HTTP/%d got %s", r.ProtoMajor, body)
+		w.Header().Set("Grpc-Status", "0")
+	})
 	mux.HandleFunc("/ws", wsEcho)
-	log.Fatal((&http.Server{Addr: *addr, Handler: mux}).ListenAndServe())
+	srv := &http.Server{Addr: *addr, Handler: mux, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true) // h2c, as gRPC servers speak
+	log.Fatal(srv.ListenAndServe())
 }
 
 // wsEcho accepts a WebSocket and echoes every text or binary frame.
