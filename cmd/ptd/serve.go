@@ -69,6 +69,18 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// The platform's keys, checked against the store before anything on
+	// this machine is touched: a ptd refused for a key not the platform's
+	// leaves nothing behind (docs/ARCHITECTURE.md, "Platform keys").
+	key, err := platformKey(ctx, cfg, st, cfg.secretsKey, "secrets.key")
+	if err != nil {
+		return err
+	}
+	if cfg.previewListen != "" {
+		if _, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key"); err != nil {
+			return fmt.Errorf("preview key: %w", err)
+		}
+	}
 	// The host this ptd runs sandboxes on; an api-only ptd has none (h
 	// nil) and its control plane a host that runs nothing.
 	var h *host.Host
@@ -102,10 +114,6 @@ func serve(ctx context.Context, args []string) error {
 	load := &host.CPULoad{}
 	cpCfg.Admission.HostBusy = func() bool { return load.Over(cfg.hostCPURefusePct) }
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
-		return err
-	}
-	key, err := platformKey(ctx, cfg, st, cfg.secretsKey, "secrets.key")
-	if err != nil {
 		return err
 	}
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
