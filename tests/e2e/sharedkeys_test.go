@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,7 +26,8 @@ import (
 // TestKeysOfASharedStore: a second ptd on a PostgreSQL store another ptd
 // started first is refused while its data dir lacks the platform's keys
 // (none at all, then keys of its own), with a message naming the first
-// ptd's data dir and the join alternative, and it makes no key; with the
+// ptd's data dir and the join alternative, and it makes no key and no
+// bridge; with the
 // keys copied it starts, and a secret sealed through either ptd opens
 // through the other: two webhooks, one created through each, both get the
 // same event signed with their own secret by whichever ptd delivers.
@@ -71,6 +73,10 @@ func TestKeysOfASharedStore(t *testing.T) {
 		}
 	}
 	refused(b.Restart(), filepath.Join(b.DataDir, "secrets.key")+" is not the platform's secrets.key")
+	// Refused before it opened its host: no bridge was made.
+	if err := exec.Command("ip", "link", "show", b.Bridge).Run(); err == nil {
+		t.Fatalf("the refused ptd made its bridge %s", b.Bridge)
+	}
 	// The platform's keys, copied as operating.md says.
 	if err := ptdtest.CopyKeys(a.DataDir, b.DataDir); err != nil {
 		t.Fatal(err)
