@@ -67,7 +67,7 @@ func run() error {
 	for i := range 5 {
 		o := ptdtest.Options{RepoRoot: root, Store: "postgres", ExtraArgs: args}
 		if i > 0 {
-			o = ptdtest.Options{RepoRoot: root, Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
+			o = ptdtest.Options{RepoRoot: root, Store: "sqlite", KeysFrom: ds[0].DataDir, ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
 		}
 		if i >= 3 {
 			o.ExtraArgs = append(o.ExtraArgs, "--role", "api")

@@ -69,6 +69,18 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// The platform's keys, checked against the store before anything on
+	// this machine is touched: a ptd refused for a key not the platform's
+	// leaves nothing behind (docs/ARCHITECTURE.md, "Platform keys").
+	key, err := platformKey(ctx, cfg, st, cfg.secretsKey, "secrets.key")
+	if err != nil {
+		return err
+	}
+	if cfg.previewListen != "" {
+		if _, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key"); err != nil {
+			return fmt.Errorf("preview key: %w", err)
+		}
+	}
 	// The host this ptd runs sandboxes on; an api-only ptd has none (h
 	// nil) and its control plane a host that runs nothing.
 	var h *host.Host
@@ -104,10 +116,6 @@ func serve(ctx context.Context, args []string) error {
 	if cpCfg.Objects, err = openObjects(cfg); err != nil {
 		return err
 	}
-	key, err := platformKey(cfg.secretsKey, cfg.dataDir, "secrets.key")
-	if err != nil {
-		return err
-	}
 	if cpCfg.Sealer, err = secrets.New(key); err != nil {
 		return err
 	}
@@ -119,7 +127,7 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
 	}
-	pv, err := openPreview(cfg)
+	pv, err := openPreview(ctx, cfg, st)
 	if err != nil {
 		return err
 	}
@@ -404,11 +412,11 @@ type previewSetup struct {
 // openPreview listens for the preview proxy and loads its signing key
 // (<data-dir>/preview.key, or the platform's a joined host took); nil when
 // --preview-listen is empty.
-func openPreview(cfg config) (*previewSetup, error) {
+func openPreview(ctx context.Context, cfg config, st keyStore) (*previewSetup, error) {
 	if cfg.previewListen == "" {
 		return nil, nil
 	}
-	key, err := platformKey(cfg.previewKey, cfg.dataDir, "preview.key")
+	key, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key")
 	if err != nil {
 		return nil, fmt.Errorf("preview key: %w", err)
 	}
@@ -464,15 +472,6 @@ func sshKeys(cfg config) (host, relay ssh.Signer, pem []byte, err error) {
 		return nil, nil, nil, fmt.Errorf("ssh host key: %w", err)
 	}
 	return host, relay, pem, nil
-}
-
-// platformKey is the key a joined host took from the platform (joined),
-// else the one in the data dir's file name, made on first use.
-func platformKey(joined []byte, dataDir, name string) ([]byte, error) {
-	if joined != nil {
-		return joined, nil
-	}
-	return secrets.LoadOrCreateKey(filepath.Join(dataDir, name))
 }
 
 // previewPublicURL makes pc's URLs name the platform-wide preview address

@@ -758,13 +758,22 @@ func (s *Service) failInterruptedTemplateBuilds(ctx context.Context) error {
 
 // buildRunsElsewhere reports whether build b is another host's that is
 // not lost, whose ptd is running it still (or will fail it itself when
-// it starts again). A host that cannot be read counts as gone.
+// it starts again).
 func (s *Service) buildRunsElsewhere(ctx context.Context, b store.TemplateBuild) bool {
 	var rec buildRequestRecord
 	json.Unmarshal([]byte(b.Request), &rec)
-	if rec.Host == "" || rec.Host == s.host.ID() {
+	return s.builtElsewhere(ctx, rec.Host)
+}
+
+// builtElsewhere reports whether host, the one a running build (custom or
+// platform) recorded, is another host that is not lost: its ptd runs the
+// build still, or fails it itself when it starts again. None recorded
+// (records made before it was kept) and a host that cannot be read count
+// as gone.
+func (s *Service) builtElsewhere(ctx context.Context, host string) bool {
+	if host == "" || host == s.host.ID() {
 		return false
 	}
-	h, err := s.store.GetHost(ctx, rec.Host)
+	h, err := s.store.GetHost(ctx, host)
 	return err == nil && h.State != store.HostLost
 }

@@ -125,6 +125,7 @@ func (t *templates) build(ctx context.Context, slug string) {
 	v := store.TemplateVersion{
 		ID: sandbox.NewID(sandbox.PrefixTemplateVersion), Slug: slug,
 		Status: store.TemplateBuilding, Progress: "starting", CreatedAt: now, UpdatedAt: now,
+		HostID: t.s.host.ID(), // which ptd fails it if it is interrupted
 	}
 	log := t.s.log.With("template", slug, "version", v.ID)
 	if err := t.s.store.PutTemplateVersion(ctx, v); err != nil {
@@ -196,7 +197,11 @@ func (s *Service) GetTemplate(ctx context.Context, slug string) (Template, error
 }
 
 // failInterruptedBuilds marks versions left "building" by a crash as
-// failed, so the next use starts a fresh build instead of waiting forever.
+// failed, so the next use starts a fresh build instead of waiting forever:
+// those of this ptd's host, of a lost or unknown one, or naming none. A
+// version another live host is building is left to it (that ptd fails it
+// itself when it starts again), so a ptd starting on a shared store never
+// fails another's build (docs/ARCHITECTURE.md, "Ownership").
 func (t *templates) failInterruptedBuilds(ctx context.Context) error {
 	vs, err := t.s.store.ListTemplateVersions(ctx)
 	if err != nil {
@@ -204,7 +209,7 @@ func (t *templates) failInterruptedBuilds(ctx context.Context) error {
 	}
 	var errs []error
 	for _, v := range vs {
-		if v.Status != store.TemplateBuilding {
+		if v.Status != store.TemplateBuilding || t.s.builtElsewhere(ctx, v.HostID) {
 			continue
 		}
 		v.Status, v.Error, v.Progress, v.UpdatedAt = store.TemplateFailed, "interrupted by a ptd restart", "failed", time.Now().UTC()

@@ -42,6 +42,9 @@ type Store interface {
 	GetSandbox(ctx context.Context, orgID, id string) (sandbox.Sandbox, error)
 	// GetSession reads a session, whose requests go to its sandbox's host.
 	GetSession(ctx context.Context, orgID, id string) (store.Session, error)
+	// GetTemplateBuild reads a build, whose log a running one's host
+	// streams live (buildHost).
+	GetTemplateBuild(ctx context.Context, orgID, id string) (store.TemplateBuild, error)
 	ListHosts(ctx context.Context) ([]store.HostRecord, error)
 	HostUsage(ctx context.Context, states ...sandbox.State) (map[string]store.Usage, error)
 }
@@ -124,6 +127,10 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 		}
 		if c, ok := createFor(req); ok {
 			r.place(w, req, next, c)
+			return
+		}
+		if h, ok := r.buildHost(req); ok {
+			r.followBuild(w, req, next, h)
 			return
 		}
 		id := r.sandboxOf(req)
@@ -429,6 +436,66 @@ var heldRoutes = []struct {
 		}
 		return ses.SandboxID // "" until a cold session's sandbox is made
 	}},
+}
+
+// buildLogs is the route of a template build's log, which its building
+// host serves as the lines come; any other ptd reads it from the store,
+// where the building ptd writes it every 2 s.
+var buildLogs = segments("/v1/templates/*/builds/*/logs")
+
+// buildHost is the host a request for a running build's log goes to: the
+// host the build recorded when it started (its request's "host", which
+// controlplane writes) when that is another live host. A finished build's
+// log is whole in the store, and a build of this host, of a lost one or
+// naming none is answered here.
+func (r *Router) buildHost(req *http.Request) (store.HostRecord, bool) {
+	got := segments(req.URL.Path)
+	if req.Method != http.MethodGet || len(got) != len(buildLogs) ||
+		!slices.EqualFunc(buildLogs, got, func(want, seg string) bool { return want == seg || want == "*" && seg != "" }) {
+		return store.HostRecord{}, false
+	}
+	id := got[4]
+	if !sandbox.ValidID(sandbox.PrefixTemplateBuild, id) {
+		return store.HostRecord{}, false
+	}
+	b, err := r.store.GetTemplateBuild(req.Context(), "", id)
+	if err != nil || b.Status != store.BuildRunning {
+		return store.HostRecord{}, false // unknown or another org's: the API answers it
+	}
+	var rec struct {
+		Host string `json:"host"`
+	}
+	if json.Unmarshal([]byte(b.Request), &rec) != nil || rec.Host == "" || rec.Host == r.self {
+		return store.HostRecord{}, false
+	}
+	for _, h := range r.hostList(req.Context()) {
+		if h.ID == rec.Host && h.State != store.HostLost && h.URL != "" {
+			return h, true
+		}
+	}
+	return store.HostRecord{}, false
+}
+
+// followBuild sends a running build's log request on to its host h. A
+// host that cannot be reached at all leaves it to next, which reads the
+// log from the store; one that fails once reached answers 503.
+func (r *Router) followBuild(w http.ResponseWriter, req *http.Request, next http.Handler, h store.HostRecord) {
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		next.ServeHTTP(w, req)
+		return
+	}
+	var failed error
+	ctx := context.WithValue(context.WithValue(req.Context(), targetKey{}, u), failKey{}, &failed)
+	r.proxy.ServeHTTP(w, req.WithContext(ctx))
+	switch {
+	case failed == nil:
+	case unreached(failed):
+		r.log.WarnContext(req.Context(), "forward: a build's host does not answer; its log is read from the store", "host", h.ID, "err", failed)
+		next.ServeHTTP(w, req)
+	default:
+		writeUnavailable(w, req, "the build's host does not answer ("+failed.Error()+"); retry in a few seconds")
+	}
 }
 
 // sandboxOf is the sandbox a request is for: the one it names

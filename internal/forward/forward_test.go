@@ -502,6 +502,71 @@ func TestRelayFromOtherListeners(t *testing.T) {
 	}
 }
 
+// buildOn records a custom template build in status whose request names
+// host as its building host, as controlplane writes it.
+func (f fixture) buildOn(t *testing.T, host string, status store.BuildStatus) string {
+	req, _ := json.Marshal(map[string]any{"kind": "image", "from_image": "x", "host": host})
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	b := store.TemplateBuild{ID: sandbox.NewID(sandbox.PrefixTemplateBuild), OrgID: "org_a", Slug: "app", Status: status,
+		Request: string(req), VersionID: sandbox.NewID(sandbox.PrefixTemplateVersion), CreatedAt: now, UpdatedAt: now}
+	if err := f.st.CreateTemplateBuild(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return b.ID
+}
+
+// TestBuildLogsGoToTheBuildingHost: a running build's log is asked of the
+// host building it, whichever ptd the request reached (live lines, not
+// the store's copy); a finished build's, one of this host, of a lost host
+// or naming none is answered here, as are the build's other routes. A
+// building host that cannot be reached leaves the log to the store.
+func TestBuildLogsGoToTheBuildingHost(t *testing.T) {
+	f := newFixture(t)
+	b := newPeer(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	f.register(t, "host_gone", "http://gone.invalid", 8192, "runc")
+	f.register(t, "host_down", "http://127.0.0.1:1", 8192, "runc") // refuses connections
+	if _, err := f.st.SetHostState(context.Background(), "host_gone", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
+	}
+	onB, doneOnB := f.buildOn(t, "host_b", store.BuildRunning), f.buildOn(t, "host_b", store.BuildReady)
+	onA, onGone, onNone := f.buildOn(t, "host_a", store.BuildRunning), f.buildOn(t, "host_gone", store.BuildRunning), f.buildOn(t, "", store.BuildRunning)
+	onDown := f.buildOn(t, "host_down", store.BuildRunning)
+	for _, tc := range []struct {
+		name, self string
+		local      bool
+	}{{"host a", "host_a", true}, {"api-only ptd", "api_1", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := forward.New(f.st, tc.self, tc.local, slog.New(slog.DiscardHandler)).Wrap(f.local)
+			for _, c := range []struct {
+				name, method, path string
+				hdr                []string
+				want               string
+			}{
+				{"running on b, followed", "GET", "/v1/templates/app/builds/" + onB + "/logs?follow=true", nil, "b"},
+				{"running on b, read", "GET", "/v1/templates/app/builds/" + onB + "/logs", nil, "b"},
+				{"running on b, the record", "GET", "/v1/templates/app/builds/" + onB, nil, "local"},
+				{"running on b, sent by a peer", "GET", "/v1/templates/app/builds/" + onB + "/logs", []string{forward.Header, "host_c"}, "local"},
+				{"finished on b", "GET", "/v1/templates/app/builds/" + doneOnB + "/logs?follow=true", nil, "local"},
+				// a's own, or for the api-only ptd a host that does not answer
+				{"running on a", "GET", "/v1/templates/app/builds/" + onA + "/logs", nil, "local"},
+				{"running on a lost host", "GET", "/v1/templates/app/builds/" + onGone + "/logs", nil, "local"},
+				{"naming no host", "GET", "/v1/templates/app/builds/" + onNone + "/logs", nil, "local"},
+				{"on a host that does not answer", "GET", "/v1/templates/app/builds/" + onDown + "/logs", nil, "local"},
+				{"unknown build", "GET", "/v1/templates/app/builds/tbld_01JNDX3V6Z9Q6N1S9Y8K7C2F3A/logs", nil, "local"},
+			} {
+				if w := send(h, c.method, c.path, "", c.hdr...); w.Header().Get("X-Peer") != map[string]string{"b": b.srv.URL, "local": "local"}[c.want] {
+					t.Errorf("%s: served by %q (%d %s), want %s", c.name, w.Header().Get("X-Peer"), w.Code, w.Body, c.want)
+				}
+			}
+		})
+	}
+	if got := b.requests(); len(got) != 4 || got[0].Header.Get(forward.Header) == "" || got[0].URL.RawQuery != "follow=true" {
+		t.Fatalf("b got %d requests (first: %v), want the 2 log reads of each ptd, marked and as asked", len(got), got[0].URL)
+	}
+}
+
 // TestRelayKeepsGRPCOnHTTP2: a gRPC call that reached a ptd over HTTP/2
 // (a gRPC preview) reaches the sandbox's host over HTTP/2 too, its
 // trailer coming back; anything else goes over HTTP/1.1.

@@ -91,6 +91,12 @@ type Options struct {
 	// dir) or "postgres" (a throwaway cluster started for this daemon and
 	// stopped with it). Empty takes $PT_TEST_STORE, then sqlite.
 	Store string
+	// KeysFrom, when set, is the data dir of a ptd whose store this one
+	// shares (--store in ExtraArgs): its secrets.key and preview.key are
+	// copied into this daemon's data dir before it starts, as an operator
+	// copies them (docs/operating.md), since a ptd whose keys are not the
+	// platform's refuses to start on a shared PostgreSQL store.
+	KeysFrom string
 	// Warm names templates Main builds before the tests (Daemon.Warm): a
 	// first build outlasts the waits the tests ask for.
 	Warm []string
@@ -195,6 +201,11 @@ func Start(o Options) (*Daemon, error) {
 	if err := d.writeOwner(); err != nil {
 		return d, err
 	}
+	if o.KeysFrom != "" {
+		if err := CopyKeys(o.KeysFrom, d.DataDir); err != nil {
+			return d, err
+		}
+	}
 	sweepDead(filepath.Join(bin, "ptd"))
 	d.Token = cmp.Or(o.Token, "pt_test_"+RandHex(16))
 	d.args = []string{"serve", "--data-dir", d.DataDir, "--bridge", d.Bridge, "--subnet", d.Subnet,
@@ -232,6 +243,24 @@ func Start(o Options) (*Daemon, error) {
 			return d, err
 		}
 	}
+}
+
+// CopyKeys copies the platform's keys (secrets.key and preview.key, those
+// that exist) from the data dir from into the data dir to, mode 0600.
+func CopyKeys(from, to string) error {
+	for _, name := range []string{"secrets.key", "preview.key"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pickAddrs chooses the API (listen, unless given), preview, SSH and

@@ -7,7 +7,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -16,18 +18,37 @@ import (
 // Sealer encrypts and decrypts secret values.
 type Sealer struct{ aead cipher.AEAD }
 
+// LoadKey reads the 32-byte key at path; an error wrapping
+// os.ErrNotExist if there is none.
+func LoadKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	if len(b) != 32 {
+		return nil, fmt.Errorf("secrets key %s: want 32 bytes, have %d", path, len(b))
+	}
+	return b, nil
+}
+
+// Fingerprint names key without revealing it: the hex SHA-256 of a fixed
+// label and the key, so a store that keeps fingerprints to tell whether
+// two ptds hold the same key (docs/ARCHITECTURE.md, "Many hosts") opens no
+// secret. The keys are 32 random bytes, so the hash cannot be searched
+// back to a key.
+func Fingerprint(key []byte) string {
+	h := sha256.New()
+	h.Write([]byte("platinum key fingerprint\x00"))
+	h.Write(key)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // LoadOrCreateKey reads the 32-byte key at path, creating it (0600) on
 // first use.
 func LoadOrCreateKey(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if len(b) != 32 {
-			return nil, fmt.Errorf("secrets key %s: want 32 bytes, have %d", path, len(b))
-		}
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("secrets key: %w", err)
+	b, err := LoadKey(path)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return b, err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {

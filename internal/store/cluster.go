@@ -105,4 +105,27 @@ type ClusterStore interface {
 	// (ctx bounds the wait). Hold it briefly: a check and the write that
 	// follows (an org's quota and its create).
 	LockKey(ctx context.Context, key string) (unlock func(), err error)
+
+	// RecordKeyFingerprint records f (CreatedAt set to now) unless a
+	// fingerprint named f.Name is recorded already, and returns the one
+	// stored: f when this call recorded it, the earlier one otherwise.
+	// Concurrent calls for one name all return the same record.
+	RecordKeyFingerprint(ctx context.Context, f KeyFingerprint) (KeyFingerprint, error)
+	// GetKeyFingerprint returns ErrNotFound if none is recorded as name.
+	GetKeyFingerprint(ctx context.Context, name string) (KeyFingerprint, error)
+}
+
+// KeyFingerprint is what the store keeps of one of the platform's keys
+// (docs/ARCHITECTURE.md, "Many hosts"): a one-way fingerprint of it, never
+// the key, so a ptd sharing the store can tell whether the key in its data
+// dir is the platform's while a dump of the store opens no secret.
+type KeyFingerprint struct {
+	// Name is which key: "secrets.key" or "preview.key".
+	Name        string
+	Fingerprint string
+	// Origin is where the key lives: the data dir and machine of the ptd
+	// that recorded it ("/var/lib/platinum on m1"), what an operator
+	// copies it from.
+	Origin    string
+	CreatedAt time.Time
 }

@@ -91,6 +91,12 @@ type TemplateVersion struct {
 	// Spec says what a custom version is made of and how its sandboxes
 	// start; zero for platform templates.
 	Spec TemplateSpec
+	// HostID is the host whose ptd builds a platform version: a ptd
+	// starting on a shared store fails the versions left building by its
+	// own host (or a lost or unknown one, or none recorded), not those
+	// another live host is building. Empty for custom versions (their
+	// build records the host) and versions written before it was kept.
+	HostID string
 }
 
 // TemplateStatus is the build status of a template version.

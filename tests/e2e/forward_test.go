@@ -42,7 +42,7 @@ func startHosts(t *testing.T, n int, args ...string) []*ptdtest.Daemon {
 	for i := range n {
 		opts := ptdtest.Options{Store: "postgres", ExtraArgs: args}
 		if i > 0 {
-			opts = ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
+			opts = ptdtest.Options{Store: "sqlite", KeysFrom: ds[0].DataDir, ExtraArgs: append(append([]string{}, args...), "--store", ds[0].StoreURL)}
 		}
 		d := startNamed(t, fmt.Sprint(i), opts)
 		ds = append(ds, d)
@@ -406,7 +406,7 @@ func TestAPIOnlyEntry(t *testing.T) {
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--objects", t.TempDir(),
 		"--image-registry-allow-private"}
 	hosts := startHosts(t, 2, args...)
-	api, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: append(append([]string{}, args...), "--store", hosts[0].StoreURL, "--role", "api")})
+	api, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", KeysFrom: hosts[0].DataDir, ExtraArgs: append(append([]string{}, args...), "--store", hosts[0].StoreURL, "--role", "api")})
 	t.Cleanup(func() {
 		if err := api.Stop(); err != nil {
 			t.Errorf("api ptd: %v", err)
@@ -719,7 +719,7 @@ func TestPreviewAndSSHAcrossHosts(t *testing.T) {
 		"--preview-public-url", "http://localhost:" + apiPort}
 	hosts := startHosts(t, 2, args...)
 	a, b := hosts[0], hosts[1]
-	api := startNamed(t, "api", ptdtest.Options{Store: "sqlite",
+	api := startNamed(t, "api", ptdtest.Options{Store: "sqlite", KeysFrom: a.DataDir,
 		ExtraArgs: append(append([]string{}, args...), "--store", a.StoreURL, "--role", "api", "--preview-listen", apiPreview)})
 	api.PreviewURL = "http://" + apiPreview // the harness's own --preview-listen was overridden
 	ctx := context.Background()

@@ -35,7 +35,7 @@ func TestHostsShareAStore(t *testing.T) {
 	fast := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "2s",
 		"--reconcile-interval", "1s", "--timer-interval", "500ms"}
 	a := startNamed(t, "a", ptdtest.Options{Store: "postgres", ExtraArgs: fast})
-	b := startNamed(t, "b", ptdtest.Options{Store: "sqlite", ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
+	b := startNamed(t, "b", ptdtest.Options{Store: "sqlite", KeysFrom: a.DataDir, ExtraArgs: append(fast, "--store", a.StoreURL, "--region", "test-b")})
 
 	call := func(d *ptdtest.Daemon, method, path string, body any) (int, map[string]any) {
 		t.Helper()

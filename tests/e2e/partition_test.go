@@ -148,6 +148,7 @@ func partitioned(t *testing.T, joined bool) {
 		var viaLink string
 		link, viaLink = linkTo(t, a.StoreURL)
 		bOpts.ExtraArgs = append(append([]string{}, args...), "--store", viaLink)
+		bOpts.KeysFrom = a.DataDir
 	}
 	b, err := ptdtest.Start(bOpts)
 	t.Cleanup(func() {

@@ -196,6 +196,11 @@ func (cl *Client) GetIdempotencyKey(ctx context.Context, scope string, key strin
 	return call1[store.IdempotencyRecord](ctx, cl, "GetIdempotencyKey", scope, key)
 }
 
+// GetKeyFingerprint implements store.Store.
+func (cl *Client) GetKeyFingerprint(ctx context.Context, name string) (store.KeyFingerprint, error) {
+	return call1[store.KeyFingerprint](ctx, cl, "GetKeyFingerprint", name)
+}
+
 // GetOrg implements store.Store.
 func (cl *Client) GetOrg(ctx context.Context, id string) (store.Org, error) {
 	return call1[store.Org](ctx, cl, "GetOrg", id)
@@ -414,6 +419,11 @@ func (cl *Client) PutRegistryCredential(ctx context.Context, c store.RegistryCre
 // PutTemplateVersion implements store.Store.
 func (cl *Client) PutTemplateVersion(ctx context.Context, v store.TemplateVersion) error {
 	return call0(ctx, cl, "PutTemplateVersion", v)
+}
+
+// RecordKeyFingerprint implements store.Store.
+func (cl *Client) RecordKeyFingerprint(ctx context.Context, f store.KeyFingerprint) (store.KeyFingerprint, error) {
+	return call1[store.KeyFingerprint](ctx, cl, "RecordKeyFingerprint", f)
 }
 
 // RegisterHost implements store.Store.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -331,4 +332,62 @@ func testLockKey(t *testing.T, s store.Store) {
 		t.Fatalf("LockKey after the unlock (and a wait that gave up): %v", err)
 	}
 	again()
+}
+
+// testKeyFingerprints checks the platform's key fingerprints: the first
+// record of a name stays, a later one with another fingerprint reads back
+// the first, and racing first records agree on one.
+func testKeyFingerprints(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if _, err := s.GetKeyFingerprint(ctx, "secrets.key"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetKeyFingerprint of nothing recorded: %v, want ErrNotFound", err)
+	}
+	first := store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-a", Origin: "/var/lib/platinum on machine-a"}
+	got, err := s.RecordKeyFingerprint(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CreatedAt.IsZero() || time.Since(got.CreatedAt) > time.Minute {
+		t.Errorf("CreatedAt = %v, want now", got.CreatedAt)
+	}
+	first.CreatedAt = got.CreatedAt
+	if diff := cmp.Diff(first, got); diff != "" {
+		t.Fatalf("RecordKeyFingerprint (-want +got):\n%s", diff)
+	}
+	again, err := s.RecordKeyFingerprint(ctx, store.KeyFingerprint{Name: "secrets.key", Fingerprint: "fp-b", Origin: "/data on machine-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("a second record replaced the first (-want +got):\n%s", diff)
+	}
+	if read, err := s.GetKeyFingerprint(ctx, "secrets.key"); err != nil || !cmp.Equal(read, first) {
+		t.Fatalf("GetKeyFingerprint = %+v, %v; want %+v", read, err, first)
+	}
+	if _, err := s.GetKeyFingerprint(ctx, "preview.key"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another name: %v, want ErrNotFound", err)
+	}
+	if _, err := s.RecordKeyFingerprint(ctx, store.KeyFingerprint{Name: "preview.key"}); !errors.Is(err, sandbox.ErrInvalidArgument) {
+		t.Fatalf("an empty fingerprint: %v, want ErrInvalidArgument", err)
+	}
+	// Racing first records: every caller reads back the same winner.
+	var wg sync.WaitGroup
+	got8 := make([]store.KeyFingerprint, 8)
+	for i := range got8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := s.RecordKeyFingerprint(ctx, store.KeyFingerprint{Name: "preview.key", Fingerprint: fmt.Sprintf("fp-%d", i), Origin: fmt.Sprintf("m%d:/d", i)})
+			if err != nil {
+				t.Error(err)
+			}
+			got8[i] = f
+		}()
+	}
+	wg.Wait()
+	for i, f := range got8 {
+		if !cmp.Equal(f, got8[0]) || f.Fingerprint == "" {
+			t.Fatalf("racing records read back %+v and %+v (#%d)", got8[0], f, i)
+		}
+	}
 }

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Leases", testLeases},
 		{"ConcurrentLeases", testConcurrentLeases},
 		{"LockKey", testLockKey},
+		{"KeyFingerprints", testKeyFingerprints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,6 +263,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 	v := store.TemplateVersion{
 		ID: sandbox.NewID(sandbox.PrefixTemplateVersion), Slug: "busybox", Status: store.TemplateBuilding,
 		Progress: "unpacking: 10%", CreatedAt: base.Add(999 * time.Nanosecond), UpdatedAt: base,
+		HostID: "host_builder",
 	}
 	wantErr(t, "PutTemplateVersion", s.PutTemplateVersion(ctx, v), nil)
 	got, err := s.GetTemplateVersion(ctx, v.ID)
@@ -280,6 +282,7 @@ func testTemplateVersions(t *testing.T, s store.Store) {
 	ready.RootFS = "/var/lib/platinum/templates/x/rootfs"
 	ready.SizeBytes = 1 << 40
 	ready.Error = ""
+	ready.HostID = "host_other"
 	ready.CreatedAt = base.Add(time.Hour) // must be ignored
 	ready.UpdatedAt = base.Add(time.Minute)
 	wantErr(t, "PutTemplateVersion replace", s.PutTemplateVersion(ctx, ready), nil)

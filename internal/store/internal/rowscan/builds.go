@@ -8,13 +8,13 @@ import (
 )
 
 // Template reads id, slug, status, progress, rootfs, size_bytes, error,
-// created_at, updated_at, org_id, build_id, spec.
+// created_at, updated_at, org_id, build_id, spec, host_id.
 func (d Decoder) Template(r Row) (store.TemplateVersion, error) {
 	var v store.TemplateVersion
 	var status, spec string
 	sc := d.scan()
 	if err := sc.row(r, &v.ID, &v.Slug, &status, &v.Progress, &v.RootFS, &v.SizeBytes, &v.Error,
-		sc.at(&v.CreatedAt), sc.at(&v.UpdatedAt), &v.OrgID, &v.BuildID, &spec); err != nil {
+		sc.at(&v.CreatedAt), sc.at(&v.UpdatedAt), &v.OrgID, &v.BuildID, &spec, &v.HostID); err != nil {
 		return store.TemplateVersion{}, err
 	}
 	v.Status = store.TemplateStatus(status)
@@ -136,4 +136,14 @@ func (d Decoder) Artifact(r Row) (store.Artifact, error) {
 	}
 	a.Kind = store.ArtifactKind(kind)
 	return a, nil
+}
+
+// KeyFingerprintCols are the platform_keys columns KeyFingerprint reads.
+const KeyFingerprintCols = `name, fingerprint, origin, created_at`
+
+// KeyFingerprint reads name, fingerprint, origin, created_at.
+func (d Decoder) KeyFingerprint(r Row) (store.KeyFingerprint, error) {
+	return decode(d, r, func(sc *scan, f *store.KeyFingerprint) []any {
+		return []any{&f.Name, &f.Fingerprint, &f.Origin, sc.at(&f.CreatedAt)}
+	})
 }

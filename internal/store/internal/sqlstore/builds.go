@@ -17,7 +17,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/store/internal/sqldb"
 )
 
-const templateCols = `id, slug, status, progress, rootfs, size_bytes, error, created_at, updated_at, org_id, build_id, spec`
+const templateCols = `id, slug, status, progress, rootfs, size_bytes, error, created_at, updated_at, org_id, build_id, spec, host_id`
 
 // PutTemplateVersion inserts v, or replaces the version with its ID while
 // keeping the stored CreatedAt. Zero times mean now.
@@ -29,7 +29,7 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 	}
 	return sqldb.Write(ctx, s.db, fmt.Sprintf("put template version %q", v.ID),
 		`INSERT INTO template_versions (`+templateCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET
 			slug = excluded.slug,
 			status = excluded.status,
@@ -40,9 +40,10 @@ func (s *Store) PutTemplateVersion(ctx context.Context, v store.TemplateVersion)
 			updated_at = excluded.updated_at,
 			org_id = excluded.org_id,
 			build_id = excluded.build_id,
-			spec = excluded.spec`,
+			spec = excluded.spec,
+			host_id = excluded.host_id`,
 		v.ID, v.Slug, string(v.Status), v.Progress, v.RootFS, v.SizeBytes, v.Error,
-		s.db.Time(sqldb.Or(v.CreatedAt, t)), s.db.Time(sqldb.Or(v.UpdatedAt, t)), v.OrgID, v.BuildID, string(spec))
+		s.db.Time(sqldb.Or(v.CreatedAt, t)), s.db.Time(sqldb.Or(v.UpdatedAt, t)), v.OrgID, v.BuildID, string(spec), v.HostID)
 }
 
 // GetTemplateVersion returns the version with that ID; ErrNotFound if absent.
