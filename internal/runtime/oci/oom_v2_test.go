@@ -38,7 +38,7 @@ func TestWatchOOMv2(t *testing.T) {
 	current := func(n int64) { write("memory.current", fmt.Sprintln(n)) }
 	const mem = 256 << 20
 	write("memory.events", events(2))
-	current(40<<20)
+	current(40 << 20)
 	calls := filepath.Join(dir, "calls")
 	bin := filepath.Join(dir, "runsc")
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"$@\" >> "+calls+"\n"), 0o755); err != nil {
@@ -69,9 +69,9 @@ func TestWatchOOMv2(t *testing.T) {
 	if n := pokes(); n != 0 {
 		t.Fatalf("below half the size: %d pokes, want none", n)
 	}
-	current(mem/2+1) // rung 0
+	current(mem/2 + 1) // rung 0
 	waitPokes("past half the size", 1)
-	current(mem/2+guardStep(mem)+1) // rung 1
+	current(mem/2 + guardStep(mem) + 1) // rung 1
 	waitPokes("a rung higher", 2)
 	write("memory.events", events(5))
 	select {
@@ -82,9 +82,9 @@ func TestWatchOOMv2(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no OOM report 10 s after memory.events counted kills")
 	}
-	current(10<<20)
+	current(10 << 20)
 	time.Sleep(oomV2Poll + oomV2Poll/2)
-	current(mem/2+1)
+	current(mem/2 + 1)
 	waitPokes("climbing again after a fall", 3)
 
 	if err := os.RemoveAll(cg); err != nil {
