@@ -167,7 +167,14 @@ func (g *MemoryGuard) usage() (used, total uint64, err error) {
 
 // killLargest kills the process with the largest resident set (not
 // pt-agent, not one whose oom_score_adj is -1000), unless the last victim
-// is still exiting: its memory is about to come back.
+// is still exiting: its memory is about to come back. used is the reading
+// that found the guest over MemTotal; memory is read again once the victim
+// is chosen and nothing is killed if it is back under. A process inside
+// one huge system call stalls the guard's reading until the call returns,
+// and may exit right after it (dd's one 512 MB read): the stale reading
+// then picked the largest process left, an unrelated one — a sleep of
+// 1 MB beside the dd, once in ten dd runs (docs/ARCHITECTURE.md, "Where
+// gvisor differs").
 func (g *MemoryGuard) killLargest(used, total uint64) {
 	g.mu.Lock()
 	if v := g.victim; v != 0 {
@@ -180,6 +187,10 @@ func (g *MemoryGuard) killLargest(used, total uint64) {
 	g.mu.Unlock()
 	pid, rss := g.largest()
 	if pid == 0 {
+		return
+	}
+	used, _, err := g.usage()
+	if err != nil || used <= total {
 		return
 	}
 	comm, _ := os.ReadFile(filepath.Join(g.proc, strconv.Itoa(pid), "comm"))

@@ -116,3 +116,28 @@ func TestMemoryGuardPoked(t *testing.T) {
 		t.Fatal("no kill after a poke")
 	}
 }
+
+// TestMemoryGuardStaleReading: a reading over MemTotal that is stale by
+// the time the victim is chosen (the process that asked has exited, as dd
+// does right after its one huge read) kills nothing; a fresh one over it
+// kills the largest process.
+func TestMemoryGuardStaleReading(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		nowKB  uint64 // the guest's memory when the victim is chosen
+		killed []int
+	}{
+		{"back under the limit", 30 * 1024, nil},
+		{"still over the limit", 300 * 1024, []int{8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var killed []int
+			g := &MemoryGuard{self: 42, wake: make(chan struct{}), kill: func(pid int) error { killed = append(killed, pid); return nil }}
+			g.proc = fakeProc(t, tc.nowKB, 256*1024, map[int][2]int{7: {5000, 0}, 8: {60000, 0}})
+			g.killLargest(600<<20, 256<<20) // the stalled reading: 600 MB
+			if fmt.Sprint(killed) != fmt.Sprint(tc.killed) {
+				t.Errorf("killed %v, want %v", killed, tc.killed)
+			}
+		})
+	}
+}

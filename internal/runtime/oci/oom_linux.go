@@ -160,7 +160,11 @@ const (
 // stays stalled. Past that room (no guard, or a call larger than the room)
 // the sandbox is ended as a whole (endStalled). Once the
 // sandbox's usage is back under its host size, the limit returns there
-// and the killer is off again.
+// and the killer is off again. The watcher does not pick a guest process
+// to kill itself: while the sandbox is stalled its Sentry answers no
+// control call (runsc debug --ps, runsc kill --pid wait until the limit
+// rises), and the process list it gives afterwards does not say which
+// process asked (docs/ARCHITECTURE.md, "Where gvisor differs").
 func (r *Runtime) relieve(ctx context.Context, id, dir string, st *stall) {
 	if oomControl(dir, "under_oom") == 1 {
 		r.pokeGuard(id)
