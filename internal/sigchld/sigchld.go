@@ -29,8 +29,22 @@ func Loop(ctx context.Context, kick <-chan struct{}, poll time.Duration, reap fu
 		case <-ctx.Done():
 			return
 		case <-sigs:
+			drain(sigs) // one reap collects every child that has exited
 		case <-kick:
 		case <-tick.C:
+		}
+	}
+}
+
+// drain takes the signals already queued on sigs: a burst of exits queues
+// one per child, and each reap looks at every child, so reaping once per
+// queued signal made the work grow with the square of the burst.
+func drain(sigs <-chan os.Signal) {
+	for {
+		select {
+		case <-sigs:
+		default:
+			return
 		}
 	}
 }

@@ -341,9 +341,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 // directory per container, runsc a "<sandbox>_sandbox:<id>.state" file.
 func (r *Runtime) hasStateFile(id string) bool {
 	if r.gvisor {
-		// validID admits no glob metacharacters.
-		m, _ := filepath.Glob(filepath.Join(r.cfg.Root, "*_sandbox:"+id+".state"))
-		return len(m) > 0
+		return len(runscStateFiles(r.cfg.Root, id)) > 0
 	}
 	_, err := os.Stat(filepath.Join(r.cfg.Root, id))
 	return !errors.Is(err, fs.ErrNotExist)
@@ -354,9 +352,7 @@ func (r *Runtime) hasStateFile(id string) bool {
 // rather than running `runsc state` (tens of milliseconds, more under load).
 func (r *Runtime) bundleOf(ctx context.Context, id string) string {
 	if r.gvisor && validID.MatchString(id) {
-		// validID admits no glob metacharacters.
-		m, _ := filepath.Glob(filepath.Join(r.cfg.Root, "*_sandbox:"+id+".state"))
-		if len(m) == 1 {
+		if m := runscStateFiles(r.cfg.Root, id); len(m) == 1 {
 			var f struct {
 				BundleDir string `json:"bundleDir"`
 			}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,12 +77,20 @@ func reapOrphans() {
 	}
 }
 
-// children lists this process's child pids (every thread's).
+// children lists this process's child pids (every thread's). It reads
+// /proc/self/task's entries itself: filepath.Glob would match and lstat
+// each one first, and this runs on every SIGCHLD, which a burst of
+// creates sends many of (docs/ARCHITECTURE.md, "Boots queue").
 func children() []int {
-	files, _ := filepath.Glob("/proc/self/task/*/children")
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
 	var out []int
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
 		if err != nil {
 			continue
 		}
@@ -96,14 +103,37 @@ func children() []int {
 	return out
 }
 
-// reapable reports whether pid is a zombie with one of reapComms.
+// reapable reports whether pid is a zombie with one of reapComms. It asks
+// the kernel first whether pid has exited (waitid with WNOWAIT, which
+// leaves the zombie for whoever waits for it): most children are running
+// sandboxes, and formatting their /proc stat costs far more than the
+// question.
 func reapable(pid int) bool {
+	if !exited(pid) {
+		return false
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
 	comm, state, ok := parseStat(b)
 	return ok && state == 'Z' && reapComms[comm]
+}
+
+// exited reports whether child pid has exited and not been waited for.
+// On an error it says yes, so that /proc decides.
+func exited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			return false // not our child, or waited for already
+		}
+		return err != nil || info.Signo != 0
+	}
 }
 
 // parseStat returns the command name and state from /proc/<pid>/stat

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,5 +112,36 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestExitedLeavesTheStatus: exited answers no for a running child and for
+// a pid that is not a child, yes once the child is a zombie, and leaves
+// the zombie for os/exec's own Wait, whose status it must not steal.
+func TestExitedLeavesTheStatus(t *testing.T) {
+	if exited(os.Getpid()) {
+		t.Error("exited(self) = true; want false (not a child)")
+	}
+	cmd := exec.Command("sh", "-c", "read x; exit 3")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	if exited(pid) {
+		t.Fatal("exited(running child) = true")
+	}
+	stdin.Close() // the child exits
+	for !exited(pid) {
+		time.Sleep(time.Millisecond) // no deadline: the test's own timeout is the bound
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Wait after exited: %v; want exit status 3", err)
 	}
 }
