@@ -90,13 +90,18 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 			log.ErrorContext(ctx, "record backup failure", "err", err)
 		}
 	}
-	if _, err := os.Stat(snap.DiskImage); err != nil {
+	_, derr := os.Stat(snap.DiskImage)
+	_, merr := os.Stat(snap.MemoryImage)
+	if derr != nil || snap.Memory && merr != nil {
 		// The local copy is gone (a crash before it was recorded): take it
-		// again if the sandbox still has a disk.
-		if _, err := snapper.Snapshot(ctx, snap.SandboxID, id, snap.Source.Runtime, false); err != nil {
+		// again if the sandbox still has a disk (and, for a stop snapshot,
+		// the memory its stop kept, if it still has it).
+		files, err := snapper.Snapshot(ctx, snap.SandboxID, id, snap.Source.Runtime, snap.Memory)
+		if err != nil {
 			fail(fmt.Errorf("copy the disk again: %w", err))
 			return
 		}
+		snap.DiskImage, snap.MemoryImage, snap.Memory = files.DiskImage, files.MemoryImage, files.MemoryImage != ""
 	}
 	if s.cfg.Objects == nil {
 		fail(errors.New("no object store configured"))
@@ -107,6 +112,19 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 		return
 	}
 	start := time.Now()
+	var memUploaded int64
+	if snap.Memory {
+		snap.Bucket = s.cfg.ArchiveBucket // for deleteMemoryObjects, should the backup fail
+		// A stop snapshot's memory (stopmem.go): without it the backup is
+		// still the disk as it stopped.
+		if memUploaded, err = s.uploadMemory(ctx, snap, snap.MemoryImage); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.WarnContext(ctx, "backup of the memory image failed; the backup holds the disk only", "err", err)
+			snap.Memory = false
+		}
+	}
 	defer s.setProgress(id, nil)
 	res, err := archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, snap.DiskImage, archive.Options{
 		ID: id,
@@ -140,18 +158,18 @@ func (s *Service) doBackup(ctx context.Context, id string) {
 		}
 		return
 	}
-	snap.State, snap.DiskImage, snap.HostID = sandbox.SnapshotReady, "", ""
+	snap.State, snap.DiskImage, snap.MemoryImage, snap.HostID = sandbox.SnapshotReady, "", "", ""
 	if _, err := s.store.UpdateSnapshot(ctx, snap); err != nil {
 		log.ErrorContext(ctx, "record backup", "err", err)
 		return
 	}
 	took := time.Since(start)
 	log.InfoContext(ctx, "backup complete", "manifest", res.Key, "bytes", res.Manifest.Size, "uploaded_bytes", res.BytesUploaded,
-		"chunks_uploaded", res.ChunksUploaded, "chunks_reused", res.ChunksReused, "took", took)
+		"chunks_uploaded", res.ChunksUploaded, "chunks_reused", res.ChunksReused, "memory", snap.Memory, "memory_uploaded_bytes", memUploaded, "took", took)
 	if sb, err := s.store.GetSandbox(ctx, "", snap.SandboxID); err == nil {
 		s.event(ctx, sb, "backup_complete", map[string]any{"backup_id": id, "size_bytes": res.Manifest.Size,
 			"uploaded_bytes": res.BytesUploaded, "chunks_uploaded": res.ChunksUploaded, "chunks_reused": res.ChunksReused,
-			"took_ms": took.Milliseconds()})
+			"memory": snap.Memory, "memory_uploaded_bytes": memUploaded, "took_ms": took.Milliseconds()})
 	}
 }
 
@@ -236,6 +254,9 @@ func (s *Service) restoreBackupDisk(ctx context.Context, sb sandbox.Sandbox, sna
 // deleteBackupObjects removes a backup's descriptor, then its manifest
 // (never its chunks: they may be shared; chunk GC removes the rest).
 func (s *Service) deleteBackupObjects(ctx context.Context, snap sandbox.Snapshot) error {
+	if err := s.deleteMemoryObjects(ctx, snap); err != nil {
+		return err
+	}
 	if s.cfg.Objects == nil || snap.ManifestKey == "" {
 		return nil
 	}

@@ -23,19 +23,20 @@ import (
 // The host contract lives in internal/hostapi; these names keep the
 // control plane's callers and fakes reading as before.
 type (
-	Host            = hostapi.Host
-	StartSpec       = hostapi.StartSpec
-	Instance        = hostapi.Instance
-	HostInfo        = hostapi.HostInfo
-	ClassInfo       = hostapi.ClassInfo
-	NetworkSpec     = hostapi.NetworkSpec
-	SecretSpec      = hostapi.SecretSpec
-	NetworkSetter   = hostapi.NetworkSetter
-	CloneSpec       = hostapi.CloneSpec
-	SnapshotFiles   = hostapi.SnapshotFiles
-	Snapshotter     = hostapi.Snapshotter
-	Metrics         = hostapi.Metrics
-	DiskUsageReader = hostapi.DiskUsageReader
+	Host               = hostapi.Host
+	StartSpec          = hostapi.StartSpec
+	Instance           = hostapi.Instance
+	HostInfo           = hostapi.HostInfo
+	ClassInfo          = hostapi.ClassInfo
+	NetworkSpec        = hostapi.NetworkSpec
+	SecretSpec         = hostapi.SecretSpec
+	NetworkSetter      = hostapi.NetworkSetter
+	CloneSpec          = hostapi.CloneSpec
+	SnapshotFiles      = hostapi.SnapshotFiles
+	Snapshotter        = hostapi.Snapshotter
+	CheckpointImporter = hostapi.CheckpointImporter
+	Metrics            = hostapi.Metrics
+	DiskUsageReader    = hostapi.DiskUsageReader
 )
 
 // AgentPort is where pt-agent listens inside every sandbox.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/sandbox"
@@ -32,6 +33,10 @@ type SnapshotRequest struct {
 	// runs); true insists (MemorySnapshotError when it cannot); false
 	// copies the disk only.
 	Memory *bool
+	// StoppedMemory (stop snapshots only, never from the API) takes, of a
+	// stopped sandbox, the checkpoint image its stop kept on this host,
+	// when it kept one.
+	StoppedMemory bool
 }
 
 func (s *Service) snapshotter() (Snapshotter, error) {
@@ -99,12 +104,17 @@ func (s *Service) snapshot(ctx context.Context, p Principal, id string, r Snapsh
 		return sandbox.Snapshot{}, err
 	}
 	t0 := time.Now()
+	if r.StoppedMemory && sb.State == sandbox.StateStopped {
+		memory = true
+	}
 	files, err := snapper.Snapshot(ctx, id, snap.ID, sb.Runtime, memory)
 	if err != nil {
 		s.store.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID)
 		return sandbox.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
 	snap.DiskImage, snap.MemoryImage, snap.SizeBytes = files.DiskImage, files.MemoryImage, files.SizeBytes
+	snap.Memory = memory && files.MemoryImage != ""
+	memory = snap.Memory
 	if prefix == sandbox.PrefixSnapshot {
 		snap.State = sandbox.SnapshotReady
 	}
@@ -318,6 +328,12 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 		}
 		return
 	}
+	// A stop snapshot's memory becomes the sandbox's checkpoint here, which
+	// the start below restores (stopmem.go).
+	memFailure := s.importStopMemory(ctx, sb, snap)
+	if ctx.Err() != nil {
+		return
+	}
 	v, err := s.store.GetTemplateVersion(ctx, sb.TemplateVersionID)
 	if err != nil {
 		fail(err)
@@ -357,10 +373,21 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 			ls.Reason += ": " + sb.Reason
 		}
 	}
-	if inst.MemoryRestored {
+	memWanted := spec.Clone != nil || snap.Kind == sandbox.KindBackup && snap.Memory
+	switch {
+	case inst.MemoryRestored && snap.Kind == sandbox.KindBackup:
+		ls.Restore, ls.RAMRestored = sandbox.RestoreMemory, true
+		ls.Reason = strings.Replace(ls.Reason, "restored from backup", "restored with its memory from backup", 1)
+	case inst.MemoryRestored:
 		ls.Restore, ls.RAMRestored, ls.Reason = sandbox.RestoreMemory, true, ""
-	} else if spec.Clone != nil {
+	case spec.Clone != nil:
 		ls.Reason = "the snapshot's memory could not be restored; booted from its disk"
+	case memWanted:
+		why := memFailure
+		if why == "" {
+			why = inst.RestoreFailure
+		}
+		ls.Reason += "; its memory was not restored (" + why + "): booted from its disk"
 	}
 	_, ok, err := s.transition(ctx, id, sandbox.StateRestoring, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.LastStart, sb.LastActivityAt, sb.StoppedAt = inst.Address, ls, &now, nil
@@ -375,6 +402,9 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 	s.forgetAgent(id)
 	s.watchOOM(sb)
 	s.event(ctx, sb, "restored_from_snapshot", map[string]any{"snapshot_id": snap.ID, "memory": inst.MemoryRestored})
+	if memWanted && !inst.MemoryRestored {
+		s.event(ctx, sb, "start_ram_not_restored", ls)
+	}
 	log.InfoContext(ctx, "sandbox restored from snapshot", "memory", inst.MemoryRestored)
 }
 

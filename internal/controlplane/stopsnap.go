@@ -37,7 +37,7 @@ func (s *Service) takeStopSnapshot(ctx context.Context, id string) {
 		return
 	}
 	no := false
-	snap, err := s.snapshot(ctx, Principal{OrgID: sb.OrgID}, id, SnapshotRequest{Name: StopSnapshotName, Memory: &no}, sandbox.PrefixBackup)
+	snap, err := s.snapshot(ctx, Principal{OrgID: sb.OrgID}, id, SnapshotRequest{Name: StopSnapshotName, Memory: &no, StoppedMemory: true}, sandbox.PrefixBackup)
 	if err != nil {
 		s.log.WarnContext(ctx, "stop snapshot", "sandbox", id, "err", err)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -333,6 +334,99 @@ func (h *Host) ClassWorks(ctx context.Context, class string) error {
 	// *oci.Runtime, and *oci.CheckpointRuntime which embeds it, probe.
 	if p, ok := rt.(interface{ Probe(context.Context) error }); ok {
 		return p.Probe(ctx)
+	}
+	return nil
+}
+
+// linkStopImage links the complete checkpoint image a stopped sandbox's
+// stop wrote into snapshot snapID's directory (hard links: runsc never
+// writes into an image it has written, and a restore here only renames
+// and removes the sandbox's own names), and returns its path; "" when
+// the sandbox has no complete image. Its class goes with it, in a
+// checkpoint.json beside the files.
+func (h *Host) linkStopImage(id, snapID string) (string, error) {
+	m, ok := h.checkpointed(id)
+	if !ok {
+		return "", nil
+	}
+	src := h.checkpointDir(id)
+	dst := filepath.Join(h.snapshotDir(snapID), "memory")
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			return "", fmt.Errorf("checkpoint image %s holds %s, not a regular file", src, e.Name())
+		}
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		if err := os.Link(from, to); err != nil {
+			if err := copyFile(from, to); err != nil {
+				return "", err
+			}
+		}
+	}
+	// Checked again once linked: a start that consumed the image meanwhile
+	// (it renames the directory away first) leaves no complete image.
+	if m2, ok := h.checkpointed(id); !ok || !m2.At.Equal(m.At) || m2.Class != m.Class {
+		os.RemoveAll(dst)
+		return "", nil
+	}
+	return dst, nil
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// ImportCheckpoint implements hostapi.CheckpointImporter: fill writes a
+// checkpoint image of class (another host's stop, from the object store)
+// into a partial directory, which becomes the sandbox's image the way a
+// stop here makes one (renamed, then described), so a crash or a failed
+// fill leaves no image that looks complete. The sandbox's next start
+// restores it, or boots cold and says why.
+func (h *Host) ImportCheckpoint(ctx context.Context, id, class string, fill func(ctx context.Context, dir string) error) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := h.removeCheckpoint(id); err != nil {
+		return fmt.Errorf("host: import checkpoint: %w", err)
+	}
+	dir := h.paths(id).dir
+	part := filepath.Join(dir, checkpointPartName)
+	if err := os.MkdirAll(part, 0o700); err != nil {
+		return fmt.Errorf("host: import checkpoint: %w", err)
+	}
+	if err := fill(ctx, part); err != nil {
+		os.RemoveAll(part)
+		return fmt.Errorf("host: import checkpoint: %w", err)
+	}
+	if err := os.Rename(part, h.checkpointDir(id)); err != nil {
+		return fmt.Errorf("host: import checkpoint: %w", err)
+	}
+	b, _ := json.Marshal(checkpointMeta{Class: class, At: time.Now().UTC()})
+	tmp := filepath.Join(dir, checkpointMetaName+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("host: import checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, checkpointMetaName)); err != nil {
+		return fmt.Errorf("host: import checkpoint: %w", err)
 	}
 	return nil
 }

@@ -17,7 +17,10 @@ import (
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
-var _ hostapi.Snapshotter = (*Host)(nil)
+var (
+	_ hostapi.Snapshotter        = (*Host)(nil)
+	_ hostapi.CheckpointImporter = (*Host)(nil)
+)
 
 // snapshotDir holds a snapshot's memory image; its disk image lives in
 // the disk pool under the snapshot's ID, so clones are reflinks too.
@@ -48,7 +51,9 @@ type privileged interface {
 // its filesystem is frozen (FIFREEZE flushes it and holds writers) for the
 // reflink copy of its image, milliseconds. The disk copy may be a little
 // ahead of the memory image, never behind it: restored processes never
-// miss a write they made. A stopped sandbox's disk is copied as it is.
+// miss a write they made. A stopped sandbox's disk is copied as it is;
+// with memory, the image its stop wrote (checkpoint.go) is linked into the
+// snapshot, and MemoryImage is empty when its stop kept none.
 func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bool) (hostapi.SnapshotFiles, error) {
 	if err := checkID(id); err != nil {
 		return hostapi.SnapshotFiles{}, err
@@ -65,9 +70,17 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bo
 		rt = h.runtimeOf(ctx, id)
 	}
 	running := isMounted(h.paths(id).diskMnt)
-	if memory {
+	if memory && !running {
+		// A stopped sandbox's memory is the image its stop wrote, if any.
+		img, err := h.linkStopImage(id, snapID)
+		if err != nil {
+			h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
+			return hostapi.SnapshotFiles{}, fmt.Errorf("host: snapshot %s: %w", id, err)
+		}
+		files.MemoryImage = img
+	} else if memory {
 		cp, ok := rt.(runtime.Checkpointer)
-		if !ok || !running {
+		if !ok {
 			return files, fmt.Errorf("host: snapshot %s: memory needs a running sandbox of a class that checkpoints: %w", id, sandbox.ErrConflict)
 		}
 		files.MemoryImage = filepath.Join(h.snapshotDir(snapID), "memory")

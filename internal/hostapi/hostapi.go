@@ -221,15 +221,29 @@ type Snapshotter interface {
 	// host and, when not, why.
 	MemorySnapshots(class string) (ok bool, reason string)
 	// Snapshot copies the sandbox's disk (filesystem freeze + reflink) and,
-	// with memory, checkpoints its processes while they keep running. It
-	// returns sandbox.ErrConflict when memory is asked of a sandbox that
-	// does not run.
+	// with memory, checkpoints its processes while they keep running; of a
+	// stopped sandbox, memory is the checkpoint image its stop kept, if any
+	// (MemoryImage is empty when it kept none). It returns
+	// sandbox.ErrConflict when memory is asked of a running sandbox whose
+	// class cannot checkpoint.
 	Snapshot(ctx context.Context, id, snapID, class string, memory bool) (SnapshotFiles, error)
 	// RemoveSnapshot deletes a snapshot's files. Idempotent.
 	RemoveSnapshot(ctx context.Context, snapID string) error
 	// RestoreDisk stops the sandbox disk-only and replaces its disk with
 	// the snapshot's, atomically. Idempotent.
 	RestoreDisk(ctx context.Context, id, snapID string) error
+}
+
+// CheckpointImporter is an optional Host ability: giving a stopped
+// sandbox a checkpoint image written on another host (a stop snapshot's
+// memory, docs/ARCHITECTURE.md "Stop snapshots"), which its next start
+// restores as if its stop here had written it.
+type CheckpointImporter interface {
+	// ImportCheckpoint replaces the sandbox's image with the one fill
+	// writes into dir, for runtime class. The image counts only once fill
+	// returned nil and it is in place: a failure or crash midway leaves
+	// none.
+	ImportCheckpoint(ctx context.Context, id, class string, fill func(ctx context.Context, dir string) error) error
 }
 
 // Metrics are live figures of a running sandbox.
