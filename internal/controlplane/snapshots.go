@@ -687,8 +687,9 @@ func (s *Service) hasCompleteBackup(sb sandbox.Sandbox) bool {
 // manifest (the disk image's archive manifest, kind snapshot_manifest) and
 // its sidecar (the descriptor other hosts read to find and clone it, kind
 // snapshot_sidecar; immutable, one per backup). A snapshot that is not a
-// backup lives on its host only and owns no object. Chunks are shared and
-// never listed.
+// backup lives on its host only and owns no object. A stop snapshot with
+// memory also owns its memory image files' manifests and their index
+// (stopmem.go). Chunks are shared and never listed.
 func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []store.ObjectRef {
 	l, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OrgID: sb.OrgID, SandboxID: sb.ID, Kind: sandbox.KindBackup})
 	if err != nil {
@@ -703,6 +704,7 @@ func (s *Service) snapshotObjects(ctx context.Context, sb sandbox.Sandbox) []sto
 		refs = append(refs,
 			store.ObjectRef{Bucket: b.Bucket, Key: b.ManifestKey, Kind: "snapshot_manifest"},
 			store.ObjectRef{Bucket: b.Bucket, Key: BackupDescriptorKey(b.ID), Kind: "snapshot_sidecar"})
+		refs = append(refs, s.memoryObjects(ctx, b)...)
 	}
 	return refs
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/platinum-dev/platinum/internal/archive"
 	"github.com/platinum-dev/platinum/internal/objstore"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // A stop snapshot's memory (docs/ARCHITECTURE.md, "Stop snapshots"): when
@@ -187,4 +188,24 @@ func (s *Service) deleteMemoryObjects(ctx context.Context, snap sandbox.Snapshot
 		return fmt.Errorf("backup %s memory: %w", snap.ID, err)
 	}
 	return nil
+}
+
+// memoryObjects lists backup snap's memory objects for the deletion
+// ledger: each file's manifest, then the index.
+func (s *Service) memoryObjects(ctx context.Context, snap sandbox.Snapshot) []store.ObjectRef {
+	if !snap.Memory || s.cfg.Objects == nil || snap.Bucket == "" {
+		return nil
+	}
+	idx, err := s.readMemoryIndex(ctx, snap)
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		s.log.WarnContext(ctx, "disposal: read a memory index", "backup", snap.ID, "err", err)
+	}
+	var refs []store.ObjectRef
+	for _, f := range idx.Files {
+		refs = append(refs, store.ObjectRef{Bucket: snap.Bucket, Key: f.ManifestKey, Kind: "snapshot_manifest"})
+	}
+	if err == nil {
+		refs = append(refs, store.ObjectRef{Bucket: snap.Bucket, Key: memoryIndexKey(snap.ID), Kind: "snapshot_sidecar"})
+	}
+	return refs
 }
