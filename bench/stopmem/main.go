@@ -137,10 +137,20 @@ func round(root string, mb int, memFirst bool, mem, disk *timings) error {
 		}
 	}
 	for _, withMem := range order {
-		t0 := time.Now()
-		st, body, err := cl.Do("POST", "/v1/sandboxes/"+ids[withMem]+"/start?wait_for_state=running&wait_timeout_ms=120000", nil)
-		if err != nil || st != 200 {
-			return fmt.Errorf("start elsewhere: %d %s %v", st, body, err)
+		// Until every ptd sees b lost, a start is forwarded to b and
+		// answers 503 at once; the attempt that starts it is timed.
+		var t0 time.Time
+		var st int
+		var body []byte
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			t0 = time.Now()
+			st, body, err = cl.Do("POST", "/v1/sandboxes/"+ids[withMem]+"/start?wait_for_state=running&wait_timeout_ms=120000", nil)
+			if err == nil && st == 200 {
+				break
+			}
+			if st != 503 || time.Now().After(deadline) {
+				return fmt.Errorf("start elsewhere: %d %s %v", st, body, err)
+			}
 		}
 		if _, err := cl.Exec(ids[withMem], []string{"true"}); err != nil {
 			return err

@@ -70,8 +70,9 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, class string, memory bo
 		rt = h.runtimeOf(ctx, id)
 	}
 	running := isMounted(h.paths(id).diskMnt)
-	if memory && !running {
-		// A stopped sandbox's memory is the image its stop wrote, if any.
+	if memory && (!running || h.Frozen(ctx, id)) {
+		// A stopped sandbox's memory is the image its stop wrote, if any
+		// (none when its stop froze it in RAM: its disk stays mounted).
 		img, err := h.linkStopImage(id, snapID)
 		if err != nil {
 			h.RemoveSnapshot(context.WithoutCancel(ctx), snapID)
