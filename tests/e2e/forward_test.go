@@ -574,8 +574,11 @@ func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.
 // slot, the start of a stopped sandbox there is refused by its queue and
 // relocated to a through its stop snapshot: 202 code relocating, the
 // record a's, restoring; a second start (through b's ptd, forwarded to a)
-// joins it with the same answer; it ends running on a with its file.
-// Stopped again there while a drains, its start moves it back to b.
+// joins it with the same answer; it ends running on a with its file. The
+// relocated sandbox is a gVisor one stopped with memory: its stop snapshot
+// carries the checkpoint, and it runs on a with its background process
+// still running (restore "memory"). Stopped again there while a drains,
+// its start moves it back to b.
 func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
@@ -595,23 +598,32 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	}
 	blocker := struct{ ID, HostID string }{m["id"].(string), m["host_id"].(string)}
 	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), blocker.ID) })
-	sb, err := cl.Sandboxes.Create(ctx, platinum.CreateSandboxRequest{Template: "busybox"}, platinum.WaitForRunning(2*time.Minute))
+	st, m = post(t, a, "/v1/sandboxes?wait_for_state=running&wait_timeout_ms=120000", map[string]any{"template": "busybox", "runtime": "gvisor"})
 	if _, err := cl.Hosts.Undrain(ctx, idA); err != nil {
 		t.Fatal(err)
 	}
-	if err != nil || sb.HostID != idB || blocker.HostID != idB {
-		t.Fatalf("creates with only b taking sandboxes: %+v %+v %v", sb, blocker, err)
+	if st != 201 || m["host_id"] != idB || blocker.HostID != idB {
+		t.Fatalf("creates with only b taking sandboxes: %d %v %+v", st, m, blocker)
 	}
+	sb := struct{ ID string }{m["id"].(string)}
 	t.Cleanup(func() { cl.Sandboxes.Delete(context.Background(), sb.ID) })
 	if err := cl.Sandboxes.Upload(ctx, sb.ID, "/root/moved.txt", strings.NewReader("moved")); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{blocker.ID, sb.ID} {
-		if st, m := post(t, a, "/v1/sandboxes/"+id+"/stop?memory=false&wait_for_state=stopped", nil); st != 200 {
+	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: `sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > /root/sleep.pid`}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("start a background process: %+v %v", res, err)
+	}
+	for id, q := range map[string]string{blocker.ID: "memory=false&", sb.ID: ""} {
+		if st, m := post(t, a, "/v1/sandboxes/"+id+"/stop?"+q+"wait_for_state=stopped", nil); st != 200 {
 			t.Fatalf("stop %s: %d %v", id, st, m)
 		}
 	}
 	waitStartsOnAnyHost(t, cl, sb.ID)
+	if bks, err := cl.Sandboxes.ListBackups(ctx, sb.ID); err != nil || !slices.ContainsFunc(bks, func(b platinum.Snapshot) bool {
+		return b.Name == "pt:stop" && b.State == platinum.SnapshotReady && b.Memory
+	}) {
+		t.Fatalf("the gVisor sandbox's stop snapshot: %+v %v, want one ready with memory", bks, err)
+	}
 
 	// The gVisor cold start holds b's one slot; the next start waits 100 ms.
 	if st, m := post(t, a, "/v1/sandboxes/"+blocker.ID+"/start", nil); st != 200 {
@@ -634,8 +646,14 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	if got.HostID != idA {
 		t.Fatalf("relocated sandbox runs on %s, want a (%s)", got.HostID, idA)
 	}
+	if ls, err := got.LastStart(); err != nil || ls == nil || ls.Restore != platinum.RestoreMemory {
+		t.Fatalf("the relocated sandbox's last start: %+v %v, want memory", ls, err)
+	}
 	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: "cat /root/moved.txt"}); err != nil || res.Stdout != "moved" {
 		t.Fatalf("the relocated sandbox's file: %+v %v", res, err)
+	}
+	if res, err := cl.Sandboxes.Exec(ctx, sb.ID, platinum.ExecRequest{Shell: `tr '\0' ' ' < /proc/"$(cat /root/sleep.pid)"/cmdline`}); err != nil || strings.TrimSpace(res.Stdout) != "sleep 1000" {
+		t.Fatalf("the relocated sandbox's background process: %+v %v, want it running", res, err)
 	}
 
 	// Stopped on a, with a draining: its start moves it back to b through
