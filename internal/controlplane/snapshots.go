@@ -373,7 +373,7 @@ func (s *Service) doRestoreSnapshot(ctx context.Context, id string) {
 			ls.Reason += ": " + sb.Reason
 		}
 	}
-	memWanted := spec.Clone != nil || snap.Kind == sandbox.KindBackup && snap.Memory
+	memWanted := spec.Clone != nil || stopMemoryApplies(sb, snap)
 	switch {
 	case inst.MemoryRestored && snap.Kind == sandbox.KindBackup:
 		ls.Restore, ls.RAMRestored = sandbox.RestoreMemory, true

@@ -109,12 +109,22 @@ func (s *Service) readMemoryIndex(ctx context.Context, snap sandbox.Snapshot) (m
 	return idx, nil
 }
 
-// importStopMemory gives sb, stopped here from backup snap's disk, the
-// backup's memory image as its checkpoint, so its start restores the
-// processes. It returns why not ("" when it did): the caller then boots
-// cold from the disk.
+// stopMemoryApplies reports whether backup snap holds the memory of the
+// stop sb is in: a stop snapshot with memory, taken at or after that stop.
+// A lost host's running sandbox recovered from an older stop snapshot
+// boots its disk: that memory is of an earlier stop.
+func stopMemoryApplies(sb sandbox.Sandbox, snap sandbox.Snapshot) bool {
+	return snap.Kind == sandbox.KindBackup && snap.Memory && snap.Name == StopSnapshotName &&
+		sandbox.StopSnapshotRef{ID: snap.ID, At: snap.CreatedAt}.Current(sb.StoppedAt)
+}
+
+// importStopMemory gives sb, restoring here from backup snap's disk, the
+// backup's memory image as its checkpoint when it applies
+// (stopMemoryApplies), so its start restores the processes. It returns
+// why not ("" when it did, or when it does not apply): the caller then
+// boots cold from the disk.
 func (s *Service) importStopMemory(ctx context.Context, sb sandbox.Sandbox, snap sandbox.Snapshot) string {
-	if snap.Kind != sandbox.KindBackup || !snap.Memory {
+	if !stopMemoryApplies(sb, snap) {
 		return ""
 	}
 	imp, ok := s.host.(CheckpointImporter)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/platinum-dev/platinum/internal/archive"
 	"github.com/platinum-dev/platinum/internal/objstore"
@@ -64,8 +65,9 @@ func TestStopSnapshotMemoryRoundTrip(t *testing.T) {
 		}
 	}
 	src := sandbox.SnapshotSource{Runtime: "gvisor", CPU: 1, RAMMB: 512}
-	snap := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), Kind: sandbox.KindBackup, Memory: true,
-		Source: src, Bucket: s.cfg.ArchiveBucket, ManifestKey: "manifests/none.json"}
+	stoppedAt := time.Now().UTC().Add(-time.Minute)
+	snap := sandbox.Snapshot{ID: sandbox.NewID(sandbox.PrefixBackup), Name: StopSnapshotName, Kind: sandbox.KindBackup, Memory: true,
+		Source: src, Bucket: s.cfg.ArchiveBucket, ManifestKey: "manifests/none.json", CreatedAt: stoppedAt.Add(time.Second)}
 	if _, err := s.uploadMemory(ctx, snap, img); err != nil {
 		t.Fatal(err)
 	}
@@ -74,18 +76,27 @@ func TestStopSnapshotMemoryRoundTrip(t *testing.T) {
 		t.Fatalf("memory index: %+v %v", idx, err)
 	}
 
-	sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), Runtime: "gvisor", CPU: 1, RAMMB: 512}
+	sb := sandbox.Sandbox{ID: sandbox.NewID(sandbox.PrefixSandbox), Runtime: "gvisor", CPU: 1, RAMMB: 512, StoppedAt: &stoppedAt}
 	tests := []struct {
 		name string
 		sb   func(sandbox.Sandbox) sandbox.Sandbox
 		snap func(sandbox.Snapshot) sandbox.Snapshot
-		want string // "" restores
+		want string // "" restores, unless noImage
+		// noImage: the memory does not apply, so nothing is said or made.
+		noImage bool
 	}{
 		{name: "restores", want: ""},
 		{name: "other class", sb: func(x sandbox.Sandbox) sandbox.Sandbox { x.Runtime = "runc"; return x }, want: "runtime class gvisor, the sandbox runs runc"},
 		{name: "resized", sb: func(x sandbox.Sandbox) sandbox.Sandbox { x.RAMMB = 1024; return x }, want: "the sandbox is now 1 / 1024"},
 		{name: "index gone", snap: func(x sandbox.Snapshot) sandbox.Snapshot { x.ID = sandbox.NewID(sandbox.PrefixBackup); return x }, want: "could not be fetched"},
-		{name: "disk only", snap: func(x sandbox.Snapshot) sandbox.Snapshot { x.Memory = false; return x }, want: ""},
+		{name: "disk only", snap: func(x sandbox.Snapshot) sandbox.Snapshot { x.Memory = false; return x }, noImage: true},
+		{name: "an earlier stop's", sb: func(x sandbox.Sandbox) sandbox.Sandbox {
+			later := stoppedAt.Add(time.Hour)
+			x.StoppedAt = &later
+			return x
+		}, noImage: true},
+		{name: "running (a lost host's recovery)", sb: func(x sandbox.Sandbox) sandbox.Sandbox { x.StoppedAt = nil; return x }, noImage: true},
+		{name: "a user backup", snap: func(x sandbox.Snapshot) sandbox.Snapshot { x.Name = "mine"; return x }, noImage: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,12 +109,15 @@ func TestStopSnapshotMemoryRoundTrip(t *testing.T) {
 				bk = tt.snap(bk)
 			}
 			why := s.importStopMemory(ctx, x, bk)
+			if applies := stopMemoryApplies(x, bk); applies == tt.noImage {
+				t.Fatalf("stopMemoryApplies = %v, want %v", applies, !tt.noImage)
+			}
 			if tt.want == "" && why != "" || tt.want != "" && !strings.Contains(why, tt.want) {
 				t.Fatalf("import: %q, want %q", why, tt.want)
 			}
 			got, _ := os.ReadDir(filepath.Join(h.dir, x.ID))
 			switch {
-			case tt.want != "" || !bk.Memory:
+			case tt.want != "" || tt.noImage:
 				if len(got) != 0 {
 					t.Fatalf("an image was left: %v", got)
 				}
