@@ -76,8 +76,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var previewKey []byte
 	if cfg.previewListen != "" {
-		if _, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key"); err != nil {
+		if previewKey, err = platformKey(ctx, cfg, st, cfg.previewKey, "preview.key"); err != nil {
 			return fmt.Errorf("preview key: %w", err)
 		}
 	}
@@ -127,7 +128,7 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.sandboxAPIPort != 0 {
 		cpCfg.SandboxAPIURL = "http://" + net.JoinHostPort(h.Gateway().String(), strconv.Itoa(int(cfg.sandboxAPIPort)))
 	}
-	pv, err := openPreview(ctx, cfg, st)
+	pv, err := openPreview(cfg, previewKey)
 	if err != nil {
 		return err
 	}
@@ -306,10 +307,6 @@ func serve(ctx context.Context, args []string) error {
 	if cfg.hostToken != "" && cfg.store.kind != "remote" {
 		// Hosts join through this ptd and reach its store (docs/
 		// ARCHITECTURE.md, "Joined hosts"); on the API listener only.
-		var previewKey []byte
-		if pv != nil {
-			previewKey = pv.key
-		}
 		front = serveHosts(front, cfg.joinInfo(key, previewKey, sshHostKey), st, feed, cfg.hostToken, log.With("component", "hosts"))
 	}
 	// h2c beside HTTP/1.1: peers relay gRPC previews here over HTTP/2
@@ -406,19 +403,14 @@ type previewSetup struct {
 	ln     net.Listener
 	cfg    preview.Config
 	signer *preview.Signer
-	key    []byte // what signer signs with
 }
 
-// openPreview listens for the preview proxy and loads its signing key
-// (<data-dir>/preview.key, or the platform's a joined host took); nil when
-// --preview-listen is empty.
-func openPreview(ctx context.Context, cfg config, st keyStore) (*previewSetup, error) {
+// openPreview listens for the preview proxy, which signs with key (the
+// platform's preview.key, platformKey); nil when --preview-listen is
+// empty.
+func openPreview(cfg config, key []byte) (*previewSetup, error) {
 	if cfg.previewListen == "" {
 		return nil, nil
-	}
-	key, err := platformKey(ctx, cfg, st, cfg.previewKey, "preview.key")
-	if err != nil {
-		return nil, fmt.Errorf("preview key: %w", err)
 	}
 	signer, err := preview.NewSigner(key)
 	if err != nil {
@@ -440,7 +432,7 @@ func openPreview(ctx context.Context, cfg config, st keyStore) (*previewSetup, e
 		ln.Close()
 		return nil, err
 	}
-	return &previewSetup{ln: ln, cfg: pc, signer: signer, key: key}, nil
+	return &previewSetup{ln: ln, cfg: pc, signer: signer}, nil
 }
 
 // sshKeys are the SSH gateway's keys: the host key clients see (the
