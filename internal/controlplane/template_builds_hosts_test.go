@@ -17,14 +17,7 @@ import (
 func TestInterruptedBuildsOfOtherHosts(t *testing.T) {
 	s, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
-	for _, id := range []string{"host_other", "host_gone"} {
-		if _, err := st.RegisterHost(ctx, store.HostRecord{ID: id, URL: "http://" + id + ".invalid"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.SetHostState(ctx, "host_gone", 0, store.HostLost, "test"); err != nil {
-		t.Fatal(err)
-	}
+	registerOtherHosts(t, st)
 	builds := map[string]string{} // build ID → the host its record names
 	for _, host := range []string{s.host.ID(), "host_other", "host_gone", "host_unknown", ""} {
 		req, _ := json.Marshal(buildRequestRecord{Kind: BuildFromImage, FromImage: "x", Host: host})
@@ -58,14 +51,7 @@ func TestInterruptedBuildsOfOtherHosts(t *testing.T) {
 func TestInterruptedPlatformBuildsOfOtherHosts(t *testing.T) {
 	s, st := newTestService(t, &fakeHost{})
 	ctx := context.Background()
-	for _, id := range []string{"host_other", "host_gone"} {
-		if _, err := st.RegisterHost(ctx, store.HostRecord{ID: id, URL: "http://" + id + ".invalid"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.SetHostState(ctx, "host_gone", 0, store.HostLost, "test"); err != nil {
-		t.Fatal(err)
-	}
+	registerOtherHosts(t, st)
 	versions := map[string]string{} // version ID → the host its record names
 	for _, host := range []string{s.host.ID(), "host_other", "host_gone", "host_unknown", ""} {
 		now := time.Now().UTC().Truncate(time.Microsecond)
@@ -110,5 +96,21 @@ func TestBuildRecordNamesItsHost(t *testing.T) {
 	}
 	if json.Unmarshal(b, &rec) != nil || rec.Host != "host_b" {
 		t.Fatalf("a build's request %s does not name its host as \"host\"", b)
+	}
+}
+
+// registerOtherHosts registers two hosts besides the service's own:
+// host_other, live, and host_gone, lost. The builds' owners in these tests
+// are those, the service's host, an unknown one, or none.
+func registerOtherHosts(t *testing.T, st store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range []string{"host_other", "host_gone"} {
+		if _, err := st.RegisterHost(ctx, store.HostRecord{ID: id, URL: "http://" + id + ".invalid"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.SetHostState(ctx, "host_gone", 0, store.HostLost, "test"); err != nil {
+		t.Fatal(err)
 	}
 }
