@@ -63,14 +63,13 @@ func (s *Service) uploadMemory(ctx context.Context, snap sandbox.Snapshot, dir s
 		if !e.Type().IsRegular() {
 			return up, fmt.Errorf("memory image file %s is not a regular file", e.Name())
 		}
-		res, err := archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, filepath.Join(dir, e.Name()),
-			archive.Options{ID: snap.ID + ".mem" + strconv.Itoa(i)})
+		path, id := filepath.Join(dir, e.Name()), snap.ID+".mem"+strconv.Itoa(i)
+		res, err := archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, path, archive.Options{ID: id})
 		if errors.Is(err, sandbox.ErrAlreadyExists) {
 			// A retry after this file's manifest was written: rewrite it,
 			// the file may differ (a new link of the image).
-			if err = archive.DeleteManifest(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.ManifestKey(snap.ID+".mem"+strconv.Itoa(i))); err == nil {
-				res, err = archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, filepath.Join(dir, e.Name()),
-					archive.Options{ID: snap.ID + ".mem" + strconv.Itoa(i)})
+			if err = archive.DeleteManifest(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, archive.ManifestKey(id)); err == nil {
+				res, err = archive.WriteFile(ctx, s.cfg.Objects, s.cfg.ArchiveBucket, path, archive.Options{ID: id})
 			}
 		}
 		if err != nil {
