@@ -26,9 +26,11 @@ func TestTerminalsAcrossGVisorStopStart(t *testing.T) {
 	bearer := http.Header{"Authorization": {"Bearer " + env.token}}
 
 	// A counter whose value lives only in the process's memory: after a
-	// cold boot it would be gone, after a restore it continues.
+	// cold boot it would be gone, after a restore it continues. It renames
+	// each value into place, so a read never sees the file emptied for the
+	// next write.
 	out, errOut, code := sshRun(t, key, id, "",
-		`setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count; sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo $!`)
+		`setsid sh -c 'n=0; while :; do n=$((n+1)); echo $n > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done' </dev/null >/dev/null 2>&1 & echo $!`)
 	pid, err := strconv.Atoi(strings.TrimSpace(out))
 	if code != 0 || err != nil {
 		t.Fatalf("start the counter: %d %q %q", code, out, errOut)
