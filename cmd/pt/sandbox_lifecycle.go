@@ -65,7 +65,9 @@ func (c *sandboxLifecycle) bind(fs *flag.FlagSet) runFunc {
 			defer cancel()
 			opts = append(opts, waitFor(target, timeout), platinum.OnStateChange(func(sb *platinum.Sandbox) {
 				line := progressState(sb.State)
-				if pct := sb.Progress.Percent(); pct >= 0 {
+				// A settled state may still carry the last progress it
+				// made; only a state on its way reports it.
+				if pct := sb.Progress.Percent(); pct >= 0 && transitional(sb.State) {
 					line += fmt.Sprintf(" %s %d%% (%d of %d MB)", sb.Progress.Op, pct, sb.Progress.DoneBytes>>20, sb.Progress.TotalBytes>>20)
 				}
 				fmt.Fprintf(c.app.stderr, "sandbox %s: %s\n", id, line)

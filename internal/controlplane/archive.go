@@ -94,6 +94,9 @@ func (s *Service) doArchive(ctx context.Context, id string) {
 		fail(err)
 		return
 	}
+	// Cleared before the state settles, so no reader sees "archived" with
+	// the upload's last progress.
+	s.setProgress(id, nil)
 	old := sb.Archive
 	now := s.now()
 	_, ok, err = s.transition(ctx, id, sandbox.StateArchiving, sandbox.StateArchived, func(sb *sandbox.Sandbox) {
