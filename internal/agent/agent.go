@@ -53,6 +53,10 @@ type Config struct {
 	// services that must see env patches without a restart (the code
 	// interpreter applies it before every cell).
 	EnvFile string
+	// EnvScript, when set, is where POST /init writes the environment as
+	// shell export lines when its body asks (envscript; pt-agent:
+	// /etc/pt-env).
+	EnvScript string
 	// CodeInterpreter, when set, is the base URL of the sandbox's
 	// code-interpreter server (codeinterp, in templates that have it):
 	// the toolbox's codeRun and interpreter routes run on its kernels.

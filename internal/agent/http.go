@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -242,7 +244,17 @@ type initRequest struct {
 	AccessToken    *string           `json:"accessToken"`
 	DefaultUser    string            `json:"defaultUser"`
 	DefaultWorkdir string            `json:"defaultWorkdir"`
+	// EnvScript, a Platinum field, asks the agent to write envVars to
+	// Config.EnvScript as shell export lines, answering with
+	// envScriptHeader: ptd then needs no second request into the sandbox
+	// for /etc/pt-env.
+	EnvScript bool `json:"envScript"`
 }
+
+// envScriptHeader on /init's answer says the agent wrote the env script;
+// ptd uploads it itself when the header is missing (an agent older than
+// the field, still running in a pooled sandbox).
+const envScriptHeader = "X-Pt-Env-Script"
 
 func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 	var req initRequest
@@ -257,6 +269,13 @@ func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, fmt.Errorf("defaultUser: %v: %w", err, errInvalid))
 			return
 		}
+	}
+	if req.EnvScript && s.cfg.EnvScript != "" {
+		if err := writeEnvScript(s.cfg.EnvScript, req.EnvVars); err != nil {
+			writeErr(w, err)
+			return
+		}
+		w.Header().Set(envScriptHeader, "written")
 	}
 	s.mu.Lock()
 	if req.EnvVars != nil {
@@ -276,6 +295,20 @@ func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeEnvScript replaces path with env's export lines, readable by every
+// user as an upload would leave it, atomically: a shell sourcing it
+// meanwhile reads the old file or the new one.
+func writeEnvScript(path string, env map[string]string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(envscript.Render(env)), 0o644); err != nil {
+		return fmt.Errorf("envScript: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("envScript: %w", err)
+	}
+	return nil
 }
 
 // metrics is GET /metrics's body, envd's field names.

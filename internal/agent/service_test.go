@@ -83,3 +83,43 @@ func TestStartServiceReportsExit(t *testing.T) {
 		t.Fatal("no exit reported")
 	}
 }
+
+// TestEnvScriptOnInit: an /init that asks writes the environment to
+// Config.EnvScript as export lines a shell reads back exactly, and says
+// so; one that does not ask leaves the file alone.
+func TestEnvScriptOnInit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pt-env")
+	cfg := agent.DefaultConfig()
+	cfg.Token, cfg.EnvScript = testToken, path
+	srv, err := agent.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	for _, tc := range []struct {
+		body, wantHeader, wantA string
+	}{
+		{`{"envVars":{"A":"it's $HOME \"q\""},"envScript":true}`, "written", `it's $HOME "q"`},
+		{`{"envVars":{"A":"later"}}`, "", `it's $HOME "q"`}, // not asked: the file keeps the boot values
+		{`{"envVars":{"A":"new"},"envScript":true}`, "written", "new"},
+	} {
+		req, _ := http.NewRequest("POST", ts.URL+"/init", bytes.NewReader([]byte(tc.body)))
+		req.Header.Set("X-Access-Token", testToken)
+		resp, err := ts.Client().Do(req)
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("init %s: %v %v", tc.body, resp, err)
+		}
+		resp.Body.Close()
+		if h := resp.Header.Get("X-Pt-Env-Script"); h != tc.wantHeader {
+			t.Errorf("%s: X-Pt-Env-Script %q, want %q", tc.body, h, tc.wantHeader)
+		}
+		out, err := exec.Command("sh", "-c", `. "$0"; printf %s "$A"`, path).CombinedOutput()
+		if err != nil || string(out) != tc.wantA {
+			t.Errorf("after %s: the shell read A=%q (%v), want %q", tc.body, out, err, tc.wantA)
+		}
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o644 {
+			t.Errorf("env script mode %v, want 0644", st.Mode().Perm())
+		}
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
+
 	"connectrpc.com/connect"
 
 	"github.com/platinum-dev/platinum/api/gen/filesystem"
@@ -159,6 +161,9 @@ type InitRequest struct {
 	// where, when a call names neither (a template's USER and WORKDIR). A
 	// user may be a name, a uid, or either with ":group".
 	User, Workdir string
+	// EnvScript has the agent rewrite /etc/pt-env (envscript.Path) from
+	// Env in the same round trip.
+	EnvScript bool
 }
 
 // InitWith sets the environment and, when given, the default user and
@@ -176,6 +181,9 @@ func (c *Client) InitWith(ctx context.Context, r InitRequest) error {
 	if r.Workdir != "" {
 		req["defaultWorkdir"] = r.Workdir
 	}
+	if r.EnvScript {
+		req["envScript"] = true
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("agent init: %w", err)
@@ -189,7 +197,11 @@ func (c *Client) InitWith(ctx context.Context, r InitRequest) error {
 		resp, err := c.doIdempotent(ctx, http.MethodPost, "/init", "application/json", bytes.NewReader(body))
 		if err == nil {
 			drain(resp.Body)
-			return nil
+			if !r.EnvScript || resp.Header.Get("X-Pt-Env-Script") == "written" {
+				return nil
+			}
+			// An agent older than envScript ignored it.
+			return c.Upload(ctx, envscript.Path, strings.NewReader(envscript.Render(env)))
 		}
 		if !dialFailed(err) || time.Now().After(deadline) {
 			return fmt.Errorf("agent init: %w", err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/agent"
 	"github.com/platinum-dev/platinum/internal/agent/agenttest"
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
 	"github.com/platinum-dev/platinum/internal/agentclient"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 	"github.com/platinum-dev/platinum/internal/testenv"
@@ -473,4 +474,55 @@ func TestUnreadRequestIsUnavailable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInitEnvScript: Init with EnvScript has a current agent write
+// /etc/pt-env in the same request, and uploads the file itself to an
+// agent that does not answer that it did (one older than the field).
+func TestInitEnvScript(t *testing.T) {
+	env := map[string]string{"A": "it's", "B": "2"}
+	t.Run("agent writes it", func(t *testing.T) {
+		cfg := agent.DefaultConfig()
+		cfg.Token = token
+		cfg.EnvScript = filepath.Join(t.TempDir(), "pt-env")
+		ag, _ := agenttest.Serve(t, cfg)
+		// This agent runs on the test's host: an upload would write its
+		// /etc/pt-env, so it is refused.
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/files" {
+				t.Errorf("uploaded %s although the agent wrote it", r.URL.Query().Get("path"))
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+			ag.ServeHTTP(w, r)
+		}))
+		t.Cleanup(ts.Close)
+		if err := agentclient.New(ts.URL, token, nil).InitWith(testCtx(t), agentclient.InitRequest{Env: env, EnvScript: true}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(cfg.EnvScript)
+		if err != nil || string(b) != envscript.Render(env) {
+			t.Errorf("env script %q (%v), want %q", b, err, envscript.Render(env))
+		}
+	})
+	t.Run("older agent", func(t *testing.T) {
+		var mu sync.Mutex
+		var got []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" "+string(b))
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		if err := agentclient.New(srv.URL, token, nil).InitWith(testCtx(t), agentclient.InitRequest{Env: env, EnvScript: true}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{`POST /init? {"envScript":true,"envVars":{"A":"it's","B":"2"}}`,
+			"POST /files?path=%2Fetc%2Fpt-env " + envscript.Render(env)}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("requests (-want +got):\n%s", d)
+		}
+	})
 }

@@ -10,7 +10,6 @@ import (
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -1057,35 +1056,10 @@ func (s *Service) initAgent(ctx context.Context, sb sandbox.Sandbox, inst Instan
 }
 
 // setGuestEnv hands req to the sandbox's agent and, when seed is set,
-// rewrites /etc/pt-env from req.Env (a boot whose memory was restored
-// keeps the file its processes read). A cold boot and a warm claim set
-// a guest's environment through it alike.
+// has it rewrite /etc/pt-env from req.Env in the same request (a boot
+// whose memory was restored keeps the file its processes read). A cold
+// boot and a warm claim set a guest's environment through it alike.
 func setGuestEnv(ctx context.Context, ag *agentclient.Client, req agentclient.InitRequest, seed bool) error {
-	upload := make(chan error, 1)
-	if !seed {
-		upload <- nil
-	} else {
-		// The init and /etc/pt-env do not depend on each other: sent
-		// together they cost one round trip into the sandbox, not two (tens
-		// of milliseconds each on gVisor; bench -only-cold-create, step
-		// agent_init).
-		go func() { upload <- ag.Upload(ctx, "/etc/pt-env", strings.NewReader(envFile(req.Env))) }()
-	}
-	err := ag.InitWith(ctx, req)
-	return errors.Join(err, <-upload)
-}
-
-// envFile renders env as a POSIX shell file of export lines.
-func envFile(env map[string]string) string {
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("# Written by Platinum at every cold boot (and warm create) from the sandbox's environment.\n")
-	for _, k := range keys {
-		b.WriteString("export " + k + "='" + strings.ReplaceAll(env[k], "'", `'\''`) + "'\n")
-	}
-	return b.String()
+	req.EnvScript = seed
+	return ag.InitWith(ctx, req)
 }
