@@ -163,7 +163,14 @@ func (r *Registrar) Run(ctx context.Context) {
 		// A heartbeat stuck on a connection that no longer answers ends
 		// in time to fence.
 		hctx, cancel := context.WithTimeout(ctx, max(r.Interval, r.FenceAfter/2))
+		t0 := time.Now()
 		_, err := r.Heartbeat(hctx)
+		if gap := time.Since(lastOK); err == nil && gap > 4*r.Interval {
+			// Others mark the host lost after --host-lost-after without
+			// one: say where the time went (the loop's own wait, or the
+			// heartbeat's store calls).
+			r.Log.Warn("host heartbeat late", "host", r.Host.ID, "since_last", gap, "took", time.Since(t0), "interval", r.Interval)
+		}
 		if err == nil && r.FenceAfter > 0 {
 			alone = r.alone(hctx)
 		}

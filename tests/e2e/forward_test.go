@@ -402,8 +402,10 @@ func logLine(log string, parts ...string) bool {
 // capacity no_host and creates nothing; a template build is refused.
 func TestAPIOnlyEntry(t *testing.T) {
 	requireEnv(t)
-	// The registry of the template build is on loopback.
-	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s", "--objects", t.TempDir(),
+	// The registry of the template build is on loopback. No host dies
+	// here: a loaded CI machine once saw a host's heartbeats stop for 4 s,
+	// it was marked lost and both creates went to the other.
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "1m", "--objects", t.TempDir(),
 		"--image-registry-allow-private"}
 	hosts := startHosts(t, 2, args...)
 	api, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", KeysFrom: hosts[0].DataDir, ExtraArgs: append(append([]string{}, args...), "--store", hosts[0].StoreURL, "--role", "api")})
@@ -581,7 +583,8 @@ func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.
 // its start moves it back to b.
 func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
-	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "3s",
+	// No host dies here (see TestAPIOnlyEntry).
+	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "1m",
 		"--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "100ms"}
 	ds := startHosts(t, 2, args...)
 	a, b := ds[0], ds[1]
