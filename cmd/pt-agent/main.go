@@ -26,11 +26,10 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/agent/envscript"
-
 	"golang.org/x/sys/unix"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
 	"github.com/platinum-dev/platinum/internal/agent/codeinterp"
 )
 
@@ -73,6 +72,12 @@ func run(ctx context.Context) error {
 		addr = ":49983"
 	}
 
+	// Signals first, so a SIGTERM during startup is not lost (as PID 1 an
+	// unhandled SIGTERM would simply be ignored by the kernel).
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
+	defer signal.Stop(sigs)
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cfg := agent.DefaultConfig()
@@ -84,27 +89,30 @@ func run(ctx context.Context) error {
 		cfg.EnvFile = codeinterp.EnvFile
 		cfg.CodeInterpreter = fmt.Sprintf("http://127.0.0.1:%d", codeinterp.Port)
 	}
-	guard := os.Getenv("PT_MEMORY_GUARD")
-	os.Unsetenv("PT_MEMORY_GUARD")
-	if guard == "1" || guard == "poked" {
+	if g := os.Getenv("PT_MEMORY_GUARD"); g == "1" || g == "poked" {
 		// A gVisor sandbox: be its OOM killer (internal/agent/memguard.go);
 		// "poked": the host signals when the sandbox's memory grows.
-		cfg.MemoryGuard = agent.NewMemoryGuard(guard == "poked")
+		cfg.MemoryGuard = agent.NewMemoryGuard(g == "poked")
+		if g == "poked" {
+			cfg.MemoryGuard.PokeOnSignal(ctx)
+		}
+		go cfg.MemoryGuard.Run(ctx)
 	}
+	os.Unsetenv("PT_MEMORY_GUARD")
 	if os.Getpid() == 1 {
 		cfg.Reaper = agent.NewReaper()
+		go cfg.Reaper.Run(ctx)
 	}
 	srv, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
+	if ci {
+		// The code-interpreter template's server (docs/code-interpreter.md).
+		go codeinterp.Supervise(ctx, "/run/platinum/code-interpreter", srv.StartService, logger)
+	}
 
-	// Serve before starting anything else: ptd waits for the agent's
-	// answer to create a sandbox, and under gVisor every thread the
-	// signal handling, the reaper and the guard start costs milliseconds
-	// (bench/agentstart). They are started right after; the reaper's first
-	// pass collects a child that exited before it ran.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -114,25 +122,6 @@ func run(ctx context.Context) error {
 	hs.Protocols.SetUnencryptedHTTP2(true) // h2c for hosts that want multiplexing
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-
-	// As PID 1, a SIGTERM nobody handles is ignored by the kernel: relay
-	// it from here on.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT)
-	defer signal.Stop(sigs)
-	if g := cfg.MemoryGuard; g != nil {
-		if guard == "poked" {
-			g.PokeOnSignal(ctx)
-		}
-		go g.Run(ctx)
-	}
-	if cfg.Reaper != nil {
-		go cfg.Reaper.Run(ctx)
-	}
-	if ci {
-		// The code-interpreter template's server (docs/code-interpreter.md).
-		go codeinterp.Supervise(ctx, "/run/platinum/code-interpreter", srv.StartService, logger)
-	}
 	logger.Info("pt-agent listening", "addr", ln.Addr().String(), "pid1", cfg.Reaper != nil)
 
 	select {
