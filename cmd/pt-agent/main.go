@@ -29,8 +29,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/platinum-dev/platinum/internal/agent"
-	"github.com/platinum-dev/platinum/internal/agent/envscript"
 	"github.com/platinum-dev/platinum/internal/agent/codeinterp"
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
 )
 
 func main() {
