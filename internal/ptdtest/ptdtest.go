@@ -442,7 +442,8 @@ func RemoveCgroup(path string) {
 // with no daemon (they skip through their own check) unless CI=true, where
 // that is a failure; as root it starts ptd, calls use (to record the
 // daemon and prepare, e.g. build templates), runs the tests, prints the
-// tail of ptd's log when they fail, and stops and resets ptd.
+// tail of ptd's log when they or the preparation fail, and stops and
+// resets ptd.
 func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -466,13 +467,32 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
+		if d != nil {
+			// A warm-up's create that ended in EOF was a ptd that died
+			// or a handler that panicked: its log says which.
+			fmt.Fprintf(os.Stderr, "%s: ptd's log:\n%s\n", name, PanicOrTail(d.Log(), 60))
+		}
 		return 1
 	}
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, Tail(d.Log(), 40))
+		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, PanicOrTail(d.Log(), 40))
 	}
 	return code
+}
+
+// PanicOrTail is n lines of a ptd's log from its first panic (a handler's,
+// which net/http logs and survives, or the process's), fatal error or data
+// race, else its last n.
+func PanicOrTail(s string, n int) string {
+	for _, mark := range []string{"http: panic serving", "panic: ", "fatal error: ", "WARNING: DATA RACE"} {
+		if i := strings.Index(s, mark); i >= 0 {
+			i = strings.LastIndex(s[:i], "\n") + 1
+			lines := strings.Split(s[i:], "\n")
+			return strings.Join(lines[:min(n, len(lines))], "\n")
+		}
+	}
+	return Tail(s, n)
 }
 
 // Tail is the last n lines of s (a ptd's log).
