@@ -246,15 +246,10 @@ type initRequest struct {
 	DefaultWorkdir string            `json:"defaultWorkdir"`
 	// EnvScript, a Platinum field, asks the agent to write envVars to
 	// Config.EnvScript as shell export lines, answering with
-	// envScriptHeader: ptd then needs no second request into the sandbox
+	// envscript.Header: ptd then needs no second request into the sandbox
 	// for /etc/pt-env.
 	EnvScript bool `json:"envScript"`
 }
-
-// envScriptHeader on /init's answer says the agent wrote the env script;
-// ptd uploads it itself when the header is missing (an agent older than
-// the field, still running in a pooled sandbox).
-const envScriptHeader = "X-Pt-Env-Script"
 
 func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 	var req initRequest
@@ -275,7 +270,7 @@ func (s *Server) handleInit(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		w.Header().Set(envScriptHeader, "written")
+		w.Header().Set(envscript.Header, "written")
 	}
 	s.mu.Lock()
 	if req.EnvVars != nil {

@@ -21,14 +21,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/platinum-dev/platinum/internal/agent/envscript"
-
 	"connectrpc.com/connect"
 
 	"github.com/platinum-dev/platinum/api/gen/filesystem"
 	"github.com/platinum-dev/platinum/api/gen/filesystem/filesystemconnect"
 	"github.com/platinum-dev/platinum/api/gen/process"
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
+	"github.com/platinum-dev/platinum/internal/agent/envscript"
 	"github.com/platinum-dev/platinum/internal/sandbox"
 )
 
@@ -197,7 +196,7 @@ func (c *Client) InitWith(ctx context.Context, r InitRequest) error {
 		resp, err := c.doIdempotent(ctx, http.MethodPost, "/init", "application/json", bytes.NewReader(body))
 		if err == nil {
 			drain(resp.Body)
-			if !r.EnvScript || resp.Header.Get("X-Pt-Env-Script") == "written" {
+			if !r.EnvScript || resp.Header.Get(envscript.Header) == "written" {
 				return nil
 			}
 			// An agent older than envScript ignored it.

@@ -12,6 +12,11 @@ import (
 // Path is where the file lives in every sandbox.
 const Path = "/etc/pt-env"
 
+// Header, set to "written" on /init's answer, says the agent wrote the
+// file; ptd uploads it itself when the header is missing (an agent older
+// than the field, still running in a pooled sandbox).
+const Header = "X-Pt-Env-Script"
+
 // Render returns env as export lines, sorted by name, each value single-
 // quoted so the shell reads it back byte for byte.
 func Render(env map[string]string) string {
