@@ -467,18 +467,22 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
-		if d != nil {
-			// A warm-up's create that ended in EOF was a ptd that died
-			// or a handler that panicked: its log says which.
-			fmt.Fprintf(os.Stderr, "%s: ptd's log:\n%s\n", name, PanicOrTail(d.Log(), 60))
-		}
+		// A warm-up's create that ended in EOF was a ptd that died or a
+		// handler that panicked: its log says which.
+		printLog(name, d)
 		return 1
 	}
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "%s: last ptd log lines:\n%s\n", name, PanicOrTail(d.Log(), 40))
+		printLog(name, d)
 	}
 	return code
+}
+
+func printLog(name string, d *Daemon) {
+	if d != nil {
+		fmt.Fprintf(os.Stderr, "%s: ptd's log:\n%s\n", name, PanicOrTail(d.Log(), 60))
+	}
 }
 
 // PanicOrTail is n lines of a ptd's log from its first panic (a handler's,
