@@ -479,6 +479,8 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	return code
 }
 
+// printLog shows a failed package the part of its ptd's log that explains
+// the failure (PanicOrTail).
 func printLog(name string, d *Daemon) {
 	if d != nil {
 		fmt.Fprintf(os.Stderr, "%s: ptd's log:\n%s\n", name, PanicOrTail(d.Log(), 60))
