@@ -1,17 +1,17 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agent"
+	"github.com/platinum-dev/platinum/internal/agent/agenttest"
 )
 
 // TestEnvFileFollowsInit: with Config.EnvFile set, every /init that sets
@@ -21,12 +21,7 @@ func TestEnvFileFollowsInit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run", "env.json")
 	cfg := agent.DefaultConfig()
 	cfg.Token, cfg.EnvFile = testToken, path
-	srv, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	_, ts := agenttest.Serve(t, cfg)
 	for _, tc := range []struct {
 		body string
 		want map[string]string
@@ -35,13 +30,7 @@ func TestEnvFileFollowsInit(t *testing.T) {
 		{`{"envVars":{"C":"3"}}`, map[string]string{"C": "3"}},
 		{`{"defaultWorkdir":"/tmp"}`, map[string]string{"C": "3"}}, // no envVars: unchanged
 	} {
-		req, _ := http.NewRequest("POST", ts.URL+"/init", bytes.NewReader([]byte(tc.body)))
-		req.Header.Set("X-Access-Token", testToken)
-		resp, err := ts.Client().Do(req)
-		if err != nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("init %s: %v %v", tc.body, resp, err)
-		}
-		resp.Body.Close()
+		postInit(t, ts.URL, tc.body)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -91,12 +80,7 @@ func TestEnvScriptOnInit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pt-env")
 	cfg := agent.DefaultConfig()
 	cfg.Token, cfg.EnvScript = testToken, path
-	srv, err := agent.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	_, ts := agenttest.Serve(t, cfg)
 	for _, tc := range []struct {
 		body, wantHeader, wantA string
 	}{
@@ -104,13 +88,7 @@ func TestEnvScriptOnInit(t *testing.T) {
 		{`{"envVars":{"A":"later"}}`, "", `it's $HOME "q"`}, // not asked: the file keeps the boot values
 		{`{"envVars":{"A":"new"},"envScript":true}`, "written", "new"},
 	} {
-		req, _ := http.NewRequest("POST", ts.URL+"/init", bytes.NewReader([]byte(tc.body)))
-		req.Header.Set("X-Access-Token", testToken)
-		resp, err := ts.Client().Do(req)
-		if err != nil || resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("init %s: %v %v", tc.body, resp, err)
-		}
-		resp.Body.Close()
+		resp := postInit(t, ts.URL, tc.body)
 		if h := resp.Header.Get("X-Pt-Env-Script"); h != tc.wantHeader {
 			t.Errorf("%s: X-Pt-Env-Script %q, want %q", tc.body, h, tc.wantHeader)
 		}
@@ -122,4 +100,17 @@ func TestEnvScriptOnInit(t *testing.T) {
 			t.Errorf("env script mode %v, want 0644", st.Mode().Perm())
 		}
 	}
+}
+
+// postInit sends POST /init with body and wants 204.
+func postInit(t *testing.T, url, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/init", strings.NewReader(body))
+	req.Header.Set("X-Access-Token", testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("init %s: %v %v", body, resp, err)
+	}
+	resp.Body.Close()
+	return resp
 }
