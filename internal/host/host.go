@@ -244,6 +244,12 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Host, error) {
 			logger.WarnContext(ctx, "sandbox cgroup parent keeps its default CPU weight", "cgroup", cfg.CgroupParent, "err", err)
 		}
 	}
+	if _, err := os.Stat(filepath.Join(lxcfsDir, "proc", "meminfo")); err != nil && isMounted(lxcfsDir) {
+		// A dead LXCFS leaves its FUSE mount: runc sandboxes still start,
+		// but see the host's memory and CPUs until it runs again.
+		logger.WarnContext(ctx, "LXCFS is mounted but does not answer; runc sandboxes will see the host's /proc/meminfo and CPU count until it is restarted (scripts/setup.sh does)",
+			"dir", lxcfsDir, "err", err)
+	}
 	// Container processes re-parented when a runtime command exits become
 	// ours to reap at once rather than PID 1's (see oci.StartReaper).
 	oci.StartReaper(logger)
