@@ -316,8 +316,26 @@ func serve(ctx context.Context, args []string) error {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	srv.RegisterOnShutdown(api.Shutdown) // event streams never end on their own
 	srv.RegisterOnShutdown(mcpH.Shutdown)
-	// The host is registered before the API answers (health included), so
-	// a ptd that answers is one its peers can see.
+	// Every listener is bound before the host registers and the API
+	// answers (health included): a port another process holds stops the
+	// start here, not an instant after ptd said it was healthy.
+	var mln, sln net.Listener
+	if cfg.metricsListen != "" {
+		if mln, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		defer mln.Close()
+	}
+	if cfg.sandboxAPIPort != 0 {
+		// Sandboxes reach the API only here, on their gateway (the
+		// firewall opens just this port to them).
+		if sln, err = net.Listen("tcp", strings.TrimPrefix(cpCfg.SandboxAPIURL, "http://")); err != nil {
+			return fmt.Errorf("sandbox API listener: %w", err)
+		}
+		defer sln.Close()
+	}
+	// The host is registered before the API answers, so a ptd that
+	// answers is one its peers can see.
 	if h != nil {
 		self := cmp.Or(cfg.advertiseURL, "http://"+ln.Addr().String())
 		if err := runHostRegistry(ctx, cfg, st, h, cp, self, log); err != nil {
@@ -327,11 +345,7 @@ func serve(ctx context.Context, args []string) error {
 		watchHosts(ctx, cfg, st, hst.ID(), true, cp, log.With("component", "hosts"))
 	}
 	go func() { errc <- srv.Serve(ln) }()
-	if cfg.metricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.metricsListen)
-		if err != nil {
-			return fmt.Errorf("metrics listener: %w", err)
-		}
+	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", api.MetricsHandler())
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -340,13 +354,7 @@ func serve(ctx context.Context, args []string) error {
 		log.Info("metrics ready", "listen", mln.Addr().String())
 	}
 	var ssrv *http.Server
-	if cfg.sandboxAPIPort != 0 {
-		// Sandboxes reach the API only here, on their gateway (the
-		// firewall opens just this port to them).
-		sln, err := net.Listen("tcp", strings.TrimPrefix(cpCfg.SandboxAPIURL, "http://"))
-		if err != nil {
-			return fmt.Errorf("sandbox API listener: %w", err)
-		}
+	if sln != nil {
 		// A server of its own: the relays of peerRelays are not theirs.
 		ssrv = &http.Server{Handler: instrument(root), ReadHeaderTimeout: 10 * time.Second}
 		ssrv.RegisterOnShutdown(api.Shutdown)

@@ -238,7 +238,7 @@ func Start(o Options) (*Daemon, error) {
 			return d, err
 		}
 		d.args = append(append(slices.Clone(base), listen...), o.ExtraArgs...)
-		err = d.launch()
+		err = d.launch(true)
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return d, err
 		}
@@ -290,8 +290,10 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// launch starts the ptd process and waits until it is healthy.
-func (d *Daemon) launch() error {
+// launch starts the ptd process and waits until it is healthy; with
+// fresh (a first start on ports just picked), until it is sure the ptd
+// that answers is this one.
+func (d *Daemon) launch(fresh bool) error {
 	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
 	d.cmd.Env = append(append(os.Environ(), "PT_TOKEN="+d.Token), d.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
@@ -307,7 +309,10 @@ func (d *Daemon) launch() error {
 		if resp, err := http.Get(d.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return nil
+				if !fresh {
+					return nil
+				}
+				return d.checkOwnPort(exited)
 			}
 		}
 		select {
@@ -317,6 +322,39 @@ func (d *Daemon) launch() error {
 		}
 	}
 	return fmt.Errorf("ptd did not become healthy:\n%s", d.Log())
+}
+
+// checkOwnPort makes sure the healthy ptd is this one: another test's
+// ptd that took the port FreeAddr found free answers /healthz too, while
+// this one exits on its bind. That ptd refuses this one's token; this one
+// is then stopped if it has not exited, and the error asks Start for new
+// ports.
+func (d *Daemon) checkOwnPort(exited <-chan struct{}) error {
+	req, err := http.NewRequest("GET", d.URL+"/v1/sandboxes?limit=1", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		select {
+		case <-exited:
+			return fmt.Errorf("ptd exited:\n%s", d.Log())
+		default:
+			return nil
+		}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return nil
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+		<-exited
+	}
+	return fmt.Errorf("another process answers on %s (address already in use)\n%s", d.URL, d.Log())
 }
 
 // PID is ptd's process id (0 when it is not running).
@@ -350,7 +388,7 @@ func (d *Daemon) WaitExit(timeout time.Duration) bool {
 }
 
 // Restart starts ptd again on the same data dir, address and token.
-func (d *Daemon) Restart() error { return d.launch() }
+func (d *Daemon) Restart() error { return d.launch(false) }
 
 // Log returns what ptd has logged so far.
 func (d *Daemon) Log() string {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/ptdtest"
+	"github.com/platinum-dev/platinum/internal/store/sqlite"
 )
 
 // TestSecondDaemonSharingTheNetworkRefusesToStart: a second ptd on this
@@ -71,5 +75,37 @@ func TestSecondDaemonSharingTheNetworkRefusesToStart(t *testing.T) {
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(env.url, "http://"))
 	if out := c.sh(id, `printf 'GET /healthz HTTP/1.0\r\n\r\n' | nc -w 3 `+gw+` `+port).Stdout; !strings.Contains(out, " 200 ") {
 		t.Errorf("sandbox no longer reaches the API on its gateway %s:%s: %q", gw, port, out)
+	}
+}
+
+// TestBusyMetricsPortRefusesTheStart: a ptd whose metrics port another
+// process holds exits naming that listener before its host registers or
+// its API answers, so no test harness or load balancer sees it healthy an
+// instant before it dies, and no host of it is left in the store for the
+// others to mark lost.
+func TestBusyMetricsPortRefusesTheStart(t *testing.T) {
+	requireEnv(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	d, err := ptdtest.Start(ptdtest.Options{Store: "sqlite", ExtraArgs: []string{"--metrics-listen", busy.Addr().String()}})
+	t.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			t.Errorf("refused ptd: %v", err)
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "metrics listener") {
+		t.Fatalf("start with the metrics port taken: %v, want it refused naming the metrics listener", err)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(d.DataDir, "platinum.db"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if hosts, err := st.ListHosts(ctx); err != nil || len(hosts) != 0 {
+		t.Errorf("hosts registered by the refused ptd: %+v %v, want none", hosts, err)
 	}
 }
