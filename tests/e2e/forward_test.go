@@ -403,8 +403,7 @@ func logLine(log string, parts ...string) bool {
 func TestAPIOnlyEntry(t *testing.T) {
 	requireEnv(t)
 	// The registry of the template build is on loopback. No host dies
-	// here: a loaded CI machine once saw a host's heartbeats stop for 4 s,
-	// it was marked lost and both creates went to the other.
+	// here, so none is given a short bound to be marked lost in.
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "1m", "--objects", t.TempDir(),
 		"--image-registry-allow-private"}
 	hosts := startHosts(t, 2, args...)
