@@ -16,10 +16,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,26 +328,16 @@ func (d *Daemon) launch(fresh bool) error {
 
 // checkOwnPort makes sure the healthy ptd is this one: another test's
 // ptd that took the port FreeAddr found free answers /healthz too, while
-// this one exits on its bind. That ptd refuses this one's token; this one
-// is then stopped if it has not exited, and the error asks Start for new
-// ports.
+// this one exits on its bind. The kernel says whose socket listens on the
+// port; when it is not this ptd's, this one is stopped if it has not
+// exited, and the error asks Start for new ports.
 func (d *Daemon) checkOwnPort(exited <-chan struct{}) error {
-	req, err := http.NewRequest("GET", d.URL+"/v1/sandboxes?limit=1", nil)
+	u, err := url.Parse(d.URL)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+d.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		select {
-		case <-exited:
-			return fmt.Errorf("ptd exited:\n%s", d.Log())
-		default:
-			return nil
-		}
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
+	own, known := listensOn(d.cmd.Process.Pid, u.Port())
+	if own || !known {
 		return nil
 	}
 	select {
@@ -355,6 +347,47 @@ func (d *Daemon) checkOwnPort(exited <-chan struct{}) error {
 		<-exited
 	}
 	return fmt.Errorf("another process answers on %s (address already in use)\n%s", d.URL, d.Log())
+}
+
+// listensOn reports whether process pid holds the socket listening on
+// TCP port (decimal) in this network namespace; known is false when the
+// kernel's tables could not be read or nothing listens there.
+func listensOn(pid int, port string) (own, known bool) {
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return false, false
+	}
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			if i := strings.LastIndexByte(f[1], ':'); i >= 0 && f[1][i+1:] == fmt.Sprintf("%04X", p) {
+				inodes[f[9]] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false, false
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false, true // gone: not its socket
+	}
+	for _, fd := range fds {
+		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if strings.HasPrefix(link, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // PID is ptd's process id (0 when it is not running).

@@ -1,9 +1,9 @@
 package ptdtest
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"strings"
+	"net"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -21,28 +21,28 @@ func TestPanicOrTail(t *testing.T) {
 	}
 }
 
-// TestCheckOwnPort: a ptd that answers health but refuses this daemon's
-// token is another test's on the same port: the start is retried on new
-// ports (the error says "address already in use"); one that takes the
-// token is this one.
-func TestCheckOwnPort(t *testing.T) {
-	for _, tc := range []struct {
-		status  int
-		wantErr bool
-	}{{200, false}, {401, true}} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer mine" {
-				t.Errorf("asked with %q", r.Header.Get("Authorization"))
-			}
-			w.WriteHeader(tc.status)
-		}))
-		t.Cleanup(srv.Close)
-		exited := make(chan struct{})
-		close(exited) // this ptd already exited on its bind
-		d := &Daemon{URL: srv.URL, Token: "mine", BinDir: t.TempDir()}
-		err := d.checkOwnPort(exited)
-		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "address already in use")) {
-			t.Errorf("answer %d: err %v, want an error %v", tc.status, err, tc.wantErr)
-		}
+// TestListensOn: the kernel's tables name the process whose socket
+// listens on a port: this test's own listener is its own, not a child's;
+// a port nothing listens on is unknown.
+func TestListensOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	if own, known := listensOn(os.Getpid(), port); !own || !known {
+		t.Errorf("this process's listener: own %v known %v, want both", own, known)
+	}
+	if own, known := listensOn(child.Process.Pid, port); own || !known {
+		t.Errorf("a child's view of it: own %v known %v, want not own, known", own, known)
+	}
+	ln.Close()
+	if _, known := listensOn(os.Getpid(), port); known {
+		t.Errorf("a closed port is known")
 	}
 }
