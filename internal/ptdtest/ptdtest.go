@@ -240,7 +240,7 @@ func Start(o Options) (*Daemon, error) {
 			return d, err
 		}
 		d.args = append(append(slices.Clone(base), listen...), o.ExtraArgs...)
-		err = d.launch(true)
+		err = d.launch()
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return d, err
 		}
@@ -292,10 +292,9 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// launch starts the ptd process and waits until it is healthy; with
-// fresh (a first start on ports just picked), until it is sure the ptd
-// that answers is this one.
-func (d *Daemon) launch(fresh bool) error {
+// launch starts the ptd process and waits until it is healthy, and sure
+// that the ptd that answers is this one.
+func (d *Daemon) launch() error {
 	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
 	d.cmd.Env = append(append(os.Environ(), "PT_TOKEN="+d.Token), d.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
@@ -311,9 +310,6 @@ func (d *Daemon) launch(fresh bool) error {
 		if resp, err := http.Get(d.URL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				if !fresh {
-					return nil
-				}
 				return d.checkOwnPort(exited)
 			}
 		}
@@ -421,7 +417,7 @@ func (d *Daemon) WaitExit(timeout time.Duration) bool {
 }
 
 // Restart starts ptd again on the same data dir, address and token.
-func (d *Daemon) Restart() error { return d.launch(false) }
+func (d *Daemon) Restart() error { return d.launch() }
 
 // Log returns what ptd has logged so far.
 func (d *Daemon) Log() string {
