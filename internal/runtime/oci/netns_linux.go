@@ -248,23 +248,43 @@ func applyNetns(rec netnsRecord) error {
 // reach it (and the gofer and sandbox that inherit it) and it never pins
 // another sandbox's disk. The thread stays locked to its goroutine, which
 // Go then retires with the goroutine instead of reusing it.
+//
+// Never the process's main thread: Go cannot retire that one, and
+// /proc/self (mountinfo above all) shows the main thread's namespace to
+// every thread. A ptd whose main thread had entered this namespace saw
+// none of the sandbox disks it mounted afterwards ("nothing mounted at …"
+// on every resize, delete and snapshot). unshareOffMain keeps it out.
 func startHidingNetSysctls(cmd *exec.Cmd) error {
+	return unshareOffMain(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("unshare mount namespace: %w", err)
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return fmt.Errorf("make / a slave mount: %w", err)
+		}
+		if err := unix.Mount("tmpfs", "/proc/sys/net", "tmpfs",
+			unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=555"); err != nil {
+			return fmt.Errorf("hide /proc/sys/net: %w", err)
+		}
+		return cmd.Start()
+	})
+}
+
+// unshareOffMain runs fn on a thread of its own, locked to it and retired
+// with it, that is never the process's main thread; fn may change that
+// thread's namespaces.
+func unshareOffMain(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		goruntime.LockOSThread()
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("unshare mount namespace: %w", err)
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-				return fmt.Errorf("make / a slave mount: %w", err)
-			}
-			if err := unix.Mount("tmpfs", "/proc/sys/net", "tmpfs",
-				unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=555"); err != nil {
-				return fmt.Errorf("hide /proc/sys/net: %w", err)
-			}
-			return cmd.Start()
-		}()
+		if unix.Gettid() == unix.Getpid() {
+			// This is the main thread: keep it locked (so the goroutine
+			// below gets another), then give it back unchanged.
+			defer goruntime.UnlockOSThread()
+			errc <- unshareOffMain(fn)
+			return
+		}
+		errc <- fn()
 	}()
 	return <-errc
 }
