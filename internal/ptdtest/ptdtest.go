@@ -191,11 +191,8 @@ func Start(o Options) (*Daemon, error) {
 		}
 	}
 	suffix := RandHex(3)
-	n, _ := rand.Int(rand.Reader, big.NewInt(1<<16))
 	d.Bridge = "ptt" + suffix
-	// 100.70.0.0–100.119.255.0: away from the defaults (100.96/16 is only
-	// used by a real ptd) and from the network package's own tests.
-	d.Subnet = fmt.Sprintf("100.%d.%d.0/24", 70+n.Int64()%26, n.Int64()>>8)
+	d.Subnet = randomSubnet()
 	if o.Subnet != "" {
 		d.Subnet = o.Subnet
 	}
@@ -241,10 +238,32 @@ func Start(o Options) (*Daemon, error) {
 		}
 		d.args = append(append(slices.Clone(base), listen...), o.ExtraArgs...)
 		err = d.launch()
+		if err != nil && o.Subnet == "" && attempt < 3 && strings.Contains(err.Error(), "already uses address pool") {
+			// Another test's ptd drew the same random subnet: draw again.
+			old := d.Subnet
+			d.Subnet = randomSubnet()
+			for i, a := range base {
+				if a == old {
+					base[i] = d.Subnet
+				}
+			}
+			if err := d.writeOwner(); err != nil {
+				return d, err
+			}
+			continue
+		}
 		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
 			return d, err
 		}
 	}
+}
+
+// randomSubnet is a /24 in 100.70.0.0–100.95.255.0: away from the
+// defaults (100.96/16 is only used by a real ptd) and from the network
+// package's own tests.
+func randomSubnet() string {
+	n, _ := rand.Int(rand.Reader, big.NewInt(1<<16))
+	return fmt.Sprintf("100.%d.%d.0/24", 70+n.Int64()%26, n.Int64()>>8)
 }
 
 // CopyKeys copies the platform's keys (secrets.key and preview.key, those
