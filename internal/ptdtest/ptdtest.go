@@ -240,13 +240,8 @@ func Start(o Options) (*Daemon, error) {
 		err = d.launch()
 		if err != nil && o.Subnet == "" && attempt < 3 && strings.Contains(err.Error(), "already uses address pool") {
 			// Another test's ptd drew the same random subnet: draw again.
-			old := d.Subnet
 			d.Subnet = randomSubnet()
-			for i, a := range base {
-				if a == old {
-					base[i] = d.Subnet
-				}
-			}
+			base[slices.Index(base, "--subnet")+1] = d.Subnet
 			if err := d.writeOwner(); err != nil {
 				return d, err
 			}
