@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,6 +44,7 @@ type Client struct {
 	hc    *http.Client
 	proc  processconnect.ProcessClient
 	fs    filesystemconnect.FilesystemClient
+	conns *conns // NewOwnPool's, for Abort
 }
 
 // New returns a client for the agent at baseURL (e.g. "http://10.0.0.2:49983")
@@ -66,7 +68,8 @@ func New(baseURL, token string, hc *http.Client) *Client {
 // NewOwnPool is New with an HTTP transport of the client's own, so its kept
 // connections serve only this client: a pool shared by address would hand
 // a connection kept to one sandbox's agent to the next sandbox given the
-// same address. Close them with CloseIdleConnections when done.
+// same address. Close them with CloseIdleConnections when done, or end
+// every call at once with Abort.
 func NewOwnPool(baseURL, token string) *Client {
 	// DefaultTransport's settings when it is still the standard one (a
 	// test may have wrapped it); a plain transport otherwise.
@@ -74,7 +77,16 @@ func NewOwnPool(baseURL, token string) *Client {
 	if !ok {
 		base = &http.Transport{}
 	}
-	return New(baseURL, token, &http.Client{Transport: base.Clone()})
+	tr := base.Clone()
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	set := &conns{open: map[*abortable]struct{}{}}
+	tr.DialContext = set.wrap(dial)
+	c := New(baseURL, token, &http.Client{Transport: tr})
+	c.conns = set
+	return c
 }
 
 // CloseIdleConnections closes the connections the client's HTTP client
@@ -592,6 +604,9 @@ func rpcErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
 	}
+	if cause := abortCause(err); cause != nil {
+		return fmt.Errorf("%s: %w", op, cause)
+	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) || brokenConn(err) {
 		return transportErr(ctx, op, err)
@@ -642,6 +657,9 @@ func transportErr(ctx context.Context, op string, err error) error {
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s%w", op, ctxErr)
+	}
+	if cause := abortCause(err); cause != nil {
+		return fmt.Errorf("%s%w", op, cause)
 	}
 	return fmt.Errorf("%s%w: %w", op, sandbox.ErrUnavailable, err)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/agentclient"
@@ -171,12 +172,23 @@ func (s *Service) agent(id, addr, token string) *agentclient.Client {
 
 // forgetAgent drops the sandbox's agent clients and their kept
 // connections (it stopped, moved or went away).
-func (s *Service) forgetAgent(id string) {
+func (s *Service) forgetAgent(id string) { s.dropAgents(id, nil) }
+
+// abortAgent drops the sandbox's agent clients and ends their calls in
+// flight with an error wrapping cause (the sandbox was killed outright:
+// nothing in it will answer or close a connection).
+func (s *Service) abortAgent(id string, cause error) { s.dropAgents(id, cause) }
+
+func (s *Service) dropAgents(id string, cause error) {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
 	for k, c := range s.agents {
-		if len(k) > len(id) && k[:len(id)+1] == id+"@" {
-			c.CloseIdleConnections()
+		if strings.HasPrefix(k, id+"@") {
+			if cause != nil {
+				c.Abort(cause)
+			} else {
+				c.CloseIdleConnections()
+			}
 			delete(s.agents, k)
 		}
 	}

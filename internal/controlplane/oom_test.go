@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
+	"github.com/platinum-dev/platinum/internal/store"
 )
 
 // oomHost is a fake host that reports OOM kills and records which
@@ -80,5 +82,49 @@ func TestOOMKillIsAnEvent(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("oom_killed events %+v, want %+v", got, want)
+	}
+}
+
+// TestSandboxEndedForMemoryStartsAgainAtOnce: when the host reports that it
+// ended a whole sandbox for memory, the sandbox boots again from its disk as
+// soon as the host no longer runs it, without a reconciler pass, and the
+// feed says its processes were lost.
+func TestSandboxEndedForMemoryStartsAgainAtOnce(t *testing.T) {
+	ctx := context.Background()
+	var ended atomic.Bool
+	var starts atomic.Int32
+	h := &oomHost{fakeHost: &fakeHost{
+		RunningFunc: func(string) bool { return !ended.Load() },
+		StartFunc: func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
+			starts.Add(1)
+			ended.Store(false)
+			return hostapi.Instance{Address: "127.0.0.1"}, nil
+		},
+	}, events: make(chan hostapi.OOMEvent, 1)}
+	s, st := newServiceWith(t, h, "", nil)
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	booted := starts.Load()
+	ended.Store(true)
+	h.events <- hostapi.OOMEvent{SandboxID: sb.ID, Scope: hostapi.OOMScopeSandbox, Count: 1, Source: "kernel", At: time.Now()}
+	for end := time.Now().Add(5 * time.Second); starts.Load() == booted && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if starts.Load() == booted {
+		t.Fatal("a sandbox its host ended for memory was not booted again within 5 s")
+	}
+	var lost bool
+	for i := 0; i < 100 && !lost; i++ {
+		evs, err := st.SandboxEvents(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == "processes_lost" })
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !lost {
+		t.Error("no processes_lost event for the sandbox booted again")
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -339,6 +341,86 @@ func TestIsolationOneCallMemoryBomb(t *testing.T) {
 			if cmd, ok := e["command"].(string); ok && cmd != "dd" {
 				t.Errorf("an OOM kill of another process than the dd: %v", e)
 			}
+		}
+	})
+}
+
+// TestIsolationMemoryBombPastTheStallRoom: a process that grows far past a
+// 256 MB sandbox (tail keeping the last 2000 MB of /dev/zero) never leaves
+// the sandbox stuck, nor the platform silent about what it did. On runc the
+// kernel kills it inside and the rest of the sandbox lives on. On gVisor
+// nothing inside can act while it grows, and past the stall room the host
+// ends the whole sandbox (docs/ARCHITECTURE.md, "Where gvisor differs"):
+// then the exec in flight answers at once that the sandbox ran out of
+// memory, the feed says so (oom_killed of scope sandbox, processes_lost),
+// and the sandbox is running again from its disk at once.
+func TestIsolationMemoryBombPastTheStallRoom(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
+		bystander := startBystander(t, c, id)
+		t0 := time.Now()
+		r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "tail -c 2000m /dev/zero", "timeout_ms": 120000})
+		var res execResult
+		json.Unmarshal(r.Body, &res)
+		switch {
+		case r.Status == 200 && res.ExitCode == -1 && !res.TimedOut:
+			t.Logf("killed inside the %s sandbox", class)
+			if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
+				t.Errorf("bystander after the OOM kill: %q", out)
+			}
+			return
+		case class == "runc" || r.Status != http.StatusServiceUnavailable:
+			t.Fatalf("tail growing to 2000 MB in a 256 MB %s sandbox: %d %s; want it killed inside (exit_code -1)", class, r.Status, r.Body)
+		}
+		t.Logf("the gVisor sandbox was ended as a whole after %v: %s", time.Since(t0).Round(time.Millisecond), r.Body)
+		ended := time.Now()
+		// The exec answers when the sandbox ends, saying why, not when TCP
+		// gives up on a sandbox that vanished (30 s).
+		if d := ended.Sub(t0); d > 15*time.Second {
+			t.Errorf("the exec answered %v after it started", d.Round(time.Second))
+		}
+		if !strings.Contains(string(r.Body), "ran out of memory") {
+			t.Errorf("the exec's answer %s does not say the sandbox ran out of memory", r.Body)
+		}
+		var scopes []any
+		for i := 0; i < 100; i++ {
+			scopes = scopes[:0]
+			for _, e := range oomEvents(t, c, id) {
+				scopes = append(scopes, e["scope"])
+			}
+			if slices.Contains(scopes, "sandbox") {
+				break
+			}
+			sleep(200)
+		}
+		if !slices.Contains(scopes, "sandbox") {
+			t.Errorf("oom_killed events of scopes %v 20 s after the sandbox was ended; want one of scope sandbox", scopes)
+		}
+		var lost []sseEvent
+		for i := 0; i < 150 && len(lost) == 0; i++ {
+			if lost = listOf[sseEvent](t, c, "events", "/v1/events?format=json&type=processes_lost&sandbox_id="+id); len(lost) == 0 {
+				sleep(200)
+			}
+		}
+		if len(lost) == 0 {
+			t.Error("no processes_lost event 30 s after the sandbox was ended")
+		}
+		for i := 0; ; i++ {
+			if res := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "echo back", "timeout_ms": 10000}); res.Status == 200 && strings.Contains(string(res.Body), `"stdout":"back\n"`) {
+				// Booted again at once, not at the reconciler's next pass
+				// (30 s apart here).
+				if d := time.Since(ended); d > 15*time.Second {
+					t.Errorf("the sandbox answered again %v after it was ended; want it booted again at once", d.Round(time.Second))
+				}
+				break
+			}
+			if i == 120 {
+				t.Fatalf("the sandbox did not answer a command 60 s after it was ended: %s", c.do("GET", "/v1/sandboxes/"+id, nil).Body)
+			}
+			sleep(500)
+		}
+		if st := sandboxState(t, c, id)["state"]; st != "running" {
+			t.Errorf("state after the restart: %v; want running", st)
 		}
 	})
 }

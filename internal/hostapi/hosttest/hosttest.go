@@ -27,6 +27,8 @@ type Host struct {
 	BuildFunc   func(ctx context.Context, slug, versionID string, progress func(string)) (string, int64, error)
 	DestroyFunc func(ctx context.Context, id string) error
 	MetricsFunc func(id string) (hostapi.Metrics, error)
+	// RunningFunc, when set, answers Running (otherwise every sandbox runs).
+	RunningFunc func(id string) bool
 	// ResizeFunc, when set, answers live resizes (the cpu and ram_mb the
 	// sandbox would have). Its error is the host's: sandbox.ErrUnavailable
 	// is a host that cannot resize live, sandbox.ErrConflict a sandbox that
@@ -90,7 +92,9 @@ func (h *Host) Start(ctx context.Context, spec hostapi.StartSpec) (hostapi.Insta
 }
 
 // Running implements hostapi.Host.
-func (h *Host) Running(ctx context.Context, id string) bool { return true }
+func (h *Host) Running(ctx context.Context, id string) bool {
+	return h.RunningFunc == nil || h.RunningFunc(id)
+}
 
 // Stop implements hostapi.Host: memory is kept when asked.
 func (h *Host) Stop(ctx context.Context, id string, keepMemory bool) (bool, error) {
