@@ -7,6 +7,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/hostapi"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // EventOOMKilled is the event type of an OOM kill in a sandbox: one
@@ -58,7 +59,11 @@ func (s *Service) reportOOM(ctx context.Context) {
 			s.event(ctx, sb, EventOOMKilled, OOMKilledData{Scope: e.Scope, Count: e.Count, PID: e.PID, Command: e.Command,
 				RSSBytes: e.RSSBytes, Source: e.Source, At: sandbox.FormatTime(e.At)})
 			if e.Scope == hostapi.OOMScopeSandbox {
+				// Calls in flight into it end now: REST ones with the reason,
+				// those through the E2B, Daytona and preview proxies with
+				// their connection closed.
 				s.abortAgent(sb.ID, errEndedForMemory)
+				upstream.Abort(sb.ID)
 				s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, sb.ID) })
 			}
 		}

@@ -34,8 +34,7 @@ func Host(sb sandbox.Sandbox, addr string) string {
 	if sb.LastStart != nil {
 		boot = sb.LastStart.At
 	}
-	id := strings.ToLower(strings.ReplaceAll(sb.ID, "_", "-"))
-	return fmt.Sprintf("a%x.%s-%s%s:%s", ip.AsSlice(), id, strconv.FormatInt(boot.UnixNano(), 36), suffix, port)
+	return fmt.Sprintf("a%x.%s-%s%s:%s", ip.AsSlice(), sandboxKey(sb.ID), strconv.FormatInt(boot.UnixNano(), 36), suffix, port)
 }
 
 // Addr is the address a Host name stands for (addr itself when it is not
@@ -60,13 +59,18 @@ func Addr(addr string) (string, error) {
 	return net.JoinHostPort(ip.String(), port), nil
 }
 
-// Dial is d.DialContext for a transport whose URLs carry Host names.
+// Dial is d.DialContext for a transport whose URLs carry Host names. It
+// records each connection to a sandbox for Abort.
 func Dial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		to, err := Addr(addr)
 		if err != nil {
 			return nil, err
 		}
-		return d.DialContext(ctx, network, to)
+		c, err := d.DialContext(ctx, network, to)
+		if err != nil {
+			return nil, err
+		}
+		return track(keyOf(addr), c), nil
 	}
 }

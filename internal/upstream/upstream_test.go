@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -41,5 +43,65 @@ func TestHost(t *testing.T) {
 	}
 	if _, err := Addr("azz.sbx-1-0.sandbox:1"); err == nil {
 		t.Errorf("a malformed pool name was dialled")
+	}
+}
+
+// TestAbort: Abort ends the reads in flight on every connection Dial made
+// to that sandbox (a sandbox killed outright never closes them), leaves
+// another sandbox's alone, and a closed connection is forgotten.
+func TestAbort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() }) // never writes: a vanished peer
+		}
+	}()
+	dial := Dial(&net.Dialer{})
+	t0 := time.Unix(1_700_000_000, 0)
+	doomed := sandbox.Sandbox{ID: "sbx_01ABC", CreatedAt: t0}
+	other := sandbox.Sandbox{ID: "sbx_01ABD", CreatedAt: t0}
+	read := func(sb sandbox.Sandbox) (net.Conn, chan error) {
+		c, err := dial(context.Background(), "tcp", Host(sb, ln.Addr().String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		done := make(chan error, 1)
+		go func() { _, err := c.Read(make([]byte, 1)); done <- err }()
+		return c, done
+	}
+	_, a := read(doomed)
+	_, b := read(doomed)
+	otherConn, c := read(other)
+	Abort(doomed.ID)
+	for _, done := range []chan error{a, b} {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Error("a read ended by Abort returned no error")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read to the aborted sandbox still waits 5 s after Abort")
+		}
+	}
+	select {
+	case err := <-c:
+		t.Fatalf("Abort of one sandbox ended a read to another: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	otherConn.Close()
+	<-c
+	open.Lock()
+	defer open.Unlock()
+	if len(open.by) != 0 {
+		t.Errorf("connections still recorded after they were closed or aborted: %v", open.by)
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -352,12 +353,30 @@ func TestIsolationOneCallMemoryBomb(t *testing.T) {
 // nothing inside can act while it grows, and past the stall room the host
 // ends the whole sandbox (docs/ARCHITECTURE.md, "Where gvisor differs"):
 // then the exec in flight answers at once that the sandbox ran out of
-// memory, the feed says so (oom_killed of scope sandbox, processes_lost),
+// memory, a stream through the preview proxy ends, the feed says so (oom_killed of scope sandbox, processes_lost),
 // and the sandbox is running again from its disk at once.
 func TestIsolationMemoryBombPastTheStallRoom(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
 		bystander := startBystander(t, c, id)
+		// A stream through the preview proxy, open while the bomb runs.
+		startPreviewSrv(t, c, id, true)
+		u := getPreview(t, c, id, previewPort, "")
+		req, err := http.NewRequest("GET", u.URL+"stream?n=100000&ms=200", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Pt-Preview-Token", u.Token)
+		stream, err := previewClient(false).Do(req)
+		if err != nil || stream.StatusCode != 200 {
+			t.Fatalf("preview stream: %v %v", stream, err)
+		}
+		t.Cleanup(func() { stream.Body.Close() })
+		streamEnded := make(chan time.Time, 1)
+		go func() {
+			io.Copy(io.Discard, stream.Body)
+			streamEnded <- time.Now()
+		}()
 		t0 := time.Now()
 		r := c.do("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"cmd": "tail -c 2000m /dev/zero", "timeout_ms": 120000})
 		var res execResult
@@ -381,6 +400,15 @@ func TestIsolationMemoryBombPastTheStallRoom(t *testing.T) {
 		}
 		if !strings.Contains(string(r.Body), "ran out of memory") {
 			t.Errorf("the exec's answer %s does not say the sandbox ran out of memory", r.Body)
+		}
+		// So does the stream through the preview proxy.
+		select {
+		case at := <-streamEnded:
+			if d := at.Sub(ended); d > 15*time.Second {
+				t.Errorf("the preview stream ended %v after the sandbox", d.Round(time.Second))
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("the preview stream into the ended sandbox was still open 15 s later")
 		}
 		var scopes []any
 		for i := 0; i < 100; i++ {

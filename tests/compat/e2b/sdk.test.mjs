@@ -296,6 +296,29 @@ describe('e2b SDK against ptd', () => {
     await assert.rejects(Sandbox.updateNetwork(unknownId, {}), (err) => err instanceof SandboxNotFoundError)
   })
 
+  // A bomb far past the sandbox's memory (one 4 GiB string in 512 MB)
+  // fails the command at once and the sandbox answers again. This
+  // harness's sandboxes are runc, where the kernel kills the bomb inside;
+  // tests/e2e's TestIsolationMemoryBombPastTheStallRoom covers gVisor,
+  // whose host ends the whole sandbox and boots it again.
+  test('commands.run of a memory bomb fails at once, and the sandbox answers again', async () => {
+    const s = await Sandbox.create('base', { timeoutMs: 120_000 })
+    try {
+      assert.equal((await s.commands.run('echo up')).stdout, 'up\n')
+      const t0 = Date.now()
+      await assert.rejects(s.commands.run(`perl -e '$x = "a" x (4 << 30)'`, { timeoutMs: 120_000 }))
+      const took = Date.now() - t0
+      assert.ok(took < 20_000, `the bomb's command failed only after ${took} ms`)
+      let out
+      await eventually(async () => {
+        out = await s.commands.run('echo back').then((r) => r.stdout, () => undefined)
+        return out === 'back\n'
+      }, `the sandbox did not answer again (last: ${out})`)
+    } finally {
+      await s.kill().catch(() => {})
+    }
+  })
+
   test('kill, then the sandbox is gone', async () => {
     const s = await Sandbox.create('busybox')
     assert.equal(await s.kill(), true)
