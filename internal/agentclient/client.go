@@ -30,6 +30,7 @@ import (
 	"github.com/platinum-dev/platinum/api/gen/process/processconnect"
 	"github.com/platinum-dev/platinum/internal/agent/envscript"
 	"github.com/platinum-dev/platinum/internal/sandbox"
+	"github.com/platinum-dev/platinum/internal/upstream"
 )
 
 // ErrNoSpace reports that the sandbox's disk is full (agent ENOSPC: HTTP
@@ -44,7 +45,7 @@ type Client struct {
 	hc    *http.Client
 	proc  processconnect.ProcessClient
 	fs    filesystemconnect.FilesystemClient
-	conns *conns // NewOwnPool's, for Abort
+	conns *upstream.Conns // NewOwnPool's, for Abort
 }
 
 // New returns a client for the agent at baseURL (e.g. "http://10.0.0.2:49983")
@@ -82,11 +83,22 @@ func NewOwnPool(baseURL, token string) *Client {
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	set := &conns{open: map[*abortable]struct{}{}}
-	tr.DialContext = set.wrap(dial)
+	set := &upstream.Conns{}
+	tr.DialContext = set.Dial(dial)
 	c := New(baseURL, token, &http.Client{Transport: tr})
 	c.conns = set
 	return c
+}
+
+// Abort ends the client's calls in flight and fails its later ones, all
+// with an error wrapping cause: the sandbox is gone and will not answer.
+// Only a client made by NewOwnPool can; on another it only closes the
+// idle connections.
+func (c *Client) Abort(cause error) {
+	if c.conns != nil {
+		c.conns.Abort(cause)
+	}
+	c.hc.CloseIdleConnections()
 }
 
 // CloseIdleConnections closes the connections the client's HTTP client
@@ -604,7 +616,7 @@ func rpcErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s: %w", op, ctxErr)
 	}
-	if cause := abortCause(err); cause != nil {
+	if cause := upstream.AbortCause(err); cause != nil {
 		return fmt.Errorf("%s: %w", op, cause)
 	}
 	var ce *connect.Error
@@ -658,7 +670,7 @@ func transportErr(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("%s%w", op, ctxErr)
 	}
-	if cause := abortCause(err); cause != nil {
+	if cause := upstream.AbortCause(err); cause != nil {
 		return fmt.Errorf("%s%w", op, cause)
 	}
 	return fmt.Errorf("%s%w: %w", op, sandbox.ErrUnavailable, err)

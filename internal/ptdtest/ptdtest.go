@@ -367,6 +367,7 @@ func listensOn(pid int, port string) (own, known bool) {
 	if err != nil {
 		return false, false
 	}
+	hex := fmt.Sprintf("%04X", p)
 	inodes := map[string]bool{}
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(table)
@@ -379,7 +380,7 @@ func listensOn(pid int, port string) (own, known bool) {
 			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
 				continue
 			}
-			if i := strings.LastIndexByte(f[1], ':'); i >= 0 && f[1][i+1:] == fmt.Sprintf("%04X", p) {
+			if i := strings.LastIndexByte(f[1], ':'); i >= 0 && f[1][i+1:] == hex {
 				inodes[f[9]] = true
 			}
 		}

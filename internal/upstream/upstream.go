@@ -71,6 +71,6 @@ func Dial(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Co
 		if err != nil {
 			return nil, err
 		}
-		return track(keyOf(addr), c), nil
+		return track(keyOf(addr), c)
 	}
 }

@@ -99,9 +99,9 @@ func TestAbort(t *testing.T) {
 	}
 	otherConn.Close()
 	<-c
-	open.Lock()
-	defer open.Unlock()
-	if len(open.by) != 0 {
-		t.Errorf("connections still recorded after they were closed or aborted: %v", open.by)
+	registry.Lock()
+	defer registry.Unlock()
+	if len(registry.by) != 0 {
+		t.Errorf("connections still recorded after they were closed or aborted: %v", registry.by)
 	}
 }
