@@ -38,7 +38,7 @@ type Cluster struct {
 	// (Dir/postgres.log) and its socket.
 	Dir    string
 	cmd    *exec.Cmd
-	exited chan struct{}
+	exited <-chan struct{}
 
 	mu  sync.Mutex
 	dbs int
@@ -136,11 +136,9 @@ func Start(ctx context.Context) (*Cluster, error) {
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	// SIGQUIT (immediate shutdown) if the test process dies first.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
-	if err := c.cmd.Start(); err != nil {
+	if c.exited, err = testproc.Start(c.cmd); err != nil {
 		return fail(fmt.Errorf("pgtest: postgres: %w", err))
 	}
-	c.exited = make(chan struct{})
-	go func() { c.cmd.Wait(); close(c.exited) }()
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -46,7 +46,7 @@ type Daemon struct {
 	cmd                    *exec.Cmd
 	logf                   *os.File
 	sharedBin, ownData     bool
-	exited                 chan struct{}
+	exited                 <-chan struct{}
 	keep                   bool
 	args                   []string
 	// Env is added to ptd's environment at each (re)start, e.g.
@@ -312,13 +312,11 @@ func (d *Daemon) launch() error {
 	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
 	d.cmd.Env = append(append(os.Environ(), "PT_TOKEN="+d.Token), d.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
-	if err := d.cmd.Start(); err != nil {
+	exited, err := testproc.Start(d.cmd)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
 	d.exited = exited
-	cmd := d.cmd
-	go func() { cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(d.URL + "/healthz"); err == nil {

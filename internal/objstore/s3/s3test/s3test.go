@@ -21,6 +21,7 @@ import (
 
 	"github.com/platinum-dev/platinum/internal/objstore/s3"
 	"github.com/platinum-dev/platinum/internal/testenv"
+	"github.com/platinum-dev/platinum/internal/testproc"
 )
 
 // Binary is the server program Start runs.
@@ -62,14 +63,10 @@ func start(t testing.TB, dir, addr, access, secret string) error {
 		"posix", dir)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited, err := testproc.Start(cmd)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
 	stop := func() {
 		cmd.Process.Kill()
 		<-exited
