@@ -14,8 +14,8 @@ import (
 // process (scope process: the sandbox runs on, as a runc sandbox's
 // processes do when its cgroup's OOM killer picks one, or a gVisor
 // sandbox's when pt-agent's memory guard does), or the whole sandbox
-// (scope sandbox: the host ended a gVisor sandbox; the reconciler boots it
-// again from its disk).
+// (scope sandbox: the host ended a gVisor sandbox; it boots again from its
+// disk at once, restartEnded).
 const EventOOMKilled = "oom_killed"
 
 // OOMKilledData is the data of an oom_killed event.
@@ -39,16 +39,23 @@ func (s *Service) watchOOM(sb sandbox.Sandbox) {
 }
 
 // reportOOM turns the host's OOM reports into oom_killed events of the
-// sandboxes until ctx ends.
+// sandboxes, and acts on its reports of sandboxes that ended on their own,
+// until ctx ends.
 func (s *Service) reportOOM(ctx context.Context) {
 	r, ok := s.host.(hostapi.OOMReporter)
 	if !ok {
 		return
 	}
+	var exits <-chan string // nil: never
+	if er, ok := s.host.(hostapi.ExitReporter); ok {
+		exits = er.Exits()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case id := <-exits:
+			s.ended(ctx, id)
 		case e := <-r.OOMEvents():
 			sb, err := s.store.GetSandbox(ctx, "", e.SandboxID)
 			if err != nil {
@@ -74,12 +81,34 @@ func (s *Service) reportOOM(ctx context.Context) {
 // for memory answers, at once rather than when TCP gives up.
 var errEndedForMemory = fmt.Errorf("%w: the sandbox ran out of memory and its host ended it as a whole (see its oom_killed event); its processes were lost, and it is starting again from its disk", sandbox.ErrUnavailable)
 
+// errEnded is what a call in flight in a sandbox that ended on its own
+// answers.
+var errEnded = fmt.Errorf("%w: the sandbox ended: its runtime's process on the host exited without ptd ending it (killed, or crashed); its processes were lost, and it is starting again from its disk", sandbox.ErrUnavailable)
+
+// ended acts on a sandbox whose container ended without the host ending
+// it: the calls in flight into it end now rather than when TCP gives up
+// (a gVisor sandbox killed outright closes no connection), and it boots
+// again from its disk at once rather than at the reconciler's next pass.
+// A report about a sandbox not recorded running, or that its host runs
+// (booted again already), is stale and changes nothing.
+func (s *Service) ended(ctx context.Context, id string) {
+	sb, err := s.store.GetSandbox(ctx, "", id)
+	if err != nil || sb.State != sandbox.StateRunning || s.elsewhere(sb) || s.host.Running(ctx, id) {
+		return
+	}
+	s.log.WarnContext(ctx, "sandbox ended on its host without ptd ending it", "sandbox", id)
+	s.abortAgent(id, errEnded)
+	upstream.Abort(id)
+	s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, id) })
+}
+
 // endedWait bounds how long restartEnded waits for the host to stop
 // running a sandbox it ended; past it the reconciler's next pass decides.
 const endedWait = 10 * time.Second
 
-// restartEnded boots a sandbox its host ended (a gVisor sandbox past its
-// stall room) again from its disk as soon as the host no longer runs it,
+// restartEnded boots a sandbox that ended (a gVisor sandbox its host ended
+// past its stall room, or one that ended on its own) again from its disk
+// as soon as the host no longer runs it,
 // rather than at the reconciler's next pass: with the default interval the
 // sandbox answered nothing for up to 30 s (31 s in
 // TestIsolationMemoryBombPastTheStallRoom before this).

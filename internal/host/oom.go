@@ -12,13 +12,17 @@ import (
 	"github.com/platinum-dev/platinum/internal/syncs"
 )
 
-var _ hostapi.OOMReporter = (*Host)(nil)
+var (
+	_ hostapi.OOMReporter  = (*Host)(nil)
+	_ hostapi.ExitReporter = (*Host)(nil)
+)
 
 // oomState is where the host's OOM reports meet: the runtimes' kernel
 // kills (oci.Runtime.OnOOM) and, for gVisor sandboxes, one long poll per
 // sandbox of its guard's kills (pt-agent's GET /oom).
 type oomState struct {
 	events chan hostapi.OOMEvent
+	exits  chan string   // sandboxes whose containers ended on their own
 	guards syncs.Cancels // gVisor sandbox → its guard poll
 }
 
@@ -28,8 +32,16 @@ const oomQueue = 256
 
 func (h *Host) initOOM() {
 	h.oom.events = make(chan hostapi.OOMEvent, oomQueue)
+	h.oom.exits = make(chan string, oomQueue)
 	for _, rt := range h.rts {
 		if r, ok := ociRuntime(rt); ok {
+			r.OnExit(func(e oci.Exit) {
+				select {
+				case h.oom.exits <- e.ID:
+				default:
+					h.log.Warn("exit report dropped: the queue is full; the reconciler will find it", "sandbox", e.ID)
+				}
+			})
 			r.OnOOM(func(k oci.OOMKill) {
 				scope := hostapi.OOMScopeProcess
 				if k.Sandbox {
@@ -52,10 +64,14 @@ func (h *Host) emitOOM(e hostapi.OOMEvent) {
 // OOMEvents implements hostapi.OOMReporter.
 func (h *Host) OOMEvents() <-chan hostapi.OOMEvent { return h.oom.events }
 
+// Exits implements hostapi.ExitReporter.
+func (h *Host) Exits() <-chan string { return h.oom.exits }
+
 // WatchOOM implements hostapi.OOMReporter: the sandbox's runtime watches
-// its memory cgroup (the runtime starts that itself at every boot; this
-// covers containers a previous ptd started), and a gVisor sandbox's guard
-// is polled for its kills.
+// its memory cgroup and its process's end (hostapi.ExitReporter; the
+// runtime starts both itself at every boot; this covers containers a
+// previous ptd started), and a gVisor sandbox's guard is polled for its
+// kills.
 func (h *Host) WatchOOM(id, agentToken string) {
 	ctx := context.Background()
 	rt := h.runtimeOf(ctx, id)
@@ -63,7 +79,7 @@ func (h *Host) WatchOOM(id, agentToken string) {
 	if !ok {
 		return
 	}
-	r.WatchOOM(id)
+	r.Watch(id)
 	if rt.Name() != ClassGVisor {
 		return
 	}

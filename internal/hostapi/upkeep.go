@@ -83,7 +83,7 @@ const (
 	// OOMScopeProcess: one process was killed; the sandbox runs on.
 	OOMScopeProcess = "process"
 	// OOMScopeSandbox: the whole sandbox was ended (the host killed a
-	// gVisor sandbox's Sentry); the reconciler boots it again.
+	// gVisor sandbox's Sentry); the control plane boots it again.
 	OOMScopeSandbox = "sandbox"
 )
 
@@ -102,4 +102,14 @@ type OOMEvent struct {
 	// Source is "kernel" or "guard".
 	Source string
 	At     time.Time
+}
+
+// ExitReporter is a host that reports a running sandbox whose container
+// ended without the host ending it (its init or its runtime's sandbox
+// process exited, was killed, or crashed). A sandbox the host stops,
+// deletes or ends for memory (an OOMEvent of scope sandbox) is not
+// reported. It watches what WatchOOM watches.
+type ExitReporter interface {
+	// Exits delivers the sandboxes' ids, as their containers end.
+	Exits() <-chan string
 }

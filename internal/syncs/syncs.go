@@ -58,13 +58,13 @@ func (k *KeyedMutex) Lock(key string) (unlock func()) {
 // use.
 type Cancels struct {
 	mu sync.Mutex
-	m  map[string]context.CancelFunc
+	m  map[string]*context.CancelFunc
 }
 
 // Start returns the context of a new task for key, derived from parent,
-// and the function the task calls when it ends on its own (it forgets key
-// and cancels the context). ok is false, and nothing starts, when key has
-// a task already.
+// and the function the task calls when it ends on its own (it forgets key,
+// unless a later task holds it already, and cancels the context). ok is
+// false, and nothing starts, when key has a task already.
 func (c *Cancels) Start(parent context.Context, key string) (ctx context.Context, ended func(), ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,13 +72,16 @@ func (c *Cancels) Start(parent context.Context, key string) (ctx context.Context
 		return nil, nil, false
 	}
 	if c.m == nil {
-		c.m = map[string]context.CancelFunc{}
+		c.m = map[string]*context.CancelFunc{}
 	}
 	ctx, cancel := context.WithCancel(parent)
-	c.m[key] = cancel
+	task := &cancel
+	c.m[key] = task
 	return ctx, func() {
 		c.mu.Lock()
-		delete(c.m, key)
+		if c.m[key] == task {
+			delete(c.m, key)
+		}
 		c.mu.Unlock()
 		cancel()
 	}, true
@@ -89,7 +92,7 @@ func (c *Cancels) Stop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cancel, ok := c.m[key]; ok {
-		cancel()
+		(*cancel)()
 		delete(c.m, key)
 	}
 }

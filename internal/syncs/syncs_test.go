@@ -171,7 +171,21 @@ func TestCancels(t *testing.T) {
 	if bctx.Err() != nil {
 		t.Fatal("Stop of a also cancelled b")
 	}
-	ended() // a task that ends after Stop: harmless
+	stale := ended
+	ctx, ended, ok = c.Start(context.Background(), "a")
+	if !ok {
+		t.Fatal("Start after Stop refused")
+	}
+	// A stopped task that ends after its key was started again leaves the
+	// new task alone: Stop must still reach it.
+	stale()
+	if _, _, ok := c.Start(context.Background(), "a"); ok {
+		t.Fatal("the end of a stopped task forgot the key's new task")
+	}
+	c.Stop("a")
+	if ctx.Err() == nil {
+		t.Fatal("Stop did not cancel the new task")
+	}
 	ctx, ended, ok = c.Start(context.Background(), "a")
 	if !ok {
 		t.Fatal("Start after Stop refused")

@@ -1,6 +1,10 @@
 package faults
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,26 +67,65 @@ func (a *api) events(id, typ string) []map[string]any {
 	return out
 }
 
-// TestAgentKilled: pt-agent, each sandbox's first process, killed from
-// outside (SIGKILL through the runtime, as the host's OOM killer or an
-// operator would) leaves a sandbox whose processes are gone. ptd's
-// reconciler finds it, says so on the event feed (`processes_lost`) and
-// starts it again cold on its own disk: the data written before is there,
-// commands run again, and a later stop and start work as usual. Never
-// failed, never stuck.
+// TestAgentKilled: the host process of a sandbox's container killed
+// (pt-agent, a runc sandbox's first process, or a gVisor sandbox's
+// Sentry; as the host's OOM killer, a crash or an operator would) ends
+// the sandbox's container. ptd sees it end at once:
+// the exec in flight in it answers 503 then (a gVisor sandbox killed
+// outright closes no connection, so it waited for TCP to give up), the
+// event feed says so (`processes_lost`), and the sandbox starts again
+// cold on its own disk without waiting for the reconciler (its interval
+// is ten minutes here): the data written before is there, commands run
+// again, and a later stop and start work as usual. Never failed, never
+// stuck.
 func TestAgentKilled(t *testing.T) {
-	d := startPtd(t, ptdtest.Options{})
+	d := startPtd(t, ptdtest.Options{ExtraArgs: []string{"--reconcile-interval", "10m"}})
 	a := apiOf(t, d)
 	for _, class := range []string{"runc", "gvisor"} {
 		t.Run(class, func(t *testing.T) {
 			a := &api{t: t, url: a.url, token: a.token}
 			id := a.create(class, nil)
 			want := fill(a, id, "/root/data")
-			bin, root := runtimeCmd(d, class)
-			if out, err := exec.Command(bin, "--root", root, "kill", id, "KILL").CombinedOutput(); err != nil {
-				t.Fatalf("%s kill %s: %v: %s", bin, id, err, out)
+			inFlight := make(chan string, 1)
+			go func() {
+				body := strings.NewReader(`{"cmd":"echo started > /tmp/started; sleep 600","timeout_ms":900000}`)
+				req, _ := http.NewRequest("POST", a.url+"/v1/sandboxes/"+id+"/exec", body)
+				req.Header.Set("Authorization", "Bearer "+a.token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					inFlight <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				inFlight <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+			}()
+			for a.sh(id, "cat /tmp/started 2>/dev/null || true") == "" {
+				time.Sleep(100 * time.Millisecond)
 			}
-			// The reconciler passes every 30 s; a cold boot follows.
+			// The host process the runtime names: runc's is pt-agent, runsc's
+			// the sandbox's Sentry, whose end closes no connection.
+			bin, root := runtimeCmd(d, class)
+			out, err := exec.Command(bin, "--root", root, "state", id).Output()
+			if err != nil {
+				t.Fatalf("%s state %s: %v", bin, id, err)
+			}
+			var st struct{ Pid int }
+			if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
+				t.Fatalf("%s state %s: %v: %s", bin, id, err, out)
+			}
+			if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-inFlight:
+				// runc's kernel closes the connection itself, maybe first.
+				if !strings.HasPrefix(got, "503 ") || class == "gvisor" && !strings.Contains(got, "the sandbox ended") {
+					t.Errorf("the exec in flight answered %s, want 503 saying the sandbox ended", got)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the exec in flight did not answer within 2 minutes of the kill")
+			}
 			deadline := time.Now().Add(3 * time.Minute)
 			for {
 				if m := a.get(id); m["state"] == "failed" || m["state"] == "stopped" {

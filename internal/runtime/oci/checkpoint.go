@@ -81,8 +81,12 @@ func (c *CheckpointRuntime) Checkpoint(ctx context.Context, id, imageDir string,
 		args = append(args, "--leave-running")
 	}
 	args = append(args, c.checkpointFlags()...)
+	if !opts.LeaveRunning {
+		c.unwatchExit(id) // the checkpoint ends it
+	}
 	t0 := time.Now()
 	if _, err := c.run(ctx, append(args, id)...); err != nil {
+		c.watchExit(id) // if it still runs
 		return fmt.Errorf("checkpoint %s: %w", id, err)
 	}
 	saved := time.Since(t0)

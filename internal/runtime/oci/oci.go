@@ -94,8 +94,10 @@ type Runtime struct {
 	// noCheckpoint says why this host cannot checkpoint with the binary;
 	// nil when it can.
 	noCheckpoint error
-	// oom watches running containers' memory cgroups (oom.go).
-	oom oomWatches
+	// oom watches running containers' memory cgroups (oom.go), exits
+	// their processes (exit.go).
+	oom   oomWatches
+	exits exitWatches
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -269,7 +271,7 @@ func (r *Runtime) started(ctx context.Context, spec runtime.Spec, op, msg string
 		return fmt.Errorf("%s %s: size the host cgroup: %w", op, spec.ID, err)
 	}
 	t1 := time.Now()
-	r.WatchOOM(spec.ID)
+	r.Watch(spec.ID)
 	r.logger.DebugContext(ctx, msg, "container", spec.ID, "size_cgroup", t1.Sub(t0), "watch_oom", time.Since(t1))
 	return nil
 }
@@ -437,7 +439,7 @@ func (r *Runtime) delete(ctx context.Context, id string, kill bool) error {
 	if r.gvisor {
 		bundle = r.bundleOf(ctx, id)
 	}
-	r.stopOOMWatch(id)
+	r.unwatch(id)
 	if bundle != "" {
 		// A sandbox stalled at its limit (its kernel OOM killer off, see
 		// setSentryMemory) could not be killed: let the kernel have it.

@@ -24,33 +24,42 @@ type OOMKill struct {
 // relieves a stalled sandbox (see setSentryMemory).
 type oomWatches struct {
 	running syncs.Cancels
-	mu      sync.Mutex // guards sink
-	sink    func(OOMKill)
+	sink[OOMKill]
 }
 
 // OnOOM makes the Runtime report its containers' kernel OOM kills to fn.
 // Call it before any container starts; fn must not block for long.
-func (r *Runtime) OnOOM(fn func(OOMKill)) {
-	r.oom.mu.Lock()
-	defer r.oom.mu.Unlock()
-	r.oom.sink = fn
+func (r *Runtime) OnOOM(fn func(OOMKill)) { r.oom.set(fn) }
+
+// sink is where a Runtime's watches report, set by its user.
+type sink[T any] struct {
+	mu sync.Mutex
+	fn func(T)
 }
 
-func (w *oomWatches) report(k OOMKill) {
-	w.mu.Lock()
-	sink := w.sink
-	w.mu.Unlock()
-	if sink != nil {
-		sink(k)
+func (s *sink[T]) set(fn func(T)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fn = fn
+}
+
+func (s *sink[T]) report(v T) {
+	s.mu.Lock()
+	fn := s.fn
+	s.mu.Unlock()
+	if fn != nil {
+		fn(v)
 	}
 }
 
-// WatchOOM starts watching a running container's memory cgroup, unless it
-// is watched already. Run and Restore start it themselves; a host that
-// finds containers running which another process started (ptd after a
-// restart) calls it for them. The watch ends when the container's cgroup
-// goes away.
-func (r *Runtime) WatchOOM(id string) {
+// Watch starts watching a running container's memory cgroup and its
+// process's end (exit.go), unless they are watched already. Run and
+// Restore start them themselves; a host that finds containers running
+// which another process started (ptd after a restart) calls it for them.
+// The memory watch ends when the container's cgroup goes away, the exit
+// watch when its process ends.
+func (r *Runtime) Watch(id string) {
+	r.watchExit(id)
 	ctx, ended, ok := r.oom.running.Start(context.Background(), id)
 	if !ok {
 		return
@@ -69,7 +78,9 @@ func (r *Runtime) WatchOOM(id string) {
 	go func() { done(loop()) }()
 }
 
-// stopOOMWatch ends id's watch, if any (Delete calls it).
-func (r *Runtime) stopOOMWatch(id string) {
+// unwatch ends id's watches, if any: the container is about to be
+// deleted.
+func (r *Runtime) unwatch(id string) {
+	r.unwatchExit(id)
 	r.oom.running.Stop(id)
 }

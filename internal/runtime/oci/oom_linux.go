@@ -207,6 +207,7 @@ func (r *Runtime) relieve(ctx context.Context, id, dir string, st *stall) {
 // stub neither runs nor exits. The reconciler then boots the sandbox again
 // from its disk.
 func (r *Runtime) endStalled(id, dir string) {
+	r.unwatchExit(id) // reported as the OOMKill below
 	writeCgroup(dir, "memory.oom_control", "0")
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
