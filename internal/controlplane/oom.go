@@ -66,12 +66,7 @@ func (s *Service) reportOOM(ctx context.Context) {
 			s.event(ctx, sb, EventOOMKilled, OOMKilledData{Scope: e.Scope, Count: e.Count, PID: e.PID, Command: e.Command,
 				RSSBytes: e.RSSBytes, Source: e.Source, At: sandbox.FormatTime(e.At)})
 			if e.Scope == hostapi.OOMScopeSandbox {
-				// Calls in flight into it end now: REST ones with the reason,
-				// those through the E2B, Daytona and preview proxies with
-				// their connection closed.
-				s.abortAgent(sb.ID, errEndedForMemory)
-				upstream.Abort(sb.ID)
-				s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, sb.ID) })
+				s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, sb.ID, errEndedForMemory) })
 			}
 		}
 	}
@@ -97,22 +92,24 @@ func (s *Service) ended(ctx context.Context, id string) {
 		return
 	}
 	s.log.WarnContext(ctx, "sandbox ended on its host without ptd ending it", "sandbox", id)
-	s.abortAgent(id, errEnded)
-	upstream.Abort(id)
-	s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, id) })
+	s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, id, errEnded) })
 }
 
 // endedWait bounds how long restartEnded waits for the host to stop
 // running a sandbox it ended; past it the reconciler's next pass decides.
 const endedWait = 10 * time.Second
 
-// restartEnded boots a sandbox that ended (a gVisor sandbox its host ended
-// past its stall room, or one that ended on its own) again from its disk
-// as soon as the host no longer runs it,
-// rather than at the reconciler's next pass: with the default interval the
-// sandbox answered nothing for up to 30 s (31 s in
-// TestIsolationMemoryBombPastTheStallRoom before this).
-func (s *Service) restartEnded(ctx context.Context, id string) {
+// restartEnded handles a sandbox that ended (a gVisor sandbox its host
+// ended past its stall room, or one that ended on its own) as soon as the
+// host no longer runs it: the calls in flight into it end with cause (REST
+// ones through its agent clients, those through the E2B, Daytona and
+// preview proxies with their connections closed), and it boots again from
+// its disk, rather than at the reconciler's next pass: with the default
+// interval the sandbox answered nothing for up to 30 s (31 s in
+// TestIsolationMemoryBombPastTheStallRoom before this). Waiting for the
+// host first keeps a late report (a kill counted after the sandbox was
+// booted again) from ending the new boot's calls.
+func (s *Service) restartEnded(ctx context.Context, id string, cause error) {
 	end := time.Now().Add(endedWait)
 	for s.host.Running(ctx, id) {
 		if time.Now().After(end) {
@@ -124,5 +121,7 @@ func (s *Service) restartEnded(ctx context.Context, id string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	s.abortAgent(id, cause)
+	upstream.Abort(id)
 	s.ensureRunning(ctx, id)
 }

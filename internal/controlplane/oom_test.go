@@ -13,14 +13,18 @@ import (
 	"github.com/platinum-dev/platinum/internal/store"
 )
 
-// oomHost is a fake host that reports OOM kills and records which
-// sandboxes the control plane asked it to watch.
+// oomHost is a fake host that reports OOM kills and sandboxes that ended
+// on their own, and records which sandboxes the control plane asked it to
+// watch.
 type oomHost struct {
 	*fakeHost
 	events  chan hostapi.OOMEvent
+	exits   chan string
 	mu      sync.Mutex
 	watched []string
 }
+
+func (h *oomHost) Exits() <-chan string { return h.exits }
 
 func (h *oomHost) WatchOOM(id, token string) {
 	h.mu.Lock()
@@ -114,6 +118,58 @@ func TestSandboxEndedForMemoryStartsAgainAtOnce(t *testing.T) {
 	}
 	if starts.Load() == booted {
 		t.Fatal("a sandbox its host ended for memory was not booted again within 5 s")
+	}
+	var lost bool
+	for i := 0; i < 100 && !lost; i++ {
+		evs, err := st.SandboxEvents(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == "processes_lost" })
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !lost {
+		t.Error("no processes_lost event for the sandbox booted again")
+	}
+}
+
+// TestSandboxEndedOnItsOwnStartsAgainAtOnce: a sandbox the host reports
+// ended without the host ending it boots again from its disk at once,
+// without a reconciler pass, and the feed says its processes were lost; a
+// report about a sandbox its host runs (booted again already) changes
+// nothing.
+func TestSandboxEndedOnItsOwnStartsAgainAtOnce(t *testing.T) {
+	ctx := context.Background()
+	var ended atomic.Bool
+	var starts atomic.Int32
+	h := &oomHost{fakeHost: &fakeHost{
+		RunningFunc: func(string) bool { return !ended.Load() },
+		StartFunc: func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
+			starts.Add(1)
+			ended.Store(false)
+			return hostapi.Instance{Address: "127.0.0.1"}, nil
+		},
+	}, events: make(chan hostapi.OOMEvent, 1), exits: make(chan string, 1)}
+	s, st := newServiceWith(t, h, "", nil)
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb := running(t, s, CreateRequest{Template: "busybox"})
+	booted := starts.Load()
+
+	h.exits <- sb.ID // stale: the host runs it
+	time.Sleep(time.Second)
+	if starts.Load() != booted {
+		t.Fatal("a report about a sandbox its host runs booted it again")
+	}
+
+	ended.Store(true)
+	h.exits <- sb.ID
+	for end := time.Now().Add(5 * time.Second); starts.Load() == booted && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if starts.Load() == booted {
+		t.Fatal("a sandbox that ended on its own was not booted again within 5 s")
 	}
 	var lost bool
 	for i := 0; i < 100 && !lost; i++ {

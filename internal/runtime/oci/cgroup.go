@@ -235,7 +235,10 @@ func (r *Runtime) sizeSentryCgroup(spec runtime.Spec) error {
 // gvisorStallRoom) while the guard inside kills the process that made it,
 // instead of the kernel killing the Sentry and with it every process. v2
 // has no such switch: memory.high at gvisorHostMemory throttles, and
-// memory.max the stall room above it is where the kernel ends the sandbox.
+// memory.max the stall room above it is where the kernel ends the sandbox,
+// as a whole (memory.oom.group): the kernel's OOM killer alone picks the
+// process charged the most, one of the Sentry's systrap stubs, and a
+// sandbox that lost a stub neither runs nor exits (see endStalled).
 func setSentryMemory(dir string, v2 bool, memBytes, tasks int64) error {
 	limit := gvisorHostMemory(memBytes, tasks)
 	if v2 {
@@ -243,6 +246,9 @@ func setSentryMemory(dir string, v2 bool, memBytes, tasks int64) error {
 			return err
 		}
 		if err := writeCgroup(dir, "memory.high", strconv.FormatInt(limit, 10)); err != nil {
+			return err
+		}
+		if err := writeCgroup(dir, "memory.oom.group", "1"); err != nil {
 			return err
 		}
 		return ignoreMissing(writeCgroup(dir, "memory.swap.max", "0"))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,6 +183,31 @@ func TestGVisorSizing(t *testing.T) {
 				t.Errorf("gvisorHostMemory = %d MiB, want %d", got>>20, tc.wantMB)
 			}
 		})
+	}
+}
+
+// TestSetSentryMemoryV2: on cgroup v2 (a directory stands in for the
+// cgroup; this machine's hierarchy is hybrid) a gVisor sandbox's host
+// cgroup throttles at its host size, ends at the stall room above it, and
+// ends as a whole: a Sentry that lost one systrap stub to the kernel's
+// OOM killer would neither run nor exit.
+func TestSetSentryMemoryV2(t *testing.T) {
+	dir := t.TempDir()
+	const mem, tasks = 256 << 20, 256
+	if err := setSentryMemory(dir, true, mem, tasks); err != nil {
+		t.Fatal(err)
+	}
+	host := gvisorHostMemory(mem, tasks)
+	for file, want := range map[string]string{
+		"memory.high":      strconv.FormatInt(host, 10),
+		"memory.max":       strconv.FormatInt(host+gvisorStallRoom(mem), 10),
+		"memory.oom.group": "1",
+		"memory.swap.max":  "0",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if got := string(b); err != nil || got != want {
+			t.Errorf("%s = %q (%v), want %q", file, got, err, want)
+		}
 	}
 }
 

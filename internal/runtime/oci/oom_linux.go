@@ -204,8 +204,8 @@ func (r *Runtime) relieve(ctx context.Context, id, dir string, st *stall) {
 // one of the whole sandbox. It is not left to the kernel's OOM killer:
 // that picks the process charged the most, which is one of the Sentry's
 // systrap stubs (they map the guest's memory), and a sandbox that lost a
-// stub neither runs nor exits. The reconciler then boots the sandbox again
-// from its disk.
+// stub neither runs nor exits. The control plane then boots the sandbox
+// again from its disk.
 func (r *Runtime) endStalled(id, dir string) {
 	r.unwatchExit(id) // reported as the OOMKill below
 	writeCgroup(dir, "memory.oom_control", "0")
