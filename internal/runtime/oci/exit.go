@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"time"
 
 	"github.com/platinum-dev/platinum/internal/syncs"
 )
@@ -14,7 +13,6 @@ import (
 // their watch first (the memory end is reported as an OOMKill instead).
 type Exit struct {
 	ID string
-	At time.Time
 }
 
 // exitWatches runs one exit watch per running container of a Runtime
@@ -55,7 +53,7 @@ func (r *Runtime) watchExit(id string) {
 	go func() {
 		defer ended()
 		if (pidfd == nil || waitPidfd(ctx, pidfd)) && ctx.Err() == nil {
-			r.exits.report(Exit{ID: id, At: time.Now().UTC()})
+			r.exits.report(Exit{ID: id})
 		}
 	}()
 }

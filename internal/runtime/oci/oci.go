@@ -95,7 +95,7 @@ type Runtime struct {
 	// nil when it can.
 	noCheckpoint error
 	// oom watches running containers' memory cgroups (oom.go), exits
-	// their processes (exit.go).
+	// their processes' ends (exit.go).
 	oom   oomWatches
 	exits exitWatches
 }
