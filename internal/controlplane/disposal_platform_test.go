@@ -40,13 +40,13 @@ func TestHostLossDisposal(t *testing.T) {
 	h.hasDisk.Store(true)
 	sb := running(t, s, CreateRequest{Template: "busybox"})
 	before := h.starts.Load()
-	s.ensureRunning(ctx, sb.ID)
+	s.ensureRunning(ctx, sb.ID, reasonNotRunning)
 	if got, _ := st.GetSandbox(ctx, "", sb.ID); got.State != sandbox.StateRunning || h.starts.Load() != before+1 {
 		t.Fatalf("with its disk: %s after %d starts; want booted again, running", got.State, h.starts.Load()-before)
 	}
 
 	h.hasDisk.Store(false)
-	s.ensureRunning(ctx, sb.ID)
+	s.ensureRunning(ctx, sb.ID, reasonNotRunning)
 	got := waitState(t, s, sb.ID, sandbox.StateDeleted)
 	if got.Reason != "host_lost" || got.DeletedBy != sandbox.DeletedByPlatform {
 		t.Fatalf("deleted_reason %q by %q, want host_lost by the platform", got.Reason, got.DeletedBy)

@@ -66,7 +66,7 @@ func (s *Service) reportOOM(ctx context.Context) {
 			s.event(ctx, sb, EventOOMKilled, OOMKilledData{Scope: e.Scope, Count: e.Count, PID: e.PID, Command: e.Command,
 				RSSBytes: e.RSSBytes, Source: e.Source, At: sandbox.FormatTime(e.At)})
 			if e.Scope == hostapi.OOMScopeSandbox {
-				s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, sb.ID, errEndedForMemory) })
+				s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, sb.ID, errEndedForMemory, reasonOOM) })
 			}
 		}
 	}
@@ -92,7 +92,7 @@ func (s *Service) ended(ctx context.Context, id string) {
 		return
 	}
 	s.log.WarnContext(ctx, "sandbox ended on its host without ptd ending it", "sandbox", id)
-	s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, id, errEnded) })
+	s.bg.Go(func(ctx context.Context) { s.restartEnded(ctx, id, errEnded, reasonEnded) })
 }
 
 // endedWait bounds how long restartEnded waits for the host to stop
@@ -108,8 +108,9 @@ const endedWait = 10 * time.Second
 // interval the sandbox answered nothing for up to 30 s (31 s in
 // TestIsolationMemoryBombPastTheStallRoom before this). Waiting for the
 // host first keeps a late report (a kill counted after the sandbox was
-// booted again) from ending the new boot's calls.
-func (s *Service) restartEnded(ctx context.Context, id string, cause error) {
+// booted again) from ending the new boot's calls. lost is the reason its
+// processes_lost event gives.
+func (s *Service) restartEnded(ctx context.Context, id string, cause error, lost string) {
 	end := time.Now().Add(endedWait)
 	for s.host.Running(ctx, id) {
 		if time.Now().After(end) {
@@ -123,5 +124,5 @@ func (s *Service) restartEnded(ctx context.Context, id string, cause error) {
 	}
 	s.abortAgent(id, cause)
 	upstream.Abort(id)
-	s.ensureRunning(ctx, id)
+	s.ensureRunning(ctx, id, lost)
 }

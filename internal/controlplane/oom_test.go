@@ -125,11 +125,11 @@ func TestSandboxEndedForMemoryStartsAgainAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == "processes_lost" })
+		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return lostFor(e, reasonOOM) })
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !lost {
-		t.Error("no processes_lost event for the sandbox booted again")
+		t.Error("no processes_lost event saying why for the sandbox booted again")
 	}
 }
 
@@ -177,10 +177,16 @@ func TestSandboxEndedOnItsOwnStartsAgainAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == "processes_lost" })
+		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return lostFor(e, reasonEnded) })
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !lost {
-		t.Error("no processes_lost event for the sandbox booted again")
+		t.Error("no processes_lost event saying why for the sandbox booted again")
 	}
+}
+
+// lostFor reports whether e is a processes_lost event that gives reason.
+func lostFor(e store.Event, reason string) bool {
+	var d struct{ Reason string }
+	return e.Type == "processes_lost" && json.Unmarshal([]byte(e.Data), &d) == nil && d.Reason == reason
 }

@@ -930,7 +930,7 @@ func (s *Service) reconcilePass(ctx context.Context, startup bool) ([]func(conte
 					// sandbox's rules again (ensureRunning does on a reboot).
 					s.reapplyNetwork(ctx, sb.ID)
 				}
-				s.ensureRunning(ctx, sb.ID)
+				s.ensureRunning(ctx, sb.ID, reasonNotRunning)
 			})
 		}
 	}
@@ -964,9 +964,19 @@ func (s *Service) runChecks(ctx context.Context, checks []func(context.Context))
 	}
 }
 
+// Reasons of a processes_lost event (its data's reason): the reconciler
+// found the sandbox not running, or its host reported how it ended.
+const (
+	reasonNotRunning = "not running on its host"
+	reasonEnded      = "its container ended on its host without ptd ending it (killed, or crashed)"
+	reasonOOM        = "its host ended it as a whole for memory (see its oom_killed event)"
+)
+
 // ensureRunning restarts a sandbox recorded as running whose container is
-// gone (host reboot, runtime crash) on its own disk.
-func (s *Service) ensureRunning(ctx context.Context, id string) {
+// gone (host reboot, runtime crash) on its own disk; lost is the reason
+// its processes_lost event gives (reasonNotRunning when nothing more is
+// known).
+func (s *Service) ensureRunning(ctx context.Context, id, lost string) {
 	sb, unlock, ok := s.lockIn(ctx, id, sandbox.StateRunning)
 	if !ok {
 		return
@@ -990,7 +1000,7 @@ func (s *Service) ensureRunning(ctx context.Context, id string) {
 	// Its processes are gone (pt-agent, its init, exited or was killed, or
 	// the runtime or host lost it): say so on the feed, since the restart
 	// below is cold and what ran in it does not come back.
-	s.event(ctx, sb, "processes_lost", map[string]any{"reason": "not running on its host", "action": "restarted"})
+	s.event(ctx, sb, "processes_lost", map[string]any{"reason": lost, "action": "restarted"})
 	inst, err := s.boot(ctx, sb)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -113,7 +113,7 @@ func TestFailedHoldsNothing(t *testing.T) {
 			sb := running(t, s, CreateRequest{Template: "busybox"})
 			h.running = func(string) bool { return false }
 			h.fakeHost.StartFunc = startFails("rebuild: delete: context deadline exceeded")
-			s.ensureRunning(ctx, sb.ID)
+			s.ensureRunning(ctx, sb.ID, reasonNotRunning)
 			return sb.ID
 		}, false, "a failed restart was not released on its host"},
 	}

@@ -143,8 +143,8 @@ func TestAgentKilled(t *testing.T) {
 				time.Sleep(time.Second)
 			}
 			ev := a.events(id, "processes_lost")[0]
-			if data, _ := ev["data"].(map[string]any); data["action"] != "restarted" {
-				t.Errorf("processes_lost event = %v, want action restarted", ev)
+			if data, _ := ev["data"].(map[string]any); data["action"] != "restarted" || !strings.Contains(fmt.Sprint(data["reason"]), "ended on its host") {
+				t.Errorf("processes_lost event = %v, want action restarted, saying the container ended on its host", ev)
 			}
 			if got := sum(a, id, "/root/data"); got != want {
 				t.Fatalf("after the restart the data reads %s, want %s", got, want)
