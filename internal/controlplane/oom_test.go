@@ -89,99 +89,69 @@ func TestOOMKillIsAnEvent(t *testing.T) {
 	}
 }
 
-// TestSandboxEndedForMemoryStartsAgainAtOnce: when the host reports that it
-// ended a whole sandbox for memory, the sandbox boots again from its disk as
-// soon as the host no longer runs it, without a reconciler pass, and the
-// feed says its processes were lost.
-func TestSandboxEndedForMemoryStartsAgainAtOnce(t *testing.T) {
-	ctx := context.Background()
-	var ended atomic.Bool
-	var starts atomic.Int32
-	h := &oomHost{fakeHost: &fakeHost{
-		RunningFunc: func(string) bool { return !ended.Load() },
-		StartFunc: func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
-			starts.Add(1)
-			ended.Store(false)
-			return hostapi.Instance{Address: "127.0.0.1"}, nil
-		},
-	}, events: make(chan hostapi.OOMEvent, 1)}
-	s, st := newServiceWith(t, h, "", nil)
-	if err := s.Reconcile(ctx); err != nil {
-		t.Fatal(err)
+// TestSandboxEndedStartsAgainAtOnce: when the host reports that a sandbox
+// ended, ended by it for memory or on its own, the sandbox boots again from
+// its disk as soon as the host no longer runs it, without a reconciler
+// pass, and the feed says its processes were lost and why; a report about
+// a sandbox its host runs (booted again already) boots nothing.
+func TestSandboxEndedStartsAgainAtOnce(t *testing.T) {
+	tests := []struct {
+		name   string
+		report func(h *oomHost, id string)
+		reason string
+	}{
+		{"for memory", func(h *oomHost, id string) {
+			h.events <- hostapi.OOMEvent{SandboxID: id, Scope: hostapi.OOMScopeSandbox, Count: 1, Source: "kernel", At: time.Now()}
+		}, reasonOOM},
+		{"on its own", func(h *oomHost, id string) { h.exits <- id }, reasonEnded},
 	}
-	sb := running(t, s, CreateRequest{Template: "busybox"})
-	booted := starts.Load()
-	ended.Store(true)
-	h.events <- hostapi.OOMEvent{SandboxID: sb.ID, Scope: hostapi.OOMScopeSandbox, Count: 1, Source: "kernel", At: time.Now()}
-	for end := time.Now().Add(5 * time.Second); starts.Load() == booted && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if starts.Load() == booted {
-		t.Fatal("a sandbox its host ended for memory was not booted again within 5 s")
-	}
-	var lost bool
-	for i := 0; i < 100 && !lost; i++ {
-		evs, err := st.SandboxEvents(ctx, sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return lostFor(e, reasonOOM) })
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !lost {
-		t.Error("no processes_lost event saying why for the sandbox booted again")
-	}
-}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var ended atomic.Bool
+			var starts atomic.Int32
+			h := &oomHost{fakeHost: &fakeHost{
+				RunningFunc: func(string) bool { return !ended.Load() },
+				StartFunc: func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
+					starts.Add(1)
+					ended.Store(false)
+					return hostapi.Instance{Address: "127.0.0.1"}, nil
+				},
+			}, events: make(chan hostapi.OOMEvent, 1), exits: make(chan string, 1)}
+			s, st := newServiceWith(t, h, "", nil)
+			if err := s.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sb := running(t, s, CreateRequest{Template: "busybox"})
+			booted := starts.Load()
 
-// TestSandboxEndedOnItsOwnStartsAgainAtOnce: a sandbox the host reports
-// ended without the host ending it boots again from its disk at once,
-// without a reconciler pass, and the feed says its processes were lost; a
-// report about a sandbox its host runs (booted again already) changes
-// nothing.
-func TestSandboxEndedOnItsOwnStartsAgainAtOnce(t *testing.T) {
-	ctx := context.Background()
-	var ended atomic.Bool
-	var starts atomic.Int32
-	h := &oomHost{fakeHost: &fakeHost{
-		RunningFunc: func(string) bool { return !ended.Load() },
-		StartFunc: func(context.Context, hostapi.StartSpec) (hostapi.Instance, error) {
-			starts.Add(1)
-			ended.Store(false)
-			return hostapi.Instance{Address: "127.0.0.1"}, nil
-		},
-	}, events: make(chan hostapi.OOMEvent, 1), exits: make(chan string, 1)}
-	s, st := newServiceWith(t, h, "", nil)
-	if err := s.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sb := running(t, s, CreateRequest{Template: "busybox"})
-	booted := starts.Load()
+			tc.report(h, sb.ID) // stale: the host runs it
+			time.Sleep(time.Second)
+			if starts.Load() != booted {
+				t.Fatal("a report about a sandbox its host runs booted it again")
+			}
 
-	h.exits <- sb.ID // stale: the host runs it
-	time.Sleep(time.Second)
-	if starts.Load() != booted {
-		t.Fatal("a report about a sandbox its host runs booted it again")
-	}
-
-	ended.Store(true)
-	h.exits <- sb.ID
-	for end := time.Now().Add(5 * time.Second); starts.Load() == booted && time.Now().Before(end); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if starts.Load() == booted {
-		t.Fatal("a sandbox that ended on its own was not booted again within 5 s")
-	}
-	var lost bool
-	for i := 0; i < 100 && !lost; i++ {
-		evs, err := st.SandboxEvents(ctx, sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lost = slices.ContainsFunc(evs, func(e store.Event) bool { return lostFor(e, reasonEnded) })
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !lost {
-		t.Error("no processes_lost event saying why for the sandbox booted again")
+			ended.Store(true)
+			tc.report(h, sb.ID)
+			for end := time.Now().Add(5 * time.Second); starts.Load() == booted && time.Now().Before(end); {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if starts.Load() == booted {
+				t.Fatal("the sandbox was not booted again within 5 s")
+			}
+			var lost bool
+			for i := 0; i < 100 && !lost; i++ {
+				evs, err := st.SandboxEvents(ctx, sb.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lost = slices.ContainsFunc(evs, func(e store.Event) bool { return lostFor(e, tc.reason) })
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !lost {
+				t.Errorf("no processes_lost event saying %q", tc.reason)
+			}
+		})
 	}
 }
 
