@@ -84,11 +84,13 @@ var errEnded = fmt.Errorf("%w: the sandbox ended: its runtime's process on the h
 // it: the calls in flight into it end now rather than when TCP gives up
 // (a gVisor sandbox killed outright closes no connection), and it boots
 // again from its disk at once rather than at the reconciler's next pass.
-// A report about a sandbox not recorded running, or that its host runs
-// (booted again already), is stale and changes nothing.
+// A report about a sandbox not recorded running changes nothing, nor one
+// about a sandbox its host runs again (restartEnded waits for it to stop
+// running). That is not asked here: the runtime may still count the
+// ended process as running until it is reaped (`runsc state` does).
 func (s *Service) ended(ctx context.Context, id string) {
 	sb, err := s.store.GetSandbox(ctx, "", id)
-	if err != nil || sb.State != sandbox.StateRunning || s.elsewhere(sb) || s.host.Running(ctx, id) {
+	if err != nil || sb.State != sandbox.StateRunning || s.elsewhere(sb) {
 		return
 	}
 	s.log.WarnContext(ctx, "sandbox ended on its host without ptd ending it", "sandbox", id)
