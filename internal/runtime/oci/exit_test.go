@@ -21,14 +21,13 @@ import (
 func TestExitReported(t *testing.T) {
 	for _, class := range []string{"runc", "gvisor"} {
 		t.Run(class, func(t *testing.T) {
-			testenv.RequiresRoot(t)
-			cfg := DefaultConfig()
+			var cfg Config
 			if class == "gvisor" {
+				testenv.RequiresRoot(t)
 				testenv.RequiresCommand(t, "runsc")
 				cfg = GVisorConfig(filepath.Join(t.TempDir(), "runsc-state"))
 			} else {
-				testenv.RequiresCommand(t, "runc")
-				cfg.Root = filepath.Join(t.TempDir(), "runc-state")
+				cfg = runcConfig(t)
 			}
 			open := func() (runtime.Runtime, *Runtime, <-chan Exit) {
 				rt, err := NewRuntime(cfg, nil)
@@ -47,8 +46,8 @@ func TestExitReported(t *testing.T) {
 				return rt, r, exits
 			}
 			rt, r, exits := open()
-			start := func(rt runtime.Runtime) *runtimetest.Container {
-				return runtimetest.Start(t, rt, runtimetest.NewSpec(t, "exec sleep 1000000"))
+			start := func() *runtimetest.Container {
+				return runtimetest.Start(t, r, runtimetest.NewSpec(t, "exec sleep 1000000"))
 			}
 			kill := func(c *runtimetest.Container) {
 				if err := unix.Kill(c.State(t).Pid, unix.SIGKILL); err != nil {
@@ -75,26 +74,26 @@ func TestExitReported(t *testing.T) {
 				}
 			}
 
-			c := start(r)
+			c := start()
 			kill(c)
 			want(exits, c.ID())
 			none(exits, "one kill (reported twice)")
 
-			c = start(r)
+			c = start()
 			if err := r.Delete(context.Background(), c.ID()); err != nil {
 				t.Fatal(err)
 			}
 			none(exits, "a Delete")
 
 			if cr, ok := rt.(runtime.Checkpointer); ok {
-				c = start(r)
+				c = start()
 				if err := cr.Checkpoint(context.Background(), c.ID(), t.TempDir(), runtime.CheckpointOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				none(exits, "a checkpoint")
 			}
 
-			c = start(r)
+			c = start()
 			_, adopter, adopted := open()
 			adopter.Watch(c.ID())
 			kill(c)
