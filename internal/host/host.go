@@ -780,7 +780,8 @@ func (h *Host) Destroy(ctx context.Context, id string) error {
 }
 
 // Reset destroys every sandbox on this host and removes the bridge,
-// firewall chains and disk pool mount: `ptd reset` and test cleanup.
+// firewall chains, disk pool mount and the sandboxes' parent cgroup:
+// `ptd reset` and test cleanup.
 func (h *Host) Reset(ctx context.Context) error {
 	var errs []error
 	entries, _ := os.ReadDir(filepath.Join(h.cfg.DataDir, "sandboxes"))
@@ -817,7 +818,9 @@ func (h *Host) Reset(ctx context.Context) error {
 			errs = append(errs, r.ReleaseRoot())
 		}
 	}
-	errs = append(errs, h.net.Teardown(ctx), h.pool.Close(ctx))
+	// The sandboxes' parent cgroup goes too, unless another data dir's
+	// sandboxes (stopped ptd share the default parent) are still in it.
+	errs = append(errs, oci.RemoveParent(h.cfg.CgroupParent), h.net.Teardown(ctx), h.pool.Close(ctx))
 	return errors.Join(errs...)
 }
 

@@ -456,6 +456,10 @@ func (d *Daemon) Stop() error {
 			"--bridge", d.Bridge, "--subnet", d.Subnet, "--cgroup-parent", d.Cgroup)
 		if out, rerr := reset.CombinedOutput(); rerr != nil {
 			err = fmt.Errorf("ptd reset: %v\n%s", rerr, out)
+		} else if left := cgroupDirs(d.Cgroup); len(left) > 0 {
+			// The parent is this daemon's alone: reset removes it unless
+			// a sandbox's cgroup leaked below it.
+			err = fmt.Errorf("ptd reset left the cgroup parent in %v", left)
 		}
 	}
 	RemoveCgroup(d.Cgroup)
@@ -488,6 +492,15 @@ func (d *Daemon) logPath() string {
 	return filepath.Join(d.BinDir, "ptd.log")
 }
 
+// cgroupDirs is where cgroup path exists, in every hierarchy, v1 or v2.
+func cgroupDirs(path string) []string {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
+	if _, err := os.Stat("/sys/fs/cgroup" + path); err == nil {
+		dirs = append(dirs, "/sys/fs/cgroup"+path)
+	}
+	return dirs
+}
+
 // RemoveCgroup removes a cgroup and every (empty) cgroup below it in
 // every hierarchy, v1 or v2. Deleted sandboxes' cgroups can take a moment
 // to empty, so it retries for a few seconds.
@@ -495,8 +508,7 @@ func RemoveCgroup(path string) {
 	if path == "" || path == "/" {
 		return
 	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + path)
-	dirs = append(dirs, "/sys/fs/cgroup"+path)
+	dirs := cgroupDirs(path)
 	deadline := time.Now().Add(5 * time.Second)
 	for _, d := range dirs {
 		for {

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,4 +57,23 @@ func SetParentCPUWeight(parent string, weight int) error {
 		return writeCgroup(d, "cpu.weight", strconv.Itoa(weight))
 	}
 	return fmt.Errorf("no cgroup hierarchy has the cpu controller")
+}
+
+// RemoveParent removes parent, under which every sandbox's cgroup went,
+// from every hierarchy it is in (`ptd reset`, once the sandboxes are
+// gone). Where a cgroup is still below it the parent stays: that cgroup is
+// not a sandbox this host just removed, so the parent is not only ptd's.
+func RemoveParent(parent string) error {
+	if strings.Trim(filepath.Clean(parent), "/") == "" {
+		return fmt.Errorf("cgroup parent %q: want a path below the root", parent)
+	}
+	var errs []error
+	for _, d := range cgroupDirs(parent) {
+		entries, err := os.ReadDir(d)
+		if err != nil || slices.ContainsFunc(entries, os.DirEntry.IsDir) {
+			continue
+		}
+		errs = append(errs, removeCgroupDir(d))
+	}
+	return errors.Join(errs...)
 }

@@ -46,3 +46,51 @@ func TestSetParentCPUWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveParent: `ptd reset` removes the sandboxes' parent cgroup from
+// every hierarchy, but not while a cgroup it did not remove is below it.
+func TestRemoveParent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	parent := "/pt-parent-" + ptdtest.RandHex(4)
+	t.Cleanup(func() { ptdtest.RemoveCgroup(parent) })
+	if err := SetParentCPUWeight(parent, 20); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As runc leaves it: the parent in every hierarchy, a child in one.
+	for _, m := range mounts {
+		if err := os.MkdirAll(filepath.Join(m.dir, parent), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := cgroupDirs(parent)
+	child := filepath.Join(dirs[0], "sbx")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveParent(parent); err != nil {
+		t.Fatal(err)
+	}
+	if got := cgroupDirs(parent); len(got) != 1 || got[0] != dirs[0] {
+		t.Fatalf("after RemoveParent with a child in %s: parent left in %v, want only there", dirs[0], got)
+	}
+	if err := os.Remove(child); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveParent(parent); err != nil {
+		t.Fatal(err)
+	}
+	if got := cgroupDirs(parent); len(got) != 0 {
+		t.Fatalf("after RemoveParent: parent left in %v", got)
+	}
+	for _, bad := range []string{"", "/", "//"} {
+		if err := RemoveParent(bad); err == nil {
+			t.Errorf("RemoveParent(%q) = nil, want an error", bad)
+		}
+	}
+}
