@@ -100,8 +100,8 @@ func coldCreateBench(c *benchkit.Client, n int, log func() string, ptd cpuSource
 		benchkit.Report("raw, pinned to one core: exec true", raw.pinnedExec, raw.exec)
 		benchkit.Report("raw, pinned to one core: run -d + exec", sum(raw.pinnedRun, raw.pinnedExec), sum(raw.run, raw.exec))
 		fmt.Println("ratios below: against raw unpinned, then raw pinned (a 1-CPU sandbox is pinned)")
-		benchkit.Report("create → first exec ("+class+")", total, sum(raw.run, raw.exec))
-		benchkit.Report("create → first exec ("+class+")", total, sum(raw.pinnedRun, raw.pinnedExec))
+		benchkit.Report("create → first exec ("+class+"), vs raw", total, sum(raw.run, raw.exec))
+		benchkit.Report("create → first exec ("+class+"), vs raw pinned", total, sum(raw.pinnedRun, raw.pinnedExec))
 		benchkit.Report("  create API call (until running)", create, raw.pinnedRun)
 		benchkit.Report("  first exec API call", firstExec, raw.pinnedExec)
 		benchkit.Report("  second exec API call (not timed above)", secondExec, raw.pinnedExec)
@@ -203,6 +203,10 @@ func (b *rawBaseline) once(i int, cpus string) error {
 	}
 	return b.rt.Delete(context.Background(), id)
 }
+
+// coldRuns puts the cold create section into a whole run (and so into
+// -report's bench/REPORT.md), after the other sections.
+var coldRuns = flag.Int("cold-runs", 0, "also run -only-cold-create's section (with -cold-classes and -burst) after the main bench, this many runs per class (0 skips); ptd's create steps are printed only with -ptd-log-level debug")
 
 var ptdLogOut = flag.String("ptd-log-out", "", "with -only-cold-create: write ptd's whole (debug) log to this file at the end, for a create's steps by time")
 

@@ -140,6 +140,7 @@ func run() error {
 		{"events", *eventsOnly, *eventRuns, func() error { return eventsBench(c, *eventRuns) }},
 		{"sessions", *sessionsOnly, *sessionRuns, func() error { return sessionsBench(c, *sessionRuns) }},
 		{"mcp", false, *mcpRuns, func() error { return mcpBench(c, d, *mcpRuns) }},
+		{"cold create", false, *coldRuns, func() error { return coldCreateBench(c, *coldRuns, d.Log, cpuSource{Pid: d.PID()}) }},
 	} {
 		if s.only {
 			return s.bench()
