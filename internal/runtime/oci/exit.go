@@ -11,6 +11,8 @@ import (
 // exited, was killed, or crashed. A container this Runtime deletes,
 // checkpoints out of running or ends for memory is not one: those end
 // their watch first (the memory end is reported as an OOMKill instead).
+// Nor is a gVisor sandbox the kernel killed for memory (cgroup v2): its
+// end is reported as that OOMKill too (endedForMemory).
 type Exit struct {
 	ID string
 }
@@ -52,7 +54,7 @@ func (r *Runtime) watchExit(id string) {
 	}
 	go func() {
 		defer ended()
-		if (pidfd == nil || waitPidfd(ctx, pidfd)) && ctx.Err() == nil {
+		if (pidfd == nil || waitPidfd(ctx, pidfd)) && ctx.Err() == nil && !r.endedForMemory(id) {
 			r.exits.report(Exit{ID: id})
 		}
 	}()

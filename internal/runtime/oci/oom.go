@@ -25,6 +25,9 @@ type OOMKill struct {
 type oomWatches struct {
 	running syncs.Cancels
 	sink[OOMKill]
+	// counts holds, by container, the oom_kill count of its cgroup v2
+	// memory.events as last reported (oom_linux.go, oomCount).
+	counts sync.Map
 }
 
 // OnOOM makes the Runtime report its containers' kernel OOM kills to fn.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -59,8 +60,12 @@ func (r *Runtime) watchOOM(ctx context.Context, id string) (func() error, error)
 	mem := int64(r.configMemoryLimit(ctx, id))
 	tasks := gvisorTasks(r.configPids(bundle), mem)
 	if v2 {
-		last := eventsField(filepath.Join(dir, "memory.events"), "oom_kill")
-		return func() error { return r.watchOOMv2(ctx, id, dir, last, mem) }, nil
+		c := newOOMCount(dir)
+		r.oom.counts.Store(id, c)
+		return func() error {
+			defer r.oom.counts.CompareAndDelete(id, c)
+			return r.watchOOMv2(ctx, id, dir, c, mem)
+		}, nil
 	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
@@ -239,7 +244,7 @@ func memUsageFile(dir, file string) int64 {
 // and, for a gVisor sandbox of mem bytes, pokes its guard as its
 // memory.current climbs the guard's ladder (v2 has no usage thresholds, so
 // this is read at the same pace).
-func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int, mem int64) error {
+func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, kills *oomCount, mem int64) error {
 	t := time.NewTicker(oomV2Poll)
 	defer t.Stop()
 	poked := -1
@@ -252,14 +257,60 @@ func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, last int, mem 
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		if n := eventsField(filepath.Join(dir, "memory.events"), "oom_kill"); n > last {
-			r.oom.report(OOMKill{ID: id, Count: n - last, Sandbox: r.gvisor, At: time.Now().UTC()})
-			last = n
+		if n := kills.claim(); n > 0 {
+			r.oom.report(OOMKill{ID: id, Count: n, Sandbox: r.gvisor, At: time.Now().UTC()})
 		}
 		if r.gvisor && mem > 0 {
 			poked = r.pokeOnGrowth(id, memUsageFile(dir, "memory.current"), mem, poked)
 		}
 	}
+}
+
+// oomCount is a cgroup v2 memory.events' oom_kill count as last reported.
+// A container's OOM watch and its exit watch share it, so that each kill
+// is reported once, by whichever sees it first: on v2 the kernel itself
+// ends a gVisor sandbox past memory.max (setSentryMemory), its exit watch
+// sees that at once, and the OOM watch reads the count every oomV2Poll.
+type oomCount struct {
+	mu   sync.Mutex
+	path string
+	last int
+}
+
+func newOOMCount(dir string) *oomCount {
+	path := filepath.Join(dir, "memory.events")
+	return &oomCount{path: path, last: eventsField(path, "oom_kill")}
+}
+
+// claim returns the kills counted since the last claim.
+func (c *oomCount) claim() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := eventsField(c.path, "oom_kill")
+	if n <= c.last {
+		return 0
+	}
+	d := n - c.last
+	c.last = n
+	return d
+}
+
+// endedForMemory reports, as an OOMKill, the kills id's cgroup v2 counted
+// that its OOM watch has not reported yet, as its container ends, so the
+// kill that ended it comes first. It returns true when that report stands
+// for the end: a gVisor sandbox the kernel killed for memory, whose end
+// is then said as the memory end it is (see Exit), not as a plain exit.
+func (r *Runtime) endedForMemory(id string) bool {
+	v, ok := r.oom.counts.Load(id)
+	if !ok {
+		return false
+	}
+	n := v.(*oomCount).claim()
+	if n == 0 {
+		return false
+	}
+	r.oom.report(OOMKill{ID: id, Count: n, Sandbox: r.gvisor, At: time.Now().UTC()})
+	return r.gvisor
 }
 
 // The guard's ladder. pt-agent's memory guard inside a gVisor sandbox

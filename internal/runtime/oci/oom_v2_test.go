@@ -50,7 +50,7 @@ func TestWatchOOMv2(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- r.watchOOMv2(ctx, "sbx_1", cg, 2, mem) }()
+	go func() { done <- r.watchOOMv2(ctx, "sbx_1", cg, newOOMCount(cg), mem) }()
 
 	pokes := func() int {
 		b, _ := os.ReadFile(calls)
@@ -100,5 +100,62 @@ func TestWatchOOMv2(t *testing.T) {
 	}
 	if n := pokes(); n != 3 {
 		t.Fatalf("%d pokes in all, want 3", n)
+	}
+}
+
+// TestEndedForMemory: on cgroup v2 the kernel itself kills a gVisor
+// sandbox past memory.max, and its exit watch sees the end before the OOM
+// watch's next read of memory.events. The end is then reported as the
+// OOM kill it was, once (the OOM watch finds nothing left to report);
+// a runc container's kill is reported before its exit, which is still
+// reported; an end with no new kill is a plain exit.
+func TestEndedForMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		gvisor     bool
+		kills      int
+		wantMemory bool
+	}{
+		{"gvisor killed for memory", true, 1, true},
+		{"gvisor ended otherwise", true, 0, false},
+		{"runc init killed for memory", false, 2, false},
+		{"runc ended otherwise", false, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cg := t.TempDir()
+			events := func(kills int) {
+				t.Helper()
+				b := fmt.Sprintf("low 0\nhigh 0\nmax 3\noom %d\noom_kill %d\noom_group_kill 0\n", kills, kills)
+				if err := os.WriteFile(filepath.Join(cg, "memory.events"), []byte(b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			events(4)
+			r := &Runtime{gvisor: tc.gvisor, logger: slog.New(slog.DiscardHandler)}
+			var reported []OOMKill
+			r.OnOOM(func(k OOMKill) { reported = append(reported, k) })
+			count := newOOMCount(cg)
+			r.oom.counts.Store("sbx_1", count)
+			events(4 + tc.kills)
+
+			if got := r.endedForMemory("sbx_1"); got != tc.wantMemory {
+				t.Errorf("endedForMemory = %v, want %v", got, tc.wantMemory)
+			}
+			if tc.kills == 0 {
+				if len(reported) != 0 {
+					t.Errorf("reported %+v with no new kill", reported)
+				}
+				return
+			}
+			if len(reported) != 1 || reported[0].ID != "sbx_1" || reported[0].Count != tc.kills || reported[0].Sandbox != tc.gvisor {
+				t.Fatalf("reported %+v, want one report of %d kills (sandbox %v)", reported, tc.kills, tc.gvisor)
+			}
+			if n := count.claim(); n != 0 {
+				t.Errorf("the OOM watch would report %d kills again", n)
+			}
+		})
+	}
+	if (&Runtime{}).endedForMemory("sbx_unwatched") {
+		t.Error("a container with no v2 memory watch ended for memory")
 	}
 }
