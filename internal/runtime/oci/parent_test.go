@@ -13,18 +13,7 @@ import (
 // the weight asked for, in whichever cgroup version the host runs; bad
 // weights and parents are refused.
 func TestSetParentCPUWeight(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
-	parent := "/pt-weight-" + ptdtest.RandHex(4)
-	t.Cleanup(func() { ptdtest.RemoveCgroup(parent) })
-	if err := SetParentCPUWeight(parent, 20); err != nil {
-		t.Fatal(err)
-	}
-	mounts, err := cgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent, mounts := weightedParent(t)
 	d, v2, ok := cgroupDir(mounts, "cpu", parent)
 	if !ok {
 		t.Fatalf("parent %s has no cpu controller after SetParentCPUWeight", parent)
@@ -50,18 +39,7 @@ func TestSetParentCPUWeight(t *testing.T) {
 // TestRemoveParent: `ptd reset` removes the sandboxes' parent cgroup from
 // every hierarchy, but not while a cgroup it did not remove is below it.
 func TestRemoveParent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
-	parent := "/pt-parent-" + ptdtest.RandHex(4)
-	t.Cleanup(func() { ptdtest.RemoveCgroup(parent) })
-	if err := SetParentCPUWeight(parent, 20); err != nil {
-		t.Fatal(err)
-	}
-	mounts, err := cgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
+	parent, mounts := weightedParent(t)
 	// As runc leaves it: the parent in every hierarchy, a child in one.
 	for _, m := range mounts {
 		if err := os.MkdirAll(filepath.Join(m.dir, parent), 0o755); err != nil {
@@ -93,4 +71,23 @@ func TestRemoveParent(t *testing.T) {
 			t.Errorf("RemoveParent(%q) = nil, want an error", bad)
 		}
 	}
+}
+
+// weightedParent makes a parent cgroup of weight 20 for t (removed when
+// it ends) and returns it with the host's cgroup mounts.
+func weightedParent(t *testing.T) (string, []cgroupMount) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	parent := "/pt-parent-" + ptdtest.RandHex(4)
+	t.Cleanup(func() { ptdtest.RemoveCgroup(parent) })
+	if err := SetParentCPUWeight(parent, 20); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parent, mounts
 }
