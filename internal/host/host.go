@@ -819,7 +819,8 @@ func (h *Host) Reset(ctx context.Context) error {
 		}
 	}
 	// The sandboxes' parent cgroup goes too, unless another data dir's
-	// sandboxes (stopped ptd share the default parent) are still in it.
+	// sandboxes are still in it (a stopped ptd's keep running, and data
+	// dirs that keep the default parent share it).
 	errs = append(errs, oci.RemoveParent(h.cfg.CgroupParent), h.net.Teardown(ctx), h.pool.Close(ctx))
 	return errors.Join(errs...)
 }

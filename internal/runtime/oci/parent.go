@@ -61,8 +61,8 @@ func SetParentCPUWeight(parent string, weight int) error {
 
 // RemoveParent removes parent, under which every sandbox's cgroup went,
 // from every hierarchy it is in (`ptd reset`, once the sandboxes are
-// gone). Where a cgroup is still below it the parent stays: that cgroup is
-// not a sandbox this host just removed, so the parent is not only ptd's.
+// gone). Where a cgroup is still below it the parent stays: that is
+// another data dir's sandbox, and is not reset's to end.
 func RemoveParent(parent string) error {
 	if strings.Trim(filepath.Clean(parent), "/") == "" {
 		return fmt.Errorf("cgroup parent %q: want a path below the root", parent)
