@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,5 +158,62 @@ func TestEndedForMemory(t *testing.T) {
 	}
 	if (&Runtime{}).endedForMemory("sbx_unwatched") {
 		t.Error("a container with no v2 memory watch ended for memory")
+	}
+}
+
+// TestExitWatchSaysMemoryEnd: the exit watch of a gVisor sandbox whose
+// cgroup v2 counted a new OOM kill as it ended reports that kill and no
+// exit; with no new kill it reports the exit. (The sandbox is a process
+// named as runsc's is, with runsc's state file beside it.)
+func TestExitWatchSaysMemoryEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		killed bool
+	}{{"killed for memory", true}, {"ended otherwise", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const id = "sbx_exitoom"
+			sb := exec.Command("/bin/sh", "-c", "sleep 600", "boot", id)
+			if err := sb.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Process.Kill(); sb.Wait() })
+			root, cg := t.TempDir(), t.TempDir()
+			writeJSON(t, filepath.Join(root, id+"_sandbox:"+id+".state"), map[string]any{
+				"id": id, "status": "running", "sandbox": map[string]any{"id": id, "pid": sb.Process.Pid}})
+			writeFile(t, filepath.Join(cg, "memory.events"), "oom 0\noom_kill 0\n")
+
+			r := &Runtime{cfg: Config{Root: root}, binary: "/bin/false", gvisor: true, logger: slog.New(slog.DiscardHandler)}
+			kills, exits := make(chan OOMKill, 4), make(chan Exit, 4)
+			r.OnOOM(func(k OOMKill) { kills <- k })
+			r.OnExit(func(e Exit) { exits <- e })
+			r.oom.counts.Store(id, newOOMCount(cg))
+			r.watchExit(id)
+			t.Cleanup(func() { r.unwatchExit(id) })
+
+			if tc.killed {
+				writeFile(t, filepath.Join(cg, "memory.events"), "oom 3\noom_kill 3\n")
+			}
+			sb.Process.Kill()
+			sb.Wait()
+			select {
+			case k := <-kills:
+				if !tc.killed || k.ID != id || k.Count != 3 || !k.Sandbox {
+					t.Fatalf("OOM report %+v (killed for memory: %v)", k, tc.killed)
+				}
+			case e := <-exits:
+				if tc.killed {
+					t.Fatalf("exit %+v reported for a sandbox killed for memory", e)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("neither an OOM kill nor an exit reported 10 s after the sandbox ended")
+			}
+			select {
+			case k := <-kills:
+				t.Fatalf("a second report %+v", k)
+			case e := <-exits:
+				t.Fatalf("a second report %+v", e)
+			case <-time.After(200 * time.Millisecond):
+			}
+		})
 	}
 }
