@@ -118,6 +118,14 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 			return nil, fmt.Errorf("bridge %s: %s: %w", name, k, err)
 		}
 	}
+	// And it answers at once: by default each proxied reply waits up to
+	// proxy_delay (80 jiffies, 320 ms at HZ=250) in a queue every
+	// interface of the host shares (proxy_qlen, 64 long, past which
+	// requests are dropped). Once in a full e2e run such a connect failed
+	// as "unreachable" three ARP tries later.
+	if err := writeSysctl(filepath.Join("/proc/sys/net/ipv4/neigh", name, "proxy_delay"), "0"); err != nil {
+		return nil, fmt.Errorf("bridge %s: proxy_delay: %w", name, err)
+	}
 	gw := &netlink.Addr{IPNet: &net.IPNet{
 		IP:   net.IP(m.gateway.AsSlice()),
 		Mask: net.CIDRMask(m.cfg.Subnet.Bits(), 32),

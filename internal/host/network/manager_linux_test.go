@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,8 +304,9 @@ func TestIsolation(t *testing.T) {
 	}
 	for _, tt := range blocked {
 		t.Run(tt.name, func(t *testing.T) {
-			if msg, err := dial(t, a.NetNSPath, tt.addr, blockedDial); err == nil {
-				t.Fatalf("A -> %s succeeded (%q), want it blocked", tt.addr, msg)
+			// Refused at once, not left to time out or to ARP.
+			if msg, err := dial(t, a.NetNSPath, tt.addr, blockedDial); !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("A -> %s: %q, %v; want the connection refused", tt.addr, msg, err)
 			}
 		})
 	}
@@ -328,6 +330,12 @@ func TestIsolation(t *testing.T) {
 		addr := fmt.Sprintf("%s:%d", b.Addr, portOf(lB))
 		if msg, err := dial(t, a.NetNSPath, addr, blockedDial); err == nil {
 			t.Fatalf("A -> %s via gateway succeeded (%q), want it blocked", addr, msg)
+		}
+	})
+	t.Run("bridge answers ARP for the others at once", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join("/proc/sys/net/ipv4/neigh", cfg.Bridge, "proxy_delay"))
+		if err != nil || strings.TrimSpace(string(b)) != "0" {
+			t.Errorf("proxy_delay = %q (%v), want 0", b, err)
 		}
 	})
 	t.Run("bridge ports isolated", func(t *testing.T) {
