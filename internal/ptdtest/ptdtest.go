@@ -535,8 +535,9 @@ func RemoveCgroup(path string) {
 // that is a failure; as root it starts ptd, calls use (to record the
 // daemon and prepare, e.g. build templates), runs the tests, prints the
 // tail of ptd's log when they or the preparation fail, and stops and
-// resets ptd.
-func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
+// resets ptd: a stop that fails (its reset failed or left the cgroup
+// parent behind) fails the package too.
+func Main(m *testing.M, name string, o Options, use func(*Daemon) error) (code int) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			fmt.Fprintln(os.Stderr, name+": must run as root in CI")
@@ -549,6 +550,7 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 	defer func() {
 		if err := d.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, name+":", err)
+			code = max(code, 1)
 		}
 	}()
 	if err == nil {
@@ -564,7 +566,7 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) int {
 		printLog(name, d)
 		return 1
 	}
-	code := m.Run()
+	code = m.Run()
 	if code != 0 {
 		printLog(name, d)
 	}
