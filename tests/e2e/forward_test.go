@@ -584,7 +584,7 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 	requireEnv(t)
 	// No host dies here (see TestAPIOnlyEntry).
 	args := []string{"--pids-limit", "256", "--host-heartbeat", "200ms", "--host-lost-after", "1m",
-		"--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "100ms"}
+		"--objects", t.TempDir(), "--start-admission-slots", "1", "--start-admission-wait", "10ms"}
 	ds := startHosts(t, 2, args...)
 	a, b := ds[0], ds[1]
 	idA, idB := hostIDOf(t, a), hostIDOf(t, b)
@@ -627,7 +627,9 @@ func TestStartRelocatesOnCapacity(t *testing.T) {
 		t.Fatalf("the gVisor sandbox's stop snapshot: %+v %v, want one ready with memory", bks, err)
 	}
 
-	// The gVisor cold start holds b's one slot; the next start waits 100 ms.
+	// The gVisor cold start holds b's one slot; the next start waits 10 ms
+	// for it, far less than a gVisor cold start takes (with a wait of
+	// 100 ms a start on a fast host sometimes found the slot free again).
 	if st, m := post(t, a, "/v1/sandboxes/"+blocker.ID+"/start", nil); st != 200 {
 		t.Fatalf("start the gVisor sandbox: %d %v", st, m)
 	}
