@@ -132,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		env:   map[string]string{},
 		user:  cfg.DefaultUser,
 	}
+	childSignalsDefault()
 	s.spawn = directWaiter{}
 	if cfg.Reaper != nil {
 		s.spawn = cfg.Reaper

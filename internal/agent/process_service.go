@@ -55,6 +55,11 @@ func (ps *processService) Connect(ctx context.Context, req *connect.Request[proc
 func (s *Server) serveEvents(ctx context.Context, p *proc, sub *subscriber, h http.Header, send func(*process.ProcessEvent) error, killOnDeadline bool) error {
 	defer p.unsubscribe(sub)
 	if err := send(startEvent(p, wantsExtensions(h))); err != nil {
+		// The client gave up before even the start reached it: a Start
+		// whose deadline passed still must not leave its process running.
+		if killOnDeadline && ctx.Err() != nil && deadlinePassed(ctx, deadlineSlack) {
+			p.signal(unix.SIGKILL)
+		}
 		return err
 	}
 	keepalive, stop := keepaliveTicker(h)

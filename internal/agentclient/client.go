@@ -281,6 +281,9 @@ type ExitResult struct {
 	TimedOut bool
 }
 
+// timedOutResult is a command's result when its timeout passed: killed.
+var timedOutResult = ExitResult{Code: -1, Signaled: true, Status: "signal: killed", TimedOut: true}
+
 // Exec runs a command to completion, calling onStdout/onStderr (either may
 // be nil) with each chunk of output as it arrives, and returns its exit.
 // A non-zero exit and a timeout are results, not errors. If ctx ends first,
@@ -296,14 +299,26 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr f
 	if req.Cwd != "" {
 		cfg.Cwd = &req.Cwd
 	}
+	// timedOut: the command's own timeout passed, not the caller's ctx.
+	timedOut := func(err error) bool {
+		return req.Timeout > 0 && ctx.Err() == nil &&
+			(sctx.Err() != nil || connect.CodeOf(err) == connect.CodeDeadlineExceeded)
+	}
 	stream, err := c.proc.Start(sctx, connect.NewRequest(&process.StartRequest{Process: cfg, Stdin: &withStdin}))
+	if err == nil && !stream.Receive() {
+		err = orEOF(stream.Err())
+		stream.Close()
+	}
 	if err != nil {
+		// A timeout that passes before the process's start reaches us (a
+		// host so busy the agent answers late) is still the command's
+		// timeout: the agent kills a process whose deadline passed.
+		if timedOut(err) {
+			return timedOutResult, nil
+		}
 		return ExitResult{}, rpcErr(sctx, "agent exec", err)
 	}
 	defer stream.Close()
-	if !stream.Receive() {
-		return ExitResult{}, rpcErr(sctx, "agent exec", orEOF(stream.Err()))
-	}
 	start := stream.Msg().GetEvent().GetStart()
 	if start == nil {
 		return ExitResult{}, fmt.Errorf("agent exec: first event is not start: %w", sandbox.ErrUnavailable)
@@ -342,9 +357,8 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr f
 		}
 	}
 	streamErr := stream.Err()
-	timedOut := req.Timeout > 0 && ctx.Err() == nil &&
-		(sctx.Err() != nil || connect.CodeOf(streamErr) == connect.CodeDeadlineExceeded)
-	if sctx.Err() != nil || timedOut {
+	expired := timedOut(streamErr)
+	if sctx.Err() != nil || expired {
 		// The caller gave up or the timeout passed: do not leave the
 		// command running in the sandbox (the agent kills it too when it
 		// sees the deadline; this covers a connection dropped earlier).
@@ -352,8 +366,8 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, onStdout, onStderr f
 		_ = c.Kill(kctx, pid)
 		kcancel()
 	}
-	if timedOut {
-		return ExitResult{Code: -1, Signaled: true, Status: "signal: killed", TimedOut: true}, nil
+	if expired {
+		return timedOutResult, nil
 	}
 	return ExitResult{}, rpcErr(ctx, "agent exec", orEOF(streamErr))
 }

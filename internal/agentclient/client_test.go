@@ -143,6 +143,27 @@ func TestExecTimeoutKills(t *testing.T) {
 	waitGone(ctx, t, pidFile, "its timeout")
 }
 
+// TestExecTimeoutBeforeStart: an agent so slow (a saturated host) that the
+// command's timeout passes before its start arrives gives the timeout's
+// result, as a command that ran too long does, not an error the API would
+// answer 504; the caller's own cancel stays an error.
+func TestExecTimeoutBeforeStart(t *testing.T) {
+	ctx := testCtx(t)
+	c := agentclient.New(fakeAgent(t, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(io.Discard, c) // reads the request, never answers
+	}), token, nil)
+	res, err := c.Exec(ctx, agentclient.ExecRequest{Cmd: "true", Timeout: 100 * time.Millisecond}, nil, nil)
+	if err != nil || !res.TimedOut || res.Code != -1 {
+		t.Fatalf("exec past its timeout before start: %+v, %v; want a timed-out result", res, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if res, err := c.Exec(cctx, agentclient.ExecRequest{Cmd: "true", Timeout: time.Minute}, nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec whose caller gave up: %+v, %v; want context.DeadlineExceeded", res, err)
+	}
+}
+
 func TestExecCancelKills(t *testing.T) {
 	c := agentclient.New(startAgent(t), token, nil)
 	ctx := testCtx(t)

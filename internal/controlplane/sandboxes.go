@@ -790,12 +790,17 @@ func (s *Service) provision(ctx context.Context, id string) {
 		return
 	}
 	t3 := time.Now()
+	now := s.now()
 	_, ok, err = s.transition(ctx, id, sandbox.StateCreating, sandbox.StateRunning, func(sb *sandbox.Sandbox) {
 		sb.Address, sb.Reason, sb.TemplateVersionID = inst.Address, "", v.ID
 		sb.Live = s.headroom(*sb)
-		sb.LastStart = cloneStart(spec.Clone, inst, s.now())
+		// Idle time and the auto-stop timer count from here, as after a
+		// start: a create that took longer than --idle-after on a busy
+		// host is not idle the moment it runs.
+		sb.LastActivityAt = &now
+		sb.LastStart = cloneStart(spec.Clone, inst, now)
 		if coldReason != "" {
-			sb.LastStart = &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: s.now(), Reason: coldReason}
+			sb.LastStart = &sandbox.LastStart{Restore: sandbox.RestoreDiskOnly, At: now, Reason: coldReason}
 		}
 	})
 	if err != nil {

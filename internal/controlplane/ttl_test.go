@@ -358,3 +358,25 @@ func TestTemplateVersionsPinAndRebuild(t *testing.T) {
 		t.Errorf("versions of an unknown slug = %v, want not found", err)
 	}
 }
+
+// A create that boots for longer than IdleAfter (a busy host) is ready
+// when it runs, not idle: idle time counts from running, as after a start.
+func TestStatusReadyAfterSlowCreate(t *testing.T) {
+	const idleAfter = 200 * time.Millisecond
+	s := newTTLService(t, &fakeHost{StartFunc: func(ctx context.Context, spec StartSpec) (Instance, error) {
+		time.Sleep(2 * idleAfter)
+		return Instance{Address: "127.0.0.1"}, nil
+	}}, func(cfg *Config) { cfg.TTL.IdleAfter = idleAfter })
+	ctx := context.Background()
+	sb, err := s.Create(ctx, org, CreateRequest{Template: "busybox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.WaitFor(ctx, org, sb.ID, sandbox.StateRunning, 5*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("wait: %v %v", ok, err)
+	}
+	if got.Status != sandbox.StatusReady {
+		t.Fatalf("status right after a slow create = %s, want ready", got.Status)
+	}
+}

@@ -308,8 +308,15 @@ func FreeAddr() (string, error) {
 
 // launch starts the ptd process and waits until it is healthy, and sure
 // that the ptd that answers is this one.
+//
+// ptd starts with SIGHUP and SIGINT ignored, as under `nohup` or as a
+// shell script's background job, whose ignores pass to its children: the
+// suites check that sandboxes' processes still end on both whatever ptd
+// was started with (runc gives the container's init default dispositions;
+// internal/agent/childsig.go says why the agent sees to its own children).
+// The shell execs ptd, so the process is ptd's own.
 func (d *Daemon) launch() error {
-	d.cmd = exec.Command(filepath.Join(d.BinDir, "ptd"), d.args...)
+	d.cmd = exec.Command("sh", append([]string{"-c", `trap "" HUP INT; exec "$0" "$@"`, filepath.Join(d.BinDir, "ptd")}, d.args...)...)
 	d.cmd.Env = append(append(os.Environ(), "PT_TOKEN="+d.Token), d.Env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logf, d.logf
 	exited, err := testproc.Start(d.cmd)

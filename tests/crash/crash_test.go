@@ -4,6 +4,7 @@
 package crash
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,15 @@ func (a *api) do(method, path string, body any) (int, map[string]any) {
 		a.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	return st, m
+}
+
+// tagged lists the live sandboxes whose metadata has key=value: how a
+// test finds what a create made when ptd died before answering it.
+func (a *api) tagged(key, value string) []any {
+	a.t.Helper()
+	_, list := a.do("GET", "/v1/sandboxes?metadata["+key+"]="+url.QueryEscape(value), nil)
+	rows, _ := list["rows"].([]any)
+	return rows
 }
 
 func (a *api) waitState(id, want string, d time.Duration) map[string]any {

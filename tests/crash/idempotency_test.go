@@ -37,10 +37,8 @@ func TestKillDuringKeyedCreate(t *testing.T) {
 			if st != 201 || again["id"] != id {
 				t.Errorf("second retry: %d id %v, want 201 %s", st, again["id"], id)
 			}
-			_, list := a.do("GET", "/v1/sandboxes?metadata[crash]="+label, nil)
-			rows, _ := list["rows"].([]any)
-			if len(rows) != 1 {
-				t.Fatalf("%d sandboxes for one key, want 1: %v", len(rows), list)
+			if rows := a.tagged("crash", label); len(rows) != 1 {
+				t.Fatalf("%d sandboxes for one key, want 1: %v", len(rows), rows)
 			}
 			a.waitState(id, "running", 90*time.Second)
 			a.do("DELETE", "/v1/sandboxes/"+id, nil)

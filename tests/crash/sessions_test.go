@@ -60,9 +60,7 @@ func TestKillDuringSessions(t *testing.T) {
 	}
 	noOrphans := func(ses map[string]any) {
 		t.Helper()
-		_, l := a.do("GET", "/v1/sandboxes?metadata[pt_session_id]="+ses["session_id"].(string), nil)
-		rows, _ := l["rows"].([]any)
-		for _, r := range rows {
+		for _, r := range a.tagged("pt_session_id", ses["session_id"].(string)) {
 			r := r.(map[string]any)
 			if r["id"] != ses["sandbox_id"] && r["state"] != "deleting" {
 				t.Errorf("session %s (%s) left sandbox %s %s running unowned", ses["session_id"], ses["status"], r["id"], r["state"])

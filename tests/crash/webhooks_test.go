@@ -41,8 +41,7 @@ func TestKillWithWebhookDeliveriesPending(t *testing.T) {
 			t.Fatalf("%s: ptd never reached the crashpoint (create: %v %v)", step, m, err)
 		}
 		crashed(t, d, step)
-		_, list := a.do("GET", "/v1/sandboxes?metadata[step]="+step, nil)
-		rows, _ := list["rows"].([]any)
+		rows := a.tagged("step", step)
 		var id string
 		switch len(rows) {
 		case 0: // ptd died before the create committed (on an earlier event's delivery)

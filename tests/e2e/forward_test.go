@@ -571,7 +571,7 @@ func sessionAndBuildThrough(t *testing.T, cl *platinum.Client, hosts []*ptdtest.
 }
 
 // TestStartRelocatesOnCapacity: host b takes one start at a time and
-// waits 100 ms for a slot. While a gVisor sandbox's cold start holds its
+// waits 10 ms for a slot. While a gVisor sandbox's cold start holds its
 // slot, the start of a stopped sandbox there is refused by its queue and
 // relocated to a through its stop snapshot: 202 code relocating, the
 // record a's, restoring; a second start (through b's ptd, forwarded to a)

@@ -158,6 +158,29 @@ func TestGoSDKProcesses(t *testing.T) {
 		}
 	})
 
+	// The harness starts ptd with SIGHUP and SIGINT ignored, as nohup or a
+	// script's background job does (ptdtest.Daemon.launch): a sandbox's
+	// processes must still end on both.
+	for _, sig := range []string{"SIGHUP", "SIGINT"} {
+		t.Run(sig+" ends a process whatever ptd was started with", func(t *testing.T) {
+			p, err := procs.Start(ctx, platinum.ProcessStartRequest{Cmd: []string{"sleep", "100"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := procs.Connect(ctx, p.PID(), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if err := p.Signal(ctx, sig); err != nil {
+				t.Fatal(err)
+			}
+			if exit, err := a.Wait(ctx); err != nil || exit.ExitCode != -1 {
+				t.Fatalf("wait after %s = %+v, %v, want ended by it", sig, exit, err)
+			}
+		})
+	}
+
 	t.Run("pty size and resize", func(t *testing.T) {
 		out := newWaitBuf()
 		p, err := procs.Start(ctx, platinum.ProcessStartRequest{Cmd: []string{"sh"}, PTY: &platinum.PTYSize{Cols: 80, Rows: 24}, Stdout: out})

@@ -88,7 +88,11 @@ func TestGoSDKSandboxCalls(t *testing.T) {
 	if _, err := sbx.Exec(ctx, platinum.ExecRequest{Shell: `sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 & echo $! > /tmp/busy`}); err != nil {
 		t.Fatal(err)
 	}
+	// The loop shows within a few 100 ms windows however busy the host.
 	m, err := sbx.Metrics(ctx)
+	for i := 0; i < 20 && err == nil && m.CPUPercent <= 0; i++ {
+		m, err = sbx.Metrics(ctx)
+	}
 	if err != nil || m.MemoryLimitBytes != 512<<20 || m.MemoryUsedBytes <= 0 || m.DiskSizeBytes <= 0 || m.DiskUsedBytes <= 0 ||
 		m.NetRxBytes <= 0 || m.NetTxBytes <= 0 || m.PIDs < 2 || m.CPUPercent <= 0 {
 		t.Errorf("metrics: %+v %v", m, err)

@@ -506,13 +506,40 @@ func (r *Runtime) Update(ctx context.Context, id string, res runtime.Resources) 
 	return nil
 }
 
-// Pause freezes every process of the container (cgroup freezer).
+// Pause freezes every process of the container (cgroup freezer). On
+// cgroup v1 runc gives up with "unable to freeze" (and thaws the cgroup
+// again) when it stays FREEZING through runc's own retries, which a busy
+// host causes: a process that is not scheduled does not enter the freezer.
+// A full test run on a host whose cores other work kept busy saw it once,
+// and the stop that asked lost the sandbox's memory (it falls back to
+// disk-only), so Pause tries again, after pauses that grow (pauseRetry),
+// before it gives up.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
-	if _, err := r.run(ctx, "pause", id); err != nil {
-		return fmt.Errorf("pause %s: %w", id, err)
+	var err error
+	for i := range pauseAttempts {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("pause %s: %w (%w)", id, ctx.Err(), err)
+			case <-time.After(pauseRetry << (i - 1)):
+			}
+		}
+		if _, err = r.run(ctx, "pause", id); err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "unable to freeze") {
+			break
+		}
 	}
-	return nil
+	return fmt.Errorf("pause %s: %w", id, err)
 }
+
+// pauseAttempts and pauseRetry bound Pause's retries of a freeze that did
+// not take: 100, 200 and 400 ms apart, at most 0.7 s more than runc's own.
+const (
+	pauseAttempts = 4
+	pauseRetry    = 100 * time.Millisecond
+)
 
 // Resume thaws a paused container.
 func (r *Runtime) Resume(ctx context.Context, id string) error {

@@ -120,7 +120,7 @@ func (r *Runtime) watchOOMv1(ctx context.Context, id, dir string, ev *os.File, l
 			r.relieve(ctx, id, dir, &st)
 		}
 		if n := oomControl(dir, "oom_kill"); n > last {
-			r.oom.report(OOMKill{ID: id, Count: n - last, Sandbox: r.gvisor, At: time.Now().UTC()})
+			r.reportKills(id, n-last)
 			last = n
 		}
 		// While the limit is raised, look again soon to lower it back; and
@@ -226,6 +226,12 @@ func (r *Runtime) endStalled(id, dir string) {
 	r.oom.report(OOMKill{ID: id, Count: 1, Sandbox: true, At: time.Now().UTC()})
 }
 
+// reportKills reports n kills the kernel counted in id's cgroup: for a
+// gVisor sandbox, whose whole cgroup is the Sentry, each is the sandbox's.
+func (r *Runtime) reportKills(id string, n int) {
+	r.oom.report(OOMKill{ID: id, Count: n, Sandbox: r.gvisor, At: time.Now().UTC()})
+}
+
 // memUsage reads a v1 memory cgroup's usage in bytes (0 when unreadable).
 func memUsage(dir string) int64 { return memUsageFile(dir, "memory.usage_in_bytes") }
 
@@ -258,7 +264,7 @@ func (r *Runtime) watchOOMv2(ctx context.Context, id, dir string, kills *oomCoun
 			return nil
 		}
 		if n := kills.claim(); n > 0 {
-			r.oom.report(OOMKill{ID: id, Count: n, Sandbox: r.gvisor, At: time.Now().UTC()})
+			r.reportKills(id, n)
 		}
 		if r.gvisor && mem > 0 {
 			poked = r.pokeOnGrowth(id, memUsageFile(dir, "memory.current"), mem, poked)
@@ -309,7 +315,7 @@ func (r *Runtime) endedForMemory(id string) bool {
 	if n == 0 {
 		return false
 	}
-	r.oom.report(OOMKill{ID: id, Count: n, Sandbox: r.gvisor, At: time.Now().UTC()})
+	r.reportKills(id, n)
 	return r.gvisor
 }
 

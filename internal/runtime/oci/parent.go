@@ -64,7 +64,9 @@ func SetParentCPUWeight(parent string, weight int) error {
 // gone). Where a cgroup is still below it the parent stays: that is
 // another data dir's sandbox, and is not reset's to end.
 func RemoveParent(parent string) error {
-	if strings.Trim(filepath.Clean(parent), "/") == "" {
+	// Cleaned below a root, so that "" (which filepath.Clean makes ".")
+	// is refused with "/" rather than named the hierarchies' roots.
+	if strings.Trim(filepath.Clean("/"+parent), "/") == "" {
 		return fmt.Errorf("cgroup parent %q: want a path below the root", parent)
 	}
 	var errs []error

@@ -456,6 +456,7 @@ func testMemoryLimit(t *testing.T, rt runtime.Runtime, opts Options) {
 		return
 	}
 	got := c.Results(t)
+	t.Logf("memory hog exit status %s", got["hog"])
 	// 3 means the hog reached 1 GiB: no limit. The cap keeps a broken
 	// runtime from eating the host. (It is well past what gVisor's host
 	// cgroup lets a stalled sandbox grow to; see HostMemoryLimit.)
@@ -464,6 +465,11 @@ func testMemoryLimit(t *testing.T, rt runtime.Runtime, opts Options) {
 	case opts.LimitsStopSandbox && got["hog"] == "1":
 		// gVisor's kernel may refuse the allocation itself (awk: out of
 		// memory) before the host cgroup is full.
+	case opts.LimitsStopSandbox && (got["hog"] == "139" || got["hog"] == "135"):
+		// Or grant the mapping and then fail the page fault that would
+		// back it: gVisor's kernel answers a fault it cannot back with
+		// SIGSEGV (SIGBUS for a bus error) rather than an OOM kill. Seen
+		// in a CI run, once in dozens.
 	default:
 		t.Errorf("memory hog exit status = %q, want 137 (SIGKILL by the OOM killer)", got["hog"])
 	}
