@@ -12,11 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/platinum-dev/platinum/internal/testenv"
 )
 
 // server is server.py running on the host for a test, with no Python
@@ -240,5 +243,100 @@ func TestInterruptsNeverEndAContext(t *testing.T) {
 			}
 			t.Logf("%d cells, %d interrupted", cells, interrupted)
 		})
+	}
+}
+
+// TestStarvedCellIsNotReplaced: a cell whose process the host does not let
+// run (a saturated host; here a CPU quota of 1%) is not taken for one that
+// ignores SIGINT: past the grace period the server waits while the process
+// is runnable and starved, the cell ends as interrupted, and the context
+// keeps its state. The cell's own SIGINT trap needs about 70 ms of CPU
+// (ignoring the SIGINTs sent again meanwhile), 7 s at 1%, so it ends past
+// the 3 s grace period.
+func TestStarvedCellIsNotReplaced(t *testing.T) {
+	testenv.RequiresRoot(t)
+	s := startServer(t)
+	resp, err := s.post("/v1/contexts", map[string]any{"language": "bash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&ctx)
+	resp.Body.Close()
+	out := func(evs []event) (text string) {
+		for _, e := range evs {
+			if e.Type == "stdout" {
+				text += e.Text
+			}
+			if e.Type == "kernel_restarted" {
+				t.Errorf("the shell was replaced: %+v", evs)
+			}
+		}
+		return text
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(out(s.run(t, map[string]any{"code": "KEPT=kept; echo $$", "context_id": ctx.ID}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	throttle(t, pid)
+
+	done := make(chan []event, 1)
+	start := time.Now()
+	go func() {
+		done <- s.run(t, map[string]any{"context_id": ctx.ID, "code": `trap 'trap "" INT; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; trap "return 130 2>/dev/null" INT; return 130' INT; sleep 100`})
+	}()
+	time.Sleep(time.Second) // sleep has started, bash waits for it
+	if resp, err := s.post("/v1/contexts/"+ctx.ID+"/interrupt", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	evs := <-done
+	took := time.Since(start) - time.Second
+	out(evs)
+	if st := evs[len(evs)-1].Status; st != "interrupted" {
+		t.Errorf("the starved cell ended %q, want interrupted: %+v", st, evs)
+	}
+	if took < 4*time.Second {
+		t.Errorf("the starved cell stopped %v after its interrupt, too soon for its trap to have run starved: the test did not test", took)
+	}
+	if got := out(s.run(t, map[string]any{"code": "echo $KEPT", "context_id": ctx.ID})); got != "kept\n" {
+		t.Errorf("after the starved cell: %q, want kept", got)
+	}
+	t.Logf("the starved cell ended %v after its interrupt", took)
+}
+
+// throttle moves pid into a cgroup of its own that lets it use 1% of a
+// CPU (10 ms a second), removed when t ends (its processes moved back to
+// the root first).
+func throttle(t *testing.T, pid int) {
+	t.Helper()
+	name := fmt.Sprintf("platinum-test-starve-%d", os.Getpid())
+	root, files := "/sys/fs/cgroup", map[string]string{"cpu.max": "10000 1000000"}
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil { // v1
+		root, files = "/sys/fs/cgroup/cpu", map[string]string{"cpu.cfs_period_us": "1000000", "cpu.cfs_quota_us": "10000"}
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, p := range strings.Fields(string(procs)) {
+			_ = os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(p), 0)
+		}
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("remove the test's cgroup: %v", err)
+		}
+	})
+	for _, f := range []string{"cpu.cfs_period_us", "cpu.cfs_quota_us", "cpu.max"} {
+		if v, ok := files[f]; ok {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -51,6 +51,11 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python",
              "bash": "bash", "sh": "bash", "shell": "bash"}
 INTERRUPT_GRACE = 3.0  # seconds a cell gets to stop after SIGINT before its process is replaced
 INTERRUPT_RESEND = 0.5  # SIGINT is sent again this often while a cell has not stopped
+# Past the grace period a process that is runnable but got less than
+# STARVED_CPU of CPU since is starved by a busy host, not ignoring SIGINT:
+# the wait goes on, for at most INTERRUPT_STARVED seconds more.
+INTERRUPT_STARVED = 30.0
+STARVED_CPU = 0.1  # seconds
 # A cell's client is asked whether it is still there (a select system
 # call) at most this often, not on every kernel message: a system call is
 # dear under gVisor (docs/code-interpreter.md, "On gVisor"), and a quiet
@@ -450,16 +455,25 @@ class Stopper:
     INTERRUPT_RESEND seconds (one that lands while the process is between
     handlers is ignored: ipykernel ignores SIGINT outside a request, and a
     loaded machine can delay the cell's start past a 2 s timeout), then
-    expired() once INTERRUPT_GRACE has passed and the process must go."""
+    poll() says so once INTERRUPT_GRACE has passed and the process must go,
+    unless the host has not let it run (starved). Before that, what the
+    process wrote is read to its end (wait() is 0 until the cell's loop
+    finds nothing and says quiet()): a cell that ended just as the grace
+    ran out, its end unread while this thread waited for a core, ends
+    as it would have."""
 
-    def __init__(self, cell, interrupt):
-        self.cell, self.interrupt = cell, interrupt
+    def __init__(self, cell, interrupt, pgid):
+        self.cell, self.interrupt, self.pgid = cell, interrupt, pgid
         self.why = None  # why the cell is being stopped, once it is
         self.since = self.sent = 0.0
         # Set once the process shows the interrupt took (Python's
         # KeyboardInterrupt error): no more SIGINTs then, since one landing
         # while ipykernel formats the traceback could end the kernel.
         self.acked = False
+        self.cpu = {}  # past the grace period: each runnable process's CPU time when first seen
+        self.looked = 0.0  # when the group was last looked at
+        self.draining = None  # when the last read before the replacement began
+        self.drained = False  # that read found nothing more
 
     def poll(self):
         """Checks the cell; True once the grace period is over."""
@@ -471,12 +485,65 @@ class Stopper:
             self.since = self.sent = now
             self.interrupt()
             return False
-        if now - self.since > INTERRUPT_GRACE:
-            return True
+        if now - self.since > INTERRUPT_GRACE and not self.starved(now):
+            if self.draining is None:
+                self.draining = now
+            # A process that never stops writing is not read forever.
+            return self.drained or now - self.draining > 0.5
         if not self.acked and now - self.sent >= INTERRUPT_RESEND:
             self.sent = now
             self.interrupt()
         return False
+
+    def wait(self, most):
+        """How long the cell's loop may wait for its process's next output."""
+        return 0.0 if self.draining is not None else most
+
+    def quiet(self):
+        """The cell's loop found no output in its wait."""
+        if self.draining is not None:
+            self.drained = True
+
+    def starved(self, now):
+        """True while a process of the cell's process group is runnable
+        but has had under STARVED_CPU of CPU since the grace period ended:
+        the host is too busy to let it take the SIGINT (a full test run
+        saw a shell that had run 30 ms in all wait 3 s for a core, its
+        SIGINT still pending). A process that ignores SIGINT either sleeps
+        or burns CPU, and goes. Looked at every 0.1 s; at most
+        INTERRUPT_STARVED seconds."""
+        if now - self.since > INTERRUPT_GRACE + INTERRUPT_STARVED:
+            return False
+        if now - self.looked < 0.1:
+            return True
+        self.looked = now
+        starved = False
+        for pid, cpu in runnable(self.pgid).items():
+            if cpu - self.cpu.setdefault(pid, cpu) < STARVED_CPU:
+                starved = True
+        return starved
+
+
+def runnable(pgid):
+    """The CPU time (seconds) of each runnable process (state R) in
+    process group pgid, from /proc (which gVisor's guest has too)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The fields after the command's name, which may hold anything
+        # but its closing parenthesis: state, ppid, pgrp, ... utime and
+        # stime are the 12th and 13th.
+        f = stat[stat.rfind(")") + 2:].split()
+        if len(f) > 12 and f[0] == "R" and f[2] == str(pgid):
+            found[int(name)] = (int(f[11]) + int(f[12])) / tick
+    return found
 
 
 class Turn:
@@ -1097,7 +1164,7 @@ class PythonContext(Context):
         # or interrupted one came back with no result and no error. Cells
         # here run one at a time, so there is never a queue to abort.
         msg_id = kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
-        stop = Stopper(cell, self.interrupt)
+        stop = Stopper(cell, self.interrupt, self.proc.pid)
         while True:
             if stop.poll():
                 # SIGINT was not enough (C code that ignores it): replace the kernel.
@@ -1105,8 +1172,9 @@ class PythonContext(Context):
                 return
             stopping = stop.why
             try:
-                msg = kc.get_iopub_msg(timeout=cell.wait_time(0.05))
+                msg = kc.get_iopub_msg(timeout=stop.wait(cell.wait_time(0.05)))
             except queue.Empty:
+                stop.quiet()
                 cell.tick()
                 if not self.alive():
                     self.died(cell)
@@ -1258,15 +1326,16 @@ class JSContext(ProcContext):
                "unset": [k for k in self.synced_env if k not in want], "call_env": env or {}, "cwd": cwd or ""}
         self.synced_env = want
         self.proc.stdin.write((json.dumps(req) + "\n").encode())
-        stop = Stopper(cell, self.interrupt)
+        stop = Stopper(cell, self.interrupt, self.proc.pid)
         while True:
             if stop.poll():
                 self.replace_stuck(cell, stop.why, "the JavaScript process")
                 return
             stopping = stop.why
             try:
-                ev = self.events.get(timeout=cell.wait_time(0.05))
+                ev = self.events.get(timeout=stop.wait(cell.wait_time(0.05)))
             except queue.Empty:
+                stop.quiet()
                 cell.tick()
                 continue
             if ev is None:
@@ -1295,8 +1364,18 @@ class BashContext(ProcContext):
         self.count = 0
         # SIGINT ends the cell being sourced (`return` from `.`), not the
         # shell; between cells it does nothing (the return fails quietly).
-        # A plain `trap true` would go on with the cell's next line.
-        self.proc.stdin.write(b"trap 'return 130 2>/dev/null' INT\n")
+        # A plain `trap true` would go on with the cell's next line. Until
+        # bash has read the trap a SIGINT ends it, so the first cell (which
+        # may be interrupted at once) waits for bash to say it has.
+        ready = b"\x1eready\n"
+        self.proc.stdin.write(b"trap 'return 130 2>/dev/null' INT\nprintf '\\036ready\\n'\n")
+        got, deadline = b"", time.monotonic() + 30
+        while got != ready and time.monotonic() < deadline:
+            if select.select([self.proc.stdout], [], [], 1.0)[0]:
+                chunk = os.read(self.proc.stdout.fileno(), len(ready) - len(got))
+                if not chunk:
+                    break  # it died: the cell finds it so
+                got += chunk
 
     def execute(self, code, env, cwd, cell):
         self.count += 1
@@ -1304,6 +1383,20 @@ class BashContext(ProcContext):
         path = "/tmp/.pt-cell-%s.sh" % token
         with open(path, "w") as f:
             f.write(code + "\n")
+        # Removed here, not by an `rm` in the shell: that was a fork and an
+        # exec every cell, and an edge for a SIGINT to land on (the shells
+        # replaced under random interrupts on a loaded host were each
+        # waiting on that fork's child, or running with it just dead).
+        try:
+            self.source(path, token, env, cwd, cell)
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def source(self, path, token, env, cwd, cell):
+        """Runs the cell written at path in the shell, through to its end."""
         want = sandbox_env()
         pre = "".join("export %s=%s\n" % (k, shq(v)) for k, v in want.items()
                       if self.synced_env.get(k) != v and k.isidentifier())
@@ -1318,8 +1411,8 @@ class BashContext(ProcContext):
         # that could be the marker's start (a cell's "started\n" must not
         # wait for the cell's end). Each printf is one write.
         end = "__PT_END_" + token
-        script = ("%s%s\n__pt_rc=$?; rm -f %s; printf '\\036%s %%d\\n' $__pt_rc; printf '\\036%s\\n' >&2\n"
-                  % (pre, body, path, end, end))
+        script = ("%s%s\n__pt_rc=$?; printf '\\036%s %%d\\n' $__pt_rc; printf '\\036%s\\n' >&2\n"
+                  % (pre, body, end, end))
         self.proc.stdin.write(script.encode())
         bufs = {"stdout": b"", "stderr": b""}
         done = {"stdout": False, "stderr": False}
@@ -1327,15 +1420,16 @@ class BashContext(ProcContext):
         marker = ("\x1e" + end).encode()
         text = {n: codecs.getincrementaldecoder("utf-8")(errors="replace") for n in bufs}
         rc = 0
-        stop = Stopper(cell, self.interrupt)
+        stop = Stopper(cell, self.interrupt, self.proc.pid)
         while not all(done.values()):
             if stop.poll():
                 self.replace_stuck(cell, stop.why, "the shell")
                 return
             stopping = stop.why
             fds = [fd for fd, name in files.items() if not done[name]]
-            ready, _, _ = select.select(fds, [], [], cell.wait_time(0.05))
+            ready, _, _ = select.select(fds, [], [], stop.wait(cell.wait_time(0.05)))
             if not ready:
+                stop.quiet()
                 cell.tick()
             for fd in ready:
                 name = files[fd]
