@@ -3,12 +3,19 @@
 # test (unit, privileged, end to end) with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# step prints where the run is and how long it has taken, so a slow CI run
+# shows which stage grew.
+start=$SECONDS
+step() { printf '==> %s (at %dm%02ds)\n' "$1" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+step "setup"
 PT_SETUP_TESTS=1 scripts/setup.sh
 export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+step "build and vet"
 scripts/build.sh
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './tests/compat/*/node_modules/*'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
+step "client packages (npm, pip)"
 # The real e2b npm SDK, pinned by tests/compat/e2b/package-lock.json, and
 # the real e2b Python SDK, pinned by tests/compat/e2b/requirements.txt.
 (cd tests/compat/e2b && npm ci --no-audit --no-fund --loglevel=error &&
@@ -35,6 +42,7 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 # The TypeScript SDK: pinned dev dependencies, the generated wire types
 # checked against api/openapi.yaml, the build and its unit tests (its
 # end-to-end suites run in tests/sdk/ts under go test below).
+step "SDKs"
 (cd sdk/ts && npm ci --no-audit --no-fund --loglevel=error && npm test)
 (cd sdk/go && go vet ./... && go test -race -count=1 ./...)
 # The Python SDK: its venv (pinned dev tools, PyPI only), then mypy --strict;
@@ -42,19 +50,34 @@ if [ -n "$unformatted" ]; then echo "gofmt needed:" $unformatted >&2; exit 1; fi
 [ -x sdk/python/.venv/bin/python ] || python3 -m venv sdk/python/.venv
 sdk/python/.venv/bin/pip install -q --disable-pip-version-check -e 'sdk/python[dev]'
 (cd sdk/python && .venv/bin/mypy --strict)
+step "go test ./..."
 go test -race -count=1 -timeout 30m -p 2 ./...
 # The whole end-to-end suite once more against a ptd whose --store is
 # PostgreSQL: a throwaway cluster the harness starts (internal/pgtest;
 # docs/ARCHITECTURE.md, "Store").
 # Its timeout is twice a normal pass (about 10 min): a test that hangs fails
 # with Go's dump of the running tests well inside CI's limit.
-PT_TEST_STORE=postgres go test -race -count=1 -timeout 20m ./tests/e2e/
-# Fuzz every target for PT_FUZZTIME (1000 inputs) each, one target per
-# `go test` (Go fuzzes one per invocation), sequentially (docs/testing.md).
+# Beside it, fuzz every target for PT_FUZZTIME (1000 inputs) each, one target
+# per `go test` (Go fuzzes one per invocation), one after another
+# (docs/testing.md). The e2e tests run one at a time and leave a core mostly
+# free, so the fuzzing's five minutes fit inside that pass.
 # A count, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure when a worker is slow to stop.
-for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
-  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-1000x}" "./$pkg"
+fuzz_all() {
+  local pkg target
+  for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
+    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
+      go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-1000x}" "./$pkg" || return 1
+    done
   done
-done
+}
+step "e2e on PostgreSQL, and fuzzing"
+fuzz_all > "${TMPDIR:-/tmp}/pt-fuzz.$$.log" 2>&1 &
+fuzz=$!
+status=0
+PT_TEST_STORE=postgres go test -race -count=1 -timeout 20m ./tests/e2e/ || status=1
+wait "$fuzz" || { status=1; echo "fuzzing failed:" >&2; }
+cat "${TMPDIR:-/tmp}/pt-fuzz.$$.log"
+rm -f "${TMPDIR:-/tmp}/pt-fuzz.$$.log"
+step "done"
+exit "$status"
