@@ -50,34 +50,34 @@ step "SDKs"
 [ -x sdk/python/.venv/bin/python ] || python3 -m venv sdk/python/.venv
 sdk/python/.venv/bin/pip install -q --disable-pip-version-check -e 'sdk/python[dev]'
 (cd sdk/python && .venv/bin/mypy --strict)
-step "go test ./..."
-go test -race -count=1 -timeout 30m -p 2 ./...
-# The whole end-to-end suite once more against a ptd whose --store is
-# PostgreSQL: a throwaway cluster the harness starts (internal/pgtest;
-# docs/ARCHITECTURE.md, "Store").
-# Its timeout is twice a normal pass (about 10 min): a test that hangs fails
-# with Go's dump of the running tests well inside CI's limit.
-# Beside it, fuzz every target for PT_FUZZTIME (1000 inputs) each, one target
-# per `go test` (Go fuzzes one per invocation), one after another
-# (docs/testing.md). The e2e tests run one at a time and leave a core mostly
-# free, so the fuzzing's five minutes fit inside that pass.
+# tests/e2e runs its tests one at a time against one ptd and mostly waits on
+# its sandboxes (about a quarter of one core), so it runs beside the other
+# packages rather than in one of their two slots: once on SQLite, then once
+# more against a ptd whose --store is PostgreSQL, a throwaway cluster the
+# harness starts (internal/pgtest; docs/ARCHITECTURE.md, "Store").
+# The PostgreSQL pass's timeout is twice a normal pass (about 12 min): a test
+# that hangs fails with Go's dump of the running tests well inside CI's limit.
+e2e=${TMPDIR:-/tmp}/pt-e2e.$$.log
+step "tests/e2e (SQLite, then PostgreSQL) beside go test ./..."
+{ go test -race -count=1 -timeout 30m ./tests/e2e/ &&
+  PT_TEST_STORE=postgres go test -race -count=1 -timeout 25m ./tests/e2e/; } > "$e2e" 2>&1 &
+e2e_pid=$!
+status=0
+go test -race -count=1 -timeout 30m -p 2 $(go list ./... | grep -v '/tests/e2e$') || status=1
+# Fuzz every target for PT_FUZZTIME (1000 inputs) each, one target per
+# `go test` (Go fuzzes one per invocation), one after another
+# (docs/testing.md), while the e2e passes go on.
 # A count, not a duration: Go 1.26's coordinator can report its own
 # -fuzztime deadline as a failure when a worker is slow to stop.
-fuzz_all() {
-  local pkg target
-  for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
-    for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
-      go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-1000x}" "./$pkg" || return 1
-    done
+step "fuzzing"
+for pkg in $(grep -rl --include='*_test.go' '^func Fuzz' internal cmd | xargs -n1 dirname | sort -u); do
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -c6- | sort -u); do
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PT_FUZZTIME:-1000x}" "./$pkg" || status=1
   done
-}
-step "e2e on PostgreSQL, and fuzzing"
-fuzz_all > "${TMPDIR:-/tmp}/pt-fuzz.$$.log" 2>&1 &
-fuzz=$!
-status=0
-PT_TEST_STORE=postgres go test -race -count=1 -timeout 20m ./tests/e2e/ || status=1
-wait "$fuzz" || { status=1; echo "fuzzing failed:" >&2; }
-cat "${TMPDIR:-/tmp}/pt-fuzz.$$.log"
-rm -f "${TMPDIR:-/tmp}/pt-fuzz.$$.log"
+done
+step "waiting for tests/e2e"
+wait "$e2e_pid" || status=1
+cat "$e2e"
+rm -f "$e2e"
 step "done"
 exit "$status"

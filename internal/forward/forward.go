@@ -105,12 +105,18 @@ type (
 // another host's sandbox is forwarded, the rest is served by next.
 func (r *Router) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if r.local && !r.others(req.Context()) {
+		if r.local && !r.others(req.Context(), r.fresh) {
 			// Alone with its host (as far as the last read knows): a ptd
 			// that runs no sandboxes reads on instead, since it serves
-			// no create and may have missed a host that came back.
-			next.ServeHTTP(w, req)
-			return
+			// no create and may have missed a host that came back. A
+			// create reads the list again first: a host that joined
+			// within the last read's life takes it when this one is
+			// draining, rather than this one refusing it as if no host
+			// could (one store read beside the create's own writes).
+			if _, ok := createFor(req); !ok || !r.others(req.Context(), 0) {
+				next.ServeHTTP(w, req)
+				return
+			}
 		}
 		if req.Header.Get(Header) != "" {
 			// Sent by a peer: served here, unless the sandbox is another
@@ -148,10 +154,11 @@ func (r *Router) Wrap(next http.Handler) http.Handler {
 }
 
 // others reports whether another host can be forwarded to at all, from
-// the host list read at most once per fresh: a ptd alone on its store
-// serves everything itself at the cost of nothing but that read.
-func (r *Router) others(ctx context.Context) bool {
-	for _, h := range r.hostList(ctx) {
+// the host list read at most maxAge ago (fresh, but for creates): a ptd
+// alone on its store serves everything itself at the cost of nothing but
+// that read.
+func (r *Router) others(ctx context.Context, maxAge time.Duration) bool {
+	for _, h := range r.readHosts(ctx, maxAge) {
 		if h.ID != r.self && h.State != store.HostLost && h.URL != "" {
 			return true
 		}
@@ -217,7 +224,7 @@ func (r *Router) owner(ctx context.Context, id string) (store.HostRecord, bool) 
 // host's, unplaced, unknown or on a lost host (answered here, as the API
 // does).
 func (r *Router) Peer(ctx context.Context, id string) (store.HostRecord, bool) {
-	if !r.others(ctx) {
+	if !r.others(ctx, r.fresh) {
 		return store.HostRecord{}, false
 	}
 	return r.owner(ctx, id)

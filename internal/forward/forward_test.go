@@ -259,6 +259,27 @@ func TestCreatesArePlaced(t *testing.T) {
 	}
 }
 
+// TestADrainedHostSeesAHostJoin: a ptd that last read itself alone on its
+// store and is then drained places a create on a host that joined since,
+// at once: the create reads the host list again rather than refusing as if
+// no host took sandboxes.
+func TestADrainedHostSeesAHostJoin(t *testing.T) {
+	f := newFixture(t)
+	f.register(t, "host_a", "http://a.invalid", 8192, "runc")
+	h := forward.New(f.st, "host_a", true, slog.New(slog.DiscardHandler)).Wrap(f.local)
+	if w := send(h, "GET", "/v1/sandboxes", ""); w.Header().Get("X-Peer") != "local" {
+		t.Fatalf("list on a host alone served by %q", w.Header().Get("X-Peer"))
+	}
+	b := newPeer(t)
+	f.register(t, "host_b", b.srv.URL, 8192, "runc")
+	if _, err := f.st.SetHostState(context.Background(), "host_a", 0, store.HostDraining, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if w := send(h, "POST", "/v1/sandboxes", `{"template":"busybox"}`); w.Header().Get("X-Peer") != b.srv.URL {
+		t.Fatalf("create on a drained host after b joined served by %q: %d %s", w.Header().Get("X-Peer"), w.Code, w.Body)
+	}
+}
+
 // TestAnAPIOnlyPtdServesNoCreate: a ptd that runs no sandboxes (its
 // own host never registered) sends every create to a host, and answers
 // 503 capacity itself when none takes it, never its own control plane.

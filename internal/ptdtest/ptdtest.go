@@ -83,7 +83,8 @@ type Options struct {
 	Listen string
 	// BinDir, when set, holds binaries Build made already: Start uses them
 	// instead of building, and Stop leaves them (several daemons of one
-	// test binary share one build).
+	// test binary share one build). Inside Main it defaults to the main
+	// daemon's binaries.
 	BinDir string
 	// DataDir, when set, is the data dir to use (it must exist): a test
 	// that wants it on a filesystem of its own makes it. Stop empties it
@@ -175,6 +176,9 @@ func Start(o Options) (*Daemon, error) {
 		if o.RepoRoot, err = RepoRoot(); err != nil {
 			return nil, err
 		}
+	}
+	if o.BinDir == "" {
+		o.BinDir = mainBin
 	}
 	bin, shared := o.BinDir, o.BinDir != ""
 	if !shared {
@@ -537,6 +541,11 @@ func RemoveCgroup(path string) {
 	}
 }
 
+// mainBin is Main's daemon's binary dir, which every other Start of the
+// test binary uses unless told otherwise. Main sets it before the tests run
+// and its daemon's Stop removes the dir after they have ended.
+var mainBin string
+
 // Main runs a test package against one ptd. Outside root it runs the tests
 // with no daemon (they skip through their own check) unless CI=true, where
 // that is a failure; as root it starts ptd, calls use (to record the
@@ -554,6 +563,13 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) (code i
 	}
 	o.Keep = o.Keep || os.Getenv("PT_E2E_KEEP") != ""
 	d, err := Start(o)
+	if err == nil {
+		// The package's other daemons share these binaries: a build links
+		// three binaries, 5 s on an idle 2-core machine and several times
+		// that under the rest of the suite, and tests/e2e starts a dozen
+		// more daemons.
+		mainBin = d.BinDir
+	}
 	defer func() {
 		if err := d.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, name+":", err)
