@@ -7,6 +7,18 @@ cd "$(dirname "$0")/.."
 # shows which stage grew.
 start=$SECONDS
 step() { printf '==> %s (at %dm%02ds)\n' "$1" $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
+# leftovers lists what the test harness's ptds make on the host (bridges,
+# data dir mounts, cgroup parents, running ptds). A run must leave none of
+# it, and a package's own cleanup error can pass unseen (go test shows a
+# passing package's output only with -v), so the run checks at its end.
+leftovers() {
+  { ip -o link show | grep -o ' ptt[0-9a-f]*:' || true
+    grep -o ' /var/tmp/pt-data-[^ ]*' /proc/self/mounts || true
+    ls -d /sys/fs/cgroup/*/platinum-test-* 2>/dev/null || true
+    pgrep -f '/pt-bin-[0-9]*/ptd serve' || true
+  } | sort -u
+}
+before=$(leftovers)
 step "setup"
 PT_SETUP_TESTS=1 scripts/setup.sh
 export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
@@ -79,5 +91,10 @@ step "waiting for tests/e2e"
 wait "$e2e_pid" || status=1
 cat "$e2e"
 rm -f "$e2e"
+left=$(comm -13 <(echo "$before") <(leftovers))
+if [ -n "$left" ]; then
+  echo "the tests left these behind (docs/testing.md, \"Leftovers\"):" $left >&2
+  status=1
+fi
 step "done"
 exit "$status"

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,10 +46,13 @@ type Daemon struct {
 	Bridge, Subnet, Cgroup string
 	cmd                    *exec.Cmd
 	logf                   *os.File
-	sharedBin, ownData     bool
-	exited                 <-chan struct{}
-	keep                   bool
-	args                   []string
+	// sharedBin: other daemons may use BinDir too (each logs to a file of
+	// its own); builtBin: BinDir is a build Start made, removed by the
+	// Stop of the last daemon using it.
+	sharedBin, builtBin, ownData bool
+	exited                       <-chan struct{}
+	keep                         bool
+	args                         []string
 	// Env is added to ptd's environment at each (re)start, e.g.
 	// crashpoint's PT_CRASH_AT; set it to nil before Restart to drop it.
 	Env []string
@@ -177,17 +181,19 @@ func Start(o Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	if o.BinDir == "" {
-		o.BinDir = mainBin
-	}
-	bin, shared := o.BinDir, o.BinDir != ""
-	if !shared {
-		var err error
-		if bin, err = Build(o.RepoRoot); err != nil {
-			return nil, err
+	bin, shared, built := o.BinDir, o.BinDir != "", o.BinDir == ""
+	if built {
+		if bin, shared = takeBuild(); !shared {
+			var err error
+			if bin, err = Build(o.RepoRoot); err != nil {
+				return nil, err
+			}
+			builds.Lock()
+			builds.users[bin] = 1
+			builds.Unlock()
 		}
 	}
-	d := &Daemon{BinDir: bin, keep: o.Keep, Env: o.Env, sharedBin: shared, ownData: o.DataDir == ""}
+	d := &Daemon{BinDir: bin, keep: o.Keep, Env: o.Env, sharedBin: shared, builtBin: built, ownData: o.DataDir == ""}
 	var err error
 	if d.DataDir = o.DataDir; d.ownData {
 		if d.DataDir, err = os.MkdirTemp("/var/tmp", "pt-data-"); err != nil {
@@ -487,8 +493,9 @@ func (d *Daemon) Stop() error {
 		}
 		if d.sharedBin {
 			os.Remove(d.logPath())
-		} else {
-			os.RemoveAll(d.BinDir)
+		}
+		if d.builtBin {
+			dropBuild(d.BinDir)
 		}
 	}
 	return err
@@ -542,9 +549,40 @@ func RemoveCgroup(path string) {
 }
 
 // mainBin is Main's daemon's binary dir, which every other Start of the
-// test binary uses unless told otherwise. Main sets it before the tests run
-// and its daemon's Stop removes the dir after they have ended.
-var mainBin string
+// test binary uses unless told otherwise; Main sets it before the tests
+// run. builds counts the daemons using each build Start made, so that the
+// last one's Stop removes it: a package may stop a daemon after Main's
+// (tests/compat/e2b-code-interpreter's gVisor one), whose reset needs ptd.
+var (
+	mainBin string
+	builds  = struct {
+		sync.Mutex
+		users map[string]int
+	}{users: map[string]int{}}
+)
+
+// takeBuild is mainBin with one more user, if Main has set it and its
+// build is still there.
+func takeBuild() (string, bool) {
+	builds.Lock()
+	defer builds.Unlock()
+	if mainBin == "" || builds.users[mainBin] == 0 {
+		return "", false
+	}
+	builds.users[mainBin]++
+	return mainBin, true
+}
+
+// dropBuild is a Stop of a daemon using the build in dir: the last one
+// removes it.
+func dropBuild(dir string) {
+	builds.Lock()
+	defer builds.Unlock()
+	if builds.users[dir]--; builds.users[dir] <= 0 {
+		delete(builds.users, dir)
+		os.RemoveAll(dir)
+	}
+}
 
 // Main runs a test package against one ptd. Outside root it runs the tests
 // with no daemon (they skip through their own check) unless CI=true, where

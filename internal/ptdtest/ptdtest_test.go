@@ -46,3 +46,34 @@ func TestListensOn(t *testing.T) {
 		t.Errorf("a closed port is known")
 	}
 }
+
+// TestMainBuildOutlivesMain: the build Main's daemon made serves the
+// package's other daemons and stays until the last of them stops, also
+// one that stops after Main's daemon (whose reset needs ptd).
+func TestMainBuildOutlivesMain(t *testing.T) {
+	dir := t.TempDir() + "/bin"
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	builds.Lock()
+	builds.users[dir] = 1 // Main's daemon
+	builds.Unlock()
+	mainBin = dir
+	t.Cleanup(func() { mainBin = "" })
+
+	other, shared := takeBuild()
+	if other != dir || !shared {
+		t.Fatalf("takeBuild = %q %v, want Main's build shared", other, shared)
+	}
+	dropBuild(dir) // Main's daemon stops first
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("Main's daemon's stop removed the build another daemon still uses: %v", err)
+	}
+	dropBuild(dir) // the other one
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the last stop left the build: %v", err)
+	}
+	if _, shared := takeBuild(); shared {
+		t.Fatal("takeBuild handed out a removed build")
+	}
+}
