@@ -166,10 +166,6 @@ func (r *Router) others(ctx context.Context, maxAge time.Duration) bool {
 	return false
 }
 
-func (r *Router) hostList(ctx context.Context) []store.HostRecord {
-	return r.readHosts(ctx, r.fresh)
-}
-
 // readHosts is the host list, read again when the last read is older
 // than maxAge.
 func (r *Router) readHosts(ctx context.Context, maxAge time.Duration) []store.HostRecord {
@@ -475,7 +471,7 @@ func (r *Router) buildHost(req *http.Request) (store.HostRecord, bool) {
 	if json.Unmarshal([]byte(b.Request), &rec) != nil || rec.Host == "" || rec.Host == r.self {
 		return store.HostRecord{}, false
 	}
-	for _, h := range r.hostList(req.Context()) {
+	for _, h := range r.readHosts(req.Context(), r.fresh) {
 		if h.ID == rec.Host && h.State != store.HostLost && h.URL != "" {
 			return h, true
 		}

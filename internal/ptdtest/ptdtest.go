@@ -550,7 +550,7 @@ func RemoveCgroup(path string) {
 
 // mainBin is Main's daemon's binary dir, which every other Start of the
 // test binary uses unless told otherwise; Main sets it before the tests
-// run. builds counts the daemons using each build Start made, so that the
+// run. Both are guarded by builds' lock. builds counts the daemons using each build Start made, so that the
 // last one's Stop removes it: a package may stop a daemon after Main's
 // (tests/compat/e2b-code-interpreter's gVisor one), whose reset needs ptd.
 var (
@@ -606,7 +606,9 @@ func Main(m *testing.M, name string, o Options, use func(*Daemon) error) (code i
 		// three binaries, 5 s on an idle 2-core machine and several times
 		// that under the rest of the suite, and tests/e2e starts a dozen
 		// more daemons.
+		builds.Lock()
 		mainBin = d.BinDir
+		builds.Unlock()
 	}
 	defer func() {
 		if err := d.Stop(); err != nil {
