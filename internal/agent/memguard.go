@@ -149,7 +149,7 @@ func (g *MemoryGuard) Run(ctx context.Context) {
 				next = fastPoll
 			}
 			if used > total {
-				g.killLargest(used, total)
+				g.killLargest(total)
 			}
 		}
 		t.Reset(next)
@@ -167,15 +167,15 @@ func (g *MemoryGuard) usage() (used, total uint64, err error) {
 
 // killLargest kills the process with the largest resident set (not
 // pt-agent, not one whose oom_score_adj is -1000), unless the last victim
-// is still exiting: its memory is about to come back. used is the reading
-// that found the guest over MemTotal; memory is read again once the victim
-// is chosen and nothing is killed if it is back under. A process inside
-// one huge system call stalls the guard's reading until the call returns,
-// and may exit right after it (dd's one 512 MB read): the stale reading
-// then picked the largest process left, an unrelated one — a sleep of
-// 1 MB beside the dd, once in ten dd runs (docs/ARCHITECTURE.md, "Where
-// gvisor differs").
-func (g *MemoryGuard) killLargest(used, total uint64) {
+// is still exiting: its memory is about to come back. The reading that
+// found the guest over MemTotal may be stale, so memory is read again once
+// the victim is chosen and nothing is killed if it is back under. A
+// process inside one huge system call stalls the guard's reading until the
+// call returns, and may exit right after it (dd's one 512 MB read): the
+// stale reading then picked the largest process left, an unrelated one —
+// a sleep of 1 MB beside the dd, once in ten dd runs (docs/ARCHITECTURE.md,
+// "Where gvisor differs").
+func (g *MemoryGuard) killLargest(total uint64) {
 	g.mu.Lock()
 	if v := g.victim; v != 0 {
 		if _, err := os.Stat(filepath.Join(g.proc, strconv.Itoa(v))); err == nil {
@@ -189,8 +189,8 @@ func (g *MemoryGuard) killLargest(used, total uint64) {
 	if pid == 0 {
 		return
 	}
-	used, _, err := g.usage()
-	if err != nil || used <= total {
+	now, _, err := g.usage()
+	if err != nil || now <= total {
 		return
 	}
 	comm, _ := os.ReadFile(filepath.Join(g.proc, strconv.Itoa(pid), "comm"))
@@ -205,7 +205,7 @@ func (g *MemoryGuard) killLargest(used, total uint64) {
 		seq = g.kills[n-1].Seq + 1
 	}
 	g.kills = append(g.kills, OOMKill{Seq: seq, PID: pid, Command: strings.TrimSpace(string(comm)), RSSBytes: rss,
-		UsedMB: used >> 20, LimitMB: total >> 20, At: time.Now().UTC()})
+		UsedMB: now >> 20, LimitMB: total >> 20, At: time.Now().UTC()})
 	if len(g.kills) > maxKept {
 		g.kills = g.kills[len(g.kills)-maxKept:]
 	}

@@ -134,7 +134,7 @@ func TestMemoryGuardStaleReading(t *testing.T) {
 			var killed []int
 			g := &MemoryGuard{self: 42, wake: make(chan struct{}), kill: func(pid int) error { killed = append(killed, pid); return nil }}
 			g.proc = fakeProc(t, tc.nowKB, 256*1024, map[int][2]int{7: {5000, 0}, 8: {60000, 0}})
-			g.killLargest(600<<20, 256<<20) // the stalled reading: 600 MB
+			g.killLargest(256 << 20) // after a stalled reading of 600 MB
 			if fmt.Sprint(killed) != fmt.Sprint(tc.killed) {
 				t.Errorf("killed %v, want %v", killed, tc.killed)
 			}

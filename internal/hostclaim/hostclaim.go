@@ -99,7 +99,7 @@ func Acquire(dir string, c Claim) (*Held, error) {
 		return nil, err
 	}
 	b, _ := json.Marshal(c)
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt(append(b, '\n'), 0)
 	}
 	if err != nil {

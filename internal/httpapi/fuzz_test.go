@@ -76,7 +76,7 @@ func (s *fuzzServer) fresh() error {
 			return fmt.Errorf("fixture snapshot never got ready: %s", body)
 		}
 		time.Sleep(10 * time.Millisecond)
-		code, body = s.do("GET", "/v1/snapshots/"+snap.ID, "")
+		_, body = s.do("GET", "/v1/snapshots/"+snap.ID, "")
 		json.Unmarshal(body, &snap)
 	}
 	s.id, s.snap = sb.ID, snap.ID

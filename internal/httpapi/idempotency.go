@@ -249,7 +249,8 @@ func spool(head []byte, body io.Reader) (*keyedBody, error) {
 	}
 	h := sha256.New()
 	w := io.MultiWriter(f, h)
-	if _, err := w.Write(head); err == nil {
+	_, err = w.Write(head)
+	if err == nil {
 		_, err = io.Copy(w, body)
 	}
 	if err == nil {

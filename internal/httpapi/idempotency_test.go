@@ -318,3 +318,36 @@ func TestIdempotencyClientGoesAway(t *testing.T) {
 		t.Errorf("%d sandboxes, want 1", n)
 	}
 }
+
+// brokenBody is a request body whose sender goes away after n bytes.
+type brokenBody struct{ n int }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(len(p), b.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	b.n -= k
+	return k, nil
+}
+
+// TestIdempotencyCutBody: a large keyed body (an upload) whose sender goes
+// away part way is refused, not spooled cut short: its answer would be
+// kept for the key and replayed to the retry that sends it whole.
+func TestIdempotencyCutBody(t *testing.T) {
+	r := httptest.NewRequest("PUT", "/v1/sandboxes/sbx_1/files", io.MultiReader(strings.NewReader(strings.Repeat("y", maxJSONBody+1)), &brokenBody{n: 1 << 20}))
+	r.Header.Set("Content-Type", "application/octet-stream")
+	key := "upload-1"
+	b, err := readKeyedBody(r, &key)
+	if err == nil {
+		n, _ := io.Copy(io.Discard, b.reader())
+		b.cleanup()
+		t.Fatalf("a body cut after %d bytes was taken whole", n)
+	}
+	if !strings.Contains(err.Error(), "reading the request body") {
+		t.Errorf("err = %v, want the body's read error", err)
+	}
+}

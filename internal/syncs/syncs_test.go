@@ -172,7 +172,7 @@ func TestCancels(t *testing.T) {
 		t.Fatal("Stop of a also cancelled b")
 	}
 	stale := ended
-	ctx, ended, ok = c.Start(context.Background(), "a")
+	ctx, _, ok = c.Start(context.Background(), "a")
 	if !ok {
 		t.Fatal("Start after Stop refused")
 	}

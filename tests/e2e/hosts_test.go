@@ -123,7 +123,6 @@ func TestHostsShareAStore(t *testing.T) {
 	// A drain is an admin's, through either process, and binds the other:
 	// a create through a draining host's ptd is placed on the other host,
 	// and with both draining it is refused.
-	sandboxesBefore := creatingCount(t, call, b)
 	if st, m := call(a, "POST", "/v1/hosts/"+idB+"/drain", nil); st != 200 || m["state"] != "draining" {
 		t.Fatalf("drain b through a: %d %v", st, m)
 	}
@@ -134,7 +133,7 @@ func TestHostsShareAStore(t *testing.T) {
 	if st, _ := call(b, "DELETE", "/v1/sandboxes/"+m["id"].(string), nil); st != 202 {
 		t.Fatalf("delete the placed sandbox through b: %d", st)
 	}
-	sandboxesBefore = creatingCount(t, call, b)
+	sandboxesBefore := creatingCount(t, call, b)
 	if st, m := call(b, "POST", "/v1/hosts/"+idA+"/drain", nil); st != 200 || m["state"] != "draining" {
 		t.Fatalf("drain a through b: %d %v", st, m)
 	}

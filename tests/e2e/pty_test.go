@@ -18,8 +18,6 @@ type ptyConn struct {
 	ctx  context.Context
 	conn *websocket.Conn
 	out  strings.Builder
-	// closed is the close error once the server closed.
-	closed error
 }
 
 func wsURL(id string) string {
