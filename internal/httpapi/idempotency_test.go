@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -319,26 +320,13 @@ func TestIdempotencyClientGoesAway(t *testing.T) {
 	}
 }
 
-// brokenBody is a request body whose sender goes away after n bytes.
-type brokenBody struct{ n int }
-
-func (b *brokenBody) Read(p []byte) (int, error) {
-	if b.n == 0 {
-		return 0, io.ErrUnexpectedEOF
-	}
-	k := min(len(p), b.n)
-	for i := range p[:k] {
-		p[i] = 'x'
-	}
-	b.n -= k
-	return k, nil
-}
-
 // TestIdempotencyCutBody: a large keyed body (an upload) whose sender goes
 // away part way is refused, not spooled cut short: its answer would be
 // kept for the key and replayed to the retry that sends it whole.
 func TestIdempotencyCutBody(t *testing.T) {
-	r := httptest.NewRequest("PUT", "/v1/sandboxes/sbx_1/files", io.MultiReader(strings.NewReader(strings.Repeat("y", maxJSONBody+1)), &brokenBody{n: 1 << 20}))
+	// The sender goes away 2 MiB in.
+	cut := io.MultiReader(strings.NewReader(strings.Repeat("y", 2<<20)), iotest.ErrReader(io.ErrUnexpectedEOF))
+	r := httptest.NewRequest("PUT", "/v1/sandboxes/sbx_1/files", cut)
 	r.Header.Set("Content-Type", "application/octet-stream")
 	key := "upload-1"
 	b, err := readKeyedBody(r, &key)
