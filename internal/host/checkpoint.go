@@ -177,6 +177,13 @@ func (h *Host) checkpoint(ctx context.Context, id, class string, cp runtime.Chec
 	return nil
 }
 
+// checkpointTimeout bounds a checkpoint. Writing a sandbox's memory takes
+// seconds even for many GiB; one that has not finished by then never will
+// (runsc 2026-09 deadlocks when an IPv6 packet reaches the sandbox during
+// its save, docs/ARCHITECTURE.md "A checkpoint that never ends"), and the stop
+// must not wait for it forever.
+const checkpointTimeout = 5 * time.Minute
+
 // stopKeepingMemory keeps the sandbox's memory for its next start, by
 // checkpoint where its class can and by freezing otherwise. It reports
 // false (and the caller stops disk-only) when neither worked.
@@ -189,9 +196,17 @@ func (h *Host) stopKeepingMemory(ctx context.Context, id string, rt runtime.Runt
 		return false
 	}
 	if cp := checkpointer(rt); cp != nil {
-		err := h.checkpoint(ctx, id, rt.Name(), cp)
+		cctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+		err := h.checkpoint(cctx, id, rt.Name(), cp)
+		cancel()
 		if err == nil {
 			return true
+		}
+		if cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			// A wedged Sentry would not pause either: stop from disk,
+			// whose delete kills it however it is stuck.
+			h.log.WarnContext(ctx, "checkpoint did not finish; stopping disk-only", "sandbox", id, "after", checkpointTimeout)
+			return false
 		}
 		h.log.WarnContext(ctx, "checkpoint failed; freezing instead", "sandbox", id, "err", err)
 		if st, err = rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {

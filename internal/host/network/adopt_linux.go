@@ -52,6 +52,7 @@ func (m *Manager) Adopt(ctx context.Context, id string, addr netip.Addr) (Endpoi
 		if err := ctx.Err(); err != nil {
 			return Endpoint{}, err
 		}
+		noIPv6(veth)
 		ep := Endpoint{ID: id, NetNSPath: path, Addr: addr, Gateway: m.gateway, HostVeth: veth}
 		m.mu.Lock()
 		defer m.mu.Unlock()

@@ -199,6 +199,16 @@ func raiseNeighTable(dir string) error {
 	return errors.Join(errs...)
 }
 
+// noIPv6 turns IPv6 off on a host veth (see Attach); an endpoint made by
+// an earlier ptd gets it when it is recovered or adopted.
+func noIPv6(veth string) error {
+	err := writeSysctl(filepath.Join("/proc/sys/net/ipv6/conf", veth, "disable_ipv6"), "1")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
 func writeSysctl(path, value string) error {
 	return os.WriteFile(path, []byte(value), 0)
 }
@@ -235,6 +245,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.Debug("recover: skipping netns", "netns", name, "err", err)
 			continue
 		}
+		noIPv6(ep.HostVeth)
 		m.mu.Lock()
 		if _, known := m.endpoints[ep.ID]; !known {
 			if other, taken := m.used[ep.Addr]; taken && other != ep.ID {
@@ -423,6 +434,15 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 	// The kernel ignores an alias given at creation; set it now.
 	if err := netlink.LinkSetAlias(host, aliasPrefix+id); err != nil {
 		return Endpoint{}, fmt.Errorf("veth %s: alias: %w", veth, err)
+	}
+	// No IPv6 on the host's end either (the bridge and the namespace have
+	// none): with it the kernel sends the sandbox neighbour discovery and
+	// MLD from a link-local address, and runsc (2026-09) deadlocks when an
+	// IPv6 packet arrives while it checkpoints (its netstack's save holds
+	// the stack's lock while waiting for the packet dispatcher, which needs
+	// it): the stop and every later runsc call on the sandbox hang.
+	if err := noIPv6(veth); err != nil {
+		return Endpoint{}, fmt.Errorf("veth %s: %w", veth, err)
 	}
 	// Isolated ports can talk to the bridge (the host) but not to each
 	// other: this is what stops sandbox-to-sandbox traffic at layer 2.

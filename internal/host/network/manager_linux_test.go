@@ -391,6 +391,14 @@ func TestAttachDetach(t *testing.T) {
 	if got, ok := m.Endpoint(ids[1]); !ok || got != eps[ids[1]] {
 		t.Errorf("Endpoint(%s) = %+v, %v", ids[1], got, ok)
 	}
+	// The host's end sends the sandbox no IPv6 (a packet arriving during a
+	// gVisor checkpoint deadlocks it).
+	for _, ep := range eps {
+		b, err := os.ReadFile(filepath.Join("/proc/sys/net/ipv6/conf", ep.HostVeth, "disable_ipv6"))
+		if err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("veth %s: disable_ipv6 = %q, %v; want 1", ep.HostVeth, b, err)
+		}
+	}
 
 	mid := eps[ids[1]]
 	for range 2 { // idempotent

@@ -427,6 +427,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	return r.delete(ctx, id, true)
 }
 
+// killTimeout bounds `runsc kill --all`: it answers in milliseconds unless
+// the Sentry is wedged, and then never.
+const killTimeout = 10 * time.Second
+
 // delete is Delete; kill false skips `kill --all` for a container known to
 // have no process left (saves a runtime call).
 func (r *Runtime) delete(ctx context.Context, id string, kill bool) error {
@@ -448,7 +452,16 @@ func (r *Runtime) delete(ctx context.Context, id string, kill bool) error {
 	t0 := time.Now()
 	// Errors are expected here (already stopped, absent); delete decides.
 	if kill {
-		r.run(ctx, "kill", "--all", id, "KILL")
+		kctx, cancel := context.WithTimeout(ctx, killTimeout)
+		r.run(kctx, "kill", "--all", id, "KILL")
+		cancel()
+		if kctx.Err() == context.DeadlineExceeded && bundle != "" {
+			// A wedged Sentry (a checkpoint deadlocked in gVisor's
+			// netstack) never answers `kill`; its processes die all the
+			// same, and `delete --force` then finds it gone.
+			r.logger.WarnContext(ctx, "runtime kill did not answer; killing the sandbox's processes", "container", id)
+			killCgroupAndWait(ctx, bundle, 5*time.Second)
+		}
 	}
 	t1 := time.Now()
 	if _, err := r.run(ctx, "delete", "--force", id); err != nil {
