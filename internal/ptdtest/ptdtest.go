@@ -550,9 +550,10 @@ func RemoveCgroup(path string) {
 
 // mainBin is Main's daemon's binary dir, which every other Start of the
 // test binary uses unless told otherwise; Main sets it before the tests
-// run. Both are guarded by builds' lock. builds counts the daemons using each build Start made, so that the
+// run. builds counts the daemons using each build Start made, so that the
 // last one's Stop removes it: a package may stop a daemon after Main's
 // (tests/compat/e2b-code-interpreter's gVisor one), whose reset needs ptd.
+// Both are guarded by builds' lock.
 var (
 	mainBin string
 	builds  = struct {

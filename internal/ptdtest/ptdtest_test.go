@@ -57,9 +57,13 @@ func TestMainBuildOutlivesMain(t *testing.T) {
 	}
 	builds.Lock()
 	builds.users[dir] = 1 // Main's daemon
-	builds.Unlock()
 	mainBin = dir
-	t.Cleanup(func() { mainBin = "" })
+	builds.Unlock()
+	t.Cleanup(func() {
+		builds.Lock()
+		mainBin = ""
+		builds.Unlock()
+	})
 
 	other, shared := takeBuild()
 	if other != dir || !shared {

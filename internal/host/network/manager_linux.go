@@ -106,7 +106,7 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 	}
 	// The firewall is IPv4-only: with IPv6 off on the bridge the host has
 	// no link-local address a sandbox could reach it by.
-	if err := writeSysctl(filepath.Join("/proc/sys/net/ipv6/conf", name, "disable_ipv6"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := noIPv6(name); err != nil {
 		return nil, fmt.Errorf("bridge %s: %w", name, err)
 	}
 	// Isolated ports do not pass ARP between sandboxes, so a connect to
@@ -199,10 +199,11 @@ func raiseNeighTable(dir string) error {
 	return errors.Join(errs...)
 }
 
-// noIPv6 turns IPv6 off on a host veth (see Attach); an endpoint made by
-// an earlier ptd gets it when it is recovered or adopted.
-func noIPv6(veth string) error {
-	err := writeSysctl(filepath.Join("/proc/sys/net/ipv6/conf", veth, "disable_ipv6"), "1")
+// noIPv6 turns IPv6 off on a host link: the bridge, and each sandbox's
+// veth (see attach; an endpoint made by an earlier ptd gets it when it is
+// recovered or adopted). A kernel without IPv6 has nothing to turn off.
+func noIPv6(link string) error {
+	err := writeSysctl(filepath.Join("/proc/sys/net/ipv6/conf", link, "disable_ipv6"), "1")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
