@@ -15,28 +15,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MemoryGuard is the OOM killer of a gVisor sandbox. gVisor (runsc
-// 2024-07) has none: its guest may allocate past the memory it reports
-// (MemTotal, the sandbox's size), until the host cgroup holding the whole
-// sandbox — the Sentry, its gofer and the guest's memory — is full, and
-// then the host kills the Sentry: every process of the sandbox dies. The
-// guard watches the guest's own accounting and, as Linux's OOM killer
-// does inside a runc sandbox's cgroup, kills the process using the most
-// memory once the guest's unreclaimable memory (anonymous and shared
-// pages) passes MemTotal; the host cgroup is sized above MemTotal for the
+// MemoryGuard is the OOM killer of a gVisor sandbox beside gVisor's own.
+// Upstream gVisor has none: its guest may allocate past the memory it
+// reports (MemTotal, the sandbox's size), until the host cgroup holding
+// the whole sandbox — the Sentry, its gofer and the guest's memory — is
+// full, and then the host kills the Sentry: every process of the sandbox
+// dies. The runsc scripts/setup.sh builds (third_party/gvisor) keeps the
+// guest's anonymous memory within MemTotal and kills at that limit itself;
+// the guard reports those kills (/proc/vmstat's oom_kill) and covers what
+// that limit does not count (shared memory, and runsc without the patch):
+// it watches the guest's own accounting and, as Linux's OOM killer does
+// inside a runc sandbox's cgroup, kills the process using the most memory
+// once the guest's unreclaimable memory (anonymous and shared pages)
+// passes MemTotal; the host cgroup is sized above MemTotal for the
 // Sentry's own overhead, so the guard acts before the host has to.
 //
-// A process that grows a system call at a time is seen and killed between
-// two of them. One system call that asks for more than the sandbox has (a
-// read of 512 MB into fresh memory) is different: while gVisor fills that
-// memory, every other guest task that touches a new page or reads
-// /proc/meminfo waits for it (a pure-sleep probe stalled 1.1 s during a
-// 1.5 GB read), the guard too, so the guard sees it only when the call
-// returns and its kill races the process's exit. The host gives such a call
-// the memory to finish (the runtime's OOM watcher, up to a stall room), so
-// the sandbox lives on either way; docs/ARCHITECTURE.md ("Where gvisor
-// differs") has the numbers. The guard reports every kill for the host to
-// turn into an oom_killed event.
+// Without the patch, a process that grows a system call at a time is seen
+// and killed between two of them, but one system call that asks for more
+// than the sandbox has (a read of 512 MB into fresh memory) stalls every
+// other guest task that touches a new page or reads /proc/meminfo, the
+// guard too, so the guard sees it only when the call returns and its kill
+// races the process's exit; docs/ARCHITECTURE.md ("Where gvisor differs")
+// has the numbers. The guard reports every kill for the host to turn into
+// an oom_killed event.
 type MemoryGuard struct {
 	proc string // "/proc"; tests point it elsewhere
 	self int    // never killed: pt-agent itself
@@ -51,16 +52,31 @@ type MemoryGuard struct {
 	kills  []OOMKill
 	wake   chan struct{} // closed and replaced at each kill
 	victim int           // the last victim while it is still exiting
+
+	// acked is the highest seq a GET /oom has acknowledged (its after):
+	// a poll without one, a new ptd's first, gets the kills after it.
+	acked uint64
+
+	// kernelKills is the last reading of the guest kernel's own OOM kill
+	// count (/proc/vmstat's oom_kill), which starts at 0 with the kernel:
+	// a Sentry with a memory limit (the runsc scripts/setup.sh builds)
+	// kills at its limit itself, and the guard reports those kills as the
+	// kernel's.
+	kernelKills int64
 }
 
 // OOMKill is one process the guard killed.
 type OOMKill struct {
-	Seq      uint64    `json:"seq"`
-	PID      int       `json:"pid"`
-	Command  string    `json:"command"`
-	RSSBytes uint64    `json:"rss_bytes"`
-	UsedMB   uint64    `json:"used_mb"`  // the guest's anonymous and shared memory then
-	LimitMB  uint64    `json:"limit_mb"` // MemTotal
+	Seq uint64 `json:"seq"`
+	// Source is who killed: "guard", or "kernel" (gVisor's own OOM
+	// killer, which names no process: PID, Command, RSSBytes and UsedMB
+	// are then zero).
+	Source   string    `json:"source"`
+	PID      int       `json:"pid,omitempty"`
+	Command  string    `json:"command,omitempty"`
+	RSSBytes uint64    `json:"rss_bytes,omitempty"`
+	UsedMB   uint64    `json:"used_mb,omitempty"` // the guest's anonymous and shared memory then
+	LimitMB  uint64    `json:"limit_mb"`          // MemTotal
 	At       time.Time `json:"at"`
 }
 
@@ -92,6 +108,8 @@ const (
 	// and the read would compete with the agent's own start (a cold
 	// create waits for that), so a poke or this delay comes first.
 	firstPoll = slowPoll
+	// pokeLinger is how long the guard polls fast after a poke.
+	pokeLinger = 2 * time.Second
 	// maxKept bounds the kills remembered for the host.
 	maxKept = 64
 )
@@ -134,6 +152,7 @@ func (g *MemoryGuard) Run(ctx context.Context) {
 	}
 	t := time.NewTimer(firstPoll)
 	defer t.Stop()
+	var poked time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,9 +160,16 @@ func (g *MemoryGuard) Run(ctx context.Context) {
 		case <-t.C:
 		case <-g.poke: // nil outside NewMemoryGuard: never
 			t.Stop()
+			poked = time.Now()
 		}
 		used, total, err := g.usage()
+		g.readKernelKills(total)
 		next := g.idle
+		if time.Since(poked) < pokeLinger {
+			// The memory that drew the poke may be gone by now, freed by
+			// a kill of the guest's kernel: look again soon to report it.
+			next = fastPoll
+		}
 		if err == nil && total > 0 {
 			if used > total/2 {
 				next = fastPoll
@@ -200,17 +226,51 @@ func (g *MemoryGuard) killLargest(total uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.victim = pid
-	var seq uint64 = 1
+	g.recordLocked(OOMKill{Source: "guard", PID: pid, Command: strings.TrimSpace(string(comm)), RSSBytes: rss,
+		UsedMB: now >> 20, LimitMB: total >> 20})
+}
+
+// recordLocked keeps a kill for the host and wakes its waiters.
+func (g *MemoryGuard) recordLocked(k OOMKill) {
+	k.Seq = 1
 	if n := len(g.kills); n > 0 {
-		seq = g.kills[n-1].Seq + 1
+		k.Seq = g.kills[n-1].Seq + 1
 	}
-	g.kills = append(g.kills, OOMKill{Seq: seq, PID: pid, Command: strings.TrimSpace(string(comm)), RSSBytes: rss,
-		UsedMB: now >> 20, LimitMB: total >> 20, At: time.Now().UTC()})
+	k.At = time.Now().UTC()
+	g.kills = append(g.kills, k)
 	if len(g.kills) > maxKept {
 		g.kills = g.kills[len(g.kills)-maxKept:]
 	}
 	close(g.wake)
 	g.wake = make(chan struct{})
+}
+
+// readKernelKills records the kills of the guest kernel's own OOM killer
+// since the last reading. A reading lower than the last (a sandbox
+// restored from a checkpoint counts from 0 again) only sets the count. A
+// kernel without the counter (runsc without the memory limit) has no
+// /proc/vmstat: nothing to read.
+func (g *MemoryGuard) readKernelKills(total uint64) {
+	b, err := os.ReadFile(filepath.Join(g.proc, "vmstat"))
+	if err != nil {
+		return
+	}
+	var n int64 = -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	if n < 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	last := g.kernelKills
+	g.kernelKills = n
+	for i := last; i < n; i++ {
+		g.recordLocked(OOMKill{Source: "kernel", LimitMB: total >> 20})
+	}
 }
 
 // largest returns the killable process with the largest resident set.
@@ -279,15 +339,33 @@ func (g *MemoryGuard) Kills(ctx context.Context, after uint64, wait time.Duratio
 // maxOOMWait bounds GET /oom's wait.
 const maxOOMWait = 60 * time.Second
 
-// handleOOM answers GET /oom?after=SEQ&wait_ms=MS: the guard's kills after
-// SEQ, waiting up to MS (at most a minute) for one. Without a guard (runc
-// sandboxes: the kernel kills there) the list is always empty.
+// ack records that the kills up to seq were received and returns the
+// highest seq acknowledged so far.
+func (g *MemoryGuard) ack(seq uint64) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.acked = max(g.acked, seq)
+	return g.acked
+}
+
+// handleOOM answers GET /oom?after=SEQ&wait_ms=MS: the kills after SEQ,
+// which acknowledges those up to it, waiting up to MS (at most a minute)
+// for one. Without after, the kills after the last acknowledged: a ptd
+// that starts watching the sandbox (a new one, or after a restart) gets
+// every kill no earlier ptd received, however soon after the sandbox's
+// boot they came. Without a guard (runc sandboxes: the host's kernel
+// kills there) the list is always empty.
 func (s *Server) handleOOM(w http.ResponseWriter, r *http.Request) {
 	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
 	ms, _ := strconv.Atoi(r.URL.Query().Get("wait_ms"))
 	wait := min(time.Duration(max(ms, 0))*time.Millisecond, maxOOMWait)
 	kills := []OOMKill{}
 	if g := s.cfg.MemoryGuard; g != nil {
+		if r.URL.Query().Has("after") {
+			g.ack(after)
+		} else {
+			after = g.ack(0)
+		}
 		if k := g.Kills(r.Context(), after, wait); k != nil {
 			kills = k
 		}

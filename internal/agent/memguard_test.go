@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +142,62 @@ func TestMemoryGuardStaleReading(t *testing.T) {
 				t.Errorf("killed %v, want %v", killed, tc.killed)
 			}
 		})
+	}
+}
+
+// TestMemoryGuardKernelKills: kills by the guest's own kernel
+// (/proc/vmstat's oom_kill) are reported as the kernel's; a count that falls (a restored sandbox) is a new
+// start, not kills; a GET /oom without after gets the kills after the last
+// one acknowledged.
+func TestMemoryGuardKernelKills(t *testing.T) {
+	g := NewMemoryGuard(true)
+	g.proc = fakeProc(t, 10*1024, 256*1024, nil)
+	vmstat := func(n int) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(g.proc, "vmstat"), []byte(fmt.Sprintf("nr_free_pages 1\noom_kill %d\n", n)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vmstat(0)
+	g.readKernelKills(256 << 20)
+	if k := g.Kills(context.Background(), 0, 0); len(k) != 0 {
+		t.Fatalf("kills at oom_kill 0: %+v", k)
+	}
+	vmstat(2) // two kills before the guard's next look
+	g.readKernelKills(256 << 20)
+	k := g.Kills(context.Background(), 0, 0)
+	if len(k) != 2 || k[0].Source != "kernel" || k[1].Seq != 2 || k[0].PID != 0 || k[0].LimitMB != 256 {
+		t.Fatalf("kills %+v; want two by the kernel", k)
+	}
+	vmstat(0) // restored from a checkpoint
+	g.readKernelKills(256 << 20)
+	vmstat(1)
+	g.readKernelKills(256 << 20)
+	if k := g.Kills(context.Background(), 2, 0); len(k) != 1 || k[0].Seq != 3 {
+		t.Fatalf("kills after a restore %+v; want one", k)
+	}
+
+	s := &Server{cfg: Config{MemoryGuard: g}}
+	get := func(q string) (seqs []uint64) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		s.handleOOM(w, httptest.NewRequest("GET", "/oom?"+q, nil))
+		var out struct{ Kills []OOMKill }
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range out.Kills {
+			seqs = append(seqs, k.Seq)
+		}
+		return seqs
+	}
+	if got := get("wait_ms=0"); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Errorf("first poll, nothing acknowledged: %v", got)
+	}
+	if got := get("after=2&wait_ms=0"); !slices.Equal(got, []uint64{3}) {
+		t.Errorf("after=2: %v", got)
+	}
+	if got := get("wait_ms=0"); !slices.Equal(got, []uint64{3}) {
+		t.Errorf("a new ptd's first poll after 2 was acknowledged: %v; want 3", got)
 	}
 }

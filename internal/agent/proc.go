@@ -195,6 +195,7 @@ func (s *Server) supervise(p *proc, exit <-chan unix.WaitStatus) {
 		}()
 	}
 	ws := <-exit
+	s.noteExit(ws)
 	p.mu.Lock()
 	p.exited = true
 	if p.timer != nil {
@@ -222,6 +223,16 @@ func (s *Server) supervise(p *proc, exit <-chan unix.WaitStatus) {
 	s.log.Debug("process ended", "pid", p.pid, "status", end.Status)
 	p.finish(end)
 	time.AfterFunc(s.cfg.EndRetention, func() { s.procs.remove(p) })
+}
+
+// noteExit pokes the memory guard when a process ended by SIGKILL, or is
+// a shell that reports a child's (exit status 128+9): it may be an OOM
+// kill by the guest's own kernel, which the guard then reports at once
+// (MemoryGuard.readKernelKills) rather than at its next idle look.
+func (s *Server) noteExit(ws unix.WaitStatus) {
+	if g := s.cfg.MemoryGuard; g != nil && (ws.Signaled() && ws.Signal() == unix.SIGKILL || ws.Exited() && ws.ExitStatus() == 128+int(unix.SIGKILL)) {
+		g.Poke()
+	}
 }
 
 func (p *proc) pump(o output) {

@@ -26,6 +26,7 @@ func (s *Server) StartService(cmd *exec.Cmd) (int, <-chan error, error) {
 	exited := make(chan error, 1)
 	go func() {
 		st := <-ws
+		s.noteExit(st)
 		exited <- fmt.Errorf("%s", statusString(st))
 	}()
 	return pid, exited, nil

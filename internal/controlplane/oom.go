@@ -13,9 +13,9 @@ import (
 // EventOOMKilled is the event type of an OOM kill in a sandbox: one
 // process (scope process: the sandbox runs on, as a runc sandbox's
 // processes do when its cgroup's OOM killer picks one, or a gVisor
-// sandbox's when pt-agent's memory guard does), or the whole sandbox
-// (scope sandbox: the host ended a gVisor sandbox; it boots again from its
-// disk at once, restartEnded).
+// sandbox's when gVisor's own kernel or pt-agent's memory guard does), or
+// the whole sandbox (scope sandbox: the host ended a gVisor sandbox; it
+// boots again from its disk at once, restartEnded).
 const EventOOMKilled = "oom_killed"
 
 // OOMKilledData is the data of an oom_killed event.
@@ -23,7 +23,8 @@ type OOMKilledData struct {
 	Scope string `json:"scope"`
 	Count int    `json:"count"`
 	// PID, Command and RSSBytes name the process when the guard killed it
-	// (gVisor); the kernel does not say which one it killed.
+	// (gVisor); a kernel (the host's, or gVisor's) does not say which one
+	// it killed.
 	PID      int    `json:"pid,omitempty"`
 	Command  string `json:"command,omitempty"`
 	RSSBytes uint64 `json:"rss_bytes,omitempty"`
@@ -108,7 +109,7 @@ const endedWait = 10 * time.Second
 // preview proxies with their connections closed), and it boots again from
 // its disk, rather than at the reconciler's next pass: with the default
 // interval the sandbox answered nothing for up to 30 s (31 s in
-// TestIsolationMemoryBombPastTheStallRoom before this). Waiting for the
+// a gVisor memory bomb past the stall room, before this). Waiting for the
 // host first keeps a late report (a kill counted after the sandbox was
 // booted again) from ending the new boot's calls. lost is the reason its
 // processes_lost event gives.

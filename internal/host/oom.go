@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"strconv"
@@ -101,12 +102,12 @@ const (
 	guardRetry = 5 * time.Second
 )
 
-// pollGuard reports the guard's kills until ctx ends. It starts after the
-// kills the guard already has (reported by an earlier poll, or before a
-// restart of ptd), so none is reported twice.
+// pollGuard reports the guard's kills until ctx ends. Its first poll asks
+// for the kills no earlier poll acknowledged (one before a restart of ptd
+// did), so none is reported twice and none missed, even one that came
+// before this poll.
 func (h *Host) pollGuard(ctx context.Context, id, token string) {
-	var after uint64
-	first := true
+	var after *uint64
 	for ctx.Err() == nil {
 		ep, ok := h.net.Endpoint(id)
 		if !ok {
@@ -114,11 +115,7 @@ func (h *Host) pollGuard(ctx context.Context, id, token string) {
 			return
 		}
 		c := agentclient.New("http://"+net.JoinHostPort(ep.Addr.String(), strconv.Itoa(hostapi.AgentPort)), token, h.oomClient)
-		wait := guardWait
-		if first {
-			wait = 0
-		}
-		kills, err := c.OOMKills(ctx, after, wait)
+		kills, err := c.OOMKills(ctx, after, guardWait)
 		if err != nil {
 			select {
 			case <-time.After(guardRetry):
@@ -127,15 +124,12 @@ func (h *Host) pollGuard(ctx context.Context, id, token string) {
 			continue
 		}
 		for _, k := range kills {
-			if k.Seq > after {
-				after = k.Seq
+			if after == nil || k.Seq > *after {
+				after = &k.Seq
 			}
-			if !first {
-				h.emitOOM(hostapi.OOMEvent{SandboxID: id, Scope: hostapi.OOMScopeProcess, Count: 1, PID: k.PID, Command: k.Command,
-					RSSBytes: k.RSSBytes, Source: "guard", At: k.At})
-			}
+			h.emitOOM(hostapi.OOMEvent{SandboxID: id, Scope: hostapi.OOMScopeProcess, Count: 1, PID: k.PID, Command: k.Command,
+				RSSBytes: k.RSSBytes, Source: cmp.Or(k.Source, "guard"), At: k.At})
 		}
-		first = false
 	}
 }
 

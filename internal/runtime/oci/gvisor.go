@@ -46,9 +46,11 @@ import (
 //     namespace must not rely on it while the sandbox runs.
 //   - Resources.Pids: the host cgroup also counts gVisor's own threads and
 //     a host process per sandbox process, so the cgroup limit is scaled
-//     (gvisorPids). A sandbox that reaches it, or its memory limit, is
-//     stopped as a whole: a fork bomb or memory hog ends the sandbox rather
-//     than failing inside it.
+//     (gvisorPids), above the task limit gVisor's own kernel enforces
+//     (gvisorTasks), as its host memory limit is above the guest's memory
+//     (gvisorHostMemory; the runsc scripts/setup.sh builds keeps the guest
+//     within it, third_party/gvisor): a sandbox that reaches a host limit
+//     is stopped as a whole.
 //   - Update writes the sandbox's host cgroup (runsc has no update
 //     command; see cgroup.go): the host enforces the new limits at once,
 //     while gVisor's own view (/proc/meminfo, CPU count) keeps its boot

@@ -299,8 +299,7 @@ describe('e2b SDK against ptd', () => {
   // A bomb far past the sandbox's memory (one 4 GiB string in 512 MB)
   // fails the command at once and the sandbox answers again. This
   // harness's sandboxes are runc, where the kernel kills the bomb inside;
-  // tests/e2e's TestIsolationMemoryBombPastTheStallRoom covers gVisor,
-  // whose host ends the whole sandbox and boots it again.
+  // tests/e2e's TestIsolationMemoryBombFarPastItsSize covers both classes.
   test('commands.run of a memory bomb fails at once, and the sandbox answers again', async () => {
     const s = await Sandbox.create('base', { timeoutMs: 120_000 })
     try {
