@@ -357,6 +357,31 @@ func TestIsolationMemoryBombFarPastItsSize(t *testing.T) {
 	})
 }
 
+// TestIsolationManyThreadsAreNotOOMKilled: 200 sleeping threads in a
+// 256 MB sandbox use a few MB, and nothing is killed. gVisor allocates a
+// page fault's memory 2 MiB at a time, so each thread's stack is allocated
+// 2 MiB though the host holds a few pages of it: its kernel's memory limit
+// must judge by what the host holds (third_party/gvisor/README.md), or it
+// kills here what Linux never would.
+func TestIsolationManyThreadsAreNotOOMKilled(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		ensureTemplate(t, c, "python-node")
+		id := c.create(map[string]any{"template": "python-node", "runtime": class, "ram_mb": 256})
+		res := c.sh(id, `python3 -c 'import threading, time
+ts = [threading.Thread(target=time.sleep, args=(3,)) for _ in range(200)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print("joined", len(ts))'`)
+		if res.ExitCode != 0 || res.Stdout != "joined 200\n" {
+			t.Errorf("200 sleeping threads in a 256 MB %s sandbox: %+v", class, res)
+		}
+		sleep(3000) // a gVisor kill is reported through a long poll
+		if evs := oomEvents(t, c, id); len(evs) != 0 {
+			t.Errorf("OOM kills of 200 sleeping threads: %v", evs)
+		}
+	})
+}
+
 // TestIsolationForkBombStopsAtPidsLimit: a sandbox that forks without end
 // is refused at its task limit inside (runc: the pids cgroup; gVisor:
 // RLIMIT_NPROC in its own kernel, with the host's limits above it), and

@@ -137,12 +137,17 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	gvisor, err := isRunsc(ctx, bin)
+	version, err := exec.CommandContext(ctx, bin, "--version").Output()
 	if err != nil {
-		return nil, &ConfigError{Field: "Binary", Err: err}
+		return nil, &ConfigError{Field: "Binary", Err: fmt.Errorf("%s --version: %w", bin, err)}
 	}
+	gvisor := bytes.HasPrefix(bytes.TrimSpace(version), []byte("runsc"))
 	if gvisor {
 		cfg.GlobalArgs = runscVersionArgs(ctx, bin, cfg.GlobalArgs)
+		if !bytes.Contains(version, []byte(runscPatched)) {
+			logger.Warn("runsc is not built with third_party/gvisor's memory limit: a gVisor sandbox whose memory outgrows its host's room is ended as a whole rather than losing one process; scripts/setup.sh builds and installs one that has it",
+				"runsc", bin, "version", string(bytes.TrimSpace(bytes.SplitN(version, []byte("\n"), 2)[0])))
+		}
 	}
 	r := &Runtime{
 		cfg:    cfg,
@@ -167,14 +172,9 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 // probeTimeout bounds New's probes of the binary and of CRIU.
 const probeTimeout = 20 * time.Second
 
-// isRunsc tells runsc from runc by the first word of `--version`.
-func isRunsc(ctx context.Context, bin string) (bool, error) {
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
-	if err != nil {
-		return false, fmt.Errorf("%s --version: %w", bin, err)
-	}
-	return bytes.HasPrefix(bytes.TrimSpace(out), []byte("runsc")), nil
-}
+// runscPatched marks a runsc built by scripts/setup.sh with
+// third_party/gvisor's patch: its `--version` is <version>+platinum.<hash>.
+const runscPatched = "+platinum."
 
 // Name returns the runtime class.
 func (r *Runtime) Name() string { return r.cfg.Class }

@@ -42,7 +42,8 @@ var gvisorSemantics = runtimetest.Options{
 		}
 		return limit
 	},
-	LimitsStopSandbox: true,
+	LimitsStopSandbox:    true,
+	GuestKeepsBootMemory: true,
 }
 
 func TestGVisorConformance(t *testing.T) {

@@ -48,6 +48,11 @@ type Options struct {
 	// NoLiveUpdate says Update must fail with sandbox.ErrUnavailable and
 	// change nothing (runsc has no update command).
 	NoLiveUpdate bool
+	// GuestKeepsBootMemory says Update raises the host's limits while the
+	// guest keeps the memory it booted with: gVisor's kernel holds the
+	// guest to its MemTotal (third_party/gvisor), which a running sandbox
+	// cannot change.
+	GuestKeepsBootMemory bool
 	// LimitsStopSandbox says reaching the memory or pids limit may stop the
 	// whole sandbox rather than fail the one process: with gVisor the host
 	// cgroup holds one kernel (the Sentry), not the sandbox's processes.
@@ -563,21 +568,26 @@ func testUpdate(t *testing.T, rt runtime.Runtime, opts Options) {
 // enforced and that what the sandbox allocates is charged to its host
 // cgroup (for gVisor: the Sentry's memory, not only its processes'): after
 // raising the limit from 96 to 320 MiB a 160 MiB allocation succeeds and
-// the cgroup's peak shows it.
+// the cgroup's peak shows it. A guest that keeps its boot memory
+// (GuestKeepsBootMemory) allocates 64 MiB, within it.
 func testUpdateMemoryCharged(t *testing.T, rt runtime.Runtime, opts Options) {
 	if opts.NoLiveUpdate {
 		t.Skip("the runtime cannot update limits")
 	}
+	mib := 160
+	if opts.GuestKeepsBootMemory {
+		mib = 64
+	}
 	ctx := context.Background()
-	spec := NewSpec(t, `
+	spec := NewSpec(t, fmt.Sprintf(`
 		go=
 		trap 'go=1' USR1
 		: > /ready
 		while [ -z "$go" ]; do sleep 0.05; done
-		dd if=/dev/zero of=/dev/null bs=160M count=1 2>/dev/null
+		dd if=/dev/zero of=/dev/null bs=%dM count=1 2>/dev/null
 		echo "dd=$?" > /results
 		: > /done
-		`+sleepForever)
+		`, mib)+sleepForever)
 	spec.Resources.MemoryBytes = 96 << 20
 	c := Start(t, rt, spec)
 	c.WaitFile(t, "ready")
@@ -589,17 +599,17 @@ func testUpdateMemoryCharged(t *testing.T, rt runtime.Runtime, opts Options) {
 		t.Fatalf("Kill(SIGUSR1): %v", err)
 	}
 	if c.waitDoneOrStopped(t, "done") {
-		t.Fatalf("the sandbox stopped allocating 160 MiB under a raised limit of 320 MiB")
+		t.Fatalf("the sandbox stopped allocating %d MiB under a raised limit of 320 MiB", mib)
 	}
 	if got := c.Results(t)["dd"]; got != "0" {
-		t.Errorf("160 MiB allocation under a raised limit of 320 MiB: dd exit %q, want 0", got)
+		t.Errorf("%d MiB allocation under a raised limit of 320 MiB: dd exit %q, want 0", mib, got)
 	}
 	peak, err := hostCgroupFile(pid, "memory", "memory.max_usage_in_bytes", "memory.peak")
 	if err != nil {
 		t.Fatalf("peak memory: %v", err)
 	}
-	if n, _ := strconv.ParseInt(peak, 10, 64); n < 160<<20 {
-		t.Errorf("cgroup peak memory = %s bytes after a 160 MiB allocation: the sandbox's memory is not charged to its cgroup", peak)
+	if n, _ := strconv.ParseInt(peak, 10, 64); n < int64(mib)<<20 {
+		t.Errorf("cgroup peak memory = %s bytes after a %d MiB allocation: the sandbox's memory is not charged to its cgroup", peak, mib)
 	}
 }
 
