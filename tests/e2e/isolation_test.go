@@ -232,8 +232,9 @@ func startBystander(t *testing.T, c *client, id string) string {
 // (runc: the kernel's OOM killer of the sandbox's cgroup; gVisor: gVisor's
 // own kernel at the sandbox's memory limit, in the runsc scripts/setup.sh
 // builds with third_party/gvisor's patch). Every other process of the
-// sandbox lives on, the sandbox is never booted again, and the kill is an
-// oom_killed event of scope "process" on the sandbox.
+// sandbox lives on, the sandbox is never booted again, a second bomb right
+// after the first is killed the same way, and the kill is an oom_killed
+// event of scope "process" on the sandbox.
 func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
@@ -267,6 +268,11 @@ func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
 		res := c.sh(id, "tail -c 600m /dev/zero")
 		if res.ExitCode != -1 || res.TimedOut {
 			t.Fatalf("tail growing to 600 MB in a 256 MB sandbox ended with %+v; want it killed (exit_code -1)", res)
+		}
+		// A second bomb right after the first (its memory may not all be
+		// back on the host yet) is killed the same way.
+		if res := c.sh(id, "tail -c 600m /dev/zero"); res.ExitCode != -1 || res.TimedOut {
+			t.Fatalf("a second tail growing to 600 MB ended with %+v; want it killed (exit_code -1)", res)
 		}
 		if oomKills != nil && oomKills() <= before {
 			t.Errorf("the sandbox cgroup's oom_kill stayed at %d; want an OOM kill inside", before)
