@@ -1,7 +1,9 @@
 package oci
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -278,5 +280,36 @@ func TestReleaseRoot(t *testing.T) {
 	}
 	if err := os.Remove(pin); err != nil {
 		t.Fatalf("the pin is still mounted: %v", err)
+	}
+}
+
+// TestUnpatchedRunscWarns: New warns when runsc is not one scripts/setup.sh
+// built with third_party/gvisor's memory limit, and only then.
+func TestUnpatchedRunscWarns(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		warns   bool
+	}{
+		{"runsc version v0.0.0-20260905035102-160fafc42237+platinum.08aaf3353bd6", false},
+		{"runsc version VERSION_MISSING", true},
+		{"runsc version release-20240708.0", true},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "runsc")
+			script := "#!/bin/sh\n[ \"$1\" = --version ] && printf '%s\\nspec: 1.2.1\\n' '" + tc.version + "'\nexit 0\n"
+			if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			cfg := GVisorConfig(filepath.Join(dir, "root"))
+			cfg.Binary = bin
+			if _, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+				t.Fatal(err)
+			}
+			if warned := strings.Contains(logs.String(), "memory limit"); warned != tc.warns {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warns, logs.String())
+			}
+		})
 	}
 }
