@@ -304,7 +304,6 @@ func TestIsolationMemoryBombOOMKilledInside(t *testing.T) {
 				t.Errorf("the whole sandbox was ended: %v", e)
 			}
 		}
-
 	})
 }
 
@@ -316,20 +315,7 @@ func TestIsolationOneCallMemoryBomb(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
 		bystander := startBystander(t, c, id)
-		res := c.sh(id, "dd if=/dev/zero of=/dev/null bs=512M count=1")
-		if res.TimedOut || res.ExitCode != -1 {
-			t.Errorf("dd of 512 MB in a 256 MB sandbox ended with %+v; want it killed (exit_code -1)", res)
-		}
-		// A gVisor kill is reported through a long poll: give one time to
-		// arrive before looking at the events.
-		sleep(3000)
-		if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
-			t.Errorf("bystander after the dd: %q", out)
-		}
-		for _, e := range oomEvents(t, c, id) {
-			if e["scope"] == "sandbox" {
-				t.Errorf("the whole sandbox was ended: %v", e)
-			}
+		for _, e := range bombKilledInside(t, c, id, bystander, "dd if=/dev/zero of=/dev/null bs=512M count=1") {
 			if cmd, ok := e["command"].(string); ok && cmd != "dd" {
 				t.Errorf("an OOM kill of another process than the dd: %v", e)
 			}
@@ -347,20 +333,30 @@ func TestIsolationMemoryBombFarPastItsSize(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, c *client, class string) {
 		id := c.create(map[string]any{"template": "busybox", "runtime": class, "ram_mb": 256})
 		bystander := startBystander(t, c, id)
-		res := c.sh(id, "tail -c 2000m /dev/zero")
-		if res.TimedOut || res.ExitCode != -1 {
-			t.Fatalf("tail growing to 2000 MB in a 256 MB %s sandbox ended with %+v; want it killed inside (exit_code -1)", class, res)
-		}
-		if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
-			t.Errorf("bystander after the OOM kill: %q", out)
-		}
-		sleep(3000) // a gVisor kill is reported through a long poll
-		for _, e := range oomEvents(t, c, id) {
-			if e["scope"] == "sandbox" {
-				t.Errorf("the whole sandbox was ended: %v", e)
-			}
-		}
+		bombKilledInside(t, c, id, bystander, "tail -c 2000m /dev/zero")
 	})
+}
+
+// bombKilledInside runs bomb in sandbox id and checks that it is killed
+// inside (exit_code -1), that bystander lives on and, once a gVisor kill
+// has had time to arrive through its long poll, that no event says the
+// whole sandbox was ended. It returns the sandbox's oom_killed events.
+func bombKilledInside(t *testing.T, c *client, id, bystander, bomb string) []map[string]any {
+	t.Helper()
+	if res := c.sh(id, bomb); res.TimedOut || res.ExitCode != -1 {
+		t.Errorf("%q in a 256 MB sandbox ended with %+v; want it killed inside (exit_code -1)", bomb, res)
+	}
+	if out := c.mustSh(id, "kill -0 "+bystander+" && echo alive"); out != "alive\n" {
+		t.Errorf("bystander after %q: %q", bomb, out)
+	}
+	sleep(3000)
+	evs := oomEvents(t, c, id)
+	for _, e := range evs {
+		if e["scope"] == "sandbox" {
+			t.Errorf("the whole sandbox was ended: %v", e)
+		}
+	}
+	return evs
 }
 
 // TestIsolationManyThreadsAreNotOOMKilled: 200 sleeping threads in a

@@ -144,9 +144,9 @@ func New(cfg Config, logger *slog.Logger) (*Runtime, error) {
 	gvisor := bytes.HasPrefix(bytes.TrimSpace(version), []byte("runsc"))
 	if gvisor {
 		cfg.GlobalArgs = runscVersionArgs(ctx, bin, cfg.GlobalArgs)
-		if !bytes.Contains(version, []byte(runscPatched)) {
+		if first, _, _ := bytes.Cut(version, []byte("\n")); !bytes.Contains(first, []byte(runscPatched)) {
 			logger.Warn("runsc is not built with third_party/gvisor's memory limit: a gVisor sandbox whose memory outgrows its host's room is ended as a whole rather than losing one process; scripts/setup.sh builds and installs one that has it",
-				"runsc", bin, "version", string(bytes.TrimSpace(bytes.SplitN(version, []byte("\n"), 2)[0])))
+				"runsc", bin, "version", string(bytes.TrimSpace(first)))
 		}
 	}
 	r := &Runtime{
