@@ -479,14 +479,13 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 	}); err != nil {
 		return Endpoint{}, fmt.Errorf("default route in %s: %w", nsName, err)
 	}
+	if err := m.pinNeighbours(nh, eth0, br, addr); err != nil {
+		return Endpoint{}, fmt.Errorf("%s: %w", nsName, err)
+	}
 	// The host veth gets its carrier asynchronously (the kernel's linkwatch
 	// work, which waits for the rtnl lock); until then it drops what it
 	// sends, ARP replies included. Return an endpoint that works.
 	m.waitOperUp(netlink.LinkByName, veth)
-	// The address may have belonged to a sandbox deleted a moment ago: drop
-	// the host's neighbour entry for it. (The MAC is derived from the
-	// address, so even a stale entry points at the right port.)
-	netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, IP: net.IP(addr.AsSlice())})
 	return Endpoint{
 		ID:        id,
 		NetNSPath: filepath.Join(netnsDir, nsName),
@@ -494,6 +493,34 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 		Gateway:   m.gateway,
 		HostVeth:  veth,
 	}, nil
+}
+
+// pinNeighbours gives the host a permanent neighbour (ARP) entry for the
+// sandbox's address and the sandbox one for its gateway, so neither side
+// ever asks ARP for the other: both MACs are fixed (macForAddr, and
+// stableMAC for a bridge ptd made). A packet the host sent to the address
+// while the sandbox's network stack was not yet answering (a closing
+// connection of the sandbox that had the address before, say) left the
+// host's entry incomplete, and the first request to the new sandbox then
+// waited for the kernel's next ARP try, a second later: 1 in 100 to 200
+// gVisor creates took 0.85 s more (docs/ARCHITECTURE.md, "Neighbours").
+// And gVisor's network stack sends an ARP request of its own from a timer,
+// which waits behind a booting guest: runsc copies the namespace's
+// permanent entries into its stack, so it never needs one.
+func (m *Manager) pinNeighbours(nh *netlink.Handle, eth0, br netlink.Link, addr netip.Addr) error {
+	if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+		IP: net.IP(addr.AsSlice()), HardwareAddr: macForAddr(addr)}); err != nil {
+		return fmt.Errorf("bridge %s: neighbour %v: %w", m.cfg.Bridge, addr, err)
+	}
+	// A bridge ptd did not make may take another port's MAC when ports
+	// come and go; its sandboxes ask ARP for it, as before.
+	if mac := br.Attrs().HardwareAddr; bytes.Equal(mac, stableMAC(m.cfg.Bridge)) {
+		if err := nh.NeighSet(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+			IP: net.IP(m.gateway.AsSlice()), HardwareAddr: mac}); err != nil {
+			return fmt.Errorf("gateway neighbour: %w", err)
+		}
+	}
+	return nil
 }
 
 // nsHandleLink opens a netlink handle in the namespace nsh, named nsName
@@ -563,13 +590,25 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 	unlock := m.idLocks.Lock(id)
 	defer unlock()
 	nsName, veth := m.names(id)
-	if ep, ok := m.Endpoint(id); ok {
+	ep, attached := m.Endpoint(id)
+	if attached {
 		if err := m.detachPolicy(ctx, ep.Addr); err != nil {
 			return fmt.Errorf("detach %s: %w", id, err)
 		}
 	}
 	if err := m.remove(nsName, veth); err != nil {
 		return fmt.Errorf("detach %s: %w", id, err)
+	}
+	if attached {
+		// pinNeighbours' entry would outlive the sandbox (a permanent
+		// entry is never collected), and a connect to a free address
+		// should fail as unreachable, not wait for an answer.
+		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
+			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, IP: net.IP(ep.Addr.AsSlice())})
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("detach %s: bridge neighbour: %w", id, err)
+			}
+		}
 	}
 	m.mu.Lock()
 	if ep, ok := m.endpoints[id]; ok {

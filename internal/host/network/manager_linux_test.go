@@ -400,6 +400,16 @@ func TestAttachDetach(t *testing.T) {
 		}
 	}
 
+	// Neither side asks ARP for the other (pinNeighbours).
+	for _, ep := range eps {
+		if got := bridgeNeighbour(t, m, ep.Addr); got == nil || got.State != netlink.NUD_PERMANENT || got.HardwareAddr.String() != macForAddr(ep.Addr).String() {
+			t.Errorf("bridge neighbour of %v = %+v, want permanent at %v", ep.Addr, got, macForAddr(ep.Addr))
+		}
+		if got := sandboxNeighbour(t, ep, ep.Gateway); got == nil || got.State != netlink.NUD_PERMANENT || got.HardwareAddr.String() != stableMAC(m.cfg.Bridge).String() {
+			t.Errorf("%s: gateway neighbour = %+v, want permanent at %v", ep.ID, got, stableMAC(m.cfg.Bridge))
+		}
+	}
+
 	mid := eps[ids[1]]
 	for range 2 { // idempotent
 		if err := m.Detach(ctx, ids[1]); err != nil {
@@ -415,6 +425,9 @@ func TestAttachDetach(t *testing.T) {
 	if _, ok := m.Endpoint(ids[1]); ok {
 		t.Errorf("Endpoint(%s) still known after Detach", ids[1])
 	}
+	if got := bridgeNeighbour(t, m, mid.Addr); got != nil {
+		t.Errorf("bridge neighbour of %v after Detach = %+v, want none", mid.Addr, got)
+	}
 	if err := m.Detach(ctx, "sbx_never_attached"); err != nil {
 		t.Errorf("Detach of unknown id: %v", err)
 	}
@@ -426,6 +439,51 @@ func TestAttachDetach(t *testing.T) {
 	if reuse.Addr != mid.Addr {
 		t.Errorf("Attach after Detach got %v, want the freed lowest address %v", reuse.Addr, mid.Addr)
 	}
+}
+
+// bridgeNeighbour is m's bridge's neighbour entry for addr, or nil.
+func bridgeNeighbour(t *testing.T, m *Manager, addr netip.Addr) *netlink.Neigh {
+	t.Helper()
+	br, err := netlink.LinkByName(m.cfg.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return findNeighbour(t, netlink.NeighList, br.Attrs().Index, addr)
+}
+
+// sandboxNeighbour is the neighbour entry for addr on eth0 in ep's
+// namespace, or nil.
+func sandboxNeighbour(t *testing.T, ep Endpoint, addr netip.Addr) *netlink.Neigh {
+	t.Helper()
+	nsh, err := netns.GetFromPath(ep.NetNSPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsh.Close()
+	nh, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	eth0, err := nh.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return findNeighbour(t, nh.NeighList, eth0.Attrs().Index, addr)
+}
+
+func findNeighbour(t *testing.T, list func(int, int) ([]netlink.Neigh, error), link int, addr netip.Addr) *netlink.Neigh {
+	t.Helper()
+	ns, err := list(link, unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == addr {
+			return &n
+		}
+	}
+	return nil
 }
 
 func TestConcurrentAttach(t *testing.T) {
