@@ -384,6 +384,26 @@ print("joined", len(ts))'`)
 	})
 }
 
+// TestIsolationReadWaitsForTheOOMKiller: a read into memory the sandbox no
+// longer has room for (a fresh mapping, while another process holds most
+// of the sandbox's size) gets it as on Linux: the largest process is
+// killed and the read completes in full, not short or with EFAULT.
+func TestIsolationReadWaitsForTheOOMKiller(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, c *client, class string) {
+		ensureTemplate(t, c, "python-node")
+		id := c.create(map[string]any{"template": "python-node", "runtime": class, "ram_mb": 256})
+		for _, flags := range []string{"MAP_PRIVATE", "MAP_SHARED"} {
+			res := c.sh(id, `rm -f /tmp/held; python3 -c 'import time; b = bytearray(200 << 20); open("/tmp/held", "w").close(); time.sleep(30)' & h=$!
+while [ ! -e /tmp/held ]; do sleep 0.1; done
+python3 -c 'import mmap; m = mmap.mmap(-1, 96 << 20, flags=mmap.`+flags+`); print(open("/dev/zero", "rb", buffering=0).readinto(m))'
+wait $h; echo holder $?`)
+			if want := fmt.Sprintf("%d\nholder 137\n", 96<<20); res.ExitCode != 0 || res.Stdout != want {
+				t.Errorf("a 96 MB read into a %s mapping beside a 200 MB holder in a 256 MB %s sandbox: %+v, want stdout %q", flags, class, res, want)
+			}
+		}
+	})
+}
+
 // TestIsolationForkBombStopsAtPidsLimit: a sandbox that forks without end
 // is refused at its task limit inside (runc: the pids cgroup; gVisor:
 // RLIMIT_NPROC in its own kernel, with the host's limits above it), and
