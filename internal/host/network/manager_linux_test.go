@@ -460,15 +460,11 @@ func sandboxNeighbour(t *testing.T, ep Endpoint, addr netip.Addr) *netlink.Neigh
 		t.Fatal(err)
 	}
 	defer nsh.Close()
-	nh, err := netlink.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	nh, eth0, err := nsHandleLink(nsh, ep.NetNSPath, "eth0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nh.Close()
-	eth0, err := nh.LinkByName("eth0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	return findNeighbour(t, nh.NeighList, eth0.Attrs().Index, addr)
 }
 
