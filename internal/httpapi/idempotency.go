@@ -28,10 +28,12 @@ import (
 // idempotency_key_reused. A retry while the first request still runs
 // waits for it (up to 30 s, then 409 idempotency_key_in_progress).
 //
-// Answers that may differ on a retry are not kept, and the key is freed
-// so a retry runs again: server errors (5xx), 409 conflicts (a state that
-// may change), 429 quota refusals, and answers over maxReplayBody bytes
-// (long exec output streams).
+// Only answers of a request that ran are kept (2xx and 3xx). Every error
+// frees the key, so a retry runs again: server errors (5xx) and 409
+// conflicts and 429 quota refusals may go another way next time, and a
+// refusal of bad input (400, 404, 422, ...) changed nothing, so a client
+// may fix the request and send it again under the same key. Answers over
+// maxReplayBody bytes (long exec output streams) are not kept either.
 //
 // It wraps the whole router, so every route added later is covered.
 
@@ -149,10 +151,10 @@ func clientContext(r *http.Request) context.Context {
 	return r.Context()
 }
 
-// keepAnswer reports whether an answer with status is final, so a retry
+// keepAnswer reports whether an answer with status is kept, so a retry
 // replays it rather than running again.
 func keepAnswer(status int) bool {
-	return status < 500 && status != http.StatusConflict && status != http.StatusTooManyRequests
+	return status < 400
 }
 
 // keyedBody is a request body read for its idempotency key and hash:

@@ -96,8 +96,10 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 		{name: "other keys make other sandboxes", firstKey: "k1", firstBody: `{"template":"busybox"}`, retryKey: "k3", retryBody: `{"template":"busybox"}`,
 			wantRetryStatus: 201, wantSandboxes: 2},
 		{name: "no key: no replay", firstBody: `{"template":"busybox"}`, retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantSandboxes: 2},
-		{name: "a final 4xx is replayed", firstKey: "k4", firstBody: `{"template":"nope"}`, retryKey: "k4", retryBody: `{"template":"nope"}`,
-			wantRetryStatus: 404, wantRetryCode: "not_found", wantReplay: true},
+		{name: "a 4xx is not kept: the retry runs again", firstKey: "k4", firstBody: `{"template":"nope"}`, retryKey: "k4", retryBody: `{"template":"nope"}`,
+			wantRetryStatus: 404, wantRetryCode: "not_found"},
+		{name: "after a 4xx the key takes the request fixed", firstKey: "k6", firstBody: `{"template":"busybox","cpu":-1}`,
+			retryKey: "k6", retryBody: `{"template":"busybox"}`, wantRetryStatus: 201, wantSandboxes: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
