@@ -508,19 +508,24 @@ func (m *Manager) attach(id string, addr netip.Addr) (Endpoint, error) {
 // which waits behind a booting guest: runsc copies the namespace's
 // permanent entries into its stack, so it never needs one.
 func (m *Manager) pinNeighbours(nh *netlink.Handle, eth0, br netlink.Link, addr netip.Addr) error {
-	if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
-		IP: net.IP(addr.AsSlice()), HardwareAddr: macForAddr(addr)}); err != nil {
+	if err := netlink.NeighSet(permanentNeighbour(br, addr, macForAddr(addr))); err != nil {
 		return fmt.Errorf("bridge %s: neighbour %v: %w", m.cfg.Bridge, addr, err)
 	}
 	// A bridge ptd did not make may take another port's MAC when ports
 	// come and go; its sandboxes ask ARP for it, as before.
 	if mac := br.Attrs().HardwareAddr; bytes.Equal(mac, stableMAC(m.cfg.Bridge)) {
-		if err := nh.NeighSet(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
-			IP: net.IP(m.gateway.AsSlice()), HardwareAddr: mac}); err != nil {
+		if err := nh.NeighSet(permanentNeighbour(eth0, m.gateway, mac)); err != nil {
 			return fmt.Errorf("gateway neighbour: %w", err)
 		}
 	}
 	return nil
+}
+
+// permanentNeighbour is the permanent IPv4 neighbour entry on link for
+// addr at mac (pinNeighbours).
+func permanentNeighbour(link netlink.Link, addr netip.Addr, mac net.HardwareAddr) *netlink.Neigh {
+	return &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+		IP: net.IP(addr.AsSlice()), HardwareAddr: mac}
 }
 
 // nsHandleLink opens a netlink handle in the namespace nsh, named nsName
@@ -604,8 +609,7 @@ func (m *Manager) Detach(ctx context.Context, id string) error {
 		// entry is never collected), and a connect to a free address
 		// should fail as unreachable, not wait for an answer.
 		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
-			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, IP: net.IP(ep.Addr.AsSlice())})
-			if err != nil && !errors.Is(err, unix.ENOENT) {
+			if err := netlink.NeighDel(permanentNeighbour(br, ep.Addr, nil)); err != nil && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("detach %s: bridge neighbour: %w", id, err)
 			}
 		}
