@@ -62,16 +62,19 @@ fi
 # branch) through the Go module proxy, pinned here. Debian's packages are
 # older: bookworm's is ptrace-only, and bookworm-backports' (2024-07) wakes
 # an idle sandbox every 400 µs (systrap's fast-path timer; docs/ARCHITECTURE.md
-# "Where gvisor differs"). The source gets third_party/gvisor's patch first:
-# gVisor's kernel keeps the guest within its memory and kills inside at that
-# limit, as Linux's OOM killer does, where upstream lets the guest grow until
-# the host ends the whole sandbox (third_party/gvisor/README.md). The build
-# is stamped with the version and the patch's hash (`runsc --version`); an
-# already matching runsc is kept, so re-runs cost one `runsc --version`.
+# "Where gvisor differs"). The source gets third_party/gvisor's patches first,
+# in name order (third_party/gvisor/README.md): gVisor's kernel keeps the
+# guest within its memory and kills inside at that limit, as Linux's OOM
+# killer does, where upstream lets the guest grow until the host ends the
+# whole sandbox; and the network stack's packet reader hands its CPU on
+# before it waits, so a 1-CPU sandbox answers a packet at once rather than
+# 10-20 ms later. The build is stamped with the version and the patches'
+# hash (`runsc --version`); an already matching runsc is kept, so re-runs
+# cost one `runsc --version`.
 RUNSC_MODULE=gvisor.dev/gvisor
 RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
-RUNSC_PATCH="$(cd "$(dirname "$0")/.." && pwd)/third_party/gvisor/memory-limit.patch"
-RUNSC_STAMP="$RUNSC_VERSION+platinum.$(sha256sum "$RUNSC_PATCH" | cut -c1-12)"
+RUNSC_PATCHES=("$(cd "$(dirname "$0")/.." && pwd)"/third_party/gvisor/*.patch)
+RUNSC_STAMP="$RUNSC_VERSION+platinum.$(cat "${RUNSC_PATCHES[@]}" | sha256sum | cut -c1-12)"
 RUNSC_BIN=/usr/local/bin
 if [ "$("$RUNSC_BIN/runsc" --version 2>/dev/null | sed -n '1s/^runsc version //p')" != "$RUNSC_STAMP" ]; then
   echo "setup: building runsc $RUNSC_STAMP from the Go module proxy (a few minutes)" >&2
@@ -81,7 +84,7 @@ if [ "$("$RUNSC_BIN/runsc" --version 2>/dev/null | sed -n '1s/^runsc version //p
   build=$(mktemp -d)
   cp -r "$src/." "$build"
   chmod -R u+w "$build"
-  (cd "$build" && git apply "$RUNSC_PATCH" &&
+  (cd "$build" && git apply "${RUNSC_PATCHES[@]}" &&
     GOTOOLCHAIN=auto CGO_ENABLED=0 go build -trimpath -o runsc.bin \
       -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$RUNSC_STAMP" ./runsc)
   install -m 0755 "$build/runsc.bin" "$RUNSC_BIN/runsc"
