@@ -3,8 +3,11 @@ package oci
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -280,6 +283,35 @@ func TestReleaseRoot(t *testing.T) {
 	}
 	if err := os.Remove(pin); err != nil {
 		t.Fatalf("the pin is still mounted: %v", err)
+	}
+}
+
+// TestRunscIsThisTreesBuild: the runsc on PATH, which every gVisor test
+// here and in tests/e2e runs, carries third_party/gvisor's patches as they
+// are in this tree: scripts/setup.sh stamps its build with the hash of the
+// patches in name order, so a runsc built before a patch changed (or
+// without one) fails here rather than in a test of what the patch does.
+func TestRunscIsThisTreesBuild(t *testing.T) {
+	patches, err := filepath.Glob("../../../third_party/gvisor/*.patch")
+	if err != nil || len(patches) == 0 {
+		t.Fatalf("no patches found: %v", err)
+	}
+	h := sha256.New()
+	for _, p := range patches { // Glob sorts by name, as setup.sh's glob does
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(b)
+	}
+	want := runscPatched + hex.EncodeToString(h.Sum(nil))[:12]
+	out, err := exec.Command("runsc", "--version").Output()
+	if err != nil {
+		t.Fatalf("runsc --version: %v (scripts/setup.sh installs runsc)", err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if !strings.HasSuffix(strings.TrimSpace(first), want) {
+		t.Fatalf("runsc on PATH is %q, want a build ending %q: run scripts/setup.sh", first, want)
 	}
 }
 
